@@ -1,0 +1,347 @@
+//! The provisioner contract shared by the ebb server and every provisioner plugin.
+//!
+//! A provisioner is a stateless plugin that knows how to make and remove the resources of a
+//! cluster in one place (this host, a simulated cloud, a real cloud). This crate holds only the
+//! contract: the [`Provisioner`] trait, the [`ProvisionerSpec`] that describes a plugin and its
+//! properties, and the property validation every plugin shares. It does no IO and must never
+//! depend on the server, so that plugins and the server can both depend on it without a cycle.
+//!
+//! Property validation is declarative: a plugin lists its properties with a [`PropertyKind`]
+//! and [`validate_properties`] checks a property map against that list, naming the first bad
+//! property. Plugins with rules that span properties override [`Provisioner::validate`].
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Effective provisioner properties, by name. Values are strings, as in CDAP.
+pub type Properties = BTreeMap<String, String>;
+
+/// What a provisioner is, for the registry and the `/v3/provisioners` API.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProvisionerSpec {
+    /// The key profiles use to name this provisioner (`local`, `sim`, `aws-ec2`).
+    pub name: &'static str,
+    /// A short human name.
+    pub label: &'static str,
+    /// One or two sentences on what it provisions.
+    pub description: &'static str,
+    /// Every property the provisioner understands. Anything else is rejected.
+    pub properties: &'static [PropertySpec],
+}
+
+impl ProvisionerSpec {
+    /// The spec of property `name`, if the provisioner has one.
+    pub fn property(&self, name: &str) -> Option<&PropertySpec> {
+        self.properties.iter().find(|p| p.name == name)
+    }
+}
+
+/// One property a provisioner accepts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PropertySpec {
+    pub name: &'static str,
+    pub kind: PropertyKind,
+    /// A profile (after overrides) must set it.
+    pub required: bool,
+    /// The value is sensitive: it is redacted wherever a run's properties are shown.
+    pub secret: bool,
+}
+
+impl PropertySpec {
+    /// An optional, non-secret property.
+    pub const fn optional(name: &'static str, kind: PropertyKind) -> Self {
+        Self {
+            name,
+            kind,
+            required: false,
+            secret: false,
+        }
+    }
+
+    /// A property every profile of this provisioner must set.
+    pub const fn required(name: &'static str, kind: PropertyKind) -> Self {
+        Self {
+            name,
+            kind,
+            required: true,
+            secret: false,
+        }
+    }
+}
+
+/// The type and range of a property value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PropertyKind {
+    /// Any non-empty text.
+    Text,
+    /// A whole number in `min..=max`.
+    Integer { min: i64, max: i64 },
+    /// A decimal number in `min..=max`.
+    Number { min: f64, max: f64 },
+    /// `true` or `false`.
+    Boolean,
+    /// A duration a person types, parsed with humantime (`250ms`, `30s`, `8h`), in `min..=max`.
+    Duration { min: Duration, max: Duration },
+    /// One of a fixed set of words.
+    OneOf(&'static [&'static str]),
+}
+
+/// A property that failed validation: which one, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("property '{property}': {message}")]
+pub struct PropertyError {
+    pub property: String,
+    pub message: String,
+}
+
+impl PropertyError {
+    pub fn new(property: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            property: property.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// A provisioner plugin.
+///
+/// Implementations are stateless and cheap to share. The run lifecycle adds the resource
+/// calls (create, find, poll, delete, list) to this trait; the framework owns all persisted
+/// state, so every method may be called again after a crash.
+pub trait Provisioner: Send + Sync + std::fmt::Debug {
+    /// The static description of this provisioner and its properties.
+    fn spec(&self) -> &'static ProvisionerSpec;
+
+    /// Checks a full property map (a profile's, or a run's after overrides).
+    ///
+    /// The default checks each property against the spec; override it to add rules that span
+    /// several properties, and call [`validate_properties`] first.
+    fn validate(&self, properties: &Properties) -> Result<(), PropertyError> {
+        validate_properties(self.spec(), properties)
+    }
+}
+
+/// Checks `properties` against `spec`: no unknown names, every required one present, each
+/// value of the right kind and in range. Stops at the first bad property, in name order.
+pub fn validate_properties(
+    spec: &ProvisionerSpec,
+    properties: &Properties,
+) -> Result<(), PropertyError> {
+    for (name, value) in properties {
+        let Some(prop) = spec.property(name) else {
+            return Err(PropertyError::new(name, unknown_message(spec)));
+        };
+        check_value(&prop.kind, value).map_err(|message| PropertyError::new(name, message))?;
+    }
+    if let Some(missing) = spec
+        .properties
+        .iter()
+        .find(|p| p.required && !properties.contains_key(p.name))
+    {
+        return Err(PropertyError::new(
+            missing.name,
+            format!("is required by provisioner '{}'", spec.name),
+        ));
+    }
+    Ok(())
+}
+
+fn unknown_message(spec: &ProvisionerSpec) -> String {
+    if spec.properties.is_empty() {
+        return format!("provisioner '{}' takes no properties", spec.name);
+    }
+    let known: Vec<&str> = spec.properties.iter().map(|p| p.name).collect();
+    format!(
+        "is not a property of provisioner '{}' (known: {})",
+        spec.name,
+        known.join(", ")
+    )
+}
+
+/// Checks one value against its kind; the error text completes "property 'x': ...".
+pub fn check_value(kind: &PropertyKind, value: &str) -> Result<(), String> {
+    match kind {
+        PropertyKind::Text => {
+            if value.trim().is_empty() {
+                return Err("must not be empty".into());
+            }
+        }
+        PropertyKind::Integer { min, max } => {
+            let n: i64 = value
+                .trim()
+                .parse()
+                .map_err(|_| format!("must be a whole number, got '{value}'"))?;
+            if n < *min || n > *max {
+                return Err(format!("must be between {min} and {max}, got {n}"));
+            }
+        }
+        PropertyKind::Number { min, max } => {
+            let n: f64 = value
+                .trim()
+                .parse()
+                .ok()
+                .filter(|n: &f64| n.is_finite())
+                .ok_or_else(|| format!("must be a number, got '{value}'"))?;
+            if n < *min || n > *max {
+                return Err(format!("must be between {min} and {max}, got {n}"));
+            }
+        }
+        PropertyKind::Boolean => {
+            parse_bool(value)?;
+        }
+        PropertyKind::Duration { min, max } => {
+            let d = parse_duration(value)?;
+            if d < *min || d > *max {
+                return Err(format!(
+                    "must be between {} and {}, got {}",
+                    humantime::format_duration(*min),
+                    humantime::format_duration(*max),
+                    humantime::format_duration(d)
+                ));
+            }
+        }
+        PropertyKind::OneOf(words) => {
+            if !words.contains(&value) {
+                return Err(format!(
+                    "must be one of {}, got '{value}'",
+                    words.join(", ")
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Parses `true`/`false` (any case).
+pub fn parse_bool(value: &str) -> Result<bool, String> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(format!("must be true or false, got '{value}'")),
+    }
+}
+
+/// Parses a duration a person typed (`30s`, `1h 30m`, `250ms`). A bare number is seconds.
+pub fn parse_duration(value: &str) -> Result<Duration, String> {
+    let value = value.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    if value.starts_with('-') {
+        return Err(format!("must not be negative, got '{value}'"));
+    }
+    humantime::parse_duration(value)
+        .map_err(|e| format!("must be a duration like 30s, 5m or 8h, got '{value}' ({e})"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SPEC: ProvisionerSpec = ProvisionerSpec {
+        name: "test",
+        label: "Test",
+        description: "for tests",
+        properties: &[
+            PropertySpec::required("nodes", PropertyKind::Integer { min: 1, max: 10 }),
+            PropertySpec::optional("rate", PropertyKind::Number { min: 0.0, max: 1.0 }),
+            PropertySpec::optional("fail", PropertyKind::Boolean),
+            PropertySpec::optional(
+                "latency",
+                PropertyKind::Duration {
+                    min: Duration::ZERO,
+                    max: Duration::from_secs(60),
+                },
+            ),
+            PropertySpec::optional("mode", PropertyKind::OneOf(&["a", "b"])),
+            PropertySpec::optional("dir", PropertyKind::Text),
+        ],
+    };
+
+    fn props(pairs: &[(&str, &str)]) -> Properties {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn accepts_valid_values() {
+        let p = props(&[
+            ("nodes", "3"),
+            ("rate", "0.5"),
+            ("fail", "TRUE"),
+            ("latency", "250ms"),
+            ("mode", "b"),
+            ("dir", "/tmp/x"),
+        ]);
+        assert_eq!(validate_properties(&SPEC, &p), Ok(()));
+        assert_eq!(
+            validate_properties(&SPEC, &props(&[("nodes", "1"), ("latency", "60")])),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn names_the_bad_property() {
+        let cases: &[(&[(&str, &str)], &str, &str)] = &[
+            (&[], "nodes", "is required"),
+            (&[("nodes", "x")], "nodes", "whole number"),
+            (&[("nodes", "0")], "nodes", "between 1 and 10"),
+            (&[("nodes", "11")], "nodes", "between 1 and 10"),
+            (
+                &[("nodes", "2"), ("rate", "1.5")],
+                "rate",
+                "between 0 and 1",
+            ),
+            (
+                &[("nodes", "2"), ("rate", "NaN")],
+                "rate",
+                "must be a number",
+            ),
+            (&[("nodes", "2"), ("fail", "yes")], "fail", "true or false"),
+            (&[("nodes", "2"), ("latency", "-5s")], "latency", "negative"),
+            (
+                &[("nodes", "2"), ("latency", "soon")],
+                "latency",
+                "duration",
+            ),
+            (
+                &[("nodes", "2"), ("latency", "2m")],
+                "latency",
+                "between 0s and 1m",
+            ),
+            (&[("nodes", "2"), ("mode", "c")], "mode", "one of a, b"),
+            (&[("nodes", "2"), ("dir", " ")], "dir", "must not be empty"),
+            (
+                &[("nodes", "2"), ("nodez", "2")],
+                "nodez",
+                "known: nodes, rate",
+            ),
+        ];
+        for (input, property, fragment) in cases {
+            let err = validate_properties(&SPEC, &props(input)).expect_err("must be rejected");
+            assert_eq!(err.property, *property, "input {input:?}");
+            assert!(
+                err.message.contains(fragment),
+                "input {input:?}: message '{}' lacks '{fragment}'",
+                err.message
+            );
+        }
+    }
+
+    #[test]
+    fn a_provisioner_without_properties_says_so() {
+        const EMPTY: ProvisionerSpec = ProvisionerSpec {
+            name: "none",
+            label: "None",
+            description: "",
+            properties: &[],
+        };
+        let err = validate_properties(&EMPTY, &props(&[("x", "1")])).expect_err("rejected");
+        assert_eq!(
+            err.to_string(),
+            "property 'x': provisioner 'none' takes no properties"
+        );
+    }
+}

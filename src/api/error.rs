@@ -1,0 +1,98 @@
+//! The one place errors become HTTP responses.
+//!
+//! [`ApiError::status`] is the table from every error of every layer to a status code. Its
+//! matches have no catch-all arm, so a new error variant does not compile until someone
+//! decides its status. Bodies are always `{"code": <status>, "message": "..."}`.
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, ResponseError};
+use serde::Serialize;
+
+use crate::error::ServiceError;
+use crate::store::StoreError;
+
+/// Why an HTTP request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error(transparent)]
+    Service(#[from] ServiceError),
+    #[error("{field}: {message}")]
+    Body { field: String, message: String },
+    #[error("request body is larger than the limit of {limit} bytes")]
+    BodyTooLarge { limit: usize },
+    #[error("query parameter {0}")]
+    Query(String),
+    #[error("missing or wrong bearer token; send 'Authorization: Bearer <token>'")]
+    Unauthorized,
+    #[error("no endpoint at {path}; see the README for the API")]
+    NoRoute { path: String },
+    #[error("{method} is not allowed on {path}")]
+    MethodNotAllowed { method: String, path: String },
+}
+
+/// The JSON body of every error response.
+#[derive(Debug, Serialize)]
+pub struct ErrorBody {
+    pub code: u16,
+    pub message: String,
+}
+
+impl ApiError {
+    /// The status code of this error.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::Service(e) => service_status(e),
+            ApiError::Body { .. } | ApiError::Query(_) => StatusCode::BAD_REQUEST,
+            ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::NoRoute { .. } => StatusCode::NOT_FOUND,
+            ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+        }
+    }
+}
+
+fn service_status(e: &ServiceError) -> StatusCode {
+    match e {
+        ServiceError::Invalid { .. } | ServiceError::Resolve(_) => StatusCode::BAD_REQUEST,
+        ServiceError::NamespaceNotFound(_)
+        | ServiceError::ProvisionerNotFound(_)
+        | ServiceError::ProfileNotFound(_) => StatusCode::NOT_FOUND,
+        ServiceError::DefaultNamespace
+        | ServiceError::BuiltinProfile(_)
+        | ServiceError::NativeProfile(_) => StatusCode::METHOD_NOT_ALLOWED,
+        ServiceError::NamespaceNotEmpty { .. }
+        | ServiceError::ProfileStatusUnchanged { .. }
+        | ServiceError::ProfileEnabled(_)
+        | ServiceError::ProfileDisabled(_)
+        | ServiceError::ProfileAssigned { .. } => StatusCode::CONFLICT,
+        ServiceError::Store(e) => store_status(e),
+    }
+}
+
+fn store_status(e: &StoreError) -> StatusCode {
+    match e {
+        StoreError::Closed => StatusCode::SERVICE_UNAVAILABLE,
+        StoreError::Open { .. }
+        | StoreError::InUse { .. }
+        | StoreError::SchemaTooNew { .. }
+        | StoreError::Storage(_)
+        | StoreError::Corrupt { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        self.status()
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let status = self.status();
+        if status.is_server_error() {
+            tracing::error!(error = %self, "request failed");
+        }
+        HttpResponse::build(status).json(ErrorBody {
+            code: status.as_u16(),
+            message: self.to_string(),
+        })
+    }
+}

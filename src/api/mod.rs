@@ -1,0 +1,150 @@
+//! The HTTP API: CDAP-style `/v3` paths over the services.
+//!
+//! Handlers are thin: extract, call a service, serialize. They never touch the store directly.
+//! Unknown paths answer a JSON 404 and known paths with a wrong method a JSON 405; every error
+//! goes through [`error::ApiError`]. When the server has a token, every path but
+//! `/v3/health` needs `Authorization: Bearer <token>`.
+
+pub mod body;
+pub mod error;
+mod handlers;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use actix_web::body::MessageBody;
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::middleware::Next;
+use actix_web::{HttpRequest, HttpResponse, Resource, web};
+
+use crate::provisioner::Registry;
+use crate::store::Store;
+use error::ApiError;
+
+/// What every handler can reach.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    pub store: Store,
+    pub registry: Arc<Registry>,
+    /// Bearer token required on every request but health; `None` to require none.
+    pub token: Option<Arc<str>>,
+}
+
+/// Registers every route on `cfg`.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    use handlers::*;
+    cfg.service(
+        web::scope("/v3")
+            .service(resource("/health").get(health))
+            .service(resource("/namespaces").get(list_namespaces))
+            .service(
+                resource("/namespaces/{ns}")
+                    .get(get_namespace)
+                    .put(put_namespace)
+                    .delete(delete_namespace),
+            )
+            .service(resource("/provisioners").get(list_provisioners))
+            .service(resource("/provisioners/{name}").get(get_provisioner))
+            .service(resource("/profiles").get(list_profiles))
+            .service(resource("/namespaces/{ns}/profiles").get(list_profiles))
+            .service(
+                resource("/profiles/{name}")
+                    .get(get_profile)
+                    .put(put_profile)
+                    .delete(delete_profile),
+            )
+            .service(
+                resource("/namespaces/{ns}/profiles/{name}")
+                    .get(get_profile)
+                    .put(put_profile)
+                    .delete(delete_profile),
+            )
+            .service(resource("/profiles/{name}/status").get(profile_status))
+            .service(resource("/namespaces/{ns}/profiles/{name}/status").get(profile_status))
+            .service(resource("/profiles/{name}/enable").post(enable_profile))
+            .service(resource("/namespaces/{ns}/profiles/{name}/enable").post(enable_profile))
+            .service(resource("/profiles/{name}/disable").post(disable_profile))
+            .service(resource("/namespaces/{ns}/profiles/{name}/disable").post(disable_profile))
+            .service(
+                resource("/preferences")
+                    .get(get_preferences)
+                    .put(put_preferences)
+                    .delete(delete_preferences),
+            )
+            .service(
+                resource("/namespaces/{ns}/preferences")
+                    .get(get_preferences)
+                    .put(put_preferences)
+                    .delete(delete_preferences),
+            ),
+    )
+    .default_service(web::to(no_route));
+}
+
+/// A resource whose unmatched methods answer a JSON 405.
+fn resource(path: &str) -> Resource {
+    web::resource(path).default_service(web::to(method_not_allowed))
+}
+
+async fn no_route(req: HttpRequest) -> Result<HttpResponse, ApiError> {
+    Err(ApiError::NoRoute {
+        path: req.path().to_string(),
+    })
+}
+
+async fn method_not_allowed(req: HttpRequest) -> Result<HttpResponse, ApiError> {
+    Err(ApiError::MethodNotAllowed {
+        method: req.method().to_string(),
+        path: req.path().to_string(),
+    })
+}
+
+/// Checks the bearer token, when the server has one.
+pub async fn authenticate(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+    let token = req
+        .app_data::<web::Data<AppState>>()
+        .and_then(|s| s.token.clone());
+    if let Some(token) = token
+        && req.path() != "/v3/health"
+    {
+        let given = req
+            .headers()
+            .get(actix_web::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        if !given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes())) {
+            return Err(ApiError::Unauthorized.into());
+        }
+    }
+    next.call(req).await
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Logs each request once it is answered.
+pub async fn log_request(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+    let started = Instant::now();
+    let method = req.method().clone();
+    let path = req.path().to_string();
+    let res = next.call(req).await;
+    let status = match &res {
+        Ok(r) => r.status().as_u16(),
+        Err(e) => e.as_response_error().status_code().as_u16(),
+    };
+    tracing::info!(
+        http.method = %method,
+        http.path = %path,
+        http.status = status,
+        elapsed_us = started.elapsed().as_micros() as u64,
+        "request"
+    );
+    res
+}

@@ -1,0 +1,105 @@
+//! A small blocking REST client for the ebb server.
+
+use reqwest::Method;
+use reqwest::blocking::{Client as Http, RequestBuilder};
+use serde_json::Value;
+
+use super::ClientArgs;
+
+/// Why a CLI command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error(
+        "cannot reach the ebb server at {server}: {reason}; is `ebb serve` running? (set --server or EBB_SERVER)"
+    )]
+    Unreachable { server: String, reason: String },
+    #[error("{message} (HTTP {code})")]
+    Server { code: u16, message: String },
+    #[error("{0}")]
+    Usage(String),
+    #[error("cannot read {path}: {reason}")]
+    File { path: String, reason: String },
+}
+
+/// The ebb REST API, as seen from the CLI.
+#[derive(Debug)]
+pub struct Client {
+    http: Http,
+    base: String,
+    token: Option<String>,
+}
+
+impl Client {
+    pub fn new(args: &ClientArgs) -> Result<Client, CliError> {
+        let http = Http::builder()
+            .timeout(std::time::Duration::from_secs(60))
+            .build()
+            .map_err(|e| CliError::Usage(format!("cannot set up HTTP: {e}")))?;
+        Ok(Client {
+            http,
+            base: args.server.trim_end_matches('/').to_string(),
+            token: args.token.clone().filter(|t| !t.is_empty()),
+        })
+    }
+
+    fn request(&self, method: Method, path: &str) -> RequestBuilder {
+        let mut req = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(token) = &self.token {
+            req = req.bearer_auth(token);
+        }
+        req
+    }
+
+    /// Sends a request and returns the JSON answer, or the server's error message.
+    pub fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Value, CliError> {
+        let mut req = self.request(method, path);
+        if let Some(body) = body {
+            req = req.json(body);
+        }
+        let res = req.send().map_err(|e| CliError::Unreachable {
+            server: self.base.clone(),
+            reason: root_cause(&e),
+        })?;
+        let status = res.status();
+        let text = res.text().unwrap_or_default();
+        let json: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        if status.is_success() {
+            return Ok(json);
+        }
+        let message = json
+            .get("message")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| json.to_string());
+        Err(CliError::Server {
+            code: status.as_u16(),
+            message,
+        })
+    }
+
+    pub fn get(&self, path: &str) -> Result<Value, CliError> {
+        self.call(Method::GET, path, None)
+    }
+
+    /// GET that answers `None` on 404.
+    pub fn get_opt(&self, path: &str) -> Result<Option<Value>, CliError> {
+        match self.get(path) {
+            Ok(v) => Ok(Some(v)),
+            Err(CliError::Server { code: 404, .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = e;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
+}

@@ -1,0 +1,439 @@
+//! What each client command does: build the request, send it, print the answer.
+
+use reqwest::Method;
+use serde_json::{Map, Value, json};
+
+use super::client::{CliError, Client};
+use super::output::{self, table, text};
+use super::{
+    ClientArgs, Command, NamespaceCmd, PrefCmd, PrefTarget, ProfileCmd, ProfileFlags,
+    ProfileTarget, ProvisionerCmd,
+};
+
+pub fn run(args: &ClientArgs, command: Command) -> Result<(), CliError> {
+    let client = Client::new(args)?;
+    let json = args.json;
+    match command {
+        Command::Serve(_) => Err(CliError::Usage("serve is not a client command".into())),
+        Command::Namespace(cmd) => namespace(&client, json, cmd),
+        Command::Provisioner(cmd) => provisioner(&client, json, cmd),
+        Command::Profile(cmd) => profile(&client, json, cmd),
+        Command::Pref(cmd) => pref(&client, json, cmd),
+    }
+}
+
+fn namespace(client: &Client, json: bool, cmd: NamespaceCmd) -> Result<(), CliError> {
+    let v = match cmd {
+        NamespaceCmd::List => {
+            let v = client.get("/v3/namespaces")?;
+            if !json {
+                let rows = list(&v)
+                    .iter()
+                    .map(|n| vec![text(&n["name"]), text(&n["description"])])
+                    .collect::<Vec<_>>();
+                table(&["NAME", "DESCRIPTION"], &rows);
+                return Ok(());
+            }
+            v
+        }
+        NamespaceCmd::Get { name } => client.get(&format!("/v3/namespaces/{name}"))?,
+        NamespaceCmd::Create { name, description } => {
+            let body = description.map(|d| json!({ "description": d }));
+            client.call(
+                Method::PUT,
+                &format!("/v3/namespaces/{name}"),
+                body.as_ref(),
+            )?
+        }
+        NamespaceCmd::Delete { name } => {
+            client.call(Method::DELETE, &format!("/v3/namespaces/{name}"), None)?;
+            return done(json, &format!("namespace '{name}' deleted"));
+        }
+    };
+    if json {
+        output::json(&v);
+    } else {
+        println!(
+            "name:        {}\ndescription: {}",
+            text(&v["name"]),
+            text(&v["description"])
+        );
+    }
+    Ok(())
+}
+
+fn provisioner(client: &Client, json: bool, cmd: ProvisionerCmd) -> Result<(), CliError> {
+    match cmd {
+        ProvisionerCmd::List => {
+            let v = client.get("/v3/provisioners")?;
+            if json {
+                output::json(&v);
+                return Ok(());
+            }
+            let rows: Vec<Vec<String>> = list(&v)
+                .iter()
+                .map(|p| vec![text(&p["name"]), text(&p["label"]), text(&p["description"])])
+                .collect();
+            table(&["NAME", "LABEL", "DESCRIPTION"], &rows);
+        }
+        ProvisionerCmd::Get { name } => {
+            let v = client.get(&format!("/v3/provisioners/{name}"))?;
+            if json {
+                output::json(&v);
+                return Ok(());
+            }
+            println!(
+                "{} ({})\n{}\n",
+                text(&v["name"]),
+                text(&v["label"]),
+                text(&v["description"])
+            );
+            let mut rows = Vec::new();
+            for group in list(&v["configuration-groups"]) {
+                for p in list(&group["properties"]) {
+                    rows.push(vec![
+                        text(&p["name"]),
+                        text(&group["label"]),
+                        text(&p["widget-attributes"]["default"]),
+                        text(&p["description"]),
+                    ]);
+                }
+            }
+            if rows.is_empty() {
+                println!("(no properties)");
+            } else {
+                table(&["PROPERTY", "GROUP", "DEFAULT", "DESCRIPTION"], &rows);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The API path of a profile named on the command line.
+fn profile_path(target: &ProfileTarget) -> Result<String, CliError> {
+    let (scope, name) = match target.profile.split_once(':') {
+        Some((s, n)) => (s.to_ascii_uppercase(), n),
+        None => ("USER".to_string(), target.profile.as_str()),
+    };
+    match scope.as_str() {
+        "SYSTEM" => Ok(format!("/v3/profiles/{name}")),
+        "USER" => Ok(format!(
+            "/v3/namespaces/{}/profiles/{name}",
+            target.namespace
+        )),
+        other => Err(CliError::Usage(format!(
+            "unknown profile scope '{other}': use SYSTEM:<name>, USER:<name> or <name>"
+        ))),
+    }
+}
+
+fn profile(client: &Client, json: bool, cmd: ProfileCmd) -> Result<(), CliError> {
+    match cmd {
+        ProfileCmd::List {
+            namespace,
+            system,
+            include_system,
+        } => {
+            let path = if system {
+                "/v3/profiles".to_string()
+            } else {
+                format!("/v3/namespaces/{namespace}/profiles?includeSystem={include_system}")
+            };
+            let v = client.get(&path)?;
+            if json {
+                output::json(&v);
+                return Ok(());
+            }
+            let rows: Vec<Vec<String>> = list(&v)
+                .iter()
+                .map(|p| {
+                    vec![
+                        format!("{}:{}", text(&p["scope"]), text(&p["name"])),
+                        text(&p["status"]),
+                        text(&p["provisioner"]["name"]),
+                        output::seconds(&p["keepalive"]["failed"]),
+                        output::seconds(&p["keepalive"]["killed"]),
+                        output::seconds(&p["timeout"]),
+                        text(&p["label"]),
+                    ]
+                })
+                .collect();
+            table(
+                &[
+                    "PROFILE",
+                    "STATUS",
+                    "PROVISIONER",
+                    "KEEP FAILED",
+                    "KEEP KILLED",
+                    "TIMEOUT",
+                    "LABEL",
+                ],
+                &rows,
+            );
+            Ok(())
+        }
+        ProfileCmd::Get(target) => show_profile(json, &client.get(&profile_path(&target)?)?),
+        ProfileCmd::Status(target) => {
+            let v = client.get(&format!("{}/status", profile_path(&target)?))?;
+            if json {
+                output::json(&v)
+            } else {
+                println!("{}", text(&v))
+            }
+            Ok(())
+        }
+        ProfileCmd::Create { target, flags } => {
+            let path = profile_path(&target)?;
+            if client.get_opt(&path)?.is_some() {
+                return Err(CliError::Usage(format!(
+                    "profile '{}' already exists; use `ebb profile edit`",
+                    target.profile
+                )));
+            }
+            let body = profile_body(None, &flags)?;
+            show_profile(json, &client.call(Method::PUT, &path, Some(&body))?)
+        }
+        ProfileCmd::Edit { target, flags } => {
+            let path = profile_path(&target)?;
+            let current = client.get(&path)?;
+            let body = profile_body(Some(&current), &flags)?;
+            show_profile(json, &client.call(Method::PUT, &path, Some(&body))?)
+        }
+        ProfileCmd::Delete(target) => {
+            client.call(Method::DELETE, &profile_path(&target)?, None)?;
+            done(json, &format!("profile '{}' deleted", target.profile))
+        }
+        ProfileCmd::Enable(target) => {
+            let v = client.call(
+                Method::POST,
+                &format!("{}/enable", profile_path(&target)?),
+                None,
+            )?;
+            if json {
+                output::json(&v)
+            } else {
+                println!("profile '{}' is {}", target.profile, text(&v["status"]))
+            }
+            Ok(())
+        }
+        ProfileCmd::Disable(target) => {
+            let v = client.call(
+                Method::POST,
+                &format!("{}/disable", profile_path(&target)?),
+                None,
+            )?;
+            if json {
+                output::json(&v)
+            } else {
+                println!("profile '{}' is {}", target.profile, text(&v["status"]))
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Builds a PUT body: from `current` (for edit) or the file, then the flags on top.
+fn profile_body(current: Option<&Value>, flags: &ProfileFlags) -> Result<Value, CliError> {
+    let mut body: Map<String, Value> = match (&flags.file, current) {
+        (Some(path), _) => {
+            let text = std::fs::read_to_string(path).map_err(|e| CliError::File {
+                path: path.display().to_string(),
+                reason: e.to_string(),
+            })?;
+            let v: Value = serde_json::from_str(&text).map_err(|e| CliError::File {
+                path: path.display().to_string(),
+                reason: format!("not valid JSON: {e}"),
+            })?;
+            v.as_object().cloned().ok_or_else(|| CliError::File {
+                path: path.display().to_string(),
+                reason: "must hold a JSON object".into(),
+            })?
+        }
+        (None, Some(current)) => current.as_object().cloned().unwrap_or_default(),
+        (None, None) => Map::new(),
+    };
+    // What GET returns but PUT does not take.
+    for read_only in ["scope", "status", "created", "name"] {
+        body.remove(read_only);
+    }
+    if let Some(p) = &flags.provisioner {
+        let keep = body
+            .get("provisioner")
+            .and_then(|v| v.get("name"))
+            .and_then(Value::as_str)
+            == Some(p.as_str());
+        if !keep {
+            body.insert("provisioner".into(), json!({ "name": p, "properties": [] }));
+        }
+    }
+    let Some(provisioner) = body.get_mut("provisioner").and_then(Value::as_object_mut) else {
+        return Err(CliError::Usage(
+            "a profile needs a provisioner: give --provisioner NAME or --file FILE".into(),
+        ));
+    };
+    let props = provisioner.entry("properties").or_insert_with(|| json!([]));
+    let Some(props) = props.as_array_mut() else {
+        return Err(CliError::Usage(
+            "provisioner.properties must be a list".into(),
+        ));
+    };
+    for name in &flags.remove_properties {
+        props.retain(|p| p["name"].as_str() != Some(name));
+    }
+    for (pairs, editable) in [(&flags.properties, true), (&flags.fixed_properties, false)] {
+        for pair in pairs {
+            let (name, value) = split_pair(pair)?;
+            props.retain(|p| p["name"].as_str() != Some(name));
+            props.push(json!({ "name": name, "value": value, "isEditable": editable }));
+        }
+    }
+    for (field, value) in [("label", &flags.label), ("description", &flags.description)] {
+        if let Some(v) = value {
+            body.insert(field.into(), json!(v));
+        }
+    }
+    let keepalive = body
+        .entry("keepalive")
+        .or_insert_with(|| json!({ "killed": 0, "failed": 0 }));
+    for (field, value) in [
+        ("failed", &flags.keepalive_failed),
+        ("killed", &flags.keepalive_killed),
+    ] {
+        if let Some(v) = value {
+            keepalive[field] = json!(duration(&format!("--keepalive-{field}"), v)?);
+        }
+    }
+    if let Some(t) = &flags.timeout {
+        body.insert("timeout".into(), json!(duration("--timeout", t)?));
+    }
+    if flags.no_timeout {
+        body.insert("timeout".into(), Value::Null);
+    }
+    Ok(Value::Object(body))
+}
+
+fn duration(flag: &str, value: &str) -> Result<u64, CliError> {
+    ebb_spi::parse_duration(value)
+        .map(|d| d.as_secs())
+        .map_err(|e| CliError::Usage(format!("{flag} {e}")))
+}
+
+fn split_pair(pair: &str) -> Result<(&str, &str), CliError> {
+    match pair.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k, v)),
+        _ => Err(CliError::Usage(format!("'{pair}' is not NAME=VALUE"))),
+    }
+}
+
+fn show_profile(json: bool, p: &Value) -> Result<(), CliError> {
+    if json {
+        output::json(p);
+        return Ok(());
+    }
+    println!("profile:      {}:{}", text(&p["scope"]), text(&p["name"]));
+    println!("label:        {}", text(&p["label"]));
+    println!("description:  {}", text(&p["description"]));
+    println!("status:       {}", text(&p["status"]));
+    println!("provisioner:  {}", text(&p["provisioner"]["name"]));
+    println!(
+        "keepalive:    failed {}, killed {}",
+        output::seconds(&p["keepalive"]["failed"]),
+        output::seconds(&p["keepalive"]["killed"])
+    );
+    println!("timeout:      {}", output::seconds(&p["timeout"]));
+    let rows: Vec<Vec<String>> = list(&p["provisioner"]["properties"])
+        .iter()
+        .map(|prop| {
+            let editable = if prop["isEditable"].as_bool() == Some(false) {
+                "fixed"
+            } else {
+                "editable"
+            };
+            vec![
+                text(&prop["name"]),
+                text(&prop["value"]),
+                editable.to_string(),
+            ]
+        })
+        .collect();
+    if !rows.is_empty() {
+        println!();
+        table(&["PROPERTY", "VALUE", "RUNS MAY OVERRIDE"], &rows);
+    }
+    Ok(())
+}
+
+fn pref_path(target: &PrefTarget) -> String {
+    match &target.namespace {
+        Some(ns) => format!("/v3/namespaces/{ns}/preferences"),
+        None => "/v3/preferences".to_string(),
+    }
+}
+
+fn pref(client: &Client, json: bool, cmd: PrefCmd) -> Result<(), CliError> {
+    let v = match cmd {
+        PrefCmd::Get { target, resolved } => {
+            client.get(&format!("{}?resolved={resolved}", pref_path(&target)))?
+        }
+        PrefCmd::Set {
+            target,
+            pairs,
+            replace,
+        } => {
+            let path = pref_path(&target);
+            let mut values = if replace {
+                Map::new()
+            } else {
+                client.get(&path)?.as_object().cloned().unwrap_or_default()
+            };
+            for pair in &pairs {
+                let (k, v) = split_pair(pair)?;
+                values.insert(k.to_string(), json!(v));
+            }
+            client.call(Method::PUT, &path, Some(&Value::Object(values)))?
+        }
+        PrefCmd::Delete { target, keys } => {
+            let path = pref_path(&target);
+            if keys.is_empty() {
+                client.call(Method::DELETE, &path, None)?;
+                return done(json, "preferences deleted");
+            }
+            let mut values = client.get(&path)?.as_object().cloned().unwrap_or_default();
+            for key in &keys {
+                if values.remove(key).is_none() {
+                    return Err(CliError::Usage(format!(
+                        "preference '{key}' is not set here"
+                    )));
+                }
+            }
+            client.call(Method::PUT, &path, Some(&Value::Object(values)))?
+        }
+    };
+    if json {
+        output::json(&v);
+    } else {
+        let rows: Vec<Vec<String>> = v
+            .as_object()
+            .map(|m| m.iter().map(|(k, v)| vec![k.clone(), text(v)]).collect())
+            .unwrap_or_default();
+        if rows.is_empty() {
+            println!("(no preferences)");
+        } else {
+            table(&["KEY", "VALUE"], &rows);
+        }
+    }
+    Ok(())
+}
+
+fn list(v: &Value) -> Vec<Value> {
+    v.as_array().cloned().unwrap_or_default()
+}
+
+fn done(json: bool, message: &str) -> Result<(), CliError> {
+    if json {
+        output::json(&json!({ "ok": true }));
+    } else {
+        println!("{message}");
+    }
+    Ok(())
+}

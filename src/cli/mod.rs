@@ -1,0 +1,266 @@
+//! The `ebb` command line: `ebb serve`, and REST client commands for everything else.
+//!
+//! Client commands print human tables by default and the server's JSON with `--json`. A
+//! refusal from the server is printed as the server's message and exits 1. This module only
+//! talks HTTP; it never opens the store.
+
+mod client;
+mod commands;
+mod output;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::server;
+
+pub use client::CliError;
+
+/// Default address of the server, for `serve --bind` and the client's `--server`.
+pub const DEFAULT_BIND: &str = "127.0.0.1:11015";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "ebb",
+    version,
+    about = "A runtime for ephemeral clusters",
+    propagate_version = true
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub client: ClientArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options shared by every command.
+#[derive(Debug, Clone, Args)]
+pub struct ClientArgs {
+    /// URL of the ebb server.
+    #[arg(
+        long,
+        env = "EBB_SERVER",
+        default_value = "http://127.0.0.1:11015",
+        global = true
+    )]
+    pub server: String,
+    /// Bearer token: sent by client commands; `serve` requires it on every request.
+    #[arg(long, env = "EBB_TOKEN", global = true, hide_env_values = true)]
+    pub token: Option<String>,
+    /// Print the server's JSON instead of tables.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the ebb server.
+    Serve(ServeArgs),
+    /// Manage namespaces.
+    #[command(subcommand, alias = "ns")]
+    Namespace(NamespaceCmd),
+    /// List the provisioners the server offers.
+    #[command(subcommand)]
+    Provisioner(ProvisionerCmd),
+    /// Manage compute profiles.
+    #[command(subcommand)]
+    Profile(ProfileCmd),
+    /// Manage preferences (instance or namespace level).
+    #[command(subcommand, alias = "preference")]
+    Pref(PrefCmd),
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Directory of the store and everything the server keeps.
+    #[arg(long, env = "EBB_DATA_DIR", default_value = "./ebb-data")]
+    pub data_dir: PathBuf,
+    /// Address to listen on (port 0 picks a free port, logged at start).
+    #[arg(long, env = "EBB_BIND", default_value = DEFAULT_BIND)]
+    pub bind: String,
+    /// Log format.
+    #[arg(long, env = "EBB_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+    /// HTTP worker threads (default: one per core).
+    #[arg(long, env = "EBB_WORKERS")]
+    pub workers: Option<usize>,
+    #[arg(skip)]
+    pub token: Option<String>,
+}
+
+impl ServeArgs {
+    pub fn into_config(self) -> server::Config {
+        server::Config {
+            data_dir: self.data_dir,
+            bind: self.bind,
+            auth_token: self.token,
+            workers: self.workers,
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum NamespaceCmd {
+    /// List namespaces.
+    List,
+    /// Show one namespace.
+    Get { name: String },
+    /// Create a namespace (or update its description).
+    Create {
+        name: String,
+        #[arg(long)]
+        description: Option<String>,
+    },
+    /// Delete a namespace and its preferences (it must hold no profiles).
+    Delete { name: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ProvisionerCmd {
+    /// List provisioners.
+    List,
+    /// Show a provisioner and its properties.
+    Get { name: String },
+}
+
+/// Names a profile: `SYSTEM:name`, `USER:name` or `name` (USER, in `--namespace`).
+#[derive(Debug, Clone, Args)]
+pub struct ProfileTarget {
+    /// Profile: SYSTEM:<name>, USER:<name>, or <name> (a USER profile).
+    pub profile: String,
+    /// Namespace of a USER profile.
+    #[arg(short, long, default_value = "default")]
+    pub namespace: String,
+}
+
+/// How to define a profile, from a file or from flags.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ProfileFlags {
+    /// JSON file with the profile body (as for PUT); flags given too override it.
+    #[arg(long, short)]
+    pub file: Option<PathBuf>,
+    /// Provisioner name (see `ebb provisioner list`).
+    #[arg(long)]
+    pub provisioner: Option<String>,
+    #[arg(long)]
+    pub label: Option<String>,
+    #[arg(long)]
+    pub description: Option<String>,
+    /// Editable property NAME=VALUE (runs may override it); repeat for more.
+    #[arg(long = "property", value_name = "NAME=VALUE")]
+    pub properties: Vec<String>,
+    /// Fixed property NAME=VALUE (runs may not override it); repeat for more.
+    #[arg(long = "fixed-property", value_name = "NAME=VALUE")]
+    pub fixed_properties: Vec<String>,
+    /// Remove a property; repeat for more.
+    #[arg(long = "remove-property", value_name = "NAME")]
+    pub remove_properties: Vec<String>,
+    /// Keep the cluster this long after a failed run (e.g. 30m, 8h; 0 = tear down at once).
+    #[arg(long, value_name = "DURATION")]
+    pub keepalive_failed: Option<String>,
+    /// Keep the cluster this long after a run stopped with keepalive.
+    #[arg(long, value_name = "DURATION")]
+    pub keepalive_killed: Option<String>,
+    /// Longest a cluster may live (e.g. 4h).
+    #[arg(long, value_name = "DURATION", conflicts_with = "no_timeout")]
+    pub timeout: Option<String>,
+    /// Remove the timeout: clusters may live as long as their run.
+    #[arg(long)]
+    pub no_timeout: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ProfileCmd {
+    /// List profiles: a namespace's, or the SYSTEM ones.
+    List {
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+        /// List SYSTEM profiles only.
+        #[arg(long, conflicts_with = "include_system")]
+        system: bool,
+        /// Also list SYSTEM profiles.
+        #[arg(long)]
+        include_system: bool,
+    },
+    /// Show a profile.
+    Get(#[command(flatten)] ProfileTarget),
+    /// Show whether a profile is ENABLED or DISABLED.
+    Status(#[command(flatten)] ProfileTarget),
+    /// Create a profile (fails if it exists).
+    Create {
+        #[command(flatten)]
+        target: ProfileTarget,
+        #[command(flatten)]
+        flags: ProfileFlags,
+    },
+    /// Change an existing profile.
+    Edit {
+        #[command(flatten)]
+        target: ProfileTarget,
+        #[command(flatten)]
+        flags: ProfileFlags,
+    },
+    /// Delete a profile (it must be disabled and assigned nowhere).
+    Delete(#[command(flatten)] ProfileTarget),
+    /// Enable a profile.
+    Enable(#[command(flatten)] ProfileTarget),
+    /// Disable a profile.
+    Disable(#[command(flatten)] ProfileTarget),
+}
+
+/// Which preferences: the instance's, or a namespace's.
+#[derive(Debug, Clone, Args)]
+pub struct PrefTarget {
+    /// Namespace; without it, the instance-level preferences.
+    #[arg(short, long)]
+    pub namespace: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PrefCmd {
+    /// Show preferences.
+    Get {
+        #[command(flatten)]
+        target: PrefTarget,
+        /// Merge in the levels above (the instance's, for a namespace).
+        #[arg(long)]
+        resolved: bool,
+    },
+    /// Set preferences KEY=VALUE (added to those set, unless --replace).
+    Set {
+        #[command(flatten)]
+        target: PrefTarget,
+        #[arg(value_name = "KEY=VALUE", required = true)]
+        pairs: Vec<String>,
+        /// Replace every preference at this level instead of adding.
+        #[arg(long)]
+        replace: bool,
+    },
+    /// Delete the given keys, or every preference at this level when none are given.
+    Delete {
+        #[command(flatten)]
+        target: PrefTarget,
+        #[arg(value_name = "KEY")]
+        keys: Vec<String>,
+    },
+}
+
+/// Runs a client command and turns the outcome into an exit code.
+pub fn run(args: &ClientArgs, command: Command) -> ExitCode {
+    match commands::run(args, command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

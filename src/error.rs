@@ -1,0 +1,61 @@
+//! The error type of the service layer (namespaces, profiles, preferences).
+//!
+//! Each variant is one reason a request is refused or failed; `api::error` maps each to an
+//! HTTP status in one table. Messages are short, lower-case, name the entity or field, and
+//! end with a hint where the caller can act.
+
+use crate::profile::resolve::ResolveError;
+use crate::profile::{ProfileId, ProfileStatus};
+use crate::store::StoreError;
+
+/// Why a service call did not succeed.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    #[error("{field}: {message}")]
+    Invalid { field: String, message: String },
+    #[error(transparent)]
+    Resolve(#[from] ResolveError),
+    #[error("namespace '{0}' not found")]
+    NamespaceNotFound(String),
+    #[error("namespace 'default' always exists and cannot be deleted")]
+    DefaultNamespace,
+    #[error("namespace '{namespace}' still holds profiles ({}); delete them first", profiles.join(", "))]
+    NamespaceNotEmpty {
+        namespace: String,
+        profiles: Vec<String>,
+    },
+    #[error("provisioner '{0}' not found")]
+    ProvisionerNotFound(String),
+    #[error("{0} not found")]
+    ProfileNotFound(ProfileId),
+    #[error("{0} is built in and cannot be changed or deleted; create another profile instead")]
+    BuiltinProfile(ProfileId),
+    #[error("{0} is the instance default and cannot be disabled")]
+    NativeProfile(ProfileId),
+    #[error("{profile} is already {status}")]
+    ProfileStatusUnchanged {
+        profile: ProfileId,
+        status: ProfileStatus,
+    },
+    #[error("{0} is enabled; disable it first")]
+    ProfileEnabled(ProfileId),
+    #[error("{0} is disabled; enable it first")]
+    ProfileDisabled(ProfileId),
+    #[error("{profile} is still assigned in {}; remove those assignments first", places.join(", "))]
+    ProfileAssigned {
+        profile: ProfileId,
+        places: Vec<String>,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl ServiceError {
+    /// A bad input value: `field` names it the way the caller wrote it.
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        ServiceError::Invalid {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}

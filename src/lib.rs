@@ -1,0 +1,28 @@
+//! ebb: a runtime for ephemeral clusters.
+//!
+//! An admin defines *profiles* (a provisioner and its properties, keepalive and timeout); each
+//! program run resolves its profile through a hierarchy of preferences, gets a cluster,
+//! runs, and the cluster is torn down. See `DESIGN.md` for the whole picture.
+//!
+//! The parts, in the order a request meets them:
+//! - [`api`]: the HTTP layer (actix-web, CDAP-style `/v3` paths) and the one table that maps
+//!   errors to status codes.
+//! - [`namespace`], [`profile`], [`preference`]: the services; validation and rules, each
+//!   check-then-write done atomically in the store.
+//! - [`profile::resolve`]: the pure function that picks a run's profile and properties.
+//! - [`provisioner`]: the registry of built-in provisioners and their widgets.
+//! - [`store`]: the redb store with its single group-committing writer.
+//! - [`server`]: wiring, start-up and two-phase shutdown; [`cli`]: the `ebb` command line.
+//! - [`names`], [`error`]: shared name rules and the services' error type.
+
+pub mod api;
+pub mod cli;
+pub mod error;
+pub mod names;
+pub mod namespace;
+pub mod preference;
+pub mod profile;
+pub mod provisioner;
+pub mod server;
+pub mod store;
+pub mod time;

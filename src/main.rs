@@ -1,0 +1,38 @@
+//! The `ebb` binary: `ebb serve` runs the server; every other command is a REST client.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use ebb::cli::{Cli, Command, LogFormat};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve(mut args) => {
+            init_tracing(args.log_format);
+            args.token = cli.client.token.clone();
+            let config = args.into_config();
+            match actix_web::rt::System::new().block_on(ebb::server::run(config)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    tracing::error!(error = %e, "ebb serve failed");
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        command => ebb::cli::run(&cli.client, command),
+    }
+}
+
+fn init_tracing(format: LogFormat) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("EBB_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+    }
+}

@@ -1,0 +1,142 @@
+//! Namespaces: the tenant boundary. `default` always exists; `system` is reserved for SYSTEM
+//! profiles and cannot be created.
+//!
+//! Deleting a namespace is refused while it holds profiles, and removes its preferences.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::ServiceError;
+use crate::names;
+use crate::preference;
+use crate::profile::SYSTEM_NAMESPACE;
+use crate::store::{Read, Store, Table, Txn};
+use crate::time::now_secs;
+
+/// The namespace that always exists.
+pub const DEFAULT: &str = "default";
+
+/// A namespace as the API returns it and the store keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Namespace {
+    pub name: String,
+    pub description: String,
+    /// When it was created, in epoch seconds.
+    pub created: u64,
+}
+
+/// The body of `PUT /v3/namespaces/{ns}`; it may be left out.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NamespaceSpec {
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+/// Fails with 404 unless namespace `name` exists.
+pub fn require(r: &impl Read, name: &str) -> Result<Namespace, ServiceError> {
+    r.get(Table::Namespaces, name)?
+        .ok_or_else(|| ServiceError::NamespaceNotFound(name.to_string()))
+}
+
+/// Checks a namespace name taken from a path: valid, and (for 404 rather than 400 on the
+/// reserved name) not `system`.
+pub fn check_name(name: &str) -> Result<(), ServiceError> {
+    names::check("namespace", name)
+}
+
+/// Creates `default` if it is missing. Run at start-up.
+pub async fn ensure_default(store: &Store) -> Result<(), ServiceError> {
+    store
+        .write(|tx| {
+            if tx.get::<Namespace>(Table::Namespaces, DEFAULT)?.is_none() {
+                put_new(tx, DEFAULT, "The default namespace".into())?;
+            }
+            Ok(())
+        })
+        .await
+}
+
+fn put_new(tx: &mut Txn, name: &str, description: String) -> Result<Namespace, ServiceError> {
+    let ns = Namespace {
+        name: name.to_string(),
+        description,
+        created: now_secs(),
+    };
+    tx.put(Table::Namespaces, name, &ns)?;
+    Ok(ns)
+}
+
+/// Creates namespace `name`, or updates the description of an existing one.
+pub async fn put(
+    store: &Store,
+    name: String,
+    spec: NamespaceSpec,
+) -> Result<Namespace, ServiceError> {
+    check_name(&name)?;
+    if name == SYSTEM_NAMESPACE {
+        return Err(ServiceError::invalid(
+            "namespace",
+            "'system' is reserved for SYSTEM profiles (under /v3/profiles)",
+        ));
+    }
+    store
+        .write(
+            move |tx| match tx.get::<Namespace>(Table::Namespaces, &name)? {
+                Some(mut ns) => {
+                    if let Some(description) = spec.description {
+                        ns.description = description;
+                        tx.put(Table::Namespaces, &name, &ns)?;
+                    }
+                    Ok(ns)
+                }
+                None => put_new(tx, &name, spec.description.unwrap_or_default()),
+            },
+        )
+        .await
+}
+
+/// Every namespace, by name.
+pub async fn list(store: &Store) -> Result<Vec<Namespace>, ServiceError> {
+    store
+        .read(|r| {
+            Ok(r.scan::<Namespace>(Table::Namespaces, "")?
+                .into_iter()
+                .map(|(_, ns)| ns)
+                .collect())
+        })
+        .await
+}
+
+/// Namespace `name`.
+pub async fn get(store: &Store, name: String) -> Result<Namespace, ServiceError> {
+    check_name(&name)?;
+    store.read(move |r| require(r, &name)).await
+}
+
+/// Deletes namespace `name` and its preferences; refused for `default` and while it holds
+/// profiles.
+pub async fn delete(store: &Store, name: String) -> Result<Namespace, ServiceError> {
+    check_name(&name)?;
+    if name == DEFAULT {
+        return Err(ServiceError::DefaultNamespace);
+    }
+    store
+        .write(move |tx| {
+            let ns = require(tx, &name)?;
+            let profiles: Vec<String> = tx
+                .scan::<serde_json::Value>(Table::Profiles, &format!("{name}/"))?
+                .into_iter()
+                .map(|(key, _)| key[name.len() + 1..].to_string())
+                .collect();
+            if !profiles.is_empty() {
+                return Err(ServiceError::NamespaceNotEmpty {
+                    namespace: name,
+                    profiles,
+                });
+            }
+            preference::delete_namespace(tx, &name)?;
+            tx.delete(Table::Namespaces, &name);
+            Ok(ns)
+        })
+        .await
+}

@@ -1,0 +1,496 @@
+//! Profiles: where and how a run executes (CDAP's compute profiles).
+//!
+//! This module holds the profile types, shared by the REST API, the built-in profile files
+//! and the store so they cannot drift, and the validation of a profile definition.
+//! [`service`] applies the rules (status, assignments, built-ins) against the store;
+//! [`resolve`] picks a run's profile and properties; [`builtin`] loads `profiles/*.json`.
+
+pub mod builtin;
+pub mod resolve;
+pub mod service;
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use ebb_spi::Properties;
+use serde::{Deserialize, Serialize};
+
+use crate::error::ServiceError;
+use crate::names;
+use crate::provisioner::Registry;
+
+/// The namespace under which SYSTEM profiles are kept; no user namespace may take this name.
+pub const SYSTEM_NAMESPACE: &str = "system";
+
+/// Longest timeout or keepalive accepted: ten years, far beyond any sensible value, short of
+/// overflow in deadline arithmetic.
+pub const MAX_SECONDS: u64 = 10 * 365 * 24 * 3600;
+
+/// Who a profile belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Scope {
+    /// Instance-wide, usable from every namespace.
+    System,
+    /// Belongs to one namespace.
+    User,
+}
+
+/// Whether a profile may be assigned and used by new runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum ProfileStatus {
+    Enabled,
+    Disabled,
+}
+
+impl fmt::Display for ProfileStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ProfileStatus::Enabled => "ENABLED",
+            ProfileStatus::Disabled => "DISABLED",
+        })
+    }
+}
+
+/// Identifies a profile: SYSTEM profiles by name, USER profiles by namespace and name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ProfileId {
+    pub scope: Scope,
+    /// The owning namespace; [`SYSTEM_NAMESPACE`] for SYSTEM profiles.
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ProfileId {
+    pub fn system(name: &str) -> Self {
+        ProfileId {
+            scope: Scope::System,
+            namespace: SYSTEM_NAMESPACE.into(),
+            name: name.into(),
+        }
+    }
+
+    pub fn user(namespace: &str, name: &str) -> Self {
+        ProfileId {
+            scope: Scope::User,
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+
+    /// The instance default: `SYSTEM:native`.
+    pub fn native() -> Self {
+        ProfileId::system("native")
+    }
+
+    /// Parses a scoped name as used in `system.profile.name`: `SYSTEM:x`, `USER:x`, or a bare
+    /// `x` meaning `USER:x`; USER profiles are looked up in `namespace`. The scope is
+    /// case-insensitive.
+    pub fn parse_scoped(namespace: &str, scoped: &str) -> Result<ProfileId, String> {
+        let (scope, name) = match scoped.split_once(':') {
+            None => (Scope::User, scoped),
+            Some((s, name)) if s.eq_ignore_ascii_case("system") => (Scope::System, name),
+            Some((s, name)) if s.eq_ignore_ascii_case("user") => (Scope::User, name),
+            Some((s, _)) => {
+                return Err(format!(
+                    "'{scoped}' has an unknown scope '{s}': use SYSTEM:<name>, USER:<name> or <name>"
+                ));
+            }
+        };
+        names::check("profile name", name).map_err(|e| format!("'{scoped}': {e}"))?;
+        Ok(match scope {
+            Scope::System => ProfileId::system(name),
+            Scope::User => ProfileId::user(namespace, name),
+        })
+    }
+
+    /// `SYSTEM:name` or `USER:name`, as CDAP writes it.
+    pub fn scoped_name(&self) -> String {
+        match self.scope {
+            Scope::System => format!("SYSTEM:{}", self.name),
+            Scope::User => format!("USER:{}", self.name),
+        }
+    }
+
+    /// The key of this profile in the store.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+impl fmt::Display for ProfileId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.scope {
+            Scope::System => write!(f, "profile 'SYSTEM:{}'", self.name),
+            Scope::User => write!(
+                f,
+                "profile '{}' in namespace '{}'",
+                self.name, self.namespace
+            ),
+        }
+    }
+}
+
+/// A profile as the API returns it and the store keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Profile {
+    pub name: String,
+    pub label: String,
+    pub description: String,
+    pub scope: Scope,
+    pub status: ProfileStatus,
+    pub provisioner: ProvisionerInfo,
+    pub keepalive: Keepalive,
+    /// Longest a run's cluster may live, in seconds; `None` for no limit.
+    pub timeout: Option<u64>,
+    /// When the profile was first created, in epoch seconds.
+    pub created: u64,
+}
+
+impl Profile {
+    /// The profile's properties as a map, without their editability.
+    pub fn properties(&self) -> Properties {
+        self.provisioner
+            .properties
+            .iter()
+            .map(|p| (p.name.clone(), p.value.clone()))
+            .collect()
+    }
+}
+
+/// The provisioner of a profile and its property values.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProvisionerInfo {
+    pub name: String,
+    pub properties: Vec<PropertyValue>,
+}
+
+/// One provisioner property of a profile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PropertyValue {
+    pub name: String,
+    pub value: String,
+    /// Whether `system.profile.properties.<name>` may override it for a run.
+    #[serde(rename = "isEditable")]
+    pub is_editable: bool,
+}
+
+/// How long a cluster is kept after its run ends badly, in seconds (0: tear down at once).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Keepalive {
+    /// After the run was stopped with `keepalive: true`.
+    pub killed: u64,
+    /// After the run failed.
+    pub failed: u64,
+}
+
+/// The body of `PUT .../profiles/{name}`, and the content of `profiles/*.json`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileSpec {
+    /// Optional in a PUT body (the path names the profile); when present it must match.
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub label: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    pub provisioner: ProvisionerSpecInput,
+    #[serde(default)]
+    pub keepalive: Option<KeepaliveInput>,
+    #[serde(default)]
+    pub timeout: Option<Seconds>,
+}
+
+/// The `provisioner` object of a profile body.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProvisionerSpecInput {
+    pub name: String,
+    #[serde(default)]
+    pub properties: Vec<PropertyInput>,
+}
+
+/// One property in a profile body. A number or boolean value is taken as its text; a missing
+/// `isEditable` means editable.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PropertyInput {
+    pub name: String,
+    pub value: ValueText,
+    #[serde(rename = "isEditable", default = "editable_by_default")]
+    pub is_editable: bool,
+}
+
+fn editable_by_default() -> bool {
+    true
+}
+
+/// The `keepalive` object of a profile body; a missing field is 0.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeepaliveInput {
+    #[serde(default)]
+    pub killed: Option<Seconds>,
+    #[serde(default)]
+    pub failed: Option<Seconds>,
+}
+
+/// A property value: JSON text, or a number or boolean taken as its text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValueText(pub String);
+
+impl<'de> Deserialize<'de> for ValueText {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match serde_json::Value::deserialize(d)? {
+            serde_json::Value::String(s) => Ok(ValueText(s)),
+            serde_json::Value::Number(n) => Ok(ValueText(n.to_string())),
+            serde_json::Value::Bool(b) => Ok(ValueText(b.to_string())),
+            other => Err(serde::de::Error::custom(format!(
+                "expected a string, number or boolean, got {other}"
+            ))),
+        }
+    }
+}
+
+/// A duration in whole seconds: a non-negative JSON number, or text a person types (`"8h"`,
+/// `"90s"`, `"1h 30m"`), parsed with humantime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seconds(pub u64);
+
+impl<'de> Deserialize<'de> for Seconds {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let secs = match serde_json::Value::deserialize(d)? {
+            serde_json::Value::Number(n) => {
+                if let Some(u) = n.as_u64() {
+                    u
+                } else if n.as_i64().is_some_and(|i| i < 0) || n.as_f64().is_some_and(|f| f < 0.0) {
+                    return Err(D::Error::custom(format!("must not be negative, got {n}")));
+                } else {
+                    return Err(D::Error::custom(format!("must be whole seconds, got {n}")));
+                }
+            }
+            serde_json::Value::String(s) => ebb_spi::parse_duration(&s)
+                .map_err(D::Error::custom)?
+                .as_secs(),
+            other => {
+                return Err(D::Error::custom(format!(
+                    "expected seconds or a duration like \"8h\", got {other}"
+                )));
+            }
+        };
+        if secs > MAX_SECONDS {
+            return Err(D::Error::custom(format!(
+                "must be at most {MAX_SECONDS} seconds (ten years), got {secs}"
+            )));
+        }
+        Ok(Seconds(secs))
+    }
+}
+
+/// A profile definition that passed validation, ready to store.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidSpec {
+    pub label: Option<String>,
+    pub description: Option<String>,
+    pub provisioner: ProvisionerInfo,
+    pub keepalive: Keepalive,
+    pub timeout: Option<u64>,
+}
+
+impl ProfileSpec {
+    /// Checks the definition of profile `name`: the provisioner exists, property names are
+    /// unique, the provisioner accepts the properties, and the timeout is positive.
+    pub fn validate(self, name: &str, registry: &Registry) -> Result<ValidSpec, ServiceError> {
+        if let Some(body_name) = &self.name
+            && body_name != name
+        {
+            return Err(ServiceError::invalid(
+                "name",
+                format!("'{body_name}' does not match the profile name '{name}' in the path"),
+            ));
+        }
+        let provisioner_name = self.provisioner.name.trim();
+        let Some(provisioner) = registry.get(provisioner_name) else {
+            return Err(ServiceError::invalid(
+                "provisioner.name",
+                format!(
+                    "provisioner '{provisioner_name}' does not exist; GET /v3/provisioners lists them"
+                ),
+            ));
+        };
+        let mut seen = BTreeSet::new();
+        let mut properties = Vec::with_capacity(self.provisioner.properties.len());
+        for (i, p) in self.provisioner.properties.into_iter().enumerate() {
+            if p.name.trim().is_empty() {
+                return Err(ServiceError::invalid(
+                    format!("provisioner.properties[{i}].name"),
+                    "must not be empty",
+                ));
+            }
+            if !seen.insert(p.name.clone()) {
+                return Err(ServiceError::invalid(
+                    format!("provisioner.properties[{i}].name"),
+                    format!("property '{}' is given twice", p.name),
+                ));
+            }
+            properties.push(PropertyValue {
+                name: p.name,
+                value: p.value.0,
+                is_editable: p.is_editable,
+            });
+        }
+        let info = ProvisionerInfo {
+            name: provisioner.spec().name.to_string(),
+            properties,
+        };
+        let map: Properties = info
+            .properties
+            .iter()
+            .map(|p| (p.name.clone(), p.value.clone()))
+            .collect();
+        provisioner.validate(&map).map_err(|e| {
+            ServiceError::invalid(format!("provisioner.properties.{}", e.property), e.message)
+        })?;
+        let timeout = match self.timeout {
+            Some(Seconds(0)) => {
+                return Err(ServiceError::invalid(
+                    "timeout",
+                    "must be at least 1 second; leave it out for no limit",
+                ));
+            }
+            other => other.map(|s| s.0),
+        };
+        let keepalive = self
+            .keepalive
+            .map_or_else(Keepalive::default, |k| Keepalive {
+                killed: k.killed.map_or(0, |s| s.0),
+                failed: k.failed.map_or(0, |s| s.0),
+            });
+        Ok(ValidSpec {
+            label: self.label,
+            description: self.description,
+            provisioner: info,
+            keepalive,
+            timeout,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(json: &str) -> Result<ProfileSpec, String> {
+        let de = &mut serde_json::Deserializer::from_str(json);
+        serde_path_to_error::deserialize(de).map_err(|e| format!("{}: {}", e.path(), e.inner()))
+    }
+
+    fn validate(json: &str) -> Result<ValidSpec, String> {
+        spec(json)?
+            .validate("p", &Registry::builtin())
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn parses_scoped_names() {
+        assert_eq!(
+            ProfileId::parse_scoped("ns", "SYSTEM:a"),
+            Ok(ProfileId::system("a"))
+        );
+        assert_eq!(
+            ProfileId::parse_scoped("ns", "system:a"),
+            Ok(ProfileId::system("a"))
+        );
+        assert_eq!(
+            ProfileId::parse_scoped("ns", "USER:a"),
+            Ok(ProfileId::user("ns", "a"))
+        );
+        assert_eq!(
+            ProfileId::parse_scoped("ns", "a"),
+            Ok(ProfileId::user("ns", "a"))
+        );
+        for bad in ["GROUP:a", "SYSTEM:", "USER:a b", "", "SYSTEM:a:b"] {
+            assert!(ProfileId::parse_scoped("ns", bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn accepts_numbers_and_human_durations() {
+        let v = validate(
+            r#"{"provisioner":{"name":"local","properties":[{"name":"nodes","value":3}]},
+                "keepalive":{"failed":"8h","killed":60},"timeout":"1h 30m"}"#,
+        )
+        .expect("valid");
+        assert_eq!(
+            v.keepalive,
+            Keepalive {
+                killed: 60,
+                failed: 8 * 3600
+            }
+        );
+        assert_eq!(v.timeout, Some(5400));
+        assert_eq!(v.provisioner.properties[0].value, "3");
+        assert!(v.provisioner.properties[0].is_editable);
+    }
+
+    #[test]
+    fn names_the_bad_field() {
+        let cases = [
+            (r#"{"provisioner":{"name":"nope"}}"#, "provisioner.name"),
+            (
+                r#"{"provisioner":{"name":"local","properties":[{"name":"nodes","value":"x"}]}}"#,
+                "provisioner.properties.nodes",
+            ),
+            (
+                r#"{"provisioner":{"name":"local","properties":[{"name":"nodes","value":"1"},{"name":"nodes","value":"2"}]}}"#,
+                "provisioner.properties[1].name",
+            ),
+            (
+                r#"{"provisioner":{"name":"local","properties":[{"name":"","value":"1"}]}}"#,
+                "provisioner.properties[0].name",
+            ),
+            (
+                r#"{"provisioner":{"name":"local"},"keepalive":{"failed":-5}}"#,
+                "keepalive.failed",
+            ),
+            (
+                r#"{"provisioner":{"name":"local"},"keepalive":{"killed":"-5s"}}"#,
+                "keepalive.killed",
+            ),
+            (
+                r#"{"provisioner":{"name":"local"},"timeout":1.5}"#,
+                "timeout",
+            ),
+            (r#"{"provisioner":{"name":"local"},"timeout":0}"#, "timeout"),
+            (
+                r#"{"provisioner":{"name":"local"},"timeout":"forever"}"#,
+                "timeout",
+            ),
+            (
+                r#"{"provisioner":{"name":"local"},"timeout":999999999999}"#,
+                "timeout",
+            ),
+            (
+                r#"{"provisioner":{"name":"local"},"colour":"red"}"#,
+                "colour",
+            ),
+            (
+                r#"{"provisioner":{"name":"native","properties":[{"name":"nodes","value":"1"}]}}"#,
+                "provisioner.properties.nodes",
+            ),
+            (r#"{"name":"q","provisioner":{"name":"native"}}"#, "name"),
+            (r#"{"label":"x"}"#, "provisioner"),
+            (
+                r#"{"provisioner":{"name":"local","properties":[{"name":"nodes","value":"1","isEditable":"yes"}]}}"#,
+                "provisioner.properties[0].isEditable",
+            ),
+        ];
+        for (json, field) in cases {
+            let err = validate(json).expect_err(json);
+            assert!(err.contains(field), "{json}: '{err}' does not name {field}");
+        }
+    }
+}

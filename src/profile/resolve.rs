@@ -1,0 +1,519 @@
+//! Profile resolution: which profile a run uses and with which property values.
+//!
+//! Pure functions over plain data; no store, no IO. The caller gathers the levels (instance,
+//! namespace, app config, app preferences, program preferences, runtime arguments), each a
+//! map of string keys, and looks profiles up. Two keys matter (CDAP-compatible):
+//! - `system.profile.name` = `SYSTEM:x` | `USER:x` | `x`: the most specific level that sets it
+//!   picks the profile; with none, the instance default `SYSTEM:native`.
+//! - `system.profile.properties.<p>` overrides property `<p>`; the most specific level wins.
+//!   Overrides from every level apply, whichever level picked the profile. Overriding a
+//!   property the profile marks non-editable is an error naming it, unless the value is the
+//!   same as the profile's (then it changes nothing). A property the profile does not set is
+//!   added; the provisioner's validation decides later whether it is known.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Serialize;
+
+use super::{Profile, ProfileId, Scope};
+
+/// Key that assigns a profile.
+pub const PROFILE_KEY: &str = "system.profile.name";
+/// Prefix of keys that override a profile property.
+pub const PROPERTY_PREFIX: &str = "system.profile.properties.";
+
+/// The levels of the preference hierarchy, from least to most specific.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Level {
+    /// Instance preferences (`/v3/preferences`).
+    Instance,
+    /// Namespace preferences.
+    Namespace,
+    /// The app's deploy-time configuration.
+    App,
+    /// App preferences.
+    AppPreferences,
+    /// Program preferences.
+    Program,
+    /// Runtime arguments of the run (or schedule properties).
+    Runtime,
+}
+
+impl fmt::Display for Level {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Level::Instance => "instance preferences",
+            Level::Namespace => "namespace preferences",
+            Level::App => "app configuration",
+            Level::AppPreferences => "app preferences",
+            Level::Program => "program preferences",
+            Level::Runtime => "runtime arguments",
+        })
+    }
+}
+
+/// Where an effective value came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Origin {
+    /// Nothing chose a profile: the instance default.
+    Default,
+    /// The profile's own value.
+    Profile,
+    /// An override at this level.
+    #[serde(untagged)]
+    Level(Level),
+}
+
+/// One level's key/values.
+pub type Values = BTreeMap<String, String>;
+
+/// Why resolution failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResolveError {
+    #[error("{PROFILE_KEY} in {level}: {message}")]
+    BadProfileName { level: Level, message: String },
+    #[error(
+        "{PROFILE_KEY} in instance preferences must name a SYSTEM profile (SYSTEM:<name>), got '{value}'"
+    )]
+    UserProfileAtInstance { value: String },
+    #[error("{key} in {level}: the property name is empty")]
+    EmptyPropertyName { key: String, level: Level },
+    #[error(
+        "property '{property}' of {profile} is not editable, but {level} override it ({PROPERTY_PREFIX}{property}); remove the override or make the property editable"
+    )]
+    NotEditable {
+        property: String,
+        profile: ProfileId,
+        level: Level,
+    },
+}
+
+/// The profile a run uses and the level that chose it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChosenProfile {
+    pub id: ProfileId,
+    pub origin: Origin,
+}
+
+/// One effective property of a run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EffectiveProperty {
+    pub name: String,
+    pub value: String,
+    pub origin: Origin,
+}
+
+/// A run's resolved profile: which one, and its effective properties by name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolution {
+    pub profile: ChosenProfile,
+    pub properties: Vec<EffectiveProperty>,
+}
+
+/// Picks the profile for a run in `namespace` from `levels` (any order; each level at most
+/// once).
+pub fn choose_profile(
+    namespace: &str,
+    levels: &[(Level, &Values)],
+) -> Result<ChosenProfile, ResolveError> {
+    let mut chosen: Option<(Level, &String)> = None;
+    for (level, values) in levels {
+        if let Some(value) = values.get(PROFILE_KEY)
+            && chosen.is_none_or(|(at, _)| *level > at)
+        {
+            chosen = Some((*level, value));
+        }
+    }
+    let Some((level, value)) = chosen else {
+        return Ok(ChosenProfile {
+            id: ProfileId::native(),
+            origin: Origin::Default,
+        });
+    };
+    let id = ProfileId::parse_scoped(namespace, value)
+        .map_err(|message| ResolveError::BadProfileName { level, message })?;
+    if level == Level::Instance && id.scope != Scope::System {
+        return Err(ResolveError::UserProfileAtInstance {
+            value: value.clone(),
+        });
+    }
+    Ok(ChosenProfile {
+        id,
+        origin: Origin::Level(level),
+    })
+}
+
+/// Checks the override keys of one level: each must name a property.
+pub fn check_overrides(level: Level, values: &Values) -> Result<(), ResolveError> {
+    match values.keys().find(|k| k.as_str() == PROPERTY_PREFIX) {
+        Some(key) => Err(ResolveError::EmptyPropertyName {
+            key: key.clone(),
+            level,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Applies the property overrides in `levels` to `profile` (identified by `id`).
+pub fn effective_properties(
+    id: &ProfileId,
+    profile: &Profile,
+    levels: &[(Level, &Values)],
+) -> Result<Vec<EffectiveProperty>, ResolveError> {
+    for (level, values) in levels {
+        check_overrides(*level, values)?;
+    }
+    let mut sorted: Vec<&(Level, &Values)> = levels.iter().collect();
+    sorted.sort_by_key(|(level, _)| *level);
+
+    let mut effective: BTreeMap<String, EffectiveProperty> = profile
+        .provisioner
+        .properties
+        .iter()
+        .map(|p| {
+            let e = EffectiveProperty {
+                name: p.name.clone(),
+                value: p.value.clone(),
+                origin: Origin::Profile,
+            };
+            (p.name.clone(), e)
+        })
+        .collect();
+    for (level, values) in sorted {
+        for (key, value) in values.iter() {
+            let Some(property) = key.strip_prefix(PROPERTY_PREFIX) else {
+                continue;
+            };
+            let fixed = profile
+                .provisioner
+                .properties
+                .iter()
+                .find(|p| p.name == property && !p.is_editable);
+            if let Some(fixed) = fixed {
+                if fixed.value == *value {
+                    continue;
+                }
+                return Err(ResolveError::NotEditable {
+                    property: property.to_string(),
+                    profile: id.clone(),
+                    level: *level,
+                });
+            }
+            effective.insert(
+                property.to_string(),
+                EffectiveProperty {
+                    name: property.to_string(),
+                    value: value.clone(),
+                    origin: Origin::Level(*level),
+                },
+            );
+        }
+    }
+    Ok(effective.into_values().collect())
+}
+
+/// Resolves a run: chooses the profile, looks it up with `lookup`, and applies the overrides.
+/// `Ok(None)` when the chosen profile does not exist (the caller reports it with the id).
+pub fn resolve(
+    namespace: &str,
+    levels: &[(Level, &Values)],
+    lookup: impl FnOnce(&ProfileId) -> Option<Profile>,
+) -> Result<Result<Resolution, ProfileId>, ResolveError> {
+    let chosen = choose_profile(namespace, levels)?;
+    let Some(profile) = lookup(&chosen.id) else {
+        return Ok(Err(chosen.id));
+    };
+    let properties = effective_properties(&chosen.id, &profile, levels)?;
+    Ok(Ok(Resolution {
+        profile: chosen,
+        properties,
+    }))
+}
+
+/// Merges `levels` into one map, more specific levels winning (for `?resolved=true`).
+pub fn merge(levels: &[(Level, &Values)]) -> Values {
+    let mut sorted: Vec<&(Level, &Values)> = levels.iter().collect();
+    sorted.sort_by_key(|(level, _)| *level);
+    let mut merged = Values::new();
+    for (_, values) in sorted {
+        merged.extend(values.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+    merged
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::{Keepalive, ProfileStatus, PropertyValue, ProvisionerInfo};
+
+    fn values(pairs: &[(&str, &str)]) -> Values {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn profile(props: &[(&str, &str, bool)]) -> Profile {
+        Profile {
+            name: "p".into(),
+            label: "p".into(),
+            description: String::new(),
+            scope: Scope::User,
+            status: ProfileStatus::Enabled,
+            provisioner: ProvisionerInfo {
+                name: "local".into(),
+                properties: props
+                    .iter()
+                    .map(|(n, v, e)| PropertyValue {
+                        name: n.to_string(),
+                        value: v.to_string(),
+                        is_editable: *e,
+                    })
+                    .collect(),
+            },
+            keepalive: Keepalive::default(),
+            timeout: None,
+            created: 0,
+        }
+    }
+
+    const ALL: [Level; 6] = [
+        Level::Instance,
+        Level::Namespace,
+        Level::App,
+        Level::AppPreferences,
+        Level::Program,
+        Level::Runtime,
+    ];
+
+    #[test]
+    fn no_assignment_means_native() {
+        let chosen = choose_profile("ns", &[]).expect("ok");
+        assert_eq!(
+            chosen,
+            ChosenProfile {
+                id: ProfileId::native(),
+                origin: Origin::Default
+            }
+        );
+        let other = values(&[("unrelated", "x")]);
+        let chosen = choose_profile("ns", &[(Level::Namespace, &other)]).expect("ok");
+        assert_eq!(chosen.id, ProfileId::native());
+    }
+
+    /// Each level alone chooses the profile; with all levels set, the most specific wins.
+    #[test]
+    fn each_level_chooses_and_the_most_specific_wins() {
+        let maps: Vec<Values> = ALL
+            .iter()
+            .map(|l| values(&[(PROFILE_KEY, &format!("SYSTEM:{l:?}"))]))
+            .collect();
+        for (i, level) in ALL.iter().enumerate() {
+            let chosen = choose_profile("ns", &[(*level, &maps[i])]).expect("ok");
+            assert_eq!(chosen.id, ProfileId::system(&format!("{level:?}")));
+            assert_eq!(chosen.origin, Origin::Level(*level));
+            // Every level up to and including this one set: this one wins, in any order.
+            let mut upto: Vec<(Level, &Values)> =
+                ALL[..=i].iter().copied().zip(maps.iter()).collect();
+            upto.reverse();
+            assert_eq!(
+                choose_profile("ns", &upto).expect("ok").origin,
+                Origin::Level(*level)
+            );
+        }
+    }
+
+    #[test]
+    fn scoped_names_resolve_in_the_run_namespace() {
+        let cases = [
+            (
+                "SYSTEM:local",
+                Level::Namespace,
+                Ok(ProfileId::system("local")),
+            ),
+            (
+                "USER:team",
+                Level::Program,
+                Ok(ProfileId::user("ns", "team")),
+            ),
+            ("team", Level::Runtime, Ok(ProfileId::user("ns", "team"))),
+            (
+                "SYSTEM:local",
+                Level::Instance,
+                Ok(ProfileId::system("local")),
+            ),
+        ];
+        for (value, level, want) in cases {
+            let v = values(&[(PROFILE_KEY, value)]);
+            assert_eq!(
+                choose_profile("ns", &[(level, &v)]).map(|c| c.id),
+                want,
+                "{value}"
+            );
+        }
+        let bad = [
+            ("team", Level::Instance, "must name a SYSTEM profile"),
+            ("USER:team", Level::Instance, "must name a SYSTEM profile"),
+            ("CLUSTER:x", Level::Namespace, "unknown scope"),
+            ("SYSTEM:a b", Level::Runtime, "not a valid name"),
+            ("", Level::App, "not a valid name"),
+        ];
+        for (value, level, fragment) in bad {
+            let v = values(&[(PROFILE_KEY, value)]);
+            let err = choose_profile("ns", &[(level, &v)])
+                .expect_err(value)
+                .to_string();
+            assert!(err.contains(fragment), "{value}: {err}");
+            assert!(err.contains(PROFILE_KEY), "{value}: {err}");
+        }
+    }
+
+    #[test]
+    fn overrides_apply_from_every_level_most_specific_winning() {
+        let p = profile(&[("nodes", "3", true), ("workDir", "/w", true)]);
+        let id = ProfileId::user("ns", "p");
+        let key = format!("{PROPERTY_PREFIX}nodes");
+        let maps: Vec<Values> = (0..ALL.len())
+            .map(|i| values(&[(&key, &(10 + i).to_string())]))
+            .collect();
+        for (i, level) in ALL.iter().enumerate() {
+            let levels: Vec<(Level, &Values)> =
+                ALL[..=i].iter().copied().zip(maps.iter()).rev().collect();
+            let eff = effective_properties(&id, &p, &levels).expect("ok");
+            assert_eq!(
+                eff,
+                vec![
+                    EffectiveProperty {
+                        name: "nodes".into(),
+                        value: (10 + i).to_string(),
+                        origin: Origin::Level(*level)
+                    },
+                    EffectiveProperty {
+                        name: "workDir".into(),
+                        value: "/w".into(),
+                        origin: Origin::Profile
+                    },
+                ],
+                "up to {level:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn missing_levels_and_unrelated_keys_leave_the_profile_as_is() {
+        let p = profile(&[("nodes", "3", false)]);
+        let id = ProfileId::user("ns", "p");
+        let unrelated = values(&[("system.profile.propertiesX", "1"), ("nodes", "9")]);
+        let eff = effective_properties(&id, &p, &[(Level::Runtime, &unrelated)]).expect("ok");
+        assert_eq!(
+            eff,
+            vec![EffectiveProperty {
+                name: "nodes".into(),
+                value: "3".into(),
+                origin: Origin::Profile
+            }]
+        );
+        assert_eq!(effective_properties(&id, &p, &[]).expect("ok").len(), 1);
+    }
+
+    #[test]
+    fn a_non_editable_override_is_an_error_naming_property_and_profile() {
+        let p = profile(&[("nodes", "3", false)]);
+        let id = ProfileId::user("ns", "p");
+        let key = format!("{PROPERTY_PREFIX}nodes");
+        for level in ALL {
+            let v = values(&[(&key, "5")]);
+            let err = effective_properties(&id, &p, &[(level, &v)]).expect_err("not editable");
+            assert_eq!(
+                err,
+                ResolveError::NotEditable {
+                    property: "nodes".into(),
+                    profile: id.clone(),
+                    level
+                }
+            );
+            let text = err.to_string();
+            assert!(
+                text.contains("'nodes'") && text.contains("profile 'p'"),
+                "{text}"
+            );
+        }
+        // The same value overrides nothing, so it is not refused.
+        let same = values(&[(&key, "3")]);
+        assert!(effective_properties(&id, &p, &[(Level::Runtime, &same)]).is_ok());
+    }
+
+    #[test]
+    fn an_override_of_an_unset_property_adds_it() {
+        let p = profile(&[]);
+        let id = ProfileId::user("ns", "p");
+        let v = values(&[(&format!("{PROPERTY_PREFIX}workDir"), "/x")]);
+        let eff = effective_properties(&id, &p, &[(Level::Program, &v)]).expect("ok");
+        assert_eq!(
+            eff,
+            vec![EffectiveProperty {
+                name: "workDir".into(),
+                value: "/x".into(),
+                origin: Origin::Level(Level::Program)
+            }]
+        );
+        let empty = values(&[(PROPERTY_PREFIX, "/x")]);
+        assert!(matches!(
+            effective_properties(&id, &p, &[(Level::Program, &empty)]),
+            Err(ResolveError::EmptyPropertyName { .. })
+        ));
+    }
+
+    #[test]
+    fn resolve_combines_choice_lookup_and_overrides() {
+        let ns = values(&[
+            (PROFILE_KEY, "team"),
+            (&format!("{PROPERTY_PREFIX}nodes"), "7"),
+        ]);
+        let rt = values(&[(&format!("{PROPERTY_PREFIX}workDir"), "/rt")]);
+        let levels = [(Level::Namespace, &ns), (Level::Runtime, &rt)];
+        let found = resolve("ns", &levels, |id| {
+            assert_eq!(id, &ProfileId::user("ns", "team"));
+            Some(profile(&[("nodes", "3", true)]))
+        })
+        .expect("ok")
+        .expect("found");
+        assert_eq!(found.profile.origin, Origin::Level(Level::Namespace));
+        let names: Vec<(&str, &str, Origin)> = found
+            .properties
+            .iter()
+            .map(|p| (p.name.as_str(), p.value.as_str(), p.origin))
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                ("nodes", "7", Origin::Level(Level::Namespace)),
+                ("workDir", "/rt", Origin::Level(Level::Runtime))
+            ]
+        );
+        let missing = resolve("ns", &levels, |_| None).expect("ok");
+        assert_eq!(missing, Err(ProfileId::user("ns", "team")));
+    }
+
+    #[test]
+    fn merge_lets_the_more_specific_level_win() {
+        let inst = values(&[("a", "1"), ("b", "1")]);
+        let ns = values(&[("b", "2"), ("c", "2")]);
+        let merged = merge(&[(Level::Namespace, &ns), (Level::Instance, &inst)]);
+        assert_eq!(merged, values(&[("a", "1"), ("b", "2"), ("c", "2")]));
+    }
+
+    #[test]
+    fn origins_serialize_as_level_names() {
+        let json = serde_json::to_string(&[
+            Origin::Default,
+            Origin::Profile,
+            Origin::Level(Level::AppPreferences),
+        ])
+        .expect("serializes");
+        assert_eq!(json, r#"["default","profile","appPreferences"]"#);
+    }
+}

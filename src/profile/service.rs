@@ -1,0 +1,191 @@
+//! The rules of profiles, applied against the store: create or replace, enable and disable,
+//! delete, list. Every check and its write happen in one store write, so two racing requests
+//! cannot both pass a check that only one should.
+
+use serde::{Deserialize, Serialize};
+
+use super::{Profile, ProfileId, ProfileSpec, ProfileStatus, SYSTEM_NAMESPACE, Scope, ValidSpec};
+use crate::error::ServiceError;
+use crate::namespace;
+use crate::preference;
+use crate::provisioner::Registry;
+use crate::store::{Read, Store, Table, Txn};
+use crate::time::now_secs;
+
+/// A profile as the store keeps it: the API view plus whether it ships with ebb.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredProfile {
+    #[serde(flatten)]
+    pub profile: Profile,
+    /// Loaded from `profiles/*.json`; cannot be replaced or deleted over the API.
+    #[serde(default)]
+    pub builtin: bool,
+}
+
+/// Profile `id` as stored, if it exists.
+pub fn stored_profile(
+    r: &impl Read,
+    id: &ProfileId,
+) -> Result<Option<StoredProfile>, ServiceError> {
+    Ok(r.get(Table::Profiles, &id.key())?)
+}
+
+fn require(r: &impl Read, id: &ProfileId) -> Result<StoredProfile, ServiceError> {
+    if id.scope == Scope::User {
+        namespace::require(r, &id.namespace)?;
+    }
+    stored_profile(r, id)?.ok_or_else(|| ServiceError::ProfileNotFound(id.clone()))
+}
+
+fn check_id(id: &ProfileId) -> Result<(), ServiceError> {
+    if id.scope == Scope::User {
+        namespace::check_name(&id.namespace)?;
+    }
+    crate::names::check("profile name", &id.name)
+}
+
+/// Writes `spec` as profile `id`, keeping `status` and `created` of an existing profile.
+pub(super) fn upsert(
+    tx: &mut Txn,
+    id: &ProfileId,
+    spec: ValidSpec,
+    builtin: bool,
+) -> Result<Profile, ServiceError> {
+    let existing = stored_profile(tx, id)?;
+    let (status, created) = existing
+        .as_ref()
+        .map_or((ProfileStatus::Enabled, now_secs()), |s| {
+            (s.profile.status, s.profile.created)
+        });
+    let profile = Profile {
+        name: id.name.clone(),
+        label: spec.label.unwrap_or_else(|| id.name.clone()),
+        description: spec.description.unwrap_or_default(),
+        scope: id.scope,
+        status,
+        provisioner: spec.provisioner,
+        keepalive: spec.keepalive,
+        timeout: spec.timeout,
+        created,
+    };
+    let stored = StoredProfile {
+        profile: profile.clone(),
+        builtin,
+    };
+    tx.put(Table::Profiles, &id.key(), &stored)?;
+    Ok(profile)
+}
+
+/// Creates or replaces profile `id`. Built-in profiles cannot be replaced.
+pub async fn put(
+    store: &Store,
+    registry: &Registry,
+    id: ProfileId,
+    spec: ProfileSpec,
+) -> Result<Profile, ServiceError> {
+    check_id(&id)?;
+    let valid = spec.validate(&id.name, registry)?;
+    store
+        .write(move |tx| {
+            if id.scope == Scope::User {
+                namespace::require(tx, &id.namespace)?;
+            }
+            if stored_profile(tx, &id)?.is_some_and(|s| s.builtin) {
+                return Err(ServiceError::BuiltinProfile(id));
+            }
+            upsert(tx, &id, valid, false)
+        })
+        .await
+}
+
+/// Profile `id`.
+pub async fn get(store: &Store, id: ProfileId) -> Result<Profile, ServiceError> {
+    check_id(&id)?;
+    store
+        .read(move |r| require(r, &id).map(|s| s.profile))
+        .await
+}
+
+/// The USER profiles of `namespace` (and, with `include_system`, every SYSTEM profile after
+/// them); `None` lists the SYSTEM profiles.
+pub async fn list(
+    store: &Store,
+    namespace: Option<String>,
+    include_system: bool,
+) -> Result<Vec<Profile>, ServiceError> {
+    if let Some(ns) = &namespace {
+        namespace::check_name(ns)?;
+    }
+    store
+        .read(move |r| {
+            let mut prefixes = Vec::new();
+            if let Some(ns) = &namespace {
+                namespace::require(r, ns)?;
+                prefixes.push(format!("{ns}/"));
+            }
+            if namespace.is_none() || include_system {
+                prefixes.push(format!("{SYSTEM_NAMESPACE}/"));
+            }
+            let mut out = Vec::new();
+            for prefix in prefixes {
+                out.extend(
+                    r.scan::<StoredProfile>(Table::Profiles, &prefix)?
+                        .into_iter()
+                        .map(|(_, s)| s.profile),
+                );
+            }
+            Ok(out)
+        })
+        .await
+}
+
+/// Enables or disables profile `id`; 409 if it already is. `SYSTEM:native` stays enabled.
+pub async fn set_status(
+    store: &Store,
+    id: ProfileId,
+    status: ProfileStatus,
+) -> Result<Profile, ServiceError> {
+    check_id(&id)?;
+    store
+        .write(move |tx| {
+            let mut stored = require(tx, &id)?;
+            if stored.profile.status == status {
+                return Err(ServiceError::ProfileStatusUnchanged {
+                    profile: id,
+                    status,
+                });
+            }
+            if status == ProfileStatus::Disabled && id == ProfileId::native() {
+                return Err(ServiceError::NativeProfile(id));
+            }
+            stored.profile.status = status;
+            tx.put(Table::Profiles, &id.key(), &stored)?;
+            Ok(stored.profile)
+        })
+        .await
+}
+
+/// Deletes profile `id`: it must exist, not be built in, be disabled and be assigned nowhere.
+pub async fn delete(store: &Store, id: ProfileId) -> Result<Profile, ServiceError> {
+    check_id(&id)?;
+    store
+        .write(move |tx| {
+            let stored = require(tx, &id)?;
+            if stored.builtin {
+                return Err(ServiceError::BuiltinProfile(id));
+            }
+            if stored.profile.status == ProfileStatus::Enabled {
+                return Err(ServiceError::ProfileEnabled(id));
+            }
+            let places = preference::assignments(tx, &id)?;
+            if !places.is_empty() {
+                return Err(ServiceError::ProfileAssigned {
+                    profile: id,
+                    places,
+                });
+            }
+            tx.delete(Table::Profiles, &id.key());
+            Ok(stored.profile)
+        })
+        .await
+}

@@ -1,0 +1,193 @@
+//! The registry of provisioners this server offers, with their widgets.
+//!
+//! Each built-in provisioner comes with a widget JSON (`widgets/<name>.json`, CDAP's plugin
+//! widget format) compiled into the binary, so the server runs from any directory. The
+//! registry is built once at start-up and read-only afterwards. It never touches the store.
+
+mod native;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use ebb_spi::{Properties, PropertyError, Provisioner};
+use serde::Serialize;
+
+pub use native::Native;
+
+/// Widgets of the built-in provisioners, by name.
+const WIDGETS: &[(&str, &str)] = &[
+    ("native", include_str!("../../widgets/native.json")),
+    ("local", include_str!("../../widgets/local.json")),
+    ("sim", include_str!("../../widgets/sim.json")),
+];
+
+/// A provisioner as `/v3/provisioners` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProvisionerDetail {
+    pub name: String,
+    pub label: String,
+    pub description: String,
+    #[serde(rename = "configuration-groups")]
+    pub configuration_groups: serde_json::Value,
+}
+
+#[derive(Debug)]
+struct Entry {
+    provisioner: Arc<dyn Provisioner>,
+    configuration_groups: serde_json::Value,
+}
+
+/// Every provisioner the server knows, by name.
+#[derive(Debug)]
+pub struct Registry {
+    entries: BTreeMap<&'static str, Entry>,
+}
+
+impl Registry {
+    /// The built-in provisioners: `native`, `local` and `sim`.
+    pub fn builtin() -> Registry {
+        let plugins: Vec<Arc<dyn Provisioner>> = vec![
+            Arc::new(Native),
+            Arc::new(ebb_local::Local),
+            Arc::new(ebb_sim::Sim),
+        ];
+        let entries = plugins
+            .into_iter()
+            .map(|provisioner| {
+                let name = provisioner.spec().name;
+                let widget = WIDGETS
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, json)| *json)
+                    .expect("every built-in provisioner has a widget; checked by tests");
+                let mut widget: serde_json::Value = serde_json::from_str(widget)
+                    .expect("built-in widgets are valid JSON; checked by tests");
+                let configuration_groups = widget
+                    .get_mut("configuration-groups")
+                    .map(serde_json::Value::take)
+                    .unwrap_or_else(|| serde_json::Value::Array(Vec::new()));
+                (
+                    name,
+                    Entry {
+                        provisioner,
+                        configuration_groups,
+                    },
+                )
+            })
+            .collect();
+        Registry { entries }
+    }
+
+    /// The provisioner called `name`.
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Provisioner>> {
+        self.entries.get(name).map(|e| &e.provisioner)
+    }
+
+    /// Checks `properties` for provisioner `name`; `None` if there is no such provisioner.
+    pub fn validate(
+        &self,
+        name: &str,
+        properties: &Properties,
+    ) -> Option<Result<(), PropertyError>> {
+        self.get(name).map(|p| p.validate(properties))
+    }
+
+    /// The API view of provisioner `name`.
+    pub fn detail(&self, name: &str) -> Option<ProvisionerDetail> {
+        self.entries.get(name).map(|entry| {
+            let spec = entry.provisioner.spec();
+            ProvisionerDetail {
+                name: spec.name.to_string(),
+                label: spec.label.to_string(),
+                description: spec.description.to_string(),
+                configuration_groups: entry.configuration_groups.clone(),
+            }
+        })
+    }
+
+    /// The API view of every provisioner, by name.
+    pub fn details(&self) -> Vec<ProvisionerDetail> {
+        self.entries
+            .keys()
+            .filter_map(|name| self.detail(name))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    /// The widget is what a UI shows; the spec is what the server accepts. They must name the
+    /// same properties, or a UI would offer a field the server rejects (or ignores).
+    #[test]
+    fn every_widget_matches_its_provisioner_spec() {
+        let registry = Registry::builtin();
+        assert_eq!(registry.entries.len(), WIDGETS.len());
+        for detail in registry.details() {
+            let groups = detail
+                .configuration_groups
+                .as_array()
+                .expect("groups are a list");
+            let mut in_widget = BTreeSet::new();
+            for group in groups {
+                assert!(
+                    group["label"].is_string(),
+                    "{}: group without label",
+                    detail.name
+                );
+                for prop in group["properties"].as_array().expect("properties list") {
+                    for field in ["widget-type", "label", "name", "description"] {
+                        assert!(
+                            prop[field].is_string(),
+                            "{}: {prop} lacks {field}",
+                            detail.name
+                        );
+                    }
+                    assert!(
+                        prop["widget-attributes"].is_object(),
+                        "{}: {prop}",
+                        detail.name
+                    );
+                    let name = prop["name"].as_str().expect("checked above").to_string();
+                    assert!(
+                        in_widget.insert(name.clone()),
+                        "{}: {name} twice",
+                        detail.name
+                    );
+                }
+            }
+            let spec = registry.get(&detail.name).expect("listed").spec();
+            let in_spec: BTreeSet<String> =
+                spec.properties.iter().map(|p| p.name.to_string()).collect();
+            assert_eq!(
+                in_widget, in_spec,
+                "widget and spec of {} differ",
+                detail.name
+            );
+        }
+    }
+
+    #[test]
+    fn widget_defaults_are_valid_values() {
+        let registry = Registry::builtin();
+        for detail in registry.details() {
+            let spec = registry.get(&detail.name).expect("listed").spec();
+            for group in detail.configuration_groups.as_array().expect("list") {
+                for prop in group["properties"].as_array().expect("list") {
+                    let name = prop["name"].as_str().expect("name");
+                    if let Some(default) = prop["widget-attributes"]["default"].as_str() {
+                        let kind = &spec.property(name).expect("in spec").kind;
+                        assert_eq!(
+                            ebb_spi::check_value(kind, default),
+                            Ok(()),
+                            "{}.{name}",
+                            detail.name
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! Wiring and lifetime of the server: open the store, load built-ins, serve, shut down.
+//!
+//! Shutdown has two phases. The first SIGTERM or Ctrl-C stops accepting connections and lets
+//! requests in flight finish; a second one cuts them off. Either way the store's writer then
+//! finishes every queued write and flushes before the process exits 0.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::{App, HttpServer, middleware, web};
+
+use crate::api::{self, AppState};
+use crate::error::ServiceError;
+use crate::namespace;
+use crate::profile::builtin;
+use crate::provisioner::Registry;
+use crate::store::{Store, StoreError};
+
+/// How long in-flight requests get to finish after the first shutdown signal.
+const GRACE: Duration = Duration::from_secs(10);
+
+/// Everything `ebb serve` needs to start.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub data_dir: PathBuf,
+    pub bind: String,
+    pub auth_token: Option<String>,
+    /// HTTP worker threads; `None` for one per core.
+    pub workers: Option<usize>,
+}
+
+/// Why the server could not start or stop cleanly.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("cannot load built-in data: {0}")]
+    Setup(#[from] ServiceError),
+    #[error("cannot listen on {addr}: {source}; choose another address with --bind or EBB_BIND")]
+    Bind {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("server stopped with an error: {0}")]
+    Serve(std::io::Error),
+}
+
+/// Runs the server until it is told to stop. Must run inside an actix system.
+pub async fn run(config: Config) -> Result<(), ServerError> {
+    let store = Store::open(&config.data_dir)?;
+    tracing::info!(store.path = %store.path().display(), "store opened");
+    let registry = Arc::new(Registry::builtin());
+    namespace::ensure_default(&store).await?;
+    let profiles = builtin::load(&store, &registry).await?;
+    tracing::info!(profiles = profiles.len(), "built-in profiles loaded");
+
+    let state = AppState {
+        store: store.clone(),
+        registry,
+        token: config.auth_token.filter(|t| !t.is_empty()).map(Arc::from),
+    };
+    let data = web::Data::new(state);
+    let mut server = HttpServer::new(move || {
+        App::new()
+            .app_data(data.clone())
+            .wrap(middleware::from_fn(api::authenticate))
+            .wrap(middleware::from_fn(api::log_request))
+            .configure(api::configure)
+    })
+    .disable_signals()
+    .shutdown_timeout(GRACE.as_secs());
+    if let Some(workers) = config.workers {
+        server = server.workers(workers);
+    }
+    let server = server
+        .bind(&config.bind)
+        .map_err(|source| ServerError::Bind {
+            addr: config.bind.clone(),
+            source,
+        })?;
+    let addrs: Vec<SocketAddr> = server.addrs();
+    for addr in &addrs {
+        tracing::info!(addr = %addr, url = %format!("http://{addr}"), "listening");
+    }
+    let server = server.run();
+    let handle = server.handle();
+    actix_web::rt::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("shutting down: finishing requests in flight (signal again to force)");
+        let graceful = handle.stop(true);
+        tokio::select! {
+            () = graceful => {}
+            () = wait_for_signal() => {
+                tracing::warn!("forced shutdown: cutting off requests in flight");
+                handle.stop(false).await;
+            }
+        }
+    });
+    let served = server.await;
+    store.close().await?;
+    tracing::info!("store flushed; stopped");
+    served.map_err(ServerError::Serve)
+}
+
+/// Resolves on SIGTERM or SIGINT (Ctrl-C).
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) {
+            (Ok(mut term), Ok(mut int)) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                }
+            }
+            _ => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -1,0 +1,393 @@
+//! The durable store: one redb file, `<data-dir>/ebb.redb`.
+//!
+//! Values are JSON documents in a few string-keyed tables ([`Table`]). Reads run on tokio's
+//! blocking pool in their own read transactions. Writes go to one writer thread
+//! ([`writer`]), which gathers every write queued while the previous commit ran into one
+//! transaction (group commit), and answers each caller only after that transaction is durable
+//! on disk.
+//!
+//! A write is a closure over a [`Txn`]: it reads, decides, and stages puts and deletes. The
+//! staged writes are applied only if the closure returns `Ok`, so a write that fails changes
+//! nothing, even when it shares a commit with others. This module never decides what is valid;
+//! the services above it do, inside their write closures, so check-then-write is atomic.
+
+mod txn;
+mod writer;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use redb::{Database, ReadableDatabase, TableDefinition};
+use tokio::sync::oneshot;
+
+pub use txn::{Read, Reader, Txn};
+
+/// The layout of the store this build writes. Bump it with a migration when the layout
+/// changes; a store with a newer version is refused rather than misread.
+pub const SCHEMA_VERSION: u64 = 1;
+
+/// File name of the store inside the data directory.
+pub const FILE_NAME: &str = "ebb.redb";
+
+const SCHEMA_KEY: &str = "schema_version";
+
+/// The tables of the store. Keys are strings; values are JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Table {
+    /// Store-wide facts such as the schema version.
+    Meta,
+    /// Namespaces by name.
+    Namespaces,
+    /// Profiles by `<namespace>/<name>`; SYSTEM profiles live under the `system` namespace.
+    Profiles,
+    /// Preference maps by scope key (see `preference::Scope::key`).
+    Preferences,
+}
+
+impl Table {
+    /// Every table, created when the store is opened.
+    pub const ALL: [Table; 4] = [
+        Table::Meta,
+        Table::Namespaces,
+        Table::Profiles,
+        Table::Preferences,
+    ];
+
+    fn def(self) -> TableDefinition<'static, &'static str, &'static [u8]> {
+        TableDefinition::new(match self {
+            Table::Meta => "meta",
+            Table::Namespaces => "namespaces",
+            Table::Profiles => "profiles",
+            Table::Preferences => "preferences",
+        })
+    }
+}
+
+/// Errors of the store layer.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot open the store at {path}: {message}")]
+    Open { path: PathBuf, message: String },
+    #[error(
+        "the store at {path} is in use by another process; stop the other ebb server or choose another --data-dir"
+    )]
+    InUse { path: PathBuf },
+    #[error(
+        "the store at {path} has schema version {found}, but this ebb understands versions up to {supported}; run a newer ebb"
+    )]
+    SchemaTooNew {
+        path: PathBuf,
+        found: u64,
+        supported: u64,
+    },
+    #[error("storage error: {0}")]
+    Storage(String),
+    #[error("stored value {table:?}/{key} cannot be read: {message}")]
+    Corrupt {
+        table: Table,
+        key: String,
+        message: String,
+    },
+    #[error("the store is shut down")]
+    Closed,
+}
+
+impl From<redb::Error> for StoreError {
+    fn from(e: redb::Error) -> Self {
+        StoreError::Storage(e.to_string())
+    }
+}
+
+macro_rules! storage_errors {
+    ($($t:ty),*) => {$(
+        impl From<$t> for StoreError {
+            fn from(e: $t) -> Self {
+                StoreError::Storage(e.to_string())
+            }
+        }
+    )*};
+}
+storage_errors!(
+    redb::TransactionError,
+    redb::TableError,
+    redb::StorageError,
+    redb::CommitError
+);
+
+/// A handle on the open store. Cheap to clone; all clones share one writer.
+#[derive(Debug, Clone)]
+pub struct Store {
+    db: Arc<Database>,
+    writer: writer::Handle,
+    path: PathBuf,
+    closed: Arc<Mutex<bool>>,
+}
+
+impl Store {
+    /// Opens (or creates) the store in `data_dir`, checks its schema version and starts the
+    /// writer thread. Blocking: call it before serving, not from an async worker.
+    pub fn open(data_dir: &Path) -> Result<Store, StoreError> {
+        let path = data_dir.join(FILE_NAME);
+        let open_err = |message: String| StoreError::Open {
+            path: path.clone(),
+            message,
+        };
+        std::fs::create_dir_all(data_dir).map_err(|e| open_err(e.to_string()))?;
+        let db = match Database::create(&path) {
+            Ok(db) => db,
+            Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
+                return Err(StoreError::InUse { path });
+            }
+            Err(e) => return Err(open_err(e.to_string())),
+        };
+        prepare(&db, &path)?;
+        let db = Arc::new(db);
+        let writer = writer::spawn(Arc::clone(&db)).map_err(|e| open_err(e.to_string()))?;
+        Ok(Store {
+            db,
+            writer,
+            path,
+            closed: Arc::new(Mutex::new(false)),
+        })
+    }
+
+    /// Path of the store file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `f` in a read transaction on the blocking pool.
+    pub async fn read<T, E, F>(&self, f: F) -> Result<T, E>
+    where
+        F: FnOnce(&Reader) -> Result<T, E> + Send + 'static,
+        T: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+    {
+        let db = Arc::clone(&self.db);
+        let task = tokio::task::spawn_blocking(move || {
+            let tx = db.begin_read().map_err(StoreError::from)?;
+            f(&Reader::new(&tx))
+        });
+        match task.await {
+            Ok(result) => result,
+            Err(join) => Err(StoreError::Storage(format!("read task failed: {join}")).into()),
+        }
+    }
+
+    /// Queues `f` for the writer thread and waits until its writes are durable.
+    ///
+    /// `f` may read (its reads see the writes of earlier closures in the same commit and its
+    /// own staged writes), then stage writes; if it returns `Err`, none of its writes happen.
+    pub async fn write<T, E, F>(&self, f: F) -> Result<T, E>
+    where
+        F: FnOnce(&mut Txn) -> Result<T, E> + Send + 'static,
+        T: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+    {
+        let (reply, answer) = oneshot::channel();
+        self.writer.submit(writer::job(f, reply))?;
+        match answer.await {
+            Ok(result) => result,
+            Err(_) => Err(StoreError::Closed.into()),
+        }
+    }
+
+    /// Finishes every queued write, stops the writer and flushes the file. Later writes fail
+    /// with [`StoreError::Closed`]. Calling it twice is harmless.
+    pub async fn close(&self) -> Result<(), StoreError> {
+        {
+            let mut closed = self.closed.lock().map_err(|_| StoreError::Closed)?;
+            if *closed {
+                return Ok(());
+            }
+            *closed = true;
+        }
+        self.writer.shutdown().await
+    }
+}
+
+/// Creates missing tables and checks or records the schema version, in one transaction.
+fn prepare(db: &Database, path: &Path) -> Result<(), StoreError> {
+    let tx = db.begin_write()?;
+    let found: Option<u64> =
+        {
+            let meta = tx.open_table(Table::Meta.def())?;
+            let value = redb::ReadableTable::get(&meta, SCHEMA_KEY)?;
+            match value {
+                None => None,
+                Some(bytes) => Some(serde_json::from_slice(bytes.value()).map_err(|e| {
+                    StoreError::Corrupt {
+                        table: Table::Meta,
+                        key: SCHEMA_KEY.into(),
+                        message: e.to_string(),
+                    }
+                })?),
+            }
+        };
+    match found {
+        Some(found) if found > SCHEMA_VERSION => {
+            tx.abort()?;
+            return Err(StoreError::SchemaTooNew {
+                path: path.to_path_buf(),
+                found,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        Some(_) => {}
+        None => {
+            let mut meta = tx.open_table(Table::Meta.def())?;
+            let version = serde_json::to_vec(&SCHEMA_VERSION).expect("a number serializes");
+            meta.insert(SCHEMA_KEY, version.as_slice())?;
+        }
+    }
+    for table in Table::ALL {
+        tx.open_table(table.def())?;
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+/// Writes a schema version into the store at `data_dir` (which must not be open). For tests
+/// of the version check and for future migrations.
+pub fn write_schema_version(data_dir: &Path, version: u64) -> Result<(), StoreError> {
+    let db = Database::create(data_dir.join(FILE_NAME)).map_err(|e| StoreError::Open {
+        path: data_dir.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    let tx = db.begin_write()?;
+    {
+        let mut meta = tx.open_table(Table::Meta.def())?;
+        let bytes = serde_json::to_vec(&version).expect("a number serializes");
+        meta.insert(SCHEMA_KEY, bytes.as_slice())?;
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    enum TestError {
+        #[error("refused")]
+        Refused,
+        #[error(transparent)]
+        Store(#[from] StoreError),
+    }
+
+    fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+    }
+
+    #[test]
+    fn writes_are_durable_and_survive_reopen() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        rt().block_on(async {
+            let store = Store::open(dir.path()).expect("open");
+            store
+                .write(|tx| tx.put(Table::Namespaces, "a", &"one"))
+                .await
+                .expect("write");
+            store.close().await.expect("close");
+        });
+        rt().block_on(async {
+            let store = Store::open(dir.path()).expect("reopen");
+            let v: Option<String> = store
+                .read(|r| r.get(Table::Namespaces, "a"))
+                .await
+                .expect("read");
+            assert_eq!(v.as_deref(), Some("one"));
+            store.close().await.expect("close");
+        });
+    }
+
+    #[test]
+    fn a_failed_write_changes_nothing_even_in_a_shared_commit() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        rt().block_on(async {
+            let store = Store::open(dir.path()).expect("open");
+            let mut handles = Vec::new();
+            for i in 0..50 {
+                let store = store.clone();
+                handles.push(tokio::spawn(async move {
+                    store
+                        .write(move |tx| {
+                            tx.put(Table::Namespaces, &format!("k{i:02}"), &i)?;
+                            if i % 2 == 1 {
+                                return Err(TestError::Refused);
+                            }
+                            Ok(())
+                        })
+                        .await
+                }));
+            }
+            for (i, h) in handles.into_iter().enumerate() {
+                let result = h.await.expect("join");
+                assert_eq!(result.is_ok(), i % 2 == 0, "write {i}");
+            }
+            let all: Vec<(String, i32)> = store
+                .read(|r| r.scan(Table::Namespaces, "k"))
+                .await
+                .expect("scan");
+            assert_eq!(all.len(), 25);
+            assert!(all.iter().all(|(_, v)| v % 2 == 0));
+            store.close().await.expect("close");
+        });
+    }
+
+    #[test]
+    fn reads_inside_a_write_see_staged_writes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        rt().block_on(async {
+            let store = Store::open(dir.path()).expect("open");
+            let seen = store
+                .write(|tx| {
+                    tx.put(Table::Profiles, "ns/a", &1)?;
+                    tx.put(Table::Profiles, "ns/b", &2)?;
+                    tx.delete(Table::Profiles, "ns/a");
+                    let one: Option<i32> = tx.get(Table::Profiles, "ns/a")?;
+                    let all: Vec<(String, i32)> = tx.scan(Table::Profiles, "ns/")?;
+                    Ok::<_, StoreError>((one, all))
+                })
+                .await
+                .expect("write");
+            assert_eq!(seen, (None, vec![("ns/b".to_string(), 2)]));
+            store.close().await.expect("close");
+        });
+    }
+
+    #[test]
+    fn refuses_a_newer_schema_and_a_second_opener() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        {
+            let store = Store::open(dir.path()).expect("open");
+            match Store::open(dir.path()) {
+                Err(StoreError::InUse { .. }) => {}
+                other => panic!("expected InUse, got {other:?}"),
+            }
+            rt().block_on(store.close()).expect("close");
+        }
+        write_schema_version(dir.path(), SCHEMA_VERSION + 1).expect("bump");
+        match Store::open(dir.path()) {
+            Err(e @ StoreError::SchemaTooNew { .. }) => {
+                assert!(e.to_string().contains("schema version 2"), "{e}");
+            }
+            other => panic!("expected SchemaTooNew, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn writes_after_close_fail() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        rt().block_on(async {
+            let store = Store::open(dir.path()).expect("open");
+            store.close().await.expect("close");
+            let r = store.write(|tx| tx.put(Table::Meta, "x", &1)).await;
+            assert!(matches!(r, Err(StoreError::Closed)), "{r:?}");
+        });
+    }
+}
