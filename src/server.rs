@@ -49,6 +49,8 @@ pub enum ServerError {
 
 /// Runs the server until it is told to stop. Must run inside an actix system.
 pub async fn run(config: Config) -> Result<(), ServerError> {
+    // Catch signals from the very start, so a SIGTERM during start-up is a clean stop too.
+    let mut signals = Signals::install().map_err(ServerError::Serve)?;
     let store = Store::open(&config.data_dir)?;
     tracing::info!(store.path = %store.path().display(), "store opened");
     let registry = Arc::new(Registry::builtin());
@@ -87,12 +89,12 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     let server = server.run();
     let handle = server.handle();
     actix_web::rt::spawn(async move {
-        wait_for_signal().await;
+        signals.next().await;
         tracing::info!("shutting down: finishing requests in flight (signal again to force)");
         let graceful = handle.stop(true);
         tokio::select! {
             () = graceful => {}
-            () = wait_for_signal() => {
+            () = signals.next() => {
                 tracing::warn!("forced shutdown: cutting off requests in flight");
                 handle.stop(false).await;
             }
@@ -104,28 +106,36 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     served.map_err(ServerError::Serve)
 }
 
-/// Resolves on SIGTERM or SIGINT (Ctrl-C).
-async fn wait_for_signal() {
+/// SIGTERM and SIGINT (Ctrl-C), listened to from start-up on.
+struct Signals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        ) {
-            (Ok(mut term), Ok(mut int)) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = int.recv() => {}
-                }
-            }
-            _ => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> std::io::Result<Signals> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Ok(Signals {
+                term: signal(SignalKind::terminate())?,
+                int: signal(SignalKind::interrupt())?,
+            })
         }
+        #[cfg(not(unix))]
+        Ok(Signals {})
     }
-    #[cfg(not(unix))]
-    {
+
+    /// Resolves at the next signal.
+    async fn next(&mut self) {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+        #[cfg(not(unix))]
         let _ = tokio::signal::ctrl_c().await;
     }
 }

@@ -76,23 +76,31 @@ fn read(req: &HttpRequest, payload: &mut Payload) -> Reading<web::BytesMut> {
     })
 }
 
-/// Parses JSON, naming the path of the offending field (`provisioner.properties[0].value`).
+/// Parses a JSON object, naming the path of the offending field
+/// (`provisioner.properties[0].value`).
 pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    let de = &mut serde_json::Deserializer::from_slice(bytes);
-    let value = serde_path_to_error::deserialize(de).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        if inner.is_syntax() || inner.is_eof() {
-            ApiError::Body {
-                field: "body".into(),
-                message: format!("is not valid JSON ({inner})"),
-            }
-        } else {
-            ApiError::Body {
-                field: if path == "." { "body".into() } else { path },
-                message: inner.to_string(),
-            }
-        }
+    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| ApiError::Body {
+        field: "body".into(),
+        message: format!("is not valid JSON ({e})"),
     })?;
-    Ok(value)
+    if !value.is_object() {
+        let got = match value {
+            serde_json::Value::Array(_) => "an array",
+            serde_json::Value::String(_) => "a string",
+            serde_json::Value::Number(_) => "a number",
+            serde_json::Value::Bool(_) => "a boolean",
+            serde_json::Value::Null | serde_json::Value::Object(_) => "null",
+        };
+        return Err(ApiError::Body {
+            field: "body".into(),
+            message: format!("must be a JSON object, got {got}"),
+        });
+    }
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        ApiError::Body {
+            field: if path == "." { "body".into() } else { path },
+            message: e.into_inner().to_string(),
+        }
+    })
 }

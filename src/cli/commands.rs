@@ -17,7 +17,7 @@ pub fn run(args: &ClientArgs, command: Command) -> Result<(), CliError> {
         Command::Serve(_) => Err(CliError::Usage("serve is not a client command".into())),
         Command::Namespace(cmd) => namespace(&client, json, cmd),
         Command::Provisioner(cmd) => provisioner(&client, json, cmd),
-        Command::Profile(cmd) => profile(&client, json, cmd),
+        Command::Profile(cmd) => profile(&client, json, *cmd),
         Command::Pref(cmd) => pref(&client, json, cmd),
     }
 }

@@ -65,7 +65,7 @@ pub enum Command {
     Provisioner(ProvisionerCmd),
     /// Manage compute profiles.
     #[command(subcommand)]
-    Profile(ProfileCmd),
+    Profile(Box<ProfileCmd>),
     /// Manage preferences (instance or namespace level).
     #[command(subcommand, alias = "preference")]
     Pref(PrefCmd),

@@ -31,9 +31,11 @@ pub(super) struct Ran {
 /// One queued write. Given the batch's transaction (or the error that prevented opening it).
 pub(super) type Job = Box<dyn FnOnce(Result<&WriteTransaction, StoreError>) -> Ran + Send>;
 
+type Ack = oneshot::Sender<Result<(), StoreError>>;
+
 enum Message {
     Write(Job),
-    Shutdown(oneshot::Sender<Result<(), StoreError>>),
+    Shutdown(Ack),
 }
 
 /// The sending side of the writer's queue.
@@ -64,7 +66,14 @@ pub(super) fn spawn(db: Arc<Database>) -> std::io::Result<Handle> {
     let (queue, inbox) = mpsc::channel();
     thread::Builder::new()
         .name("ebb-store-writer".into())
-        .spawn(move || run(&db, &inbox))?;
+        .spawn(move || {
+            let (outcome, ack) = run(&db, &inbox);
+            // Release the database before saying we are done, so the file can be reopened.
+            drop(db);
+            if let Some(ack) = ack {
+                let _ = ack.send(outcome);
+            }
+        })?;
     Ok(Handle { queue })
 }
 
@@ -126,10 +135,12 @@ where
     })
 }
 
-fn run(db: &Database, inbox: &mpsc::Receiver<Message>) {
-    let mut stop: Option<oneshot::Sender<Result<(), StoreError>>> = None;
+/// Commits batches until told to stop (or every sender is gone); returns the final flush's
+/// outcome and whom to tell.
+fn run(db: &Database, inbox: &mpsc::Receiver<Message>) -> (Result<(), StoreError>, Option<Ack>) {
+    let mut stop: Option<Ack> = None;
     while stop.is_none() {
-        let Ok(first) = inbox.recv() else { return };
+        let Ok(first) = inbox.recv() else { break };
         let mut batch = Vec::new();
         match first {
             Message::Write(job) => batch.push(job),
@@ -146,10 +157,7 @@ fn run(db: &Database, inbox: &mpsc::Receiver<Message>) {
             commit_batch(db, batch);
         }
     }
-    let outcome = flush(db);
-    if let Some(ack) = stop {
-        let _ = ack.send(outcome);
-    }
+    (flush(db), stop)
 }
 
 fn commit_batch(db: &Database, batch: Vec<Job>) {

@@ -284,7 +284,12 @@ mod tests {
 
     #[test]
     fn names_the_bad_property() {
-        let cases: &[(&[(&str, &str)], &str, &str)] = &[
+        type Case = (
+            &'static [(&'static str, &'static str)],
+            &'static str,
+            &'static str,
+        );
+        let cases: &[Case] = &[
             (&[], "nodes", "is required"),
             (&[("nodes", "x")], "nodes", "whole number"),
             (&[("nodes", "0")], "nodes", "between 1 and 10"),

@@ -1,0 +1,285 @@
+//! The `ebb` command line against a real server.
+
+use serde_json::Value;
+
+use crate::harness::{Server, run_ebb};
+
+fn ebb(s: &Server, args: &[&str]) -> (i32, String, String) {
+    let mut all = vec!["--server", s.url.as_str()];
+    all.extend_from_slice(args);
+    run_ebb(&all, &[], None)
+}
+
+fn ok(s: &Server, args: &[&str]) -> String {
+    let (code, out, err) = ebb(s, args);
+    assert_eq!(code, 0, "ebb {args:?} failed: {err}");
+    out
+}
+
+fn json(s: &Server, args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.push("--json");
+    let out = ok(s, &all);
+    serde_json::from_str(&out)
+        .unwrap_or_else(|e| panic!("ebb {args:?} printed no JSON ({e}): {out}"))
+}
+
+#[test]
+fn profile_lifecycle_from_flags() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = Server::start(&dir);
+    let out = ok(
+        &s,
+        &[
+            "profile",
+            "create",
+            "small",
+            "--provisioner",
+            "local",
+            "--property",
+            "nodes=2",
+            "--fixed-property",
+            "workDir=/tmp/ebb",
+            "--keepalive-failed",
+            "8h",
+            "--timeout",
+            "2h",
+            "--label",
+            "Small",
+        ],
+    );
+    assert!(
+        out.contains("USER:small") && out.contains("8h") && out.contains("fixed"),
+        "{out}"
+    );
+    let p = json(&s, &["profile", "get", "small"]);
+    assert_eq!(p["keepalive"]["failed"], 28800);
+    assert_eq!(p["timeout"], 7200);
+    assert_eq!(p["label"], "Small");
+    assert_eq!(p["provisioner"]["properties"][1]["isEditable"], false);
+
+    let (code, _, err) = ebb(
+        &s,
+        &["profile", "create", "small", "--provisioner", "local"],
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("already exists"), "{err}");
+
+    let p = json(
+        &s,
+        &[
+            "profile",
+            "edit",
+            "small",
+            "--property",
+            "nodes=4",
+            "--remove-property",
+            "workDir",
+            "--no-timeout",
+        ],
+    );
+    assert_eq!(
+        p["provisioner"]["properties"],
+        serde_json::json!([{"name": "nodes", "value": "4", "isEditable": true}])
+    );
+    assert_eq!(p["timeout"], Value::Null);
+    assert_eq!(
+        p["keepalive"]["failed"], 28800,
+        "edit keeps what it was not told to change"
+    );
+    assert_eq!(p["label"], "Small");
+
+    let list = ok(&s, &["profile", "list", "--include-system"]);
+    assert!(
+        list.contains("USER:small")
+            && list.contains("SYSTEM:local")
+            && list.contains("PROVISIONER"),
+        "{list}"
+    );
+    assert_eq!(ok(&s, &["profile", "status", "small"]).trim(), "ENABLED");
+    let (code, _, err) = ebb(&s, &["profile", "delete", "small"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("is enabled; disable it first (HTTP 409)"),
+        "{err}"
+    );
+    assert!(ok(&s, &["profile", "disable", "small"]).contains("DISABLED"));
+    assert!(ok(&s, &["profile", "delete", "small"]).contains("deleted"));
+    let (code, _, err) = ebb(&s, &["profile", "get", "small"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("not found (HTTP 404)"), "{err}");
+}
+
+#[test]
+fn profile_from_a_file_and_system_scope() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = Server::start(&dir);
+    let file = dir.path().join("p.json");
+    std::fs::write(&file, r#"{"provisioner": {"name": "sim", "properties": [{"name": "nodes", "value": "3"}]}, "keepalive": {"killed": "10m"}}"#).expect("write");
+    let p = json(
+        &s,
+        &[
+            "profile",
+            "create",
+            "SYSTEM:simmed",
+            "--file",
+            file.to_str().expect("utf-8"),
+        ],
+    );
+    assert_eq!(p["scope"], "SYSTEM");
+    assert_eq!(p["keepalive"]["killed"], 600);
+    let out = ok(&s, &["profile", "list", "--system"]);
+    assert!(out.contains("SYSTEM:simmed"), "{out}");
+    // A file saved from `get --json` can be fed back to `edit`.
+    let saved = dir.path().join("saved.json");
+    std::fs::write(
+        &saved,
+        ok(&s, &["profile", "get", "SYSTEM:simmed", "--json"]),
+    )
+    .expect("write");
+    let p = json(
+        &s,
+        &[
+            "profile",
+            "edit",
+            "SYSTEM:simmed",
+            "--file",
+            saved.to_str().expect("utf-8"),
+            "--timeout",
+            "1h",
+        ],
+    );
+    assert_eq!(p["timeout"], 3600);
+    assert_eq!(p["keepalive"]["killed"], 600);
+}
+
+#[test]
+fn bad_flags_fail_before_reaching_the_server() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = Server::start(&dir);
+    let (code, _, err) = ebb(
+        &s,
+        &[
+            "profile",
+            "create",
+            "x",
+            "--provisioner",
+            "local",
+            "--keepalive-failed",
+            "soon",
+        ],
+    );
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("--keepalive-failed must be a duration"),
+        "{err}"
+    );
+    let (code, _, err) = ebb(
+        &s,
+        &[
+            "profile",
+            "create",
+            "x",
+            "--provisioner",
+            "local",
+            "--property",
+            "nodes",
+        ],
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("'nodes' is not NAME=VALUE"), "{err}");
+    let (code, _, err) = ebb(&s, &["profile", "create", "x"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("needs a provisioner"), "{err}");
+    let (code, _, err) = ebb(
+        &s,
+        &[
+            "profile",
+            "create",
+            "x",
+            "--provisioner",
+            "local",
+            "--property",
+            "nodes=100",
+        ],
+    );
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("provisioner.properties.nodes: must be between 1 and 64, got 100 (HTTP 400)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn namespaces_preferences_and_provisioners() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = Server::start(&dir);
+    ok(
+        &s,
+        &["namespace", "create", "team", "--description", "Team A"],
+    );
+    let out = ok(&s, &["namespace", "list"]);
+    assert!(
+        out.contains("team") && out.contains("Team A") && out.contains("default"),
+        "{out}"
+    );
+    ok(
+        &s,
+        &["pref", "set", "a=1", "system.profile.name=SYSTEM:local"],
+    );
+    ok(&s, &["pref", "set", "-n", "team", "b=2"]);
+    let merged = json(&s, &["pref", "get", "-n", "team", "--resolved"]);
+    assert_eq!(
+        merged,
+        serde_json::json!({"a": "1", "b": "2", "system.profile.name": "SYSTEM:local"})
+    );
+    ok(&s, &["pref", "delete", "a"]);
+    assert_eq!(
+        json(&s, &["pref", "get"]),
+        serde_json::json!({"system.profile.name": "SYSTEM:local"})
+    );
+    let (code, _, err) = ebb(&s, &["pref", "set", "system.profile.name=SYSTEM:ghost"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("profile 'SYSTEM:ghost' not found"), "{err}");
+    ok(&s, &["pref", "delete"]);
+    assert!(ok(&s, &["pref", "get"]).contains("(no preferences)"));
+    ok(&s, &["namespace", "delete", "team"]);
+    let (code, _, err) = ebb(&s, &["namespace", "get", "team"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("namespace 'team' not found"), "{err}");
+
+    let out = ok(&s, &["provisioner", "list"]);
+    assert!(
+        out.contains("sim") && out.contains("local") && out.contains("native"),
+        "{out}"
+    );
+    let out = ok(&s, &["provisioner", "get", "sim"]);
+    assert!(
+        out.contains("transientErrorRate") && out.contains("Fault injection"),
+        "{out}"
+    );
+}
+
+#[test]
+fn an_unreachable_server_is_a_clear_error() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let (code, _, err) = run_ebb(
+        &[
+            "--server",
+            &format!("http://127.0.0.1:{port}"),
+            "profile",
+            "list",
+        ],
+        &[],
+        None,
+    );
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("cannot reach the ebb server") && err.contains("ebb serve"),
+        "{err}"
+    );
+}

@@ -1,0 +1,240 @@
+//! Starts the real `ebb serve` binary on an ephemeral port with a temporary data dir, and
+//! talks to it over HTTP.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// Log lines of a server, filled in by a reader thread.
+pub type Logs = Arc<Mutex<Vec<String>>>;
+
+pub const EBB: &str = env!("CARGO_BIN_EXE_ebb");
+
+/// A running server. Killed when dropped.
+pub struct Server {
+    child: Option<Child>,
+    pub url: String,
+    logs: Logs,
+    http: reqwest::blocking::Client,
+    token: Option<String>,
+}
+
+/// Options for starting a server.
+#[derive(Default, Clone)]
+pub struct Options {
+    pub token: Option<String>,
+}
+
+impl Server {
+    /// Starts a server on a fresh data dir that lives as long as `dir`.
+    pub fn start(dir: &tempfile::TempDir) -> Server {
+        Server::start_at(dir.path(), Options::default())
+    }
+
+    pub fn start_at(data_dir: &Path, options: Options) -> Server {
+        let mut cmd = Command::new(EBB);
+        cmd.args([
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+            "--log-format",
+            "json",
+            "--workers",
+            "2",
+        ])
+        .arg("--data-dir")
+        .arg(data_dir)
+        .env_remove("EBB_TOKEN")
+        .env_remove("EBB_BIND")
+        .env_remove("EBB_DATA_DIR")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+        if let Some(token) = &options.token {
+            cmd.env("EBB_TOKEN", token);
+        }
+        let (child, url, logs) =
+            spawn_and_wait(cmd).unwrap_or_else(|e| panic!("server did not start: {e}"));
+        Server {
+            child: Some(child),
+            url,
+            logs,
+            http: reqwest::blocking::Client::builder()
+                .timeout(Duration::from_secs(30))
+                .build()
+                .expect("http client"),
+            token: options.token,
+        }
+    }
+
+    /// Log lines (JSON) printed so far.
+    pub fn logs(&self) -> Vec<String> {
+        self.logs.lock().expect("logs").clone()
+    }
+
+    fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<String>,
+        token: Option<&str>,
+    ) -> (u16, Value) {
+        let mut req = self.http.request(method, format!("{}{path}", self.url));
+        if let Some(t) = token.or(self.token.as_deref()) {
+            req = req.bearer_auth(t);
+        }
+        if let Some(body) = body {
+            req = req.header("content-type", "application/json").body(body);
+        }
+        let res = req.send().unwrap_or_else(|e| panic!("{path}: {e}"));
+        let code = res.status().as_u16();
+        let text = res.text().expect("body");
+        let json = if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or(Value::String(text))
+        };
+        (code, json)
+    }
+
+    pub fn get(&self, path: &str) -> (u16, Value) {
+        self.send(reqwest::Method::GET, path, None, None)
+    }
+
+    pub fn put(&self, path: &str, body: Value) -> (u16, Value) {
+        self.send(reqwest::Method::PUT, path, Some(body.to_string()), None)
+    }
+
+    pub fn put_raw(&self, path: &str, body: &str) -> (u16, Value) {
+        self.send(reqwest::Method::PUT, path, Some(body.to_string()), None)
+    }
+
+    pub fn post(&self, path: &str) -> (u16, Value) {
+        self.send(reqwest::Method::POST, path, None, None)
+    }
+
+    pub fn delete(&self, path: &str) -> (u16, Value) {
+        self.send(reqwest::Method::DELETE, path, None, None)
+    }
+
+    pub fn request(&self, method: &str, path: &str, token: Option<&str>) -> (u16, Value) {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+        self.send(method, path, None, token)
+    }
+
+    /// SIGTERM, then wait for the exit.
+    pub fn terminate(mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("running");
+        signal(child.id(), "TERM");
+        child.wait().expect("wait")
+    }
+
+    /// SIGKILL: the process gets no chance to clean up.
+    pub fn kill(mut self) {
+        let mut child = self.child.take().expect("running");
+        signal(child.id(), "KILL");
+        child.wait().expect("wait");
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+pub fn signal(pid: u32, sig: &str) {
+    let ok = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .status()
+        .expect("kill")
+        .success();
+    assert!(ok, "kill -{sig} {pid} failed");
+}
+
+/// Spawns `cmd` and waits for its "listening" log line; returns the child, its URL and the
+/// log lines (kept up to date by a reader thread, which also keeps the pipe drained).
+pub fn spawn_and_wait(mut cmd: Command) -> Result<(Child, String, Logs), String> {
+    let mut child = cmd.spawn().map_err(|e| e.to_string())?;
+    let stderr = child.stderr.take().expect("stderr piped");
+    let logs = Arc::new(Mutex::new(Vec::new()));
+    let (tx, rx) = mpsc::channel();
+    {
+        let logs = Arc::clone(&logs);
+        std::thread::spawn(move || {
+            let mut tx = Some(tx);
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if let Ok(v) = serde_json::from_str::<Value>(&line)
+                    && v["message"] == "listening"
+                    && let Some(tx) = tx.take()
+                {
+                    let _ = tx.send(v["url"].as_str().unwrap_or_default().to_string());
+                }
+                logs.lock().expect("logs").push(line);
+            }
+        });
+    }
+    match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(url) => Ok((child, url, logs)),
+        Err(_) => {
+            let _ = child.kill();
+            let status = child.wait().ok();
+            Err(format!(
+                "no 'listening' line; exit {status:?}; logs: {:?}",
+                logs.lock().expect("logs")
+            ))
+        }
+    }
+}
+
+/// Runs `ebb` to completion and returns (exit code, stdout, stderr).
+pub fn run_ebb(args: &[&str], envs: &[(&str, &str)], cwd: Option<&Path>) -> (i32, String, String) {
+    let mut cmd = Command::new(EBB);
+    cmd.args(args)
+        .env_remove("EBB_TOKEN")
+        .env_remove("EBB_SERVER");
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    if let Some(dir) = cwd {
+        cmd.current_dir(dir);
+    }
+    let out = cmd.output().expect("run ebb");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Asserts an error reply: the status code, the JSON body shape and a message fragment.
+#[track_caller]
+pub fn assert_error(reply: (u16, Value), code: u16, fragment: &str) {
+    let (got, body) = reply;
+    assert_eq!(got, code, "body: {body}");
+    assert_eq!(body["code"], code, "body: {body}");
+    let message = body["message"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no message in {body}"));
+    assert!(
+        message.contains(fragment),
+        "message {message:?} lacks {fragment:?}"
+    );
+}
+
+/// A minimal valid profile body.
+pub fn profile_body(provisioner: &str, props: &[(&str, &str, bool)]) -> Value {
+    let props: Vec<Value> = props
+        .iter()
+        .map(|(n, v, e)| serde_json::json!({"name": n, "value": v, "isEditable": e}))
+        .collect();
+    serde_json::json!({"provisioner": {"name": provisioner, "properties": props}})
+}

@@ -1,0 +1,11 @@
+//! Integration tests: the real `ebb` binary, a real store, HTTP on loopback.
+//! One test binary (modules below) to keep link time down.
+
+mod harness;
+
+mod cli;
+mod namespaces;
+mod preferences;
+mod profiles;
+mod provisioners;
+mod server;
