@@ -203,33 +203,29 @@ fn profile(client: &Client, json: bool, cmd: ProfileCmd) -> Result<(), CliError>
             client.call(Method::DELETE, &profile_path(&target)?, None)?;
             done(json, &format!("profile '{}' deleted", target.profile))
         }
-        ProfileCmd::Enable(target) => {
-            let v = client.call(
-                Method::POST,
-                &format!("{}/enable", profile_path(&target)?),
-                None,
-            )?;
-            if json {
-                output::json(&v)
-            } else {
-                println!("profile '{}' is {}", target.profile, text(&v["status"]))
-            }
-            Ok(())
-        }
-        ProfileCmd::Disable(target) => {
-            let v = client.call(
-                Method::POST,
-                &format!("{}/disable", profile_path(&target)?),
-                None,
-            )?;
-            if json {
-                output::json(&v)
-            } else {
-                println!("profile '{}' is {}", target.profile, text(&v["status"]))
-            }
-            Ok(())
-        }
+        ProfileCmd::Enable(target) => set_status(client, json, &target, "enable"),
+        ProfileCmd::Disable(target) => set_status(client, json, &target, "disable"),
     }
+}
+
+/// POSTs `verb` (`enable` or `disable`) to a profile and reports its new status.
+fn set_status(
+    client: &Client,
+    json: bool,
+    target: &ProfileTarget,
+    verb: &str,
+) -> Result<(), CliError> {
+    let v = client.call(
+        Method::POST,
+        &format!("{}/{verb}", profile_path(target)?),
+        None,
+    )?;
+    if json {
+        output::json(&v);
+    } else {
+        println!("profile '{}' is {}", target.profile, text(&v["status"]));
+    }
+    Ok(())
 }
 
 /// Builds a PUT body: from `current` (for edit) or the file, then the flags on top.

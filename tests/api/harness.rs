@@ -215,6 +215,19 @@ pub fn run_ebb(args: &[&str], envs: &[(&str, &str)], cwd: Option<&Path>) -> (i32
     )
 }
 
+/// Runs `ebb serve` that must refuse to start; returns what it printed on stderr.
+#[track_caller]
+pub fn serve_fails(bind: &str, data_dir: &Path) -> String {
+    let data_dir = data_dir.to_str().expect("utf-8 path");
+    let (code, _, stderr) = run_ebb(
+        &["serve", "--bind", bind, "--data-dir", data_dir],
+        &[],
+        None,
+    );
+    assert_eq!(code, 1, "serve should have failed: {stderr}");
+    stderr
+}
+
 /// Asserts an error reply: the status code, the JSON body shape and a message fragment.
 #[track_caller]
 pub fn assert_error(reply: (u16, Value), code: u16, fragment: &str) {

@@ -2,7 +2,9 @@
 
 use serde_json::json;
 
-use crate::harness::{EBB, Options, Server, assert_error, profile_body, run_ebb, spawn_and_wait};
+use crate::harness::{
+    EBB, Options, Server, assert_error, profile_body, run_ebb, serve_fails, spawn_and_wait,
+};
 
 #[test]
 fn health_and_built_ins_are_there_once_listening() {
@@ -132,13 +134,7 @@ fn a_store_with_a_newer_schema_is_refused_with_a_clear_message() {
     assert_eq!(Server::start(&dir).terminate().code(), Some(0));
     ebb::store::write_schema_version(dir.path(), ebb::store::SCHEMA_VERSION + 1)
         .expect("bump version");
-    let data_dir = dir.path().to_str().expect("utf-8");
-    let (code, _, stderr) = run_ebb(
-        &["serve", "--bind", "127.0.0.1:0", "--data-dir", data_dir],
-        &[],
-        None,
-    );
-    assert_eq!(code, 1, "{stderr}");
+    let stderr = serve_fails("127.0.0.1:0", dir.path());
     assert!(
         stderr.contains("schema version 2") && stderr.contains("newer ebb"),
         "{stderr}"
@@ -149,13 +145,7 @@ fn a_store_with_a_newer_schema_is_refused_with_a_clear_message() {
 fn a_second_server_on_the_same_data_dir_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let _first = Server::start(&dir);
-    let data_dir = dir.path().to_str().expect("utf-8");
-    let (code, _, stderr) = run_ebb(
-        &["serve", "--bind", "127.0.0.1:0", "--data-dir", data_dir],
-        &[],
-        None,
-    );
-    assert_eq!(code, 1, "{stderr}");
+    let stderr = serve_fails("127.0.0.1:0", dir.path());
     assert!(stderr.contains("in use by another process"), "{stderr}");
 }
 
@@ -165,18 +155,7 @@ fn a_busy_port_is_a_clear_error() {
     let first = Server::start(&dir);
     let other = tempfile::tempdir().expect("tempdir");
     let bind = first.url.trim_start_matches("http://").to_string();
-    let (code, _, stderr) = run_ebb(
-        &[
-            "serve",
-            "--bind",
-            &bind,
-            "--data-dir",
-            other.path().to_str().expect("utf-8"),
-        ],
-        &[],
-        None,
-    );
-    assert_eq!(code, 1, "{stderr}");
+    let stderr = serve_fails(&bind, other.path());
     assert!(
         stderr.contains("cannot listen on") && stderr.contains("--bind"),
         "{stderr}"

@@ -63,10 +63,7 @@ mod tests {
     use ebb_spi::Properties;
 
     fn props(pairs: &[(&str, &str)]) -> Properties {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        ebb_spi::properties(pairs.iter().copied())
     }
 
     #[test]

@@ -16,6 +16,14 @@ use std::time::Duration;
 /// Effective provisioner properties, by name. Values are strings, as in CDAP.
 pub type Properties = BTreeMap<String, String>;
 
+/// Builds a property map from name/value pairs.
+pub fn properties<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Properties {
+    pairs
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 /// What a provisioner is, for the registry and the `/v3/provisioners` API.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProvisionerSpec {
@@ -259,10 +267,7 @@ mod tests {
     };
 
     fn props(pairs: &[(&str, &str)]) -> Properties {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        properties(pairs.iter().copied())
     }
 
     #[test]
