@@ -4,7 +4,7 @@ use reqwest::Method;
 use serde_json::{Map, Value, json};
 
 use super::client::{CliError, Client};
-use super::output::{self, table, text};
+use super::output::{self, out, table, text};
 use super::{
     ClientArgs, Command, NamespaceCmd, PrefCmd, PrefTarget, ProfileCmd, ProfileFlags,
     ProfileTarget, ProvisionerCmd,
@@ -53,7 +53,7 @@ fn namespace(client: &Client, json: bool, cmd: NamespaceCmd) -> Result<(), CliEr
     if json {
         output::json(&v);
     } else {
-        println!(
+        out!(
             "name:        {}\ndescription: {}",
             text(&v["name"]),
             text(&v["description"])
@@ -82,7 +82,7 @@ fn provisioner(client: &Client, json: bool, cmd: ProvisionerCmd) -> Result<(), C
                 output::json(&v);
                 return Ok(());
             }
-            println!(
+            out!(
                 "{} ({})\n{}\n",
                 text(&v["name"]),
                 text(&v["label"]),
@@ -100,7 +100,7 @@ fn provisioner(client: &Client, json: bool, cmd: ProvisionerCmd) -> Result<(), C
                 }
             }
             if rows.is_empty() {
-                println!("(no properties)");
+                out!("(no properties)");
             } else {
                 table(&["PROPERTY", "GROUP", "DEFAULT", "DESCRIPTION"], &rows);
             }
@@ -178,7 +178,7 @@ fn profile(client: &Client, json: bool, cmd: ProfileCmd) -> Result<(), CliError>
             if json {
                 output::json(&v)
             } else {
-                println!("{}", text(&v))
+                out!("{}", text(&v))
             }
             Ok(())
         }
@@ -223,7 +223,7 @@ fn set_status(
     if json {
         output::json(&v);
     } else {
-        println!("profile '{}' is {}", target.profile, text(&v["status"]));
+        out!("profile '{}' is {}", target.profile, text(&v["status"]));
     }
     Ok(())
 }
@@ -326,17 +326,17 @@ fn show_profile(json: bool, p: &Value) -> Result<(), CliError> {
         output::json(p);
         return Ok(());
     }
-    println!("profile:      {}:{}", text(&p["scope"]), text(&p["name"]));
-    println!("label:        {}", text(&p["label"]));
-    println!("description:  {}", text(&p["description"]));
-    println!("status:       {}", text(&p["status"]));
-    println!("provisioner:  {}", text(&p["provisioner"]["name"]));
-    println!(
+    out!("profile:      {}:{}", text(&p["scope"]), text(&p["name"]));
+    out!("label:        {}", text(&p["label"]));
+    out!("description:  {}", text(&p["description"]));
+    out!("status:       {}", text(&p["status"]));
+    out!("provisioner:  {}", text(&p["provisioner"]["name"]));
+    out!(
         "keepalive:    failed {}, killed {}",
         output::seconds(&p["keepalive"]["failed"]),
         output::seconds(&p["keepalive"]["killed"])
     );
-    println!("timeout:      {}", output::seconds(&p["timeout"]));
+    out!("timeout:      {}", output::seconds(&p["timeout"]));
     let rows: Vec<Vec<String>> = list(&p["provisioner"]["properties"])
         .iter()
         .map(|prop| {
@@ -353,7 +353,7 @@ fn show_profile(json: bool, p: &Value) -> Result<(), CliError> {
         })
         .collect();
     if !rows.is_empty() {
-        println!();
+        out!();
         table(&["PROPERTY", "VALUE", "RUNS MAY OVERRIDE"], &rows);
     }
     Ok(())
@@ -413,7 +413,7 @@ fn pref(client: &Client, json: bool, cmd: PrefCmd) -> Result<(), CliError> {
             .map(|m| m.iter().map(|(k, v)| vec![k.clone(), text(v)]).collect())
             .unwrap_or_default();
         if rows.is_empty() {
-            println!("(no preferences)");
+            out!("(no preferences)");
         } else {
             table(&["KEY", "VALUE"], &rows);
         }
@@ -429,7 +429,7 @@ fn done(json: bool, message: &str) -> Result<(), CliError> {
     if json {
         output::json(&json!({ "ok": true }));
     } else {
-        println!("{message}");
+        out!("{message}");
     }
     Ok(())
 }

@@ -1,6 +1,32 @@
 //! Human output: aligned tables and durations.
 
+use std::io::Write;
+
 use serde_json::Value;
+
+/// Writes one line to stdout. When the reader has gone away (`ebb ... | head`), stops quietly
+/// with exit code 0 instead of panicking.
+pub fn emit(line: &str) {
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = writeln!(out, "{line}").and_then(|()| out.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("error: cannot write output: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// `println!` for CLI output, through [`emit`].
+macro_rules! out {
+    () => {
+        $crate::cli::output::emit("")
+    };
+    ($($arg:tt)*) => {
+        $crate::cli::output::emit(&format!($($arg)*))
+    };
+}
+pub(crate) use out;
 
 /// Prints rows under a header, columns padded to their widest cell.
 pub fn table(header: &[&str], rows: &[Vec<String>]) {
@@ -16,7 +42,7 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) {
             .zip(&widths)
             .map(|(c, w)| format!("{c:<w$}"))
             .collect();
-        println!("{}", padded.join("  ").trim_end());
+        emit(padded.join("  ").trim_end());
     };
     line(header.iter().map(|h| h.to_string()).collect());
     for row in rows {
@@ -43,8 +69,5 @@ pub fn seconds(v: &Value) -> String {
 
 /// Prints JSON for scripts.
 pub fn json(v: &Value) {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
-    );
+    emit(&serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string()));
 }

@@ -283,3 +283,22 @@ fn an_unreachable_server_is_a_clear_error() {
         "{err}"
     );
 }
+
+/// `ebb ... | head` closes the pipe early: the CLI stops quietly instead of panicking.
+#[test]
+fn a_closed_output_pipe_is_not_a_crash() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = Server::start(&dir);
+    let mut child = std::process::Command::new(crate::harness::EBB)
+        .args(["--server", &s.url, "provisioner", "get", "sim"])
+        .env_remove("EBB_TOKEN")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+}
