@@ -38,8 +38,8 @@ pub fn require(r: &impl Read, name: &str) -> Result<Namespace, ServiceError> {
         .ok_or_else(|| ServiceError::NamespaceNotFound(name.to_string()))
 }
 
-/// Checks a namespace name taken from a path: valid, and (for 404 rather than 400 on the
-/// reserved name) not `system`.
+/// Checks a namespace name taken from a path or body (400 naming `namespace` if bad). The
+/// reserved name `system` passes here: it is refused on create and simply never exists.
 pub fn check_name(name: &str) -> Result<(), ServiceError> {
     names::check("namespace", name)
 }

@@ -9,7 +9,7 @@ mod native;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use ebb_spi::{Properties, PropertyError, Provisioner};
+use ebb_spi::Provisioner;
 use serde::Serialize;
 
 pub use native::Native;
@@ -81,15 +81,6 @@ impl Registry {
     /// The provisioner called `name`.
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Provisioner>> {
         self.entries.get(name).map(|e| &e.provisioner)
-    }
-
-    /// Checks `properties` for provisioner `name`; `None` if there is no such provisioner.
-    pub fn validate(
-        &self,
-        name: &str,
-        properties: &Properties,
-    ) -> Option<Result<(), PropertyError>> {
-        self.get(name).map(|p| p.validate(properties))
     }
 
     /// The API view of provisioner `name`.
