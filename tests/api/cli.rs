@@ -16,6 +16,14 @@ fn ok(s: &Server, args: &[&str]) -> String {
     out
 }
 
+/// Runs a command that must fail (exit 1); returns its stderr.
+#[track_caller]
+fn fails(s: &Server, args: &[&str]) -> String {
+    let (code, _, err) = ebb(s, args);
+    assert_eq!(code, 1, "ebb {args:?} should have failed: {err}");
+    err
+}
+
 fn json(s: &Server, args: &[&str]) -> Value {
     let mut all = args.to_vec();
     all.push("--json");
@@ -58,11 +66,10 @@ fn profile_lifecycle_from_flags() {
     assert_eq!(p["label"], "Small");
     assert_eq!(p["provisioner"]["properties"][1]["isEditable"], false);
 
-    let (code, _, err) = ebb(
+    let err = fails(
         &s,
         &["profile", "create", "small", "--provisioner", "local"],
     );
-    assert_eq!(code, 1);
     assert!(err.contains("already exists"), "{err}");
 
     let p = json(
@@ -97,16 +104,14 @@ fn profile_lifecycle_from_flags() {
         "{list}"
     );
     assert_eq!(ok(&s, &["profile", "status", "small"]).trim(), "ENABLED");
-    let (code, _, err) = ebb(&s, &["profile", "delete", "small"]);
-    assert_eq!(code, 1);
+    let err = fails(&s, &["profile", "delete", "small"]);
     assert!(
         err.contains("is enabled; disable it first (HTTP 409)"),
         "{err}"
     );
     assert!(ok(&s, &["profile", "disable", "small"]).contains("DISABLED"));
     assert!(ok(&s, &["profile", "delete", "small"]).contains("deleted"));
-    let (code, _, err) = ebb(&s, &["profile", "get", "small"]);
-    assert_eq!(code, 1);
+    let err = fails(&s, &["profile", "get", "small"]);
     assert!(err.contains("not found (HTTP 404)"), "{err}");
 }
 
@@ -157,7 +162,7 @@ fn profile_from_a_file_and_system_scope() {
 fn bad_flags_fail_before_reaching_the_server() {
     let dir = tempfile::tempdir().expect("tempdir");
     let s = Server::start(&dir);
-    let (code, _, err) = ebb(
+    let err = fails(
         &s,
         &[
             "profile",
@@ -169,12 +174,11 @@ fn bad_flags_fail_before_reaching_the_server() {
             "soon",
         ],
     );
-    assert_eq!(code, 1);
     assert!(
         err.contains("--keepalive-failed must be a duration"),
         "{err}"
     );
-    let (code, _, err) = ebb(
+    let err = fails(
         &s,
         &[
             "profile",
@@ -186,12 +190,10 @@ fn bad_flags_fail_before_reaching_the_server() {
             "nodes",
         ],
     );
-    assert_eq!(code, 1);
     assert!(err.contains("'nodes' is not NAME=VALUE"), "{err}");
-    let (code, _, err) = ebb(&s, &["profile", "create", "x"]);
-    assert_eq!(code, 1);
+    let err = fails(&s, &["profile", "create", "x"]);
     assert!(err.contains("needs a provisioner"), "{err}");
-    let (code, _, err) = ebb(
+    let err = fails(
         &s,
         &[
             "profile",
@@ -203,7 +205,6 @@ fn bad_flags_fail_before_reaching_the_server() {
             "nodes=100",
         ],
     );
-    assert_eq!(code, 1);
     assert!(
         err.contains("provisioner.properties.nodes: must be between 1 and 64, got 100 (HTTP 400)"),
         "{err}"
@@ -238,14 +239,12 @@ fn namespaces_preferences_and_provisioners() {
         json(&s, &["pref", "get"]),
         serde_json::json!({"system.profile.name": "SYSTEM:local"})
     );
-    let (code, _, err) = ebb(&s, &["pref", "set", "system.profile.name=SYSTEM:ghost"]);
-    assert_eq!(code, 1);
+    let err = fails(&s, &["pref", "set", "system.profile.name=SYSTEM:ghost"]);
     assert!(err.contains("profile 'SYSTEM:ghost' not found"), "{err}");
     ok(&s, &["pref", "delete"]);
     assert!(ok(&s, &["pref", "get"]).contains("(no preferences)"));
     ok(&s, &["namespace", "delete", "team"]);
-    let (code, _, err) = ebb(&s, &["namespace", "get", "team"]);
-    assert_eq!(code, 1);
+    let err = fails(&s, &["namespace", "get", "team"]);
     assert!(err.contains("namespace 'team' not found"), "{err}");
 
     let out = ok(&s, &["provisioner", "list"]);
