@@ -43,6 +43,8 @@ pub enum ServerError {
         addr: String,
         source: std::io::Error,
     },
+    #[error("cannot listen for shutdown signals: {0}")]
+    Signals(std::io::Error),
     #[error("server stopped with an error: {0}")]
     Serve(std::io::Error),
 }
@@ -50,7 +52,7 @@ pub enum ServerError {
 /// Runs the server until it is told to stop. Must run inside an actix system.
 pub async fn run(config: Config) -> Result<(), ServerError> {
     // Catch signals from the very start, so a SIGTERM during start-up is a clean stop too.
-    let mut signals = Signals::install().map_err(ServerError::Serve)?;
+    let mut signals = Signals::install().map_err(ServerError::Signals)?;
     let store = Store::open(&config.data_dir)?;
     tracing::info!(store.path = %store.path().display(), "store opened");
     let registry = Arc::new(Registry::builtin());

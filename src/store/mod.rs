@@ -15,7 +15,8 @@ mod txn;
 mod writer;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use redb::{Database, ReadableDatabase, TableDefinition};
 use tokio::sync::oneshot;
@@ -120,7 +121,7 @@ pub struct Store {
     db: Arc<Database>,
     writer: writer::Handle,
     path: PathBuf,
-    closed: Arc<Mutex<bool>>,
+    closed: Arc<AtomicBool>,
 }
 
 impl Store {
@@ -147,7 +148,7 @@ impl Store {
             db,
             writer,
             path,
-            closed: Arc::new(Mutex::new(false)),
+            closed: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -195,12 +196,8 @@ impl Store {
     /// Finishes every queued write, stops the writer and flushes the file. Later writes fail
     /// with [`StoreError::Closed`]. Calling it twice is harmless.
     pub async fn close(&self) -> Result<(), StoreError> {
-        {
-            let mut closed = self.closed.lock().map_err(|_| StoreError::Closed)?;
-            if *closed {
-                return Ok(());
-            }
-            *closed = true;
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return Ok(());
         }
         self.writer.shutdown().await
     }
