@@ -1,10 +1,20 @@
 //! The `local` provisioner: each node of a cluster is a sandbox on this host.
 //!
 //! A node is a directory under the data dir (or the `workDir` property) with its own
-//! loopback address; deleting the node stops what runs in it and removes the directory. This
-//! crate describes the provisioner and its properties; it keeps no state of its own.
+//! loopback address; deleting the node stops what runs in it and removes the directory. The
+//! provisioner keeps no state of its own: the sandboxes on disk are the truth ([`sandbox`]).
 
-use ebb_spi::{PropertyKind, PropertySpec, Provisioner, ProvisionerSpec};
+pub mod sandbox;
+
+use std::path::PathBuf;
+
+use ebb_spi::resource::{RETRY_BUDGET, node_count, node_names};
+use ebb_spi::{
+    Call, Context, PropertyKind, PropertySpec, ProvisionError, Properties, Provisioner,
+    ProvisionerSpec, Resource, ResourceKey,
+};
+
+use sandbox::Sandboxes;
 
 /// Most nodes a local cluster may have: each one is a sandbox on this one host.
 pub const MAX_NODES: i64 = 64;
@@ -24,6 +34,7 @@ pub static SPEC: ProvisionerSpec = ProvisionerSpec {
             },
         ),
         PropertySpec::optional("workDir", PropertyKind::Text),
+        RETRY_BUDGET,
     ],
 };
 
@@ -31,9 +42,59 @@ pub static SPEC: ProvisionerSpec = ProvisionerSpec {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Local;
 
+/// The sandboxes of a run with these properties.
+pub fn sandboxes(ctx: &Context) -> Sandboxes {
+    Sandboxes::new(
+        ctx.property("workDir")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| ctx.data_dir.join("local")),
+    )
+}
+
+/// Runs `f` on the sandboxes of `ctx` on the blocking pool.
+async fn blocking<T: Send + 'static>(
+    ctx: &Context,
+    f: impl FnOnce(Sandboxes) -> Result<T, ProvisionError> + Send + 'static,
+) -> Result<T, ProvisionError> {
+    let sandboxes = sandboxes(ctx);
+    tokio::task::spawn_blocking(move || f(sandboxes))
+        .await
+        .map_err(|e| ProvisionError::retryable(format!("local call did not finish: {e}")))?
+}
+
 impl Provisioner for Local {
     fn spec(&self) -> &'static ProvisionerSpec {
         &SPEC
+    }
+
+    fn nodes(&self, properties: &Properties) -> Vec<String> {
+        node_names(node_count(properties, 1))
+    }
+
+    fn create<'a>(&'a self, ctx: &'a Context, key: &'a ResourceKey) -> Call<'a, Resource> {
+        let key = key.clone();
+        Box::pin(blocking(ctx, move |s| s.create(&key)))
+    }
+
+    fn find<'a>(&'a self, ctx: &'a Context, key: &'a ResourceKey) -> Call<'a, Option<Resource>> {
+        let key = key.clone();
+        Box::pin(blocking(ctx, move |s| s.find(&key)))
+    }
+
+    fn describe<'a>(&'a self, ctx: &'a Context, id: &'a str) -> Call<'a, Option<Resource>> {
+        let id = id.to_string();
+        Box::pin(blocking(ctx, move |s| s.describe(&id)))
+    }
+
+    fn delete<'a>(&'a self, ctx: &'a Context, id: &'a str) -> Call<'a, ()> {
+        let id = id.to_string();
+        Box::pin(blocking(ctx, move |s| s.delete(&id)))
+    }
+
+    fn list<'a>(&'a self, ctx: &'a Context) -> Call<'a, Vec<Resource>> {
+        Box::pin(blocking(ctx, |s| {
+            Ok(s.list()?.into_iter().map(|n| n.resource()).collect())
+        }))
     }
 }
 

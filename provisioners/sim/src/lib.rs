@@ -3,12 +3,21 @@
 //! Its resources live as files in a state directory outside the server, so they outlive a
 //! crash of ebb, and every call is appended to a call log that tests read to prove nothing was
 //! created or deleted twice. Latency and faults are properties: transient errors, creates whose
-//! response is lost, fatal creates, and a quota. This crate describes the provisioner and its
-//! properties; it keeps no state of its own.
+//! response is lost, fatal creates, and a quota. The provisioner itself keeps no state: all of
+//! it is in the state directory ([`cloud`]).
 
+pub mod cloud;
+
+use std::path::PathBuf;
 use std::time::Duration;
 
-use ebb_spi::{PropertyKind, PropertySpec, Provisioner, ProvisionerSpec};
+use ebb_spi::resource::{RETRY_BUDGET, node_count, node_names};
+use ebb_spi::{
+    Call, Context, PropertyKind, PropertySpec, ProvisionError, Properties, Provisioner,
+    ProvisionerSpec, Resource, ResourceKey, Tags,
+};
+
+use cloud::{Behaviour, Cloud};
 
 const RATE: PropertyKind = PropertyKind::Number { min: 0.0, max: 1.0 };
 const LATENCY: PropertyKind = PropertyKind::Duration {
@@ -44,6 +53,7 @@ pub static SPEC: ProvisionerSpec = ProvisionerSpec {
                 max: 1_000_000,
             },
         ),
+        RETRY_BUDGET,
     ],
 };
 
@@ -51,9 +61,84 @@ pub static SPEC: ProvisionerSpec = ProvisionerSpec {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Sim;
 
+/// Where the cloud of a run with these properties keeps its state.
+pub fn state_dir(ctx: &Context) -> PathBuf {
+    ctx.property("stateDir")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| ctx.data_dir.join("sim"))
+}
+
+fn behaviour(properties: &Properties) -> Behaviour {
+    let duration = |name: &str| {
+        properties
+            .get(name)
+            .and_then(|v| ebb_spi::parse_duration(v).ok())
+            .unwrap_or_default()
+    };
+    let rate = |name: &str| {
+        properties
+            .get(name)
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    Behaviour {
+        create_latency: duration("createLatency"),
+        delete_latency: duration("deleteLatency"),
+        transient_error_rate: rate("transientErrorRate"),
+        lost_create_rate: rate("lostCreateRate"),
+        fail_create: properties
+            .get("failCreate")
+            .and_then(|v| ebb_spi::parse_bool(v).ok())
+            .unwrap_or(false),
+        quota: properties.get("quota").and_then(|v| v.trim().parse().ok()),
+    }
+}
+
+/// Runs `f` on the cloud of `ctx` on the blocking pool.
+async fn with_cloud<T: Send + 'static>(
+    ctx: &Context,
+    f: impl FnOnce(Cloud) -> Result<T, ProvisionError> + Send + 'static,
+) -> Result<T, ProvisionError> {
+    let dir = state_dir(ctx);
+    let behaviour = behaviour(&ctx.properties);
+    tokio::task::spawn_blocking(move || f(Cloud::open(&dir, behaviour)?))
+        .await
+        .map_err(|e| ProvisionError::retryable(format!("sim call did not finish: {e}")))?
+}
+
 impl Provisioner for Sim {
     fn spec(&self) -> &'static ProvisionerSpec {
         &SPEC
+    }
+
+    fn nodes(&self, properties: &Properties) -> Vec<String> {
+        node_names(node_count(properties, 1))
+    }
+
+    fn create<'a>(&'a self, ctx: &'a Context, key: &'a ResourceKey) -> Call<'a, Resource> {
+        let tags = key.tags();
+        Box::pin(with_cloud(ctx, move |cloud| cloud.create(&tags)))
+    }
+
+    fn find<'a>(&'a self, ctx: &'a Context, key: &'a ResourceKey) -> Call<'a, Option<Resource>> {
+        let tags = key.tags();
+        Box::pin(with_cloud(ctx, move |cloud| {
+            Ok(cloud.list(&tags)?.into_iter().next())
+        }))
+    }
+
+    fn describe<'a>(&'a self, ctx: &'a Context, id: &'a str) -> Call<'a, Option<Resource>> {
+        let id = id.to_string();
+        Box::pin(with_cloud(ctx, move |cloud| cloud.describe(&id)))
+    }
+
+    fn delete<'a>(&'a self, ctx: &'a Context, id: &'a str) -> Call<'a, ()> {
+        let id = id.to_string();
+        Box::pin(with_cloud(ctx, move |cloud| cloud.delete(&id)))
+    }
+
+    fn list<'a>(&'a self, ctx: &'a Context) -> Call<'a, Vec<Resource>> {
+        Box::pin(with_cloud(ctx, |cloud| cloud.list(&Tags::new())))
     }
 }
 

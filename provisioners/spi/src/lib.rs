@@ -9,9 +9,16 @@
 //! Property validation is declarative: a plugin lists its properties with a [`PropertyKind`]
 //! and [`validate_properties`] checks a property map against that list, naming the first bad
 //! property. Plugins with rules that span properties override [`Provisioner::validate`].
+//!
+//! The resource calls ([`resource`]) are async and stateless: the framework persists each
+//! resource's lifecycle around them, so a plugin never keeps state of its own.
+
+pub mod resource;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
+
+pub use resource::{Call, Context, ProvisionError, Resource, ResourceKey, ResourceState, Tags};
 
 /// Effective provisioner properties, by name. Values are strings, as in CDAP.
 pub type Properties = BTreeMap<String, String>;
@@ -113,9 +120,9 @@ impl PropertyError {
 
 /// A provisioner plugin.
 ///
-/// Implementations are stateless and cheap to share. The run lifecycle adds the resource
-/// calls (create, find, poll, delete, list) to this trait; the framework owns all persisted
-/// state, so every method may be called again after a crash.
+/// Implementations are stateless and cheap to share. Each resource call makes one outside
+/// call and reports what it saw; the framework owns all persisted state, so every method may
+/// be called again after a crash. Errors say whether a retry can help.
 pub trait Provisioner: Send + Sync + std::fmt::Debug {
     /// The static description of this provisioner and its properties.
     fn spec(&self) -> &'static ProvisionerSpec;
@@ -127,6 +134,26 @@ pub trait Provisioner: Send + Sync + std::fmt::Debug {
     fn validate(&self, properties: &Properties) -> Result<(), PropertyError> {
         validate_properties(self.spec(), properties)
     }
+
+    /// The nodes of a cluster made with `properties`, master first. Empty means no cluster:
+    /// the program runs on the server's host.
+    fn nodes(&self, properties: &Properties) -> Vec<String>;
+
+    /// Requests the creation of the resource `key`, tagged with [`ResourceKey::tags`]. It may
+    /// come back `Pending`; the framework polls it with [`Provisioner::describe`].
+    fn create<'a>(&'a self, ctx: &'a Context, key: &'a ResourceKey) -> Call<'a, Resource>;
+
+    /// The live (not deleted) resource carrying `key`'s tags, if there is one.
+    fn find<'a>(&'a self, ctx: &'a Context, key: &'a ResourceKey) -> Call<'a, Option<Resource>>;
+
+    /// The resource with provider id `id`; `None` once it is gone.
+    fn describe<'a>(&'a self, ctx: &'a Context, id: &'a str) -> Call<'a, Option<Resource>>;
+
+    /// Requests the deletion of resource `id`. Deleting a resource that is gone succeeds.
+    fn delete<'a>(&'a self, ctx: &'a Context, id: &'a str) -> Call<'a, ()>;
+
+    /// Every live resource that carries ebb's tags, for reconciliation.
+    fn list<'a>(&'a self, ctx: &'a Context) -> Call<'a, Vec<Resource>>;
 }
 
 /// Checks `properties` against `spec`: no unknown names, every required one present, each

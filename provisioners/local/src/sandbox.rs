@@ -1,0 +1,273 @@
+//! Sandboxes on this host: one directory and one loopback address per node.
+//!
+//! A sandbox lives at `<root>/<run>/<node>` with a `node.json` describing it; its id is
+//! `<run>/<node>`, so the identity is deterministic and a repeated create finds the first one.
+//! Addresses are taken from 127.0.1.1 upwards, skipping those held by live sandboxes, under an
+//! exclusive lock on the root. Processes started in a sandbox carry `EBB_WORK_DIR=<dir>` in
+//! their environment; deleting the sandbox stops every such process before removing the
+//! directory. Blocking IO throughout.
+
+use std::collections::BTreeSet;
+use std::fs::{self, File, OpenOptions};
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use ebb_spi::{ProvisionError, Resource, ResourceKey, ResourceState, Tags};
+use serde::{Deserialize, Serialize};
+
+/// Environment variable that marks a process as started in a sandbox.
+pub const WORK_DIR_ENV: &str = "EBB_WORK_DIR";
+
+/// How long deleting a sandbox waits for its processes to stop after SIGTERM before SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(3);
+
+/// `node.json`: what a sandbox is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Node {
+    pub id: String,
+    pub tags: Tags,
+    pub address: Ipv4Addr,
+    pub dir: PathBuf,
+    pub created_at: u64,
+}
+
+impl Node {
+    pub fn resource(&self) -> Resource {
+        let dir = self.dir.display().to_string();
+        Resource {
+            id: self.id.clone(),
+            state: ResourceState::Running,
+            tags: self.tags.clone(),
+            address: Some(self.address.to_string()),
+            properties: [("workDir".to_string(), dir)].into_iter().collect(),
+        }
+    }
+}
+
+fn io(what: &str, path: &Path, e: std::io::Error) -> ProvisionError {
+    ProvisionError::retryable(format!("{what} {}: {e}", path.display()))
+}
+
+/// The sandboxes under one root directory.
+#[derive(Debug, Clone)]
+pub struct Sandboxes {
+    root: PathBuf,
+}
+
+impl Sandboxes {
+    pub fn new(root: PathBuf) -> Self {
+        Self { root }
+    }
+
+    /// The directory of sandbox `id` (`<run>/<node>`), refusing ids that could escape the root.
+    fn dir(&self, id: &str) -> Result<PathBuf, ProvisionError> {
+        let parts: Vec<&str> = id.split('/').collect();
+        let safe = |p: &&str| {
+            !p.is_empty()
+                && p.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        };
+        if parts.len() != 2 || !parts.iter().all(safe) {
+            return Err(ProvisionError::fatal(format!(
+                "'{id}' is not a local sandbox id (<run>/<node>)"
+            )));
+        }
+        Ok(self.root.join(parts[0]).join(parts[1]))
+    }
+
+    fn lock(&self) -> Result<File, ProvisionError> {
+        fs::create_dir_all(&self.root).map_err(|e| io("cannot create", &self.root, e))?;
+        let path = self.root.join(".lock");
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| io("cannot open", &path, e))?;
+        file.lock().map_err(|e| io("cannot lock", &path, e))?;
+        Ok(file)
+    }
+
+    fn read(&self, dir: &Path) -> Result<Option<Node>, ProvisionError> {
+        let path = dir.join("node.json");
+        match fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+                ProvisionError::fatal(format!("{} is unreadable: {e}", path.display()))
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io("cannot read", &path, e)),
+        }
+    }
+
+    /// Every live sandbox.
+    pub fn list(&self) -> Result<Vec<Node>, ProvisionError> {
+        let mut out = Vec::new();
+        let runs = match fs::read_dir(&self.root) {
+            Ok(runs) => runs,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+            Err(e) => return Err(io("cannot list", &self.root, e)),
+        };
+        for run in runs.flatten() {
+            let Ok(nodes) = fs::read_dir(run.path()) else {
+                continue;
+            };
+            for node in nodes.flatten() {
+                if let Some(found) = self.read(&node.path())? {
+                    out.push(found);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Creates the sandbox of `key`, or returns it if it exists.
+    pub fn create(&self, key: &ResourceKey) -> Result<Resource, ProvisionError> {
+        let id = format!("{}/{}", key.run, key.node);
+        let dir = self.dir(&id)?;
+        let _lock = self.lock()?;
+        if let Some(node) = self.read(&dir)? {
+            return Ok(node.resource());
+        }
+        let taken: BTreeSet<Ipv4Addr> = self.list()?.into_iter().map(|n| n.address).collect();
+        let address = (1u32..)
+            .map(|i| Ipv4Addr::from(u32::from(Ipv4Addr::new(127, 0, 1, 0)) + i))
+            .find(|a| !taken.contains(a))
+            .expect("127.0.0.0/8 has room for every sandbox this host can hold");
+        fs::create_dir_all(&dir).map_err(|e| io("cannot create", &dir, e))?;
+        let node = Node {
+            id,
+            tags: key.tags(),
+            address,
+            dir: dir.clone(),
+            created_at: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+        };
+        let tmp = dir.join(".node.json.tmp");
+        let bytes = serde_json::to_vec_pretty(&node).expect("a node serializes");
+        fs::write(&tmp, bytes).map_err(|e| io("cannot write", &tmp, e))?;
+        fs::rename(&tmp, dir.join("node.json")).map_err(|e| io("cannot write", &tmp, e))?;
+        Ok(node.resource())
+    }
+
+    /// The sandbox of `key`, if it exists.
+    pub fn find(&self, key: &ResourceKey) -> Result<Option<Resource>, ProvisionError> {
+        let dir = self.dir(&format!("{}/{}", key.run, key.node))?;
+        Ok(self.read(&dir)?.map(|n| n.resource()))
+    }
+
+    /// Sandbox `id`, if it exists.
+    pub fn describe(&self, id: &str) -> Result<Option<Resource>, ProvisionError> {
+        Ok(self.read(&self.dir(id)?)?.map(|n| n.resource()))
+    }
+
+    /// Stops every process started in sandbox `id` and removes it. Gone already is fine.
+    pub fn delete(&self, id: &str) -> Result<(), ProvisionError> {
+        let dir = self.dir(id)?;
+        if !dir.exists() {
+            return Ok(());
+        }
+        stop_processes_in(&dir);
+        // node.json goes first, so a crash half-way leaves nothing that looks live.
+        match fs::remove_file(dir.join("node.json")) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io("cannot remove", &dir, e)),
+        }
+        match fs::remove_dir_all(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io("cannot remove", &dir, e)),
+        }
+        if let Some(run_dir) = dir.parent() {
+            let _ = fs::remove_dir(run_dir); // only succeeds once the run's last node is gone
+        }
+        Ok(())
+    }
+}
+
+/// Pids of the processes whose environment says they were started in `dir`.
+pub fn processes_in(dir: &Path) -> Vec<i32> {
+    let marker = format!("{WORK_DIR_ENV}={}", dir.display()).into_bytes();
+    let Ok(procs) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    procs
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|var| var == marker.as_slice()))
+        })
+        .collect()
+}
+
+fn signal(pid: i32, sig: rustix::process::Signal) {
+    if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+        let _ = rustix::process::kill_process(pid, sig);
+    }
+}
+
+/// SIGTERM to every process started in `dir`, SIGKILL to those still there after a grace.
+fn stop_processes_in(dir: &Path) {
+    let pids = processes_in(dir);
+    if pids.is_empty() {
+        return;
+    }
+    for pid in &pids {
+        signal(*pid, rustix::process::Signal::TERM);
+    }
+    let deadline = Instant::now() + STOP_GRACE;
+    while Instant::now() < deadline {
+        if processes_in(dir).is_empty() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for pid in processes_in(dir) {
+        signal(pid, rustix::process::Signal::KILL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(node: &str) -> ResourceKey {
+        ResourceKey {
+            run: "r1".into(),
+            node: node.into(),
+        }
+    }
+
+    #[test]
+    fn creates_once_with_distinct_addresses_and_deletes() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let sandboxes = Sandboxes::new(root.path().to_path_buf());
+        let a = sandboxes.create(&key("master")).expect("create");
+        let again = sandboxes.create(&key("master")).expect("create again");
+        let b = sandboxes.create(&key("worker-1")).expect("create worker");
+        assert_eq!(a, again, "a repeated create finds the first sandbox");
+        assert_ne!(a.address, b.address);
+        assert_eq!(a.address.as_deref(), Some("127.0.1.1"));
+        assert_eq!(sandboxes.find(&key("worker-1")).expect("find"), Some(b.clone()));
+        assert_eq!(sandboxes.list().expect("list").len(), 2);
+
+        let dir = PathBuf::from(&a.properties["workDir"]);
+        let mut child = std::process::Command::new("sleep")
+            .arg("60")
+            .env(WORK_DIR_ENV, &dir)
+            .spawn()
+            .expect("spawn sleep");
+        sandboxes.delete(&a.id).expect("delete");
+        let status = child.wait().expect("wait");
+        assert!(!status.success(), "the sandbox's process was stopped");
+        assert!(!dir.exists());
+        assert_eq!(sandboxes.describe(&a.id).expect("describe"), None);
+        sandboxes.delete(&a.id).expect("deleting again succeeds");
+        assert!(sandboxes.dir("../x").is_err());
+    }
+}

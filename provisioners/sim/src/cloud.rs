@@ -1,0 +1,432 @@
+//! The simulated cloud itself: instances as files in a state directory, and a call log.
+//!
+//! Like EC2, every create makes a new instance with a fresh id and the tags it was given; it
+//! never dedupes, so a caller that creates twice gets two instances. Time drives state: an
+//! instance is `pending` until its `readyAt`, `shutting-down` until its `goneAt`. All calls
+//! hold an exclusive lock on the state directory, so several servers or threads see one
+//! consistent cloud. Blocking IO throughout; the provisioner runs it off the async threads.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use ebb_spi::{ProvisionError, Resource, ResourceState, Tags, resource::TAG_RUN};
+use serde::{Deserialize, Serialize};
+
+/// An instance's state, named as EC2 names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InstanceState {
+    Pending,
+    Running,
+    ShuttingDown,
+    Terminated,
+}
+
+/// One instance, as stored in `resources/<id>.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Instance {
+    pub id: String,
+    pub tags: Tags,
+    pub state: InstanceState,
+    pub created_at: f64,
+    pub deleted_at: Option<f64>,
+    pub ready_at: f64,
+    pub gone_at: Option<f64>,
+    pub address: String,
+}
+
+impl Instance {
+    /// The state at time `now`.
+    fn state_at(&self, now: f64) -> InstanceState {
+        match self.gone_at {
+            Some(gone) if now >= gone => InstanceState::Terminated,
+            Some(_) => InstanceState::ShuttingDown,
+            None if now >= self.ready_at => InstanceState::Running,
+            None => InstanceState::Pending,
+        }
+    }
+
+    fn resource(&self) -> Option<Resource> {
+        let state = match self.state {
+            InstanceState::Pending => ResourceState::Pending,
+            InstanceState::Running => ResourceState::Running,
+            InstanceState::ShuttingDown => ResourceState::Deleting,
+            InstanceState::Terminated => return None,
+        };
+        Some(Resource {
+            id: self.id.clone(),
+            state,
+            tags: self.tags.clone(),
+            address: Some(self.address.clone()),
+            properties: [("instanceId".to_string(), self.id.clone())]
+                .into_iter()
+                .collect(),
+        })
+    }
+}
+
+/// One line of `calls.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Call {
+    pub time: f64,
+    pub op: String,
+    pub id: Option<String>,
+    pub tags: Option<Tags>,
+    pub ok: bool,
+    pub error: Option<String>,
+}
+
+/// Latency and faults, from the run's properties.
+#[derive(Debug, Clone, Default)]
+pub struct Behaviour {
+    pub create_latency: Duration,
+    pub delete_latency: Duration,
+    pub transient_error_rate: f64,
+    pub lost_create_rate: f64,
+    pub fail_create: bool,
+    pub quota: Option<usize>,
+}
+
+/// A handle on a state directory.
+#[derive(Debug, Clone)]
+pub struct Cloud {
+    dir: PathBuf,
+    behaviour: Behaviour,
+}
+
+fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+fn io(what: &str, e: std::io::Error) -> ProvisionError {
+    ProvisionError::retryable(format!("sim state directory: {what}: {e}"))
+}
+
+impl Cloud {
+    /// Opens (creating if needed) the cloud kept in `dir`.
+    pub fn open(dir: &Path, behaviour: Behaviour) -> Result<Cloud, ProvisionError> {
+        fs::create_dir_all(dir.join("resources")).map_err(|e| {
+            ProvisionError::fatal(format!("cannot create sim state dir {}: {e}", dir.display()))
+        })?;
+        Ok(Cloud {
+            dir: dir.to_path_buf(),
+            behaviour,
+        })
+    }
+
+    /// Every call made so far, in order.
+    pub fn calls(dir: &Path) -> std::io::Result<Vec<Call>> {
+        let text = match fs::read_to_string(dir.join("calls.jsonl")) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        Ok(text
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect())
+    }
+
+    /// Every instance ever made, terminated ones included.
+    pub fn instances(dir: &Path) -> std::io::Result<Vec<Instance>> {
+        let mut out = Vec::new();
+        let entries = match fs::read_dir(dir.join("resources")) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+            Err(e) => return Err(e),
+        };
+        for entry in entries {
+            let path = entry?.path();
+            if path.extension().is_some_and(|x| x == "json")
+                && let Ok(bytes) = fs::read(&path)
+                && let Ok(instance) = serde_json::from_slice(&bytes)
+            {
+                out.push(instance);
+            }
+        }
+        out.sort_by(|a: &Instance, b| a.created_at.total_cmp(&b.created_at));
+        Ok(out)
+    }
+
+    fn lock(&self) -> Result<File, ProvisionError> {
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(self.dir.join(".lock"))
+            .map_err(|e| io("open lock", e))?;
+        file.lock().map_err(|e| io("lock", e))?;
+        Ok(file)
+    }
+
+    fn path(&self, id: &str) -> PathBuf {
+        self.dir.join("resources").join(format!("{id}.json"))
+    }
+
+    fn log(&self, op: &str, id: Option<&str>, tags: Option<&Tags>, error: Option<&str>) {
+        let call = Call {
+            time: now(),
+            op: op.to_string(),
+            id: id.map(str::to_string),
+            tags: tags.cloned(),
+            ok: error.is_none(),
+            error: error.map(str::to_string),
+        };
+        let mut line = serde_json::to_vec(&call).expect("a call serializes");
+        line.push(b'\n');
+        // One write on an O_APPEND file: lines never interleave.
+        if let Ok(mut f) = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("calls.jsonl"))
+        {
+            let _ = f.write_all(&line);
+        }
+    }
+
+    /// Fails the call now and then, as `transientErrorRate` asks, before it does anything.
+    fn transient(&self, op: &str, id: Option<&str>, tags: Option<&Tags>) -> Result<(), ProvisionError> {
+        if self.behaviour.transient_error_rate > 0.0
+            && fastrand::f64() < self.behaviour.transient_error_rate
+        {
+            let message = "RequestLimitExceeded: simulated transient error";
+            self.log(op, id, tags, Some(message));
+            return Err(ProvisionError::retryable(message));
+        }
+        Ok(())
+    }
+
+    fn read(&self, id: &str) -> Result<Option<Instance>, ProvisionError> {
+        match fs::read(self.path(id)) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|e| ProvisionError::fatal(format!("sim instance {id} is unreadable: {e}"))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io("read instance", e)),
+        }
+    }
+
+    fn write(&self, instance: &Instance) -> Result<(), ProvisionError> {
+        let tmp = self.dir.join("resources").join(format!(".{}.tmp", instance.id));
+        let bytes = serde_json::to_vec_pretty(instance).expect("an instance serializes");
+        fs::write(&tmp, bytes).map_err(|e| io("write instance", e))?;
+        fs::rename(&tmp, self.path(&instance.id)).map_err(|e| io("write instance", e))
+    }
+
+    /// Brings the stored state up to date with the clock.
+    fn refresh(&self, mut instance: Instance) -> Result<Instance, ProvisionError> {
+        let state = instance.state_at(now());
+        if state != instance.state {
+            instance.state = state;
+            self.write(&instance)?;
+        }
+        Ok(instance)
+    }
+
+    fn all(&self) -> Result<Vec<Instance>, ProvisionError> {
+        Cloud::instances(&self.dir)
+            .map_err(|e| io("list instances", e))?
+            .into_iter()
+            .map(|i| self.refresh(i))
+            .collect()
+    }
+
+    /// Makes a new instance carrying `tags` (never deduplicated).
+    pub fn create(&self, tags: &Tags) -> Result<Resource, ProvisionError> {
+        let _lock = self.lock()?;
+        self.transient("create", None, Some(tags))?;
+        if self.behaviour.fail_create {
+            let message = "InsufficientInstanceCapacity: failCreate is set";
+            self.log("create", None, Some(tags), Some(message));
+            return Err(ProvisionError::fatal(message));
+        }
+        if let Some(quota) = self.behaviour.quota {
+            let live = self
+                .all()?
+                .iter()
+                .filter(|i| i.state != InstanceState::Terminated)
+                .count();
+            if live >= quota {
+                let message =
+                    format!("InstanceLimitExceeded: the quota of {quota} live instances is used");
+                self.log("create", None, Some(tags), Some(&message));
+                return Err(ProvisionError::fatal(message));
+            }
+        }
+        let bits = fastrand::u64(..);
+        let id = format!("i-{bits:016x}");
+        let created = now();
+        let mut instance = Instance {
+            id: id.clone(),
+            tags: tags.clone(),
+            state: InstanceState::Pending,
+            created_at: created,
+            deleted_at: None,
+            ready_at: created + self.behaviour.create_latency.as_secs_f64(),
+            gone_at: None,
+            address: format!("10.{}.{}.{}", (bits >> 8) as u8, (bits >> 16) as u8, (bits >> 24) as u8 | 1),
+        };
+        instance.state = instance.state_at(created);
+        self.write(&instance)?;
+        if self.behaviour.lost_create_rate > 0.0 && fastrand::f64() < self.behaviour.lost_create_rate {
+            let message = "RequestTimeout: the instance was created but the response was lost";
+            self.log("create", Some(&id), Some(tags), Some(message));
+            return Err(ProvisionError::retryable(message));
+        }
+        self.log("create", Some(&id), Some(tags), None);
+        Ok(instance.resource().expect("a new instance is live"))
+    }
+
+    /// The instance `id`; `None` when it is terminated or never existed.
+    pub fn describe(&self, id: &str) -> Result<Option<Resource>, ProvisionError> {
+        let _lock = self.lock()?;
+        self.transient("describe", Some(id), None)?;
+        let found = match self.read(id)? {
+            Some(instance) => self.refresh(instance)?.resource(),
+            None => None,
+        };
+        self.log("describe", Some(id), None, None);
+        Ok(found)
+    }
+
+    /// The live instances whose tags include every tag in `filter`.
+    pub fn list(&self, filter: &Tags) -> Result<Vec<Resource>, ProvisionError> {
+        let _lock = self.lock()?;
+        self.transient("list", None, Some(filter))?;
+        let found = self
+            .all()?
+            .iter()
+            .filter(|i| filter.iter().all(|(k, v)| i.tags.get(k) == Some(v)))
+            .filter(|i| i.tags.contains_key(TAG_RUN))
+            .filter_map(Instance::resource)
+            .collect();
+        self.log("list", None, Some(filter), None);
+        Ok(found)
+    }
+
+    /// Starts terminating instance `id`. Terminating a terminated or unknown instance succeeds.
+    pub fn delete(&self, id: &str) -> Result<(), ProvisionError> {
+        let _lock = self.lock()?;
+        self.transient("delete", Some(id), None)?;
+        if let Some(instance) = self.read(id)? {
+            let mut instance = self.refresh(instance)?;
+            if instance.gone_at.is_none() {
+                let at = now();
+                instance.deleted_at = Some(at);
+                instance.gone_at = Some(at + self.behaviour.delete_latency.as_secs_f64());
+                instance.state = instance.state_at(at);
+                self.write(&instance)?;
+            }
+        }
+        self.log("delete", Some(id), None, None);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ebb_spi::ResourceKey;
+
+    fn tags(node: &str) -> Tags {
+        ResourceKey {
+            run: "r1".into(),
+            node: node.into(),
+        }
+        .tags()
+    }
+
+    #[test]
+    fn creates_never_dedupe_and_every_call_is_logged() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cloud = Cloud::open(dir.path(), Behaviour::default()).expect("open");
+        let a = cloud.create(&tags("master")).expect("create");
+        let b = cloud.create(&tags("master")).expect("create again");
+        assert_ne!(a.id, b.id);
+        assert_eq!(a.state, ResourceState::Running);
+        assert_eq!(cloud.list(&tags("master")).expect("list").len(), 2);
+        cloud.delete(&a.id).expect("delete");
+        assert_eq!(cloud.describe(&a.id).expect("describe"), None);
+        cloud.delete(&a.id).expect("deleting again succeeds");
+        let ops: Vec<String> = Cloud::calls(dir.path())
+            .expect("calls")
+            .into_iter()
+            .map(|c| c.op)
+            .collect();
+        assert_eq!(ops, ["create", "create", "list", "delete", "describe", "delete"]);
+        let states: Vec<InstanceState> = Cloud::instances(dir.path())
+            .expect("instances")
+            .into_iter()
+            .map(|i| i.state)
+            .collect();
+        assert_eq!(states, [InstanceState::Terminated, InstanceState::Running]);
+    }
+
+    #[test]
+    fn latency_keeps_instances_pending_then_shutting_down() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let slow = Behaviour {
+            create_latency: Duration::from_secs(3600),
+            delete_latency: Duration::from_secs(3600),
+            ..Behaviour::default()
+        };
+        let cloud = Cloud::open(dir.path(), slow).expect("open");
+        let r = cloud.create(&tags("master")).expect("create");
+        assert_eq!(r.state, ResourceState::Pending);
+        cloud.delete(&r.id).expect("delete");
+        let seen = cloud.describe(&r.id).expect("describe").expect("still there");
+        assert_eq!(seen.state, ResourceState::Deleting);
+    }
+
+    #[test]
+    fn faults_fail_as_asked() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let lost = Behaviour {
+            lost_create_rate: 1.0,
+            ..Behaviour::default()
+        };
+        let err = Cloud::open(dir.path(), lost)
+            .expect("open")
+            .create(&tags("master"))
+            .expect_err("lost");
+        assert!(err.retryable, "{err}");
+        assert_eq!(Cloud::instances(dir.path()).expect("instances").len(), 1);
+
+        let quota = Behaviour {
+            quota: Some(1),
+            ..Behaviour::default()
+        };
+        let err = Cloud::open(dir.path(), quota)
+            .expect("open")
+            .create(&tags("worker-1"))
+            .expect_err("over quota");
+        assert!(!err.retryable && err.message.contains("quota of 1"), "{err}");
+
+        let fail = Behaviour {
+            fail_create: true,
+            ..Behaviour::default()
+        };
+        let err = Cloud::open(dir.path(), fail)
+            .expect("open")
+            .create(&tags("worker-1"))
+            .expect_err("fatal");
+        assert!(!err.retryable, "{err}");
+
+        let flaky = Behaviour {
+            transient_error_rate: 1.0,
+            ..Behaviour::default()
+        };
+        let err = Cloud::open(dir.path(), flaky)
+            .expect("open")
+            .describe("i-1")
+            .expect_err("transient");
+        assert!(err.retryable, "{err}");
+        assert_eq!(Cloud::instances(dir.path()).expect("instances").len(), 1);
+    }
+}

@@ -1,0 +1,175 @@
+//! The resource half of the contract: the small, stateless calls a provisioner answers.
+//!
+//! The framework owns each resource's lifecycle and persists it before and after every call
+//! here; a provisioner only makes one outside call per method and reports what it saw. Every
+//! call may be repeated after a crash, so `find` (by the deterministic [`ResourceKey`]) is how
+//! the framework learns whether an interrupted create went through.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{PropertyKind, PropertySpec, Properties};
+
+/// Tag carrying the run id on every resource ebb creates.
+pub const TAG_RUN: &str = "ebb:run";
+/// Tag carrying the node's name within its cluster.
+pub const TAG_NODE: &str = "ebb:node";
+
+/// The retry budget property every provisioner that makes resources offers: how long one
+/// resource step may keep failing with retryable errors before the operation gives up.
+pub const RETRY_BUDGET: PropertySpec = PropertySpec::optional(
+    "retryBudget",
+    PropertyKind::Duration {
+        min: Duration::ZERO,
+        max: Duration::from_secs(24 * 3600),
+    },
+);
+
+/// The budget used when a profile does not set `retryBudget`.
+pub const DEFAULT_RETRY_BUDGET: Duration = Duration::from_secs(300);
+
+/// A boxed future, so that provisioners can be used as trait objects.
+pub type Call<'a, T> = Pin<Box<dyn Future<Output = Result<T, ProvisionError>> + Send + 'a>>;
+
+/// What every call gets: the run's effective properties and where the server keeps its data
+/// (provisioners that keep files default to a folder in it).
+#[derive(Debug, Clone)]
+pub struct Context {
+    pub properties: Properties,
+    pub data_dir: PathBuf,
+}
+
+impl Context {
+    /// The value of property `name`, if set.
+    pub fn property(&self, name: &str) -> Option<&str> {
+        self.properties.get(name).map(String::as_str)
+    }
+}
+
+/// The deterministic identity of one resource: the run it belongs to and the node it is.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ResourceKey {
+    pub run: String,
+    pub node: String,
+}
+
+impl ResourceKey {
+    /// The tags a resource with this identity carries.
+    pub fn tags(&self) -> Tags {
+        [
+            (TAG_RUN.to_string(), self.run.clone()),
+            (TAG_NODE.to_string(), self.node.clone()),
+        ]
+        .into_iter()
+        .collect()
+    }
+
+    /// Whether `tags` name this identity.
+    pub fn matches(&self, tags: &Tags) -> bool {
+        tags.get(TAG_RUN) == Some(&self.run) && tags.get(TAG_NODE) == Some(&self.node)
+    }
+}
+
+/// Tags on a resource.
+pub type Tags = BTreeMap<String, String>;
+
+/// Where a resource is in its life, as the outside world reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ResourceState {
+    /// Being created; poll again.
+    Pending,
+    /// Ready for use.
+    Running,
+    /// Being deleted; poll again.
+    Deleting,
+}
+
+/// One resource as a provisioner sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Resource {
+    /// The provider's id (an instance id, a sandbox path).
+    pub id: String,
+    pub state: ResourceState,
+    pub tags: Tags,
+    /// The address other nodes and the program reach it at.
+    pub address: Option<String>,
+    /// Facts to merge into the node's properties (hostname, zone, `workDir`...).
+    pub properties: BTreeMap<String, String>,
+}
+
+/// A failed call: retryable (try again after a backoff) or fatal (give up the step).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ProvisionError {
+    pub retryable: bool,
+    pub message: String,
+}
+
+impl ProvisionError {
+    /// A failure worth retrying: throttling, a network error, a lost response.
+    pub fn retryable(message: impl Into<String>) -> Self {
+        Self {
+            retryable: true,
+            message: message.into(),
+        }
+    }
+
+    /// A failure that retrying cannot fix: bad credentials, quota, invalid request.
+    pub fn fatal(message: impl Into<String>) -> Self {
+        Self {
+            retryable: false,
+            message: message.into(),
+        }
+    }
+}
+
+/// The node names of a cluster of `count` nodes; the first is the master, where the program
+/// runs.
+pub fn node_names(count: usize) -> Vec<String> {
+    (0..count)
+        .map(|i| match i {
+            0 => "master".to_string(),
+            n => format!("worker-{n}"),
+        })
+        .collect()
+}
+
+/// The `nodes` property as a count, `default` when unset or unreadable (validation has
+/// already rejected bad values).
+pub fn node_count(properties: &Properties, default: usize) -> usize {
+    properties
+        .get("nodes")
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(default)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_the_master_first() {
+        assert_eq!(node_names(3), ["master", "worker-1", "worker-2"]);
+        assert!(node_names(0).is_empty());
+    }
+
+    #[test]
+    fn keys_match_their_own_tags_only() {
+        let key = ResourceKey {
+            run: "r1".into(),
+            node: "master".into(),
+        };
+        assert!(key.matches(&key.tags()));
+        let other = ResourceKey {
+            run: "r1".into(),
+            node: "worker-1".into(),
+        };
+        assert!(!key.matches(&other.tags()));
+    }
+}
