@@ -1,4 +1,4 @@
-//! The error type of the service layer (namespaces, profiles, preferences).
+//! The error type of the service layer (namespaces, profiles, preferences, apps, runs).
 //!
 //! Each variant is one reason a request is refused or failed; `api::error` maps each to an
 //! HTTP status in one table. Messages are short, lower-case, name the entity or field, and
@@ -19,11 +19,32 @@ pub enum ServiceError {
     NamespaceNotFound(String),
     #[error("namespace 'default' always exists and cannot be deleted")]
     DefaultNamespace,
-    #[error("namespace '{namespace}' still holds profiles ({}); delete them first", profiles.join(", "))]
+    #[error("namespace '{namespace}' still holds {kind} ({}); delete them first", names.join(", "))]
     NamespaceNotEmpty {
         namespace: String,
-        profiles: Vec<String>,
+        kind: &'static str,
+        names: Vec<String>,
     },
+    #[error("app '{namespace}/{app}' not found")]
+    AppNotFound { namespace: String, app: String },
+    #[error("program '{program}' not found in app '{namespace}/{app}'")]
+    ProgramNotFound {
+        namespace: String,
+        app: String,
+        program: String,
+    },
+    #[error("app '{namespace}/{app}' has runs that still hold a cluster ({}); stop them or wait until they are deprovisioned", runs.join(", "))]
+    AppActive {
+        namespace: String,
+        app: String,
+        runs: Vec<String>,
+    },
+    #[error("run '{0}' not found")]
+    RunNotFound(String),
+    #[error("{profile} is used by active runs ({}); wait until they are deprovisioned", runs.join(", "))]
+    ProfileInUse { profile: ProfileId, runs: Vec<String> },
+    #[error(transparent)]
+    Run(#[from] crate::run::RunError),
     #[error("provisioner '{0}' not found")]
     ProvisionerNotFound(String),
     #[error("{0} not found")]

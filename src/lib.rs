@@ -7,8 +7,12 @@
 //! The parts, in the order a request meets them:
 //! - [`api`]: the HTTP layer (actix-web, CDAP-style `/v3` paths) and the one table that maps
 //!   errors to status codes.
-//! - [`namespace`], [`profile`], [`preference`]: the services; validation and rules, each
-//!   check-then-write done atomically in the store.
+//! - [`namespace`], [`profile`], [`preference`], [`app`], [`run`]: the services; validation and
+//!   rules, each check-then-write done atomically in the store.
+//! - [`run::lifecycle`]: the pure run state machine; [`plan`]: the pure cluster-operation
+//!   plans and per-resource lifecycle.
+//! - [`runtime`]: the actors (a supervisor per run, a planner per operation, a task runner per
+//!   node task) and the detached program launcher.
 //! - [`profile::resolve`]: the pure function that picks a run's profile and properties.
 //! - [`provisioner`]: the registry of built-in provisioners and their widgets.
 //! - [`store`]: the redb store with its single group-committing writer.
@@ -16,13 +20,17 @@
 //! - [`names`], [`error`]: shared name rules and the services' error type.
 
 pub mod api;
+pub mod app;
 pub mod cli;
 pub mod error;
 pub mod names;
 pub mod namespace;
+pub mod plan;
 pub mod preference;
 pub mod profile;
 pub mod provisioner;
+pub mod run;
+pub mod runtime;
 pub mod server;
 pub mod store;
 pub mod time;

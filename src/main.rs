@@ -21,6 +21,9 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Command::Shim { run_dir } => {
+            ExitCode::from(ebb::runtime::program::shim(&run_dir).clamp(0, 255) as u8)
+        }
         command => ebb::cli::run(&cli.client, command),
     }
 }

@@ -114,7 +114,7 @@ pub async fn get(store: &Store, name: String) -> Result<Namespace, ServiceError>
 }
 
 /// Deletes namespace `name` and its preferences; refused for `default` and while it holds
-/// profiles.
+/// profiles or apps.
 pub async fn delete(store: &Store, name: String) -> Result<Namespace, ServiceError> {
     check_name(&name)?;
     if name == DEFAULT {
@@ -131,7 +131,16 @@ pub async fn delete(store: &Store, name: String) -> Result<Namespace, ServiceErr
             if !profiles.is_empty() {
                 return Err(ServiceError::NamespaceNotEmpty {
                     namespace: name,
-                    profiles,
+                    kind: "profiles",
+                    names: profiles,
+                });
+            }
+            let apps = crate::app::names_in(tx, &name)?;
+            if !apps.is_empty() {
+                return Err(ServiceError::NamespaceNotEmpty {
+                    namespace: name,
+                    kind: "apps",
+                    names: apps,
                 });
             }
             preference::delete_namespace(tx, &name)?;

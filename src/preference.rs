@@ -8,6 +8,9 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use serde::Serialize;
+
+use crate::app::{self, App};
 use crate::error::ServiceError;
 use crate::namespace;
 use crate::profile::resolve::{self, Level, PROFILE_KEY, Values};
@@ -130,8 +133,22 @@ impl fmt::Display for Scope {
 }
 
 fn require_scope(r: &impl Read, scope: &Scope) -> Result<(), ServiceError> {
-    if let Some(ns) = scope.namespace() {
-        namespace::require(r, ns)?;
+    match scope {
+        Scope::Instance => {}
+        Scope::Namespace(ns) => {
+            namespace::require(r, ns)?;
+        }
+        Scope::App { namespace, app } => {
+            app::require(r, namespace, app)?;
+        }
+        Scope::Program {
+            namespace,
+            app,
+            program_type,
+            program,
+        } => {
+            app::require_program(r, namespace, app, program_type, program)?;
+        }
     }
     Ok(())
 }
@@ -165,7 +182,8 @@ pub async fn put(store: &Store, scope: Scope, values: Values) -> Result<Values, 
     store
         .write(move |tx| {
             require_scope(tx, &scope)?;
-            check_profile_assignment(tx, &scope, &values)?;
+            let namespace = scope.namespace().unwrap_or(namespace::DEFAULT);
+            check_profile_assignment(tx, namespace, scope.level(), &values)?;
             if values.is_empty() {
                 tx.delete(Table::Preferences, &scope.key());
             } else {
@@ -202,25 +220,72 @@ fn check_keys(values: &Values) -> Result<(), ServiceError> {
     Ok(())
 }
 
-/// Checks a profile assignment in `values`: well-formed, allowed at this scope, existing and
+/// Checks the values of one level of namespace `namespace` the way preferences are checked:
+/// keys, property overrides, and any profile assignment. For an app's deploy-time config.
+pub fn check_level(
+    r: &impl Read,
+    namespace: &str,
+    level: Level,
+    values: &Values,
+) -> Result<(), ServiceError> {
+    check_keys(values)?;
+    check_profile_assignment(r, namespace, level, values)
+}
+
+/// Checks a profile assignment in `values`: well-formed, allowed at this level, existing and
 /// enabled. Also checks the shape of property overrides.
-fn check_profile_assignment(tx: &Txn, scope: &Scope, values: &Values) -> Result<(), ServiceError> {
-    let namespace = scope.namespace().unwrap_or(namespace::DEFAULT);
-    resolve::check_overrides(scope.level(), values)?;
+fn check_profile_assignment(
+    r: &impl Read,
+    namespace: &str,
+    level: Level,
+    values: &Values,
+) -> Result<(), ServiceError> {
+    resolve::check_overrides(level, values)?;
     if !values.contains_key(PROFILE_KEY) {
         return Ok(());
     }
-    let chosen = resolve::choose_profile(namespace, &[(scope.level(), values)])?;
+    let chosen = resolve::choose_profile(namespace, &[(level, values)])?;
     let stored =
-        stored_profile(tx, &chosen.id)?.ok_or(ServiceError::ProfileNotFound(chosen.id.clone()))?;
+        stored_profile(r, &chosen.id)?.ok_or(ServiceError::ProfileNotFound(chosen.id.clone()))?;
     if stored.profile.status == ProfileStatus::Disabled {
         return Err(ServiceError::ProfileDisabled(chosen.id));
     }
     Ok(())
 }
 
-/// Every place profile `id` is assigned, described for an error message.
-pub fn assignments(r: &impl Read, id: &ProfileId) -> Result<Vec<String>, ServiceError> {
+/// One place a profile is assigned.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Assignment {
+    /// The level of the hierarchy that assigns it.
+    pub level: Level,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub app: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub program: Option<String>,
+}
+
+impl fmt::Display for Assignment {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ns = self.namespace.as_deref().unwrap_or_default();
+        let app = self.app.as_deref().unwrap_or_default();
+        match self.level {
+            Level::Instance | Level::Runtime => write!(f, "instance preferences"),
+            Level::Namespace => write!(f, "namespace '{ns}' preferences"),
+            Level::App => write!(f, "app '{ns}/{app}' configuration"),
+            Level::AppPreferences => write!(f, "app '{ns}/{app}' preferences"),
+            Level::Program => write!(
+                f,
+                "program '{ns}/{app}/{}' preferences",
+                self.program.as_deref().unwrap_or_default()
+            ),
+        }
+    }
+}
+
+/// Every place profile `id` is assigned: preferences at every level and app configurations.
+pub fn assignments(r: &impl Read, id: &ProfileId) -> Result<Vec<Assignment>, ServiceError> {
     let mut places = Vec::new();
     for (key, values) in r.scan::<Values>(Table::Preferences, "")? {
         let Some(scope) = Scope::from_key(&key) else {
@@ -231,24 +296,64 @@ pub fn assignments(r: &impl Read, id: &ProfileId) -> Result<Vec<String>, Service
         };
         let namespace = scope.namespace().unwrap_or(namespace::DEFAULT);
         if ProfileId::parse_scoped(namespace, assigned).as_ref() == Ok(id) {
-            places.push(scope.to_string());
+            let (app, program) = match &scope {
+                Scope::App { app, .. } => (Some(app.clone()), None),
+                Scope::Program { app, program, .. } => (Some(app.clone()), Some(program.clone())),
+                _ => (None, None),
+            };
+            places.push(Assignment {
+                level: scope.level(),
+                namespace: scope.namespace().map(str::to_string),
+                app,
+                program,
+            });
+        }
+    }
+    for (_, app) in r.scan::<App>(Table::Apps, "")? {
+        if let Some(assigned) = app.config.get(PROFILE_KEY)
+            && ProfileId::parse_scoped(&app.namespace, assigned).as_ref() == Ok(id)
+        {
+            places.push(Assignment {
+                level: Level::App,
+                namespace: Some(app.namespace.clone()),
+                app: Some(app.name.clone()),
+                program: None,
+            });
         }
     }
     Ok(places)
+}
+
+/// Removes the preferences of app `app` in `ns` and of its programs.
+pub fn delete_app(tx: &mut Txn, ns: &str, app: &str) -> Result<(), ServiceError> {
+    tx.delete(
+        Table::Preferences,
+        &Scope::App {
+            namespace: ns.to_string(),
+            app: app.to_string(),
+        }
+        .key(),
+    );
+    delete_prefix(tx, &format!("program/{ns}/{app}/"))
+}
+
+fn delete_prefix(tx: &mut Txn, prefix: &str) -> Result<(), ServiceError> {
+    let keys: Vec<String> = tx
+        .scan::<BTreeMap<String, String>>(Table::Preferences, prefix)?
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    for key in keys {
+        tx.delete(Table::Preferences, &key);
+    }
+    Ok(())
 }
 
 /// Removes the preferences of namespace `ns` and of everything in it.
 pub fn delete_namespace(tx: &mut Txn, ns: &str) -> Result<(), ServiceError> {
     tx.delete(Table::Preferences, &Scope::Namespace(ns.to_string()).key());
     for prefix in [format!("app/{ns}/"), format!("program/{ns}/")] {
-        let keys: Vec<String> = tx
-            .scan::<BTreeMap<String, String>>(Table::Preferences, &prefix)?
-            .into_iter()
-            .map(|(k, _)| k)
-            .collect();
-        for key in keys {
-            tx.delete(Table::Preferences, &key);
-        }
+        delete_prefix(tx, &prefix)?;
     }
     Ok(())
 }

@@ -1,7 +1,9 @@
-//! Wiring and lifetime of the server: open the store, load built-ins, serve, shut down.
+//! Wiring and lifetime of the server: open the store, load built-ins, resume live runs, serve,
+//! shut down.
 //!
 //! Shutdown has two phases. The first SIGTERM or Ctrl-C stops accepting connections and lets
-//! requests in flight finish; a second one cuts them off. Either way the store's writer then
+//! requests in flight finish; a second one cuts them off. Then the runtime's actors stop (their
+//! progress is already persisted; programs keep running detached), and the store's writer
 //! finishes every queued write and flushes before the process exits 0.
 
 use std::net::SocketAddr;
@@ -9,6 +11,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use actix::Arbiter;
 use actix_web::{App, HttpServer, middleware, web};
 
 use crate::api::{self, AppState};
@@ -16,6 +19,8 @@ use crate::error::ServiceError;
 use crate::namespace;
 use crate::profile::builtin;
 use crate::provisioner::Registry;
+use crate::run::events::Notifier;
+use crate::runtime::{Deps, Runtime};
 use crate::store::{Store, StoreError};
 
 /// How long in-flight requests get to finish after the first shutdown signal.
@@ -47,6 +52,8 @@ pub enum ServerError {
     Signals(std::io::Error),
     #[error("server stopped with an error: {0}")]
     Serve(std::io::Error),
+    #[error("cannot find the ebb executable (it launches programs): {0}")]
+    Exe(std::io::Error),
 }
 
 /// Runs the server until it is told to stop. Must run inside an actix system.
@@ -60,9 +67,23 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     let profiles = builtin::load(&store, &registry).await?;
     tracing::info!(profiles = profiles.len(), "built-in profiles loaded");
 
+    let exe = std::env::current_exe().map_err(ServerError::Exe)?;
+    let arbiter = Arbiter::new();
+    let deps = Deps {
+        store: store.clone(),
+        registry: Arc::clone(&registry),
+        data_dir: config.data_dir.clone(),
+        notifier: Notifier::default(),
+        exe,
+    };
+    let runtime = Runtime::new(deps, arbiter.handle());
+    let resumed = runtime.resume().await?;
+    tracing::info!(runs = resumed, "live runs resumed");
+
     let state = AppState {
         store: store.clone(),
         registry,
+        runtime,
         token: config.auth_token.filter(|t| !t.is_empty()).map(Arc::from),
     };
     let data = web::Data::new(state);
@@ -103,6 +124,10 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         }
     });
     let served = server.await;
+    // Actors stop where they are: every step they took is already in the store, and programs
+    // run on in their own process groups; the next start resumes them.
+    arbiter.stop();
+    let _ = tokio::task::spawn_blocking(move || arbiter.join()).await;
     store.close().await?;
     tracing::info!("store flushed; stopped");
     served.map_err(ServerError::Serve)

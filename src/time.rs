@@ -1,4 +1,4 @@
-//! Wall-clock time as the API shows it: whole seconds since the Unix epoch.
+//! Wall-clock time: whole seconds since the Unix epoch (as the API shows it), or milliseconds.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -7,5 +7,13 @@ pub fn now_secs() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// Milliseconds since the Unix epoch, now.
+pub fn now_millis() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
 }

@@ -54,9 +54,14 @@ impl ApiError {
 fn service_status(e: &ServiceError) -> StatusCode {
     match e {
         ServiceError::Invalid { .. } | ServiceError::Resolve(_) => StatusCode::BAD_REQUEST,
+        ServiceError::Run(e) if e.is_bad_input() => StatusCode::BAD_REQUEST,
+        ServiceError::Run(_) => StatusCode::CONFLICT,
         ServiceError::NamespaceNotFound(_)
         | ServiceError::ProvisionerNotFound(_)
-        | ServiceError::ProfileNotFound(_) => StatusCode::NOT_FOUND,
+        | ServiceError::ProfileNotFound(_)
+        | ServiceError::AppNotFound { .. }
+        | ServiceError::ProgramNotFound { .. }
+        | ServiceError::RunNotFound(_) => StatusCode::NOT_FOUND,
         ServiceError::DefaultNamespace
         | ServiceError::BuiltinProfile(_)
         | ServiceError::NativeProfile(_) => StatusCode::METHOD_NOT_ALLOWED,
@@ -64,7 +69,9 @@ fn service_status(e: &ServiceError) -> StatusCode {
         | ServiceError::ProfileStatusUnchanged { .. }
         | ServiceError::ProfileEnabled(_)
         | ServiceError::ProfileDisabled(_)
-        | ServiceError::ProfileAssigned { .. } => StatusCode::CONFLICT,
+        | ServiceError::ProfileAssigned { .. }
+        | ServiceError::ProfileInUse { .. }
+        | ServiceError::AppActive { .. } => StatusCode::CONFLICT,
         ServiceError::Store(e) => store_status(e),
     }
 }

@@ -11,10 +11,10 @@ use crate::preference::{self, Scope as PrefScope};
 use crate::profile::resolve::Values;
 use crate::profile::{ProfileId, ProfileSpec, ProfileStatus, service as profiles};
 
-type State = web::Data<AppState>;
-type Reply = Result<HttpResponse, ApiError>;
+pub type State = web::Data<AppState>;
+pub type Reply = Result<HttpResponse, ApiError>;
 
-fn ok<T: serde::Serialize>(value: &T) -> Reply {
+pub fn ok<T: serde::Serialize>(value: &T) -> Reply {
     Ok(HttpResponse::Ok().json(value))
 }
 
@@ -62,7 +62,7 @@ pub async fn get_provisioner(state: State, name: web::Path<String>) -> Reply {
 
 /// The profile a path names: `/v3/profiles/{name}` (SYSTEM) or
 /// `/v3/namespaces/{ns}/profiles/{name}` (USER).
-pub struct ProfilePath(ProfileId);
+pub struct ProfilePath(pub ProfileId);
 
 impl FromRequest for ProfilePath {
     type Error = ApiError;
@@ -78,11 +78,16 @@ impl FromRequest for ProfilePath {
     }
 }
 
+/// The query parameters of `req`.
+pub fn query(req: &HttpRequest) -> Result<std::collections::HashMap<String, String>, ApiError> {
+    web::Query::<std::collections::HashMap<String, String>>::from_query(req.query_string())
+        .map(web::Query::into_inner)
+        .map_err(|e| ApiError::Query(format!("string cannot be read: {e}")))
+}
+
 /// Reads boolean query parameter `name`: absent is false; otherwise `true` or `false`.
-fn flag(req: &HttpRequest, name: &str) -> Result<bool, ApiError> {
-    let params =
-        web::Query::<std::collections::HashMap<String, String>>::from_query(req.query_string())
-            .map_err(|e| ApiError::Query(format!("string cannot be read: {e}")))?;
+pub fn flag(req: &HttpRequest, name: &str) -> Result<bool, ApiError> {
+    let params = query(req)?;
     match params.get(name).map(|v| v.to_ascii_lowercase()) {
         None => Ok(false),
         Some(v) if v == "true" || v.is_empty() => Ok(true),
@@ -126,13 +131,25 @@ pub async fn disable_profile(state: State, id: ProfilePath) -> Reply {
 // ---- preferences ----
 
 fn pref_scope(req: &HttpRequest) -> Result<PrefScope, ApiError> {
-    match req.match_info().get("ns") {
-        None => Ok(PrefScope::Instance),
-        Some(ns) => {
-            namespace::check_name(ns)?;
-            Ok(PrefScope::Namespace(ns.to_string()))
-        }
-    }
+    let info = req.match_info();
+    let Some(ns) = info.get("ns") else {
+        return Ok(PrefScope::Instance);
+    };
+    namespace::check_name(ns)?;
+    let namespace = ns.to_string();
+    Ok(match (info.get("app"), info.get("program")) {
+        (None, _) => PrefScope::Namespace(namespace),
+        (Some(app), None) => PrefScope::App {
+            namespace,
+            app: app.to_string(),
+        },
+        (Some(app), Some(program)) => PrefScope::Program {
+            namespace,
+            app: app.to_string(),
+            program_type: crate::app::WORKFLOWS.to_string(),
+            program: program.to_string(),
+        },
+    })
 }
 
 pub async fn get_preferences(state: State, req: HttpRequest) -> Reply {

@@ -8,6 +8,7 @@
 pub mod body;
 pub mod error;
 mod handlers;
+mod runs;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -18,6 +19,7 @@ use actix_web::middleware::Next;
 use actix_web::{HttpRequest, HttpResponse, Resource, web};
 
 use crate::provisioner::Registry;
+use crate::runtime::Runtime;
 use crate::store::Store;
 use error::ApiError;
 
@@ -26,6 +28,7 @@ use error::ApiError;
 pub struct AppState {
     pub store: Store,
     pub registry: Arc<Registry>,
+    pub runtime: Runtime,
     /// Bearer token required on every request but health; `None` to require none.
     pub token: Option<Arc<str>>,
 }
@@ -33,6 +36,7 @@ pub struct AppState {
 /// Registers every route on `cfg`.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     use handlers::*;
+    use runs::*;
     cfg.service(
         web::scope("/v3")
             .service(resource("/health").get(health))
@@ -76,10 +80,50 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                     .get(get_preferences)
                     .put(put_preferences)
                     .delete(delete_preferences),
-            ),
+            )
+            .service(resource("/profiles/{name}/usage").get(profile_usage))
+            .service(resource("/namespaces/{ns}/profiles/{name}/usage").get(profile_usage))
+            .service(resource("/profiles/{name}/assignments").get(profile_assignments))
+            .service(
+                resource("/namespaces/{ns}/profiles/{name}/assignments").get(profile_assignments),
+            )
+            .service(resource("/namespaces/{ns}/apps").get(list_apps))
+            .service(
+                resource("/namespaces/{ns}/apps/{app}")
+                    .get(get_app)
+                    .put(put_app)
+                    .delete(delete_app),
+            )
+            .service(
+                resource("/namespaces/{ns}/apps/{app}/preferences")
+                    .get(get_preferences)
+                    .put(put_preferences)
+                    .delete(delete_preferences),
+            )
+            .service(
+                resource("/namespaces/{ns}/apps/{app}/workflows/{program}/preferences")
+                    .get(get_preferences)
+                    .put(put_preferences)
+                    .delete(delete_preferences),
+            )
+            .service(resource("/namespaces/{ns}/runs").get(list_namespace_runs))
+            .service(resource(PROGRAM).get(get_program))
+            .service(resource(&format!("{PROGRAM}/start")).post(start_run))
+            .service(resource(&format!("{PROGRAM}/runs")).get(list_runs))
+            .service(resource(&format!("{PROGRAM}/runs/{{run}}")).get(get_run))
+            .service(resource(&format!("{PROGRAM}/runs/{{run}}/stop")).post(stop_run))
+            .service(
+                resource(&format!("{PROGRAM}/runs/{{run}}/deprovision")).post(deprovision_run),
+            )
+            .service(resource(&format!("{PROGRAM}/runs/{{run}}/extend")).post(extend_run))
+            .service(resource(&format!("{PROGRAM}/runs/{{run}}/logs")).get(run_logs))
+            .service(resource(&format!("{PROGRAM}/runs/{{run}}/events")).get(run_events)),
     )
     .default_service(web::to(no_route));
 }
+
+/// The path of a program; runs hang below it.
+const PROGRAM: &str = "/namespaces/{ns}/apps/{app}/workflows/{program}";
 
 /// A resource whose unmatched methods answer a JSON 405.
 fn resource(path: &str) -> Resource {

@@ -10,15 +10,20 @@ use super::{
     ProfileTarget, ProvisionerCmd,
 };
 
-pub fn run(args: &ClientArgs, command: Command) -> Result<(), CliError> {
+/// Runs a client command; the result is the process's exit code.
+pub fn run(args: &ClientArgs, command: Command) -> Result<u8, CliError> {
     let client = Client::new(args)?;
     let json = args.json;
     match command {
-        Command::Serve(_) => Err(CliError::Usage("serve is not a client command".into())),
-        Command::Namespace(cmd) => namespace(&client, json, cmd),
-        Command::Provisioner(cmd) => provisioner(&client, json, cmd),
-        Command::Profile(cmd) => profile(&client, json, *cmd),
-        Command::Pref(cmd) => pref(&client, json, cmd),
+        Command::Serve(_) | Command::Shim { .. } => {
+            Err(CliError::Usage("not a client command".into()))
+        }
+        Command::Namespace(cmd) => namespace(&client, json, cmd).map(|()| 0),
+        Command::Provisioner(cmd) => provisioner(&client, json, cmd).map(|()| 0),
+        Command::Profile(cmd) => profile(&client, json, *cmd).map(|()| 0),
+        Command::Pref(cmd) => pref(&client, json, cmd).map(|()| 0),
+        Command::App(cmd) => super::runs::app(&client, json, cmd).map(|()| 0),
+        Command::Run(cmd) => super::runs::run(&client, json, cmd),
     }
 }
 
@@ -110,7 +115,7 @@ fn provisioner(client: &Client, json: bool, cmd: ProvisionerCmd) -> Result<(), C
 }
 
 /// The API path of a profile named on the command line.
-fn profile_path(target: &ProfileTarget) -> Result<String, CliError> {
+pub(super) fn profile_path(target: &ProfileTarget) -> Result<String, CliError> {
     let (scope, name) = match target.profile.split_once(':') {
         Some((s, n)) => (s.to_ascii_uppercase(), n),
         None => ("USER".to_string(), target.profile.as_str()),
@@ -205,6 +210,12 @@ fn profile(client: &Client, json: bool, cmd: ProfileCmd) -> Result<(), CliError>
         }
         ProfileCmd::Enable(target) => set_status(client, json, &target, "enable"),
         ProfileCmd::Disable(target) => set_status(client, json, &target, "disable"),
+        ProfileCmd::Usage(target) => {
+            super::runs::usage(client, json, &profile_path(&target)?)
+        }
+        ProfileCmd::Assignments(target) => {
+            super::runs::assignments(client, json, &profile_path(&target)?)
+        }
     }
 }
 
@@ -308,13 +319,13 @@ fn profile_body(current: Option<&Value>, flags: &ProfileFlags) -> Result<Value, 
     Ok(Value::Object(body))
 }
 
-fn duration(flag: &str, value: &str) -> Result<u64, CliError> {
+pub(super) fn duration(flag: &str, value: &str) -> Result<u64, CliError> {
     ebb_spi::parse_duration(value)
         .map(|d| d.as_secs())
         .map_err(|e| CliError::Usage(format!("{flag} {e}")))
 }
 
-fn split_pair(pair: &str) -> Result<(&str, &str), CliError> {
+pub(super) fn split_pair(pair: &str) -> Result<(&str, &str), CliError> {
     match pair.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k, v)),
         _ => Err(CliError::Usage(format!("'{pair}' is not NAME=VALUE"))),
@@ -360,9 +371,13 @@ fn show_profile(json: bool, p: &Value) -> Result<(), CliError> {
 }
 
 fn pref_path(target: &PrefTarget) -> String {
-    match &target.namespace {
-        Some(ns) => format!("/v3/namespaces/{ns}/preferences"),
-        None => "/v3/preferences".to_string(),
+    match (&target.namespace, &target.app, &target.program) {
+        (Some(ns), Some(app), Some(program)) => {
+            format!("/v3/namespaces/{ns}/apps/{app}/workflows/{program}/preferences")
+        }
+        (Some(ns), Some(app), None) => format!("/v3/namespaces/{ns}/apps/{app}/preferences"),
+        (Some(ns), None, _) => format!("/v3/namespaces/{ns}/preferences"),
+        (None, _, _) => "/v3/preferences".to_string(),
     }
 }
 
@@ -421,11 +436,11 @@ fn pref(client: &Client, json: bool, cmd: PrefCmd) -> Result<(), CliError> {
     Ok(())
 }
 
-fn list(v: &Value) -> Vec<Value> {
+pub(super) fn list(v: &Value) -> Vec<Value> {
     v.as_array().cloned().unwrap_or_default()
 }
 
-fn done(json: bool, message: &str) -> Result<(), CliError> {
+pub(super) fn done(json: bool, message: &str) -> Result<(), CliError> {
     if json {
         output::json(&json!({ "ok": true }));
     } else {

@@ -7,6 +7,7 @@
 mod client;
 mod commands;
 mod output;
+mod runs;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -66,9 +67,18 @@ pub enum Command {
     /// Manage compute profiles.
     #[command(subcommand)]
     Profile(Box<ProfileCmd>),
-    /// Manage preferences (instance or namespace level).
+    /// Manage preferences (instance, namespace, app or program level).
     #[command(subcommand, alias = "preference")]
     Pref(PrefCmd),
+    /// Deploy and manage apps.
+    #[command(subcommand)]
+    App(AppCmd),
+    /// Start, watch and manage program runs and their clusters.
+    #[command(subcommand)]
+    Run(RunCmd),
+    /// Launches a program detached from the server (used by the server itself).
+    #[command(hide = true)]
+    Shim { run_dir: PathBuf },
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -215,14 +225,118 @@ pub enum ProfileCmd {
     Enable(#[command(flatten)] ProfileTarget),
     /// Disable a profile.
     Disable(#[command(flatten)] ProfileTarget),
+    /// Show how a profile has been used: runs by status, live nodes, node-hours.
+    Usage(#[command(flatten)] ProfileTarget),
+    /// Show every namespace, app and program where a profile is assigned.
+    Assignments(#[command(flatten)] ProfileTarget),
 }
 
-/// Which preferences: the instance's, or a namespace's.
+/// Which preferences: the instance's, a namespace's, an app's or a program's.
 #[derive(Debug, Clone, Args)]
 pub struct PrefTarget {
     /// Namespace; without it, the instance-level preferences.
     #[arg(short, long)]
     pub namespace: Option<String>,
+    /// App in the namespace.
+    #[arg(long, requires = "namespace")]
+    pub app: Option<String>,
+    /// Program of the app.
+    #[arg(long, requires = "app")]
+    pub program: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AppCmd {
+    /// Deploy (create or replace) an app from a JSON file.
+    Deploy {
+        /// The app spec: {"description", "config", "programs": [...]}.
+        file: PathBuf,
+        /// App name (default: the file name without its extension).
+        #[arg(long)]
+        name: Option<String>,
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+    },
+    /// List the apps of a namespace.
+    List {
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+    },
+    /// Show an app and its programs.
+    Get {
+        name: String,
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+    },
+    /// Delete an app (refused while one of its runs holds a cluster).
+    Delete {
+        name: String,
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RunCmd {
+    /// Start a run of NAMESPACE/APP/PROGRAM.
+    Start {
+        /// The program: NAMESPACE/APP/PROGRAM.
+        program: String,
+        /// Runtime argument KEY=VALUE; repeat for more (e.g. system.profile.name=USER:dev).
+        #[arg(long = "arg", value_name = "KEY=VALUE")]
+        args: Vec<String>,
+        /// Follow the run until its cluster is gone (or kept WAITING), print the program's
+        /// output, and exit with the program's exit status.
+        #[arg(long)]
+        wait: bool,
+    },
+    /// List runs of NAMESPACE/APP/PROGRAM, or of a whole namespace with --namespace.
+    List {
+        /// The program: NAMESPACE/APP/PROGRAM.
+        #[arg(required_unless_present = "namespace")]
+        program: Option<String>,
+        /// List every run in this namespace instead.
+        #[arg(short, long, conflicts_with = "program")]
+        namespace: Option<String>,
+        /// Only runs in this program or cluster status (RUNNING, WAITING...).
+        #[arg(long)]
+        status: Option<String>,
+        #[arg(long)]
+        limit: Option<usize>,
+    },
+    /// Show a run: NAMESPACE/APP/PROGRAM/RUN.
+    Get { run: String },
+    /// Stop a run; with --keepalive its cluster is kept for the profile's keepalive.killed.
+    Stop {
+        run: String,
+        #[arg(long)]
+        keepalive: bool,
+    },
+    /// Deprovision a WAITING cluster now (--force: record a stuck one as deprovisioned).
+    Deprovision {
+        run: String,
+        #[arg(long)]
+        force: bool,
+    },
+    /// Move a WAITING cluster's deadline.
+    Extend {
+        run: String,
+        /// Keep it this long from now (e.g. 30m, 2h).
+        #[arg(long, value_name = "DURATION", required_unless_present = "until", conflicts_with = "until")]
+        by: Option<String>,
+        /// Keep it until this time (epoch seconds).
+        #[arg(long, value_name = "EPOCH_SECONDS")]
+        until: Option<u64>,
+    },
+    /// Print the program's stdout and stderr.
+    Logs { run: String },
+    /// Print the run's history of events.
+    Events {
+        run: String,
+        /// Keep printing new events until the run's cluster is gone.
+        #[arg(long, short)]
+        follow: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -257,7 +371,7 @@ pub enum PrefCmd {
 /// Runs a client command and turns the outcome into an exit code.
 pub fn run(args: &ClientArgs, command: Command) -> ExitCode {
     match commands::run(args, command) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE

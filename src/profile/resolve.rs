@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{Profile, ProfileId, Scope};
 
@@ -24,7 +24,7 @@ pub const PROFILE_KEY: &str = "system.profile.name";
 pub const PROPERTY_PREFIX: &str = "system.profile.properties.";
 
 /// The levels of the preference hierarchy, from least to most specific.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Level {
     /// Instance preferences (`/v3/preferences`).
@@ -55,7 +55,7 @@ impl fmt::Display for Level {
 }
 
 /// Where an effective value came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Origin {
     /// Nothing chose a profile: the instance default.
@@ -99,7 +99,7 @@ pub struct ChosenProfile {
 }
 
 /// One effective property of a run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EffectiveProperty {
     pub name: String,
     pub value: String,

@@ -165,7 +165,8 @@ pub async fn set_status(
         .await
 }
 
-/// Deletes profile `id`: it must exist, not be built in, be disabled and be assigned nowhere.
+/// Deletes profile `id`: it must exist, not be built in, be disabled, be assigned nowhere and
+/// be used by no active run.
 pub async fn delete(store: &Store, id: ProfileId) -> Result<Profile, ServiceError> {
     check_id(&id)?;
     store
@@ -177,12 +178,19 @@ pub async fn delete(store: &Store, id: ProfileId) -> Result<Profile, ServiceErro
             if stored.profile.status == ProfileStatus::Enabled {
                 return Err(ServiceError::ProfileEnabled(id));
             }
-            let places = preference::assignments(tx, &id)?;
+            let places: Vec<String> = preference::assignments(tx, &id)?
+                .iter()
+                .map(ToString::to_string)
+                .collect();
             if !places.is_empty() {
                 return Err(ServiceError::ProfileAssigned {
                     profile: id,
                     places,
                 });
+            }
+            let runs = crate::run::service::active_runs_of_profile(tx, &id)?;
+            if !runs.is_empty() {
+                return Err(ServiceError::ProfileInUse { profile: id, runs });
             }
             tx.delete(Table::Profiles, &id.key());
             Ok(stored.profile)

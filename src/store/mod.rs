@@ -43,15 +43,30 @@ pub enum Table {
     Profiles,
     /// Preference maps by scope key (see `preference::Scope::key`).
     Preferences,
+    /// Apps by `<namespace>/<app>`.
+    Apps,
+    /// Run records by `<namespace>/<app>/<program>/<run>`.
+    Runs,
+    /// The runs whose cluster is not yet deprovisioned, by the same key as `Runs`.
+    Active,
+    /// Per-node resource state by `<run>/<node>`.
+    Resources,
+    /// Each run's event history by `<run>/<sequence>`.
+    Events,
 }
 
 impl Table {
     /// Every table, created when the store is opened.
-    pub const ALL: [Table; 4] = [
+    pub const ALL: [Table; 9] = [
         Table::Meta,
         Table::Namespaces,
         Table::Profiles,
         Table::Preferences,
+        Table::Apps,
+        Table::Runs,
+        Table::Active,
+        Table::Resources,
+        Table::Events,
     ];
 
     fn def(self) -> TableDefinition<'static, &'static str, &'static [u8]> {
@@ -60,6 +75,11 @@ impl Table {
             Table::Namespaces => "namespaces",
             Table::Profiles => "profiles",
             Table::Preferences => "preferences",
+            Table::Apps => "apps",
+            Table::Runs => "runs",
+            Table::Active => "active",
+            Table::Resources => "resources",
+            Table::Events => "events",
         })
     }
 }

@@ -1,0 +1,191 @@
+//! Handlers for apps, runs and profile usage: extract, call `app` or `run::service`, reply.
+
+use std::time::Duration;
+
+use actix_web::{HttpRequest, web};
+use serde::Deserialize;
+
+use super::body::{Json, OrDefault};
+use super::error::ApiError;
+use super::handlers::{ProfilePath, Reply, State, flag, ok, query};
+use crate::app::{self, AppSpec};
+use crate::profile::resolve::Values;
+use crate::run::RunKey;
+use crate::run::lifecycle::Event;
+use crate::run::service::{self as runs, RunFilter};
+
+/// Longest a request may wait for new events.
+const MAX_WAIT: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Deserialize)]
+pub struct AppPath {
+    ns: String,
+    app: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ProgramPath {
+    ns: String,
+    app: String,
+    program: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct RunPath {
+    ns: String,
+    app: String,
+    program: String,
+    run: String,
+}
+
+impl From<RunPath> for RunKey {
+    fn from(p: RunPath) -> RunKey {
+        RunKey {
+            namespace: p.ns,
+            app: p.app,
+            program: p.program,
+            run: p.run,
+        }
+    }
+}
+
+pub async fn list_apps(state: State, ns: web::Path<String>) -> Reply {
+    ok(&app::list(&state.store, ns.into_inner()).await?)
+}
+
+pub async fn get_app(state: State, path: web::Path<AppPath>) -> Reply {
+    let p = path.into_inner();
+    ok(&app::get(&state.store, p.ns, p.app).await?)
+}
+
+pub async fn put_app(state: State, path: web::Path<AppPath>, body: Json<AppSpec>) -> Reply {
+    let p = path.into_inner();
+    ok(&app::put(&state.store, p.ns, p.app, body.0).await?)
+}
+
+pub async fn delete_app(state: State, path: web::Path<AppPath>) -> Reply {
+    let p = path.into_inner();
+    ok(&app::delete(&state.store, p.ns, p.app).await?)
+}
+
+pub async fn get_program(state: State, path: web::Path<ProgramPath>) -> Reply {
+    let p = path.into_inner();
+    let found = app::get(&state.store, p.ns.clone(), p.app.clone()).await?;
+    match found.program(&p.program) {
+        Some(program) => ok(program),
+        None => Err(crate::error::ServiceError::ProgramNotFound {
+            namespace: p.ns,
+            app: p.app,
+            program: p.program,
+        }
+        .into()),
+    }
+}
+
+pub async fn start_run(state: State, path: web::Path<ProgramPath>, args: OrDefault<Values>) -> Reply {
+    let p = path.into_inner();
+    let id = runs::start(&state.runtime, p.ns, p.app, p.program, args.0).await?;
+    ok(&serde_json::json!({ "runId": id }))
+}
+
+fn filter(req: &HttpRequest) -> Result<RunFilter, ApiError> {
+    let q = query(req)?;
+    let limit = match q.get("limit") {
+        None => None,
+        Some(v) => Some(v.parse::<usize>().map_err(|_| {
+            ApiError::Query(format!("'limit' must be a whole number, got '{v}'"))
+        })?),
+    };
+    Ok(RunFilter {
+        status: q.get("status").cloned(),
+        limit,
+    })
+}
+
+pub async fn list_runs(state: State, path: web::Path<ProgramPath>, req: HttpRequest) -> Reply {
+    let p = path.into_inner();
+    ok(&runs::list_program(&state.runtime, p.ns, p.app, p.program, filter(&req)?).await?)
+}
+
+pub async fn list_namespace_runs(state: State, ns: web::Path<String>, req: HttpRequest) -> Reply {
+    ok(&runs::list_namespace(&state.runtime, ns.into_inner(), filter(&req)?).await?)
+}
+
+pub async fn get_run(state: State, path: web::Path<RunPath>) -> Reply {
+    ok(&runs::get(&state.runtime, path.into_inner().into()).await?)
+}
+
+/// The body of `POST .../stop`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StopBody {
+    #[serde(default)]
+    keepalive: bool,
+}
+
+pub async fn stop_run(state: State, path: web::Path<RunPath>, body: OrDefault<StopBody>) -> Reply {
+    let event = Event::Stop {
+        keepalive: body.0.keepalive,
+    };
+    ok(&runs::command(&state.runtime, path.into_inner().into(), event).await?)
+}
+
+pub async fn deprovision_run(state: State, path: web::Path<RunPath>, req: HttpRequest) -> Reply {
+    let event = if flag(&req, "force")? {
+        Event::ForceDeprovision
+    } else {
+        Event::Deprovision
+    };
+    ok(&runs::command(&state.runtime, path.into_inner().into(), event).await?)
+}
+
+/// The body of `POST .../extend`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ExtendBody {
+    expire_at: u64,
+}
+
+pub async fn extend_run(state: State, path: web::Path<RunPath>, body: Json<ExtendBody>) -> Reply {
+    let event = Event::Extend {
+        expire_at: body.0.expire_at,
+    };
+    ok(&runs::command(&state.runtime, path.into_inner().into(), event).await?)
+}
+
+pub async fn run_logs(state: State, path: web::Path<RunPath>) -> Reply {
+    ok(&runs::logs(&state.runtime, path.into_inner().into()).await?)
+}
+
+pub async fn run_events(state: State, path: web::Path<RunPath>, req: HttpRequest) -> Reply {
+    let q = query(&req)?;
+    let after = match q.get("after") {
+        None => 0,
+        Some(v) => v.parse::<u64>().map_err(|_| {
+            ApiError::Query(format!("'after' must be an event sequence number, got '{v}'"))
+        })?,
+    };
+    let wait = match q.get("wait") {
+        None => None,
+        Some(v) => {
+            let d = ebb_spi::parse_duration(v).map_err(|m| ApiError::Query(format!("'wait' {m}")))?;
+            if d > MAX_WAIT {
+                return Err(ApiError::Query(format!(
+                    "'wait' must be at most {}s, got '{v}'",
+                    MAX_WAIT.as_secs()
+                )));
+            }
+            Some(d)
+        }
+    };
+    ok(&runs::history(&state.runtime, path.into_inner().into(), after, wait).await?)
+}
+
+pub async fn profile_usage(state: State, id: ProfilePath) -> Reply {
+    ok(&runs::usage(&state.runtime, id.0).await?)
+}
+
+pub async fn profile_assignments(state: State, id: ProfilePath) -> Reply {
+    ok(&runs::assignments(&state.runtime, id.0).await?)
+}
+

@@ -1,0 +1,444 @@
+//! Client commands for apps and runs: deploy, start (and follow), inspect, stop, keep, tear down.
+
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use reqwest::Method;
+use serde_json::{Map, Value, json};
+
+use super::client::{CliError, Client};
+use super::commands::{done, duration, list, split_pair};
+use super::output::{self, out, table, text};
+use super::{AppCmd, RunCmd};
+
+/// How long each long-poll for new events waits on the server.
+const POLL: &str = "30s";
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+pub fn app(client: &Client, json: bool, cmd: AppCmd) -> Result<(), CliError> {
+    match cmd {
+        AppCmd::Deploy {
+            file,
+            name,
+            namespace,
+        } => {
+            let body = read_json(&file)?;
+            let name = match name {
+                Some(n) => n,
+                None => app_name(&file)?,
+            };
+            let path = format!("/v3/namespaces/{namespace}/apps/{name}");
+            let v = client.call(Method::PUT, &path, Some(&body))?;
+            show_app(json, &v);
+        }
+        AppCmd::List { namespace } => {
+            let v = client.get(&format!("/v3/namespaces/{namespace}/apps"))?;
+            if json {
+                output::json(&v);
+                return Ok(());
+            }
+            let rows: Vec<Vec<String>> = list(&v)
+                .iter()
+                .map(|a| {
+                    let programs: Vec<String> = list(&a["programs"])
+                        .iter()
+                        .map(|p| text(&p["name"]))
+                        .collect();
+                    vec![text(&a["name"]), programs.join(", "), text(&a["description"])]
+                })
+                .collect();
+            table(&["APP", "PROGRAMS", "DESCRIPTION"], &rows);
+        }
+        AppCmd::Get { name, namespace } => {
+            show_app(json, &client.get(&format!("/v3/namespaces/{namespace}/apps/{name}"))?);
+        }
+        AppCmd::Delete { name, namespace } => {
+            let path = format!("/v3/namespaces/{namespace}/apps/{name}");
+            client.call(Method::DELETE, &path, None)?;
+            return done(json, &format!("app '{namespace}/{name}' deleted"));
+        }
+    }
+    Ok(())
+}
+
+fn read_json(file: &Path) -> Result<Value, CliError> {
+    let bad = |reason: String| CliError::File {
+        path: file.display().to_string(),
+        reason,
+    };
+    let text = std::fs::read_to_string(file).map_err(|e| bad(e.to_string()))?;
+    serde_json::from_str(&text).map_err(|e| bad(format!("not JSON: {e}")))
+}
+
+fn app_name(file: &Path) -> Result<String, CliError> {
+    file.file_stem()
+        .and_then(|s| s.to_str())
+        .map(str::to_string)
+        .ok_or_else(|| CliError::Usage("cannot take an app name from the file; pass --name".into()))
+}
+
+fn show_app(json: bool, a: &Value) {
+    if json {
+        output::json(a);
+        return;
+    }
+    out!("app:         {}/{}", text(&a["namespace"]), text(&a["name"]));
+    out!("description: {}", text(&a["description"]));
+    if let Some(config) = a["config"].as_object().filter(|c| !c.is_empty()) {
+        for (k, v) in config {
+            out!("config:      {k}={}", text(v));
+        }
+    }
+    out!();
+    let rows: Vec<Vec<String>> = list(&a["programs"])
+        .iter()
+        .map(|p| {
+            let command: Vec<String> = list(&p["command"]).iter().map(text).collect();
+            vec![
+                text(&p["type"]),
+                text(&p["name"]),
+                text(&p["maxConcurrentRuns"]),
+                command.join(" "),
+            ]
+        })
+        .collect();
+    table(&["TYPE", "PROGRAM", "MAX RUNS", "COMMAND"], &rows);
+}
+
+/// `NS/APP/PROGRAM` as an API path.
+fn program_path(program: &str) -> Result<String, CliError> {
+    match program.split('/').collect::<Vec<_>>().as_slice() {
+        [ns, app, prog] if !ns.is_empty() && !app.is_empty() && !prog.is_empty() => {
+            Ok(format!("/v3/namespaces/{ns}/apps/{app}/workflows/{prog}"))
+        }
+        _ => Err(CliError::Usage(format!(
+            "'{program}' is not NAMESPACE/APP/PROGRAM"
+        ))),
+    }
+}
+
+/// `NS/APP/PROGRAM/RUN` as an API path.
+fn run_path(run: &str) -> Result<String, CliError> {
+    match run.rsplit_once('/') {
+        Some((program, id)) if !id.is_empty() => {
+            Ok(format!("{}/runs/{id}", program_path(program)?))
+        }
+        _ => Err(CliError::Usage(format!(
+            "'{run}' is not NAMESPACE/APP/PROGRAM/RUN (as `ebb run start` and `ebb run list` print it)"
+        ))),
+    }
+}
+
+pub fn run(client: &Client, json: bool, cmd: RunCmd) -> Result<u8, CliError> {
+    match cmd {
+        RunCmd::Start {
+            program,
+            args,
+            wait,
+        } => {
+            let path = program_path(&program)?;
+            let mut body = Map::new();
+            for pair in &args {
+                let (k, v) = split_pair(pair)?;
+                body.insert(k.to_string(), json!(v));
+            }
+            let v = client.call(Method::POST, &format!("{path}/start"), Some(&Value::Object(body)))?;
+            let id = text(&v["runId"]);
+            let full = format!("{program}/{id}");
+            if !wait {
+                if json {
+                    output::json(&v);
+                } else {
+                    out!("{full}");
+                }
+                return Ok(0);
+            }
+            if !json {
+                out!("run {full}");
+            }
+            follow(client, json, &format!("{path}/runs/{id}"), &full)
+        }
+        RunCmd::List {
+            program,
+            namespace,
+            status,
+            limit,
+        } => {
+            let base = match (&program, &namespace) {
+                (Some(p), _) => format!("{}/runs", program_path(p)?),
+                (None, Some(ns)) => format!("/v3/namespaces/{ns}/runs"),
+                (None, None) => unreachable!("clap requires one"),
+            };
+            let mut query = Vec::new();
+            if let Some(s) = status {
+                query.push(format!("status={s}"));
+            }
+            if let Some(l) = limit {
+                query.push(format!("limit={l}"));
+            }
+            let v = client.get(&format!("{base}?{}", query.join("&")))?;
+            if json {
+                output::json(&v);
+                return Ok(0);
+            }
+            let rows: Vec<Vec<String>> = list(&v)
+                .iter()
+                .map(|r| {
+                    vec![
+                        format!(
+                            "{}/{}/{}/{}",
+                            text(&r["namespace"]),
+                            text(&r["app"]),
+                            text(&r["program"]),
+                            text(&r["runid"])
+                        ),
+                        text(&r["status"]),
+                        text(&r["cluster"]["status"]),
+                        text(&r["profile"]),
+                        text(&r["starting"]),
+                    ]
+                })
+                .collect();
+            table(&["RUN", "STATUS", "CLUSTER", "PROFILE", "STARTING"], &rows);
+            Ok(0)
+        }
+        RunCmd::Get { run } => {
+            show_run(json, &client.get(&run_path(&run)?)?);
+            Ok(0)
+        }
+        RunCmd::Stop { run, keepalive } => {
+            let body = json!({ "keepalive": keepalive });
+            let v = client.call(Method::POST, &format!("{}/stop", run_path(&run)?), Some(&body))?;
+            show_run(json, &v);
+            Ok(0)
+        }
+        RunCmd::Deprovision { run, force } => {
+            let path = format!("{}/deprovision?force={force}", run_path(&run)?);
+            show_run(json, &client.call(Method::POST, &path, None)?);
+            Ok(0)
+        }
+        RunCmd::Extend { run, by, until } => {
+            let expire_at = match (by, until) {
+                (Some(by), _) => now() + duration("--by", &by)?,
+                (None, Some(until)) => until,
+                (None, None) => unreachable!("clap requires one"),
+            };
+            let body = json!({ "expireAt": expire_at });
+            let path = format!("{}/extend", run_path(&run)?);
+            show_run(json, &client.call(Method::POST, &path, Some(&body))?);
+            Ok(0)
+        }
+        RunCmd::Logs { run } => {
+            let v = client.get(&format!("{}/logs", run_path(&run)?))?;
+            if json {
+                output::json(&v);
+            } else {
+                print_logs(&v);
+            }
+            Ok(0)
+        }
+        RunCmd::Events { run, follow: keep } => {
+            let path = run_path(&run)?;
+            if keep {
+                return follow(client, json, &path, &run);
+            }
+            let v = client.get(&format!("{path}/events"))?;
+            if json {
+                output::json(&v);
+            } else {
+                for e in list(&v) {
+                    print_event(&e);
+                }
+            }
+            Ok(0)
+        }
+    }
+}
+
+fn print_logs(v: &Value) {
+    let stdout = text(&v["stdout"]);
+    let stderr = text(&v["stderr"]);
+    for line in stdout.lines() {
+        out!("{line}");
+    }
+    for line in stderr.lines() {
+        out!("[stderr] {line}");
+    }
+}
+
+fn clock(time: &Value) -> String {
+    let secs = time.as_f64().unwrap_or(0.0);
+    let t = UNIX_EPOCH + Duration::from_secs_f64(secs.max(0.0));
+    let stamp = humantime::format_rfc3339_millis(t).to_string();
+    // 2026-11-22T10:00:01.234Z → 10:00:01.234
+    stamp.get(11..23).unwrap_or(&stamp).to_string()
+}
+
+fn print_event(e: &Value) {
+    let node = e["node"].as_str().map(|n| format!("node {n}: ")).unwrap_or_default();
+    out!("{}  {}{}", clock(&e["time"]), node, text(&e["message"]));
+}
+
+/// Follows run `path` until its cluster is gone or kept WAITING, printing each event (and
+/// the program's output once it ends); returns the program's exit status.
+fn follow(client: &Client, json: bool, path: &str, name: &str) -> Result<u8, CliError> {
+    let mut after = 0u64;
+    let mut printed_logs = false;
+    let mut print_new = |wait: &str| -> Result<(), CliError> {
+        let events = client.get(&format!("{path}/events?after={after}{wait}"))?;
+        for e in list(&events) {
+            after = after.max(e["seq"].as_u64().unwrap_or(after));
+            if json {
+                out!("{}", e);
+            } else {
+                print_event(&e);
+            }
+        }
+        Ok(())
+    };
+    loop {
+        print_new(&format!("&wait={POLL}"))?;
+        let run = client.get(path)?;
+        let status = text(&run["status"]);
+        let ended = matches!(status.as_str(), "COMPLETED" | "FAILED" | "KILLED" | "REJECTED");
+        if ended && !printed_logs && !json && run["start"].is_u64() {
+            printed_logs = true;
+            let logs = client.get(&format!("{path}/logs"))?;
+            out!("---- program output ----");
+            print_logs(&logs);
+            out!("------------------------");
+        }
+        let cluster = text(&run["cluster"]["status"]);
+        if ended && matches!(cluster.as_str(), "DEPROVISIONED" | "ORPHANED" | "WAITING") {
+            print_new("")?;
+            if !json {
+                summary(&run, name);
+            }
+            return Ok(exit_status(&run));
+        }
+    }
+}
+
+fn summary(run: &Value, name: &str) {
+    let status = text(&run["status"]);
+    let cluster = text(&run["cluster"]["status"]);
+    match run["failure"].as_object() {
+        Some(f) => out!("run {status} ({}: {})", text(&f["kind"]), text(&f["message"])),
+        None => out!("run {status}"),
+    }
+    if cluster == "WAITING" {
+        out!(
+            "cluster WAITING until {}; keep it longer with `ebb run extend {name} --by 1h`, tear it down with `ebb run deprovision {name}`",
+            text(&run["cluster"]["expiresAt"])
+        );
+    } else {
+        out!("cluster {cluster}");
+    }
+}
+
+/// The exit status `run start --wait` reports: the program's own, 1 for a failure without
+/// one, 130 for a stopped run.
+fn exit_status(run: &Value) -> u8 {
+    if let Some(code) = run["exit"]["code"].as_i64() {
+        return u8::try_from(code).unwrap_or(1);
+    }
+    match text(&run["status"]).as_str() {
+        "COMPLETED" => 0,
+        "KILLED" => 130,
+        _ => 1,
+    }
+}
+
+fn show_run(json: bool, r: &Value) {
+    if json {
+        output::json(r);
+        return;
+    }
+    out!(
+        "run:      {}/{}/{}/{}",
+        text(&r["namespace"]),
+        text(&r["app"]),
+        text(&r["program"]),
+        text(&r["runid"])
+    );
+    out!("status:   {}{}", text(&r["status"]), if r["stopping"].as_bool() == Some(true) { " (stopping)" } else { "" });
+    out!("profile:  {}", text(&r["profile"]));
+    out!("starting: {}  start: {}  end: {}", text(&r["starting"]), text(&r["start"]), text(&r["end"]));
+    if let Some(code) = r["exit"]["code"].as_i64() {
+        out!("exit:     {code}");
+    }
+    if let Some(f) = r["failure"].as_object() {
+        out!("failure:  {}: {}", text(&f["kind"]), text(&f["message"]));
+    }
+    let c = &r["cluster"];
+    out!(
+        "cluster:  {}{}",
+        text(&c["status"]),
+        c["expiresAt"].as_u64().map(|t| format!(" until {t}")).unwrap_or_default()
+    );
+    let nodes: Vec<Vec<String>> = list(&c["nodes"])
+        .iter()
+        .map(|n| {
+            vec![
+                text(&n["name"]),
+                text(&n["id"]),
+                text(&n["status"]),
+                text(&n["ipAddress"]),
+            ]
+        })
+        .collect();
+    if !nodes.is_empty() {
+        out!();
+        table(&["NODE", "ID", "STATUS", "ADDRESS"], &nodes);
+    }
+    let props: Vec<Vec<String>> = list(&r["profileProperties"])
+        .iter()
+        .map(|p| vec![text(&p["name"]), text(&p["value"]), text(&p["origin"])])
+        .collect();
+    if !props.is_empty() {
+        out!();
+        table(&["PROPERTY", "VALUE", "SET BY"], &props);
+    }
+}
+
+pub fn usage(client: &Client, json: bool, profile_path: &str) -> Result<(), CliError> {
+    let v = client.get(&format!("{profile_path}/usage"))?;
+    if json {
+        output::json(&v);
+        return Ok(());
+    }
+    out!("profile:     {}", text(&v["profile"]));
+    let runs: Vec<String> = v["runs"]
+        .as_object()
+        .map(|m| m.iter().map(|(k, n)| format!("{k} {n}")).collect())
+        .unwrap_or_default();
+    out!("runs:        {}", if runs.is_empty() { "none".into() } else { runs.join(", ") });
+    out!("active runs: {}", list(&v["activeRuns"]).len());
+    out!("nodes now:   {}", text(&v["nodesNow"]));
+    out!("node-hours:  {:.3}", v["nodeHours"].as_f64().unwrap_or(0.0));
+    Ok(())
+}
+
+pub fn assignments(client: &Client, json: bool, profile_path: &str) -> Result<(), CliError> {
+    let v = client.get(&format!("{profile_path}/assignments"))?;
+    if json {
+        output::json(&v);
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = list(&v)
+        .iter()
+        .map(|a| vec![text(&a["level"]), text(&a["namespace"]), text(&a["app"]), text(&a["program"])])
+        .collect();
+    if rows.is_empty() {
+        out!("(assigned nowhere)");
+    } else {
+        table(&["LEVEL", "NAMESPACE", "APP", "PROGRAM"], &rows);
+    }
+    Ok(())
+}

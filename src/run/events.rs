@@ -1,0 +1,134 @@
+//! A run's history: timestamped events, appended in the same transaction as the state change
+//! they describe, so the history and the state never disagree.
+//!
+//! [`Notifier`] wakes long-polling readers (`GET .../events?after=N&wait=30s`) when a run's
+//! history grows; it holds no state that matters across a restart.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::Notify;
+
+use crate::store::{Read, StoreError, Table, Txn};
+
+/// What an event is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum EventKind {
+    /// The run or its cluster changed status.
+    Status,
+    /// A node-level task did something.
+    Task,
+    /// A call failed and will be retried.
+    Retry,
+    /// Something failed.
+    Error,
+    /// The program started, ended or was signalled.
+    Program,
+}
+
+/// One entry of a run's history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunEvent {
+    /// Orders events; pass the last one seen as `after` to read only newer ones.
+    pub seq: u64,
+    /// Epoch seconds, with milliseconds.
+    pub time: f64,
+    pub kind: EventKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    pub message: String,
+}
+
+static LAST_SEQ: AtomicU64 = AtomicU64::new(0);
+
+fn now_micros() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
+}
+
+/// A sequence number larger than every earlier one, also across restarts (it follows the
+/// clock in microseconds).
+fn next_seq() -> u64 {
+    let now = now_micros();
+    let prev = LAST_SEQ
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |last| {
+            Some(last.max(now.saturating_sub(1)) + 1)
+        })
+        .unwrap_or(now);
+    prev.max(now.saturating_sub(1)) + 1
+}
+
+/// Stages an event for run `run`.
+pub fn append(
+    tx: &mut Txn,
+    run: &str,
+    kind: EventKind,
+    node: Option<&str>,
+    message: impl Into<String>,
+) -> Result<(), StoreError> {
+    let seq = next_seq();
+    let event = RunEvent {
+        seq,
+        time: seq as f64 / 1e6,
+        kind,
+        node: node.map(str::to_string),
+        message: message.into(),
+    };
+    tx.put(Table::Events, &format!("{run}/{seq:020}"), &event)
+}
+
+/// The events of run `run` after sequence `after`, oldest first.
+pub fn list(r: &impl Read, run: &str, after: u64) -> Result<Vec<RunEvent>, StoreError> {
+    Ok(r.scan::<RunEvent>(Table::Events, &format!("{run}/"))?
+        .into_iter()
+        .map(|(_, e)| e)
+        .filter(|e| e.seq > after)
+        .collect())
+}
+
+/// Wakes readers waiting for a run's history to grow.
+#[derive(Debug, Clone, Default)]
+pub struct Notifier {
+    waiters: Arc<Mutex<HashMap<String, Arc<Notify>>>>,
+}
+
+impl Notifier {
+    /// The handle to wait on for run `run`. Create the `notified()` future before reading the
+    /// store, so a change between the read and the wait is not missed.
+    pub fn subscribe(&self, run: &str) -> Arc<Notify> {
+        let mut waiters = self.waiters.lock().unwrap_or_else(|e| e.into_inner());
+        Arc::clone(waiters.entry(run.to_string()).or_default())
+    }
+
+    /// Wakes everyone waiting on run `run`.
+    pub fn notify(&self, run: &str) {
+        let mut waiters = self.waiters.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(notify) = waiters.get(run) {
+            notify.notify_waiters();
+            if Arc::strong_count(notify) == 1 {
+                waiters.remove(run);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequence_numbers_always_grow() {
+        let mut last = 0;
+        for _ in 0..10_000 {
+            let seq = next_seq();
+            assert!(seq > last);
+            last = seq;
+        }
+    }
+}

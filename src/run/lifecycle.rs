@@ -1,0 +1,632 @@
+//! The run lifecycle as a pure function: `on(run, event, now) -> (run', effects, notes)`.
+//!
+//! The supervisor persists the new record (with the notes as history events) and only then
+//! carries out the effects, so a crash between the two replays the effects from the store
+//! ([`resume`]). Commands that are wrong for the current state are refused with a typed
+//! [`RunError`], which the API maps to 409 (or 400 for a bad value).
+//!
+//! ```text
+//! PENDING ─Begin→ STARTING/PROVISIONING ─Provisioned→ STARTING/PROVISIONED ─Launched→ RUNNING/PROVISIONED
+//!   RUNNING ─Exited→ COMPLETED → DEPROVISIONING | FAILED/KILLED → WAITING (keepalive) | DEPROVISIONING
+//!   WAITING ─Expired|Deprovision|TimedOut→ DEPROVISIONING ─Deprovisioned→ DEPROVISIONED
+//!                                         DEPROVISIONING ─DeprovisionFailed→ ORPHANED
+//! ```
+
+use super::{
+    ClusterStatus as C, Exit, Failure, FailureKind, ProgramStatus as P, RunError, RunRecord, Stop,
+    StopReason,
+};
+
+/// Something that happened to a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// The supervisor takes up a PENDING run.
+    Begin,
+    /// The create operation made every node.
+    Provisioned,
+    /// The create operation gave up.
+    ProvisionFailed(String),
+    /// The create operation stopped early because it was cancelled.
+    CreateStopped,
+    /// The program process started.
+    Launched,
+    /// The program could not be started.
+    LaunchFailed(String),
+    /// The program ended.
+    Exited(Exit),
+    /// `POST .../stop`.
+    Stop { keepalive: bool },
+    /// The profile's timeout passed.
+    TimedOut,
+    /// A WAITING cluster's `expiresAt` passed.
+    Expired,
+    /// `POST .../deprovision`.
+    Deprovision,
+    /// `POST .../extend`.
+    Extend { expire_at: u64 },
+    /// The delete operation removed every node.
+    Deprovisioned,
+    /// The delete operation gave up.
+    DeprovisionFailed(String),
+    /// `POST .../deprovision?force=true`.
+    ForceDeprovision,
+}
+
+/// What the supervisor must do after persisting a transition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    /// Run (or resume) the create operation.
+    CreateCluster,
+    /// Ask the running create operation to stop after its in-flight calls.
+    CancelCreate,
+    /// Launch the program, or re-attach to it if it was launched already.
+    Launch,
+    /// Stop the program.
+    Kill,
+    /// Run (or resume) the delete operation.
+    DeleteCluster,
+    /// Abandon the running delete operation.
+    CancelDelete,
+    /// The run needs no supervisor any more.
+    Finish,
+}
+
+/// The outcome of one event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transition {
+    pub run: RunRecord,
+    pub effects: Vec<Effect>,
+    /// What changed, for the run's history.
+    pub notes: Vec<String>,
+}
+
+impl Transition {
+    fn new(run: RunRecord) -> Self {
+        Self {
+            run,
+            effects: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    fn effect(mut self, effect: Effect) -> Self {
+        self.effects.push(effect);
+        self
+    }
+
+    fn note(mut self, note: impl Into<String>) -> Self {
+        self.notes.push(note.into());
+        self
+    }
+}
+
+fn wrong(run: &RunRecord, action: &'static str, reason: impl Into<String>) -> RunError {
+    RunError::WrongState {
+        run: run.key.run.clone(),
+        action,
+        reason: reason.into(),
+    }
+}
+
+fn status_text(run: &RunRecord) -> String {
+    match run.cluster.status {
+        Some(c) => format!("the run is {} and its cluster {c}", run.status),
+        None => format!("the run is {}", run.status),
+    }
+}
+
+/// Applies `event` to `run` at time `now` (epoch seconds).
+pub fn on(run: &RunRecord, event: Event, now: u64) -> Result<Transition, RunError> {
+    let mut next = run.clone();
+    let state = (run.status, run.cluster.status);
+    let t = match (state, event) {
+        // Pending --Begin--> Starting/Provisioning
+        ((P::Pending, None), Event::Begin) => {
+            next.status = P::Starting;
+            next.cluster.status = Some(C::Provisioning);
+            Transition::new(next)
+                .note("run STARTING, cluster PROVISIONING")
+                .effect(Effect::CreateCluster)
+        }
+        // Starting/Provisioning --Provisioned--> Starting/Provisioned, or straight to teardown
+        // when a stop came in while the last node was being made.
+        ((P::Starting, Some(C::Provisioning)), Event::Provisioned) => match run.stop {
+            Some(stop) => end_program(next, now, killed(stop), None, 0),
+            None => {
+                next.cluster.status = Some(C::Provisioned);
+                Transition::new(next)
+                    .note("cluster PROVISIONED; launching the program")
+                    .effect(Effect::Launch)
+            }
+        },
+        // Starting/Provisioning --ProvisionFailed--> Failed, Deprovisioning
+        ((P::Starting, Some(C::Provisioning)), Event::ProvisionFailed(message)) => {
+            let outcome = match run.stop {
+                Some(stop) => killed(stop),
+                None => (
+                    P::Failed,
+                    Some(Failure {
+                        kind: FailureKind::Provisioning,
+                        message,
+                    }),
+                ),
+            };
+            end_program(next, now, outcome, None, 0)
+        }
+        // Starting/Provisioning --CreateStopped--> Killed, Deprovisioning
+        ((P::Starting, Some(C::Provisioning)), Event::CreateStopped) => {
+            let stop = run.stop.unwrap_or(Stop {
+                reason: StopReason::Requested,
+                keepalive: false,
+            });
+            end_program(next, now, killed(stop), None, 0)
+        }
+        // Starting/Provisioned --Launched--> Running
+        ((P::Starting, Some(C::Provisioned)), Event::Launched) => {
+            next.status = P::Running;
+            next.start = Some(now);
+            let t = Transition::new(next).note("run RUNNING");
+            match run.stop {
+                Some(_) => t.effect(Effect::Kill),
+                None => t,
+            }
+        }
+        // Starting/Provisioned --LaunchFailed--> Failed, kept as after a program failure
+        ((P::Starting, Some(C::Provisioned)), Event::LaunchFailed(message)) => {
+            let keep = run.keepalive.failed;
+            let failure = Failure {
+                kind: FailureKind::Program,
+                message: format!("the program could not be started: {message}"),
+            };
+            end_program(next, now, (P::Failed, Some(failure)), None, keep)
+        }
+        // Running --Exited--> Completed | Failed | Killed
+        ((P::Starting | P::Running, Some(C::Provisioned)), Event::Exited(exit)) => {
+            let (outcome, keep) = match run.stop {
+                Some(stop) => {
+                    let keep = if stop.keepalive {
+                        run.keepalive.killed
+                    } else {
+                        0
+                    };
+                    (killed(stop), keep)
+                }
+                None if exit.success() => ((P::Completed, None), 0),
+                None => {
+                    let failure = Failure {
+                        kind: FailureKind::Program,
+                        message: format!("the program {exit}"),
+                    };
+                    ((P::Failed, Some(failure)), run.keepalive.failed)
+                }
+            };
+            end_program(next, now, outcome, Some(exit), keep)
+        }
+        // Pending --Stop|TimedOut--> Killed, Deprovisioned (nothing was made)
+        ((P::Pending, None), event @ (Event::Stop { .. } | Event::TimedOut)) => {
+            let stop = stop_for(&event);
+            let (status, failure) = killed(stop);
+            next.status = status;
+            next.failure = failure;
+            next.end = Some(now);
+            next.stop = Some(stop);
+            next.cluster.status = Some(C::Deprovisioned);
+            next.cluster.end = Some(now);
+            Transition::new(next)
+                .note(format!("run {status} before provisioning began; nothing to deprovision"))
+                .effect(Effect::Finish)
+        }
+        // Starting|Running --Stop|TimedOut--> same state with a stop recorded
+        ((P::Starting | P::Running, Some(cluster @ (C::Provisioning | C::Provisioned))), event @ (Event::Stop { .. } | Event::TimedOut)) => {
+            if matches!(event, Event::Stop { .. }) && run.stop.is_some() {
+                return Err(wrong(run, "stopped", "it is already stopping"));
+            }
+            let stop = stop_for(&event);
+            next.stop = Some(stop);
+            let note = match stop.reason {
+                StopReason::Requested => "stop requested",
+                StopReason::Timeout => "the profile's timeout passed; stopping",
+            };
+            let effect = if cluster == C::Provisioning {
+                Effect::CancelCreate
+            } else {
+                Effect::Kill
+            };
+            Transition::new(next).note(note).effect(effect)
+        }
+        (_, Event::Stop { .. }) => {
+            return Err(wrong(
+                run,
+                "stopped",
+                format!(
+                    "{}; the program already ended{}",
+                    status_text(run),
+                    if run.cluster.status == Some(C::Waiting) {
+                        " (deprovision the WAITING cluster instead)"
+                    } else {
+                        ""
+                    }
+                ),
+            ));
+        }
+        // Waiting --Expired|TimedOut|Deprovision--> Deprovisioning
+        ((_, Some(C::Waiting)), event @ (Event::Expired | Event::TimedOut | Event::Deprovision)) => {
+            next.cluster.status = Some(C::Deprovisioning);
+            next.cluster.expires_at = None;
+            let why = match event {
+                Event::Expired => "keepalive expired",
+                Event::TimedOut => "the profile's timeout passed",
+                _ => "deprovision requested",
+            };
+            Transition::new(next)
+                .note(format!("{why}; cluster DEPROVISIONING"))
+                .effect(Effect::DeleteCluster)
+        }
+        // Stale timers are harmless elsewhere.
+        (_, Event::Expired | Event::TimedOut) => Transition::new(next),
+        (_, Event::Deprovision) => {
+            return Err(wrong(
+                run,
+                "deprovisioned",
+                format!("{}; only a WAITING cluster can be deprovisioned by hand (use force=true for one stuck DEPROVISIONING or ORPHANED)", status_text(run)),
+            ));
+        }
+        // Waiting --Extend--> Waiting with a new expiresAt
+        ((_, Some(C::Waiting)), Event::Extend { expire_at }) => {
+            if expire_at <= now {
+                return Err(RunError::ExpireInPast {
+                    now,
+                    given: expire_at,
+                });
+            }
+            if let Some(deadline) = run.deadline()
+                && expire_at > deadline
+            {
+                return Err(RunError::ExpireBeyondTimeout { deadline });
+            }
+            next.cluster.expires_at = Some(expire_at);
+            Transition::new(next).note(format!("keepalive extended to {expire_at}"))
+        }
+        (_, Event::Extend { .. }) => {
+            return Err(wrong(
+                run,
+                "extended",
+                format!("{}; only a WAITING cluster can be extended", status_text(run)),
+            ));
+        }
+        // Deprovisioning --Deprovisioned--> Deprovisioned
+        ((_, Some(C::Deprovisioning)), Event::Deprovisioned) => {
+            next.cluster.status = Some(C::Deprovisioned);
+            next.cluster.end = Some(now);
+            Transition::new(next)
+                .note("cluster DEPROVISIONED")
+                .effect(Effect::Finish)
+        }
+        // Deprovisioning --DeprovisionFailed--> Orphaned
+        ((_, Some(C::Deprovisioning)), Event::DeprovisionFailed(message)) => {
+            next.cluster.status = Some(C::Orphaned);
+            next.cluster.end = Some(now);
+            if next.failure.is_none() {
+                next.failure = Some(Failure {
+                    kind: FailureKind::Deprovisioning,
+                    message: message.clone(),
+                });
+            }
+            Transition::new(next)
+                .note(format!("cluster ORPHANED: {message}"))
+                .effect(Effect::Finish)
+        }
+        // Deprovisioning|Orphaned --ForceDeprovision--> Deprovisioned
+        ((_, Some(C::Deprovisioning | C::Orphaned)), Event::ForceDeprovision) => {
+            next.cluster.status = Some(C::Deprovisioned);
+            next.cluster.end = Some(now);
+            Transition::new(next)
+                .note("cluster recorded DEPROVISIONED by a forced deprovision")
+                .effect(Effect::CancelDelete)
+                .effect(Effect::Finish)
+        }
+        (_, Event::ForceDeprovision) => {
+            return Err(wrong(
+                run,
+                "force-deprovisioned",
+                format!("{}; force applies to a cluster stuck DEPROVISIONING or ORPHANED", status_text(run)),
+            ));
+        }
+        (_, event) => {
+            return Err(wrong(
+                run,
+                "changed",
+                format!("{} and {event:?} does not apply", status_text(run)),
+            ));
+        }
+    };
+    Ok(t)
+}
+
+/// The stop that `event` (Stop or TimedOut) records. A timeout never keeps the cluster.
+fn stop_for(event: &Event) -> Stop {
+    match event {
+        Event::Stop { keepalive } => Stop {
+            reason: StopReason::Requested,
+            keepalive: *keepalive,
+        },
+        _ => Stop {
+            reason: StopReason::Timeout,
+            keepalive: false,
+        },
+    }
+}
+
+/// The end status a stop gives the program.
+fn killed(stop: Stop) -> (P, Option<Failure>) {
+    let failure = (stop.reason == StopReason::Timeout).then(|| Failure {
+        kind: FailureKind::Timeout,
+        message: "the profile's timeout passed before the run finished".into(),
+    });
+    (P::Killed, failure)
+}
+
+/// Ends the program with `outcome` and keeps the cluster `keep` seconds (bounded by the
+/// profile's timeout), or deprovisions it now.
+fn end_program(
+    mut run: RunRecord,
+    now: u64,
+    (status, failure): (P, Option<Failure>),
+    exit: Option<Exit>,
+    keep: u64,
+) -> Transition {
+    run.status = status;
+    run.end = Some(now);
+    run.exit = exit;
+    if run.failure.is_none() {
+        run.failure = failure;
+    }
+    let mut note = format!("run {status}");
+    if let Some(f) = &run.failure {
+        note.push_str(&format!(" ({}: {})", f.kind, f.message));
+    }
+    let provisioned = run.cluster.status == Some(C::Provisioned);
+    let expires = now.saturating_add(keep);
+    let expires = run.deadline().map_or(expires, |d| expires.min(d));
+    if provisioned && keep > 0 && expires > now {
+        run.cluster.status = Some(C::Waiting);
+        run.cluster.expires_at = Some(expires);
+        Transition::new(run)
+            .note(note)
+            .note(format!("cluster WAITING until {expires}"))
+    } else {
+        run.cluster.status = Some(C::Deprovisioning);
+        Transition::new(run)
+            .note(note)
+            .note("cluster DEPROVISIONING")
+            .effect(Effect::DeleteCluster)
+    }
+}
+
+/// What a supervisor taking up `run` after a restart must do to continue where it was.
+pub fn resume(run: &RunRecord) -> Vec<Effect> {
+    match (run.status, run.cluster.status) {
+        (P::Starting, Some(C::Provisioning)) => vec![Effect::CreateCluster],
+        (P::Starting, Some(C::Provisioned)) | (P::Running, Some(C::Provisioned)) => {
+            let mut effects = vec![Effect::Launch];
+            if run.stop.is_some() {
+                effects.push(Effect::Kill);
+            }
+            effects
+        }
+        (_, Some(C::Deprovisioning)) => vec![Effect::DeleteCluster],
+        (_, Some(C::Deprovisioned | C::Orphaned)) => vec![Effect::Finish],
+        _ => Vec::new(),
+    }
+}
+
+/// The next deadline of `run` and the event it fires: a WAITING cluster's `expiresAt`, or the
+/// profile's timeout while the run or its cluster is live.
+pub fn next_deadline(run: &RunRecord) -> Option<(u64, Event)> {
+    let timeout = run.deadline().map(|d| (d, Event::TimedOut));
+    match run.cluster.status {
+        Some(C::Waiting) => {
+            let expiry = run.cluster.expires_at.map(|e| (e, Event::Expired));
+            match (expiry, timeout) {
+                (Some(e), Some(t)) if t.0 < e.0 => Some(t),
+                (Some(e), _) => Some(e),
+                (None, t) => t,
+            }
+        }
+        None | Some(C::Provisioning | C::Provisioned)
+            if !run.status.is_end() && run.stop.is_none_or(|s| s.reason != StopReason::Timeout) =>
+        {
+            timeout
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::Keepalive;
+    use crate::run::{ClusterState, Launch, RunKey};
+
+    const NOW: u64 = 1_000;
+
+    fn run(status: P, cluster: Option<C>) -> RunRecord {
+        RunRecord {
+            key: RunKey {
+                namespace: "default".into(),
+                app: "a".into(),
+                program: "p".into(),
+                run: "r".into(),
+            },
+            status,
+            starting: 900,
+            start: None,
+            end: None,
+            args: Default::default(),
+            profile: "SYSTEM:local".into(),
+            provisioner: "local".into(),
+            profile_properties: Vec::new(),
+            keepalive: Keepalive {
+                killed: 60,
+                failed: 120,
+            },
+            timeout: Some(3600),
+            launch: Launch {
+                command: vec!["true".into()],
+                env: Default::default(),
+            },
+            cluster: ClusterState {
+                status: cluster,
+                ..Default::default()
+            },
+            failure: None,
+            stop: None,
+            exit: None,
+        }
+    }
+
+    fn exit(code: i32) -> Event {
+        Event::Exited(Exit {
+            code: Some(code),
+            signal: None,
+        })
+    }
+
+    type Row = (P, Option<C>, Event, P, Option<C>, &'static [Effect]);
+
+    #[test]
+    fn every_allowed_transition() {
+        use Effect::*;
+        let rows: &[Row] = &[
+            (P::Pending, None, Event::Begin, P::Starting, Some(C::Provisioning), &[CreateCluster]),
+            (P::Starting, Some(C::Provisioning), Event::Provisioned, P::Starting, Some(C::Provisioned), &[Launch]),
+            (P::Starting, Some(C::Provisioning), Event::ProvisionFailed("x".into()), P::Failed, Some(C::Deprovisioning), &[DeleteCluster]),
+            (P::Starting, Some(C::Provisioning), Event::CreateStopped, P::Killed, Some(C::Deprovisioning), &[DeleteCluster]),
+            (P::Starting, Some(C::Provisioning), Event::Stop { keepalive: false }, P::Starting, Some(C::Provisioning), &[CancelCreate]),
+            (P::Starting, Some(C::Provisioning), Event::TimedOut, P::Starting, Some(C::Provisioning), &[CancelCreate]),
+            (P::Starting, Some(C::Provisioned), Event::Launched, P::Running, Some(C::Provisioned), &[]),
+            (P::Starting, Some(C::Provisioned), Event::LaunchFailed("x".into()), P::Failed, Some(C::Waiting), &[]),
+            (P::Running, Some(C::Provisioned), exit(0), P::Completed, Some(C::Deprovisioning), &[DeleteCluster]),
+            (P::Running, Some(C::Provisioned), exit(3), P::Failed, Some(C::Waiting), &[]),
+            (P::Running, Some(C::Provisioned), Event::Stop { keepalive: true }, P::Running, Some(C::Provisioned), &[Kill]),
+            (P::Running, Some(C::Provisioned), Event::TimedOut, P::Running, Some(C::Provisioned), &[Kill]),
+            (P::Pending, None, Event::Stop { keepalive: false }, P::Killed, Some(C::Deprovisioned), &[Finish]),
+            (P::Failed, Some(C::Waiting), Event::Expired, P::Failed, Some(C::Deprovisioning), &[DeleteCluster]),
+            (P::Failed, Some(C::Waiting), Event::Deprovision, P::Failed, Some(C::Deprovisioning), &[DeleteCluster]),
+            (P::Failed, Some(C::Waiting), Event::TimedOut, P::Failed, Some(C::Deprovisioning), &[DeleteCluster]),
+            (P::Failed, Some(C::Waiting), Event::Extend { expire_at: NOW + 10 }, P::Failed, Some(C::Waiting), &[]),
+            (P::Completed, Some(C::Deprovisioning), Event::Deprovisioned, P::Completed, Some(C::Deprovisioned), &[Finish]),
+            (P::Completed, Some(C::Deprovisioning), Event::DeprovisionFailed("x".into()), P::Completed, Some(C::Orphaned), &[Finish]),
+            (P::Completed, Some(C::Deprovisioning), Event::ForceDeprovision, P::Completed, Some(C::Deprovisioned), &[CancelDelete, Finish]),
+            (P::Completed, Some(C::Orphaned), Event::ForceDeprovision, P::Completed, Some(C::Deprovisioned), &[CancelDelete, Finish]),
+            (P::Completed, Some(C::Deprovisioning), Event::Expired, P::Completed, Some(C::Deprovisioning), &[]),
+        ];
+        for (status, cluster, event, to_status, to_cluster, effects) in rows {
+            let t = on(&run(*status, *cluster), event.clone(), NOW)
+                .unwrap_or_else(|e| panic!("{status:?}/{cluster:?} {event:?}: {e}"));
+            assert_eq!(
+                (t.run.status, t.run.cluster.status, t.effects.as_slice()),
+                (*to_status, *to_cluster, *effects),
+                "{status:?}/{cluster:?} --{event:?}-->"
+            );
+        }
+    }
+
+    #[test]
+    fn commands_in_the_wrong_state_are_refused() {
+        let cases: &[(P, Option<C>, Event, &str)] = &[
+            (P::Completed, Some(C::Deprovisioned), Event::Stop { keepalive: false }, "already ended"),
+            (P::Failed, Some(C::Waiting), Event::Stop { keepalive: false }, "deprovision the WAITING"),
+            (P::Running, Some(C::Provisioned), Event::Deprovision, "only a WAITING"),
+            (P::Running, Some(C::Provisioned), Event::Extend { expire_at: NOW + 5 }, "only a WAITING"),
+            (P::Failed, Some(C::Waiting), Event::ForceDeprovision, "stuck DEPROVISIONING"),
+            (P::Completed, Some(C::Deprovisioned), Event::Deprovision, "only a WAITING"),
+        ];
+        for (status, cluster, event, fragment) in cases {
+            let err = on(&run(*status, *cluster), event.clone(), NOW).expect_err("refused");
+            assert!(matches!(err, RunError::WrongState { .. }), "{err}");
+            assert!(err.to_string().contains(fragment), "{event:?}: {err}");
+        }
+        let mut stopping = run(P::Running, Some(C::Provisioned));
+        stopping.stop = Some(Stop {
+            reason: StopReason::Requested,
+            keepalive: false,
+        });
+        let err = on(&stopping, Event::Stop { keepalive: false }, NOW).expect_err("twice");
+        assert!(err.to_string().contains("already stopping"), "{err}");
+    }
+
+    #[test]
+    fn extend_must_be_future_and_within_the_timeout() {
+        let waiting = run(P::Failed, Some(C::Waiting));
+        assert_eq!(
+            on(&waiting, Event::Extend { expire_at: NOW }, NOW),
+            Err(RunError::ExpireInPast {
+                now: NOW,
+                given: NOW
+            })
+        );
+        assert_eq!(
+            on(&waiting, Event::Extend { expire_at: 900 + 3601 }, NOW),
+            Err(RunError::ExpireBeyondTimeout { deadline: 4500 })
+        );
+    }
+
+    #[test]
+    fn keepalive_follows_the_outcome_and_is_bounded_by_the_timeout() {
+        let running = run(P::Running, Some(C::Provisioned));
+        let failed = on(&running, exit(1), NOW).expect("exit");
+        assert_eq!(failed.run.cluster.expires_at, Some(NOW + 120));
+        assert_eq!(failed.run.failure.as_ref().map(|f| f.kind), Some(FailureKind::Program));
+
+        let stopped = on(&running, Event::Stop { keepalive: true }, NOW).expect("stop");
+        let killed = on(&stopped.run, Event::Exited(Exit { code: None, signal: Some(15) }), NOW)
+            .expect("exit");
+        assert_eq!(killed.run.status, P::Killed);
+        assert_eq!(killed.run.cluster.expires_at, Some(NOW + 60));
+
+        let stopped = on(&running, Event::Stop { keepalive: false }, NOW).expect("stop");
+        let killed = on(&stopped.run, exit(0), NOW).expect("exit");
+        assert_eq!(killed.run.cluster.status, Some(C::Deprovisioning));
+
+        let mut short = running.clone();
+        short.timeout = Some(130); // deadline 1030
+        let failed = on(&short, exit(1), NOW).expect("exit");
+        assert_eq!(failed.run.cluster.expires_at, Some(1030));
+
+        let mut no_keep = running;
+        no_keep.keepalive.failed = 0;
+        let failed = on(&no_keep, exit(1), NOW).expect("exit");
+        assert_eq!(failed.run.cluster.status, Some(C::Deprovisioning));
+    }
+
+    #[test]
+    fn timeout_kills_with_a_timeout_failure() {
+        let running = run(P::Running, Some(C::Provisioned));
+        let stopping = on(&running, Event::TimedOut, NOW).expect("timeout");
+        let ended = on(&stopping.run, exit(0), NOW).expect("exit");
+        assert_eq!(ended.run.status, P::Killed);
+        assert_eq!(ended.run.failure.map(|f| f.kind), Some(FailureKind::Timeout));
+        assert_eq!(ended.run.cluster.status, Some(C::Deprovisioning));
+        assert_eq!(next_deadline(&stopping.run), None, "the timeout fires once");
+    }
+
+    #[test]
+    fn deadlines_and_resume() {
+        let mut waiting = run(P::Failed, Some(C::Waiting));
+        waiting.cluster.expires_at = Some(2_000);
+        assert_eq!(next_deadline(&waiting), Some((2_000, Event::Expired)));
+        waiting.timeout = Some(100);
+        assert_eq!(next_deadline(&waiting), Some((1_000, Event::TimedOut)));
+        assert_eq!(
+            next_deadline(&run(P::Running, Some(C::Provisioned))),
+            Some((4_500, Event::TimedOut))
+        );
+        assert_eq!(next_deadline(&run(P::Completed, Some(C::Deprovisioning))), None);
+
+        assert_eq!(resume(&run(P::Starting, Some(C::Provisioning))), [Effect::CreateCluster]);
+        assert_eq!(resume(&run(P::Running, Some(C::Provisioned))), [Effect::Launch]);
+        assert_eq!(resume(&run(P::Failed, Some(C::Deprovisioning))), [Effect::DeleteCluster]);
+        assert_eq!(resume(&run(P::Failed, Some(C::Waiting))), []);
+    }
+}

@@ -1,0 +1,326 @@
+//! Runs: one execution of a program on a cluster made for it.
+//!
+//! This module owns the run record (what the store keeps and the API shows) and its pure
+//! lifecycle ([`lifecycle`]). [`service`] starts runs and answers queries; the actors in
+//! `runtime` drive each run through its lifecycle. Nothing here does IO except `service` and
+//! `events`, through the store.
+
+pub mod events;
+pub mod lifecycle;
+pub mod service;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use ebb_spi::Properties;
+use serde::{Deserialize, Serialize};
+
+use crate::profile::Keepalive;
+use crate::profile::resolve::{EffectiveProperty, Values};
+
+/// Program status, as CDAP names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ProgramStatus {
+    /// Recorded; the supervisor has not begun.
+    Pending,
+    /// The cluster is being made, then the program launched.
+    Starting,
+    /// The program runs.
+    Running,
+    Completed,
+    Failed,
+    Killed,
+    /// Refused before it began (concurrency limit).
+    Rejected,
+}
+
+impl ProgramStatus {
+    /// Whether the program can no longer change.
+    pub fn is_end(self) -> bool {
+        matches!(
+            self,
+            Self::Completed | Self::Failed | Self::Killed | Self::Rejected
+        )
+    }
+}
+
+/// Cluster status, as CDAP names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ClusterStatus {
+    Provisioning,
+    Provisioned,
+    /// Kept after the program ended, until `expiresAt`.
+    Waiting,
+    Deprovisioning,
+    Deprovisioned,
+    /// Deprovisioning gave up; resources may be left. Counts as active.
+    Orphaned,
+}
+
+macro_rules! display_as_serde {
+    ($($t:ty),*) => {$(
+        impl fmt::Display for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                let v = serde_json::to_value(self).map_err(|_| fmt::Error)?;
+                f.write_str(v.as_str().unwrap_or_default())
+            }
+        }
+    )*};
+}
+display_as_serde!(ProgramStatus, ClusterStatus, FailureKind);
+
+/// What kind of failure ended a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum FailureKind {
+    Provisioning,
+    Program,
+    Timeout,
+    Deprovisioning,
+}
+
+/// Why a run failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    pub kind: FailureKind,
+    pub message: String,
+}
+
+/// Why the program was asked to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum StopReason {
+    /// `POST .../stop`.
+    Requested,
+    /// The profile's timeout passed.
+    Timeout,
+}
+
+/// A stop asked for and not yet finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stop {
+    pub reason: StopReason,
+    /// Keep the cluster for `keepalive.killed` afterwards.
+    pub keepalive: bool,
+}
+
+/// How a program ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Exit {
+    /// The exit code, when it exited by itself.
+    pub code: Option<i32>,
+    /// The signal that ended it, if one did.
+    pub signal: Option<i32>,
+}
+
+impl Exit {
+    pub fn success(&self) -> bool {
+        self.code == Some(0)
+    }
+}
+
+impl fmt::Display for Exit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.code, self.signal) {
+            (Some(code), _) => write!(f, "exited with code {code}"),
+            (None, Some(sig)) => write!(f, "was ended by signal {sig}"),
+            (None, None) => write!(f, "ended without a status"),
+        }
+    }
+}
+
+/// Identifies a run in the store and in paths.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RunKey {
+    pub namespace: String,
+    pub app: String,
+    pub program: String,
+    pub run: String,
+}
+
+impl RunKey {
+    /// Key of the run in `Runs` and `Active`.
+    pub fn key(&self) -> String {
+        format!(
+            "{}/{}/{}/{}",
+            self.namespace, self.app, self.program, self.run
+        )
+    }
+
+    /// Parses a key made by [`RunKey::key`].
+    pub fn from_key(key: &str) -> Option<RunKey> {
+        let mut parts = key.splitn(4, '/');
+        Some(RunKey {
+            namespace: parts.next()?.to_string(),
+            app: parts.next()?.to_string(),
+            program: parts.next()?.to_string(),
+            run: parts.next()?.to_string(),
+        })
+    }
+}
+
+impl fmt::Display for RunKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}/{}", self.namespace, self.app, self.program)?;
+        write!(f, " run {}", self.run)
+    }
+}
+
+/// What the program of a run is, copied at start so a redeploy does not change a run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Launch {
+    pub command: Vec<String>,
+    pub env: BTreeMap<String, String>,
+}
+
+/// The cluster part of a run record.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterState {
+    pub status: Option<ClusterStatus>,
+    /// When a `WAITING` cluster will be deprovisioned.
+    pub expires_at: Option<u64>,
+    /// When the cluster reached `DEPROVISIONED` or `ORPHANED`.
+    pub end: Option<u64>,
+    /// The planned nodes, master first.
+    pub nodes: Vec<String>,
+}
+
+/// A run as the store keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunRecord {
+    pub key: RunKey,
+    pub status: ProgramStatus,
+    /// When the run was requested (epoch seconds).
+    pub starting: u64,
+    /// When the program began running.
+    pub start: Option<u64>,
+    /// When the program ended.
+    pub end: Option<u64>,
+    /// The runtime arguments.
+    pub args: Values,
+    /// `SCOPE:name` of the profile used.
+    pub profile: String,
+    pub provisioner: String,
+    /// The resolved properties, unredacted (the API redacts).
+    pub profile_properties: Vec<EffectiveProperty>,
+    pub keepalive: Keepalive,
+    /// The profile's timeout: the cluster must be gone `timeout` seconds after `starting`.
+    pub timeout: Option<u64>,
+    pub launch: Launch,
+    pub cluster: ClusterState,
+    pub failure: Option<Failure>,
+    pub stop: Option<Stop>,
+    pub exit: Option<Exit>,
+}
+
+impl RunRecord {
+    /// The effective provisioner properties by name.
+    pub fn properties(&self) -> Properties {
+        self.profile_properties
+            .iter()
+            .map(|p| (p.name.clone(), p.value.clone()))
+            .collect()
+    }
+
+    /// When the profile's timeout ends the cluster's life, if it has one.
+    pub fn deadline(&self) -> Option<u64> {
+        self.timeout.map(|t| self.starting.saturating_add(t))
+    }
+
+    /// Whether the run still holds (or may hold) a cluster.
+    pub fn is_active(&self) -> bool {
+        !matches!(self.cluster.status, Some(ClusterStatus::Deprovisioned))
+            && self.status != ProgramStatus::Rejected
+    }
+
+    /// Whether a supervisor has work to do for this run.
+    pub fn needs_supervisor(&self) -> bool {
+        self.status != ProgramStatus::Rejected
+            && !matches!(
+                self.cluster.status,
+                Some(ClusterStatus::Deprovisioned | ClusterStatus::Orphaned)
+            )
+    }
+}
+
+/// A command refused because of the run's state (409), or a bad command value (400).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RunError {
+    #[error("run '{run}' cannot be {action}: {reason}")]
+    WrongState {
+        run: String,
+        action: &'static str,
+        reason: String,
+    },
+    #[error(
+        "program '{program}' already has {active} run(s) holding a cluster, its maximum (maxConcurrentRuns); run {run} was recorded as REJECTED"
+    )]
+    ConcurrencyLimit {
+        program: String,
+        active: usize,
+        run: String,
+    },
+    #[error("expireAt: must be in the future (now is {now}, got {given})")]
+    ExpireInPast { now: u64, given: u64 },
+    #[error(
+        "expireAt: the profile's timeout ends this cluster's life at {deadline}; choose a time up to then"
+    )]
+    ExpireBeyondTimeout { deadline: u64 },
+    #[error("property '{property}': {message}")]
+    BadProperty { property: String, message: String },
+}
+
+impl RunError {
+    /// Whether the error is about the request's content (400) rather than the run's state.
+    pub fn is_bad_input(&self) -> bool {
+        matches!(
+            self,
+            RunError::ExpireInPast { .. }
+                | RunError::ExpireBeyondTimeout { .. }
+                | RunError::BadProperty { .. }
+        )
+    }
+}
+
+/// Whether a property name looks secret: its value is shown as `***`.
+pub fn is_secret_name(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    ["secret", "password", "key", "token"]
+        .iter()
+        .any(|s| lower.contains(s))
+}
+
+/// The value to show for property `name`.
+pub fn redact<'a>(name: &str, value: &'a str) -> &'a str {
+    if is_secret_name(name) { "***" } else { value }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_keys_round_trip() {
+        let key = RunKey {
+            namespace: "default".into(),
+            app: "hello".into(),
+            program: "main".into(),
+            run: "0190-abc".into(),
+        };
+        assert_eq!(RunKey::from_key(&key.key()), Some(key));
+    }
+
+    #[test]
+    fn secret_looking_names_are_redacted() {
+        for name in ["apiKey", "PASSWORD", "client_secret", "authToken", "sshKeyPath"] {
+            assert_eq!(redact(name, "v"), "***", "{name}");
+        }
+        for name in ["nodes", "keepalive", "zone"] {
+            assert_eq!(redact(name, "v"), "v", "{name}");
+        }
+    }
+}

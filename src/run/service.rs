@@ -1,0 +1,616 @@
+//! Starting runs and answering questions about them.
+//!
+//! `start` resolves the run's profile over every level of the hierarchy, checks it, and
+//! records the run (or its rejection) in one write, so a concurrency check and the record it
+//! guards cannot race. Everything after that is the supervisor's. The views redact
+//! secret-looking values.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::events::{self, RunEvent};
+use super::{
+    ClusterStatus, Exit, Failure, Launch, ProgramStatus, RunError, RunKey, RunRecord, redact,
+};
+use crate::app::{self, WORKFLOWS};
+use crate::error::ServiceError;
+use crate::plan::resource::{NodeRecord, ResourceStatus};
+use crate::preference::{self, Scope};
+use crate::profile::resolve::{self, Level, Origin, Values};
+use crate::profile::service::stored_profile;
+use crate::profile::{ProfileId, ProfileStatus};
+use crate::runtime::Runtime;
+use crate::runtime::program::{STDERR, STDOUT};
+use crate::store::{Read, StoreError, Table, Txn};
+use crate::{names, namespace, time};
+
+/// Most bytes of each log stream `logs` returns (the end of it).
+const MAX_LOG_BYTES: u64 = 1 << 20;
+
+/// Which runs a list shows.
+#[derive(Debug, Clone, Default)]
+pub struct RunFilter {
+    /// A program or cluster status (`RUNNING`, `WAITING`...), any case.
+    pub status: Option<String>,
+    pub limit: Option<usize>,
+}
+
+fn check_key(key: &RunKey) -> Result<(), ServiceError> {
+    namespace::check_name(&key.namespace)?;
+    names::check("app", &key.app)?;
+    names::check("program", &key.program)?;
+    Ok(())
+}
+
+fn prefs(r: &impl Read, scope: Scope) -> Result<Values, StoreError> {
+    Ok(r.get(Table::Preferences, &scope.key())?.unwrap_or_default())
+}
+
+/// Starts a run of `ns/app/program` with runtime arguments `args`. Returns the run id; a run
+/// refused for the concurrency limit is recorded as REJECTED and reported as an error.
+pub async fn start(
+    runtime: &Runtime,
+    ns: String,
+    app_name: String,
+    program: String,
+    args: Values,
+) -> Result<String, ServiceError> {
+    let key = RunKey {
+        namespace: ns,
+        app: app_name,
+        program,
+        run: uuid::Uuid::now_v7().to_string(),
+    };
+    check_key(&key)?;
+    resolve::check_overrides(Level::Runtime, &args)?;
+    let registry = runtime.deps().registry.clone();
+    let outcome = runtime
+        .deps()
+        .store
+        .write(move |tx| record_start(tx, &registry, key, args))
+        .await?;
+    match outcome {
+        Ok(run) => {
+            let id = run.key.run.clone();
+            runtime.spawn(run);
+            Ok(id)
+        }
+        Err(rejected) => Err(rejected.into()),
+    }
+}
+
+fn record_start(
+    tx: &mut Txn,
+    registry: &crate::provisioner::Registry,
+    key: RunKey,
+    args: Values,
+) -> Result<Result<RunRecord, RunError>, ServiceError> {
+    let ns = key.namespace.clone();
+    let (app, program) = app::require_program(tx, &ns, &key.app, WORKFLOWS, &key.program)?;
+    let scope = Scope::Program {
+        namespace: ns.clone(),
+        app: key.app.clone(),
+        program_type: WORKFLOWS.into(),
+        program: key.program.clone(),
+    };
+    let lineage = scope.lineage();
+    let mut maps: Vec<(Level, Values)> = Vec::new();
+    for s in &lineage {
+        maps.push((s.level(), prefs(tx, s.clone())?));
+    }
+    maps.push((Level::App, app.config.clone()));
+    maps.push((Level::Runtime, args.clone()));
+    let levels: Vec<(Level, &Values)> = maps.iter().map(|(l, v)| (*l, v)).collect();
+
+    let chosen = resolve::choose_profile(&ns, &levels)?;
+    let stored = stored_profile(tx, &chosen.id)?
+        .ok_or_else(|| ServiceError::ProfileNotFound(chosen.id.clone()))?;
+    if stored.profile.status == ProfileStatus::Disabled {
+        return Err(ServiceError::ProfileDisabled(chosen.id));
+    }
+    let properties = resolve::effective_properties(&chosen.id, &stored.profile, &levels)?;
+    let provisioner_name = stored.profile.provisioner.name.clone();
+    let provisioner = registry
+        .get(&provisioner_name)
+        .ok_or_else(|| ServiceError::ProvisionerNotFound(provisioner_name.clone()))?;
+    let map: ebb_spi::Properties = properties
+        .iter()
+        .map(|p| (p.name.clone(), p.value.clone()))
+        .collect();
+    if let Err(e) = provisioner.validate(&map) {
+        return Err(RunError::BadProperty {
+            property: e.property,
+            message: e.message,
+        }
+        .into());
+    }
+    let nodes = provisioner.nodes(&map);
+    let now = time::now_secs();
+    let mut run = RunRecord {
+        key: key.clone(),
+        status: ProgramStatus::Pending,
+        starting: now,
+        start: None,
+        end: None,
+        args,
+        profile: chosen.id.scoped_name(),
+        provisioner: provisioner_name,
+        profile_properties: properties,
+        keepalive: stored.profile.keepalive,
+        timeout: stored.profile.timeout,
+        launch: Launch {
+            command: program.command.clone(),
+            env: program.env.clone(),
+        },
+        cluster: super::ClusterState {
+            nodes,
+            ..Default::default()
+        },
+        failure: None,
+        stop: None,
+        exit: None,
+    };
+    let active = tx
+        .scan::<serde_json::Value>(
+            Table::Active,
+            &format!("{}/{}/{}/", key.namespace, key.app, key.program),
+        )?
+        .len();
+    if let Some(max) = program.max_concurrent_runs
+        && active >= max as usize
+    {
+        let refusal = RunError::ConcurrencyLimit {
+            program: format!("{}/{}/{}", key.namespace, key.app, key.program),
+            active,
+            run: key.run.clone(),
+        };
+        run.status = ProgramStatus::Rejected;
+        run.end = Some(now);
+        run.failure = Some(Failure {
+            kind: super::FailureKind::Provisioning,
+            message: refusal.to_string(),
+        });
+        tx.put(Table::Runs, &key.key(), &run)?;
+        events::append(
+            tx,
+            &key.run,
+            events::EventKind::Status,
+            None,
+            format!("run REJECTED: {refusal}"),
+        )?;
+        return Ok(Err(refusal));
+    }
+    tx.put(Table::Runs, &key.key(), &run)?;
+    tx.put(
+        Table::Active,
+        &key.key(),
+        &serde_json::json!({ "profile": run.profile }),
+    )?;
+    let origin = match chosen.origin {
+        Origin::Level(level) => format!("set by {level}"),
+        Origin::Default | Origin::Profile => "the instance default".into(),
+    };
+    events::append(
+        tx,
+        &key.run,
+        events::EventKind::Status,
+        None,
+        format!(
+            "run PENDING with profile {} ({origin}), {} node(s)",
+            run.profile,
+            run.cluster.nodes.len()
+        ),
+    )?;
+    Ok(Ok(run))
+}
+
+/// A property as a run shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct PropertyView {
+    pub name: String,
+    pub value: String,
+    pub origin: Origin,
+}
+
+/// A node as a run shows it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeView {
+    pub name: String,
+    pub id: Option<String>,
+    pub status: ResourceStatus,
+    pub ip_address: Option<String>,
+    pub create_time: Option<u64>,
+    pub delete_time: Option<u64>,
+    pub properties: BTreeMap<String, String>,
+}
+
+/// The cluster of a run as shown.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterView {
+    pub status: Option<ClusterStatus>,
+    pub expires_at: Option<u64>,
+    pub end: Option<u64>,
+    pub num_nodes: Option<usize>,
+    pub nodes: Vec<NodeView>,
+}
+
+/// A run as the API returns it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunView {
+    pub runid: String,
+    pub namespace: String,
+    pub app: String,
+    pub program: String,
+    pub status: ProgramStatus,
+    pub starting: u64,
+    pub start: Option<u64>,
+    pub end: Option<u64>,
+    pub properties: Values,
+    pub profile: String,
+    pub profile_properties: Vec<PropertyView>,
+    pub cluster: ClusterView,
+    pub failure: Option<Failure>,
+    pub exit: Option<Exit>,
+    pub stopping: bool,
+}
+
+fn view(run: RunRecord, nodes: Vec<NodeRecord>) -> RunView {
+    let args = run
+        .args
+        .iter()
+        .map(|(k, v)| (k.clone(), redact(k, v).to_string()))
+        .collect();
+    let profile_properties = run
+        .profile_properties
+        .iter()
+        .map(|p| PropertyView {
+            name: p.name.clone(),
+            value: redact(&p.name, &p.value).to_string(),
+            origin: p.origin,
+        })
+        .collect();
+    let nodes = nodes
+        .into_iter()
+        .map(|n| NodeView {
+            name: n.node,
+            id: n.id,
+            status: n.status,
+            ip_address: n.address,
+            create_time: n.create_time,
+            delete_time: n.delete_time,
+            properties: n
+                .properties
+                .iter()
+                .map(|(k, v)| (k.clone(), redact(k, v).to_string()))
+                .collect(),
+        })
+        .collect();
+    RunView {
+        runid: run.key.run,
+        namespace: run.key.namespace,
+        app: run.key.app,
+        program: run.key.program,
+        status: run.status,
+        starting: run.starting,
+        start: run.start,
+        end: run.end,
+        properties: args,
+        profile: run.profile,
+        profile_properties,
+        cluster: ClusterView {
+            status: run.cluster.status,
+            expires_at: run.cluster.expires_at,
+            end: run.cluster.end,
+            num_nodes: run.cluster.status.map(|_| run.cluster.nodes.len()),
+            nodes,
+        },
+        failure: run.failure,
+        exit: run.exit,
+        stopping: run.stop.is_some() && !run.status.is_end(),
+    }
+}
+
+fn nodes_of(r: &impl Read, run: &str) -> Result<Vec<NodeRecord>, StoreError> {
+    Ok(r.scan::<NodeRecord>(Table::Resources, &format!("{run}/"))?
+        .into_iter()
+        .map(|(_, n)| n)
+        .collect())
+}
+
+fn require_run(r: &impl Read, key: &RunKey) -> Result<RunRecord, ServiceError> {
+    app::require_program(r, &key.namespace, &key.app, WORKFLOWS, &key.program)?;
+    r.get::<RunRecord>(Table::Runs, &key.key())?
+        .ok_or_else(|| ServiceError::RunNotFound(key.run.clone()))
+}
+
+fn matches(run: &RunRecord, filter: &RunFilter) -> bool {
+    filter.status.as_ref().is_none_or(|s| {
+        let s = s.to_ascii_uppercase();
+        run.status.to_string() == s || run.cluster.status.is_some_and(|c| c.to_string() == s)
+    })
+}
+
+fn list_prefix(
+    r: &impl Read,
+    prefix: &str,
+    filter: &RunFilter,
+) -> Result<Vec<RunView>, ServiceError> {
+    let mut runs: Vec<RunRecord> = r
+        .scan::<RunRecord>(Table::Runs, prefix)?
+        .into_iter()
+        .map(|(_, run)| run)
+        .filter(|run| matches(run, filter))
+        .collect();
+    // Run ids follow time: newest first.
+    runs.sort_by(|a, b| b.key.run.cmp(&a.key.run));
+    runs.truncate(filter.limit.unwrap_or(usize::MAX));
+    runs.into_iter()
+        .map(|run| {
+            let nodes = nodes_of(r, &run.key.run)?;
+            Ok(view(run, nodes))
+        })
+        .collect()
+}
+
+fn check_filter(filter: &RunFilter) -> Result<(), ServiceError> {
+    if let Some(status) = &filter.status {
+        let s = serde_json::Value::String(status.to_ascii_uppercase());
+        let known = serde_json::from_value::<ProgramStatus>(s.clone()).is_ok()
+            || serde_json::from_value::<ClusterStatus>(s).is_ok();
+        if !known {
+            return Err(ServiceError::invalid(
+                "status",
+                format!("'{status}' is not a run or cluster status (PENDING, STARTING, RUNNING, COMPLETED, FAILED, KILLED, REJECTED, PROVISIONING, PROVISIONED, WAITING, DEPROVISIONING, DEPROVISIONED, ORPHANED)"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The runs of one program, newest first.
+pub async fn list_program(
+    runtime: &Runtime,
+    ns: String,
+    app_name: String,
+    program: String,
+    filter: RunFilter,
+) -> Result<Vec<RunView>, ServiceError> {
+    check_filter(&filter)?;
+    runtime
+        .deps()
+        .store
+        .read(move |r| {
+            app::require_program(r, &ns, &app_name, WORKFLOWS, &program)?;
+            list_prefix(r, &format!("{ns}/{app_name}/{program}/"), &filter)
+        })
+        .await
+}
+
+/// The runs of a namespace, newest first.
+pub async fn list_namespace(
+    runtime: &Runtime,
+    ns: String,
+    filter: RunFilter,
+) -> Result<Vec<RunView>, ServiceError> {
+    namespace::check_name(&ns)?;
+    check_filter(&filter)?;
+    runtime
+        .deps()
+        .store
+        .read(move |r| {
+            namespace::require(r, &ns)?;
+            list_prefix(r, &format!("{ns}/"), &filter)
+        })
+        .await
+}
+
+/// Run `key`.
+pub async fn get(runtime: &Runtime, key: RunKey) -> Result<RunView, ServiceError> {
+    check_key(&key)?;
+    runtime
+        .deps()
+        .store
+        .read(move |r| {
+            let run = require_run(r, &key)?;
+            let nodes = nodes_of(r, &key.run)?;
+            Ok(view(run, nodes))
+        })
+        .await
+}
+
+/// Sends a command to run `key` and returns the run as it is after it.
+pub async fn command(
+    runtime: &Runtime,
+    key: RunKey,
+    event: super::lifecycle::Event,
+) -> Result<RunView, ServiceError> {
+    check_key(&key)?;
+    let k = key.clone();
+    runtime
+        .deps()
+        .store
+        .read(move |r| require_run(r, &k).map(|_| ()))
+        .await?;
+    runtime.command(key.clone(), event).await?;
+    get(runtime, key).await
+}
+
+/// The program's output so far.
+#[derive(Debug, Clone, Serialize)]
+pub struct Logs {
+    pub stdout: String,
+    pub stderr: String,
+}
+
+fn tail(path: &std::path::Path) -> std::io::Result<String> {
+    use std::io::{Read as _, Seek, SeekFrom};
+    let mut file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(String::new()),
+        Err(e) => return Err(e),
+    };
+    let len = file.metadata()?.len();
+    if len > MAX_LOG_BYTES {
+        file.seek(SeekFrom::Start(len - MAX_LOG_BYTES))?;
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// The program's stdout and stderr (the last MiB of each).
+pub async fn logs(runtime: &Runtime, key: RunKey) -> Result<Logs, ServiceError> {
+    check_key(&key)?;
+    let dir = runtime.deps().run_dir(&key.run);
+    runtime
+        .deps()
+        .store
+        .read(move |r| {
+            require_run(r, &key)?;
+            let read = |name: &str| {
+                tail(&dir.join(name))
+                    .map_err(|e| StoreError::Storage(format!("cannot read the {name}: {e}")))
+            };
+            Ok(Logs {
+                stdout: read(STDOUT)?,
+                stderr: read(STDERR)?,
+            })
+        })
+        .await
+}
+
+/// The run's history after sequence `after`. With `wait`, waits up to that long for at
+/// least one new event while the run is live.
+pub async fn history(
+    runtime: &Runtime,
+    key: RunKey,
+    after: u64,
+    wait: Option<Duration>,
+) -> Result<Vec<RunEvent>, ServiceError> {
+    check_key(&key)?;
+    let deadline = wait.map(|w| tokio::time::Instant::now() + w);
+    loop {
+        let notify = runtime.deps().notifier.subscribe(&key.run);
+        let notified = notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let k = key.clone();
+        let (events, live) = runtime
+            .deps()
+            .store
+            .read(move |r| {
+                let run = require_run(r, &k)?;
+                Ok::<_, ServiceError>((events::list(r, &k.run, after)?, run.needs_supervisor()))
+            })
+            .await?;
+        let Some(deadline) = deadline else {
+            return Ok(events);
+        };
+        if !events.is_empty() || !live || tokio::time::Instant::now() >= deadline {
+            return Ok(events);
+        }
+        let _ = tokio::time::timeout_at(deadline, notified).await;
+    }
+}
+
+/// How a profile has been used.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    pub profile: String,
+    /// Runs by program status, ended runs and live ones alike.
+    pub runs: BTreeMap<String, usize>,
+    /// Runs that still hold (or may hold) a cluster.
+    pub active_runs: Vec<String>,
+    /// Nodes that exist right now.
+    pub nodes_now: usize,
+    /// Node-seconds from each node's recorded create time to its delete time (or now).
+    pub node_seconds: u64,
+    pub node_hours: f64,
+}
+
+/// Usage of profile `id`, from the run records and node records.
+pub async fn usage(runtime: &Runtime, id: ProfileId) -> Result<Usage, ServiceError> {
+    runtime
+        .deps()
+        .store
+        .read(move |r| {
+            stored_profile(r, &id)?.ok_or_else(|| ServiceError::ProfileNotFound(id.clone()))?;
+            let now = time::now_secs();
+            let mut usage = Usage {
+                profile: id.scoped_name(),
+                ..Default::default()
+            };
+            for run in runs_of_profile(r, &id)? {
+                *usage.runs.entry(run.status.to_string()).or_default() += 1;
+                if run.is_active() {
+                    usage.active_runs.push(run.key.run.clone());
+                }
+                for node in nodes_of(r, &run.key.run)? {
+                    if node.id.is_some()
+                        && node.create_time.is_some()
+                        && node.status != ResourceStatus::Deleted
+                    {
+                        usage.nodes_now += 1;
+                    }
+                    if let Some(created) = node.create_time {
+                        let ended = node.delete_time.unwrap_or(now);
+                        usage.node_seconds += ended.saturating_sub(created);
+                    }
+                }
+            }
+            usage.node_hours = usage.node_seconds as f64 / 3600.0;
+            Ok(usage)
+        })
+        .await
+}
+
+/// Every run that used profile `id`.
+fn runs_of_profile(r: &impl Read, id: &ProfileId) -> Result<Vec<RunRecord>, StoreError> {
+    let prefix = match id.scope {
+        crate::profile::Scope::System => String::new(),
+        crate::profile::Scope::User => format!("{}/", id.namespace),
+    };
+    Ok(r.scan::<RunRecord>(Table::Runs, &prefix)?
+        .into_iter()
+        .map(|(_, run)| run)
+        .filter(|run| {
+            ProfileId::parse_scoped(&run.key.namespace, &run.profile).as_ref() == Ok(id)
+        })
+        .collect())
+}
+
+/// The live runs using profile `id` (they block deleting it).
+pub fn active_runs_of_profile(r: &impl Read, id: &ProfileId) -> Result<Vec<String>, StoreError> {
+    let mut out = Vec::new();
+    for (key, value) in r.scan::<serde_json::Value>(Table::Active, "")? {
+        let Some(run) = RunKey::from_key(&key) else {
+            continue;
+        };
+        let profile = value.get("profile").and_then(|p| p.as_str()).unwrap_or("");
+        if ProfileId::parse_scoped(&run.namespace, profile).as_ref() == Ok(id) {
+            out.push(run.run);
+        }
+    }
+    Ok(out)
+}
+
+/// Where profile `id` is assigned.
+pub async fn assignments(
+    runtime: &Runtime,
+    id: ProfileId,
+) -> Result<Vec<preference::Assignment>, ServiceError> {
+    runtime
+        .deps()
+        .store
+        .read(move |r| {
+            stored_profile(r, &id)?.ok_or_else(|| ServiceError::ProfileNotFound(id.clone()))?;
+            preference::assignments(r, &id)
+        })
+        .await
+}

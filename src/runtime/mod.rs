@@ -1,0 +1,137 @@
+//! The runtime: the actors that drive runs, on their own arbiter (thread).
+//!
+//! - [`supervisor`]: one `RunSupervisor` per live run, the only writer of its record; it also
+//!   keeps the run's deadline (keepalive expiry, profile timeout) as a timer re-armed from the
+//!   record, so deadlines survive restarts.
+//! - [`planner`]: one `Planner` per cluster operation, running the plan's tasks.
+//! - [`task`]: one `TaskRunner` per node-level task, persisting the resource state around
+//!   every outside call.
+//! - [`program`]: launching the program detached, re-attaching after a restart.
+//!
+//! The runtime never decides a transition itself; `run::lifecycle` and `plan` do. It never
+//! touches HTTP.
+
+pub mod planner;
+pub mod program;
+pub mod supervisor;
+pub mod task;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use actix::prelude::*;
+
+use crate::error::ServiceError;
+use crate::provisioner::Registry;
+use crate::run::events::Notifier;
+use crate::run::lifecycle::{self, Event};
+use crate::run::{RunKey, RunRecord};
+use crate::store::{Read, Store, StoreError, Table};
+use crate::time;
+use supervisor::{Command, RunSupervisor};
+
+/// What the actors share.
+#[derive(Debug, Clone)]
+pub struct Deps {
+    pub store: Store,
+    pub registry: Arc<Registry>,
+    pub data_dir: PathBuf,
+    pub notifier: Notifier,
+    /// The `ebb` executable, which also serves as the program launcher (`ebb shim`).
+    pub exe: PathBuf,
+}
+
+impl Deps {
+    /// Where run `run` keeps its program's files (launch, exit status, logs, cluster.json).
+    pub fn run_dir(&self, run: &str) -> PathBuf {
+        self.data_dir.join("runs").join(run)
+    }
+}
+
+/// A handle on the runtime: spawns supervisors and routes commands to them.
+#[derive(Debug, Clone)]
+pub struct Runtime {
+    deps: Deps,
+    arbiter: ArbiterHandle,
+    supervisors: Arc<Mutex<HashMap<String, Addr<RunSupervisor>>>>,
+}
+
+impl Runtime {
+    /// A runtime whose actors live on `arbiter`.
+    pub fn new(deps: Deps, arbiter: ArbiterHandle) -> Self {
+        Self {
+            deps,
+            arbiter,
+            supervisors: Arc::default(),
+        }
+    }
+
+    pub fn deps(&self) -> &Deps {
+        &self.deps
+    }
+
+    fn supervisors(&self) -> std::sync::MutexGuard<'_, HashMap<String, Addr<RunSupervisor>>> {
+        self.supervisors.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Starts the supervisor of `run`.
+    pub fn spawn(&self, run: RunRecord) {
+        let id = run.key.run.clone();
+        let (deps, runtime) = (self.deps.clone(), self.clone());
+        let addr = RunSupervisor::start_in_arbiter(&self.arbiter, move |_| {
+            RunSupervisor::new(deps, runtime, run)
+        });
+        self.supervisors().insert(id, addr);
+    }
+
+    /// Called by a supervisor when it stops.
+    pub(crate) fn forget(&self, run: &str) {
+        self.supervisors().remove(run);
+    }
+
+    /// Starts a supervisor for every run the store says is live. Returns how many.
+    pub async fn resume(&self) -> Result<usize, StoreError> {
+        let runs: Vec<RunRecord> = self
+            .deps
+            .store
+            .read(|r| {
+                let mut runs = Vec::new();
+                for (key, _) in r.scan::<serde_json::Value>(Table::Active, "")? {
+                    if let Some(run) = r.get::<RunRecord>(Table::Runs, &key)? {
+                        runs.push(run);
+                    }
+                }
+                Ok::<_, StoreError>(runs)
+            })
+            .await?;
+        let live: Vec<RunRecord> = runs.into_iter().filter(RunRecord::needs_supervisor).collect();
+        let count = live.len();
+        for run in live {
+            self.spawn(run);
+        }
+        Ok(count)
+    }
+
+    /// Sends a command (`Stop`, `Deprovision`, `Extend`, `ForceDeprovision`) to run `key`.
+    /// A run without a supervisor (ended or orphaned) is changed here directly.
+    pub async fn command(&self, key: RunKey, event: Event) -> Result<RunRecord, ServiceError> {
+        let addr = self.supervisors().get(&key.run).cloned();
+        if let Some(addr) = addr
+            && let Ok(answer) = addr.send(Command(event.clone())).await
+        {
+            return Ok(answer?);
+        }
+        let store_key = key.key();
+        let run: RunRecord = self
+            .deps
+            .store
+            .read(move |r| r.get(Table::Runs, &store_key))
+            .await?
+            .ok_or_else(|| ServiceError::RunNotFound(key.run.clone()))?;
+        let leftovers = event == Event::ForceDeprovision;
+        let t = lifecycle::on(&run, event, time::now_secs())?;
+        supervisor::persist(&self.deps, &t, leftovers).await?;
+        Ok(t.run)
+    }
+}

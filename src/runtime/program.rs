@@ -1,0 +1,250 @@
+//! Launching a run's program so that it outlives the server, and finding it again.
+//!
+//! The program is started by a small launcher, `ebb shim <run-dir>`, in its own process
+//! group: the shim starts the command, records its pid and start time in `program.json`,
+//! waits, and writes `exit.json`. Before spawning, the server takes an exclusive lock on
+//! `program.lock` and hands that open file to the shim as its stdin, so the lock is held for
+//! exactly as long as the shim lives, whoever its parent is. That makes launching exactly-once
+//! across crashes:
+//! - lock held by someone else: the shim is alive; re-attach and wait for the lock to free;
+//! - lock free and `exit.json` present: the program ended; read its status;
+//! - lock free, `program.json` but no `exit.json`: the shim died; the program is lost;
+//! - lock free and neither: nothing was started (the server died before spawning); launch.
+//!
+//! Signals go to the program's process group only after checking that the recorded pid still
+//! has the recorded start time, so a recycled pid is never signalled.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions, TryLockError};
+use std::io;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::run::Exit;
+
+const LOCK: &str = "program.lock";
+const LAUNCH: &str = "launch.json";
+const PROGRAM: &str = "program.json";
+const EXIT: &str = "exit.json";
+/// The program's standard output, in the run directory.
+pub const STDOUT: &str = "stdout.log";
+/// The program's standard error, in the run directory.
+pub const STDERR: &str = "stderr.log";
+
+/// Variables passed from the server's environment to programs; everything else comes from
+/// the program's own `env` and ebb's `EBB_*` variables.
+const PASSED_ENV: &[&str] = &["PATH", "HOME", "USER", "LANG", "LC_ALL", "TZ", "TMPDIR"];
+
+/// What to run, written to `launch.json` for the shim.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchFile {
+    pub command: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub cwd: PathBuf,
+}
+
+/// The running program, as the shim records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ProgramFile {
+    pid: i32,
+    start_ticks: u64,
+}
+
+/// What [`start`] found or did.
+#[derive(Debug)]
+pub enum Started {
+    /// Launched now; the shim is our child.
+    Child(tokio::process::Child),
+    /// Launched earlier and still running (the shim holds the lock).
+    Running,
+    /// Launched earlier and ended.
+    Ended(Exit),
+    /// Launched earlier, but the shim died without recording how the program ended.
+    Lost,
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> io::Result<Option<T>> {
+    match fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn write_json<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    let file = File::create(&tmp)?;
+    serde_json::to_writer(&file, value).map_err(io::Error::other)?;
+    file.sync_all()?;
+    fs::rename(&tmp, path)
+}
+
+fn open_lock(run_dir: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(run_dir.join(LOCK))
+}
+
+/// Whether the shim of `run_dir` is alive (holds the lock).
+fn shim_alive(run_dir: &Path) -> io::Result<bool> {
+    let lock = open_lock(run_dir)?;
+    match lock.try_lock() {
+        Ok(()) => Ok(false),
+        Err(TryLockError::WouldBlock) => Ok(true),
+        Err(TryLockError::Error(e)) => Err(e),
+    }
+}
+
+/// How the program of `run_dir` ended, once the shim is gone.
+fn ended(run_dir: &Path) -> io::Result<Started> {
+    Ok(match read_json::<Exit>(&run_dir.join(EXIT))? {
+        Some(exit) => Started::Ended(exit),
+        None => Started::Lost,
+    })
+}
+
+/// Launches `launch` with the shim at `exe` in `run_dir`, unless it was launched before.
+/// Blocking (small file IO and one spawn).
+pub fn start(exe: &Path, run_dir: &Path, launch: &LaunchFile) -> io::Result<Started> {
+    fs::create_dir_all(run_dir)?;
+    let lock = open_lock(run_dir)?;
+    match lock.try_lock() {
+        Ok(()) => {}
+        Err(TryLockError::WouldBlock) => return Ok(Started::Running),
+        Err(TryLockError::Error(e)) => return Err(e),
+    }
+    if run_dir.join(EXIT).exists() || run_dir.join(PROGRAM).exists() {
+        return ended(run_dir);
+    }
+    fs::create_dir_all(&launch.cwd)?;
+    write_json(&run_dir.join(LAUNCH), launch)?;
+    let stdout = File::create(run_dir.join(STDOUT))?;
+    let stderr = File::create(run_dir.join(STDERR))?;
+    let child = tokio::process::Command::new(exe)
+        .arg("shim")
+        .arg(run_dir)
+        .stdin(Stdio::from(lock))
+        .stdout(stdout)
+        .stderr(stderr)
+        .process_group(0)
+        .spawn()?;
+    Ok(Started::Child(child))
+}
+
+/// Waits until the program of `run_dir` ends; `child` is the shim when we launched it.
+pub async fn wait(run_dir: PathBuf, child: Option<tokio::process::Child>) -> io::Result<Started> {
+    if let Some(mut child) = child {
+        child.wait().await?;
+    } else {
+        while shim_alive(&run_dir)? {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    ended(&run_dir)
+}
+
+/// The start time of process `pid` in clock ticks since boot (field 22 of its stat).
+fn start_ticks(pid: i32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    after_name.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Sends `signal` to the program's process group if the recorded process is still the one the
+/// shim started. Returns whether a signal was sent.
+fn signal(run_dir: &Path, signal: rustix::process::Signal) -> io::Result<bool> {
+    let Some(program) = read_json::<ProgramFile>(&run_dir.join(PROGRAM))? else {
+        return Ok(false);
+    };
+    if start_ticks(program.pid) != Some(program.start_ticks) {
+        return Ok(false);
+    }
+    let Some(pid) = rustix::process::Pid::from_raw(program.pid) else {
+        return Ok(false);
+    };
+    Ok(rustix::process::kill_process_group(pid, signal).is_ok())
+}
+
+/// Stops the program of `run_dir`: SIGTERM to its process group, SIGKILL after `grace`.
+/// Returns once the shim is gone (it records the exit).
+pub async fn kill(run_dir: PathBuf, grace: Duration) -> io::Result<()> {
+    let started = tokio::time::Instant::now();
+    let mut termed = false;
+    loop {
+        if !shim_alive(&run_dir)? && !run_dir.join(LAUNCH).exists() {
+            return Ok(()); // never launched
+        }
+        if !termed {
+            termed = signal(&run_dir, rustix::process::Signal::TERM)?;
+        } else if started.elapsed() >= grace {
+            signal(&run_dir, rustix::process::Signal::KILL)?;
+        }
+        if !shim_alive(&run_dir)? {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The `ebb shim <run-dir>` process: starts the program, records it, waits, records the exit.
+/// Returns the shim's exit code.
+pub fn shim(run_dir: &Path) -> i32 {
+    match shim_inner(run_dir) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("ebb shim: {e}");
+            let _ = write_json(
+                &run_dir.join(EXIT),
+                &Exit {
+                    code: Some(127),
+                    signal: None,
+                },
+            );
+            1
+        }
+    }
+}
+
+fn shim_inner(run_dir: &Path) -> io::Result<()> {
+    let launch: LaunchFile = read_json(&run_dir.join(LAUNCH))?
+        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "launch.json is missing"))?;
+    let (exe, args) = launch
+        .command
+        .split_first()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the command is empty"))?;
+    let mut command = std::process::Command::new(exe);
+    command
+        .args(args)
+        .env_clear()
+        .envs(PASSED_ENV.iter().filter_map(|k| Some((*k, std::env::var_os(k)?))))
+        .envs(&launch.env)
+        .current_dir(&launch.cwd)
+        .stdin(Stdio::null())
+        .process_group(0);
+    let mut child = command
+        .spawn()
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot start '{exe}': {e}")))?;
+    let pid = child.id() as i32;
+    let program = ProgramFile {
+        pid,
+        start_ticks: start_ticks(pid).unwrap_or(0),
+    };
+    write_json(&run_dir.join(PROGRAM), &program)?;
+    let status = child.wait()?;
+    write_json(
+        &run_dir.join(EXIT),
+        &Exit {
+            code: status.code(),
+            signal: status.signal(),
+        },
+    )
+}

@@ -1,0 +1,411 @@
+//! RunSupervisor: one actor per live run, the only writer of its run record.
+//!
+//! Every input (an API command, an operation's end, the program's end, a deadline) becomes a
+//! `lifecycle::Event`. The supervisor computes the transition with the pure
+//! `lifecycle::on`, persists the new record and its history in one write, and only then
+//! carries out the effects: start or cancel a planner, launch or kill the program, arm the
+//! deadline timer. Persisting blocks the mailbox (`ctx.wait`), so transitions apply one at a
+//! time in order. On start-up a supervisor re-reads nothing but its record and resumes with
+//! `lifecycle::resume`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use ebb_spi::resource::{DEFAULT_RETRY_BUDGET, RETRY_BUDGET};
+
+use super::planner::{Cancel, OpDone, OpOutcome, OpSpec, Planner};
+use super::program::{self, LaunchFile, Started};
+use super::{Deps, Runtime};
+use crate::plan::Operation;
+use crate::plan::resource::{NodeRecord, ResourceStatus};
+use crate::run::events::{self, EventKind};
+use crate::run::lifecycle::{self, Effect, Event, Transition};
+use crate::run::{Exit, ProgramStatus, RunError, RunRecord};
+use crate::store::{Read, StoreError, Table};
+use crate::time;
+
+/// How long a stopped program gets between SIGTERM and SIGKILL.
+const KILL_GRACE: Duration = Duration::from_secs(10);
+
+/// An API command for the run: `Stop`, `Deprovision`, `Extend` or `ForceDeprovision`.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<RunRecord, RunError>")]
+pub struct Command(pub Event);
+
+/// News from the program watcher: `Launched`, `LaunchFailed` or `Exited`.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+struct ProgramNews(Event);
+
+/// The deadline timer fired.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+struct Deadline;
+
+/// The actor supervising one run.
+#[derive(Debug)]
+pub struct RunSupervisor {
+    deps: Deps,
+    runtime: Runtime,
+    run: RunRecord,
+    planner: Option<Addr<Planner>>,
+    timer: Option<SpawnHandle>,
+}
+
+impl RunSupervisor {
+    pub fn new(deps: Deps, runtime: Runtime, run: RunRecord) -> Self {
+        Self {
+            deps,
+            runtime,
+            run,
+            planner: None,
+            timer: None,
+        }
+    }
+
+    /// Applies `event`: transition, persist, then effects. Errors are the command's refusal.
+    fn apply(&mut self, event: Event, ctx: &mut Context<Self>) -> Result<(), RunError> {
+        let leftovers = event == Event::ForceDeprovision;
+        let t = lifecycle::on(&self.run, event, time::now_secs())?;
+        if t.run == self.run && t.effects.is_empty() {
+            return Ok(());
+        }
+        let deps = self.deps.clone();
+        let t2 = t.clone();
+        ctx.wait(
+            async move { persist(&deps, &t2, leftovers).await }
+                .into_actor(self)
+                .map(move |saved, act, ctx| act.after_persist(saved, t, ctx)),
+        );
+        Ok(())
+    }
+
+    fn after_persist(&mut self, saved: Result<(), StoreError>, t: Transition, ctx: &mut Context<Self>) {
+        if let Err(e) = saved {
+            // The record on disk is the last good state; a restart resumes from it.
+            tracing::error!(run.id = %self.run.key.run, error = %e, "cannot persist a run transition; supervisor stops");
+            ctx.stop();
+            return;
+        }
+        self.run = t.run;
+        self.perform(&t.effects, ctx);
+        self.arm_timer(ctx);
+    }
+
+    fn perform(&mut self, effects: &[Effect], ctx: &mut Context<Self>) {
+        for effect in effects {
+            match effect {
+                Effect::CreateCluster => self.start_operation(Operation::Create, ctx),
+                Effect::DeleteCluster => self.start_operation(Operation::Delete, ctx),
+                Effect::CancelCreate | Effect::CancelDelete => {
+                    if let Some(planner) = self.planner.take() {
+                        planner.do_send(Cancel);
+                    }
+                }
+                Effect::Launch => self.launch(ctx),
+                Effect::Kill => {
+                    let dir = self.deps.run_dir(&self.run.key.run);
+                    actix::spawn(async move {
+                        if let Err(e) = program::kill(dir, KILL_GRACE).await {
+                            tracing::warn!(error = %e, "cannot signal a program");
+                        }
+                    });
+                }
+                Effect::Finish => ctx.stop(),
+            }
+        }
+    }
+
+    fn start_operation(&mut self, operation: Operation, ctx: &mut Context<Self>) {
+        let Some(provisioner) = self.deps.registry.get(&self.run.provisioner).cloned() else {
+            let message = format!("provisioner '{}' is not installed", self.run.provisioner);
+            let event = match operation {
+                Operation::Create => Event::ProvisionFailed(message),
+                Operation::Delete => Event::DeprovisionFailed(message),
+            };
+            ctx.address().do_send(ProgramNews(event));
+            return;
+        };
+        let properties = self.run.properties();
+        let budget = properties
+            .get(RETRY_BUDGET.name)
+            .and_then(|v| ebb_spi::parse_duration(v).ok())
+            .unwrap_or(DEFAULT_RETRY_BUDGET);
+        let spec = OpSpec {
+            operation,
+            run: self.run.key.run.clone(),
+            nodes: self.run.cluster.nodes.clone(),
+            provisioner,
+            context: Arc::new(ebb_spi::Context {
+                properties,
+                data_dir: self.deps.data_dir.clone(),
+            }),
+            budget,
+        };
+        let deps = self.deps.clone();
+        let report = ctx.address().recipient();
+        self.planner = Some(Planner::new(deps, spec, report).start());
+    }
+
+    fn launch(&mut self, ctx: &mut Context<Self>) {
+        let deps = self.deps.clone();
+        let run = self.run.clone();
+        let me = ctx.address();
+        actix::spawn(async move {
+            let news = |e: Event| me.do_send(ProgramNews(e));
+            let dir = deps.run_dir(&run.key.run);
+            let started = match launch_file(&deps, &run).await {
+                Ok(launch) => {
+                    let (exe, dir) = (deps.exe.clone(), dir.clone());
+                    tokio::task::spawn_blocking(move || program::start(&exe, &dir, &launch))
+                        .await
+                        .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+                }
+                Err(e) => Err(e),
+            };
+            let child = match started {
+                Ok(Started::Child(child)) => Some(child),
+                Ok(Started::Running) => None,
+                Ok(Started::Ended(exit)) => {
+                    news(Event::Launched);
+                    news(Event::Exited(exit));
+                    return;
+                }
+                Ok(Started::Lost) => {
+                    news(Event::Launched);
+                    news(Event::Exited(Exit {
+                        code: None,
+                        signal: None,
+                    }));
+                    return;
+                }
+                Err(e) => {
+                    news(Event::LaunchFailed(e.to_string()));
+                    return;
+                }
+            };
+            news(Event::Launched);
+            let exit = match program::wait(dir, child).await {
+                Ok(Started::Ended(exit)) => exit,
+                Ok(_) | Err(_) => Exit {
+                    code: None,
+                    signal: None,
+                },
+            };
+            news(Event::Exited(exit));
+        });
+    }
+
+    /// Arms the timer for the run's next deadline, replacing any earlier one.
+    fn arm_timer(&mut self, ctx: &mut Context<Self>) {
+        if let Some(handle) = self.timer.take() {
+            ctx.cancel_future(handle);
+        }
+        if let Some((at, _)) = lifecycle::next_deadline(&self.run) {
+            let now_ms = time::now_millis();
+            let delay = Duration::from_millis((at * 1000).saturating_sub(now_ms));
+            self.timer = Some(ctx.run_later(delay, |_, ctx| ctx.address().do_send(Deadline)));
+        }
+    }
+}
+
+impl Actor for RunSupervisor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        if self.run.status == ProgramStatus::Pending {
+            if let Err(e) = self.apply(Event::Begin, ctx) {
+                tracing::error!(run.id = %self.run.key.run, error = %e, "cannot begin a run");
+            }
+            return;
+        }
+        let effects = lifecycle::resume(&self.run);
+        tracing::info!(run.id = %self.run.key.run, run.status = %self.run.status, effects = ?effects, "resuming run");
+        self.perform(&effects, ctx);
+        self.arm_timer(ctx);
+    }
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        self.runtime.forget(&self.run.key.run);
+    }
+}
+
+impl Handler<Command> for RunSupervisor {
+    type Result = AtomicResponse<Self, Result<RunRecord, RunError>>;
+
+    fn handle(&mut self, cmd: Command, ctx: &mut Context<Self>) -> Self::Result {
+        let leftovers = cmd.0 == Event::ForceDeprovision;
+        let t = match lifecycle::on(&self.run, cmd.0, time::now_secs()) {
+            Ok(t) => t,
+            Err(e) => return AtomicResponse::new(Box::pin(fut::ready(Err(e)))),
+        };
+        let _ = ctx;
+        let deps = self.deps.clone();
+        let t2 = t.clone();
+        AtomicResponse::new(Box::pin(
+            async move { persist(&deps, &t2, leftovers).await }
+                .into_actor(self)
+                .map(move |saved, act, ctx| {
+                    let record = t.run.clone();
+                    let failed = saved.is_err();
+                    act.after_persist(saved, t, ctx);
+                    if failed {
+                        return Err(RunError::WrongState {
+                            run: record.key.run,
+                            action: "changed",
+                            reason: "the store refused the change; try again".into(),
+                        });
+                    }
+                    Ok(record)
+                }),
+        ))
+    }
+}
+
+impl Handler<ProgramNews> for RunSupervisor {
+    type Result = ();
+
+    fn handle(&mut self, news: ProgramNews, ctx: &mut Context<Self>) {
+        // A re-attached program reports Launched again; the record already says RUNNING.
+        if news.0 == Event::Launched && self.run.status == ProgramStatus::Running {
+            return;
+        }
+        if let Err(e) = self.apply(news.0, ctx) {
+            tracing::warn!(run.id = %self.run.key.run, error = %e, "program news does not apply");
+        }
+    }
+}
+
+impl Handler<OpDone> for RunSupervisor {
+    type Result = ();
+
+    fn handle(&mut self, done: OpDone, ctx: &mut Context<Self>) {
+        self.planner = None;
+        let event = match (done.operation, done.outcome) {
+            (Operation::Create, OpOutcome::Done) => Event::Provisioned,
+            (Operation::Create, OpOutcome::Failed(m)) => Event::ProvisionFailed(m),
+            (Operation::Create, OpOutcome::Cancelled) => Event::CreateStopped,
+            (Operation::Delete, OpOutcome::Done) => Event::Deprovisioned,
+            (Operation::Delete, OpOutcome::Failed(m)) => Event::DeprovisionFailed(m),
+            (Operation::Delete, OpOutcome::Cancelled) => return,
+        };
+        if let Err(e) = self.apply(event, ctx) {
+            tracing::warn!(run.id = %self.run.key.run, error = %e, "operation result does not apply");
+        }
+    }
+}
+
+impl Handler<Deadline> for RunSupervisor {
+    type Result = ();
+
+    fn handle(&mut self, _: Deadline, ctx: &mut Context<Self>) {
+        self.timer = None;
+        match lifecycle::next_deadline(&self.run) {
+            Some((at, event)) if at <= time::now_secs() => {
+                if let Err(e) = self.apply(event, ctx) {
+                    tracing::warn!(run.id = %self.run.key.run, error = %e, "deadline does not apply");
+                }
+            }
+            _ => self.arm_timer(ctx),
+        }
+    }
+}
+
+/// Persists a transition: the record, the active index, and the notes as history.
+pub async fn persist(deps: &Deps, t: &Transition, leftovers: bool) -> Result<(), StoreError> {
+    let run = t.run.clone();
+    let notes = t.notes.clone();
+    deps.store
+        .write(move |tx| {
+            let key = run.key.key();
+            tx.put(Table::Runs, &key, &run)?;
+            if !run.is_active() {
+                tx.delete(Table::Active, &key);
+            }
+            for note in notes {
+                events::append(tx, &run.key.run, EventKind::Status, None, note)?;
+            }
+            if leftovers {
+                let left: Vec<String> = tx
+                    .scan::<NodeRecord>(Table::Resources, &format!("{}/", run.key.run))?
+                    .into_iter()
+                    .map(|(_, n)| n)
+                    .filter(NodeRecord::may_exist)
+                    .map(|n| format!("{} ({}, {:?})", n.node, n.id.as_deref().unwrap_or("id unknown"), n.status))
+                    .collect();
+                let message = if left.is_empty() {
+                    "no resource was left behind".to_string()
+                } else {
+                    format!("resources that may have been left behind: {}", left.join(", "))
+                };
+                events::append(tx, &run.key.run, EventKind::Error, None, message)?;
+            }
+            Ok::<_, StoreError>(())
+        })
+        .await?;
+    deps.notifier.notify(&t.run.key.run);
+    Ok(())
+}
+
+/// What to launch for `run`: its command, environment and working directory on the master
+/// node, with `cluster.json` written beside it.
+async fn launch_file(deps: &Deps, run: &RunRecord) -> std::io::Result<LaunchFile> {
+    let prefix = format!("{}/", run.key.run);
+    let nodes: Vec<NodeRecord> = deps
+        .store
+        .read(move |r| r.scan::<NodeRecord>(Table::Resources, &prefix))
+        .await
+        .map_err(std::io::Error::other)?
+        .into_iter()
+        .map(|(_, n)| n)
+        .filter(|n| n.status == ResourceStatus::Created)
+        .collect();
+    let dir = deps.run_dir(&run.key.run);
+    std::fs::create_dir_all(&dir)?;
+    let cluster_file = dir.join("cluster.json");
+    let cluster = serde_json::json!({
+        "run": run.key.run,
+        "profile": run.profile,
+        "provisioner": run.provisioner,
+        "nodes": nodes.iter().map(|n| serde_json::json!({
+            "name": n.node,
+            "id": n.id,
+            "ipAddress": n.address,
+            "properties": n.properties,
+        })).collect::<Vec<_>>(),
+    });
+    std::fs::write(&cluster_file, serde_json::to_vec_pretty(&cluster).map_err(std::io::Error::other)?)?;
+    let master = run
+        .cluster
+        .nodes
+        .first()
+        .and_then(|m| nodes.iter().find(|n| &n.node == m));
+    let work_dir = master.and_then(|m| m.properties.get("workDir")).map(PathBuf::from);
+    let mut env: BTreeMap<String, String> = run.launch.env.clone();
+    let mut set = |k: &str, v: String| {
+        env.insert(k.to_string(), v);
+    };
+    set("EBB_RUN_ID", run.key.run.clone());
+    set("EBB_NAMESPACE", run.key.namespace.clone());
+    set("EBB_APP", run.key.app.clone());
+    set("EBB_PROGRAM", run.key.program.clone());
+    set("EBB_CLUSTER_FILE", cluster_file.display().to_string());
+    set("EBB_ARGS", serde_json::to_string(&run.args).map_err(std::io::Error::other)?);
+    if let Some(master) = master {
+        set("EBB_NODE", master.node.clone());
+        if let Some(address) = &master.address {
+            set("EBB_NODE_ADDRESS", address.clone());
+        }
+    }
+    if let Some(work_dir) = &work_dir {
+        set(ebb_local::sandbox::WORK_DIR_ENV, work_dir.display().to_string());
+    }
+    Ok(LaunchFile {
+        command: run.launch.command.clone(),
+        env,
+        cwd: work_dir.unwrap_or_else(|| dir.join("work")),
+    })
+}
