@@ -42,7 +42,10 @@ pub enum ServiceError {
     #[error("run '{0}' not found")]
     RunNotFound(String),
     #[error("{profile} is used by active runs ({}); wait until they are deprovisioned", runs.join(", "))]
-    ProfileInUse { profile: ProfileId, runs: Vec<String> },
+    ProfileInUse {
+        profile: ProfileId,
+        runs: Vec<String>,
+    },
     #[error(transparent)]
     Run(#[from] crate::run::RunError),
     #[error("provisioner '{0}' not found")]

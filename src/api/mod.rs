@@ -112,9 +112,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .service(resource(&format!("{PROGRAM}/runs")).get(list_runs))
             .service(resource(&format!("{PROGRAM}/runs/{{run}}")).get(get_run))
             .service(resource(&format!("{PROGRAM}/runs/{{run}}/stop")).post(stop_run))
-            .service(
-                resource(&format!("{PROGRAM}/runs/{{run}}/deprovision")).post(deprovision_run),
-            )
+            .service(resource(&format!("{PROGRAM}/runs/{{run}}/deprovision")).post(deprovision_run))
             .service(resource(&format!("{PROGRAM}/runs/{{run}}/extend")).post(extend_run))
             .service(resource(&format!("{PROGRAM}/runs/{{run}}/logs")).get(run_logs))
             .service(resource(&format!("{PROGRAM}/runs/{{run}}/events")).get(run_events)),

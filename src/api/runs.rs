@@ -82,7 +82,11 @@ pub async fn get_program(state: State, path: web::Path<ProgramPath>) -> Reply {
     }
 }
 
-pub async fn start_run(state: State, path: web::Path<ProgramPath>, args: OrDefault<Values>) -> Reply {
+pub async fn start_run(
+    state: State,
+    path: web::Path<ProgramPath>,
+    args: OrDefault<Values>,
+) -> Reply {
     let p = path.into_inner();
     let id = runs::start(&state.runtime, p.ns, p.app, p.program, args.0).await?;
     ok(&serde_json::json!({ "runId": id }))
@@ -90,12 +94,13 @@ pub async fn start_run(state: State, path: web::Path<ProgramPath>, args: OrDefau
 
 fn filter(req: &HttpRequest) -> Result<RunFilter, ApiError> {
     let q = query(req)?;
-    let limit = match q.get("limit") {
-        None => None,
-        Some(v) => Some(v.parse::<usize>().map_err(|_| {
-            ApiError::Query(format!("'limit' must be a whole number, got '{v}'"))
-        })?),
-    };
+    let limit =
+        match q.get("limit") {
+            None => None,
+            Some(v) => Some(v.parse::<usize>().map_err(|_| {
+                ApiError::Query(format!("'limit' must be a whole number, got '{v}'"))
+            })?),
+        };
     Ok(RunFilter {
         status: q.get("status").cloned(),
         limit,
@@ -162,13 +167,16 @@ pub async fn run_events(state: State, path: web::Path<RunPath>, req: HttpRequest
     let after = match q.get("after") {
         None => 0,
         Some(v) => v.parse::<u64>().map_err(|_| {
-            ApiError::Query(format!("'after' must be an event sequence number, got '{v}'"))
+            ApiError::Query(format!(
+                "'after' must be an event sequence number, got '{v}'"
+            ))
         })?,
     };
     let wait = match q.get("wait") {
         None => None,
         Some(v) => {
-            let d = ebb_spi::parse_duration(v).map_err(|m| ApiError::Query(format!("'wait' {m}")))?;
+            let d =
+                ebb_spi::parse_duration(v).map_err(|m| ApiError::Query(format!("'wait' {m}")))?;
             if d > MAX_WAIT {
                 return Err(ApiError::Query(format!(
                     "'wait' must be at most {}s, got '{v}'",
@@ -188,4 +196,3 @@ pub async fn profile_usage(state: State, id: ProfilePath) -> Reply {
 pub async fn profile_assignments(state: State, id: ProfilePath) -> Reply {
     ok(&runs::assignments(&state.runtime, id.0).await?)
 }
-

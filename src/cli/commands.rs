@@ -210,9 +210,7 @@ fn profile(client: &Client, json: bool, cmd: ProfileCmd) -> Result<(), CliError>
         }
         ProfileCmd::Enable(target) => set_status(client, json, &target, "enable"),
         ProfileCmd::Disable(target) => set_status(client, json, &target, "disable"),
-        ProfileCmd::Usage(target) => {
-            super::runs::usage(client, json, &profile_path(&target)?)
-        }
+        ProfileCmd::Usage(target) => super::runs::usage(client, json, &profile_path(&target)?),
         ProfileCmd::Assignments(target) => {
             super::runs::assignments(client, json, &profile_path(&target)?)
         }

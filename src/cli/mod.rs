@@ -322,7 +322,12 @@ pub enum RunCmd {
     Extend {
         run: String,
         /// Keep it this long from now (e.g. 30m, 2h).
-        #[arg(long, value_name = "DURATION", required_unless_present = "until", conflicts_with = "until")]
+        #[arg(
+            long,
+            value_name = "DURATION",
+            required_unless_present = "until",
+            conflicts_with = "until"
+        )]
         by: Option<String>,
         /// Keep it until this time (epoch seconds).
         #[arg(long, value_name = "EPOCH_SECONDS")]

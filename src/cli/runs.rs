@@ -50,13 +50,20 @@ pub fn app(client: &Client, json: bool, cmd: AppCmd) -> Result<(), CliError> {
                         .iter()
                         .map(|p| text(&p["name"]))
                         .collect();
-                    vec![text(&a["name"]), programs.join(", "), text(&a["description"])]
+                    vec![
+                        text(&a["name"]),
+                        programs.join(", "),
+                        text(&a["description"]),
+                    ]
                 })
                 .collect();
             table(&["APP", "PROGRAMS", "DESCRIPTION"], &rows);
         }
         AppCmd::Get { name, namespace } => {
-            show_app(json, &client.get(&format!("/v3/namespaces/{namespace}/apps/{name}"))?);
+            show_app(
+                json,
+                &client.get(&format!("/v3/namespaces/{namespace}/apps/{name}"))?,
+            );
         }
         AppCmd::Delete { name, namespace } => {
             let path = format!("/v3/namespaces/{namespace}/apps/{name}");
@@ -88,7 +95,11 @@ fn show_app(json: bool, a: &Value) {
         output::json(a);
         return;
     }
-    out!("app:         {}/{}", text(&a["namespace"]), text(&a["name"]));
+    out!(
+        "app:         {}/{}",
+        text(&a["namespace"]),
+        text(&a["name"])
+    );
     out!("description: {}", text(&a["description"]));
     if let Some(config) = a["config"].as_object().filter(|c| !c.is_empty()) {
         for (k, v) in config {
@@ -148,7 +159,11 @@ pub fn run(client: &Client, json: bool, cmd: RunCmd) -> Result<u8, CliError> {
                 let (k, v) = split_pair(pair)?;
                 body.insert(k.to_string(), json!(v));
             }
-            let v = client.call(Method::POST, &format!("{path}/start"), Some(&Value::Object(body)))?;
+            let v = client.call(
+                Method::POST,
+                &format!("{path}/start"),
+                Some(&Value::Object(body)),
+            )?;
             let id = text(&v["runId"]);
             let full = format!("{program}/{id}");
             if !wait {
@@ -214,7 +229,11 @@ pub fn run(client: &Client, json: bool, cmd: RunCmd) -> Result<u8, CliError> {
         }
         RunCmd::Stop { run, keepalive } => {
             let body = json!({ "keepalive": keepalive });
-            let v = client.call(Method::POST, &format!("{}/stop", run_path(&run)?), Some(&body))?;
+            let v = client.call(
+                Method::POST,
+                &format!("{}/stop", run_path(&run)?),
+                Some(&body),
+            )?;
             show_run(json, &v);
             Ok(0)
         }
@@ -281,7 +300,10 @@ fn clock(time: &Value) -> String {
 }
 
 fn print_event(e: &Value) {
-    let node = e["node"].as_str().map(|n| format!("node {n}: ")).unwrap_or_default();
+    let node = e["node"]
+        .as_str()
+        .map(|n| format!("node {n}: "))
+        .unwrap_or_default();
     out!("{}  {}{}", clock(&e["time"]), node, text(&e["message"]));
 }
 
@@ -306,7 +328,10 @@ fn follow(client: &Client, json: bool, path: &str, name: &str) -> Result<u8, Cli
         print_new(&format!("&wait={POLL}"))?;
         let run = client.get(path)?;
         let status = text(&run["status"]);
-        let ended = matches!(status.as_str(), "COMPLETED" | "FAILED" | "KILLED" | "REJECTED");
+        let ended = matches!(
+            status.as_str(),
+            "COMPLETED" | "FAILED" | "KILLED" | "REJECTED"
+        );
         if ended && !printed_logs && !json && run["start"].is_u64() {
             printed_logs = true;
             let logs = client.get(&format!("{path}/logs"))?;
@@ -329,7 +354,11 @@ fn summary(run: &Value, name: &str) {
     let status = text(&run["status"]);
     let cluster = text(&run["cluster"]["status"]);
     match run["failure"].as_object() {
-        Some(f) => out!("run {status} ({}: {})", text(&f["kind"]), text(&f["message"])),
+        Some(f) => out!(
+            "run {status} ({}: {})",
+            text(&f["kind"]),
+            text(&f["message"])
+        ),
         None => out!("run {status}"),
     }
     if cluster == "WAITING" {
@@ -367,9 +396,22 @@ fn show_run(json: bool, r: &Value) {
         text(&r["program"]),
         text(&r["runid"])
     );
-    out!("status:   {}{}", text(&r["status"]), if r["stopping"].as_bool() == Some(true) { " (stopping)" } else { "" });
+    out!(
+        "status:   {}{}",
+        text(&r["status"]),
+        if r["stopping"].as_bool() == Some(true) {
+            " (stopping)"
+        } else {
+            ""
+        }
+    );
     out!("profile:  {}", text(&r["profile"]));
-    out!("starting: {}  start: {}  end: {}", text(&r["starting"]), text(&r["start"]), text(&r["end"]));
+    out!(
+        "starting: {}  start: {}  end: {}",
+        text(&r["starting"]),
+        text(&r["start"]),
+        text(&r["end"])
+    );
     if let Some(code) = r["exit"]["code"].as_i64() {
         out!("exit:     {code}");
     }
@@ -380,7 +422,10 @@ fn show_run(json: bool, r: &Value) {
     out!(
         "cluster:  {}{}",
         text(&c["status"]),
-        c["expiresAt"].as_u64().map(|t| format!(" until {t}")).unwrap_or_default()
+        c["expiresAt"]
+            .as_u64()
+            .map(|t| format!(" until {t}"))
+            .unwrap_or_default()
     );
     let nodes: Vec<Vec<String>> = list(&c["nodes"])
         .iter()
@@ -418,7 +463,14 @@ pub fn usage(client: &Client, json: bool, profile_path: &str) -> Result<(), CliE
         .as_object()
         .map(|m| m.iter().map(|(k, n)| format!("{k} {n}")).collect())
         .unwrap_or_default();
-    out!("runs:        {}", if runs.is_empty() { "none".into() } else { runs.join(", ") });
+    out!(
+        "runs:        {}",
+        if runs.is_empty() {
+            "none".into()
+        } else {
+            runs.join(", ")
+        }
+    );
     out!("active runs: {}", list(&v["activeRuns"]).len());
     out!("nodes now:   {}", text(&v["nodesNow"]));
     out!("node-hours:  {:.3}", v["nodeHours"].as_f64().unwrap_or(0.0));
@@ -433,7 +485,14 @@ pub fn assignments(client: &Client, json: bool, profile_path: &str) -> Result<()
     }
     let rows: Vec<Vec<String>> = list(&v)
         .iter()
-        .map(|a| vec![text(&a["level"]), text(&a["namespace"]), text(&a["app"]), text(&a["program"])])
+        .map(|a| {
+            vec![
+                text(&a["level"]),
+                text(&a["namespace"]),
+                text(&a["app"]),
+                text(&a["program"]),
+            ]
+        })
         .collect();
     if rows.is_empty() {
         out!("(assigned nowhere)");

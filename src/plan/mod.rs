@@ -132,6 +132,9 @@ mod tests {
         assert_eq!(ready(&tasks, &[Waiting; 4]), vec![0, 2]);
         assert_eq!(ready(&tasks, &[Running, Waiting, Done, Waiting]), vec![3]);
         assert_eq!(ready(&tasks, &[Done, Waiting, Running, Waiting]), vec![1]);
-        assert_eq!(ready(&tasks, &[Done, Done, Done, Done]), Vec::<usize>::new());
+        assert_eq!(
+            ready(&tasks, &[Done, Done, Done, Done]),
+            Vec::<usize>::new()
+        );
     }
 }

@@ -204,24 +204,76 @@ mod tests {
         let id = || "i-1".to_string();
         let cases: Vec<(TaskKind, Option<NodeRecord>, Step)> = vec![
             (Create, None, Step::Create),
-            (Create, Some(record(S::RequestingCreate, None, 0)), Step::Create),
-            (Create, Some(record(S::RequestingCreate, None, 1)), Step::Find),
-            (Create, Some(record(S::PollingCreate, Some("i-1"), 0)), Step::Done),
-            (Confirm, Some(record(S::PollingCreate, Some("i-1"), 0)), Step::Describe(id())),
-            (Confirm, Some(record(S::Created, Some("i-1"), 0)), Step::Done),
+            (
+                Create,
+                Some(record(S::RequestingCreate, None, 0)),
+                Step::Create,
+            ),
+            (
+                Create,
+                Some(record(S::RequestingCreate, None, 1)),
+                Step::Find,
+            ),
+            (
+                Create,
+                Some(record(S::PollingCreate, Some("i-1"), 0)),
+                Step::Done,
+            ),
+            (
+                Confirm,
+                Some(record(S::PollingCreate, Some("i-1"), 0)),
+                Step::Describe(id()),
+            ),
+            (
+                Confirm,
+                Some(record(S::Created, Some("i-1"), 0)),
+                Step::Done,
+            ),
             (Confirm, None, Step::Done),
             (Delete, None, Step::Done),
-            (Delete, Some(record(S::RequestingCreate, None, 0)), Step::Done),
-            (Delete, Some(record(S::RequestingCreate, None, 2)), Step::Find),
-            (Delete, Some(record(S::PollingCreate, Some("i-1"), 0)), Step::Delete(id())),
-            (Delete, Some(record(S::Created, Some("i-1"), 0)), Step::Delete(id())),
-            (Delete, Some(record(S::RequestingDelete, Some("i-1"), 0)), Step::Delete(id())),
-            (Delete, Some(record(S::RequestingDelete, Some("i-1"), 1)), Step::Describe(id())),
-            (Delete, Some(record(S::PollingDelete, Some("i-1"), 0)), Step::Describe(id())),
+            (
+                Delete,
+                Some(record(S::RequestingCreate, None, 0)),
+                Step::Done,
+            ),
+            (
+                Delete,
+                Some(record(S::RequestingCreate, None, 2)),
+                Step::Find,
+            ),
+            (
+                Delete,
+                Some(record(S::PollingCreate, Some("i-1"), 0)),
+                Step::Delete(id()),
+            ),
+            (
+                Delete,
+                Some(record(S::Created, Some("i-1"), 0)),
+                Step::Delete(id()),
+            ),
+            (
+                Delete,
+                Some(record(S::RequestingDelete, Some("i-1"), 0)),
+                Step::Delete(id()),
+            ),
+            (
+                Delete,
+                Some(record(S::RequestingDelete, Some("i-1"), 1)),
+                Step::Describe(id()),
+            ),
+            (
+                Delete,
+                Some(record(S::PollingDelete, Some("i-1"), 0)),
+                Step::Describe(id()),
+            ),
             (Delete, Some(record(S::Deleted, Some("i-1"), 0)), Step::Done),
         ];
         for (kind, record, step) in cases {
-            assert_eq!(next_step(kind, record.as_ref()), step, "{kind:?} {record:?}");
+            assert_eq!(
+                next_step(kind, record.as_ref()),
+                step,
+                "{kind:?} {record:?}"
+            );
         }
     }
 
@@ -236,7 +288,10 @@ mod tests {
             properties: Default::default(),
         };
         r.adopt(&resource, 5_000);
-        assert_eq!((r.status, r.attempts, r.since_ms), (S::PollingCreate, 0, 5_000));
+        assert_eq!(
+            (r.status, r.attempts, r.since_ms),
+            (S::PollingCreate, 0, 5_000)
+        );
         resource.state = ResourceState::Running;
         r.adopt(&resource, 7_000);
         assert_eq!((r.status, r.create_time), (S::Created, Some(7)));

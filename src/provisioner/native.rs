@@ -1,8 +1,7 @@
 //! The `native` provisioner: no cluster at all; programs run on this host.
 
 use ebb_spi::{
-    Call, Context, Properties, ProvisionError, Provisioner, ProvisionerSpec, Resource,
-    ResourceKey,
+    Call, Context, Properties, ProvisionError, Provisioner, ProvisionerSpec, Resource, ResourceKey,
 };
 
 /// The provisioner's description; it takes no properties.
@@ -18,7 +17,11 @@ pub static SPEC: ProvisionerSpec = ProvisionerSpec {
 pub struct Native;
 
 fn no_resources<'a, T: Send + 'a>() -> Call<'a, T> {
-    Box::pin(async { Err(ProvisionError::fatal("the native provisioner makes no resources")) })
+    Box::pin(async {
+        Err(ProvisionError::fatal(
+            "the native provisioner makes no resources",
+        ))
+    })
 }
 
 impl Provisioner for Native {

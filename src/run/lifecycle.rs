@@ -213,11 +213,16 @@ pub fn on(run: &RunRecord, event: Event, now: u64) -> Result<Transition, RunErro
             next.cluster.status = Some(C::Deprovisioned);
             next.cluster.end = Some(now);
             Transition::new(next)
-                .note(format!("run {status} before provisioning began; nothing to deprovision"))
+                .note(format!(
+                    "run {status} before provisioning began; nothing to deprovision"
+                ))
                 .effect(Effect::Finish)
         }
         // Starting|Running --Stop|TimedOut--> same state with a stop recorded
-        ((P::Starting | P::Running, Some(cluster @ (C::Provisioning | C::Provisioned))), event @ (Event::Stop { .. } | Event::TimedOut)) => {
+        (
+            (P::Starting | P::Running, Some(cluster @ (C::Provisioning | C::Provisioned))),
+            event @ (Event::Stop { .. } | Event::TimedOut),
+        ) => {
             if matches!(event, Event::Stop { .. }) && run.stop.is_some() {
                 return Err(wrong(run, "stopped", "it is already stopping"));
             }
@@ -250,7 +255,10 @@ pub fn on(run: &RunRecord, event: Event, now: u64) -> Result<Transition, RunErro
             ));
         }
         // Waiting --Expired|TimedOut|Deprovision--> Deprovisioning
-        ((_, Some(C::Waiting)), event @ (Event::Expired | Event::TimedOut | Event::Deprovision)) => {
+        (
+            (_, Some(C::Waiting)),
+            event @ (Event::Expired | Event::TimedOut | Event::Deprovision),
+        ) => {
             next.cluster.status = Some(C::Deprovisioning);
             next.cluster.expires_at = None;
             let why = match event {
@@ -268,7 +276,10 @@ pub fn on(run: &RunRecord, event: Event, now: u64) -> Result<Transition, RunErro
             return Err(wrong(
                 run,
                 "deprovisioned",
-                format!("{}; only a WAITING cluster can be deprovisioned by hand (use force=true for one stuck DEPROVISIONING or ORPHANED)", status_text(run)),
+                format!(
+                    "{}; only a WAITING cluster can be deprovisioned by hand (use force=true for one stuck DEPROVISIONING or ORPHANED)",
+                    status_text(run)
+                ),
             ));
         }
         // Waiting --Extend--> Waiting with a new expiresAt
@@ -291,7 +302,10 @@ pub fn on(run: &RunRecord, event: Event, now: u64) -> Result<Transition, RunErro
             return Err(wrong(
                 run,
                 "extended",
-                format!("{}; only a WAITING cluster can be extended", status_text(run)),
+                format!(
+                    "{}; only a WAITING cluster can be extended",
+                    status_text(run)
+                ),
             ));
         }
         // Deprovisioning --Deprovisioned--> Deprovisioned
@@ -329,7 +343,10 @@ pub fn on(run: &RunRecord, event: Event, now: u64) -> Result<Transition, RunErro
             return Err(wrong(
                 run,
                 "force-deprovisioned",
-                format!("{}; force applies to a cluster stuck DEPROVISIONING or ORPHANED", status_text(run)),
+                format!(
+                    "{}; force applies to a cluster stuck DEPROVISIONING or ORPHANED",
+                    status_text(run)
+                ),
             ));
         }
         (_, event) => {
@@ -498,28 +515,184 @@ mod tests {
     fn every_allowed_transition() {
         use Effect::*;
         let rows: &[Row] = &[
-            (P::Pending, None, Event::Begin, P::Starting, Some(C::Provisioning), &[CreateCluster]),
-            (P::Starting, Some(C::Provisioning), Event::Provisioned, P::Starting, Some(C::Provisioned), &[Launch]),
-            (P::Starting, Some(C::Provisioning), Event::ProvisionFailed("x".into()), P::Failed, Some(C::Deprovisioning), &[DeleteCluster]),
-            (P::Starting, Some(C::Provisioning), Event::CreateStopped, P::Killed, Some(C::Deprovisioning), &[DeleteCluster]),
-            (P::Starting, Some(C::Provisioning), Event::Stop { keepalive: false }, P::Starting, Some(C::Provisioning), &[CancelCreate]),
-            (P::Starting, Some(C::Provisioning), Event::TimedOut, P::Starting, Some(C::Provisioning), &[CancelCreate]),
-            (P::Starting, Some(C::Provisioned), Event::Launched, P::Running, Some(C::Provisioned), &[]),
-            (P::Starting, Some(C::Provisioned), Event::LaunchFailed("x".into()), P::Failed, Some(C::Waiting), &[]),
-            (P::Running, Some(C::Provisioned), exit(0), P::Completed, Some(C::Deprovisioning), &[DeleteCluster]),
-            (P::Running, Some(C::Provisioned), exit(3), P::Failed, Some(C::Waiting), &[]),
-            (P::Running, Some(C::Provisioned), Event::Stop { keepalive: true }, P::Running, Some(C::Provisioned), &[Kill]),
-            (P::Running, Some(C::Provisioned), Event::TimedOut, P::Running, Some(C::Provisioned), &[Kill]),
-            (P::Pending, None, Event::Stop { keepalive: false }, P::Killed, Some(C::Deprovisioned), &[Finish]),
-            (P::Failed, Some(C::Waiting), Event::Expired, P::Failed, Some(C::Deprovisioning), &[DeleteCluster]),
-            (P::Failed, Some(C::Waiting), Event::Deprovision, P::Failed, Some(C::Deprovisioning), &[DeleteCluster]),
-            (P::Failed, Some(C::Waiting), Event::TimedOut, P::Failed, Some(C::Deprovisioning), &[DeleteCluster]),
-            (P::Failed, Some(C::Waiting), Event::Extend { expire_at: NOW + 10 }, P::Failed, Some(C::Waiting), &[]),
-            (P::Completed, Some(C::Deprovisioning), Event::Deprovisioned, P::Completed, Some(C::Deprovisioned), &[Finish]),
-            (P::Completed, Some(C::Deprovisioning), Event::DeprovisionFailed("x".into()), P::Completed, Some(C::Orphaned), &[Finish]),
-            (P::Completed, Some(C::Deprovisioning), Event::ForceDeprovision, P::Completed, Some(C::Deprovisioned), &[CancelDelete, Finish]),
-            (P::Completed, Some(C::Orphaned), Event::ForceDeprovision, P::Completed, Some(C::Deprovisioned), &[CancelDelete, Finish]),
-            (P::Completed, Some(C::Deprovisioning), Event::Expired, P::Completed, Some(C::Deprovisioning), &[]),
+            (
+                P::Pending,
+                None,
+                Event::Begin,
+                P::Starting,
+                Some(C::Provisioning),
+                &[CreateCluster],
+            ),
+            (
+                P::Starting,
+                Some(C::Provisioning),
+                Event::Provisioned,
+                P::Starting,
+                Some(C::Provisioned),
+                &[Launch],
+            ),
+            (
+                P::Starting,
+                Some(C::Provisioning),
+                Event::ProvisionFailed("x".into()),
+                P::Failed,
+                Some(C::Deprovisioning),
+                &[DeleteCluster],
+            ),
+            (
+                P::Starting,
+                Some(C::Provisioning),
+                Event::CreateStopped,
+                P::Killed,
+                Some(C::Deprovisioning),
+                &[DeleteCluster],
+            ),
+            (
+                P::Starting,
+                Some(C::Provisioning),
+                Event::Stop { keepalive: false },
+                P::Starting,
+                Some(C::Provisioning),
+                &[CancelCreate],
+            ),
+            (
+                P::Starting,
+                Some(C::Provisioning),
+                Event::TimedOut,
+                P::Starting,
+                Some(C::Provisioning),
+                &[CancelCreate],
+            ),
+            (
+                P::Starting,
+                Some(C::Provisioned),
+                Event::Launched,
+                P::Running,
+                Some(C::Provisioned),
+                &[],
+            ),
+            (
+                P::Starting,
+                Some(C::Provisioned),
+                Event::LaunchFailed("x".into()),
+                P::Failed,
+                Some(C::Waiting),
+                &[],
+            ),
+            (
+                P::Running,
+                Some(C::Provisioned),
+                exit(0),
+                P::Completed,
+                Some(C::Deprovisioning),
+                &[DeleteCluster],
+            ),
+            (
+                P::Running,
+                Some(C::Provisioned),
+                exit(3),
+                P::Failed,
+                Some(C::Waiting),
+                &[],
+            ),
+            (
+                P::Running,
+                Some(C::Provisioned),
+                Event::Stop { keepalive: true },
+                P::Running,
+                Some(C::Provisioned),
+                &[Kill],
+            ),
+            (
+                P::Running,
+                Some(C::Provisioned),
+                Event::TimedOut,
+                P::Running,
+                Some(C::Provisioned),
+                &[Kill],
+            ),
+            (
+                P::Pending,
+                None,
+                Event::Stop { keepalive: false },
+                P::Killed,
+                Some(C::Deprovisioned),
+                &[Finish],
+            ),
+            (
+                P::Failed,
+                Some(C::Waiting),
+                Event::Expired,
+                P::Failed,
+                Some(C::Deprovisioning),
+                &[DeleteCluster],
+            ),
+            (
+                P::Failed,
+                Some(C::Waiting),
+                Event::Deprovision,
+                P::Failed,
+                Some(C::Deprovisioning),
+                &[DeleteCluster],
+            ),
+            (
+                P::Failed,
+                Some(C::Waiting),
+                Event::TimedOut,
+                P::Failed,
+                Some(C::Deprovisioning),
+                &[DeleteCluster],
+            ),
+            (
+                P::Failed,
+                Some(C::Waiting),
+                Event::Extend {
+                    expire_at: NOW + 10,
+                },
+                P::Failed,
+                Some(C::Waiting),
+                &[],
+            ),
+            (
+                P::Completed,
+                Some(C::Deprovisioning),
+                Event::Deprovisioned,
+                P::Completed,
+                Some(C::Deprovisioned),
+                &[Finish],
+            ),
+            (
+                P::Completed,
+                Some(C::Deprovisioning),
+                Event::DeprovisionFailed("x".into()),
+                P::Completed,
+                Some(C::Orphaned),
+                &[Finish],
+            ),
+            (
+                P::Completed,
+                Some(C::Deprovisioning),
+                Event::ForceDeprovision,
+                P::Completed,
+                Some(C::Deprovisioned),
+                &[CancelDelete, Finish],
+            ),
+            (
+                P::Completed,
+                Some(C::Orphaned),
+                Event::ForceDeprovision,
+                P::Completed,
+                Some(C::Deprovisioned),
+                &[CancelDelete, Finish],
+            ),
+            (
+                P::Completed,
+                Some(C::Deprovisioning),
+                Event::Expired,
+                P::Completed,
+                Some(C::Deprovisioning),
+                &[],
+            ),
         ];
         for (status, cluster, event, to_status, to_cluster, effects) in rows {
             let t = on(&run(*status, *cluster), event.clone(), NOW)
@@ -535,12 +708,42 @@ mod tests {
     #[test]
     fn commands_in_the_wrong_state_are_refused() {
         let cases: &[(P, Option<C>, Event, &str)] = &[
-            (P::Completed, Some(C::Deprovisioned), Event::Stop { keepalive: false }, "already ended"),
-            (P::Failed, Some(C::Waiting), Event::Stop { keepalive: false }, "deprovision the WAITING"),
-            (P::Running, Some(C::Provisioned), Event::Deprovision, "only a WAITING"),
-            (P::Running, Some(C::Provisioned), Event::Extend { expire_at: NOW + 5 }, "only a WAITING"),
-            (P::Failed, Some(C::Waiting), Event::ForceDeprovision, "stuck DEPROVISIONING"),
-            (P::Completed, Some(C::Deprovisioned), Event::Deprovision, "only a WAITING"),
+            (
+                P::Completed,
+                Some(C::Deprovisioned),
+                Event::Stop { keepalive: false },
+                "already ended",
+            ),
+            (
+                P::Failed,
+                Some(C::Waiting),
+                Event::Stop { keepalive: false },
+                "deprovision the WAITING",
+            ),
+            (
+                P::Running,
+                Some(C::Provisioned),
+                Event::Deprovision,
+                "only a WAITING",
+            ),
+            (
+                P::Running,
+                Some(C::Provisioned),
+                Event::Extend { expire_at: NOW + 5 },
+                "only a WAITING",
+            ),
+            (
+                P::Failed,
+                Some(C::Waiting),
+                Event::ForceDeprovision,
+                "stuck DEPROVISIONING",
+            ),
+            (
+                P::Completed,
+                Some(C::Deprovisioned),
+                Event::Deprovision,
+                "only a WAITING",
+            ),
         ];
         for (status, cluster, event, fragment) in cases {
             let err = on(&run(*status, *cluster), event.clone(), NOW).expect_err("refused");
@@ -567,7 +770,13 @@ mod tests {
             })
         );
         assert_eq!(
-            on(&waiting, Event::Extend { expire_at: 900 + 3601 }, NOW),
+            on(
+                &waiting,
+                Event::Extend {
+                    expire_at: 900 + 3601
+                },
+                NOW
+            ),
             Err(RunError::ExpireBeyondTimeout { deadline: 4500 })
         );
     }
@@ -577,11 +786,21 @@ mod tests {
         let running = run(P::Running, Some(C::Provisioned));
         let failed = on(&running, exit(1), NOW).expect("exit");
         assert_eq!(failed.run.cluster.expires_at, Some(NOW + 120));
-        assert_eq!(failed.run.failure.as_ref().map(|f| f.kind), Some(FailureKind::Program));
+        assert_eq!(
+            failed.run.failure.as_ref().map(|f| f.kind),
+            Some(FailureKind::Program)
+        );
 
         let stopped = on(&running, Event::Stop { keepalive: true }, NOW).expect("stop");
-        let killed = on(&stopped.run, Event::Exited(Exit { code: None, signal: Some(15) }), NOW)
-            .expect("exit");
+        let killed = on(
+            &stopped.run,
+            Event::Exited(Exit {
+                code: None,
+                signal: Some(15),
+            }),
+            NOW,
+        )
+        .expect("exit");
         assert_eq!(killed.run.status, P::Killed);
         assert_eq!(killed.run.cluster.expires_at, Some(NOW + 60));
 
@@ -606,7 +825,10 @@ mod tests {
         let stopping = on(&running, Event::TimedOut, NOW).expect("timeout");
         let ended = on(&stopping.run, exit(0), NOW).expect("exit");
         assert_eq!(ended.run.status, P::Killed);
-        assert_eq!(ended.run.failure.map(|f| f.kind), Some(FailureKind::Timeout));
+        assert_eq!(
+            ended.run.failure.map(|f| f.kind),
+            Some(FailureKind::Timeout)
+        );
         assert_eq!(ended.run.cluster.status, Some(C::Deprovisioning));
         assert_eq!(next_deadline(&stopping.run), None, "the timeout fires once");
     }
@@ -622,11 +844,23 @@ mod tests {
             next_deadline(&run(P::Running, Some(C::Provisioned))),
             Some((4_500, Event::TimedOut))
         );
-        assert_eq!(next_deadline(&run(P::Completed, Some(C::Deprovisioning))), None);
+        assert_eq!(
+            next_deadline(&run(P::Completed, Some(C::Deprovisioning))),
+            None
+        );
 
-        assert_eq!(resume(&run(P::Starting, Some(C::Provisioning))), [Effect::CreateCluster]);
-        assert_eq!(resume(&run(P::Running, Some(C::Provisioned))), [Effect::Launch]);
-        assert_eq!(resume(&run(P::Failed, Some(C::Deprovisioning))), [Effect::DeleteCluster]);
+        assert_eq!(
+            resume(&run(P::Starting, Some(C::Provisioning))),
+            [Effect::CreateCluster]
+        );
+        assert_eq!(
+            resume(&run(P::Running, Some(C::Provisioned))),
+            [Effect::Launch]
+        );
+        assert_eq!(
+            resume(&run(P::Failed, Some(C::Deprovisioning))),
+            [Effect::DeleteCluster]
+        );
         assert_eq!(resume(&run(P::Failed, Some(C::Waiting))), []);
     }
 }

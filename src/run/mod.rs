@@ -316,7 +316,13 @@ mod tests {
 
     #[test]
     fn secret_looking_names_are_redacted() {
-        for name in ["apiKey", "PASSWORD", "client_secret", "authToken", "sshKeyPath"] {
+        for name in [
+            "apiKey",
+            "PASSWORD",
+            "client_secret",
+            "authToken",
+            "sshKeyPath",
+        ] {
             assert_eq!(redact(name, "v"), "***", "{name}");
         }
         for name in ["nodes", "keepalive", "zone"] {

@@ -365,7 +365,9 @@ fn check_filter(filter: &RunFilter) -> Result<(), ServiceError> {
         if !known {
             return Err(ServiceError::invalid(
                 "status",
-                format!("'{status}' is not a run or cluster status (PENDING, STARTING, RUNNING, COMPLETED, FAILED, KILLED, REJECTED, PROVISIONING, PROVISIONED, WAITING, DEPROVISIONING, DEPROVISIONED, ORPHANED)"),
+                format!(
+                    "'{status}' is not a run or cluster status (PENDING, STARTING, RUNNING, COMPLETED, FAILED, KILLED, REJECTED, PROVISIONING, PROVISIONED, WAITING, DEPROVISIONING, DEPROVISIONED, ORPHANED)"
+                ),
             ));
         }
     }
@@ -579,9 +581,7 @@ fn runs_of_profile(r: &impl Read, id: &ProfileId) -> Result<Vec<RunRecord>, Stor
     Ok(r.scan::<RunRecord>(Table::Runs, &prefix)?
         .into_iter()
         .map(|(_, run)| run)
-        .filter(|run| {
-            ProfileId::parse_scoped(&run.key.namespace, &run.profile).as_ref() == Ok(id)
-        })
+        .filter(|run| ProfileId::parse_scoped(&run.key.namespace, &run.profile).as_ref() == Ok(id))
         .collect())
 }
 

@@ -105,7 +105,10 @@ impl Runtime {
                 Ok::<_, StoreError>(runs)
             })
             .await?;
-        let live: Vec<RunRecord> = runs.into_iter().filter(RunRecord::needs_supervisor).collect();
+        let live: Vec<RunRecord> = runs
+            .into_iter()
+            .filter(RunRecord::needs_supervisor)
+            .collect();
         let count = live.len();
         for run in live {
             self.spawn(run);

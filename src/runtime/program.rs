@@ -225,7 +225,11 @@ fn shim_inner(run_dir: &Path) -> io::Result<()> {
     command
         .args(args)
         .env_clear()
-        .envs(PASSED_ENV.iter().filter_map(|k| Some((*k, std::env::var_os(k)?))))
+        .envs(
+            PASSED_ENV
+                .iter()
+                .filter_map(|k| Some((*k, std::env::var_os(k)?))),
+        )
         .envs(&launch.env)
         .current_dir(&launch.cwd)
         .stdin(Stdio::null())

@@ -83,7 +83,12 @@ impl RunSupervisor {
         Ok(())
     }
 
-    fn after_persist(&mut self, saved: Result<(), StoreError>, t: Transition, ctx: &mut Context<Self>) {
+    fn after_persist(
+        &mut self,
+        saved: Result<(), StoreError>,
+        t: Transition,
+        ctx: &mut Context<Self>,
+    ) {
         if let Err(e) = saved {
             // The record on disk is the last good state; a restart resumes from it.
             tracing::error!(run.id = %self.run.key.run, error = %e, "cannot persist a run transition; supervisor stops");
@@ -334,12 +339,22 @@ pub async fn persist(deps: &Deps, t: &Transition, leftovers: bool) -> Result<(),
                     .into_iter()
                     .map(|(_, n)| n)
                     .filter(NodeRecord::may_exist)
-                    .map(|n| format!("{} ({}, {:?})", n.node, n.id.as_deref().unwrap_or("id unknown"), n.status))
+                    .map(|n| {
+                        format!(
+                            "{} ({}, {:?})",
+                            n.node,
+                            n.id.as_deref().unwrap_or("id unknown"),
+                            n.status
+                        )
+                    })
                     .collect();
                 let message = if left.is_empty() {
                     "no resource was left behind".to_string()
                 } else {
-                    format!("resources that may have been left behind: {}", left.join(", "))
+                    format!(
+                        "resources that may have been left behind: {}",
+                        left.join(", ")
+                    )
                 };
                 events::append(tx, &run.key.run, EventKind::Error, None, message)?;
             }
@@ -377,13 +392,18 @@ async fn launch_file(deps: &Deps, run: &RunRecord) -> std::io::Result<LaunchFile
             "properties": n.properties,
         })).collect::<Vec<_>>(),
     });
-    std::fs::write(&cluster_file, serde_json::to_vec_pretty(&cluster).map_err(std::io::Error::other)?)?;
+    std::fs::write(
+        &cluster_file,
+        serde_json::to_vec_pretty(&cluster).map_err(std::io::Error::other)?,
+    )?;
     let master = run
         .cluster
         .nodes
         .first()
         .and_then(|m| nodes.iter().find(|n| &n.node == m));
-    let work_dir = master.and_then(|m| m.properties.get("workDir")).map(PathBuf::from);
+    let work_dir = master
+        .and_then(|m| m.properties.get("workDir"))
+        .map(PathBuf::from);
     let mut env: BTreeMap<String, String> = run.launch.env.clone();
     let mut set = |k: &str, v: String| {
         env.insert(k.to_string(), v);
@@ -393,7 +413,10 @@ async fn launch_file(deps: &Deps, run: &RunRecord) -> std::io::Result<LaunchFile
     set("EBB_APP", run.key.app.clone());
     set("EBB_PROGRAM", run.key.program.clone());
     set("EBB_CLUSTER_FILE", cluster_file.display().to_string());
-    set("EBB_ARGS", serde_json::to_string(&run.args).map_err(std::io::Error::other)?);
+    set(
+        "EBB_ARGS",
+        serde_json::to_string(&run.args).map_err(std::io::Error::other)?,
+    );
     if let Some(master) = master {
         set("EBB_NODE", master.node.clone());
         if let Some(address) = &master.address {
@@ -401,7 +424,10 @@ async fn launch_file(deps: &Deps, run: &RunRecord) -> std::io::Result<LaunchFile
         }
     }
     if let Some(work_dir) = &work_dir {
-        set(ebb_local::sandbox::WORK_DIR_ENV, work_dir.display().to_string());
+        set(
+            ebb_local::sandbox::WORK_DIR_ENV,
+            work_dir.display().to_string(),
+        );
     }
     Ok(LaunchFile {
         command: run.launch.command.clone(),

@@ -130,9 +130,9 @@ pub async fn execute(deps: &Deps, spec: &TaskSpec) -> TaskOutcome {
         // Persist, then act: record that a create or delete is about to be requested.
         let before = match &step {
             Step::Create => {
-                let mut r = record
-                    .clone()
-                    .unwrap_or_else(|| NodeRecord::new(&spec.node, ResourceStatus::RequestingCreate, now));
+                let mut r = record.clone().unwrap_or_else(|| {
+                    NodeRecord::new(&spec.node, ResourceStatus::RequestingCreate, now)
+                });
                 r.attempts += 1;
                 Some((r, (tries == 0).then_some("create requested")))
             }
@@ -147,8 +147,10 @@ pub async fn execute(deps: &Deps, spec: &TaskSpec) -> TaskOutcome {
             _ => None,
         };
         if let Some((r, note)) = before {
-            let notes: Vec<(EventKind, String)> =
-                note.map(|n| (EventKind::Task, n.to_string())).into_iter().collect();
+            let notes: Vec<(EventKind, String)> = note
+                .map(|n| (EventKind::Task, n.to_string()))
+                .into_iter()
+                .collect();
             if let Err(e) = save(deps, &spec.run, &store_key, &r, notes).await {
                 return store_failure(e);
             }
@@ -171,13 +173,25 @@ pub async fn execute(deps: &Deps, spec: &TaskSpec) -> TaskOutcome {
                 .describe(ctx, id)
                 .await
                 .map(|found| described(spec.kind, record.as_ref(), id, found, now_ms())),
-            Step::Delete(id) => spec.provisioner.delete(ctx, id).await.map(|()| Progress::Again),
+            Step::Delete(id) => spec
+                .provisioner
+                .delete(ctx, id)
+                .await
+                .map(|()| Progress::Again),
             Step::Done => unreachable!("handled above"),
         };
         match outcome {
             Ok(Progress::Save(r, note)) => {
                 tries = 0;
-                if let Err(e) = save(deps, &spec.run, &store_key, &r, vec![(EventKind::Task, note)]).await {
+                if let Err(e) = save(
+                    deps,
+                    &spec.run,
+                    &store_key,
+                    &r,
+                    vec![(EventKind::Task, note)],
+                )
+                .await
+                {
                     return store_failure(e);
                 }
                 record = Some(r);
@@ -189,7 +203,10 @@ pub async fn execute(deps: &Deps, spec: &TaskSpec) -> TaskOutcome {
                 match polls.delay(tries, since, now_ms(), fastrand::f64()) {
                     Some(delay) => tokio::time::sleep(delay).await,
                     None => {
-                        let message = format!("gave up after {}: {what}", humantime::format_duration(spec.budget));
+                        let message = format!(
+                            "gave up after {}: {what}",
+                            humantime::format_duration(spec.budget)
+                        );
                         let _ = note(deps, &spec.run, &spec.node, EventKind::Error, &message).await;
                         return TaskOutcome::Failed(format!("node {}: {message}", spec.node));
                     }
@@ -208,17 +225,25 @@ pub async fn execute(deps: &Deps, spec: &TaskSpec) -> TaskOutcome {
                     Some(delay) => {
                         let message = format!(
                             "{step_name} failed (try {tries}), retrying in {}: {}",
-                            humantime::format_duration(Duration::from_millis(delay.as_millis() as u64)),
+                            humantime::format_duration(Duration::from_millis(
+                                delay.as_millis() as u64
+                            )),
                             e.message
                         );
-                        if let Err(e) = note(deps, &spec.run, &spec.node, EventKind::Retry, &message).await {
+                        if let Err(e) =
+                            note(deps, &spec.run, &spec.node, EventKind::Retry, &message).await
+                        {
                             return store_failure(e);
                         }
                         tokio::time::sleep(delay).await;
                     }
                     None => {
                         let message = if e.retryable {
-                            format!("{step_name} kept failing for {} ({tries} tries): {}", humantime::format_duration(spec.budget), e.message)
+                            format!(
+                                "{step_name} kept failing for {} ({tries} tries): {}",
+                                humantime::format_duration(spec.budget),
+                                e.message
+                            )
                         } else {
                             format!("{step_name} failed: {}", e.message)
                         };
@@ -284,7 +309,10 @@ fn found_resource(
             let Progress::Save(r, _) = adopt(Some(record), &resource, now) else {
                 unreachable!("adopt always saves")
             };
-            Progress::Save(r, format!("found {} made by an earlier create", resource.id))
+            Progress::Save(
+                r,
+                format!("found {} made by an earlier create", resource.id),
+            )
         }
         None => {
             let mut r = record.clone();
@@ -320,7 +348,9 @@ fn described(
             r.adopt(&res, now);
             Progress::Save(r, format!("ready: {}", describe_resource(&res)))
         }
-        (TaskKind::Confirm, Some(res)) => Progress::Poll(format!("{} is still {:?}", res.id, res.state)),
+        (TaskKind::Confirm, Some(res)) => {
+            Progress::Poll(format!("{} is still {:?}", res.id, res.state))
+        }
         (TaskKind::Confirm, None) => Progress::Poll(format!("{id} is not visible")),
         (_, None) => {
             r.enter(ResourceStatus::Deleted, now);
@@ -364,7 +394,13 @@ async fn save(
     Ok(())
 }
 
-async fn note(deps: &Deps, run: &str, node: &str, kind: EventKind, message: &str) -> Result<(), StoreError> {
+async fn note(
+    deps: &Deps,
+    run: &str,
+    node: &str,
+    kind: EventKind,
+    message: &str,
+) -> Result<(), StoreError> {
     let (run_id, node, message) = (run.to_string(), node.to_string(), message.to_string());
     deps.store
         .write(move |tx| events::append(tx, &run_id, kind, Some(&node), message))

@@ -251,3 +251,9 @@ pub fn profile_body(provisioner: &str, props: &[(&str, &str, bool)]) -> Value {
         .collect();
     serde_json::json!({"provisioner": {"name": provisioner, "properties": props}})
 }
+
+impl Server {
+    pub fn post_json(&self, path: &str, body: Value) -> (u16, Value) {
+        self.send(reqwest::Method::POST, path, Some(body.to_string()), None)
+    }
+}

@@ -2,8 +2,10 @@
 //! One test binary (modules below) to keep link time down.
 
 mod harness;
+mod runs_support;
 
 mod cli;
+mod crash;
 mod namespaces;
 mod preferences;
 mod profiles;

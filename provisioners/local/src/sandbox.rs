@@ -253,7 +253,10 @@ mod tests {
         assert_eq!(a, again, "a repeated create finds the first sandbox");
         assert_ne!(a.address, b.address);
         assert_eq!(a.address.as_deref(), Some("127.0.1.1"));
-        assert_eq!(sandboxes.find(&key("worker-1")).expect("find"), Some(b.clone()));
+        assert_eq!(
+            sandboxes.find(&key("worker-1")).expect("find"),
+            Some(b.clone())
+        );
         assert_eq!(sandboxes.list().expect("list").len(), 2);
 
         let dir = PathBuf::from(&a.properties["workDir"]);

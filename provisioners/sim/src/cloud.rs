@@ -112,7 +112,10 @@ impl Cloud {
     /// Opens (creating if needed) the cloud kept in `dir`.
     pub fn open(dir: &Path, behaviour: Behaviour) -> Result<Cloud, ProvisionError> {
         fs::create_dir_all(dir.join("resources")).map_err(|e| {
-            ProvisionError::fatal(format!("cannot create sim state dir {}: {e}", dir.display()))
+            ProvisionError::fatal(format!(
+                "cannot create sim state dir {}: {e}",
+                dir.display()
+            ))
         })?;
         Ok(Cloud {
             dir: dir.to_path_buf(),
@@ -191,7 +194,12 @@ impl Cloud {
     }
 
     /// Fails the call now and then, as `transientErrorRate` asks, before it does anything.
-    fn transient(&self, op: &str, id: Option<&str>, tags: Option<&Tags>) -> Result<(), ProvisionError> {
+    fn transient(
+        &self,
+        op: &str,
+        id: Option<&str>,
+        tags: Option<&Tags>,
+    ) -> Result<(), ProvisionError> {
         if self.behaviour.transient_error_rate > 0.0
             && fastrand::f64() < self.behaviour.transient_error_rate
         {
@@ -204,16 +212,19 @@ impl Cloud {
 
     fn read(&self, id: &str) -> Result<Option<Instance>, ProvisionError> {
         match fs::read(self.path(id)) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map(Some)
-                .map_err(|e| ProvisionError::fatal(format!("sim instance {id} is unreadable: {e}"))),
+            Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+                ProvisionError::fatal(format!("sim instance {id} is unreadable: {e}"))
+            }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(io("read instance", e)),
         }
     }
 
     fn write(&self, instance: &Instance) -> Result<(), ProvisionError> {
-        let tmp = self.dir.join("resources").join(format!(".{}.tmp", instance.id));
+        let tmp = self
+            .dir
+            .join("resources")
+            .join(format!(".{}.tmp", instance.id));
         let bytes = serde_json::to_vec_pretty(instance).expect("an instance serializes");
         fs::write(&tmp, bytes).map_err(|e| io("write instance", e))?;
         fs::rename(&tmp, self.path(&instance.id)).map_err(|e| io("write instance", e))
@@ -270,11 +281,18 @@ impl Cloud {
             deleted_at: None,
             ready_at: created + self.behaviour.create_latency.as_secs_f64(),
             gone_at: None,
-            address: format!("10.{}.{}.{}", (bits >> 8) as u8, (bits >> 16) as u8, (bits >> 24) as u8 | 1),
+            address: format!(
+                "10.{}.{}.{}",
+                (bits >> 8) as u8,
+                (bits >> 16) as u8,
+                (bits >> 24) as u8 | 1
+            ),
         };
         instance.state = instance.state_at(created);
         self.write(&instance)?;
-        if self.behaviour.lost_create_rate > 0.0 && fastrand::f64() < self.behaviour.lost_create_rate {
+        if self.behaviour.lost_create_rate > 0.0
+            && fastrand::f64() < self.behaviour.lost_create_rate
+        {
             let message = "RequestTimeout: the instance was created but the response was lost";
             self.log("create", Some(&id), Some(tags), Some(message));
             return Err(ProvisionError::retryable(message));
@@ -359,7 +377,10 @@ mod tests {
             .into_iter()
             .map(|c| c.op)
             .collect();
-        assert_eq!(ops, ["create", "create", "list", "delete", "describe", "delete"]);
+        assert_eq!(
+            ops,
+            ["create", "create", "list", "delete", "describe", "delete"]
+        );
         let states: Vec<InstanceState> = Cloud::instances(dir.path())
             .expect("instances")
             .into_iter()
@@ -380,7 +401,10 @@ mod tests {
         let r = cloud.create(&tags("master")).expect("create");
         assert_eq!(r.state, ResourceState::Pending);
         cloud.delete(&r.id).expect("delete");
-        let seen = cloud.describe(&r.id).expect("describe").expect("still there");
+        let seen = cloud
+            .describe(&r.id)
+            .expect("describe")
+            .expect("still there");
         assert_eq!(seen.state, ResourceState::Deleting);
     }
 
@@ -406,7 +430,10 @@ mod tests {
             .expect("open")
             .create(&tags("worker-1"))
             .expect_err("over quota");
-        assert!(!err.retryable && err.message.contains("quota of 1"), "{err}");
+        assert!(
+            !err.retryable && err.message.contains("quota of 1"),
+            "{err}"
+        );
 
         let fail = Behaviour {
             fail_create: true,

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use ebb_spi::resource::{RETRY_BUDGET, node_count, node_names};
 use ebb_spi::{
-    Call, Context, PropertyKind, PropertySpec, ProvisionError, Properties, Provisioner,
+    Call, Context, Properties, PropertyKind, PropertySpec, ProvisionError, Provisioner,
     ProvisionerSpec, Resource, ResourceKey, Tags,
 };
 

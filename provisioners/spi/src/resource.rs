@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{PropertyKind, PropertySpec, Properties};
+use crate::{Properties, PropertyKind, PropertySpec};
 
 /// Tag carrying the run id on every resource ebb creates.
 pub const TAG_RUN: &str = "ebb:run";

@@ -1,0 +1,172 @@
+//! Helpers for run tests: apps, sim profiles, starting runs, waiting, and reading the sim
+//! cloud's state directory.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::harness::Server;
+
+/// Deploys app `app` in `default` with one program `p` running `script` under `sh -c`.
+pub fn deploy(server: &Server, app: &str, script: &str, extra: Value) -> Value {
+    let mut program = json!({"type": "workflows", "name": "p", "command": ["sh", "-c", script]});
+    if let (Some(p), Some(e)) = (program.as_object_mut(), extra.as_object()) {
+        p.extend(e.clone());
+    }
+    let (code, body) = server.put(
+        &format!("/v3/namespaces/default/apps/{app}"),
+        json!({ "programs": [program] }),
+    );
+    assert_eq!(code, 200, "{body}");
+    body
+}
+
+/// Creates USER profile `name` in `default` for the sim provisioner.
+pub fn sim_profile(
+    server: &Server,
+    name: &str,
+    state_dir: &Path,
+    props: &[(&str, &str)],
+    keepalive_failed: u64,
+    timeout: Option<u64>,
+) {
+    let mut properties = vec![
+        json!({"name": "stateDir", "value": state_dir.to_str().expect("utf-8"), "isEditable": true}),
+    ];
+    for (k, v) in props {
+        properties.push(json!({"name": k, "value": v, "isEditable": true}));
+    }
+    let mut body = json!({
+        "provisioner": {"name": "sim", "properties": properties},
+        "keepalive": {"failed": keepalive_failed, "killed": 60},
+    });
+    if let Some(t) = timeout {
+        body["timeout"] = json!(t);
+    }
+    let (code, reply) = server.put(&format!("/v3/namespaces/default/profiles/{name}"), body);
+    assert_eq!(code, 200, "{reply}");
+}
+
+/// The path of program `p` of `app`.
+pub fn program(app: &str) -> String {
+    format!("/v3/namespaces/default/apps/{app}/workflows/p")
+}
+
+/// Starts a run of `app`'s program with `args`; returns the run's path.
+pub fn start(server: &Server, app: &str, args: Value) -> String {
+    let (code, body) = server.post_json(&format!("{}/start", program(app)), args);
+    assert_eq!(code, 200, "{body}");
+    format!(
+        "{}/runs/{}",
+        program(app),
+        body["runId"].as_str().expect("runId")
+    )
+}
+
+/// Polls run `path` until `done` holds (or panics after `limit`); returns the run.
+#[track_caller]
+pub fn wait_until(
+    server: &Server,
+    path: &str,
+    limit: Duration,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let started = Instant::now();
+    loop {
+        let (code, run) = server.get(path);
+        assert_eq!(code, 200, "{run}");
+        if done(&run) {
+            return run;
+        }
+        if started.elapsed() > limit {
+            let (_, events) = server.get(&format!("{path}/events"));
+            panic!("run never reached the expected state: {run}\nevents: {events}");
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// Waits until the run's cluster is DEPROVISIONED.
+#[track_caller]
+pub fn wait_deprovisioned(server: &Server, path: &str) -> Value {
+    wait_until(server, path, Duration::from_secs(60), |r| {
+        r["cluster"]["status"] == "DEPROVISIONED"
+    })
+}
+
+pub fn status(run: &Value) -> (String, String) {
+    (
+        run["status"].as_str().unwrap_or("-").to_string(),
+        run["cluster"]["status"].as_str().unwrap_or("-").to_string(),
+    )
+}
+
+/// One line of the sim's call log.
+pub fn calls(state_dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(state_dir.join("calls.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("call log line"))
+        .collect()
+}
+
+/// Every instance the sim holds.
+pub fn instances(state_dir: &Path) -> Vec<Value> {
+    let Ok(entries) = std::fs::read_dir(state_dir.join("resources")) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .map(|p| serde_json::from_slice(&std::fs::read(p).expect("read")).expect("instance"))
+        .collect()
+}
+
+/// Checks the sim cloud after every run is over: each node got exactly one instance, every
+/// instance was deleted exactly once and is terminated.
+#[track_caller]
+pub fn assert_clean(state_dir: &Path, runs: &[&str], nodes: usize) {
+    let all = instances(state_dir);
+    for run in runs {
+        let run_id = run.rsplit('/').next().expect("id");
+        let mine: Vec<&Value> = all
+            .iter()
+            .filter(|i| i["tags"]["ebb:run"] == run_id)
+            .collect();
+        let mut names: Vec<&str> = mine
+            .iter()
+            .map(|i| i["tags"]["ebb:node"].as_str().expect("node"))
+            .collect();
+        names.sort();
+        let before = names.len();
+        names.dedup();
+        assert_eq!(
+            before,
+            names.len(),
+            "a node of run {run_id} was created twice: {mine:?}"
+        );
+        assert_eq!(names.len(), nodes, "run {run_id}: {mine:?}");
+    }
+    let log = calls(state_dir);
+    for instance in &all {
+        let id = instance["id"].as_str().expect("id");
+        assert_eq!(
+            instance["state"], "terminated",
+            "instance left behind: {instance}"
+        );
+        let deletes = log
+            .iter()
+            .filter(|c| c["op"] == "delete" && c["id"] == id && c["ok"] == true)
+            .count();
+        assert_eq!(deletes, 1, "instance {id} deleted {deletes} times");
+    }
+}
+
+/// A fresh directory under `dir`.
+pub fn sub(dir: &tempfile::TempDir, name: &str) -> PathBuf {
+    let p = dir.path().join(name);
+    std::fs::create_dir_all(&p).expect("mkdir");
+    p
+}
