@@ -137,7 +137,7 @@ fn program_path(program: &str) -> Result<String, CliError> {
 /// `NS/APP/PROGRAM/RUN` as an API path.
 fn run_path(run: &str) -> Result<String, CliError> {
     match run.rsplit_once('/') {
-        Some((program, id)) if !id.is_empty() => {
+        Some((program, id)) if !id.is_empty() && run.split('/').count() == 4 => {
             Ok(format!("{}/runs/{id}", program_path(program)?))
         }
         _ => Err(CliError::Usage(format!(

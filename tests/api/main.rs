@@ -10,4 +10,5 @@ mod namespaces;
 mod preferences;
 mod profiles;
 mod provisioners;
+mod runs;
 mod server;

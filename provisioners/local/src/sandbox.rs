@@ -212,23 +212,27 @@ fn signal(pid: i32, sig: rustix::process::Signal) {
 }
 
 /// SIGTERM to every process started in `dir`, SIGKILL to those still there after a grace.
+/// Returns once two scans in a row find none, so a process missed by one scan of a busy
+/// `/proc` is caught by the next.
 fn stop_processes_in(dir: &Path) {
-    let pids = processes_in(dir);
-    if pids.is_empty() {
-        return;
-    }
-    for pid in &pids {
-        signal(*pid, rustix::process::Signal::TERM);
-    }
     let deadline = Instant::now() + STOP_GRACE;
-    while Instant::now() < deadline {
-        if processes_in(dir).is_empty() {
-            return;
+    let mut quiet_scans = 0;
+    while quiet_scans < 2 {
+        let pids = processes_in(dir);
+        if pids.is_empty() {
+            quiet_scans += 1;
+        } else {
+            quiet_scans = 0;
+            let sig = if Instant::now() < deadline {
+                rustix::process::Signal::TERM
+            } else {
+                rustix::process::Signal::KILL
+            };
+            for pid in pids {
+                signal(pid, sig);
+            }
         }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    for pid in processes_in(dir) {
-        signal(pid, rustix::process::Signal::KILL);
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
@@ -266,8 +270,13 @@ mod tests {
             .spawn()
             .expect("spawn sleep");
         sandboxes.delete(&a.id).expect("delete");
-        let status = child.wait().expect("wait");
-        assert!(!status.success(), "the sandbox's process was stopped");
+        let stopped = (0..500).find_map(|_| {
+            std::thread::sleep(Duration::from_millis(10));
+            child.try_wait().expect("try_wait")
+        });
+        let _ = child.kill();
+        let status = stopped.expect("the sandbox's process was stopped");
+        assert!(!status.success(), "ended by a signal: {status:?}");
         assert!(!dir.exists());
         assert_eq!(sandboxes.describe(&a.id).expect("describe"), None);
         sandboxes.delete(&a.id).expect("deleting again succeeds");
