@@ -39,6 +39,17 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     use runs::*;
     cfg.service(
         web::scope("/v3")
+            // Runs first: the router tries resources in order, and these are the busiest.
+            .service(resource(&format!("{PROGRAM}/runs/{{run}}/events")).get(run_events))
+            .service(resource(&format!("{PROGRAM}/runs/{{run}}")).get(get_run))
+            .service(resource(&format!("{PROGRAM}/start")).post(start_run))
+            .service(resource("/namespaces/{ns}/runs").get(list_namespace_runs))
+            .service(resource(PROGRAM).get(get_program))
+            .service(resource(&format!("{PROGRAM}/runs")).get(list_runs))
+            .service(resource(&format!("{PROGRAM}/runs/{{run}}/stop")).post(stop_run))
+            .service(resource(&format!("{PROGRAM}/runs/{{run}}/deprovision")).post(deprovision_run))
+            .service(resource(&format!("{PROGRAM}/runs/{{run}}/extend")).post(extend_run))
+            .service(resource(&format!("{PROGRAM}/runs/{{run}}/logs")).get(run_logs))
             .service(resource("/health").get(health))
             .service(resource("/namespaces").get(list_namespaces))
             .service(
@@ -105,17 +116,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                     .get(get_preferences)
                     .put(put_preferences)
                     .delete(delete_preferences),
-            )
-            .service(resource("/namespaces/{ns}/runs").get(list_namespace_runs))
-            .service(resource(PROGRAM).get(get_program))
-            .service(resource(&format!("{PROGRAM}/start")).post(start_run))
-            .service(resource(&format!("{PROGRAM}/runs")).get(list_runs))
-            .service(resource(&format!("{PROGRAM}/runs/{{run}}")).get(get_run))
-            .service(resource(&format!("{PROGRAM}/runs/{{run}}/stop")).post(stop_run))
-            .service(resource(&format!("{PROGRAM}/runs/{{run}}/deprovision")).post(deprovision_run))
-            .service(resource(&format!("{PROGRAM}/runs/{{run}}/extend")).post(extend_run))
-            .service(resource(&format!("{PROGRAM}/runs/{{run}}/logs")).get(run_logs))
-            .service(resource(&format!("{PROGRAM}/runs/{{run}}/events")).get(run_events)),
+            ),
     )
     .default_service(web::to(no_route));
 }

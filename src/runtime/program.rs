@@ -78,12 +78,19 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> io::Result<Option<T
     }
 }
 
+/// Writes `value` to `path` so that a reader sees the old file or the whole new one, never
+/// a torn one (a temporary file, then a rename). No fsync: these files must survive a crash
+/// of a process, not of the machine (a machine crash ends the program too).
 fn write_json<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
     let tmp = path.with_extension("tmp");
-    let file = File::create(&tmp)?;
-    serde_json::to_writer(&file, value).map_err(io::Error::other)?;
-    file.sync_all()?;
+    fs::write(&tmp, serde_json::to_vec(value).map_err(io::Error::other)?)?;
     fs::rename(&tmp, path)
+}
+
+/// Writes `value` to `path` in place: for files whose readers cope with a missing or torn
+/// file by starting over (`launch.json` is rewritten on every launch attempt).
+fn write_json_in_place<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
+    fs::write(path, serde_json::to_vec(value).map_err(io::Error::other)?)
 }
 
 fn open_lock(run_dir: &Path) -> io::Result<File> {
@@ -126,7 +133,7 @@ pub fn start(exe: &Path, run_dir: &Path, launch: &LaunchFile) -> io::Result<Star
         return ended(run_dir);
     }
     fs::create_dir_all(&launch.cwd)?;
-    write_json(&run_dir.join(LAUNCH), launch)?;
+    write_json_in_place(&run_dir.join(LAUNCH), launch)?;
     let stdout = File::create(run_dir.join(STDOUT))?;
     let stderr = File::create(run_dir.join(STDERR))?;
     let child = tokio::process::Command::new(exe)

@@ -1,0 +1,151 @@
+//! Lifecycle throughput and latency: drives many runs of a 3-node `sim` cluster (zero
+//! latency, an instant program) through start → PROVISIONED → RUNNING → COMPLETED →
+//! DEPROVISIONED against a real `ebb serve` with its durable store on disk.
+//!
+//! `cargo bench --bench lifecycle` (defaults: 1000 runs, 32 clients). Override with
+//! `EBB_BENCH_RUNS` and `EBB_BENCH_CLIENTS`, and the disk with `EBB_BENCH_DIR` (default:
+//! the target directory). Each client starts a run, then long-polls its
+//! events until `cluster DEPROVISIONED`; latency is measured by the client from the start
+//! request to that event's arrival.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn main() {
+    let runs = env_usize("EBB_BENCH_RUNS", 1000);
+    let clients = env_usize("EBB_BENCH_CLIENTS", 32);
+    let base = std::env::var("EBB_BENCH_DIR").unwrap_or_else(|_| env!("CARGO_TARGET_TMPDIR").into());
+    let dir = tempfile::tempdir_in(base).expect("tempdir");
+    let data = dir.path().join("data");
+    let sim = dir.path().join("sim");
+
+    let mut server = Command::new(env!("CARGO_BIN_EXE_ebb"))
+        .args(["serve", "--bind", "127.0.0.1:0", "--log-format", "json"])
+        .arg("--data-dir")
+        .arg(&data)
+        .env("EBB_LOG", "warn,ebb::server=info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start ebb serve");
+    let stderr = server.stderr.take().expect("stderr");
+    let mut lines = BufReader::new(stderr).lines();
+    let url = loop {
+        let line = lines.next().expect("server exited").expect("read log");
+        let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+        if v["message"] == "listening" {
+            break v["url"].as_str().expect("url").to_string();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+
+    let http = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .pool_max_idle_per_host(clients)
+        .build()
+        .expect("client");
+    let put = |path: &str, body: Value| {
+        let res = http
+            .put(format!("{url}{path}"))
+            .json(&body)
+            .send()
+            .expect("put");
+        assert!(
+            res.status().is_success(),
+            "{path}: {}",
+            res.text().unwrap_or_default()
+        );
+    };
+    put(
+        "/v3/namespaces/default/profiles/bench",
+        json!({"provisioner": {"name": "sim", "properties": [
+            {"name": "nodes", "value": "3"},
+            {"name": "stateDir", "value": sim.to_str().expect("utf-8")}
+        ]}}),
+    );
+    put(
+        "/v3/namespaces/default/apps/bench",
+        json!({"config": {"system.profile.name": "bench"},
+               "programs": [{"type": "workflows", "name": "p", "command": ["true"]}]}),
+    );
+
+    let program = format!("{url}/v3/namespaces/default/apps/bench/workflows/p");
+    let next = Arc::new(AtomicUsize::new(0));
+    let latencies = Arc::new(Mutex::new(Vec::with_capacity(runs)));
+    let started = Instant::now();
+    let workers: Vec<_> = (0..clients)
+        .map(|_| {
+            let (http, program, next, latencies) = (
+                http.clone(),
+                program.clone(),
+                Arc::clone(&next),
+                Arc::clone(&latencies),
+            );
+            std::thread::spawn(move || {
+                while next.fetch_add(1, Ordering::SeqCst) < runs {
+                    let t0 = Instant::now();
+                    let res: Value = http
+                        .post(format!("{program}/start"))
+                        .json(&json!({}))
+                        .send()
+                        .expect("start")
+                        .json()
+                        .expect("start reply");
+                    let id = res["runId"].as_str().expect("runId").to_string();
+                    let mut after = 0u64;
+                    'poll: loop {
+                        let events: Value = http
+                            .get(format!("{program}/runs/{id}/events?after={after}&wait=30s"))
+                            .send()
+                            .expect("events")
+                            .json()
+                            .expect("events reply");
+                        for e in events.as_array().expect("list") {
+                            after = e["seq"].as_u64().unwrap_or(after);
+                            if e["message"] == "cluster DEPROVISIONED" {
+                                break 'poll;
+                            }
+                            assert!(
+                                !e["message"].as_str().unwrap_or("").contains("FAILED"),
+                                "run {id} failed: {e}"
+                            );
+                        }
+                    }
+                    latencies.lock().expect("latencies").push(t0.elapsed());
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().expect("client thread");
+    }
+    let elapsed = started.elapsed();
+    let _ = server.kill();
+    let _ = server.wait();
+
+    let mut l = latencies.lock().expect("latencies").clone();
+    l.sort();
+    let pct = |p: f64| l[((l.len() as f64 * p).ceil() as usize).clamp(1, l.len()) - 1];
+    println!(
+        "lifecycle: {} runs of a 3-node sim cluster, {} clients: {:.0} lifecycles/s; start→DEPROVISIONED p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms ({:.2} s in all)",
+        l.len(),
+        clients,
+        l.len() as f64 / elapsed.as_secs_f64(),
+        pct(0.50).as_secs_f64() * 1e3,
+        pct(0.99).as_secs_f64() * 1e3,
+        l.last().copied().unwrap_or_default().as_secs_f64() * 1e3,
+        elapsed.as_secs_f64()
+    );
+}
