@@ -26,7 +26,8 @@ fn env_usize(name: &str, default: usize) -> usize {
 fn main() {
     let runs = env_usize("EBB_BENCH_RUNS", 1000);
     let clients = env_usize("EBB_BENCH_CLIENTS", 32);
-    let base = std::env::var("EBB_BENCH_DIR").unwrap_or_else(|_| env!("CARGO_TARGET_TMPDIR").into());
+    let base =
+        std::env::var("EBB_BENCH_DIR").unwrap_or_else(|_| env!("CARGO_TARGET_TMPDIR").into());
     let dir = tempfile::tempdir_in(base).expect("tempdir");
     let data = dir.path().join("data");
     let sim = dir.path().join("sim");

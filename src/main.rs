@@ -6,6 +6,14 @@ use clap::Parser;
 use ebb::cli::{Cli, Command, LogFormat};
 
 fn main() -> ExitCode {
+    // The program launcher starts once per run: skip building the whole command line.
+    let mut args = std::env::args_os().skip(1);
+    if args.next().is_some_and(|a| a == "shim")
+        && let (Some(run_dir), None) = (args.next(), args.next())
+    {
+        let code = ebb::runtime::program::shim(std::path::Path::new(&run_dir));
+        return ExitCode::from(code.clamp(0, 255) as u8);
+    }
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(mut args) => {

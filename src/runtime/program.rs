@@ -3,9 +3,9 @@
 //! The program is started by a small launcher, `ebb shim <run-dir>`, in its own process
 //! group: the shim starts the command, records its pid and start time in `program.json`,
 //! waits, and writes `exit.json`. Before spawning, the server takes an exclusive lock on
-//! `program.lock` and hands that open file to the shim as its stdin, so the lock is held for
-//! exactly as long as the shim lives, whoever its parent is. That makes launching exactly-once
-//! across crashes:
+//! `launch.json` (which says what to run) and hands that open file to the shim as its stdin,
+//! so the lock is held for exactly as long as the shim lives, whoever its parent is. That
+//! makes launching exactly-once across crashes:
 //! - lock held by someone else: the shim is alive; re-attach and wait for the lock to free;
 //! - lock free and `exit.json` present: the program ended; read its status;
 //! - lock free, `program.json` but no `exit.json`: the shim died; the program is lost;
@@ -16,7 +16,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions, TryLockError};
-use std::io;
+use std::io::{self, Seek, SeekFrom, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::run::Exit;
 
-const LOCK: &str = "program.lock";
+/// What to run; also the lock the shim holds for its whole life.
 const LAUNCH: &str = "launch.json";
 const PROGRAM: &str = "program.json";
 const EXIT: &str = "exit.json";
@@ -68,28 +68,20 @@ pub enum Started {
     Lost,
 }
 
+/// The JSON in `path`; `None` when it is missing or torn (a writer died mid-write).
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> io::Result<Option<T>> {
     match fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e)),
+        Ok(bytes) => Ok(serde_json::from_slice(&bytes).ok()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),
     }
 }
 
-/// Writes `value` to `path` so that a reader sees the old file or the whole new one, never
-/// a torn one (a temporary file, then a rename). No fsync: these files must survive a crash
-/// of a process, not of the machine (a machine crash ends the program too).
+/// Writes `value` to `path` in one write. No temporary file and no fsync: these files must
+/// survive a crash of a process, not of the machine (which ends the program too), and their
+/// readers treat a torn file as missing (`program.json`: no signal is sent; `exit.json`: the
+/// exit is unknown).
 fn write_json<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    fs::write(&tmp, serde_json::to_vec(value).map_err(io::Error::other)?)?;
-    fs::rename(&tmp, path)
-}
-
-/// Writes `value` to `path` in place: for files whose readers cope with a missing or torn
-/// file by starting over (`launch.json` is rewritten on every launch attempt).
-fn write_json_in_place<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
     fs::write(path, serde_json::to_vec(value).map_err(io::Error::other)?)
 }
 
@@ -98,7 +90,7 @@ fn open_lock(run_dir: &Path) -> io::Result<File> {
         .create(true)
         .truncate(false)
         .write(true)
-        .open(run_dir.join(LOCK))
+        .open(run_dir.join(LAUNCH))
 }
 
 /// Whether the shim of `run_dir` is alive (holds the lock).
@@ -123,7 +115,7 @@ fn ended(run_dir: &Path) -> io::Result<Started> {
 /// Blocking (small file IO and one spawn).
 pub fn start(exe: &Path, run_dir: &Path, launch: &LaunchFile) -> io::Result<Started> {
     fs::create_dir_all(run_dir)?;
-    let lock = open_lock(run_dir)?;
+    let mut lock = open_lock(run_dir)?;
     match lock.try_lock() {
         Ok(()) => {}
         Err(TryLockError::WouldBlock) => return Ok(Started::Running),
@@ -133,7 +125,10 @@ pub fn start(exe: &Path, run_dir: &Path, launch: &LaunchFile) -> io::Result<Star
         return ended(run_dir);
     }
     fs::create_dir_all(&launch.cwd)?;
-    write_json_in_place(&run_dir.join(LAUNCH), launch)?;
+    // Rewritten on every attempt: an attempt the server died in never reached the spawn.
+    lock.set_len(0)?;
+    lock.write_all(&serde_json::to_vec(launch).map_err(io::Error::other)?)?;
+    lock.seek(SeekFrom::Start(0))?;
     let stdout = File::create(run_dir.join(STDOUT))?;
     let stderr = File::create(run_dir.join(STDERR))?;
     let child = tokio::process::Command::new(exe)

@@ -36,6 +36,10 @@ pub struct Instance {
     pub ready_at: f64,
     pub gone_at: Option<f64>,
     pub address: String,
+    /// Delete requests this instance received, counted in the same write as their effect
+    /// (the call log is appended after it, so a crash between the two can miss a line).
+    #[serde(default)]
+    pub delete_calls: u32,
 }
 
 impl Instance {
@@ -287,6 +291,7 @@ impl Cloud {
                 (bits >> 16) as u8,
                 (bits >> 24) as u8 | 1
             ),
+            delete_calls: 0,
         };
         instance.state = instance.state_at(created);
         self.write(&instance)?;
@@ -334,13 +339,14 @@ impl Cloud {
         self.transient("delete", Some(id), None)?;
         if let Some(instance) = self.read(id)? {
             let mut instance = self.refresh(instance)?;
+            instance.delete_calls += 1;
             if instance.gone_at.is_none() {
                 let at = now();
                 instance.deleted_at = Some(at);
                 instance.gone_at = Some(at + self.behaviour.delete_latency.as_secs_f64());
                 instance.state = instance.state_at(at);
-                self.write(&instance)?;
             }
+            self.write(&instance)?;
         }
         self.log("delete", Some(id), None, None);
         Ok(())
