@@ -3,8 +3,9 @@
 //! DEPROVISIONED against a real `ebb serve` with its durable store on disk.
 //!
 //! `cargo bench --bench lifecycle` (defaults: 1000 runs, 32 clients). Override with
-//! `EBB_BENCH_RUNS` and `EBB_BENCH_CLIENTS`, and the disk with `EBB_BENCH_DIR` (default:
-//! the target directory). Each client starts a run, then long-polls its
+//! `EBB_BENCH_RUNS` and `EBB_BENCH_CLIENTS`, the data dir's disk with `EBB_BENCH_DIR`
+//! (default: the target directory) and the sim cloud's with `EBB_BENCH_SIM_DIR` (default:
+//! inside the data dir). Each client starts a run, then long-polls its
 //! events until `cluster DEPROVISIONED`; latency is measured by the client from the start
 //! request to that event's arrival.
 
@@ -30,7 +31,12 @@ fn main() {
         std::env::var("EBB_BENCH_DIR").unwrap_or_else(|_| env!("CARGO_TARGET_TMPDIR").into());
     let dir = tempfile::tempdir_in(base).expect("tempdir");
     let data = dir.path().join("data");
-    let sim = dir.path().join("sim");
+    // The simulated cloud's files are the cloud, not ebb's: they may live elsewhere.
+    let sim_base = std::env::var("EBB_BENCH_SIM_DIR").ok();
+    let sim_dir = sim_base.map(|b| tempfile::tempdir_in(b).expect("sim tempdir"));
+    let sim = sim_dir
+        .as_ref()
+        .map_or_else(|| dir.path().join("sim"), |d| d.path().to_path_buf());
 
     let mut server = Command::new(env!("CARGO_BIN_EXE_ebb"))
         .args(["serve", "--bind", "127.0.0.1:0", "--log-format", "json"])

@@ -2,13 +2,13 @@
 //!
 //! The program is started by a small launcher, `ebb shim <run-dir>`, in its own process
 //! group: the shim starts the command, records its pid and start time in `program.json`,
-//! waits, and writes `exit.json`. Before spawning, the server takes an exclusive lock on
+//! waits, and adds the exit status to the same file. Before spawning, the server takes an exclusive lock on
 //! `launch.json` (which says what to run) and hands that open file to the shim as its stdin,
 //! so the lock is held for exactly as long as the shim lives, whoever its parent is. That
 //! makes launching exactly-once across crashes:
 //! - lock held by someone else: the shim is alive; re-attach and wait for the lock to free;
-//! - lock free and `exit.json` present: the program ended; read its status;
-//! - lock free, `program.json` but no `exit.json`: the shim died; the program is lost;
+//! - lock free and `program.json` has an exit: the program ended; read its status;
+//! - lock free, `program.json` without an exit: the shim died; the program is lost;
 //! - lock free and neither: nothing was started (the server died before spawning); launch.
 //!
 //! Signals go to the program's process group only after checking that the recorded pid still
@@ -28,8 +28,8 @@ use crate::run::Exit;
 
 /// What to run; also the lock the shim holds for its whole life.
 const LAUNCH: &str = "launch.json";
+/// The program's pid, start time and, once it ended, its exit status.
 const PROGRAM: &str = "program.json";
-const EXIT: &str = "exit.json";
 /// The program's standard output, in the run directory.
 pub const STDOUT: &str = "stdout.log";
 /// The program's standard error, in the run directory.
@@ -51,8 +51,10 @@ pub struct LaunchFile {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct ProgramFile {
-    pid: i32,
+    /// `None` when the command could not be started.
+    pid: Option<i32>,
     start_ticks: u64,
+    exit: Option<Exit>,
 }
 
 /// What [`start`] found or did.
@@ -77,12 +79,21 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> io::Result<Option<T
     }
 }
 
-/// Writes `value` to `path` in one write. No temporary file and no fsync: these files must
-/// survive a crash of a process, not of the machine (which ends the program too), and their
-/// readers treat a torn file as missing (`program.json`: no signal is sent; `exit.json`: the
-/// exit is unknown).
+/// Writes `value` over `path` with a single write at offset 0, space-padded (still JSON) to
+/// at least the file's old length, so no truncation is needed: a process killed at any
+/// instant leaves the old or the new content, never a torn one. No fsync: these files must
+/// survive a crash of a process, not of the machine (which ends the program too).
 fn write_json<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
-    fs::write(path, serde_json::to_vec(value).map_err(io::Error::other)?)
+    use std::os::unix::fs::FileExt;
+    let mut json = serde_json::to_vec(value).map_err(io::Error::other)?;
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)?;
+    let previous = file.metadata()?.len() as usize;
+    json.resize(json.len().max(previous), b' ');
+    file.write_all_at(&json, 0)
 }
 
 fn open_lock(run_dir: &Path) -> io::Result<File> {
@@ -105,9 +116,11 @@ fn shim_alive(run_dir: &Path) -> io::Result<bool> {
 
 /// How the program of `run_dir` ended, once the shim is gone.
 fn ended(run_dir: &Path) -> io::Result<Started> {
-    Ok(match read_json::<Exit>(&run_dir.join(EXIT))? {
-        Some(exit) => Started::Ended(exit),
-        None => Started::Lost,
+    Ok(match read_json::<ProgramFile>(&run_dir.join(PROGRAM))? {
+        Some(ProgramFile {
+            exit: Some(exit), ..
+        }) => Started::Ended(exit),
+        _ => Started::Lost,
     })
 }
 
@@ -121,7 +134,7 @@ pub fn start(exe: &Path, run_dir: &Path, launch: &LaunchFile) -> io::Result<Star
         Err(TryLockError::WouldBlock) => return Ok(Started::Running),
         Err(TryLockError::Error(e)) => return Err(e),
     }
-    if run_dir.join(EXIT).exists() || run_dir.join(PROGRAM).exists() {
+    if run_dir.join(PROGRAM).exists() {
         return ended(run_dir);
     }
     fs::create_dir_all(&launch.cwd)?;
@@ -164,13 +177,18 @@ fn start_ticks(pid: i32) -> Option<u64> {
 /// Sends `signal` to the program's process group if the recorded process is still the one the
 /// shim started. Returns whether a signal was sent.
 fn signal(run_dir: &Path, signal: rustix::process::Signal) -> io::Result<bool> {
-    let Some(program) = read_json::<ProgramFile>(&run_dir.join(PROGRAM))? else {
+    let Some(ProgramFile {
+        pid: Some(pid),
+        start_ticks: ticks,
+        exit: None,
+    }) = read_json::<ProgramFile>(&run_dir.join(PROGRAM))?
+    else {
         return Ok(false);
     };
-    if start_ticks(program.pid) != Some(program.start_ticks) {
+    if start_ticks(pid) != Some(ticks) {
         return Ok(false);
     }
-    let Some(pid) = rustix::process::Pid::from_raw(program.pid) else {
+    let Some(pid) = rustix::process::Pid::from_raw(pid) else {
         return Ok(false);
     };
     Ok(rustix::process::kill_process_group(pid, signal).is_ok())
@@ -204,13 +222,15 @@ pub fn shim(run_dir: &Path) -> i32 {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("ebb shim: {e}");
-            let _ = write_json(
-                &run_dir.join(EXIT),
-                &Exit {
+            let failed = ProgramFile {
+                pid: None,
+                start_ticks: 0,
+                exit: Some(Exit {
                     code: Some(127),
                     signal: None,
-                },
-            );
+                }),
+            };
+            let _ = write_json(&run_dir.join(PROGRAM), &failed);
             1
         }
     }
@@ -240,17 +260,16 @@ fn shim_inner(run_dir: &Path) -> io::Result<()> {
         .spawn()
         .map_err(|e| io::Error::new(e.kind(), format!("cannot start '{exe}': {e}")))?;
     let pid = child.id() as i32;
-    let program = ProgramFile {
-        pid,
+    let mut program = ProgramFile {
+        pid: Some(pid),
         start_ticks: start_ticks(pid).unwrap_or(0),
+        exit: None,
     };
     write_json(&run_dir.join(PROGRAM), &program)?;
     let status = child.wait()?;
-    write_json(
-        &run_dir.join(EXIT),
-        &Exit {
-            code: status.code(),
-            signal: status.signal(),
-        },
-    )
+    program.exit = Some(Exit {
+        code: status.code(),
+        signal: status.signal(),
+    });
+    write_json(&run_dir.join(PROGRAM), &program)
 }
