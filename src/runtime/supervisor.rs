@@ -241,13 +241,12 @@ impl Actor for RunSupervisor {
 impl Handler<Command> for RunSupervisor {
     type Result = AtomicResponse<Self, Result<RunRecord, RunError>>;
 
-    fn handle(&mut self, cmd: Command, ctx: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, cmd: Command, _: &mut Context<Self>) -> Self::Result {
         let leftovers = cmd.0 == Event::ForceDeprovision;
         let t = match lifecycle::on(&self.run, cmd.0, time::now_secs()) {
             Ok(t) => t,
             Err(e) => return AtomicResponse::new(Box::pin(fut::ready(Err(e)))),
         };
-        let _ = ctx;
         let deps = self.deps.clone();
         let t2 = t.clone();
         AtomicResponse::new(Box::pin(
