@@ -2,7 +2,7 @@
 //! latency, an instant program) through start → PROVISIONED → RUNNING → COMPLETED →
 //! DEPROVISIONED against a real `ebb serve` with its durable store on disk.
 //!
-//! `cargo bench --bench lifecycle` (defaults: 1000 runs, 32 clients). Override with
+//! `cargo bench --bench lifecycle` (defaults: 1000 runs, 10 clients). Override with
 //! `EBB_BENCH_RUNS` and `EBB_BENCH_CLIENTS`, the data dir's disk with `EBB_BENCH_DIR`
 //! (default: the target directory) and the sim cloud's with `EBB_BENCH_SIM_DIR` (default:
 //! inside the data dir). Each client starts a run, then long-polls its
@@ -26,7 +26,7 @@ fn env_usize(name: &str, default: usize) -> usize {
 
 fn main() {
     let runs = env_usize("EBB_BENCH_RUNS", 1000);
-    let clients = env_usize("EBB_BENCH_CLIENTS", 32);
+    let clients = env_usize("EBB_BENCH_CLIENTS", 10);
     let base =
         std::env::var("EBB_BENCH_DIR").unwrap_or_else(|_| env!("CARGO_TARGET_TMPDIR").into());
     let dir = tempfile::tempdir_in(base).expect("tempdir");
