@@ -50,6 +50,14 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) {
     }
 }
 
+/// Table rows from a list of objects: one row per object, the text of `fields` in order.
+pub fn rows(items: &[Value], fields: &[&str]) -> Vec<Vec<String>> {
+    items
+        .iter()
+        .map(|item| fields.iter().map(|f| text(&item[*f])).collect())
+        .collect()
+}
+
 /// A JSON value as plain text (strings without quotes, null as "-").
 pub fn text(v: &Value) -> String {
     match v {

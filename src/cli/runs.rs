@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 
 use super::client::{CliError, Client};
 use super::commands::{done, duration, list, split_pair};
-use super::output::{self, out, table, text};
+use super::output::{self, out, rows, table, text};
 use super::{AppCmd, RunCmd};
 
 /// How long each long-poll for new events waits on the server.
@@ -427,25 +427,12 @@ fn show_run(json: bool, r: &Value) {
             .map(|t| format!(" until {t}"))
             .unwrap_or_default()
     );
-    let nodes: Vec<Vec<String>> = list(&c["nodes"])
-        .iter()
-        .map(|n| {
-            vec![
-                text(&n["name"]),
-                text(&n["id"]),
-                text(&n["status"]),
-                text(&n["ipAddress"]),
-            ]
-        })
-        .collect();
+    let nodes = rows(&list(&c["nodes"]), &["name", "id", "status", "ipAddress"]);
     if !nodes.is_empty() {
         out!();
         table(&["NODE", "ID", "STATUS", "ADDRESS"], &nodes);
     }
-    let props: Vec<Vec<String>> = list(&r["profileProperties"])
-        .iter()
-        .map(|p| vec![text(&p["name"]), text(&p["value"]), text(&p["origin"])])
-        .collect();
+    let props = rows(&list(&r["profileProperties"]), &["name", "value", "origin"]);
     if !props.is_empty() {
         out!();
         table(&["PROPERTY", "VALUE", "SET BY"], &props);
@@ -483,21 +470,11 @@ pub fn assignments(client: &Client, json: bool, profile_path: &str) -> Result<()
         output::json(&v);
         return Ok(());
     }
-    let rows: Vec<Vec<String>> = list(&v)
-        .iter()
-        .map(|a| {
-            vec![
-                text(&a["level"]),
-                text(&a["namespace"]),
-                text(&a["app"]),
-                text(&a["program"]),
-            ]
-        })
-        .collect();
-    if rows.is_empty() {
+    let places = rows(&list(&v), &["level", "namespace", "app", "program"]);
+    if places.is_empty() {
         out!("(assigned nowhere)");
     } else {
-        table(&["LEVEL", "NAMESPACE", "APP", "PROGRAM"], &rows);
+        table(&["LEVEL", "NAMESPACE", "APP", "PROGRAM"], &places);
     }
     Ok(())
 }

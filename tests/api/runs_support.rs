@@ -95,13 +95,6 @@ pub fn wait_deprovisioned(server: &Server, path: &str) -> Value {
     })
 }
 
-pub fn status(run: &Value) -> (String, String) {
-    (
-        run["status"].as_str().unwrap_or("-").to_string(),
-        run["cluster"]["status"].as_str().unwrap_or("-").to_string(),
-    )
-}
-
 /// One line of the sim's call log.
 pub fn calls(state_dir: &Path) -> Vec<Value> {
     std::fs::read_to_string(state_dir.join("calls.jsonl"))
