@@ -17,6 +17,8 @@
 //! - [`provisioner`]: the registry of built-in provisioners and their widgets.
 //! - [`store`]: the redb store with its single group-committing writer.
 //! - [`server`]: wiring, start-up and two-phase shutdown; [`cli`]: the `ebb` command line.
+//! - [`template`]: cluster templates (services, dependencies, hardware and image types,
+//!   constraints) and their validation.
 //! - [`names`], [`error`]: shared name rules and the services' error type.
 
 pub mod api;
@@ -33,4 +35,5 @@ pub mod run;
 pub mod runtime;
 pub mod server;
 pub mod store;
+pub mod template;
 pub mod time;

@@ -1,0 +1,629 @@
+//! Cluster templates: which services a cluster can run, how they depend on each other, what
+//! hardware and images its nodes may have, and the constraints a layout must meet.
+//!
+//! This module holds the template's shape (the same serde types for REST bodies and the
+//! built-in files under `profiles/templates/`) and its validation, a pure function that
+//! names the bad field: unknown services, a `requires` nothing provides, dependency cycles,
+//! inconsistent constraints. It never touches the store; the solver and planner read
+//! validated templates.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::ServiceError;
+use crate::names;
+
+/// A step of a service's life on a node, in the order a create walks them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ActionKind {
+    Install,
+    Configure,
+    Initialize,
+    Start,
+    Stop,
+    Remove,
+}
+
+/// What an action runs: an automator type and its fields.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase", deny_unknown_fields)]
+pub enum Action {
+    /// A shell script run on the node (`sh -c`).
+    Shell { script: String },
+}
+
+/// The services one set of dependencies names.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DependencySet {
+    /// Must be in the cluster, and ordered before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requires: Vec<String>,
+    /// Ordered before when present in the cluster.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub uses: Vec<String>,
+}
+
+/// A service's dependencies.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Dependencies {
+    /// Ordering of installs.
+    #[serde(default)]
+    pub install: DependencySet,
+    /// Ordering of starts (and reverse ordering of stops).
+    #[serde(default)]
+    pub runtime: DependencySet,
+    /// Other names this service answers to in `requires` and `uses`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub provides: Vec<String>,
+    /// Services that must not be in the same cluster.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conflicts: Vec<String>,
+}
+
+/// A service of a template.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Service {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    #[serde(default)]
+    pub dependencies: Dependencies,
+    #[serde(default)]
+    pub actions: BTreeMap<ActionKind, Action>,
+}
+
+/// Per provisioner, the properties a hardware or image type stands for.
+pub type TypeMap = BTreeMap<String, BTreeMap<String, BTreeMap<String, String>>>;
+
+/// What may go into a cluster of this template; empty lists mean "everything defined".
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Compatibility {
+    #[serde(default)]
+    pub services: Vec<String>,
+    #[serde(default)]
+    pub hardware_types: Vec<String>,
+    #[serde(default)]
+    pub image_types: Vec<String>,
+}
+
+/// What a cluster gets when the run does not say.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Defaults {
+    #[serde(default)]
+    pub services: Vec<String>,
+    pub hardware_type: Option<String>,
+    pub image_type: Option<String>,
+    #[serde(default)]
+    pub config: serde_json::Map<String, serde_json::Value>,
+}
+
+/// A whole-number range, both ends included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Range {
+    #[serde(default)]
+    pub min: u32,
+    #[serde(default = "unbounded")]
+    pub max: u32,
+}
+
+fn unbounded() -> u32 {
+    u32::MAX
+}
+
+/// A share of the cluster's nodes, from 0 to 1.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ratio {
+    #[serde(default)]
+    pub min: f64,
+    #[serde(default = "one")]
+    pub max: f64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// Which services must share nodes, and which must not.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LayoutConstraints {
+    /// Each group: a node with one of these services has all of them (that are in the cluster).
+    #[serde(default)]
+    pub must_coexist: Vec<Vec<String>>,
+    /// Each group: no node has two of these services.
+    #[serde(default)]
+    pub cant_coexist: Vec<Vec<String>>,
+}
+
+/// Where and how often one service may be placed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ServiceConstraint {
+    /// Hardware types its nodes may have (any, when empty).
+    #[serde(default)]
+    pub hardware_types: Vec<String>,
+    /// Image types its nodes may have (any, when empty).
+    #[serde(default)]
+    pub image_types: Vec<String>,
+    /// How many nodes run it.
+    pub quantities: Option<Range>,
+    /// The share of nodes that run it.
+    pub ratio: Option<Ratio>,
+    /// The number of nodes running it must be odd (a quorum).
+    #[serde(default)]
+    pub odd: bool,
+}
+
+/// What every layout of this template must satisfy.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Constraints {
+    /// How many nodes a cluster may have.
+    pub size: Option<Range>,
+    #[serde(default)]
+    pub layout: LayoutConstraints,
+    #[serde(default)]
+    pub services: BTreeMap<String, ServiceConstraint>,
+}
+
+/// A cluster template, as stored and as a `PUT` body.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Template {
+    /// Only in built-in files (a body takes its name from the path).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub services: BTreeMap<String, Service>,
+    #[serde(default)]
+    pub hardware_types: TypeMap,
+    #[serde(default)]
+    pub image_types: TypeMap,
+    #[serde(default)]
+    pub compatibility: Compatibility,
+    #[serde(default)]
+    pub defaults: Defaults,
+    #[serde(default)]
+    pub constraints: Constraints,
+}
+
+fn invalid(field: impl Into<String>, message: impl Into<String>) -> ServiceError {
+    ServiceError::invalid(field, message)
+}
+
+impl Template {
+    /// The services each dependency name stands for: a service's own name, or a name it
+    /// `provides`.
+    pub fn providers(&self) -> BTreeMap<&str, BTreeSet<&str>> {
+        let mut out: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+        for (name, service) in &self.services {
+            out.entry(name.as_str()).or_default().insert(name.as_str());
+            for provided in &service.dependencies.provides {
+                out.entry(provided.as_str())
+                    .or_default()
+                    .insert(name.as_str());
+            }
+        }
+        out
+    }
+
+    /// Checks the whole template; the error names the first bad field.
+    pub fn validate(&self) -> Result<(), ServiceError> {
+        let providers = self.providers();
+        for (name, service) in &self.services {
+            let at = |f: &str| format!("services.{name}.{f}");
+            names::check(&format!("services.{name}"), name)?;
+            let deps = &service.dependencies;
+            for (set, which) in [(&deps.install, "install"), (&deps.runtime, "runtime")] {
+                for (list, kind) in [(&set.requires, "requires"), (&set.uses, "uses")] {
+                    for (i, dep) in list.iter().enumerate() {
+                        if !providers.contains_key(dep.as_str()) {
+                            return Err(invalid(
+                                at(&format!("dependencies.{which}.{kind}[{i}]")),
+                                format!(
+                                    "'{dep}' is not a service of this template and no service provides it"
+                                ),
+                            ));
+                        }
+                        if providers[dep.as_str()].contains(name.as_str()) {
+                            return Err(invalid(
+                                at(&format!("dependencies.{which}.{kind}[{i}]")),
+                                format!("service '{name}' cannot depend on itself"),
+                            ));
+                        }
+                    }
+                }
+            }
+            for (i, c) in deps.conflicts.iter().enumerate() {
+                if !self.services.contains_key(c) {
+                    return Err(invalid(
+                        at(&format!("dependencies.conflicts[{i}]")),
+                        format!("'{c}' is not a service of this template"),
+                    ));
+                }
+            }
+            for (kind, action) in &service.actions {
+                let Action::Shell { script } = action;
+                if script.trim().is_empty() {
+                    let kind = serde_json::to_value(kind).unwrap_or_default();
+                    return Err(invalid(
+                        at(&format!(
+                            "actions.{}.script",
+                            kind.as_str().unwrap_or_default()
+                        )),
+                        "must not be empty",
+                    ));
+                }
+            }
+        }
+        for which in ["install", "runtime"] {
+            if let Some(cycle) = self.cycle(which) {
+                return Err(invalid(
+                    format!("services (dependencies.{which})"),
+                    format!("dependency cycle: {}", cycle.join(" → ")),
+                ));
+            }
+        }
+        self.validate_types()?;
+        self.validate_constraints()
+    }
+
+    fn service_list(&self, field: &str, list: &[String]) -> Result<(), ServiceError> {
+        for (i, s) in list.iter().enumerate() {
+            if !self.services.contains_key(s) {
+                return Err(invalid(
+                    format!("{field}[{i}]"),
+                    format!("'{s}' is not a service of this template"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn type_list(&self, field: &str, list: &[String], types: &TypeMap) -> Result<(), ServiceError> {
+        for (i, t) in list.iter().enumerate() {
+            if !types.contains_key(t) {
+                return Err(invalid(
+                    format!("{field}[{i}]"),
+                    format!("'{t}' is not defined in this template"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_types(&self) -> Result<(), ServiceError> {
+        for (field, types) in [
+            ("hardwareTypes", &self.hardware_types),
+            ("imageTypes", &self.image_types),
+        ] {
+            for name in types.keys() {
+                names::check(&format!("{field}.{name}"), name)?;
+            }
+        }
+        let c = &self.compatibility;
+        self.service_list("compatibility.services", &c.services)?;
+        self.type_list(
+            "compatibility.hardwareTypes",
+            &c.hardware_types,
+            &self.hardware_types,
+        )?;
+        self.type_list(
+            "compatibility.imageTypes",
+            &c.image_types,
+            &self.image_types,
+        )?;
+        let d = &self.defaults;
+        self.service_list("defaults.services", &d.services)?;
+        for (i, s) in d.services.iter().enumerate() {
+            if !c.services.is_empty() && !c.services.contains(s) {
+                return Err(invalid(
+                    format!("defaults.services[{i}]"),
+                    format!("'{s}' is not in compatibility.services"),
+                ));
+            }
+        }
+        if let Some(h) = &d.hardware_type {
+            self.type_list(
+                "defaults.hardwareType",
+                std::slice::from_ref(h),
+                &self.hardware_types,
+            )?;
+        }
+        if let Some(i) = &d.image_type {
+            self.type_list(
+                "defaults.imageType",
+                std::slice::from_ref(i),
+                &self.image_types,
+            )?;
+        }
+        Ok(())
+    }
+
+    fn validate_constraints(&self) -> Result<(), ServiceError> {
+        let k = &self.constraints;
+        if let Some(size) = k.size
+            && size.min > size.max
+        {
+            return Err(invalid(
+                "constraints.size",
+                format!("min {} is above max {}", size.min, size.max),
+            ));
+        }
+        for (field, groups) in [
+            ("mustCoexist", &k.layout.must_coexist),
+            ("cantCoexist", &k.layout.cant_coexist),
+        ] {
+            for (i, group) in groups.iter().enumerate() {
+                self.service_list(&format!("constraints.layout.{field}[{i}]"), group)?;
+                if group.len() < 2 {
+                    return Err(invalid(
+                        format!("constraints.layout.{field}[{i}]"),
+                        "a group names at least two services",
+                    ));
+                }
+            }
+        }
+        for (name, sc) in &k.services {
+            let at = |f: &str| format!("constraints.services.{name}{f}");
+            if !self.services.contains_key(name) {
+                return Err(invalid(
+                    at(""),
+                    format!("'{name}' is not a service of this template"),
+                ));
+            }
+            self.type_list(
+                &at(".hardwareTypes"),
+                &sc.hardware_types,
+                &self.hardware_types,
+            )?;
+            self.type_list(&at(".imageTypes"), &sc.image_types, &self.image_types)?;
+            if let Some(q) = sc.quantities
+                && q.min > q.max
+            {
+                return Err(invalid(
+                    at(".quantities"),
+                    format!("min {} is above max {}", q.min, q.max),
+                ));
+            }
+            if let Some(r) = sc.ratio
+                && !(0.0 <= r.min && r.min <= r.max && r.max <= 1.0)
+            {
+                return Err(invalid(at(".ratio"), "needs 0 <= min <= max <= 1"));
+            }
+            if sc.odd
+                && let Some(q) = sc.quantities
+                && q.min == q.max
+                && q.min % 2 == 0
+            {
+                return Err(invalid(
+                    at(".odd"),
+                    format!("quantities fix the count at {}, which is even", q.min),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Services `name` must come after in the `which` ("install" or "runtime") order.
+    pub fn predecessors(&self, name: &str, which: &str) -> BTreeSet<&str> {
+        let providers = self.providers();
+        let Some(service) = self.services.get(name) else {
+            return BTreeSet::new();
+        };
+        let set = match which {
+            "install" => &service.dependencies.install,
+            _ => &service.dependencies.runtime,
+        };
+        set.requires
+            .iter()
+            .chain(&set.uses)
+            .filter_map(|d| providers.get(d.as_str()))
+            .flat_map(|s| s.iter().copied())
+            .filter(|s| *s != name)
+            .collect()
+    }
+
+    /// A dependency cycle in the `which` order, as a path that returns to its start.
+    fn cycle(&self, which: &str) -> Option<Vec<String>> {
+        #[derive(Clone, Copy, PartialEq)]
+        enum Mark {
+            Visiting,
+            Done,
+        }
+        fn visit<'a>(
+            t: &'a Template,
+            which: &str,
+            node: &'a str,
+            marks: &mut BTreeMap<&'a str, Mark>,
+            path: &mut Vec<&'a str>,
+        ) -> Option<Vec<String>> {
+            match marks.get(node) {
+                Some(Mark::Done) => return None,
+                Some(Mark::Visiting) => {
+                    let start = path.iter().position(|p| *p == node).unwrap_or(0);
+                    let mut cycle: Vec<String> =
+                        path[start..].iter().map(|s| s.to_string()).collect();
+                    cycle.push(node.to_string());
+                    return Some(cycle);
+                }
+                None => {}
+            }
+            marks.insert(node, Mark::Visiting);
+            path.push(node);
+            for next in t.predecessors(node, which) {
+                if let Some(cycle) = visit(t, which, next, marks, path) {
+                    return Some(cycle);
+                }
+            }
+            path.pop();
+            marks.insert(node, Mark::Done);
+            None
+        }
+        let mut marks = BTreeMap::new();
+        for name in self.services.keys() {
+            if let Some(cycle) = visit(self, which, name, &mut marks, &mut Vec::new()) {
+                return Some(cycle);
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn example() -> serde_json::Value {
+        json!({
+            "description": "ZooKeeper, one master, workers",
+            "services": {
+                "base": {"actions": {"install": {"type": "shell", "script": "mkdir -p base"}}},
+                "zookeeper": {"dependencies": {"install": {"requires": ["base"]}},
+                              "actions": {"start": {"type": "shell", "script": "echo zk"}}},
+                "master": {"dependencies": {"runtime": {"requires": ["zookeeper"]}}},
+                "worker": {"dependencies": {"runtime": {"requires": ["master"]}}}
+            },
+            "hardwareTypes": {"small": {"local": {}}, "large": {"local": {}}},
+            "imageTypes": {"debian12": {"local": {}}},
+            "compatibility": {"services": ["base", "zookeeper", "master", "worker"], "hardwareTypes": ["small", "large"], "imageTypes": ["debian12"]},
+            "defaults": {"services": ["base", "zookeeper", "master", "worker"], "hardwareType": "small", "imageType": "debian12"},
+            "constraints": {
+                "size": {"min": 1, "max": 1000},
+                "layout": {"mustCoexist": [["base", "worker"]], "cantCoexist": [["master", "worker"]]},
+                "services": {"master": {"quantities": {"min": 1, "max": 1}, "hardwareTypes": ["large"]},
+                             "zookeeper": {"quantities": {"min": 1, "max": 3}, "odd": true}}
+            }
+        })
+    }
+
+    fn parse(v: serde_json::Value) -> Result<Template, String> {
+        serde_json::from_value(v).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_example_is_valid_and_orders_its_services() {
+        let t = parse(example()).expect("parses");
+        t.validate().expect("valid");
+        assert_eq!(
+            t.predecessors("worker", "runtime"),
+            BTreeSet::from(["master"])
+        );
+        assert_eq!(
+            t.predecessors("zookeeper", "install"),
+            BTreeSet::from(["base"])
+        );
+    }
+
+    #[test]
+    fn bad_templates_are_refused_naming_the_field() {
+        let cases: Vec<(serde_json::Value, &str, &str)> = vec![
+            (
+                json!({"services": {"a": {"dependencies": {"runtime": {"requires": ["ghost"]}}}}}),
+                "services.a.dependencies.runtime.requires[0]",
+                "no service provides it",
+            ),
+            (
+                json!({"services": {"a": {"dependencies": {"runtime": {"requires": ["b"]}}},
+                                 "b": {"dependencies": {"runtime": {"requires": ["c"]}}},
+                                 "c": {"dependencies": {"runtime": {"uses": ["a"]}}}}}),
+                "services (dependencies.runtime)",
+                "a → b → c → a",
+            ),
+            (
+                json!({"services": {"a": {"dependencies": {"install": {"requires": ["a"]}}}}}),
+                "services.a.dependencies.install.requires[0]",
+                "itself",
+            ),
+            (
+                json!({"services": {"a": {"actions": {"start": {"type": "shell", "script": " "}}}}}),
+                "services.a.actions.start.script",
+                "must not be empty",
+            ),
+            (
+                json!({"services": {"a": {}}, "compatibility": {"services": ["b"]}}),
+                "compatibility.services[0]",
+                "'b' is not a service",
+            ),
+            (
+                json!({"services": {"a": {}}, "defaults": {"hardwareType": "huge"}}),
+                "defaults.hardwareType[0]",
+                "'huge' is not defined",
+            ),
+            (
+                json!({"services": {"a": {}, "b": {}}, "compatibility": {"services": ["a"]}, "defaults": {"services": ["b"]}}),
+                "defaults.services[0]",
+                "not in compatibility.services",
+            ),
+            (
+                json!({"constraints": {"size": {"min": 5, "max": 2}}}),
+                "constraints.size",
+                "above max",
+            ),
+            (
+                json!({"services": {"a": {}}, "constraints": {"layout": {"cantCoexist": [["a"]]}}}),
+                "constraints.layout.cantCoexist[0]",
+                "at least two",
+            ),
+            (
+                json!({"services": {"a": {}}, "constraints": {"services": {"a": {"ratio": {"min": 0.5, "max": 0.2}}}}}),
+                "constraints.services.a.ratio",
+                "min <= max",
+            ),
+            (
+                json!({"services": {"a": {}}, "constraints": {"services": {"a": {"quantities": {"min": 2, "max": 2}, "odd": true}}}}),
+                "constraints.services.a.odd",
+                "even",
+            ),
+            (
+                json!({"services": {"a": {}}, "constraints": {"services": {"z": {}}}}),
+                "constraints.services.z",
+                "not a service",
+            ),
+        ];
+        for (body, field, fragment) in cases {
+            let t = parse(body.clone()).expect("parses");
+            match t.validate() {
+                Err(ServiceError::Invalid { field: f, message }) => {
+                    assert_eq!(f, field, "{body}");
+                    assert!(message.contains(fragment), "{body}: {message}");
+                }
+                other => panic!("{body}: expected Invalid, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_fields_and_automators_are_refused_when_parsing() {
+        assert!(parse(json!({"servics": {}})).is_err());
+        let err = parse(json!({"services": {"a": {"actions": {"start": {"type": "chef"}}}}}))
+            .expect_err("unknown automator");
+        assert!(err.contains("chef"), "{err}");
+        let err = parse(
+            json!({"services": {"a": {"actions": {"boot": {"type": "shell", "script": "x"}}}}}),
+        )
+        .expect_err("unknown action");
+        assert!(err.contains("boot"), "{err}");
+    }
+
+    #[test]
+    fn provides_satisfies_requires() {
+        let t = parse(json!({"services": {
+            "zk": {"dependencies": {"provides": ["coordination"]}},
+            "app": {"dependencies": {"runtime": {"requires": ["coordination"]}}}}}))
+        .expect("parses");
+        t.validate().expect("valid");
+        assert_eq!(t.predecessors("app", "runtime"), BTreeSet::from(["zk"]));
+    }
+}
