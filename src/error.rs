@@ -48,6 +48,10 @@ pub enum ServiceError {
     },
     #[error(transparent)]
     Run(#[from] crate::run::RunError),
+    #[error("{0} not found")]
+    TemplateNotFound(String),
+    #[error("{0} is built in and cannot be changed or deleted; create another template instead")]
+    BuiltinTemplate(String),
     #[error("provisioner '{0}' not found")]
     ProvisionerNotFound(String),
     #[error("{0} not found")]

@@ -66,6 +66,8 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     namespace::ensure_default(&store).await?;
     let profiles = builtin::load(&store, &registry).await?;
     tracing::info!(profiles = profiles.len(), "built-in profiles loaded");
+    let templates = crate::template::service::load_builtin(&store).await?;
+    tracing::info!(templates, "built-in templates loaded");
 
     let exe = std::env::current_exe().map_err(ServerError::Exe)?;
     let arbiter = Arbiter::new();

@@ -61,10 +61,12 @@ fn service_status(e: &ServiceError) -> StatusCode {
         | ServiceError::ProfileNotFound(_)
         | ServiceError::AppNotFound { .. }
         | ServiceError::ProgramNotFound { .. }
-        | ServiceError::RunNotFound(_) => StatusCode::NOT_FOUND,
+        | ServiceError::RunNotFound(_)
+        | ServiceError::TemplateNotFound(_) => StatusCode::NOT_FOUND,
         ServiceError::DefaultNamespace
         | ServiceError::BuiltinProfile(_)
-        | ServiceError::NativeProfile(_) => StatusCode::METHOD_NOT_ALLOWED,
+        | ServiceError::NativeProfile(_)
+        | ServiceError::BuiltinTemplate(_) => StatusCode::METHOD_NOT_ALLOWED,
         ServiceError::NamespaceNotEmpty { .. }
         | ServiceError::ProfileStatusUnchanged { .. }
         | ServiceError::ProfileEnabled(_)

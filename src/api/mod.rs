@@ -9,6 +9,7 @@ pub mod body;
 pub mod error;
 mod handlers;
 mod runs;
+mod templates;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -37,6 +38,7 @@ pub struct AppState {
 pub fn configure(cfg: &mut web::ServiceConfig) {
     use handlers::*;
     use runs::*;
+    use templates::*;
     cfg.service(
         web::scope("/v3")
             // Runs first: the router tries resources in order, and these are the busiest.
@@ -97,6 +99,20 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .service(resource("/profiles/{name}/assignments").get(profile_assignments))
             .service(
                 resource("/namespaces/{ns}/profiles/{name}/assignments").get(profile_assignments),
+            )
+            .service(resource("/templates").get(list_templates))
+            .service(resource("/namespaces/{ns}/templates").get(list_templates))
+            .service(
+                resource("/templates/{name}")
+                    .get(get_template)
+                    .put(put_template)
+                    .delete(delete_template),
+            )
+            .service(
+                resource("/namespaces/{ns}/templates/{name}")
+                    .get(get_template)
+                    .put(put_template)
+                    .delete(delete_template),
             )
             .service(resource("/namespaces/{ns}/apps").get(list_apps))
             .service(

@@ -24,6 +24,7 @@ pub fn run(args: &ClientArgs, command: Command) -> Result<u8, CliError> {
         Command::Pref(cmd) => pref(&client, json, cmd).map(|()| 0),
         Command::App(cmd) => super::runs::app(&client, json, cmd).map(|()| 0),
         Command::Run(cmd) => super::runs::run(&client, json, cmd),
+        Command::Template(cmd) => super::runs::template(&client, json, cmd).map(|()| 0),
     }
 }
 
@@ -116,18 +117,21 @@ fn provisioner(client: &Client, json: bool, cmd: ProvisionerCmd) -> Result<(), C
 
 /// The API path of a profile named on the command line.
 pub(super) fn profile_path(target: &ProfileTarget) -> Result<String, CliError> {
-    let (scope, name) = match target.profile.split_once(':') {
+    scoped_path("profiles", &target.profile, &target.namespace)
+}
+
+/// The API path of a scoped entity (`profiles`, `templates`): `SYSTEM:<name>` at the top
+/// level, `USER:<name>` or `<name>` in `namespace`.
+pub(super) fn scoped_path(kind: &str, scoped: &str, namespace: &str) -> Result<String, CliError> {
+    let (scope, name) = match scoped.split_once(':') {
         Some((s, n)) => (s.to_ascii_uppercase(), n),
-        None => ("USER".to_string(), target.profile.as_str()),
+        None => ("USER".to_string(), scoped),
     };
     match scope.as_str() {
-        "SYSTEM" => Ok(format!("/v3/profiles/{name}")),
-        "USER" => Ok(format!(
-            "/v3/namespaces/{}/profiles/{name}",
-            target.namespace
-        )),
+        "SYSTEM" => Ok(format!("/v3/{kind}/{name}")),
+        "USER" => Ok(format!("/v3/namespaces/{namespace}/{kind}/{name}")),
         other => Err(CliError::Usage(format!(
-            "unknown profile scope '{other}': use SYSTEM:<name>, USER:<name> or <name>"
+            "unknown scope '{other}': use SYSTEM:<name>, USER:<name> or <name>"
         ))),
     }
 }

@@ -76,6 +76,9 @@ pub enum Command {
     /// Start, watch and manage program runs and their clusters.
     #[command(subcommand)]
     Run(RunCmd),
+    /// Manage cluster templates.
+    #[command(subcommand)]
+    Template(TemplateCmd),
     /// Launches a program detached from the server (used by the server itself).
     #[command(hide = true)]
     Shim { run_dir: PathBuf },
@@ -243,6 +246,41 @@ pub struct PrefTarget {
     /// Program of the app.
     #[arg(long, requires = "app")]
     pub program: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TemplateCmd {
+    /// List templates: a namespace's, or the SYSTEM ones.
+    List {
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+        /// List SYSTEM templates only.
+        #[arg(long, conflicts_with = "include_system")]
+        system: bool,
+        /// Also list SYSTEM templates.
+        #[arg(long)]
+        include_system: bool,
+    },
+    /// Show a template: SYSTEM:<name>, USER:<name> or <name>.
+    Get {
+        template: String,
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+    },
+    /// Create or replace a template from a JSON file.
+    Put {
+        template: String,
+        #[arg(long, short)]
+        file: PathBuf,
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+    },
+    /// Delete a template.
+    Delete {
+        template: String,
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -7,9 +7,9 @@ use reqwest::Method;
 use serde_json::{Map, Value, json};
 
 use super::client::{CliError, Client};
-use super::commands::{done, duration, list, split_pair};
+use super::commands::{done, duration, list, scoped_path, split_pair};
 use super::output::{self, out, rows, table, text};
-use super::{AppCmd, RunCmd};
+use super::{AppCmd, RunCmd, TemplateCmd};
 
 /// How long each long-poll for new events waits on the server.
 const POLL: &str = "30s";
@@ -71,6 +71,65 @@ pub fn app(client: &Client, json: bool, cmd: AppCmd) -> Result<(), CliError> {
             return done(json, &format!("app '{namespace}/{name}' deleted"));
         }
     }
+    Ok(())
+}
+
+pub fn template(client: &Client, json: bool, cmd: TemplateCmd) -> Result<(), CliError> {
+    let v = match cmd {
+        TemplateCmd::List {
+            namespace,
+            system,
+            include_system,
+        } => {
+            let path = if system {
+                "/v3/templates".to_string()
+            } else {
+                format!("/v3/namespaces/{namespace}/templates?includeSystem={include_system}")
+            };
+            let v = client.get(&path)?;
+            if !json {
+                let mut items = list(&v);
+                for t in &mut items {
+                    t["services"] = json!(
+                        t["services"].as_object().map(|m| m
+                            .keys()
+                            .cloned()
+                            .collect::<Vec<_>>()
+                            .join(", "))
+                    );
+                    t["name"] = json!(format!("{}:{}", text(&t["scope"]), text(&t["name"])));
+                }
+                table(
+                    &["TEMPLATE", "SERVICES", "DESCRIPTION"],
+                    &rows(&items, &["name", "services", "description"]),
+                );
+                return Ok(());
+            }
+            v
+        }
+        TemplateCmd::Get {
+            template,
+            namespace,
+        } => client.get(&scoped_path("templates", &template, &namespace)?)?,
+        TemplateCmd::Put {
+            template,
+            file,
+            namespace,
+        } => {
+            let body = read_json(&file)?;
+            let path = scoped_path("templates", &template, &namespace)?;
+            client.call(Method::PUT, &path, Some(&body))?
+        }
+        TemplateCmd::Delete {
+            template,
+            namespace,
+        } => {
+            let path = scoped_path("templates", &template, &namespace)?;
+            client.call(Method::DELETE, &path, None)?;
+            return done(json, &format!("template '{template}' deleted"));
+        }
+    };
+    output::json(&v);
     Ok(())
 }
 

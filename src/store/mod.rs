@@ -53,11 +53,13 @@ pub enum Table {
     Resources,
     /// Each run's event history by `<run>/<sequence>`.
     Events,
+    /// Cluster templates by `<namespace>/<name>`; SYSTEM ones under `system`.
+    Templates,
 }
 
 impl Table {
     /// Every table, created when the store is opened.
-    pub const ALL: [Table; 9] = [
+    pub const ALL: [Table; 10] = [
         Table::Meta,
         Table::Namespaces,
         Table::Profiles,
@@ -67,6 +69,7 @@ impl Table {
         Table::Active,
         Table::Resources,
         Table::Events,
+        Table::Templates,
     ];
 
     fn def(self) -> TableDefinition<'static, &'static str, &'static [u8]> {
@@ -80,6 +83,7 @@ impl Table {
             Table::Active => "active",
             Table::Resources => "resources",
             Table::Events => "events",
+            Table::Templates => "templates",
         })
     }
 }

@@ -7,6 +7,8 @@
 //! inconsistent constraints. It never touches the store; the solver and planner read
 //! validated templates.
 
+pub mod service;
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};

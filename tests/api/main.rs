@@ -12,3 +12,4 @@ mod profiles;
 mod provisioners;
 mod runs;
 mod server;
+mod templates;

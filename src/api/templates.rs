@@ -1,0 +1,44 @@
+//! Handlers for cluster templates: `/v3/templates/...` (SYSTEM) and
+//! `/v3/namespaces/{ns}/templates/...` (USER).
+
+use actix_web::{FromRequest, HttpRequest};
+
+use super::body::Json;
+use super::error::ApiError;
+use super::handlers::{Reply, State, flag, ok};
+use crate::template::Template;
+use crate::template::service::{self as templates, TemplateId};
+
+/// The template a path names.
+pub struct TemplatePath(TemplateId);
+
+impl FromRequest for TemplatePath {
+    type Error = ApiError;
+    type Future = std::future::Ready<Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut actix_web::dev::Payload) -> Self::Future {
+        let info = req.match_info();
+        std::future::ready(Ok(TemplatePath(TemplateId {
+            namespace: info.get("ns").map(str::to_string),
+            name: info.get("name").unwrap_or_default().to_string(),
+        })))
+    }
+}
+
+pub async fn list_templates(state: State, req: HttpRequest) -> Reply {
+    let include_system = flag(&req, "includeSystem")?;
+    let ns = req.match_info().get("ns").map(str::to_string);
+    ok(&templates::list(&state.store, ns, include_system).await?)
+}
+
+pub async fn get_template(state: State, id: TemplatePath) -> Reply {
+    ok(&templates::get(&state.store, id.0).await?)
+}
+
+pub async fn put_template(state: State, id: TemplatePath, body: Json<Template>) -> Reply {
+    ok(&templates::put(&state.store, id.0, body.0).await?)
+}
+
+pub async fn delete_template(state: State, id: TemplatePath) -> Reply {
+    ok(&templates::delete(&state.store, id.0).await?)
+}

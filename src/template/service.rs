@@ -1,0 +1,256 @@
+//! Templates in the store: create or replace, get, list, delete, and the built-ins.
+//!
+//! USER templates live in a namespace; SYSTEM templates under the `system` key space, like
+//! SYSTEM profiles. The files in `profiles/templates/*.json` are compiled in and written as
+//! SYSTEM templates at every start-up; they cannot be replaced or deleted over the API.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::Template;
+use crate::error::ServiceError;
+use crate::namespace;
+use crate::profile::SYSTEM_NAMESPACE;
+use crate::store::{Read, Store, Table};
+use crate::time::now_secs;
+
+/// The built-in templates: file name and content.
+pub const FILES: &[(&str, &str)] = &[(
+    "zookeeper-cluster.json",
+    include_str!("../../profiles/templates/zookeeper-cluster.json"),
+)];
+
+/// Names a template: a namespace's (USER) or the instance's (SYSTEM, `namespace: None`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TemplateId {
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl TemplateId {
+    fn key(&self) -> String {
+        format!(
+            "{}/{}",
+            self.namespace.as_deref().unwrap_or(SYSTEM_NAMESPACE),
+            self.name
+        )
+    }
+
+    fn check(&self) -> Result<(), ServiceError> {
+        if let Some(ns) = &self.namespace {
+            namespace::check_name(ns)?;
+        }
+        crate::names::check("template name", &self.name)
+    }
+}
+
+impl fmt::Display for TemplateId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.namespace {
+            None => write!(f, "template 'SYSTEM:{}'", self.name),
+            Some(ns) => write!(f, "template '{}' in namespace '{ns}'", self.name),
+        }
+    }
+}
+
+/// A template as the store keeps it and the API returns it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredTemplate {
+    pub name: String,
+    /// `SYSTEM` or `USER`.
+    pub scope: String,
+    #[serde(flatten)]
+    pub template: Template,
+    pub created: u64,
+    pub updated: u64,
+    /// Loaded from `profiles/templates/`; cannot be replaced or deleted over the API.
+    #[serde(default)]
+    pub builtin: bool,
+}
+
+fn require(r: &impl Read, id: &TemplateId) -> Result<StoredTemplate, ServiceError> {
+    if let Some(ns) = &id.namespace {
+        namespace::require(r, ns)?;
+    }
+    r.get(Table::Templates, &id.key())?
+        .ok_or_else(|| ServiceError::TemplateNotFound(id.to_string()))
+}
+
+fn stored(
+    id: &TemplateId,
+    mut template: Template,
+    existing: Option<&StoredTemplate>,
+    builtin: bool,
+) -> StoredTemplate {
+    template.name = None;
+    let now = now_secs();
+    StoredTemplate {
+        name: id.name.clone(),
+        scope: if id.namespace.is_some() {
+            "USER"
+        } else {
+            "SYSTEM"
+        }
+        .into(),
+        template,
+        created: existing.map_or(now, |e| e.created),
+        updated: now,
+        builtin,
+    }
+}
+
+/// Creates or replaces template `id` after validating it.
+pub async fn put(
+    store: &Store,
+    id: TemplateId,
+    template: Template,
+) -> Result<StoredTemplate, ServiceError> {
+    id.check()?;
+    if let Some(body_name) = &template.name
+        && *body_name != id.name
+    {
+        return Err(ServiceError::invalid(
+            "name",
+            format!(
+                "'{body_name}' does not match the template name '{}' in the path",
+                id.name
+            ),
+        ));
+    }
+    template.validate()?;
+    store
+        .write(move |tx| {
+            if let Some(ns) = &id.namespace {
+                namespace::require(tx, ns)?;
+            }
+            let existing: Option<StoredTemplate> = tx.get(Table::Templates, &id.key())?;
+            if existing.as_ref().is_some_and(|e| e.builtin) {
+                return Err(ServiceError::BuiltinTemplate(id.to_string()));
+            }
+            let value = stored(&id, template, existing.as_ref(), false);
+            tx.put(Table::Templates, &id.key(), &value)?;
+            Ok(value)
+        })
+        .await
+}
+
+/// Template `id`.
+pub async fn get(store: &Store, id: TemplateId) -> Result<StoredTemplate, ServiceError> {
+    id.check()?;
+    store.read(move |r| require(r, &id)).await
+}
+
+/// The templates of namespace `ns` (SYSTEM ones with `None`, or after them with
+/// `include_system`).
+pub async fn list(
+    store: &Store,
+    ns: Option<String>,
+    include_system: bool,
+) -> Result<Vec<StoredTemplate>, ServiceError> {
+    if let Some(ns) = &ns {
+        namespace::check_name(ns)?;
+    }
+    store
+        .read(move |r| {
+            let mut prefixes = Vec::new();
+            if let Some(ns) = &ns {
+                namespace::require(r, ns)?;
+                prefixes.push(format!("{ns}/"));
+            }
+            if ns.is_none() || include_system {
+                prefixes.push(format!("{SYSTEM_NAMESPACE}/"));
+            }
+            let mut out = Vec::new();
+            for prefix in prefixes {
+                out.extend(
+                    r.scan::<StoredTemplate>(Table::Templates, &prefix)?
+                        .into_iter()
+                        .map(|(_, t)| t),
+                );
+            }
+            Ok(out)
+        })
+        .await
+}
+
+/// Deletes template `id`; built-ins cannot be deleted.
+pub async fn delete(store: &Store, id: TemplateId) -> Result<StoredTemplate, ServiceError> {
+    id.check()?;
+    store
+        .write(move |tx| {
+            let existing = require(tx, &id)?;
+            if existing.builtin {
+                return Err(ServiceError::BuiltinTemplate(id.to_string()));
+            }
+            tx.delete(Table::Templates, &id.key());
+            Ok(existing)
+        })
+        .await
+}
+
+/// Parses and validates every built-in template file.
+pub fn parse_builtin() -> Result<Vec<(TemplateId, Template)>, ServiceError> {
+    FILES
+        .iter()
+        .map(|(file, json)| {
+            let context =
+                |e: String| ServiceError::invalid(format!("profiles/templates/{file}"), e);
+            let de = &mut serde_json::Deserializer::from_str(json);
+            let template: Template = serde_path_to_error::deserialize(de)
+                .map_err(|e| context(format!("{}: {}", e.path(), e.inner())))?;
+            let name = template
+                .name
+                .clone()
+                .ok_or_else(|| context("has no \"name\"".into()))?;
+            let id = TemplateId {
+                namespace: None,
+                name,
+            };
+            id.check().map_err(|e| context(e.to_string()))?;
+            template.validate().map_err(|e| context(e.to_string()))?;
+            Ok((id, template))
+        })
+        .collect()
+}
+
+/// Writes the built-in templates to the store, keeping their creation times.
+pub async fn load_builtin(store: &Store) -> Result<usize, ServiceError> {
+    let templates = parse_builtin()?;
+    store
+        .write(move |tx| {
+            let count = templates.len();
+            for (id, template) in templates {
+                let existing: Option<StoredTemplate> = tx.get(Table::Templates, &id.key())?;
+                let value = stored(&id, template, existing.as_ref(), true);
+                tx.put(Table::Templates, &id.key(), &value)?;
+            }
+            Ok(count)
+        })
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_file_in_profiles_templates_is_built_in_and_valid() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/profiles/templates");
+        let mut on_disk: Vec<String> = std::fs::read_dir(dir)
+            .expect("profiles/templates exists")
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".json"))
+            .collect();
+        on_disk.sort();
+        let mut built_in: Vec<String> = FILES.iter().map(|(f, _)| f.to_string()).collect();
+        built_in.sort();
+        assert_eq!(
+            on_disk, built_in,
+            "profiles/templates/*.json and FILES differ"
+        );
+        let parsed = parse_builtin().expect("built-in templates are valid");
+        assert_eq!(parsed[0].0.name, "zookeeper-cluster");
+    }
+}

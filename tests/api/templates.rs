@@ -1,0 +1,93 @@
+//! Cluster templates over the API: built-ins, USER templates, validation errors.
+
+use serde_json::json;
+
+use super::harness::{Server, assert_error, run_ebb};
+
+#[test]
+fn built_in_and_user_templates() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    let (code, system) = server.get("/v3/templates");
+    assert_eq!(code, 200);
+    assert_eq!(system[0]["name"], "zookeeper-cluster", "{system}");
+    assert_eq!(system[0]["scope"], "SYSTEM");
+    assert_eq!(system[0]["builtin"], true);
+    assert!(system[0]["services"]["zookeeper"]["actions"]["start"]["script"].is_string());
+    assert_error(
+        server.put("/v3/templates/zookeeper-cluster", json!({})),
+        405,
+        "built in",
+    );
+    assert_error(
+        server.delete("/v3/templates/zookeeper-cluster"),
+        405,
+        "built in",
+    );
+
+    let body = json!({
+        "description": "two services",
+        "services": {"db": {}, "web": {"dependencies": {"runtime": {"requires": ["db"]}}}}
+    });
+    let (code, made) = server.put("/v3/namespaces/default/templates/small", body);
+    assert_eq!(code, 200, "{made}");
+    assert_eq!(
+        (made["scope"].as_str(), made["name"].as_str()),
+        (Some("USER"), Some("small"))
+    );
+    let listed = server
+        .get("/v3/namespaces/default/templates?includeSystem=true")
+        .1;
+    let names: Vec<&str> = listed
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(names, ["small", "zookeeper-cluster"]);
+    assert_error(
+        server.put(
+            "/v3/namespaces/default/templates/loop",
+            json!({"services": {"a": {"dependencies": {"install": {"requires": ["b"]}}},
+                                "b": {"dependencies": {"install": {"requires": ["a"]}}}}}),
+        ),
+        400,
+        "dependency cycle: a → b → a",
+    );
+    assert_error(
+        server.put(
+            "/v3/namespaces/default/templates/bad",
+            json!({"services": {"a": {"dependencies": {"runtime": {"requires": ["zk"]}}}}}),
+        ),
+        400,
+        "services.a.dependencies.runtime.requires[0]",
+    );
+    assert_error(
+        server.put(
+            "/v3/namespaces/default/templates/bad",
+            json!({"servces": {}}),
+        ),
+        400,
+        "servces",
+    );
+    assert_error(
+        server.get("/v3/namespaces/default/templates/nope"),
+        404,
+        "template 'nope'",
+    );
+    assert_error(
+        server.get("/v3/namespaces/nope/templates"),
+        404,
+        "namespace 'nope'",
+    );
+    let (code, _) = server.delete("/v3/namespaces/default/templates/small");
+    assert_eq!(code, 200);
+
+    let env = [("EBB_SERVER", server.url.as_str())];
+    let (code, out, err) = run_ebb(&["template", "list", "--system"], &env, None);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("SYSTEM:zookeeper-cluster") && out.contains("base, master, worker, zookeeper"),
+        "{out}"
+    );
+}
