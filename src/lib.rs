@@ -34,6 +34,7 @@ pub mod provisioner;
 pub mod run;
 pub mod runtime;
 pub mod server;
+pub mod solver;
 pub mod store;
 pub mod template;
 pub mod time;

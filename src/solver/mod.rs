@@ -1,0 +1,580 @@
+//! The layout solver: which hardware type, image type and services each node of a cluster gets.
+//!
+//! A pure, deterministic function of a template and a request, in Coopr's three stages:
+//! 1. **Service sets.** Services with no constraint (no quantity, ratio, type or coexist
+//!    rule) join every set; every subset of the constrained ones that respects the
+//!    must/can't-coexist groups is a candidate node service set.
+//! 2. **Node layouts.** For each service set, the most preferred (hardware, image) pair that
+//!    every service in it allows. Layouts are ordered by [`compare`]: more services first, then
+//!    the preferred hardware and image types, then names.
+//! 3. **Counts.** How many nodes of each layout, searched most-preferred-first (fill the
+//!    first layouts as far as their caps allow, then move nodes right), pruned by every
+//!    service's bounds, until every quantity, ratio and odd-count rule holds.
+//!
+//! Existing nodes (when an operation grows a cluster) are fixed: they count toward every
+//! bound and are returned unchanged, first. Same inputs, same layout.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use crate::template::Template;
+
+/// One node's layout.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeLayout {
+    pub hardware_type: String,
+    pub image_type: String,
+    pub services: BTreeSet<String>,
+}
+
+/// What to solve for.
+#[derive(Debug, Clone, Default)]
+pub struct Request {
+    /// The provisioner the nodes are for; only types with settings for it are used.
+    pub provisioner: String,
+    /// How many nodes the cluster has in all (fixed ones included).
+    pub nodes: u32,
+    /// The cluster's services; the template's defaults when `None`.
+    pub services: Option<Vec<String>>,
+    /// Every node gets this hardware type (else any allowed, the template's default first).
+    pub hardware_type: Option<String>,
+    /// Every node gets this image type (else any allowed, the template's default first).
+    pub image_type: Option<String>,
+    /// Nodes that exist already and must not change.
+    pub fixed: Vec<NodeLayout>,
+}
+
+/// Why no layout exists; the message names the constraint.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SolveError(pub String);
+
+fn fail<T>(message: impl Into<String>) -> Result<T, SolveError> {
+    Err(SolveError(message.into()))
+}
+
+/// Bounds on how many nodes run a service.
+#[derive(Debug, Clone, Copy)]
+struct Bounds {
+    min: u32,
+    max: u32,
+    odd: bool,
+}
+
+/// Orders node layouts, most preferred first: more services, then the hardware and image
+/// types' preference (their index in `hw_pref`/`img_pref`), then names.
+pub fn compare(
+    a: &NodeLayout,
+    b: &NodeLayout,
+    hw_pref: &[String],
+    img_pref: &[String],
+) -> Ordering {
+    let index = |list: &[String], v: &str| list.iter().position(|x| x == v).unwrap_or(usize::MAX);
+    b.services
+        .len()
+        .cmp(&a.services.len())
+        .then_with(|| index(hw_pref, &a.hardware_type).cmp(&index(hw_pref, &b.hardware_type)))
+        .then_with(|| index(img_pref, &a.image_type).cmp(&index(img_pref, &b.image_type)))
+        .then_with(|| a.hardware_type.cmp(&b.hardware_type))
+        .then_with(|| a.image_type.cmp(&b.image_type))
+        .then_with(|| a.services.iter().cmp(b.services.iter()))
+}
+
+/// The allowed types of one kind, preferred first: the requested one only, else the
+/// template's default first and the rest by name.
+fn allowed_types(
+    kind: &str,
+    defined: &crate::template::TypeMap,
+    compatible: &[String],
+    requested: Option<&String>,
+    default: Option<&String>,
+    provisioner: &str,
+) -> Result<Vec<String>, SolveError> {
+    let usable = |t: &String| {
+        defined
+            .get(t)
+            .is_some_and(|per| per.contains_key(provisioner))
+            && (compatible.is_empty() || compatible.contains(t))
+    };
+    if let Some(t) = requested {
+        if !usable(t) {
+            return fail(format!(
+                "{kind} '{t}' is not allowed by the template for provisioner '{provisioner}'"
+            ));
+        }
+        return Ok(vec![t.clone()]);
+    }
+    let mut all: Vec<String> = defined.keys().filter(|t| usable(t)).cloned().collect();
+    if all.is_empty() {
+        return fail(format!(
+            "no {kind} of the template has settings for provisioner '{provisioner}'"
+        ));
+    }
+    if let Some(d) = default
+        && let Some(i) = all.iter().position(|t| t == d)
+    {
+        let d = all.remove(i);
+        all.insert(0, d);
+    }
+    Ok(all)
+}
+
+/// Solves `request` against `template`: one layout per node, fixed nodes first.
+pub fn solve(template: &Template, request: &Request) -> Result<Vec<NodeLayout>, SolveError> {
+    let n = request.nodes;
+    if let Some(size) = template.constraints.size
+        && (n < size.min || n > size.max)
+    {
+        return fail(format!(
+            "constraints.size: the template allows {} to {} nodes, not {n}",
+            size.min, size.max
+        ));
+    }
+    let fixed = request.fixed.len() as u32;
+    if fixed > n {
+        return fail(format!(
+            "the cluster already has {fixed} nodes, more than the {n} asked for"
+        ));
+    }
+    let services: BTreeSet<String> = request
+        .services
+        .clone()
+        .unwrap_or_else(|| template.defaults.services.clone())
+        .into_iter()
+        .collect();
+    check_services(template, &services)?;
+    let hw = allowed_types(
+        "hardware type",
+        &template.hardware_types,
+        &template.compatibility.hardware_types,
+        request.hardware_type.as_ref(),
+        template.defaults.hardware_type.as_ref(),
+        &request.provisioner,
+    )?;
+    let img = allowed_types(
+        "image type",
+        &template.image_types,
+        &template.compatibility.image_types,
+        request.image_type.as_ref(),
+        template.defaults.image_type.as_ref(),
+        &request.provisioner,
+    )?;
+
+    let layouts = node_layouts(template, &services, &hw, &img)?;
+    let bounds = bounds(template, &services, n);
+    let counts = find_counts(&layouts, &bounds, &request.fixed, n - fixed).ok_or_else(|| {
+        let described: Vec<String> = bounds
+            .iter()
+            .map(|(s, b)| {
+                let max = if b.max == u32::MAX { "any".to_string() } else { b.max.to_string() };
+                format!("{s} on {}..{max} node(s){}", b.min, if b.odd { ", odd" } else { "" })
+            })
+            .collect();
+        SolveError(format!(
+            "no layout of {n} node(s) meets the template's constraints ({}; layout rules: mustCoexist {:?}, cantCoexist {:?})",
+            described.join("; "),
+            template.constraints.layout.must_coexist,
+            template.constraints.layout.cant_coexist
+        ))
+    })?;
+    let mut out = request.fixed.clone();
+    for (layout, count) in layouts.iter().zip(counts) {
+        out.extend(std::iter::repeat_n(layout.clone(), count as usize));
+    }
+    Ok(out)
+}
+
+/// The cluster's services must be allowed, have what they require, and not conflict.
+fn check_services(template: &Template, services: &BTreeSet<String>) -> Result<(), SolveError> {
+    if services.is_empty() {
+        return fail(
+            "the cluster has no services (give some, or set the template's defaults.services)",
+        );
+    }
+    let compatible = &template.compatibility.services;
+    for s in services {
+        let Some(service) = template.services.get(s) else {
+            return fail(format!("service '{s}' is not in the template"));
+        };
+        if !compatible.is_empty() && !compatible.contains(s) {
+            return fail(format!(
+                "service '{s}' is not in the template's compatibility.services"
+            ));
+        }
+        let deps = &service.dependencies;
+        for req in deps.install.requires.iter().chain(&deps.runtime.requires) {
+            let met = services.iter().any(|other| {
+                other == req
+                    || template
+                        .services
+                        .get(other)
+                        .is_some_and(|o| o.dependencies.provides.contains(req))
+            });
+            if !met {
+                return fail(format!(
+                    "service '{s}' requires '{req}', which is not in the cluster"
+                ));
+            }
+        }
+        if let Some(c) = deps.conflicts.iter().find(|c| services.contains(*c)) {
+            return fail(format!(
+                "service '{s}' conflicts with '{c}', which is in the cluster"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Every valid node service set: unconstrained services join each; constrained subsets must
+/// respect the coexist groups.
+fn service_sets(template: &Template, services: &BTreeSet<String>) -> Vec<BTreeSet<String>> {
+    let layout = &template.constraints.layout;
+    let in_groups: BTreeSet<&String> = layout
+        .must_coexist
+        .iter()
+        .chain(&layout.cant_coexist)
+        .flatten()
+        .collect();
+    let (constrained, free): (Vec<&String>, Vec<&String>) = services
+        .iter()
+        .partition(|s| template.constraints.services.contains_key(*s) || in_groups.contains(s));
+    let valid = |set: &BTreeSet<&String>| {
+        layout
+            .cant_coexist
+            .iter()
+            .all(|g| g.iter().filter(|s| set.contains(s)).count() < 2)
+            && layout.must_coexist.iter().all(|g| {
+                let present: Vec<&String> = g.iter().filter(|s| services.contains(*s)).collect();
+                let has = present.iter().filter(|s| set.contains(**s)).count();
+                has == 0 || has == present.len()
+            })
+    };
+    let mut sets = Vec::new();
+    for mask in 0u64..(1u64 << constrained.len()) {
+        let mut set: BTreeSet<&String> = (0..constrained.len())
+            .filter(|i| mask & (1 << i) != 0)
+            .map(|i| constrained[i])
+            .collect();
+        if !valid(&set) {
+            continue;
+        }
+        set.extend(free.iter().copied());
+        if !set.is_empty() {
+            sets.push(set.into_iter().cloned().collect());
+        }
+    }
+    sets
+}
+
+/// One layout per valid service set (its best hardware and image pair), most preferred first.
+fn node_layouts(
+    template: &Template,
+    services: &BTreeSet<String>,
+    hw: &[String],
+    img: &[String],
+) -> Result<Vec<NodeLayout>, SolveError> {
+    let constraints = &template.constraints.services;
+    let mut layouts = Vec::new();
+    for set in service_sets(template, services) {
+        let best = hw
+            .iter()
+            .flat_map(|h| img.iter().map(move |i| (h, i)))
+            .filter(|(h, i)| {
+                set.iter().all(|s| {
+                    constraints.get(s).is_none_or(|c| {
+                        (c.hardware_types.is_empty() || c.hardware_types.contains(h))
+                            && (c.image_types.is_empty() || c.image_types.contains(i))
+                    })
+                })
+            })
+            .map(|(h, i)| NodeLayout {
+                hardware_type: h.clone(),
+                image_type: i.clone(),
+                services: set.clone(),
+            })
+            .min_by(|a, b| compare(a, b, hw, img));
+        layouts.extend(best);
+    }
+    if layouts.is_empty() {
+        return fail("no node layout satisfies the services' hardware and image type constraints");
+    }
+    layouts.sort_by(|a, b| compare(a, b, hw, img));
+    Ok(layouts)
+}
+
+/// Each constrained service's bounds for a cluster of `n` nodes (quantities and ratio).
+fn bounds(template: &Template, services: &BTreeSet<String>, n: u32) -> BTreeMap<String, Bounds> {
+    template
+        .constraints
+        .services
+        .iter()
+        .filter(|(s, _)| services.contains(*s))
+        .map(|(s, c)| {
+            let (mut min, mut max) = c.quantities.map_or((0, u32::MAX), |q| (q.min, q.max));
+            if let Some(r) = c.ratio {
+                min = min.max((r.min * f64::from(n)).ceil() as u32);
+                max = max.min((r.max * f64::from(n)).floor() as u32);
+            }
+            (
+                s.clone(),
+                Bounds {
+                    min,
+                    max,
+                    odd: c.odd,
+                },
+            )
+        })
+        .collect()
+}
+
+/// The most preferred node count per layout for `free` new nodes, or `None`.
+fn find_counts(
+    layouts: &[NodeLayout],
+    bounds: &BTreeMap<String, Bounds>,
+    fixed: &[NodeLayout],
+    free: u32,
+) -> Option<Vec<u32>> {
+    let names: Vec<&String> = bounds.keys().collect();
+    let b: Vec<Bounds> = bounds.values().copied().collect();
+    // Which bounded services each layout carries.
+    let carries: Vec<Vec<usize>> = layouts
+        .iter()
+        .map(|l| {
+            (0..names.len())
+                .filter(|i| l.services.contains(names[*i]))
+                .collect()
+        })
+        .collect();
+    let mut current: Vec<u32> = names
+        .iter()
+        .map(|s| fixed.iter().filter(|f| f.services.contains(*s)).count() as u32)
+        .collect();
+    if current.iter().zip(&b).any(|(c, b)| *c > b.max) {
+        return None;
+    }
+    let mut counts = vec![0u32; layouts.len()];
+    let mut search = Search {
+        b: &b,
+        carries: &carries,
+        steps: 0,
+    };
+    search
+        .place(0, free, &mut current, &mut counts)
+        .then_some(counts)
+}
+
+/// Depth-first search over counts, slot by slot, largest count first.
+struct Search<'a> {
+    b: &'a [Bounds],
+    carries: &'a [Vec<usize>],
+    steps: u64,
+}
+
+/// Most search steps before giving up (a pathological template; well within the solver's
+/// time budget).
+const MAX_STEPS: u64 = 5_000_000;
+
+impl Search<'_> {
+    fn place(&mut self, slot: usize, left: u32, current: &mut [u32], counts: &mut [u32]) -> bool {
+        self.steps += 1;
+        if self.steps > MAX_STEPS {
+            return false;
+        }
+        if slot == self.carries.len() {
+            return left == 0
+                && current
+                    .iter()
+                    .zip(self.b)
+                    .all(|(c, b)| *c >= b.min && *c <= b.max && (!b.odd || c % 2 == 1));
+        }
+        // Can the remaining slots still reach every minimum?
+        for (i, b) in self.b.iter().enumerate() {
+            if current[i] < b.min {
+                let reachable = self.carries[slot..].iter().any(|c| c.contains(&i));
+                if !reachable || b.min - current[i] > left {
+                    return false;
+                }
+            }
+        }
+        let cap = self.carries[slot]
+            .iter()
+            .map(|i| self.b[*i].max - current[*i])
+            .min()
+            .unwrap_or(u32::MAX)
+            .min(left);
+        if slot + 1 == self.carries.len() && cap < left {
+            return false;
+        }
+        for take in (0..=cap).rev() {
+            for i in &self.carries[slot] {
+                current[*i] += take;
+            }
+            counts[slot] = take;
+            if self.place(slot + 1, left - take, current, counts) {
+                return true;
+            }
+            for i in &self.carries[slot] {
+                current[*i] -= take;
+            }
+            counts[slot] = 0;
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn template(v: serde_json::Value) -> Template {
+        let t: Template = serde_json::from_value(v).expect("template");
+        t.validate().expect("valid");
+        t
+    }
+
+    fn example() -> Template {
+        template(json!({
+            "services": {
+                "base": {}, "zookeeper": {"dependencies": {"install": {"requires": ["base"]}}},
+                "master": {"dependencies": {"runtime": {"requires": ["zookeeper"]}}},
+                "worker": {"dependencies": {"runtime": {"requires": ["master"]}}}
+            },
+            "hardwareTypes": {"small": {"local": {}}, "large": {"local": {}}},
+            "imageTypes": {"debian12": {"local": {}}},
+            "defaults": {"services": ["base", "zookeeper", "master", "worker"], "hardwareType": "small"},
+            "constraints": {
+                "size": {"min": 1, "max": 1000},
+                "layout": {"mustCoexist": [["base", "worker"]], "cantCoexist": [["master", "worker"]]},
+                "services": {"master": {"quantities": {"min": 1, "max": 1}, "hardwareTypes": ["large"]},
+                             "zookeeper": {"quantities": {"min": 1, "max": 3}, "odd": true}}
+            }
+        }))
+    }
+
+    fn request(nodes: u32) -> Request {
+        Request {
+            provisioner: "local".into(),
+            nodes,
+            ..Request::default()
+        }
+    }
+
+    fn summary(layout: &[NodeLayout]) -> Vec<String> {
+        layout
+            .iter()
+            .map(|l| {
+                format!(
+                    "{}:{}",
+                    l.hardware_type,
+                    l.services.iter().cloned().collect::<Vec<_>>().join("+")
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_example_gets_one_master_an_odd_quorum_and_workers() {
+        let t = example();
+        let five = solve(&t, &request(5)).expect("solves");
+        assert_eq!(
+            summary(&five),
+            [
+                "small:base+worker+zookeeper",
+                "small:base+worker+zookeeper",
+                "small:base+worker+zookeeper",
+                "small:base+worker",
+                "large:master",
+            ]
+        );
+        let one = solve(&t, &request(1)).expect("solves");
+        assert_eq!(summary(&one), ["large:master+zookeeper"]);
+        assert_eq!(solve(&t, &request(5)), Ok(five), "deterministic");
+    }
+
+    #[test]
+    fn each_constraint_kind_is_honoured_or_named() {
+        let t = example();
+        let err = solve(&t, &request(0)).expect_err("size");
+        assert!(err.0.contains("constraints.size"), "{err}");
+        let err = solve(
+            &t,
+            &Request {
+                hardware_type: Some("small".into()),
+                ..request(3)
+            },
+        )
+        .expect_err("master needs large");
+        assert!(err.0.contains("no layout"), "{err}");
+        let err = solve(
+            &t,
+            &Request {
+                provisioner: "aws-ec2".into(),
+                ..request(3)
+            },
+        )
+        .expect_err("provisioner");
+        assert!(err.0.contains("provisioner 'aws-ec2'"), "{err}");
+        let err = solve(
+            &t,
+            &Request {
+                services: Some(vec!["worker".into()]),
+                ..request(3)
+            },
+        )
+        .expect_err("requires");
+        assert!(err.0.contains("requires 'master'"), "{err}");
+
+        let ratio = template(json!({
+            "services": {"a": {}, "b": {}},
+            "hardwareTypes": {"h": {"local": {}}}, "imageTypes": {"i": {"local": {}}},
+            "defaults": {"services": ["a", "b"]},
+            "constraints": {"layout": {"cantCoexist": [["a", "b"]]},
+                            "services": {"a": {"ratio": {"min": 0.25, "max": 0.25}}}}
+        }));
+        let eight = solve(&ratio, &request(8)).expect("solves");
+        let a = eight.iter().filter(|l| l.services.contains("a")).count();
+        assert_eq!(a, 2, "{:?}", summary(&eight));
+        assert!(eight.iter().all(|l| l.services.len() == 1), "cantCoexist");
+
+        let odd = template(json!({
+            "services": {"zk": {}},
+            "hardwareTypes": {"h": {"local": {}}}, "imageTypes": {"i": {"local": {}}},
+            "defaults": {"services": ["zk"]},
+            "constraints": {"services": {"zk": {"quantities": {"min": 2, "max": 4}, "odd": true}}}
+        }));
+        assert_eq!(solve(&odd, &request(3)).expect("3 is odd").len(), 3);
+        let err = solve(&odd, &request(4)).expect_err("4 zk nodes is even");
+        assert!(err.0.contains("zk on 2..4 node(s), odd"), "{err}");
+    }
+
+    #[test]
+    fn fixed_nodes_stay_as_they_are() {
+        let t = example();
+        let three = solve(&t, &request(3)).expect("solves");
+        let grown = solve(
+            &t,
+            &Request {
+                fixed: three.clone(),
+                ..request(6)
+            },
+        )
+        .expect("grows");
+        assert_eq!(&grown[..3], &three[..]);
+        assert_eq!(
+            grown
+                .iter()
+                .filter(|l| l.services.contains("master"))
+                .count(),
+            1
+        );
+        let zk = grown
+            .iter()
+            .filter(|l| l.services.contains("zookeeper"))
+            .count();
+        assert!(zk % 2 == 1 && zk <= 3, "{:?}", summary(&grown));
+    }
+}
