@@ -7,6 +7,7 @@
 //! issue deepens [`plan`] (services, dependency order, rollback); the actors that execute a
 //! plan do not change when it does.
 
+pub mod cluster;
 pub mod resource;
 
 use serde::{Deserialize, Serialize};

@@ -1,0 +1,709 @@
+//! Plans for operations on a cluster with services: the node-level task DAG.
+//!
+//! Pure: (operation, template, nodes with their services) → tasks with dependencies. Per node
+//! `create → confirm → bootstrap`, then per service on it `install → configure → initialize →
+//! start`. Across nodes, a service's install waits for the installs of what it needs at
+//! install time, and its initialize waits for the starts, on every node, of what it needs at
+//! run time; stops go in the reverse order, and a node is deleted after its services stop.
+//! Steps a service has no action for are walked through (their edges pass on to what follows)
+//! and the result is transitively reduced, so every edge left is one that matters.
+//! [`stages`] derives the classic stage view (one task per node per stage) for display only;
+//! execution follows the DAG.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use crate::template::{ActionKind, Template};
+
+/// What a task does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Action {
+    Create,
+    Confirm,
+    Bootstrap,
+    Install,
+    Configure,
+    Initialize,
+    Start,
+    Stop,
+    Remove,
+    Delete,
+}
+
+impl Action {
+    /// The template action a service task runs, if it is a service task.
+    pub fn service_action(self) -> Option<ActionKind> {
+        Some(match self {
+            Action::Install => ActionKind::Install,
+            Action::Configure => ActionKind::Configure,
+            Action::Initialize => ActionKind::Initialize,
+            Action::Start => ActionKind::Start,
+            Action::Stop => ActionKind::Stop,
+            Action::Remove => ActionKind::Remove,
+            Action::Create | Action::Confirm | Action::Bootstrap | Action::Delete => return None,
+        })
+    }
+
+    /// The task that undoes this one in a rollback, if any.
+    pub fn inverse(self) -> Option<Action> {
+        match self {
+            Action::Create | Action::Confirm => Some(Action::Delete),
+            Action::Install => Some(Action::Remove),
+            Action::Start => Some(Action::Stop),
+            Action::Stop => Some(Action::Start),
+            Action::Configure => Some(Action::Configure),
+            Action::Bootstrap | Action::Initialize | Action::Remove | Action::Delete => None,
+        }
+    }
+}
+
+/// One task of a cluster plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterTask {
+    pub id: usize,
+    pub node: String,
+    pub action: Action,
+    /// `None` for node tasks (create, confirm, bootstrap, delete).
+    pub service: Option<String>,
+    pub depends_on: Vec<usize>,
+}
+
+/// A node as the planner sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanNode {
+    pub name: String,
+    pub services: BTreeSet<String>,
+}
+
+/// An operation on a cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ClusterOperation {
+    Create,
+    Delete,
+    StartServices,
+    StopServices,
+    RestartServices,
+}
+
+type Key = (String, Action, Option<String>);
+
+/// A DAG under construction, keyed by (node, action, service).
+#[derive(Default)]
+struct Dag {
+    tasks: Vec<Key>,
+    index: BTreeMap<Key, usize>,
+    edges: BTreeSet<(usize, usize)>,
+}
+
+impl Dag {
+    fn task(&mut self, node: &str, action: Action, service: Option<&str>) -> usize {
+        let key = (node.to_string(), action, service.map(str::to_string));
+        if let Some(i) = self.index.get(&key) {
+            return *i;
+        }
+        let i = self.tasks.len();
+        self.tasks.push(key.clone());
+        self.index.insert(key, i);
+        i
+    }
+
+    fn find(&self, node: &str, action: Action, service: Option<&str>) -> Option<usize> {
+        self.index
+            .get(&(node.to_string(), action, service.map(str::to_string)))
+            .copied()
+    }
+
+    fn edge(&mut self, before: usize, after: usize) {
+        if before != after {
+            self.edges.insert((before, after));
+        }
+    }
+}
+
+/// The service steps of a create, in order.
+const UP: [Action; 4] = [
+    Action::Install,
+    Action::Configure,
+    Action::Initialize,
+    Action::Start,
+];
+
+/// Plans `operation` over `nodes` for `template`.
+pub fn plan(
+    operation: ClusterOperation,
+    template: &Template,
+    nodes: &[PlanNode],
+) -> Vec<ClusterTask> {
+    let mut dag = Dag::default();
+    let has = |service: &str| -> Vec<&PlanNode> {
+        nodes
+            .iter()
+            .filter(|n| n.services.contains(service))
+            .collect()
+    };
+    let up = matches!(
+        operation,
+        ClusterOperation::Create
+            | ClusterOperation::StartServices
+            | ClusterOperation::RestartServices
+    );
+    let down = matches!(
+        operation,
+        ClusterOperation::Delete
+            | ClusterOperation::StopServices
+            | ClusterOperation::RestartServices
+    );
+    if down {
+        for node in nodes {
+            for s in &node.services {
+                dag.task(&node.name, Action::Stop, Some(s));
+            }
+            if operation == ClusterOperation::Delete {
+                let delete = dag.task(&node.name, Action::Delete, None);
+                for s in &node.services {
+                    let stop = dag.task(&node.name, Action::Stop, Some(s));
+                    dag.edge(stop, delete);
+                }
+            }
+        }
+        // A stops before what it needs at run time: stop(A everywhere) → stop(B).
+        for node in nodes {
+            for a in &node.services {
+                for b in template.predecessors(a, "runtime") {
+                    let stop_a = dag.task(&node.name, Action::Stop, Some(a));
+                    for other in has(b) {
+                        let stop_b = dag.task(&other.name, Action::Stop, Some(b));
+                        dag.edge(stop_a, stop_b);
+                    }
+                }
+            }
+        }
+    }
+    if up {
+        let steps: &[Action] = if operation == ClusterOperation::Create {
+            &UP
+        } else {
+            &[Action::Start]
+        };
+        for node in nodes {
+            let mut last = None;
+            if operation == ClusterOperation::Create {
+                let create = dag.task(&node.name, Action::Create, None);
+                let confirm = dag.task(&node.name, Action::Confirm, None);
+                let bootstrap = dag.task(&node.name, Action::Bootstrap, None);
+                dag.edge(create, confirm);
+                dag.edge(confirm, bootstrap);
+                last = Some(bootstrap);
+            }
+            for s in &node.services {
+                let mut prev = last;
+                if operation == ClusterOperation::RestartServices
+                    && let Some(stop) = dag.find(&node.name, Action::Stop, Some(s))
+                {
+                    prev = Some(stop);
+                }
+                for step in steps {
+                    let t = dag.task(&node.name, *step, Some(s));
+                    if let Some(p) = prev {
+                        dag.edge(p, t);
+                    }
+                    prev = Some(t);
+                }
+            }
+        }
+        if operation == ClusterOperation::RestartServices {
+            // Every stop before any start: a restart brings the cluster down, then up.
+            let stops: Vec<usize> = (0..dag.tasks.len())
+                .filter(|i| dag.tasks[*i].1 == Action::Stop)
+                .collect();
+            let starts: Vec<usize> = (0..dag.tasks.len())
+                .filter(|i| dag.tasks[*i].1 == Action::Start)
+                .collect();
+            for s in &stops {
+                for t in &starts {
+                    dag.edge(*s, *t);
+                }
+            }
+        }
+        for node in nodes {
+            for a in &node.services {
+                if operation == ClusterOperation::Create {
+                    // install(B everywhere) → install(A) when A needs B at install time.
+                    for b in template.predecessors(a, "install") {
+                        let install_a = dag.task(&node.name, Action::Install, Some(a));
+                        for other in has(b) {
+                            let install_b = dag.task(&other.name, Action::Install, Some(b));
+                            dag.edge(install_b, install_a);
+                        }
+                    }
+                }
+                // start(B everywhere) → initialize(A) (start(A) for a start-only operation).
+                let gate = if operation == ClusterOperation::Create {
+                    Action::Initialize
+                } else {
+                    Action::Start
+                };
+                for b in template.predecessors(a, "runtime") {
+                    let a_gate = dag.task(&node.name, gate, Some(a));
+                    for other in has(b) {
+                        let start_b = dag.task(&other.name, Action::Start, Some(b));
+                        dag.edge(start_b, a_gate);
+                    }
+                }
+            }
+        }
+    }
+    finish(dag, template)
+}
+
+/// Walks through service steps without an action, reduces transitively and numbers tasks.
+fn finish(dag: Dag, template: &Template) -> Vec<ClusterTask> {
+    let n = dag.tasks.len();
+    let keep: Vec<bool> = dag
+        .tasks
+        .iter()
+        .map(
+            |(_, action, service)| match (action.service_action(), service) {
+                (Some(kind), Some(s)) => template
+                    .services
+                    .get(s)
+                    .is_some_and(|svc| svc.actions.contains_key(&kind)),
+                _ => true,
+            },
+        )
+        .collect();
+    let mut succ: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); n];
+    for (a, b) in &dag.edges {
+        succ[*a].insert(*b);
+    }
+    // Reachability between kept tasks, through dropped ones.
+    let order = topo_order(n, &succ);
+    let mut reach: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); n];
+    for &v in order.iter().rev() {
+        let mut r = BTreeSet::new();
+        for &w in &succ[v] {
+            r.insert(w);
+            r.extend(reach[w].iter().copied());
+        }
+        reach[v] = r;
+    }
+    // Kept-to-kept edges: w reachable from v through dropped tasks only.
+    let mut direct: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); n];
+    for v in (0..n).filter(|v| keep[*v]) {
+        let mut stack: Vec<usize> = succ[v].iter().copied().collect();
+        let mut seen = BTreeSet::new();
+        while let Some(w) = stack.pop() {
+            if !seen.insert(w) {
+                continue;
+            }
+            if keep[w] {
+                direct[v].insert(w);
+            } else {
+                stack.extend(succ[w].iter().copied());
+            }
+        }
+    }
+    // Transitive reduction: drop v → w when w is reachable from another successor of v.
+    let mut reduced: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); n];
+    for v in 0..n {
+        for &w in &direct[v] {
+            let implied = direct[v].iter().any(|&u| u != w && reach[u].contains(&w));
+            if !implied {
+                reduced[v].insert(w);
+            }
+        }
+    }
+    let ids: BTreeMap<usize, usize> = order
+        .iter()
+        .copied()
+        .filter(|v| keep[*v])
+        .enumerate()
+        .map(|(id, v)| (v, id))
+        .collect();
+    let mut tasks: Vec<ClusterTask> = ids
+        .iter()
+        .map(|(&v, &id)| {
+            let (node, action, service) = dag.tasks[v].clone();
+            ClusterTask {
+                id,
+                node,
+                action,
+                service,
+                depends_on: Vec::new(),
+            }
+        })
+        .collect();
+    tasks.sort_by_key(|t| t.id);
+    for (v, successors) in reduced.iter().enumerate() {
+        for &w in successors {
+            if let (Some(&a), Some(&b)) = (ids.get(&v), ids.get(&w)) {
+                tasks[b].depends_on.push(a);
+            }
+        }
+    }
+    for t in &mut tasks {
+        t.depends_on.sort_unstable();
+    }
+    tasks
+}
+
+/// A topological order (Kahn's algorithm, smallest index first, so it is deterministic).
+fn topo_order(n: usize, succ: &[BTreeSet<usize>]) -> Vec<usize> {
+    let mut indegree = vec![0usize; n];
+    for s in succ {
+        for &w in s {
+            indegree[w] += 1;
+        }
+    }
+    let mut ready: BTreeSet<usize> = (0..n).filter(|v| indegree[*v] == 0).collect();
+    let mut order = Vec::with_capacity(n);
+    while let Some(v) = ready.pop_first() {
+        order.push(v);
+        for &w in &succ[v] {
+            indegree[w] -= 1;
+            if indegree[w] == 0 {
+                ready.insert(w);
+            }
+        }
+    }
+    debug_assert_eq!(order.len(), n, "template validation rules out cycles");
+    order
+}
+
+/// The stage view: each stage holds tasks whose predecessors are all in earlier stages, at
+/// most one per node. For display; execution does not wait for stages.
+pub fn stages(tasks: &[ClusterTask]) -> Vec<Vec<usize>> {
+    let mut stage_of: Vec<Option<usize>> = vec![None; tasks.len()];
+    let mut stages: Vec<Vec<usize>> = Vec::new();
+    let mut placed = 0;
+    while placed < tasks.len() {
+        let current = stages.len();
+        let mut busy = BTreeSet::new();
+        let mut stage = Vec::new();
+        for t in tasks {
+            if stage_of[t.id].is_none()
+                && t.depends_on
+                    .iter()
+                    .all(|d| stage_of[*d].is_some_and(|s| s < current))
+                && busy.insert(t.node.as_str())
+            {
+                stage.push(t.id);
+            }
+        }
+        for id in &stage {
+            stage_of[*id] = Some(current);
+        }
+        placed += stage.len();
+        if stage.is_empty() {
+            break; // cannot happen for a DAG
+        }
+        stages.push(stage);
+    }
+    stages
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn template() -> Template {
+        let t: Template = serde_json::from_value(json!({
+            "services": {
+                "base": {"actions": {"install": {"type": "shell", "script": "i"}}},
+                "zk": {"dependencies": {"install": {"requires": ["base"]}},
+                       "actions": {"install": {"type": "shell", "script": "i"}, "start": {"type": "shell", "script": "s"}, "stop": {"type": "shell", "script": "x"}}},
+                "master": {"dependencies": {"runtime": {"requires": ["zk"]}},
+                           "actions": {"initialize": {"type": "shell", "script": "n"}, "start": {"type": "shell", "script": "s"}, "stop": {"type": "shell", "script": "x"}}},
+                "worker": {"dependencies": {"runtime": {"requires": ["master"]}},
+                           "actions": {"start": {"type": "shell", "script": "s"}, "stop": {"type": "shell", "script": "x"}}}
+            }
+        }))
+        .expect("template");
+        t.validate().expect("valid");
+        t
+    }
+
+    fn nodes() -> Vec<PlanNode> {
+        let node = |name: &str, services: &[&str]| PlanNode {
+            name: name.into(),
+            services: services.iter().map(|s| s.to_string()).collect(),
+        };
+        vec![
+            node("n1", &["base", "master"]),
+            node("n2", &["base", "zk", "worker"]),
+            node("n3", &["base", "zk", "worker"]),
+        ]
+    }
+
+    fn find<'a>(
+        tasks: &'a [ClusterTask],
+        node: &str,
+        action: Action,
+        service: Option<&str>,
+    ) -> &'a ClusterTask {
+        tasks
+            .iter()
+            .find(|t| t.node == node && t.action == action && t.service.as_deref() == service)
+            .unwrap_or_else(|| panic!("no {action:?} {service:?} on {node}"))
+    }
+
+    /// Whether `b` is reachable from `a`.
+    fn before(tasks: &[ClusterTask], a: usize, b: usize) -> bool {
+        let mut stack = vec![b];
+        let mut seen = BTreeSet::new();
+        while let Some(t) = stack.pop() {
+            if t == a {
+                return true;
+            }
+            if seen.insert(t) {
+                stack.extend(tasks[t].depends_on.iter().copied());
+            }
+        }
+        false
+    }
+
+    #[test]
+    fn create_orders_services_across_nodes() {
+        let t = template();
+        let tasks = plan(ClusterOperation::Create, &t, &nodes());
+        let id = |n, a, s| find(&tasks, n, a, s).id;
+        // Node steps, then installs in install-dependency order across nodes.
+        assert!(before(
+            &tasks,
+            id("n2", Action::Bootstrap, None),
+            id("n2", Action::Install, Some("zk"))
+        ));
+        assert!(before(
+            &tasks,
+            id("n1", Action::Install, Some("base")),
+            id("n2", Action::Install, Some("zk"))
+        ));
+        // Runtime: zk starts everywhere before master initializes; master starts before workers.
+        for n in ["n2", "n3"] {
+            assert!(before(
+                &tasks,
+                id(n, Action::Start, Some("zk")),
+                id("n1", Action::Initialize, Some("master"))
+            ));
+            assert!(before(
+                &tasks,
+                id("n1", Action::Start, Some("master")),
+                id(n, Action::Start, Some("worker"))
+            ));
+        }
+        // Steps without an action are walked through, not planned.
+        assert!(tasks.iter().all(|t| t.action != Action::Configure));
+        assert!(
+            !tasks
+                .iter()
+                .any(|t| t.action == Action::Install && t.service.as_deref() == Some("worker"))
+        );
+        // Transitively reduced: no edge is implied by another path.
+        for task in &tasks {
+            for &d in &task.depends_on {
+                let others = task.depends_on.iter().filter(|&&o| o != d);
+                assert!(
+                    !others.clone().any(|&o| before(&tasks, d, o)),
+                    "edge {d}→{} is implied",
+                    task.id
+                );
+            }
+        }
+        // Ids follow a topological order.
+        assert!(tasks.iter().all(|t| t.depends_on.iter().all(|d| *d < t.id)));
+        let stages = stages(&tasks);
+        assert_eq!(stages.iter().map(Vec::len).sum::<usize>(), tasks.len());
+        for stage in &stages {
+            let nodes: BTreeSet<&str> = stage.iter().map(|i| tasks[*i].node.as_str()).collect();
+            assert_eq!(nodes.len(), stage.len(), "one task per node per stage");
+        }
+    }
+
+    #[test]
+    fn delete_stops_in_reverse_then_deletes() {
+        let t = template();
+        let tasks = plan(ClusterOperation::Delete, &t, &nodes());
+        let id = |n, a, s| find(&tasks, n, a, s).id;
+        for n in ["n2", "n3"] {
+            assert!(before(
+                &tasks,
+                id(n, Action::Stop, Some("worker")),
+                id("n1", Action::Stop, Some("master"))
+            ));
+            assert!(before(
+                &tasks,
+                id("n1", Action::Stop, Some("master")),
+                id(n, Action::Stop, Some("zk"))
+            ));
+            assert!(before(
+                &tasks,
+                id(n, Action::Stop, Some("zk")),
+                id(n, Action::Delete, None)
+            ));
+        }
+        assert!(
+            tasks
+                .iter()
+                .all(|t| !matches!(t.action, Action::Create | Action::Install | Action::Start))
+        );
+    }
+
+    #[test]
+    fn restart_stops_everything_before_starting() {
+        let t = template();
+        let tasks = plan(ClusterOperation::RestartServices, &t, &nodes());
+        let stops: Vec<usize> = tasks
+            .iter()
+            .filter(|t| t.action == Action::Stop)
+            .map(|t| t.id)
+            .collect();
+        let starts: Vec<usize> = tasks
+            .iter()
+            .filter(|t| t.action == Action::Start)
+            .map(|t| t.id)
+            .collect();
+        assert_eq!((stops.len(), starts.len()), (5, 5));
+        assert!(
+            stops
+                .iter()
+                .all(|s| starts.iter().all(|t| before(&tasks, *s, *t)))
+        );
+    }
+}
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A template of `deps.len()` services where service i may depend only on services
+    /// before it (so there is no cycle), with a random set of actions each.
+    fn template(deps: &[ServiceDeps]) -> Template {
+        let mut services = serde_json::Map::new();
+        let kinds = [
+            "install",
+            "configure",
+            "initialize",
+            "start",
+            "stop",
+            "remove",
+        ];
+        for (i, (install, runtime, actions)) in deps.iter().enumerate() {
+            let name = |j: &usize| format!("s{j}");
+            let mut acts = serde_json::Map::new();
+            for (bit, kind) in kinds.iter().enumerate() {
+                if actions & (1 << bit) != 0 {
+                    acts.insert(
+                        kind.to_string(),
+                        serde_json::json!({"type": "shell", "script": "x"}),
+                    );
+                }
+            }
+            services.insert(
+                format!("s{i}"),
+                serde_json::json!({
+                    "dependencies": {
+                        "install": {"requires": install.iter().filter(|j| **j < i).map(name).collect::<Vec<_>>()},
+                        "runtime": {"uses": runtime.iter().filter(|j| **j < i).map(name).collect::<Vec<_>>()}
+                    },
+                    "actions": acts
+                }),
+            );
+        }
+        let t: Template =
+            serde_json::from_value(serde_json::json!({ "services": services })).expect("template");
+        t.validate().expect("generated templates are valid");
+        t
+    }
+
+    fn reachable(tasks: &[ClusterTask], from: usize, to: usize) -> bool {
+        let mut stack = vec![to];
+        let mut seen = BTreeSet::new();
+        while let Some(t) = stack.pop() {
+            if t == from {
+                return true;
+            }
+            if seen.insert(t) {
+                stack.extend(tasks[t].depends_on.iter().copied());
+            }
+        }
+        false
+    }
+
+    /// Per service: install deps, runtime deps, action bits.
+    type ServiceDeps = (Vec<usize>, Vec<usize>, u8);
+
+    /// Services, and per node which of them it runs.
+    fn scenario() -> impl Strategy<Value = (Vec<ServiceDeps>, Vec<Vec<bool>>)> {
+        (1usize..7).prop_flat_map(|n| {
+            (
+                proptest::collection::vec(
+                    (
+                        proptest::collection::vec(0..n, 0..3),
+                        proptest::collection::vec(0..n, 0..3),
+                        any::<u8>(),
+                    ),
+                    n,
+                ),
+                proptest::collection::vec(proptest::collection::vec(any::<bool>(), n), 1..6),
+            )
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn plans_are_acyclic_ordered_and_staged_one_per_node((deps, placement) in scenario()) {
+            let t = template(&deps);
+            let nodes: Vec<PlanNode> = placement
+                .iter()
+                .enumerate()
+                .map(|(i, has)| PlanNode {
+                    name: format!("n{i}"),
+                    services: has.iter().enumerate().filter(|(_, h)| **h).map(|(s, _)| format!("s{s}")).collect(),
+                })
+                .collect();
+            for op in [ClusterOperation::Create, ClusterOperation::Delete, ClusterOperation::RestartServices] {
+                let tasks = plan(op, &t, &nodes);
+                // Acyclic: every dependency points to an earlier id.
+                for task in &tasks {
+                    prop_assert!(task.depends_on.iter().all(|d| *d < task.id));
+                }
+                let get = |node: &str, action: Action, s: &str| {
+                    tasks.iter().find(|x| x.node == node && x.action == action && x.service.as_deref() == Some(s)).map(|x| x.id)
+                };
+                // Every dependency rule holds between the tasks that exist.
+                for a_node in &nodes {
+                    for a in &a_node.services {
+                        for b_node in &nodes {
+                            for b in t.predecessors(a, "install") {
+                                if let (Some(x), Some(y)) = (get(&b_node.name, Action::Install, b), get(&a_node.name, Action::Install, a)) {
+                                    prop_assert!(reachable(&tasks, x, y), "install {b}@{} before install {a}@{}", b_node.name, a_node.name);
+                                }
+                            }
+                            for b in t.predecessors(a, "runtime") {
+                                if !b_node.services.contains(b) { continue; }
+                                if let (Some(x), Some(y)) = (get(&b_node.name, Action::Start, b), get(&a_node.name, Action::Start, a)) {
+                                    prop_assert!(reachable(&tasks, x, y), "start {b} before start {a}");
+                                }
+                                if let (Some(x), Some(y)) = (get(&a_node.name, Action::Stop, a), get(&b_node.name, Action::Stop, b)) {
+                                    prop_assert!(reachable(&tasks, x, y), "stop {a} before stop {b}");
+                                }
+                            }
+                        }
+                    }
+                }
+                let stages = stages(&tasks);
+                prop_assert_eq!(stages.iter().map(Vec::len).sum::<usize>(), tasks.len());
+                for stage in &stages {
+                    let on: BTreeSet<&str> = stage.iter().map(|i| tasks[*i].node.as_str()).collect();
+                    prop_assert_eq!(on.len(), stage.len());
+                }
+            }
+        }
+    }
+}
