@@ -100,6 +100,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .service(
                 resource("/namespaces/{ns}/profiles/{name}/assignments").get(profile_assignments),
             )
+            .service(resource("/namespaces/{ns}/plan").post(dry_run))
             .service(resource("/templates").get(list_templates))
             .service(resource("/namespaces/{ns}/templates").get(list_templates))
             .service(

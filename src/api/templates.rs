@@ -7,7 +7,7 @@ use super::body::Json;
 use super::error::ApiError;
 use super::handlers::{Reply, State, flag, ok};
 use crate::template::Template;
-use crate::template::service::{self as templates, TemplateId};
+use crate::template::service::{self as templates, PlanRequest, TemplateId};
 
 /// The template a path names.
 pub struct TemplatePath(TemplateId);
@@ -41,4 +41,12 @@ pub async fn put_template(state: State, id: TemplatePath, body: Json<Template>) 
 
 pub async fn delete_template(state: State, id: TemplatePath) -> Reply {
     ok(&templates::delete(&state.store, id.0).await?)
+}
+
+pub async fn dry_run(
+    state: State,
+    ns: actix_web::web::Path<String>,
+    body: Json<PlanRequest>,
+) -> Reply {
+    ok(&templates::dry_run(&state.store, &state.registry, ns.into_inner(), body.0).await?)
 }

@@ -25,6 +25,7 @@ pub fn run(args: &ClientArgs, command: Command) -> Result<u8, CliError> {
         Command::App(cmd) => super::runs::app(&client, json, cmd).map(|()| 0),
         Command::Run(cmd) => super::runs::run(&client, json, cmd),
         Command::Template(cmd) => super::runs::template(&client, json, cmd).map(|()| 0),
+        Command::Plan(args) => super::runs::plan(&client, json, args).map(|()| 0),
     }
 }
 

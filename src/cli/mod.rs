@@ -79,6 +79,8 @@ pub enum Command {
     /// Manage cluster templates.
     #[command(subcommand)]
     Template(TemplateCmd),
+    /// Show the layout and task plan of a cluster operation without running anything.
+    Plan(PlanArgs),
     /// Launches a program detached from the server (used by the server itself).
     #[command(hide = true)]
     Shim { run_dir: PathBuf },
@@ -246,6 +248,31 @@ pub struct PrefTarget {
     /// Program of the app.
     #[arg(long, requires = "app")]
     pub program: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// Template: SYSTEM:<name>, USER:<name>, or <name> (the namespace's, else SYSTEM).
+    #[arg(long)]
+    pub template: String,
+    /// Provisioner the nodes are for.
+    #[arg(long, default_value = "local")]
+    pub provisioner: String,
+    /// Nodes in the cluster.
+    #[arg(long, default_value_t = 3)]
+    pub nodes: u32,
+    /// create, delete, start-services, stop-services or restart-services.
+    #[arg(long, default_value = "create")]
+    pub operation: String,
+    /// Services of the cluster (default: the template's); repeat for more.
+    #[arg(long = "service")]
+    pub services: Vec<String>,
+    #[arg(long)]
+    pub hardware_type: Option<String>,
+    #[arg(long)]
+    pub image_type: Option<String>,
+    #[arg(short, long, default_value = "default")]
+    pub namespace: String,
 }
 
 #[derive(Debug, Subcommand)]

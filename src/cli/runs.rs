@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 use super::client::{CliError, Client};
 use super::commands::{done, duration, list, scoped_path, split_pair};
 use super::output::{self, out, rows, table, text};
-use super::{AppCmd, RunCmd, TemplateCmd};
+use super::{AppCmd, PlanArgs, RunCmd, TemplateCmd};
 
 /// How long each long-poll for new events waits on the server.
 const POLL: &str = "30s";
@@ -130,6 +130,63 @@ pub fn template(client: &Client, json: bool, cmd: TemplateCmd) -> Result<(), Cli
         }
     };
     output::json(&v);
+    Ok(())
+}
+
+pub fn plan(client: &Client, json: bool, args: PlanArgs) -> Result<(), CliError> {
+    let mut body = json!({
+        "template": args.template,
+        "provisioner": args.provisioner,
+        "nodes": args.nodes,
+        "operation": args.operation,
+    });
+    if !args.services.is_empty() {
+        body["services"] = json!(args.services);
+    }
+    if let Some(h) = args.hardware_type {
+        body["hardwareType"] = json!(h);
+    }
+    if let Some(i) = args.image_type {
+        body["imageType"] = json!(i);
+    }
+    let path = format!("/v3/namespaces/{}/plan", args.namespace);
+    let v = client.call(Method::POST, &path, Some(&body))?;
+    if json {
+        output::json(&v);
+        return Ok(());
+    }
+    let mut layout = list(&v["layout"]);
+    for n in &mut layout {
+        n["services"] = json!(
+            list(&n["services"])
+                .iter()
+                .map(text)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    table(
+        &["NODE", "HARDWARE", "IMAGE", "SERVICES"],
+        &rows(&layout, &["node", "hardwareType", "imageType", "services"]),
+    );
+    let tasks = list(&v["tasks"]);
+    let describe = |id: &Value| {
+        let t = &tasks[id.as_u64().unwrap_or(0) as usize];
+        match t["service"].as_str() {
+            Some(s) => format!("{} {s}@{}", text(&t["action"]), text(&t["node"])),
+            None => format!("{} {}", text(&t["action"]), text(&t["node"])),
+        }
+    };
+    out!();
+    out!(
+        "{} tasks in {} stages (stages are for reading; tasks start as soon as what they depend on is done):",
+        tasks.len(),
+        list(&v["stages"]).len()
+    );
+    for (i, stage) in list(&v["stages"]).iter().enumerate() {
+        let names: Vec<String> = list(stage).iter().map(describe).collect();
+        out!("{:>3}. {}", i + 1, names.join(", "));
+    }
     Ok(())
 }
 

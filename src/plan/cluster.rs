@@ -79,8 +79,8 @@ pub struct PlanNode {
 }
 
 /// An operation on a cluster.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum ClusterOperation {
     Create,
     Delete,

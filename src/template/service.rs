@@ -189,6 +189,152 @@ pub async fn delete(store: &Store, id: TemplateId) -> Result<StoredTemplate, Ser
         .await
 }
 
+/// A template named in a request: its name (`SYSTEM:x`, `USER:x`, or `x`: the namespace's,
+/// else the SYSTEM one), or the template itself.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum TemplateRef {
+    Name(String),
+    Inline(Box<Template>),
+}
+
+/// The body of `POST /v3/namespaces/{ns}/plan`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PlanRequest {
+    pub template: TemplateRef,
+    pub provisioner: String,
+    pub nodes: u32,
+    #[serde(default = "create")]
+    pub operation: crate::plan::cluster::ClusterOperation,
+    pub services: Option<Vec<String>>,
+    pub hardware_type: Option<String>,
+    pub image_type: Option<String>,
+}
+
+fn create() -> crate::plan::cluster::ClusterOperation {
+    crate::plan::cluster::ClusterOperation::Create
+}
+
+/// One node of a planned layout.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedNode {
+    pub node: String,
+    #[serde(flatten)]
+    pub layout: crate::solver::NodeLayout,
+}
+
+/// What `POST .../plan` answers.
+#[derive(Debug, Clone, Serialize)]
+pub struct DryRun {
+    pub layout: Vec<PlannedNode>,
+    pub tasks: Vec<crate::plan::cluster::ClusterTask>,
+    pub stages: Vec<Vec<usize>>,
+}
+
+/// The template `r` names, as seen from namespace `ns`.
+fn resolve(r: &impl Read, ns: &str, name: &str) -> Result<Template, ServiceError> {
+    let (scope, bare) = match name.split_once(':') {
+        Some((s, n)) => (Some(s.to_ascii_uppercase()), n),
+        None => (None, name),
+    };
+    let user = TemplateId {
+        namespace: Some(ns.to_string()),
+        name: bare.to_string(),
+    };
+    let system = TemplateId {
+        namespace: None,
+        name: bare.to_string(),
+    };
+    let ids = match scope.as_deref() {
+        Some("SYSTEM") => vec![system],
+        Some("USER") => vec![user],
+        None => vec![user, system],
+        Some(other) => {
+            return Err(ServiceError::invalid(
+                "template",
+                format!("unknown scope '{other}': use SYSTEM:<name>, USER:<name> or <name>"),
+            ));
+        }
+    };
+    for id in &ids {
+        id.check()?;
+        if let Some(found) = r.get::<StoredTemplate>(Table::Templates, &id.key())? {
+            return Ok(found.template);
+        }
+    }
+    Err(ServiceError::TemplateNotFound(ids[0].to_string()))
+}
+
+/// Solves the layout and plans the operation of `request`, touching nothing.
+pub async fn dry_run(
+    store: &Store,
+    registry: &crate::provisioner::Registry,
+    ns: String,
+    request: PlanRequest,
+) -> Result<DryRun, ServiceError> {
+    namespace::check_name(&ns)?;
+    if registry.get(&request.provisioner).is_none() {
+        return Err(ServiceError::invalid(
+            "provisioner",
+            format!(
+                "provisioner '{}' does not exist; GET /v3/provisioners lists them",
+                request.provisioner
+            ),
+        ));
+    }
+    let template = match request.template.clone() {
+        TemplateRef::Inline(t) => {
+            t.validate()?;
+            *t
+        }
+        TemplateRef::Name(name) => {
+            let ns = ns.clone();
+            store
+                .read(move |r| {
+                    namespace::require(r, &ns)?;
+                    resolve(r, &ns, &name)
+                })
+                .await?
+        }
+    };
+    let solved = crate::solver::solve(
+        &template,
+        &crate::solver::Request {
+            provisioner: request.provisioner.clone(),
+            nodes: request.nodes,
+            services: request.services.clone(),
+            hardware_type: request.hardware_type.clone(),
+            image_type: request.image_type.clone(),
+            fixed: Vec::new(),
+        },
+    )
+    .map_err(|e| ServiceError::invalid("template", e.to_string()))?;
+    let layout: Vec<PlannedNode> = solved
+        .into_iter()
+        .enumerate()
+        .map(|(i, layout)| PlannedNode {
+            node: format!("node-{}", i + 1),
+            layout,
+        })
+        .collect();
+    let nodes: Vec<crate::plan::cluster::PlanNode> = layout
+        .iter()
+        .map(|n| crate::plan::cluster::PlanNode {
+            name: n.node.clone(),
+            services: n.layout.services.clone(),
+        })
+        .collect();
+    let tasks = crate::plan::cluster::plan(request.operation, &template, &nodes);
+    let stages = crate::plan::cluster::stages(&tasks);
+    Ok(DryRun {
+        layout,
+        tasks,
+        stages,
+    })
+}
+
 /// Parses and validates every built-in template file.
 pub fn parse_builtin() -> Result<Vec<(TemplateId, Template)>, ServiceError> {
     FILES

@@ -91,3 +91,77 @@ fn built_in_and_user_templates() {
         "{out}"
     );
 }
+
+#[test]
+fn a_dry_run_shows_the_layout_and_the_plan() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    let (code, plan) = server.post_json(
+        "/v3/namespaces/default/plan",
+        json!({"template": "zookeeper-cluster", "provisioner": "local", "nodes": 4}),
+    );
+    assert_eq!(code, 200, "{plan}");
+    let layout = plan["layout"].as_array().expect("layout");
+    assert_eq!(layout.len(), 4);
+    let masters: Vec<&serde_json::Value> = layout
+        .iter()
+        .filter(|n| {
+            n["services"]
+                .as_array()
+                .is_some_and(|s| s.contains(&json!("master")))
+        })
+        .collect();
+    assert_eq!(masters.len(), 1, "{plan}");
+    assert_eq!(masters[0]["hardwareType"], "large");
+    let tasks = plan["tasks"].as_array().expect("tasks");
+    let find = |action: &str, service: &str| {
+        tasks
+            .iter()
+            .find(|t| t["action"] == action && t["service"] == service)
+            .and_then(|t| t["id"].as_u64())
+            .unwrap_or_else(|| panic!("no {action} {service}"))
+    };
+    assert!(find("start", "zookeeper") < find("start", "master"));
+    assert!(find("start", "master") < find("start", "worker"));
+    let staged: usize = plan["stages"]
+        .as_array()
+        .expect("stages")
+        .iter()
+        .map(|s| s.as_array().map_or(0, Vec::len))
+        .sum();
+    assert_eq!(staged, tasks.len());
+
+    assert_error(
+        server.post_json(
+            "/v3/namespaces/default/plan",
+            json!({"template": "zookeeper-cluster", "provisioner": "local", "nodes": 5000}),
+        ),
+        400,
+        "constraints.size",
+    );
+    assert_error(
+        server.post_json(
+            "/v3/namespaces/default/plan",
+            json!({"template": "zookeeper-cluster", "provisioner": "local", "nodes": 3, "hardwareType": "small"}),
+        ),
+        400,
+        "no layout of 3 node(s)",
+    );
+    assert_error(
+        server.post_json(
+            "/v3/namespaces/default/plan",
+            json!({"template": "ghost", "provisioner": "local", "nodes": 1}),
+        ),
+        404,
+        "ghost",
+    );
+    let inline = json!({"services": {"a": {"actions": {"start": {"type": "shell", "script": "x"}}}},
+                        "hardwareTypes": {"h": {"sim": {}}}, "imageTypes": {"i": {"sim": {}}},
+                        "defaults": {"services": ["a"]}});
+    let (code, plan) = server.post_json(
+        "/v3/namespaces/default/plan",
+        json!({"template": inline, "provisioner": "sim", "nodes": 2, "operation": "stop-services"}),
+    );
+    assert_eq!(code, 200, "{plan}");
+    assert_eq!(plan["tasks"], json!([]), "a has no stop action");
+}
