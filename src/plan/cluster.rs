@@ -406,6 +406,58 @@ pub fn stages(tasks: &[ClusterTask]) -> Vec<Vec<usize>> {
     stages
 }
 
+/// The plan that undoes the `completed` tasks of a failed operation: each one's inverse
+/// (delete ↔ create, remove ↔ install, stop ↔ start, configure with the previous config), in
+/// the reverse of the original dependency order; a node's delete comes after every other
+/// inverse on that node. Tasks without an inverse (bootstrap, initialize) need none, and an
+/// inverse the service has no action for (a `remove`, say) is walked through.
+pub fn rollback(
+    template: &Template,
+    tasks: &[ClusterTask],
+    completed: &BTreeSet<usize>,
+) -> Vec<ClusterTask> {
+    // Original reachability, to reverse it.
+    let mut reach: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); tasks.len()];
+    for t in tasks {
+        let mut r = BTreeSet::new();
+        for &d in &t.depends_on {
+            r.insert(d);
+            r.extend(reach[d].iter().copied());
+        }
+        reach[t.id] = r;
+    }
+    let mut dag = Dag::default();
+    let mut origin: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for &c in completed {
+        let t = &tasks[c];
+        if let Some(inverse) = t.action.inverse() {
+            let service = if inverse == Action::Delete {
+                None
+            } else {
+                t.service.as_deref()
+            };
+            let i = dag.task(&t.node, inverse, service);
+            origin.entry(i).or_default().push(c);
+        }
+    }
+    let inverses: Vec<usize> = origin.keys().copied().collect();
+    for &x in &inverses {
+        for &y in &inverses {
+            let (kx, ky) = (&dag.tasks[x], &dag.tasks[y]);
+            // Undo later work first: if an original of y came after an original of x, y's
+            // inverse runs before x's.
+            let later = origin[&x]
+                .iter()
+                .any(|ox| origin[&y].iter().any(|oy| reach[*oy].contains(ox)));
+            let node_last = kx.1 == Action::Delete && ky.1 != Action::Delete && kx.0 == ky.0;
+            if later || node_last {
+                dag.edge(y, x);
+            }
+        }
+    }
+    finish(dag, template)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -554,6 +606,39 @@ mod tests {
     }
 
     #[test]
+    fn rollback_undoes_completed_work_in_reverse() {
+        let t = template();
+        let tasks = plan(ClusterOperation::Create, &t, &nodes());
+        let id = |n, a, s| find(&tasks, n, a, s).id;
+        // Everything up to and including zk's start on n2 and n3 completed; master failed.
+        let completed: BTreeSet<usize> = tasks
+            .iter()
+            .filter(|x| !matches!(x.service.as_deref(), Some("master" | "worker")))
+            .map(|x| x.id)
+            .collect();
+        assert!(completed.contains(&id("n2", Action::Start, Some("zk"))));
+        let undo = rollback(&t, &tasks, &completed);
+        let u = |n, a, s| find(&undo, n, a, s).id;
+        for n in ["n2", "n3"] {
+            assert!(before(
+                &undo,
+                u(n, Action::Stop, Some("zk")),
+                u(n, Action::Delete, None)
+            ));
+        }
+        assert!(
+            undo.iter().all(|x| x.action != Action::Remove),
+            "no service here has a remove action"
+        );
+        let deletes = undo.iter().filter(|x| x.action == Action::Delete).count();
+        assert_eq!(deletes, 3, "one delete per created node");
+        assert!(
+            undo.iter()
+                .all(|x| x.action != Action::Start && x.action != Action::Install)
+        );
+    }
+
+    #[test]
     fn restart_stops_everything_before_starting() {
         let t = template();
         let tasks = plan(ClusterOperation::RestartServices, &t, &nodes());
@@ -696,6 +781,34 @@ mod properties {
                             }
                         }
                     }
+                }
+                // Rolling back any completed prefix undoes exactly those tasks, in reverse.
+                if op == ClusterOperation::Create && !tasks.is_empty() {
+                    let cut = tasks.len() / 2;
+                    let completed: BTreeSet<usize> = (0..cut).collect();
+                    let undo = rollback(&t, &tasks, &completed);
+                    for task in &undo {
+                        prop_assert!(task.depends_on.iter().all(|d| *d < task.id));
+                    }
+                    for &c in &completed {
+                        let done = &tasks[c];
+                        let Some(inverse) = done.action.inverse() else { continue };
+                        let service = if inverse == Action::Delete { None } else { done.service.clone() };
+                        let has_action = match (inverse.service_action(), &service) {
+                            (Some(kind), Some(s)) => t.services[s].actions.contains_key(&kind),
+                            _ => true,
+                        };
+                        let found = undo.iter().filter(|u| u.node == done.node && u.action == inverse && u.service == service).count();
+                        prop_assert_eq!(found, usize::from(has_action), "inverse of {:?}", done);
+                    }
+                    prop_assert!(undo.iter().all(|u| {
+                        let service = u.service.clone();
+                        completed.iter().any(|c| {
+                            let d = &tasks[*c];
+                            d.node == u.node && d.action.inverse() == Some(u.action)
+                                && (u.action == Action::Delete || d.service == service)
+                        })
+                    }), "nothing undone that was not done");
                 }
                 let stages = stages(&tasks);
                 prop_assert_eq!(stages.iter().map(Vec::len).sum::<usize>(), tasks.len());
