@@ -374,6 +374,28 @@ fn topo_order(n: usize, succ: &[BTreeSet<usize>]) -> Vec<usize> {
     order
 }
 
+/// The tasks that may start now: waiting, every predecessor done, and no other task of the
+/// same node running.
+pub fn ready(tasks: &[ClusterTask], progress: &[super::Progress]) -> Vec<usize> {
+    use super::Progress;
+    let mut busy: BTreeSet<&str> = tasks
+        .iter()
+        .zip(progress)
+        .filter(|(_, p)| **p == Progress::Running)
+        .map(|(t, _)| t.node.as_str())
+        .collect();
+    let mut out = Vec::new();
+    for t in tasks {
+        if progress[t.id] == Progress::Waiting
+            && t.depends_on.iter().all(|d| progress[*d] == Progress::Done)
+            && busy.insert(t.node.as_str())
+        {
+            out.push(t.id);
+        }
+    }
+    out
+}
+
 /// The stage view: each stage holds tasks whose predecessors are all in earlier stages, at
 /// most one per node. For display; execution does not wait for stages.
 pub fn stages(tasks: &[ClusterTask]) -> Vec<Vec<usize>> {

@@ -499,6 +499,8 @@ mod tests {
             failure: None,
             stop: None,
             exit: None,
+            template: None,
+            layout: Default::default(),
         }
     }
 

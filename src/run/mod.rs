@@ -215,6 +215,12 @@ pub struct RunRecord {
     pub failure: Option<Failure>,
     pub stop: Option<Stop>,
     pub exit: Option<Exit>,
+    /// The cluster template, copied at start, when the profile names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<crate::template::Template>,
+    /// The services of each node, from the layout solver (empty without a template).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub layout: BTreeMap<String, std::collections::BTreeSet<String>>,
 }
 
 impl RunRecord {

@@ -127,6 +127,27 @@ fn record_start(
         .into());
     }
     let nodes = provisioner.nodes(&map);
+    let (template, layout) = match map.get(ebb_spi::resource::TEMPLATE.name) {
+        None => (None, BTreeMap::new()),
+        Some(name) => {
+            let template = crate::template::service::resolve(tx, &ns, name)?;
+            let solved = crate::solver::solve(
+                &template,
+                &crate::solver::Request {
+                    provisioner: provisioner_name.clone(),
+                    nodes: nodes.len() as u32,
+                    ..Default::default()
+                },
+            )
+            .map_err(|e| ServiceError::invalid("template", e.to_string()))?;
+            let layout = nodes
+                .iter()
+                .cloned()
+                .zip(solved.into_iter().map(|l| l.services))
+                .collect();
+            (Some(template), layout)
+        }
+    };
     let now = time::now_secs();
     let mut run = RunRecord {
         key: key.clone(),
@@ -151,6 +172,8 @@ fn record_start(
         failure: None,
         stop: None,
         exit: None,
+        template,
+        layout,
     };
     let active = tx
         .scan::<serde_json::Value>(

@@ -11,6 +11,7 @@
 //! The runtime never decides a transition itself; `run::lifecycle` and `plan` do. It never
 //! touches HTTP.
 
+pub mod automator;
 pub mod planner;
 pub mod program;
 pub mod supervisor;

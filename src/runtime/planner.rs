@@ -1,6 +1,7 @@
 //! Planner: one actor per cluster operation, executing its plan with one TaskRunner per task.
 //!
-//! The plan comes from `plan::plan`; which tasks may start comes from `plan::ready`. The
+//! The plan comes from `plan::cluster::plan` (bare nodes, or a template's services on them);
+//! which tasks may start comes from `plan::cluster::ready`. The
 //! planner keeps no state that matters across a crash: each task reads and writes its node's
 //! record, so a new planner for the same operation resumes where the old one stopped. When a
 //! task fails or the operation is cancelled, no new task starts; the planner waits for the
@@ -15,7 +16,11 @@ use ebb_spi::Provisioner;
 
 use super::Deps;
 use super::task::{TaskDone, TaskOutcome, TaskRunner, TaskSpec};
-use crate::plan::{self, Operation, Progress, Task};
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::plan::cluster::{self, ClusterOperation, ClusterTask, PlanNode};
+use crate::plan::{Operation, Progress};
+use crate::template::Template;
 
 /// What the planner reports to whoever started it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,6 +49,9 @@ pub struct OpSpec {
     pub operation: Operation,
     pub run: String,
     pub nodes: Vec<String>,
+    pub template: Option<Arc<Template>>,
+    /// Every node's services (empty without a template).
+    pub layout: BTreeMap<String, BTreeSet<String>>,
     pub provisioner: Arc<dyn Provisioner>,
     pub context: Arc<ebb_spi::Context>,
     pub budget: Duration,
@@ -54,7 +62,7 @@ pub struct OpSpec {
 pub struct Planner {
     deps: Deps,
     spec: OpSpec,
-    tasks: Vec<Task>,
+    tasks: Vec<ClusterTask>,
     progress: Vec<Progress>,
     cancel: Arc<AtomicBool>,
     failure: Option<String>,
@@ -64,7 +72,21 @@ pub struct Planner {
 
 impl Planner {
     pub fn new(deps: Deps, spec: OpSpec, report: Recipient<OpDone>) -> Self {
-        let tasks = plan::plan(spec.operation, &spec.nodes);
+        let nodes: Vec<PlanNode> = spec
+            .nodes
+            .iter()
+            .map(|n| PlanNode {
+                name: n.clone(),
+                services: spec.layout.get(n).cloned().unwrap_or_default(),
+            })
+            .collect();
+        let operation = match spec.operation {
+            Operation::Create => ClusterOperation::Create,
+            Operation::Delete => ClusterOperation::Delete,
+        };
+        let empty = Template::default();
+        let template = spec.template.as_deref().unwrap_or(&empty);
+        let tasks = cluster::plan(operation, template, &nodes);
         let progress = vec![Progress::Waiting; tasks.len()];
         Self {
             deps,
@@ -107,12 +129,16 @@ impl Planner {
             self.finish(OpOutcome::Done, ctx);
             return;
         }
-        for index in plan::ready(&self.tasks, &self.progress) {
+        for index in cluster::ready(&self.tasks, &self.progress) {
             self.progress[index] = Progress::Running;
             let task = &self.tasks[index];
             let spec = TaskSpec {
                 index,
-                kind: task.kind,
+                action: task.action,
+                service: task.service.clone(),
+                operation: self.spec.operation,
+                template: self.spec.template.clone(),
+                layout: self.spec.layout.clone(),
                 run: self.spec.run.clone(),
                 node: task.node.clone(),
                 provisioner: Arc::clone(&self.spec.provisioner),

@@ -143,6 +143,8 @@ impl RunSupervisor {
             operation,
             run: self.run.key.run.clone(),
             nodes: self.run.cluster.nodes.clone(),
+            template: self.run.template.clone().map(Arc::new),
+            layout: self.run.layout.clone(),
             provisioner,
             context: Arc::new(ebb_spi::Context {
                 properties,

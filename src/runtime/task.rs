@@ -15,16 +15,26 @@ use actix::prelude::*;
 use ebb_spi::{ProvisionError, Provisioner, Resource, ResourceKey, ResourceState};
 
 use super::Deps;
-use crate::plan::TaskKind;
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::plan::cluster::Action;
 use crate::plan::resource::{Backoff, NodeRecord, ResourceStatus, Step, next_step};
+use crate::plan::{Operation, TaskKind};
 use crate::run::events::{self, EventKind};
 use crate::store::{Read, StoreError, Table};
+use crate::template::Template;
 
 /// Everything a task needs.
 #[derive(Debug, Clone)]
 pub struct TaskSpec {
     pub index: usize,
-    pub kind: TaskKind,
+    pub action: Action,
+    /// The service of a service task.
+    pub service: Option<String>,
+    pub operation: Operation,
+    pub template: Option<Arc<Template>>,
+    /// Every node's services.
+    pub layout: BTreeMap<String, BTreeSet<String>>,
     pub run: String,
     pub node: String,
     pub provisioner: Arc<dyn Provisioner>,
@@ -101,6 +111,17 @@ fn store_failure(e: StoreError) -> TaskOutcome {
 
 /// Runs one task to its end.
 pub async fn execute(deps: &Deps, spec: &TaskSpec) -> TaskOutcome {
+    match spec.action {
+        Action::Create => resource_task(deps, spec, TaskKind::Create).await,
+        Action::Confirm => resource_task(deps, spec, TaskKind::Confirm).await,
+        Action::Delete => resource_task(deps, spec, TaskKind::Delete).await,
+        Action::Bootstrap => TaskOutcome::Done,
+        _ => super::automator::run(deps, spec).await,
+    }
+}
+
+/// Walks the node's resource through one resource step (create, confirm, delete).
+async fn resource_task(deps: &Deps, spec: &TaskSpec, kind: TaskKind) -> TaskOutcome {
     let store_key = format!("{}/{}", spec.run, spec.node);
     let key = store_key.clone();
     let mut record: Option<NodeRecord> = match deps
@@ -119,7 +140,7 @@ pub async fn execute(deps: &Deps, spec: &TaskSpec) -> TaskOutcome {
     let polls = Backoff::polls(spec.budget);
     let mut tries: u32 = 0;
     loop {
-        let step = next_step(spec.kind, record.as_ref());
+        let step = next_step(kind, record.as_ref());
         if step == Step::Done {
             return TaskOutcome::Done;
         }
@@ -162,7 +183,7 @@ pub async fn execute(deps: &Deps, spec: &TaskSpec) -> TaskOutcome {
                 .provisioner
                 .find(ctx, &identity)
                 .await
-                .map(|found| found_resource(spec.kind, record.as_ref(), found, now_ms())),
+                .map(|found| found_resource(kind, record.as_ref(), found, now_ms())),
             Step::Create => spec
                 .provisioner
                 .create(ctx, &identity)
@@ -172,7 +193,7 @@ pub async fn execute(deps: &Deps, spec: &TaskSpec) -> TaskOutcome {
                 .provisioner
                 .describe(ctx, id)
                 .await
-                .map(|found| described(spec.kind, record.as_ref(), id, found, now_ms())),
+                .map(|found| described(kind, record.as_ref(), id, found, now_ms())),
             Step::Delete(id) => spec
                 .provisioner
                 .delete(ctx, id)

@@ -55,11 +55,13 @@ pub enum Table {
     Events,
     /// Cluster templates by `<namespace>/<name>`; SYSTEM ones under `system`.
     Templates,
+    /// Service tasks of cluster operations by `<run>/<operation>/<node>/<action>/<service>`.
+    Tasks,
 }
 
 impl Table {
     /// Every table, created when the store is opened.
-    pub const ALL: [Table; 10] = [
+    pub const ALL: [Table; 11] = [
         Table::Meta,
         Table::Namespaces,
         Table::Profiles,
@@ -70,6 +72,7 @@ impl Table {
         Table::Resources,
         Table::Events,
         Table::Templates,
+        Table::Tasks,
     ];
 
     fn def(self) -> TableDefinition<'static, &'static str, &'static [u8]> {
@@ -84,6 +87,7 @@ impl Table {
             Table::Resources => "resources",
             Table::Events => "events",
             Table::Templates => "templates",
+            Table::Tasks => "tasks",
         })
     }
 }

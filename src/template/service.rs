@@ -233,8 +233,8 @@ pub struct DryRun {
     pub stages: Vec<Vec<usize>>,
 }
 
-/// The template `r` names, as seen from namespace `ns`.
-fn resolve(r: &impl Read, ns: &str, name: &str) -> Result<Template, ServiceError> {
+/// The template `name` names, as seen from namespace `ns`.
+pub fn resolve(r: &impl Read, ns: &str, name: &str) -> Result<Template, ServiceError> {
     let (scope, bare) = match name.split_once(':') {
         Some((s, n)) => (Some(s.to_ascii_uppercase()), n),
         None => (None, name),

@@ -5,6 +5,7 @@ mod harness;
 mod runs_support;
 
 mod cli;
+mod clusters;
 mod crash;
 mod namespaces;
 mod preferences;

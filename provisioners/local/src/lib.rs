@@ -8,7 +8,7 @@ pub mod sandbox;
 
 use std::path::PathBuf;
 
-use ebb_spi::resource::{RETRY_BUDGET, node_count, node_names};
+use ebb_spi::resource::{RETRY_BUDGET, TEMPLATE, node_count, node_names};
 use ebb_spi::{
     Call, Context, Properties, PropertyKind, PropertySpec, ProvisionError, Provisioner,
     ProvisionerSpec, Resource, ResourceKey,
@@ -35,6 +35,7 @@ pub static SPEC: ProvisionerSpec = ProvisionerSpec {
         ),
         PropertySpec::optional("workDir", PropertyKind::Text),
         RETRY_BUDGET,
+        TEMPLATE,
     ],
 };
 

@@ -11,7 +11,7 @@ pub mod cloud;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ebb_spi::resource::{RETRY_BUDGET, node_count, node_names};
+use ebb_spi::resource::{RETRY_BUDGET, TEMPLATE, node_count, node_names};
 use ebb_spi::{
     Call, Context, Properties, PropertyKind, PropertySpec, ProvisionError, Provisioner,
     ProvisionerSpec, Resource, ResourceKey, Tags,
@@ -54,6 +54,7 @@ pub static SPEC: ProvisionerSpec = ProvisionerSpec {
             },
         ),
         RETRY_BUDGET,
+        TEMPLATE,
     ],
 };
 

@@ -30,6 +30,10 @@ pub const RETRY_BUDGET: PropertySpec = PropertySpec::optional(
     },
 );
 
+/// The cluster template a profile's clusters are built from: its services are installed,
+/// configured and started on the nodes (`SYSTEM:<name>`, `USER:<name>` or `<name>`).
+pub const TEMPLATE: PropertySpec = PropertySpec::optional("template", PropertyKind::Text);
+
 /// The budget used when a profile does not set `retryBudget`.
 pub const DEFAULT_RETRY_BUDGET: Duration = Duration::from_secs(300);
 
