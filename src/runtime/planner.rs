@@ -125,6 +125,19 @@ impl Planner {
             }
             return;
         }
+        // Bootstrap needs no outside call yet (nodes come up ready): done on the spot.
+        loop {
+            let instant: Vec<usize> = cluster::ready(&self.tasks, &self.progress)
+                .into_iter()
+                .filter(|i| self.tasks[*i].action == cluster::Action::Bootstrap)
+                .collect();
+            if instant.is_empty() {
+                break;
+            }
+            for i in instant {
+                self.progress[i] = Progress::Done;
+            }
+        }
         if self.progress.iter().all(|p| *p == Progress::Done) {
             self.finish(OpOutcome::Done, ctx);
             return;
