@@ -139,17 +139,8 @@ pub(super) fn scoped_path(kind: &str, scoped: &str, namespace: &str) -> Result<S
 
 fn profile(client: &Client, json: bool, cmd: ProfileCmd) -> Result<(), CliError> {
     match cmd {
-        ProfileCmd::List {
-            namespace,
-            system,
-            include_system,
-        } => {
-            let path = if system {
-                "/v3/profiles".to_string()
-            } else {
-                format!("/v3/namespaces/{namespace}/profiles?includeSystem={include_system}")
-            };
-            let v = client.get(&path)?;
+        ProfileCmd::List(scope) => {
+            let v = client.get(&scope.path("profiles"))?;
             if json {
                 output::json(&v);
                 return Ok(());

@@ -196,16 +196,7 @@ pub struct ProfileFlags {
 #[derive(Debug, Subcommand)]
 pub enum ProfileCmd {
     /// List profiles: a namespace's, or the SYSTEM ones.
-    List {
-        #[arg(short, long, default_value = "default")]
-        namespace: String,
-        /// List SYSTEM profiles only.
-        #[arg(long, conflicts_with = "include_system")]
-        system: bool,
-        /// Also list SYSTEM profiles.
-        #[arg(long)]
-        include_system: bool,
-    },
+    List(#[command(flatten)] ScopedList),
     /// Show a profile.
     Get(#[command(flatten)] ProfileTarget),
     /// Show whether a profile is ENABLED or DISABLED.
@@ -234,6 +225,33 @@ pub enum ProfileCmd {
     Usage(#[command(flatten)] ProfileTarget),
     /// Show every namespace, app and program where a profile is assigned.
     Assignments(#[command(flatten)] ProfileTarget),
+}
+
+/// Which of a scoped entity (profiles, templates) to list.
+#[derive(Debug, Clone, Args)]
+pub struct ScopedList {
+    #[arg(short, long, default_value = "default")]
+    pub namespace: String,
+    /// List the SYSTEM ones only.
+    #[arg(long, conflicts_with = "include_system")]
+    pub system: bool,
+    /// Also list the SYSTEM ones.
+    #[arg(long)]
+    pub include_system: bool,
+}
+
+impl ScopedList {
+    /// The API path that lists `kind` (`profiles`, `templates`).
+    pub fn path(&self, kind: &str) -> String {
+        if self.system {
+            format!("/v3/{kind}")
+        } else {
+            format!(
+                "/v3/namespaces/{}/{kind}?includeSystem={}",
+                self.namespace, self.include_system
+            )
+        }
+    }
 }
 
 /// Which preferences: the instance's, a namespace's, an app's or a program's.
@@ -278,16 +296,7 @@ pub struct PlanArgs {
 #[derive(Debug, Subcommand)]
 pub enum TemplateCmd {
     /// List templates: a namespace's, or the SYSTEM ones.
-    List {
-        #[arg(short, long, default_value = "default")]
-        namespace: String,
-        /// List SYSTEM templates only.
-        #[arg(long, conflicts_with = "include_system")]
-        system: bool,
-        /// Also list SYSTEM templates.
-        #[arg(long)]
-        include_system: bool,
-    },
+    List(#[command(flatten)] ScopedList),
     /// Show a template: SYSTEM:<name>, USER:<name> or <name>.
     Get {
         template: String,

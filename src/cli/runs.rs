@@ -1,7 +1,7 @@
 //! Client commands for apps and runs: deploy, start (and follow), inspect, stop, keep, tear down.
 
 use std::path::Path;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use reqwest::Method;
 use serde_json::{Map, Value, json};
@@ -13,13 +13,6 @@ use super::{AppCmd, PlanArgs, RunCmd, TemplateCmd};
 
 /// How long each long-poll for new events waits on the server.
 const POLL: &str = "30s";
-
-fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
 
 pub fn app(client: &Client, json: bool, cmd: AppCmd) -> Result<(), CliError> {
     match cmd {
@@ -76,17 +69,8 @@ pub fn app(client: &Client, json: bool, cmd: AppCmd) -> Result<(), CliError> {
 
 pub fn template(client: &Client, json: bool, cmd: TemplateCmd) -> Result<(), CliError> {
     let v = match cmd {
-        TemplateCmd::List {
-            namespace,
-            system,
-            include_system,
-        } => {
-            let path = if system {
-                "/v3/templates".to_string()
-            } else {
-                format!("/v3/namespaces/{namespace}/templates?includeSystem={include_system}")
-            };
-            let v = client.get(&path)?;
+        TemplateCmd::List(scope) => {
+            let v = client.get(&scope.path("templates"))?;
             if !json {
                 let mut items = list(&v);
                 for t in &mut items {
@@ -360,7 +344,7 @@ pub fn run(client: &Client, json: bool, cmd: RunCmd) -> Result<u8, CliError> {
         }
         RunCmd::Extend { run, by, until } => {
             let expire_at = match (by, until) {
-                (Some(by), _) => now() + duration("--by", &by)?,
+                (Some(by), _) => crate::time::now_secs() + duration("--by", &by)?,
                 (None, Some(until)) => until,
                 (None, None) => unreachable!("clap requires one"),
             };

@@ -17,15 +17,47 @@ pub const FILES: &[(&str, &str)] = &[
     ("local.json", include_str!("../../profiles/local.json")),
 ];
 
+/// Parses built-in file `dir/file` as a `T`; an error names the file and the JSON path.
+pub(crate) fn parse_file<T: serde::de::DeserializeOwned>(
+    dir: &str,
+    file: &str,
+    json: &str,
+) -> Result<T, ServiceError> {
+    let de = &mut serde_json::Deserializer::from_str(json);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        ServiceError::invalid(
+            format!("{dir}/{file}"),
+            format!("{}: {}", e.path(), e.inner()),
+        )
+    })
+}
+
+/// Asserts that the `*.json` files in `dir` (relative to the crate) are exactly `files`.
+#[cfg(test)]
+pub(crate) fn assert_all_built_in(dir: &str, files: &[(&str, &str)]) {
+    let path = format!("{}/{dir}", env!("CARGO_MANIFEST_DIR"));
+    let mut on_disk: Vec<String> = std::fs::read_dir(&path)
+        .unwrap_or_else(|e| panic!("{path}: {e}"))
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    on_disk.sort();
+    let mut built_in: Vec<String> = files.iter().map(|(f, _)| f.to_string()).collect();
+    built_in.sort();
+    assert_eq!(
+        on_disk, built_in,
+        "{dir}/*.json and the built-in list differ"
+    );
+}
+
 /// Parses and validates every built-in profile file.
 pub fn parse(registry: &Registry) -> Result<Vec<(ProfileId, super::ValidSpec)>, ServiceError> {
     FILES
         .iter()
         .map(|(file, json)| {
             let context = |e: String| ServiceError::invalid(format!("profiles/{file}"), e);
-            let de = &mut serde_json::Deserializer::from_str(json);
-            let spec: ProfileSpec = serde_path_to_error::deserialize(de)
-                .map_err(|e| context(format!("{}: {}", e.path(), e.inner())))?;
+            let spec: ProfileSpec = parse_file("profiles", file, json)?;
             let name = spec
                 .name
                 .clone()
@@ -67,17 +99,7 @@ mod tests {
 
     #[test]
     fn every_file_in_profiles_is_built_in_and_valid() {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/profiles");
-        let mut on_disk: Vec<String> = std::fs::read_dir(dir)
-            .expect("profiles/ exists")
-            .filter_map(|e| e.ok())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.ends_with(".json"))
-            .collect();
-        on_disk.sort();
-        let mut built_in: Vec<String> = FILES.iter().map(|(f, _)| f.to_string()).collect();
-        built_in.sort();
-        assert_eq!(on_disk, built_in, "profiles/*.json and FILES differ");
+        assert_all_built_in("profiles", FILES);
         let parsed = parse(&Registry::builtin()).expect("built-in profiles are valid");
         let names: Vec<&str> = parsed.iter().map(|(id, _)| id.name.as_str()).collect();
         assert!(names.contains(&"native") && names.contains(&"local"));

@@ -31,9 +31,6 @@ const TIMEOUT: Duration = Duration::from_secs(600);
 /// Bytes of a failed attempt's output quoted in its error.
 const TAIL: usize = 2048;
 
-/// Variables passed from the server's environment to scripts.
-const PASSED_ENV: &[&str] = &["PATH", "HOME", "USER", "LANG", "LC_ALL", "TZ", "TMPDIR"];
-
 /// A service task's record in the `Tasks` table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskRecord {
@@ -203,11 +200,10 @@ async fn attempt_once(
     if let Some(dir) = &work_dir {
         env.insert(ebb_local::sandbox::WORK_DIR_ENV, dir.display().to_string());
     }
-    let script = script.to_string();
-    let nodes_dir = node_dir.clone();
+    let (nodes_dir, dir, log_file) = (node_dir.clone(), cwd.clone(), log_path.clone());
     let log = tokio::task::spawn_blocking(move || -> std::io::Result<std::fs::File> {
         std::fs::create_dir_all(&nodes_dir)?;
-        std::fs::create_dir_all(&cwd)?;
+        std::fs::create_dir_all(&dir)?;
         std::fs::write(
             &cluster_file,
             serde_json::to_vec_pretty(&cluster).map_err(std::io::Error::other)?,
@@ -215,24 +211,19 @@ async fn attempt_once(
         std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(&log_path)
+            .open(&log_file)
     })
     .await
     .map_err(|e| e.to_string())?
     .map_err(|e| format!("cannot prepare the node directory: {e}"))?;
     let start_len = log.metadata().map(|m| m.len()).unwrap_or(0);
     let err = log.try_clone().map_err(|e| e.to_string())?;
-    let work = work_dir.unwrap_or_else(|| node_dir.join(&spec.node));
     let mut child = tokio::process::Command::new("sh")
         .arg("-c")
-        .arg(&script)
-        .current_dir(&work)
+        .arg(script)
+        .current_dir(&cwd)
         .env_clear()
-        .envs(
-            PASSED_ENV
-                .iter()
-                .filter_map(|k| Some((*k, std::env::var_os(k)?))),
-        )
+        .envs(super::program::passed_env())
         .envs(env)
         .stdin(std::process::Stdio::null())
         .stdout(log)
@@ -253,12 +244,9 @@ async fn attempt_once(
     if status.success() {
         return Ok(());
     }
-    let log_path = node_dir.join(format!("{}.log", spec.node));
-    let output = std::fs::read(&log_path).unwrap_or_default();
-    let from = (start_len as usize)
-        .max(output.len().saturating_sub(TAIL))
-        .min(output.len());
-    let tail = String::from_utf8_lossy(&output[from..]).trim().to_string();
+    let tail = tokio::task::spawn_blocking(move || output_since(&log_path, start_len))
+        .await
+        .unwrap_or_default();
     Err(format!(
         "the script exited with {status}{}",
         if tail.is_empty() {
@@ -267,6 +255,21 @@ async fn attempt_once(
             format!(": {tail}")
         }
     ))
+}
+
+/// The end (at most [`TAIL`] bytes) of what was appended to `log` after byte `from`.
+fn output_since(log: &std::path::Path, from: u64) -> String {
+    use std::io::{Read as _, Seek, SeekFrom};
+    let Ok(mut file) = std::fs::File::open(log) else {
+        return String::new();
+    };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let start = from.max(len.saturating_sub(TAIL as u64));
+    let mut bytes = Vec::new();
+    if file.seek(SeekFrom::Start(start)).is_ok() {
+        let _ = file.read_to_end(&mut bytes);
+    }
+    String::from_utf8_lossy(&bytes).trim().to_string()
 }
 
 #[allow(clippy::too_many_arguments)]

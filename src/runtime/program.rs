@@ -35,9 +35,17 @@ pub const STDOUT: &str = "stdout.log";
 /// The program's standard error, in the run directory.
 pub const STDERR: &str = "stderr.log";
 
-/// Variables passed from the server's environment to programs; everything else comes from
-/// the program's own `env` and ebb's `EBB_*` variables.
+/// Variables passed from the server's environment to programs and service scripts;
+/// everything else comes from their own `env` and ebb's `EBB_*` variables (so a token in the
+/// server's environment never reaches them).
 const PASSED_ENV: &[&str] = &["PATH", "HOME", "USER", "LANG", "LC_ALL", "TZ", "TMPDIR"];
+
+/// The server's values of [`PASSED_ENV`] that are set.
+pub fn passed_env() -> impl Iterator<Item = (&'static str, std::ffi::OsString)> {
+    PASSED_ENV
+        .iter()
+        .filter_map(|k| Some((*k, std::env::var_os(k)?)))
+}
 
 /// What to run, written to `launch.json` for the shim.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -247,11 +255,7 @@ fn shim_inner(run_dir: &Path) -> io::Result<()> {
     command
         .args(args)
         .env_clear()
-        .envs(
-            PASSED_ENV
-                .iter()
-                .filter_map(|k| Some((*k, std::env::var_os(k)?))),
-        )
+        .envs(passed_env())
         .envs(&launch.env)
         .current_dir(&launch.cwd)
         .stdin(Stdio::null())

@@ -23,6 +23,7 @@ use crate::plan::{Operation, TaskKind};
 use crate::run::events::{self, EventKind};
 use crate::store::{Read, StoreError, Table};
 use crate::template::Template;
+use crate::time::now_millis;
 
 /// Everything a task needs.
 #[derive(Debug, Clone)]
@@ -98,13 +99,6 @@ impl Actor for TaskRunner {
     }
 }
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
-
 fn store_failure(e: StoreError) -> TaskOutcome {
     TaskOutcome::Failed(format!("cannot record progress: {e}"))
 }
@@ -147,7 +141,7 @@ async fn resource_task(deps: &Deps, spec: &TaskSpec, kind: TaskKind) -> TaskOutc
         if spec.cancel.load(Ordering::SeqCst) {
             return TaskOutcome::Cancelled;
         }
-        let now = now_ms();
+        let now = now_millis();
         // Persist, then act: record that a create or delete is about to be requested.
         let before = match &step {
             Step::Create => {
@@ -183,17 +177,17 @@ async fn resource_task(deps: &Deps, spec: &TaskSpec, kind: TaskKind) -> TaskOutc
                 .provisioner
                 .find(ctx, &identity)
                 .await
-                .map(|found| found_resource(kind, record.as_ref(), found, now_ms())),
+                .map(|found| found_resource(kind, record.as_ref(), found, now_millis())),
             Step::Create => spec
                 .provisioner
                 .create(ctx, &identity)
                 .await
-                .map(|r| adopt(record.as_ref(), &r, now_ms())),
+                .map(|r| adopt(record.as_ref(), &r, now_millis())),
             Step::Describe(id) => spec
                 .provisioner
                 .describe(ctx, id)
                 .await
-                .map(|found| described(kind, record.as_ref(), id, found, now_ms())),
+                .map(|found| described(kind, record.as_ref(), id, found, now_millis())),
             Step::Delete(id) => spec
                 .provisioner
                 .delete(ctx, id)
@@ -221,7 +215,7 @@ async fn resource_task(deps: &Deps, spec: &TaskSpec, kind: TaskKind) -> TaskOutc
             Ok(Progress::Poll(what)) => {
                 tries += 1;
                 let since = record.as_ref().map_or(now, |r| r.since_ms);
-                match polls.delay(tries, since, now_ms(), fastrand::f64()) {
+                match polls.delay(tries, since, now_millis(), fastrand::f64()) {
                     Some(delay) => tokio::time::sleep(delay).await,
                     None => {
                         let message = format!(
@@ -237,7 +231,7 @@ async fn resource_task(deps: &Deps, spec: &TaskSpec, kind: TaskKind) -> TaskOutc
                 tries += 1;
                 let since = record.as_ref().map_or(now, |r| r.since_ms);
                 let delay = if e.retryable {
-                    retries.delay(tries, since, now_ms(), fastrand::f64())
+                    retries.delay(tries, since, now_millis(), fastrand::f64())
                 } else {
                     None
                 };

@@ -342,9 +342,8 @@ pub fn parse_builtin() -> Result<Vec<(TemplateId, Template)>, ServiceError> {
         .map(|(file, json)| {
             let context =
                 |e: String| ServiceError::invalid(format!("profiles/templates/{file}"), e);
-            let de = &mut serde_json::Deserializer::from_str(json);
-            let template: Template = serde_path_to_error::deserialize(de)
-                .map_err(|e| context(format!("{}: {}", e.path(), e.inner())))?;
+            let template: Template =
+                crate::profile::builtin::parse_file("profiles/templates", file, json)?;
             let name = template
                 .name
                 .clone()
@@ -382,20 +381,7 @@ mod tests {
 
     #[test]
     fn every_file_in_profiles_templates_is_built_in_and_valid() {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/profiles/templates");
-        let mut on_disk: Vec<String> = std::fs::read_dir(dir)
-            .expect("profiles/templates exists")
-            .filter_map(|e| e.ok())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.ends_with(".json"))
-            .collect();
-        on_disk.sort();
-        let mut built_in: Vec<String> = FILES.iter().map(|(f, _)| f.to_string()).collect();
-        built_in.sort();
-        assert_eq!(
-            on_disk, built_in,
-            "profiles/templates/*.json and FILES differ"
-        );
+        crate::profile::builtin::assert_all_built_in("profiles/templates", FILES);
         let parsed = parse_builtin().expect("built-in templates are valid");
         assert_eq!(parsed[0].0.name, "zookeeper-cluster");
     }

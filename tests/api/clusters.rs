@@ -80,12 +80,7 @@ fn a_template_run_starts_services_in_order_and_stops_them_in_reverse() {
         zk_stop.iter().all(|z| *z > master_stop[0]),
         "master stops before zookeeper"
     );
-    let left: Vec<_> = std::fs::read_dir(dir.path().join("local"))
-        .expect("local dir")
-        .flatten()
-        .filter(|e| e.path().is_dir())
-        .collect();
-    assert!(left.is_empty(), "sandboxes left behind: {left:?}");
+    assert_no_sandboxes(dir.path());
 }
 
 #[test]

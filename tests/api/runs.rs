@@ -215,12 +215,7 @@ fn a_local_cluster_gives_each_node_a_sandbox_and_removes_it() {
         seen.contains("/master") && seen.contains(addresses[0]),
         "{seen}"
     );
-    let left: Vec<_> = std::fs::read_dir(dir.path().join("local"))
-        .expect("local dir")
-        .flatten()
-        .filter(|e| e.path().is_dir())
-        .collect();
-    assert!(left.is_empty(), "sandboxes left behind: {left:?}");
+    assert_no_sandboxes(dir.path());
 }
 
 #[test]

@@ -162,6 +162,17 @@ pub fn assert_clean(state_dir: &Path, runs: &[&str], nodes: usize) {
     }
 }
 
+/// Asserts the `local` provisioner left no sandbox under `data_dir`.
+#[track_caller]
+pub fn assert_no_sandboxes(data_dir: &Path) {
+    let left: Vec<_> = std::fs::read_dir(data_dir.join("local"))
+        .expect("local dir")
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .collect();
+    assert!(left.is_empty(), "sandboxes left behind: {left:?}");
+}
+
 /// A fresh directory under `dir`.
 pub fn sub(dir: &tempfile::TempDir, name: &str) -> PathBuf {
     let p = dir.path().join(name);
