@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::Template;
 use crate::error::ServiceError;
 use crate::namespace;
-use crate::profile::SYSTEM_NAMESPACE;
+use crate::profile::{SYSTEM_NAMESPACE, Scope};
 use crate::store::{Read, Store, Table};
 use crate::time::now_secs;
 
@@ -58,8 +58,7 @@ impl fmt::Display for TemplateId {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StoredTemplate {
     pub name: String,
-    /// `SYSTEM` or `USER`.
-    pub scope: String,
+    pub scope: Scope,
     #[serde(flatten)]
     pub template: Template,
     pub created: u64,
@@ -88,11 +87,10 @@ fn stored(
     StoredTemplate {
         name: id.name.clone(),
         scope: if id.namespace.is_some() {
-            "USER"
+            Scope::User
         } else {
-            "SYSTEM"
-        }
-        .into(),
+            Scope::System
+        },
         template,
         created: existing.map_or(now, |e| e.created),
         updated: now,
