@@ -41,6 +41,8 @@ pub enum ServiceError {
     },
     #[error("run '{0}' not found")]
     RunNotFound(String),
+    #[error("run '{run}' has no operation {id}")]
+    OperationNotFound { run: String, id: String },
     #[error("{profile} is used by active runs ({}); wait until they are deprovisioned", runs.join(", "))]
     ProfileInUse {
         profile: ProfileId,

@@ -27,6 +27,7 @@ pub mod cli;
 pub mod error;
 pub mod names;
 pub mod namespace;
+pub mod operation;
 pub mod plan;
 pub mod preference;
 pub mod profile;

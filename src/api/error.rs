@@ -62,6 +62,7 @@ fn service_status(e: &ServiceError) -> StatusCode {
         | ServiceError::AppNotFound { .. }
         | ServiceError::ProgramNotFound { .. }
         | ServiceError::RunNotFound(_)
+        | ServiceError::OperationNotFound { .. }
         | ServiceError::TemplateNotFound(_) => StatusCode::NOT_FOUND,
         ServiceError::DefaultNamespace
         | ServiceError::BuiltinProfile(_)

@@ -52,6 +52,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .service(resource(&format!("{PROGRAM}/runs/{{run}}/deprovision")).post(deprovision_run))
             .service(resource(&format!("{PROGRAM}/runs/{{run}}/extend")).post(extend_run))
             .service(resource(&format!("{PROGRAM}/runs/{{run}}/logs")).get(run_logs))
+            .service(resource(&format!("{PROGRAM}/runs/{{run}}/operations")).get(run_operations))
+            .service(
+                resource(&format!("{PROGRAM}/runs/{{run}}/operations/{{op}}")).get(run_operation),
+            )
             .service(resource("/health").get(health))
             .service(resource("/namespaces").get(list_namespaces))
             .service(

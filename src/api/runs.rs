@@ -158,6 +158,30 @@ pub async fn extend_run(state: State, path: web::Path<RunPath>, body: Json<Exten
     ok(&runs::command(&state.runtime, path.into_inner().into(), event).await?)
 }
 
+pub async fn run_operations(state: State, path: web::Path<RunPath>) -> Reply {
+    ok(&runs::operations(&state.runtime, path.into_inner().into()).await?)
+}
+
+#[derive(Debug, Deserialize)]
+pub struct OperationPath {
+    ns: String,
+    app: String,
+    program: String,
+    run: String,
+    op: String,
+}
+
+pub async fn run_operation(state: State, path: web::Path<OperationPath>) -> Reply {
+    let p = path.into_inner();
+    let key = RunKey {
+        namespace: p.ns,
+        app: p.app,
+        program: p.program,
+        run: p.run,
+    };
+    ok(&runs::operation(&state.runtime, key, p.op).await?)
+}
+
 pub async fn run_logs(state: State, path: web::Path<RunPath>) -> Reply {
     ok(&runs::logs(&state.runtime, path.into_inner().into()).await?)
 }

@@ -10,14 +10,6 @@ pub mod resource;
 
 use serde::{Deserialize, Serialize};
 
-/// A cluster operation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Operation {
-    Create,
-    Delete,
-}
-
 /// What one task does to one node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

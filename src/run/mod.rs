@@ -224,6 +224,15 @@ pub struct RunRecord {
 }
 
 impl RunRecord {
+    /// The cluster's config: the template's default config (an empty object without one).
+    pub fn config(&self) -> serde_json::Value {
+        self.template
+            .as_ref()
+            .map(|t| serde_json::to_value(&t.defaults.config).unwrap_or_default())
+            .filter(|c| !c.is_null())
+            .unwrap_or_else(|| serde_json::json!({}))
+    }
+
     /// The effective provisioner properties by name.
     pub fn properties(&self) -> Properties {
         self.profile_properties

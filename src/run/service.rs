@@ -16,6 +16,7 @@ use super::{
 };
 use crate::app::{self, WORKFLOWS};
 use crate::error::ServiceError;
+use crate::operation::{self, OperationRecord, OperationView};
 use crate::plan::resource::{NodeRecord, ResourceStatus};
 use crate::preference::{self, Scope};
 use crate::profile::resolve::{self, Level, Origin, Values};
@@ -444,6 +445,53 @@ pub async fn get(runtime: &Runtime, key: RunKey) -> Result<RunView, ServiceError
             let run = require_run(r, &key)?;
             let nodes = nodes_of(r, &key.run)?;
             Ok(view(run, nodes))
+        })
+        .await
+}
+
+/// The operations on run `key`'s cluster, oldest first, with their tasks and attempts.
+pub async fn operations(
+    runtime: &Runtime,
+    key: RunKey,
+) -> Result<Vec<OperationView>, ServiceError> {
+    check_key(&key)?;
+    runtime
+        .deps()
+        .store
+        .read(move |r| {
+            require_run(r, &key)?;
+            let mut out = Vec::new();
+            for op in operation::operations(r, &key.run)? {
+                let attempts = operation::attempts(r, &key.run, op.id)?;
+                out.push(OperationView::new(op, attempts));
+            }
+            Ok(out)
+        })
+        .await
+}
+
+/// Operation `id` on run `key`'s cluster.
+pub async fn operation(
+    runtime: &Runtime,
+    key: RunKey,
+    id: String,
+) -> Result<OperationView, ServiceError> {
+    check_key(&key)?;
+    let not_found = |run: &str, id: &str| ServiceError::OperationNotFound {
+        run: run.to_string(),
+        id: id.to_string(),
+    };
+    let number: u32 = id.parse().map_err(|_| not_found(&key.run, &id))?;
+    runtime
+        .deps()
+        .store
+        .read(move |r| {
+            require_run(r, &key)?;
+            let op: OperationRecord = r
+                .get(Table::Operations, &operation::op_key(&key.run, number))?
+                .ok_or_else(|| not_found(&key.run, &id))?;
+            let attempts = operation::attempts(r, &key.run, op.id)?;
+            Ok(OperationView::new(op, attempts))
         })
         .await
 }

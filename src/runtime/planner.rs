@@ -1,12 +1,20 @@
 //! Planner: one actor per cluster operation, executing its plan with one TaskRunner per task.
 //!
-//! The plan comes from `plan::cluster::plan` (bare nodes, or a template's services on them);
-//! which tasks may start comes from `plan::cluster::ready`. The
-//! planner keeps no state that matters across a crash: each task reads and writes its node's
-//! record, so a new planner for the same operation resumes where the old one stopped. When a
-//! task fails or the operation is cancelled, no new task starts; the planner waits for the
-//! running ones to reach a persisted checkpoint and then reports once.
+//! The plan comes from `plan::cluster::plan` and is frozen in the operation's record in the
+//! audit log (`crate::operation`) before any task runs; which tasks may start comes from
+//! `plan::cluster::ready`. A task starts as soon as its predecessors are done and its node is
+//! free. When a task fails past its retries, no new task starts; once the running ones have
+//! stopped, an operation that can be undone (create, expand, start, restart, configure) is
+//! rolled back: `plan::cluster::rollback` builds the inverse plan from the tasks that completed
+//! (and from every node whose resource may exist), recorded as a new operation with
+//! `rollbackOf`, executed the same way. The cluster is snapshotted before and after each
+//! operation and after a rollback.
+//!
+//! The planner keeps no state that matters across a crash: a new planner asked to resume
+//! reads the operation's record and attempts, skips the tasks that succeeded, closes the
+//! attempts the crash interrupted and carries on (with the rollback, if one was under way).
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -16,11 +24,19 @@ use ebb_spi::Provisioner;
 
 use super::Deps;
 use super::task::{TaskDone, TaskOutcome, TaskRunner, TaskSpec};
-use std::collections::{BTreeMap, BTreeSet};
-
-use crate::plan::cluster::{self, ClusterOperation, ClusterTask, PlanNode};
-use crate::plan::{Operation, Progress};
+use crate::operation::{
+    self, AttemptRecord, AttemptStatus, OpStatus, OperationRecord, Snapshot, TaskStatus,
+};
+use crate::plan::Progress;
+use crate::plan::cluster::{self, Action, ClusterOperation, ClusterTask, PlanNode};
+use crate::plan::resource::{NodeRecord, ResourceStatus};
+use crate::run::events::{self, EventKind};
+use crate::store::{Read, StoreError, Table, Txn};
 use crate::template::Template;
+use crate::time::now_f64;
+
+/// The error of an attempt a restart cut short.
+const INTERRUPTED: &str = "interrupted by a restart";
 
 /// What the planner reports to whoever started it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,7 +50,7 @@ pub enum OpOutcome {
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
 pub struct OpDone {
-    pub operation: Operation,
+    pub operation: ClusterOperation,
     pub outcome: OpOutcome,
 }
 
@@ -46,15 +62,43 @@ pub struct Cancel;
 /// What an operation works on.
 #[derive(Debug, Clone)]
 pub struct OpSpec {
-    pub operation: Operation,
+    pub operation: ClusterOperation,
+    /// Carry on with the operation of this kind a restart interrupted, instead of a new one.
+    pub resume: bool,
     pub run: String,
+    /// The cluster's nodes.
     pub nodes: Vec<String>,
     pub template: Option<Arc<Template>>,
     /// Every node's services (empty without a template).
     pub layout: BTreeMap<String, BTreeSet<String>>,
+    /// The config this operation applies, and the one a rollback restores.
+    pub config: serde_json::Value,
+    pub previous_config: serde_json::Value,
+    /// What was asked, as the audit log keeps it.
+    pub request: serde_json::Value,
     pub provisioner: Arc<dyn Provisioner>,
     pub context: Arc<ebb_spi::Context>,
     pub budget: Duration,
+}
+
+/// The operation being executed.
+#[derive(Debug)]
+struct Current {
+    op: OperationRecord,
+    progress: Vec<Progress>,
+    /// Attempts each task had before this planner started.
+    prior: Vec<u32>,
+    /// The last of those that failed, per task (not counting one a restart cut short).
+    prior_failure: Vec<Option<u32>>,
+    config: serde_json::Value,
+    /// When this is a rollback: the error of the operation it undoes.
+    undoing: Option<String>,
+}
+
+/// How the planner begins.
+enum Begin {
+    Run(Box<Current>),
+    Report(OpOutcome),
 }
 
 /// The actor executing one operation.
@@ -62,39 +106,24 @@ pub struct OpSpec {
 pub struct Planner {
     deps: Deps,
     spec: OpSpec,
-    tasks: Vec<ClusterTask>,
-    progress: Vec<Progress>,
+    current: Option<Current>,
     cancel: Arc<AtomicBool>,
     failure: Option<String>,
+    /// A write is under way; nothing is scheduled until it lands.
+    writing: bool,
     report: Recipient<OpDone>,
     reported: bool,
 }
 
 impl Planner {
     pub fn new(deps: Deps, spec: OpSpec, report: Recipient<OpDone>) -> Self {
-        let nodes: Vec<PlanNode> = spec
-            .nodes
-            .iter()
-            .map(|n| PlanNode {
-                name: n.clone(),
-                services: spec.layout.get(n).cloned().unwrap_or_default(),
-            })
-            .collect();
-        let operation = match spec.operation {
-            Operation::Create => ClusterOperation::Create,
-            Operation::Delete => ClusterOperation::Delete,
-        };
-        let empty = Template::default();
-        let template = spec.template.as_deref().unwrap_or(&empty);
-        let tasks = cluster::plan(operation, template, &nodes);
-        let progress = vec![Progress::Waiting; tasks.len()];
         Self {
             deps,
             spec,
-            tasks,
-            progress,
+            current: None,
             cancel: Arc::new(AtomicBool::new(false)),
             failure: None,
+            writing: false,
             report,
             reported: false,
         }
@@ -111,49 +140,61 @@ impl Planner {
         ctx.stop();
     }
 
-    /// Starts what may start, or reports when nothing more will.
+    /// Starts what may start, or ends the operation when nothing more will.
     fn schedule(&mut self, ctx: &mut Context<Self>) {
-        let running = self.progress.contains(&Progress::Running);
+        if self.writing {
+            return;
+        }
+        let Some(cur) = self.current.as_mut() else {
+            return;
+        };
+        let running = cur.progress.contains(&Progress::Running);
         let stopping = self.failure.is_some() || self.cancel.load(Ordering::SeqCst);
         if stopping {
             if !running {
-                let outcome = match &self.failure {
-                    Some(f) => OpOutcome::Failed(f.clone()),
-                    None => OpOutcome::Cancelled,
-                };
-                self.finish(outcome, ctx);
+                self.conclude(ctx);
             }
             return;
         }
         // Bootstrap needs no outside call yet (nodes come up ready): done on the spot.
+        let mut instant = Vec::new();
         loop {
-            let instant: Vec<usize> = cluster::ready(&self.tasks, &self.progress)
+            let now: Vec<usize> = cluster::ready(&cur.op.tasks, &cur.progress)
                 .into_iter()
-                .filter(|i| self.tasks[*i].action == cluster::Action::Bootstrap)
+                .filter(|i| cur.op.tasks[*i].action == Action::Bootstrap)
                 .collect();
-            if instant.is_empty() {
+            if now.is_empty() {
                 break;
             }
-            for i in instant {
-                self.progress[i] = Progress::Done;
+            for i in now {
+                cur.progress[i] = Progress::Done;
+                instant.push(i);
             }
         }
-        if self.progress.iter().all(|p| *p == Progress::Done) {
-            self.finish(OpOutcome::Done, ctx);
+        if !instant.is_empty() {
+            record_instant(&self.deps, &self.spec.run, cur, &instant);
+        }
+        if cur.progress.iter().all(|p| *p == Progress::Done) {
+            self.conclude(ctx);
             return;
         }
-        for index in cluster::ready(&self.tasks, &self.progress) {
-            self.progress[index] = Progress::Running;
-            let task = &self.tasks[index];
+        for index in cluster::ready(&cur.op.tasks, &cur.progress) {
+            cur.progress[index] = Progress::Running;
             let spec = TaskSpec {
-                index,
-                action: task.action,
-                service: task.service.clone(),
-                operation: self.spec.operation,
+                op: cur.op.id,
+                operation: cur.op.operation,
+                task: cur.op.tasks[index].clone(),
+                prior_attempts: cur.prior[index],
+                prior_failure: cur.prior_failure[index],
+                node_goes: cur
+                    .op
+                    .tasks
+                    .iter()
+                    .any(|t| t.action == Action::Delete && t.node == cur.op.tasks[index].node),
                 template: self.spec.template.clone(),
                 layout: self.spec.layout.clone(),
+                config: cur.config.clone(),
                 run: self.spec.run.clone(),
-                node: task.node.clone(),
                 provisioner: Arc::clone(&self.spec.provisioner),
                 context: Arc::clone(&self.spec.context),
                 budget: self.spec.budget,
@@ -162,13 +203,438 @@ impl Planner {
             TaskRunner::new(self.deps.clone(), spec, ctx.address().recipient()).start();
         }
     }
+
+    /// Nothing runs any more: record how the operation ended, then roll it back or report.
+    fn conclude(&mut self, ctx: &mut Context<Self>) {
+        let Some(cur) = self.current.take() else {
+            return;
+        };
+        let cancelled = self.cancel.load(Ordering::SeqCst);
+        let failure = self.failure.take();
+        let rollback =
+            failure.is_some() && !cancelled && cur.undoing.is_none() && undoable(cur.op.operation);
+        let deps = self.deps.clone();
+        let (layout, template) = (self.spec.layout.clone(), self.spec.template.clone());
+        let previous = self.spec.previous_config.clone();
+        let run = self.spec.run.clone();
+        let done: BTreeSet<usize> = (0..cur.progress.len())
+            .filter(|i| cur.progress[*i] == Progress::Done)
+            .collect();
+        let error = match (&failure, cancelled) {
+            (Some(f), _) => Some(f.clone()),
+            (None, true) => Some("cancelled by a stop request".to_string()),
+            (None, false) => None,
+        };
+        let mut op = cur.op.clone();
+        let undoing = cur.undoing.clone();
+        self.writing = true;
+        let write = async move {
+            let saved = deps
+                .store
+                .write(move |tx| {
+                    let now = now_f64();
+                    let nodes = node_records(tx, &run)?;
+                    op.status = if error.is_some() {
+                        OpStatus::Failed
+                    } else {
+                        OpStatus::Succeeded
+                    };
+                    op.finished = Some(now);
+                    op.error = error.clone();
+                    op.after = Some(Snapshot::take(&nodes, &layout, &op_config(&op), now));
+                    let mut next = None;
+                    if rollback {
+                        let empty = Template::default();
+                        let template = template.as_deref().unwrap_or(&empty);
+                        let completed = completed(&op.tasks, &done, &nodes);
+                        let tasks = cluster::rollback(template, &op.tasks, &completed);
+                        let id = operation::next_id(tx, &run)?;
+                        op.rolled_back_by = Some(id);
+                        let undo = OperationRecord {
+                            id,
+                            operation: op.operation,
+                            status: OpStatus::Running,
+                            rollback_of: Some(op.id),
+                            rolled_back_by: None,
+                            request: serde_json::json!({ "config": previous }),
+                            created: now,
+                            finished: None,
+                            error: None,
+                            tasks,
+                            before: op.after.clone(),
+                            after: None,
+                        };
+                        tx.put(Table::Operations, &operation::op_key(&run, id), &undo)?;
+                        events::append(
+                            tx,
+                            &run,
+                            EventKind::Status,
+                            None,
+                            format!(
+                                "operation {} ({}) failed; rolling back as operation {id} ({} tasks)",
+                                op.id,
+                                op_name(op.operation),
+                                undo.tasks.len()
+                            ),
+                        )?;
+                        next = Some(undo);
+                    }
+                    tx.put(Table::Operations, &operation::op_key(&run, op.id), &op)?;
+                    Ok::<_, StoreError>((op, next))
+                })
+                .await;
+            (saved, deps)
+        };
+        ctx.wait(write.into_actor(self).map(move |(saved, deps), act, ctx| {
+            act.writing = false;
+            deps.notifier.notify(&act.spec.run);
+            let (op, next) = match saved {
+                Ok(v) => v,
+                Err(e) => {
+                    let message = format!("cannot record the operation's end: {e}");
+                    return act.finish(OpOutcome::Failed(message), ctx);
+                }
+            };
+            if let Some(undo) = next {
+                let size = undo.tasks.len();
+                act.current = Some(Current {
+                    op: undo,
+                    progress: vec![Progress::Waiting; size],
+                    prior: vec![0; size],
+                    prior_failure: vec![None; size],
+                    config: act.spec.previous_config.clone(),
+                    undoing: op.error.clone(),
+                });
+                return act.schedule(ctx);
+            }
+            let outcome = match (undoing, op.error) {
+                (Some(original), None) => {
+                    OpOutcome::Failed(format!("{original} (rolled back by operation {})", op.id))
+                }
+                (Some(original), Some(e)) => {
+                    OpOutcome::Failed(format!("{original}; the rollback failed too: {e}"))
+                }
+                (None, None) => OpOutcome::Done,
+                (None, Some(_)) if cancelled => OpOutcome::Cancelled,
+                (None, Some(e)) => OpOutcome::Failed(e),
+            };
+            act.finish(outcome, ctx);
+        }));
+    }
+}
+
+/// Whether a failed operation of this kind is undone. Teardowns (delete, shrink, stop) are
+/// not: they carry on as far as they can, and a delete never recreates what it removed.
+fn undoable(operation: ClusterOperation) -> bool {
+    !matches!(
+        operation,
+        ClusterOperation::Delete | ClusterOperation::StopServices
+    )
+}
+
+fn op_name(operation: ClusterOperation) -> String {
+    serde_json::to_value(operation)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+fn op_config(op: &OperationRecord) -> serde_json::Value {
+    op.request
+        .get("config")
+        .cloned()
+        .unwrap_or(serde_json::Value::Null)
+}
+
+/// What a rollback must undo: the tasks that completed, and the creation of every node whose
+/// resource may exist (a create cut short may have made one).
+fn completed(
+    tasks: &[ClusterTask],
+    done: &BTreeSet<usize>,
+    nodes: &[NodeRecord],
+) -> BTreeSet<usize> {
+    let exists: BTreeSet<&str> = nodes
+        .iter()
+        .filter(|n| n.may_exist())
+        .map(|n| n.node.as_str())
+        .collect();
+    tasks
+        .iter()
+        .filter(|t| {
+            done.contains(&t.id) || (t.action == Action::Create && exists.contains(t.node.as_str()))
+        })
+        .map(|t| t.id)
+        .collect()
+}
+
+fn node_records<R: Read + ?Sized>(r: &R, run: &str) -> Result<Vec<NodeRecord>, StoreError> {
+    Ok(r.scan::<NodeRecord>(Table::Resources, &format!("{run}/"))?
+        .into_iter()
+        .map(|(_, n)| n)
+        .collect())
+}
+
+/// Records the tasks done on the spot (one attempt each), without holding anything up: after
+/// a crash they are simply done on the spot again.
+fn record_instant(deps: &Deps, run: &str, cur: &Current, instant: &[usize]) {
+    let now = now_f64();
+    let records: Vec<(String, AttemptRecord)> = instant
+        .iter()
+        .map(|i| {
+            let mut a = AttemptRecord {
+                queued: now,
+                started: now,
+                finished: None,
+                status: None,
+                duration: None,
+                error: None,
+                result: BTreeMap::new(),
+                output: None,
+            };
+            a.finish(AttemptStatus::Succeeded, None, now);
+            let key = operation::attempt_key(run, cur.op.id, *i, cur.prior[*i] + 1);
+            (key, a)
+        })
+        .collect();
+    let store = deps.store.clone();
+    actix::spawn(async move {
+        let _ = store
+            .write(move |tx| {
+                for (key, a) in &records {
+                    tx.put(Table::Attempts, key, a)?;
+                }
+                Ok::<_, StoreError>(())
+            })
+            .await;
+    });
+}
+
+/// The nodes an operation plans over, as the store shows them now.
+fn plan_nodes(spec: &OpSpec, records: &[NodeRecord]) -> Vec<PlanNode> {
+    let by_name: BTreeMap<&str, &NodeRecord> =
+        records.iter().map(|n| (n.node.as_str(), n)).collect();
+    let services = |n: &str| spec.layout.get(n).cloned().unwrap_or_default();
+    match spec.operation {
+        ClusterOperation::Create => spec
+            .nodes
+            .iter()
+            .map(|n| PlanNode {
+                name: n.clone(),
+                services: services(n),
+            })
+            .collect(),
+        // Only nodes that may exist are torn down; services only on nodes that came up.
+        _ => spec
+            .nodes
+            .iter()
+            .filter_map(|n| {
+                let record = by_name.get(n.as_str())?;
+                if !record.may_exist() {
+                    return None;
+                }
+                let up = record.status == ResourceStatus::Created;
+                Some(PlanNode {
+                    name: n.clone(),
+                    services: if up { services(n) } else { BTreeSet::new() },
+                })
+            })
+            .collect(),
+    }
+}
+
+/// Reads the audit log and decides how to begin: carry on with an interrupted operation (or
+/// its rollback), report one that already ended, or plan and record a new one.
+async fn prepare(deps: Deps, spec: OpSpec) -> Result<Begin, StoreError> {
+    let run = spec.run.clone();
+    deps.store
+        .write(move |tx| {
+            let ops = operation::operations(tx, &run)?;
+            let nodes = node_records(tx, &run)?;
+            if spec.resume
+                && let Some(op) = ops
+                    .iter()
+                    .rev()
+                    .find(|o| o.operation == spec.operation && o.rollback_of.is_none())
+            {
+                let undo = op
+                    .rolled_back_by
+                    .and_then(|id| ops.iter().find(|o| o.id == id));
+                match (op.status, undo) {
+                    (OpStatus::Running, _) => {
+                        return Ok(Begin::Run(Box::new(carry_on(
+                            tx,
+                            &run,
+                            op,
+                            spec.config,
+                            None,
+                        )?)));
+                    }
+                    (OpStatus::Succeeded, _) => return Ok(Begin::Report(OpOutcome::Done)),
+                    (OpStatus::Failed, Some(undo)) if undo.status == OpStatus::Running => {
+                        let previous = spec.previous_config.clone();
+                        return Ok(Begin::Run(Box::new(carry_on(
+                            tx,
+                            &run,
+                            undo,
+                            previous,
+                            op.error.clone(),
+                        )?)));
+                    }
+                    (OpStatus::Failed, Some(_)) if spec.operation != ClusterOperation::Delete => {
+                        let error = op.error.clone().unwrap_or_default();
+                        return Ok(Begin::Report(OpOutcome::Failed(error)));
+                    }
+                    // A delete that failed is tried anew; so is anything else.
+                    _ => {}
+                }
+            }
+            let tasks = {
+                let empty = Template::default();
+                let template = spec.template.as_deref().unwrap_or(&empty);
+                cluster::plan(spec.operation, template, &plan_nodes(&spec, &nodes))
+            };
+            let now = now_f64();
+            let id = operation::next_id(tx, &run)?;
+            let mut request = spec.request.clone();
+            if let serde_json::Value::Object(m) = &mut request {
+                m.insert("config".into(), spec.config.clone());
+            } else if request.is_null() {
+                request = serde_json::json!({ "config": spec.config });
+            }
+            let op = OperationRecord {
+                id,
+                operation: spec.operation,
+                status: OpStatus::Running,
+                rollback_of: None,
+                rolled_back_by: None,
+                request,
+                created: now,
+                finished: None,
+                error: None,
+                before: Some(Snapshot::take(
+                    &nodes,
+                    &spec.layout,
+                    &spec.previous_config,
+                    now,
+                )),
+                after: None,
+                tasks,
+            };
+            tx.put(Table::Operations, &operation::op_key(&run, id), &op)?;
+            events::append(
+                tx,
+                &run,
+                EventKind::Status,
+                None,
+                format!(
+                    "operation {id} ({}) planned: {} tasks",
+                    op_name(op.operation),
+                    op.tasks.len()
+                ),
+            )?;
+            let size = op.tasks.len();
+            Ok(Begin::Run(Box::new(Current {
+                op,
+                progress: vec![Progress::Waiting; size],
+                prior: vec![0; size],
+                prior_failure: vec![None; size],
+                config: spec.config,
+                undoing: None,
+            })))
+        })
+        .await
+}
+
+/// Picks up operation `op` where a restart left it: tasks whose last attempt succeeded are
+/// done; an attempt the restart cut short is closed as failed.
+fn carry_on(
+    tx: &mut Txn<'_>,
+    run: &str,
+    op: &OperationRecord,
+    config: serde_json::Value,
+    undoing: Option<String>,
+) -> Result<Current, StoreError> {
+    let attempts = operation::attempts(tx, run, op.id)?;
+    let now = now_f64();
+    let mut progress = vec![Progress::Waiting; op.tasks.len()];
+    let mut prior = vec![0; op.tasks.len()];
+    let mut prior_failure = vec![None; op.tasks.len()];
+    for (task, tried) in &attempts {
+        let Some(slot) = progress.get_mut(*task) else {
+            continue;
+        };
+        prior[*task] = tried.len() as u32;
+        prior_failure[*task] = tried
+            .iter()
+            .enumerate()
+            .rev()
+            .find(|(_, a)| {
+                matches!(
+                    a.status,
+                    Some(AttemptStatus::Failed | AttemptStatus::TimedOut)
+                ) && a.error.as_deref() != Some(INTERRUPTED)
+            })
+            .map(|(i, _)| i as u32 + 1);
+        if operation::task_status(tried, true) == TaskStatus::Succeeded {
+            *slot = Progress::Done;
+        }
+        if let Some(last) = tried.last()
+            && last.finished.is_none()
+        {
+            let mut closed = last.clone();
+            closed.finish(AttemptStatus::Failed, Some(INTERRUPTED.into()), now);
+            let key = operation::attempt_key(run, op.id, *task, tried.len() as u32);
+            tx.put(Table::Attempts, &key, &closed)?;
+        }
+    }
+    let skipped = progress.iter().filter(|p| **p == Progress::Done).count();
+    events::append(
+        tx,
+        run,
+        EventKind::Status,
+        None,
+        format!(
+            "operation {} ({}) resumed: {skipped} of {} tasks already done",
+            op.id,
+            op_name(op.operation),
+            op.tasks.len()
+        ),
+    )?;
+    Ok(Current {
+        op: op.clone(),
+        progress,
+        prior,
+        prior_failure,
+        config,
+        undoing,
+    })
 }
 
 impl Actor for Planner {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        self.schedule(ctx);
+        self.writing = true;
+        let (deps, spec) = (self.deps.clone(), self.spec.clone());
+        ctx.wait(
+            async move { prepare(deps, spec).await }
+                .into_actor(self)
+                .map(|begun, act, ctx| {
+                    act.writing = false;
+                    act.deps.notifier.notify(&act.spec.run);
+                    match begun {
+                        Ok(Begin::Run(current)) => {
+                            act.current = Some(*current);
+                            act.schedule(ctx);
+                        }
+                        Ok(Begin::Report(outcome)) => act.finish(outcome, ctx),
+                        Err(e) => {
+                            let message = format!("cannot record the operation: {e}");
+                            act.finish(OpOutcome::Failed(message), ctx);
+                        }
+                    }
+                }),
+        );
     }
 }
 
@@ -176,12 +642,14 @@ impl Handler<TaskDone> for Planner {
     type Result = ();
 
     fn handle(&mut self, done: TaskDone, ctx: &mut Context<Self>) {
-        match done.outcome {
-            TaskOutcome::Done => self.progress[done.index] = Progress::Done,
-            TaskOutcome::Cancelled => self.progress[done.index] = Progress::Waiting,
-            TaskOutcome::Failed(message) => {
-                self.progress[done.index] = Progress::Waiting;
-                self.failure.get_or_insert(message);
+        if let Some(cur) = self.current.as_mut() {
+            match done.outcome {
+                TaskOutcome::Done => cur.progress[done.index] = Progress::Done,
+                TaskOutcome::Cancelled => cur.progress[done.index] = Progress::Waiting,
+                TaskOutcome::Failed(message) => {
+                    cur.progress[done.index] = Progress::Waiting;
+                    self.failure.get_or_insert(message);
+                }
             }
         }
         self.schedule(ctx);

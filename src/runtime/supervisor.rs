@@ -19,7 +19,7 @@ use ebb_spi::resource::{DEFAULT_RETRY_BUDGET, RETRY_BUDGET};
 use super::planner::{Cancel, OpDone, OpOutcome, OpSpec, Planner};
 use super::program::{self, LaunchFile, Started};
 use super::{Deps, Runtime};
-use crate::plan::Operation;
+use crate::plan::cluster::ClusterOperation;
 use crate::plan::resource::{NodeRecord, ResourceStatus};
 use crate::run::events::{self, EventKind};
 use crate::run::lifecycle::{self, Effect, Event, Transition};
@@ -53,6 +53,8 @@ pub struct RunSupervisor {
     run: RunRecord,
     planner: Option<Addr<Planner>>,
     timer: Option<SpawnHandle>,
+    /// Set while the effects `lifecycle::resume` asked for are performed after a restart.
+    resuming: bool,
 }
 
 impl RunSupervisor {
@@ -63,6 +65,7 @@ impl RunSupervisor {
             run,
             planner: None,
             timer: None,
+            resuming: false,
         }
     }
 
@@ -103,8 +106,8 @@ impl RunSupervisor {
     fn perform(&mut self, effects: &[Effect], ctx: &mut Context<Self>) {
         for effect in effects {
             match effect {
-                Effect::CreateCluster => self.start_operation(Operation::Create, ctx),
-                Effect::DeleteCluster => self.start_operation(Operation::Delete, ctx),
+                Effect::CreateCluster => self.start_operation(ClusterOperation::Create, ctx),
+                Effect::DeleteCluster => self.start_operation(ClusterOperation::Delete, ctx),
                 Effect::CancelCreate | Effect::CancelDelete => {
                     if let Some(planner) = self.planner.take() {
                         planner.do_send(Cancel);
@@ -124,12 +127,12 @@ impl RunSupervisor {
         }
     }
 
-    fn start_operation(&mut self, operation: Operation, ctx: &mut Context<Self>) {
+    fn start_operation(&mut self, operation: ClusterOperation, ctx: &mut Context<Self>) {
         let Some(provisioner) = self.deps.registry.get(&self.run.provisioner).cloned() else {
             let message = format!("provisioner '{}' is not installed", self.run.provisioner);
             let event = match operation {
-                Operation::Create => Event::ProvisionFailed(message),
-                Operation::Delete => Event::DeprovisionFailed(message),
+                ClusterOperation::Delete => Event::DeprovisionFailed(message),
+                _ => Event::ProvisionFailed(message),
             };
             ctx.address().do_send(ProgramNews(event));
             return;
@@ -139,12 +142,17 @@ impl RunSupervisor {
             .get(RETRY_BUDGET.name)
             .and_then(|v| ebb_spi::parse_duration(v).ok())
             .unwrap_or(DEFAULT_RETRY_BUDGET);
+        let config = self.run.config();
         let spec = OpSpec {
             operation,
+            resume: self.resuming,
             run: self.run.key.run.clone(),
             nodes: self.run.cluster.nodes.clone(),
             template: self.run.template.clone().map(Arc::new),
             layout: self.run.layout.clone(),
+            previous_config: config.clone(),
+            config,
+            request: serde_json::Value::Null,
             provisioner,
             context: Arc::new(ebb_spi::Context {
                 properties,
@@ -231,7 +239,9 @@ impl Actor for RunSupervisor {
         }
         let effects = lifecycle::resume(&self.run);
         tracing::info!(run.id = %self.run.key.run, run.status = %self.run.status, effects = ?effects, "resuming run");
+        self.resuming = true;
         self.perform(&effects, ctx);
+        self.resuming = false;
         self.arm_timer(ctx);
     }
 
@@ -291,12 +301,13 @@ impl Handler<OpDone> for RunSupervisor {
     fn handle(&mut self, done: OpDone, ctx: &mut Context<Self>) {
         self.planner = None;
         let event = match (done.operation, done.outcome) {
-            (Operation::Create, OpOutcome::Done) => Event::Provisioned,
-            (Operation::Create, OpOutcome::Failed(m)) => Event::ProvisionFailed(m),
-            (Operation::Create, OpOutcome::Cancelled) => Event::CreateStopped,
-            (Operation::Delete, OpOutcome::Done) => Event::Deprovisioned,
-            (Operation::Delete, OpOutcome::Failed(m)) => Event::DeprovisionFailed(m),
-            (Operation::Delete, OpOutcome::Cancelled) => return,
+            (ClusterOperation::Create, OpOutcome::Done) => Event::Provisioned,
+            (ClusterOperation::Create, OpOutcome::Failed(m)) => Event::ProvisionFailed(m),
+            (ClusterOperation::Create, OpOutcome::Cancelled) => Event::CreateStopped,
+            (ClusterOperation::Delete, OpOutcome::Done) => Event::Deprovisioned,
+            (ClusterOperation::Delete, OpOutcome::Failed(m)) => Event::DeprovisionFailed(m),
+            (ClusterOperation::Delete, OpOutcome::Cancelled) => return,
+            _ => return,
         };
         if let Err(e) = self.apply(event, ctx) {
             tracing::warn!(run.id = %self.run.key.run, error = %e, "operation result does not apply");

@@ -1,11 +1,17 @@
-//! TaskRunner: one actor per node-level task, walking one resource through its lifecycle.
+//! TaskRunner: one actor per node-level task, running its attempts and recording each one.
 //!
-//! The decisions are `plan::resource::next_step`; this module makes the calls and persists the
-//! record before every call that changes the outside world (create, delete) and after every
-//! call that taught us something, each with an event in the run's history. Retryable errors
-//! are retried with backoff inside the profile's `retryBudget`; a fatal error or a spent budget
-//! fails the task. A cancelled task stops before its next call, never in the middle of one, so
-//! whatever an in-flight create made is recorded and the delete operation will find it.
+//! A task is tried up to its policy's number of attempts, each bounded by a timeout after
+//! which it counts as TIMED_OUT and is abandoned (its future is dropped, so a late answer is
+//! never seen; a script's process group is killed). Attempts are spaced by exponential
+//! backoff with jitter. Every attempt is written to the audit log when it starts and when it
+//! ends. A fatal error (the provider says retrying cannot help) ends the task at once. A
+//! failed `confirm` is retried by deleting the node's resource and creating it anew.
+//!
+//! Node tasks walk `plan::resource::next_step`, persisting the record before every call that
+//! changes the outside world (create, delete) and after every call that taught us something;
+//! retryable errors are retried with backoff inside the profile's `retryBudget`. A cancelled
+//! task stops before its next call, never in the middle of one, so whatever an in-flight
+//! create made is recorded and the delete operation will find it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,31 +23,73 @@ use ebb_spi::{ProvisionError, Provisioner, Resource, ResourceKey, ResourceState}
 use super::Deps;
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::plan::cluster::Action;
+use crate::operation::{self, AttemptRecord, AttemptStatus};
+use crate::plan::TaskKind;
+use crate::plan::cluster::{Action, ClusterOperation, ClusterTask};
 use crate::plan::resource::{Backoff, NodeRecord, ResourceStatus, Step, next_step};
-use crate::plan::{Operation, TaskKind};
 use crate::run::events::{self, EventKind};
 use crate::store::{Read, StoreError, Table};
 use crate::template::Template;
-use crate::time::now_millis;
+use crate::time::{now_f64, now_millis};
+
+/// Attempts of a node task (create, confirm, delete) before the operation fails.
+const NODE_ATTEMPTS: u32 = 3;
+/// How much longer than the retry budget one node-task attempt may take before it times out.
+const NODE_GRACE: Duration = Duration::from_secs(60);
+/// The longest pause between two attempts.
+const MAX_PAUSE: Duration = Duration::from_secs(30);
 
 /// Everything a task needs.
 #[derive(Debug, Clone)]
 pub struct TaskSpec {
-    pub index: usize,
-    pub action: Action,
-    /// The service of a service task.
-    pub service: Option<String>,
-    pub operation: Operation,
+    /// The operation's id in the audit log.
+    pub op: u32,
+    pub operation: ClusterOperation,
+    pub task: ClusterTask,
+    /// Attempts already recorded (by a run of this operation before a restart).
+    pub prior_attempts: u32,
+    /// The last of those that failed (one a restart cut short does not count).
+    pub prior_failure: Option<u32>,
+    /// Whether the same operation deletes this task's node afterwards (a stop that keeps
+    /// failing is then noted and passed over).
+    pub node_goes: bool,
     pub template: Option<Arc<Template>>,
     /// Every node's services.
     pub layout: BTreeMap<String, BTreeSet<String>>,
+    /// The cluster's config, as this operation applies it.
+    pub config: serde_json::Value,
     pub run: String,
-    pub node: String,
     pub provisioner: Arc<dyn Provisioner>,
     pub context: Arc<ebb_spi::Context>,
     pub budget: Duration,
     pub cancel: Arc<AtomicBool>,
+}
+
+impl TaskSpec {
+    pub fn node(&self) -> &str {
+        &self.task.node
+    }
+
+    /// How many attempts the task gets and how long each may take.
+    pub fn policy(&self) -> (u32, Duration) {
+        let action = self
+            .task
+            .action
+            .service_action()
+            .zip(self.task.service.as_ref())
+            .and_then(|(kind, service)| {
+                self.template
+                    .as_ref()?
+                    .services
+                    .get(service)?
+                    .actions
+                    .get(&kind)
+            });
+        match action {
+            Some(a) => (a.attempts(), a.timeout()),
+            None => (NODE_ATTEMPTS, self.budget + NODE_GRACE),
+        }
+    }
 }
 
 /// How a task ended.
@@ -58,6 +106,39 @@ pub enum TaskOutcome {
 pub struct TaskDone {
     pub index: usize,
     pub outcome: TaskOutcome,
+}
+
+/// How one attempt ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AttemptOutcome {
+    Done {
+        result: BTreeMap<String, String>,
+        output: Option<String>,
+    },
+    Cancelled,
+    Failed {
+        message: String,
+        /// Whether another attempt may help.
+        retry: bool,
+        output: Option<String>,
+    },
+}
+
+impl AttemptOutcome {
+    pub fn done() -> Self {
+        AttemptOutcome::Done {
+            result: BTreeMap::new(),
+            output: None,
+        }
+    }
+
+    pub fn failed(message: impl Into<String>, retry: bool) -> Self {
+        AttemptOutcome::Failed {
+            message: message.into(),
+            retry,
+            output: None,
+        }
+    }
 }
 
 /// The actor running one task; it stops itself when the task ends.
@@ -86,37 +167,270 @@ impl Actor for TaskRunner {
             ctx.stop();
             return;
         };
-        let index = spec.index;
+        let index = spec.task.id;
         let deps = self.deps.clone();
-        ctx.spawn(
-            async move { execute(&deps, &spec).await }
-                .into_actor(self)
-                .map(move |outcome, act, ctx| {
-                    act.planner.do_send(TaskDone { index, outcome });
-                    ctx.stop();
-                }),
-        );
+        ctx.spawn(async move { run(&deps, &spec).await }.into_actor(self).map(
+            move |outcome, act, ctx| {
+                act.planner.do_send(TaskDone { index, outcome });
+                ctx.stop();
+            },
+        ));
     }
+}
+
+/// The pause before attempt `next` (from 2): 200 ms doubling, with jitter, at most 30 s.
+fn pause(next: u32) -> Duration {
+    let base = Duration::from_millis(200).saturating_mul(1 << next.saturating_sub(2).min(16));
+    base.min(MAX_PAUSE).mul_f64(0.5 + fastrand::f64() / 2.0)
+}
+
+/// Runs a task's attempts until one succeeds, one fails for good, or the attempts run out.
+pub async fn run(deps: &Deps, spec: &TaskSpec) -> TaskOutcome {
+    let (attempts, timeout) = spec.policy();
+    let what = describe(&spec.task);
+    let mut attempt = spec.prior_attempts;
+    let mut last_failure = spec.prior_failure;
+    let mut queued = now_f64();
+    loop {
+        attempt += 1;
+        if spec.cancel.load(Ordering::SeqCst) {
+            return TaskOutcome::Cancelled;
+        }
+        let key = operation::attempt_key(&spec.run, spec.op, spec.task.id, attempt);
+        let mut record = AttemptRecord {
+            queued,
+            started: now_f64(),
+            finished: None,
+            status: None,
+            duration: None,
+            error: None,
+            result: BTreeMap::new(),
+            output: None,
+        };
+        if let Err(e) = audit(deps, spec, &key, &record, None).await {
+            return store_failure(e);
+        }
+        let outcome = match tokio::time::timeout(timeout, execute(deps, spec, last_failure)).await {
+            Ok(outcome) => outcome,
+            Err(_) => AttemptOutcome::Failed {
+                message: format!(
+                    "timed out after {}",
+                    humantime::format_duration(Duration::from_secs(timeout.as_secs()))
+                ),
+                retry: true,
+                output: None,
+            },
+        };
+        let now = now_f64();
+        let (more, note, kind) = match &outcome {
+            AttemptOutcome::Done { result, output } => {
+                record.result = result.clone();
+                record.output = output.clone();
+                record.finish(AttemptStatus::Succeeded, None, now);
+                (
+                    false,
+                    format!("{what} done in {:.2}s", now - record.started),
+                    EventKind::Task,
+                )
+            }
+            AttemptOutcome::Cancelled => {
+                record.finish(AttemptStatus::Failed, Some("cancelled".into()), now);
+                (false, format!("{what} cancelled"), EventKind::Task)
+            }
+            AttemptOutcome::Failed {
+                message,
+                retry,
+                output,
+            } => {
+                let timed_out = message.starts_with("timed out");
+                let status = if timed_out {
+                    AttemptStatus::TimedOut
+                } else {
+                    AttemptStatus::Failed
+                };
+                record.output = output.clone();
+                record.finish(status, Some(message.clone()), now);
+                let more = *retry && attempt < attempts;
+                let next = if more { "; trying again" } else { "" };
+                (
+                    more,
+                    format!("{what} failed (attempt {attempt} of {attempts}): {message}{next}"),
+                    if more {
+                        EventKind::Retry
+                    } else {
+                        EventKind::Error
+                    },
+                )
+            }
+        };
+        if let Err(e) = audit(deps, spec, &key, &record, Some((kind, note))).await {
+            return store_failure(e);
+        }
+        match outcome {
+            AttemptOutcome::Done { .. } => return TaskOutcome::Done,
+            AttemptOutcome::Cancelled => return TaskOutcome::Cancelled,
+            AttemptOutcome::Failed { .. } if more => {
+                last_failure = Some(attempt);
+                tokio::time::sleep(pause(attempt + 1)).await;
+                queued = now_f64();
+            }
+            AttemptOutcome::Failed { message, .. } => {
+                if spec.node_goes && spec.task.action == Action::Stop {
+                    // Tearing down: the node goes away regardless; a failed stop must not keep
+                    // it alive.
+                    let note = format!("{what} failed; deleting the node anyway");
+                    let _ = events_note(deps, spec, EventKind::Error, note).await;
+                    return TaskOutcome::Done;
+                }
+                return TaskOutcome::Failed(format!("node {}: {what}: {message}", spec.node()));
+            }
+        }
+    }
+}
+
+/// "install zookeeper", "create".
+pub fn describe(task: &ClusterTask) -> String {
+    let action = serde_json::to_value(task.action)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    match &task.service {
+        Some(s) => format!("{action} {s}"),
+        None => action,
+    }
+}
+
+/// Writes an attempt record, with a note for the run's history.
+async fn audit(
+    deps: &Deps,
+    spec: &TaskSpec,
+    key: &str,
+    record: &AttemptRecord,
+    note: Option<(EventKind, String)>,
+) -> Result<(), StoreError> {
+    let (key, record, run, node) = (
+        key.to_string(),
+        record.clone(),
+        spec.run.clone(),
+        spec.node().to_string(),
+    );
+    deps.store
+        .write(move |tx| {
+            tx.put(Table::Attempts, &key, &record)?;
+            if let Some((kind, message)) = note {
+                events::append(tx, &run, kind, Some(&node), message)?;
+            }
+            Ok::<_, StoreError>(())
+        })
+        .await?;
+    deps.notifier.notify(&spec.run);
+    Ok(())
+}
+
+async fn events_note(
+    deps: &Deps,
+    spec: &TaskSpec,
+    kind: EventKind,
+    message: String,
+) -> Result<(), StoreError> {
+    note(deps, &spec.run, spec.node(), kind, &message).await
 }
 
 fn store_failure(e: StoreError) -> TaskOutcome {
     TaskOutcome::Failed(format!("cannot record progress: {e}"))
 }
 
-/// Runs one task to its end.
-pub async fn execute(deps: &Deps, spec: &TaskSpec) -> TaskOutcome {
-    match spec.action {
+/// One attempt of a task; `last_failure` is the attempt that last failed, if any.
+async fn execute(deps: &Deps, spec: &TaskSpec, last_failure: Option<u32>) -> AttemptOutcome {
+    match spec.task.action {
         Action::Create => resource_task(deps, spec, TaskKind::Create).await,
+        Action::Confirm if last_failure.is_some() => {
+            recreate(deps, spec, last_failure.unwrap_or_default()).await
+        }
         Action::Confirm => resource_task(deps, spec, TaskKind::Confirm).await,
         Action::Delete => resource_task(deps, spec, TaskKind::Delete).await,
-        Action::Bootstrap => TaskOutcome::Done,
+        Action::Bootstrap => AttemptOutcome::done(),
         _ => super::automator::run(deps, spec).await,
     }
 }
 
+/// A confirm that failed (in attempt `failed`): the node's resource is deleted and created
+/// anew, then confirmed. Each step persists as usual, and the new resource is marked with the
+/// failed attempt, so a restart in the middle confirms the replacement instead of replacing it
+/// again.
+async fn recreate(deps: &Deps, spec: &TaskSpec, failed: u32) -> AttemptOutcome {
+    let key = format!("{}/{}", spec.run, spec.node());
+    let k = key.clone();
+    let record = match deps
+        .store
+        .read(move |r| r.get::<NodeRecord>(Table::Resources, &k))
+        .await
+    {
+        Ok(r) => r,
+        Err(e) => return AttemptOutcome::failed(format!("cannot read the node: {e}"), true),
+    };
+    // A record already created anew and waiting to be confirmed is confirmed as it is.
+    let mark = failed.to_string();
+    let fresh = record
+        .as_ref()
+        .is_some_and(|r| r.properties.get(RECREATED) == Some(&mark));
+    if !fresh {
+        if record.is_some() {
+            let _ = events_note(
+                deps,
+                spec,
+                EventKind::Task,
+                "deleting the node to create it anew".into(),
+            )
+            .await;
+            match resource_task(deps, spec, TaskKind::Delete).await {
+                AttemptOutcome::Done { .. } => {}
+                other => return other,
+            }
+            let k = key.clone();
+            if let Err(e) = deps
+                .store
+                .write(move |tx| {
+                    tx.delete(Table::Resources, &k);
+                    Ok::<_, StoreError>(())
+                })
+                .await
+            {
+                return AttemptOutcome::failed(format!("cannot record progress: {e}"), true);
+            }
+        }
+        match resource_task(deps, spec, TaskKind::Create).await {
+            AttemptOutcome::Done { .. } => {}
+            other => return other,
+        }
+        // Mark the new resource, so a restart confirms it instead of replacing it again.
+        let k = key.clone();
+        if let Err(e) = deps
+            .store
+            .write(move |tx| {
+                if let Some(mut r) = tx.get::<NodeRecord>(Table::Resources, &k)? {
+                    r.properties.insert(RECREATED.into(), mark);
+                    tx.put(Table::Resources, &k, &r)?;
+                }
+                Ok::<_, StoreError>(())
+            })
+            .await
+        {
+            return AttemptOutcome::failed(format!("cannot record progress: {e}"), true);
+        }
+    }
+    resource_task(deps, spec, TaskKind::Confirm).await
+}
+
+/// How long a resource just made may stay invisible before a confirm counts it as gone.
+const INVISIBLE_GRACE_MS: u64 = 5_000;
+
+/// Set on a node's properties when a failed confirm replaced its resource: the failed attempt.
+const RECREATED: &str = "recreated";
+
 /// Walks the node's resource through one resource step (create, confirm, delete).
-async fn resource_task(deps: &Deps, spec: &TaskSpec, kind: TaskKind) -> TaskOutcome {
-    let store_key = format!("{}/{}", spec.run, spec.node);
+async fn resource_task(deps: &Deps, spec: &TaskSpec, kind: TaskKind) -> AttemptOutcome {
+    let store_key = format!("{}/{}", spec.run, spec.node());
     let key = store_key.clone();
     let mut record: Option<NodeRecord> = match deps
         .store
@@ -124,11 +438,11 @@ async fn resource_task(deps: &Deps, spec: &TaskSpec, kind: TaskKind) -> TaskOutc
         .await
     {
         Ok(r) => r,
-        Err(e) => return store_failure(e),
+        Err(e) => return progress_failure(e),
     };
     let identity = ResourceKey {
         run: spec.run.clone(),
-        node: spec.node.clone(),
+        node: spec.node().to_string(),
     };
     let retries = Backoff::retries(spec.budget);
     let polls = Backoff::polls(spec.budget);
@@ -136,17 +450,20 @@ async fn resource_task(deps: &Deps, spec: &TaskSpec, kind: TaskKind) -> TaskOutc
     loop {
         let step = next_step(kind, record.as_ref());
         if step == Step::Done {
-            return TaskOutcome::Done;
+            return AttemptOutcome::Done {
+                result: facts(record.as_ref()),
+                output: None,
+            };
         }
         if spec.cancel.load(Ordering::SeqCst) {
-            return TaskOutcome::Cancelled;
+            return AttemptOutcome::Cancelled;
         }
         let now = now_millis();
         // Persist, then act: record that a create or delete is about to be requested.
         let before = match &step {
             Step::Create => {
                 let mut r = record.clone().unwrap_or_else(|| {
-                    NodeRecord::new(&spec.node, ResourceStatus::RequestingCreate, now)
+                    NodeRecord::new(spec.node(), ResourceStatus::RequestingCreate, now)
                 });
                 r.attempts += 1;
                 Some((r, (tries == 0).then_some("create requested")))
@@ -167,7 +484,7 @@ async fn resource_task(deps: &Deps, spec: &TaskSpec, kind: TaskKind) -> TaskOutc
                 .into_iter()
                 .collect();
             if let Err(e) = save(deps, &spec.run, &store_key, &r, notes).await {
-                return store_failure(e);
+                return progress_failure(e);
             }
             record = Some(r);
         }
@@ -207,7 +524,7 @@ async fn resource_task(deps: &Deps, spec: &TaskSpec, kind: TaskKind) -> TaskOutc
                 )
                 .await
                 {
-                    return store_failure(e);
+                    return progress_failure(e);
                 }
                 record = Some(r);
             }
@@ -222,11 +539,11 @@ async fn resource_task(deps: &Deps, spec: &TaskSpec, kind: TaskKind) -> TaskOutc
                             "gave up after {}: {what}",
                             humantime::format_duration(spec.budget)
                         );
-                        let _ = note(deps, &spec.run, &spec.node, EventKind::Error, &message).await;
-                        return TaskOutcome::Failed(format!("node {}: {message}", spec.node));
+                        return AttemptOutcome::failed(message, true);
                     }
                 }
             }
+            Ok(Progress::Gone(message)) => return AttemptOutcome::failed(message, true),
             Err(e) => {
                 tries += 1;
                 let since = record.as_ref().map_or(now, |r| r.since_ms);
@@ -246,9 +563,9 @@ async fn resource_task(deps: &Deps, spec: &TaskSpec, kind: TaskKind) -> TaskOutc
                             e.message
                         );
                         if let Err(e) =
-                            note(deps, &spec.run, &spec.node, EventKind::Retry, &message).await
+                            note(deps, &spec.run, spec.node(), EventKind::Retry, &message).await
                         {
-                            return store_failure(e);
+                            return progress_failure(e);
                         }
                         tokio::time::sleep(delay).await;
                     }
@@ -262,8 +579,8 @@ async fn resource_task(deps: &Deps, spec: &TaskSpec, kind: TaskKind) -> TaskOutc
                         } else {
                             format!("{step_name} failed: {}", e.message)
                         };
-                        let _ = note(deps, &spec.run, &spec.node, EventKind::Error, &message).await;
-                        return TaskOutcome::Failed(format!("node {}: {message}", spec.node));
+                        // A spent budget may pass; a fatal error will not.
+                        return AttemptOutcome::failed(message, e.retryable);
                     }
                 }
             }
@@ -281,6 +598,25 @@ fn step_name(step: &Step) -> &'static str {
     }
 }
 
+fn progress_failure(e: StoreError) -> AttemptOutcome {
+    AttemptOutcome::failed(format!("cannot record progress: {e}"), true)
+}
+
+/// What a node's record tells later tasks: the provider's id, the address, its facts.
+fn facts(record: Option<&NodeRecord>) -> BTreeMap<String, String> {
+    let Some(r) = record else {
+        return BTreeMap::new();
+    };
+    let mut out = r.properties.clone();
+    if let Some(id) = &r.id {
+        out.insert("id".into(), id.clone());
+    }
+    if let Some(address) = &r.address {
+        out.insert("address".into(), address.clone());
+    }
+    out
+}
+
 /// What a call taught us.
 enum Progress {
     /// A new record to persist, with a note for the history.
@@ -289,6 +625,8 @@ enum Progress {
     Again,
     /// Not there yet; poll again after a pause.
     Poll(String),
+    /// The resource being confirmed is gone: this attempt failed.
+    Gone(String),
 }
 
 fn describe_resource(r: &Resource) -> String {
@@ -363,10 +701,18 @@ fn described(
             r.adopt(&res, now);
             Progress::Save(r, format!("ready: {}", describe_resource(&res)))
         }
+        // Shutting down though nobody asked: it failed to come up.
+        (TaskKind::Confirm, Some(res)) if res.state == ResourceState::Deleting => {
+            Progress::Gone(format!("{id} shut down instead of coming up"))
+        }
         (TaskKind::Confirm, Some(res)) => {
             Progress::Poll(format!("{} is still {:?}", res.id, res.state))
         }
-        (TaskKind::Confirm, None) => Progress::Poll(format!("{id} is not visible")),
+        // Just made and not yet visible is normal for a while; gone for longer, it failed.
+        (TaskKind::Confirm, None) if now.saturating_sub(r.since_ms) < INVISIBLE_GRACE_MS => {
+            Progress::Poll(format!("{id} is not visible"))
+        }
+        (TaskKind::Confirm, None) => Progress::Gone(format!("{id} is gone: it did not come up")),
         (_, None) => {
             r.enter(ResourceStatus::Deleted, now);
             r.delete_time = Some(now / 1000);

@@ -55,13 +55,15 @@ pub enum Table {
     Events,
     /// Cluster templates by `<namespace>/<name>`; SYSTEM ones under `system`.
     Templates,
-    /// Service tasks of cluster operations by `<run>/<operation>/<node>/<action>/<service>`.
-    Tasks,
+    /// Cluster operations by `<run>/<operation id, 6 digits>`.
+    Operations,
+    /// The audit log: every task attempt by `<run>/<operation>/<task, 6 digits>/<attempt, 3 digits>`.
+    Attempts,
 }
 
 impl Table {
     /// Every table, created when the store is opened.
-    pub const ALL: [Table; 11] = [
+    pub const ALL: [Table; 12] = [
         Table::Meta,
         Table::Namespaces,
         Table::Profiles,
@@ -72,7 +74,8 @@ impl Table {
         Table::Resources,
         Table::Events,
         Table::Templates,
-        Table::Tasks,
+        Table::Operations,
+        Table::Attempts,
     ];
 
     fn def(self) -> TableDefinition<'static, &'static str, &'static [u8]> {
@@ -87,7 +90,8 @@ impl Table {
             Table::Resources => "resources",
             Table::Events => "events",
             Table::Templates => "templates",
-            Table::Tasks => "tasks",
+            Table::Operations => "operations",
+            Table::Attempts => "attempts",
         })
     }
 }

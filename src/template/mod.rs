@@ -33,7 +33,37 @@ pub enum ActionKind {
 #[serde(tag = "type", rename_all = "camelCase", deny_unknown_fields)]
 pub enum Action {
     /// A shell script run on the node (`sh -c`).
-    Shell { script: String },
+    Shell {
+        script: String,
+        /// How long one attempt may run (seconds or humantime, default 10m).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timeout: Option<String>,
+        /// How many attempts before the operation fails (default 3).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        attempts: Option<u32>,
+    },
+}
+
+/// How long one attempt of an action may run unless it says otherwise.
+pub const DEFAULT_ACTION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+/// How many attempts an action gets unless it says otherwise.
+pub const DEFAULT_ACTION_ATTEMPTS: u32 = 3;
+/// The most attempts an action may ask for.
+const MAX_ACTION_ATTEMPTS: u32 = 20;
+
+impl Action {
+    pub fn timeout(&self) -> std::time::Duration {
+        let Action::Shell { timeout, .. } = self;
+        timeout
+            .as_deref()
+            .and_then(|t| ebb_spi::parse_duration(t).ok())
+            .unwrap_or(DEFAULT_ACTION_TIMEOUT)
+    }
+
+    pub fn attempts(&self) -> u32 {
+        let Action::Shell { attempts, .. } = self;
+        attempts.unwrap_or(DEFAULT_ACTION_ATTEMPTS)
+    }
 }
 
 /// The services one set of dependencies names.
@@ -255,15 +285,34 @@ impl Template {
                 }
             }
             for (kind, action) in &service.actions {
-                let Action::Shell { script } = action;
+                let Action::Shell {
+                    script,
+                    timeout,
+                    attempts,
+                } = action;
+                let kind = serde_json::to_value(kind).unwrap_or_default();
+                let field = |f: &str| {
+                    at(&format!(
+                        "actions.{}.{f}",
+                        kind.as_str().unwrap_or_default()
+                    ))
+                };
                 if script.trim().is_empty() {
-                    let kind = serde_json::to_value(kind).unwrap_or_default();
+                    return Err(invalid(field("script"), "must not be empty"));
+                }
+                if let Some(t) = timeout {
+                    match ebb_spi::parse_duration(t) {
+                        Ok(d) if !d.is_zero() => {}
+                        Ok(_) => return Err(invalid(field("timeout"), "must be more than zero")),
+                        Err(e) => return Err(invalid(field("timeout"), e)),
+                    }
+                }
+                if let Some(n) = attempts
+                    && !(1..=MAX_ACTION_ATTEMPTS).contains(n)
+                {
                     return Err(invalid(
-                        at(&format!(
-                            "actions.{}.script",
-                            kind.as_str().unwrap_or_default()
-                        )),
-                        "must not be empty",
+                        field("attempts"),
+                        format!("must be between 1 and {MAX_ACTION_ATTEMPTS}"),
                     ));
                 }
             }

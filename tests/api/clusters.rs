@@ -1,22 +1,52 @@
-//! Runs on a cluster template: services installed and started across nodes in dependency
-//! order, stopped in reverse, and a failing service task retried and then torn down.
+//! Runs on a cluster template, read back from the audit log of operations: services installed
+//! and started across nodes in dependency order and stopped in reverse; a failing service task
+//! retried, timed out, and finally rolled back leaving nothing behind; a node that fails to
+//! boot deleted and created anew.
 
 use serde_json::{Value, json};
 
 use super::harness::{Server, profile_body};
 use super::runs_support::*;
 
-/// Positions of the events whose message starts with `message`.
-fn at(events: &[Value], message: &str) -> Vec<usize> {
-    events
+/// Creates template `name` and a `local` profile of the same name using it on `nodes` nodes.
+fn template_profile(server: &Server, name: &str, template: Value, nodes: &str) {
+    let (code, body) = server.put(
+        &format!("/v3/namespaces/default/templates/{name}"),
+        template,
+    );
+    assert_eq!(code, 200, "{body}");
+    let (code, body) = server.put(
+        &format!("/v3/namespaces/default/profiles/{name}"),
+        profile_body("local", &[("nodes", nodes, true), ("template", name, true)]),
+    );
+    assert_eq!(code, 200, "{body}");
+}
+
+/// Asserts none of the pids listed in `file` still runs.
+#[track_caller]
+fn assert_dead(file: &std::path::Path) {
+    let pids = std::fs::read_to_string(file).unwrap_or_default();
+    assert!(!pids.trim().is_empty(), "nothing was started");
+    for pid in pids.lines() {
+        // Gone, or a zombie waiting for init to reap it: either way it no longer runs.
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat
+            .rsplit(')')
+            .next()
+            .and_then(|rest| rest.split_whitespace().next());
+        assert!(
+            matches!(state, None | Some("Z" | "X")),
+            "process {pid} outlived its node: {stat}"
+        );
+    }
+}
+
+fn statuses(task: &Value) -> Vec<&str> {
+    task["attempts"]
+        .as_array()
+        .expect("attempts")
         .iter()
-        .enumerate()
-        .filter(|(_, e)| {
-            e["message"]
-                .as_str()
-                .is_some_and(|m| m.starts_with(message))
-        })
-        .map(|(i, _)| i)
+        .map(|a| a["status"].as_str().unwrap_or("open"))
         .collect()
 }
 
@@ -46,67 +76,83 @@ fn a_template_run_starts_services_in_order_and_stops_them_in_reverse() {
         "services were started before the program: {stdout}"
     );
 
-    let events = server
-        .get(&format!("{run}/events"))
-        .1
-        .as_array()
-        .cloned()
-        .expect("events");
-    let zk_started = at(&events, "start zookeeper done");
-    let master_start = at(&events, "start master started");
-    let master_started = at(&events, "start master done");
-    let workers_start = at(&events, "start worker started");
+    let ops = operations(&server, &run);
+    assert_eq!(ops.len(), 2, "{ops:?}");
+    let (create, delete) = (&ops[0], &ops[1]);
     assert_eq!(
-        (zk_started.len(), master_started.len(), workers_start.len()),
-        (3, 1, 3),
-        "{events:?}"
+        (create["operation"].as_str(), create["status"].as_str()),
+        (Some("create"), Some("SUCCEEDED"))
     );
-    assert!(
-        zk_started.iter().all(|z| *z < master_start[0]),
-        "zookeeper everywhere before master"
+    assert_eq!(
+        (delete["operation"].as_str(), delete["status"].as_str()),
+        (Some("delete"), Some("SUCCEEDED"))
     );
-    assert!(
-        workers_start.iter().all(|w| *w > master_started[0]),
-        "master before workers"
+    for op in &ops {
+        for t in op["tasks"].as_array().expect("tasks") {
+            assert_eq!(t["status"], "SUCCEEDED", "{t}");
+            assert_eq!(statuses(t), ["SUCCEEDED"], "{t}");
+        }
+    }
+    // Up: every node created before any install; zookeeper everywhere before the master
+    // starts; the master before the workers.
+    assert_before(
+        &tasks(create, "confirm", None),
+        &tasks(create, "install", Some("zookeeper")),
     );
-    let workers_stopped = at(&events, "stop worker done");
-    let master_stop = at(&events, "stop master started");
-    let zk_stop = at(&events, "stop zookeeper started");
-    assert!(
-        workers_stopped.iter().all(|w| *w < master_stop[0]),
-        "workers stop before master"
-    );
-    assert!(
-        zk_stop.iter().all(|z| *z > master_stop[0]),
-        "master stops before zookeeper"
-    );
+    let zk = tasks(create, "start", Some("zookeeper"));
+    let master = tasks(create, "start", Some("master"));
+    let workers = tasks(create, "start", Some("worker"));
+    assert_eq!((zk.len(), master.len(), workers.len()), (3, 1, 3));
+    assert_before(&zk, &master);
+    assert_before(&master, &workers);
+    assert_eq!(create["after"]["nodes"].as_array().map(Vec::len), Some(4));
+    // Down, in reverse, then the nodes go.
+    let stop = |s| tasks(delete, "stop", Some(s));
+    assert_before(&stop("worker"), &stop("master"));
+    assert_before(&stop("master"), &stop("zookeeper"));
+    let deletes = tasks(delete, "delete", None);
+    assert_eq!(deletes.len(), 4);
+    for d in &deletes {
+        let on_node: Vec<&Value> = delete["tasks"]
+            .as_array()
+            .expect("tasks")
+            .iter()
+            .filter(|t| t["node"] == d["node"] && t["action"] == "stop")
+            .collect();
+        if !on_node.is_empty() {
+            assert_before(&on_node, &[d]);
+        }
+    }
+    assert_eq!(delete["after"]["nodes"], json!([]));
+    // One operation by id.
+    let (code, one) = server.get(&format!("{run}/operations/2"));
+    assert_eq!(code, 200);
+    assert_eq!(one["operation"], "delete");
+    assert_eq!(server.get(&format!("{run}/operations/9")).0, 404);
+    assert_eq!(server.get(&format!("{run}/operations/x")).0, 404);
     assert_no_sandboxes(dir.path());
 }
 
 #[test]
-fn a_failing_service_is_retried_then_the_cluster_is_torn_down() {
+fn a_failing_service_is_retried_then_rolled_back_leaving_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(&dir);
-    let template = json!({
-        "services": {
-            "db": {"actions": {"start": {"type": "shell", "script": "sleep 300 & echo \"$!\" >> ../../db.pids"},
-                               "stop": {"type": "shell", "script": "exit 1"}}},
-            "web": {"dependencies": {"runtime": {"requires": ["db"]}},
-                    "actions": {"start": {"type": "shell", "script": "echo 'web: no luck' >&2; exit 9"}}}
-        },
-        "hardwareTypes": {"any": {"local": {}}}, "imageTypes": {"any": {"local": {}}},
-        "defaults": {"services": ["db", "web"]}
-    });
-    let (code, body) = server.put("/v3/namespaces/default/templates/broken", template);
-    assert_eq!(code, 200, "{body}");
-    let (code, _) = server.put(
-        "/v3/namespaces/default/profiles/broken",
-        profile_body(
-            "local",
-            &[("nodes", "2", true), ("template", "broken", true)],
-        ),
+    template_profile(
+        &server,
+        "broken",
+        json!({
+            "services": {
+                "db": {"actions": {"install": {"type": "shell", "script": "echo db > installed"},
+                                   "start": {"type": "shell", "script": "sleep 300 & echo \"$!\" >> ../../db.pids"},
+                                   "stop": {"type": "shell", "script": "exit 1"}}},
+                "web": {"dependencies": {"runtime": {"requires": ["db"]}},
+                        "actions": {"start": {"type": "shell", "script": "echo 'web: no luck' >&2; exit 9"}}}
+            },
+            "hardwareTypes": {"any": {"local": {}}}, "imageTypes": {"any": {"local": {}}},
+            "defaults": {"services": ["db", "web"]}
+        }),
+        "2",
     );
-    assert_eq!(code, 200);
     deploy(&server, "a", "true", json!({}));
     let run = start(&server, "a", json!({"system.profile.name": "broken"}));
     let done = wait_deprovisioned(&server, &run);
@@ -114,28 +160,113 @@ fn a_failing_service_is_retried_then_the_cluster_is_torn_down() {
     assert_eq!(done["failure"]["kind"], "provisioning");
     let message = done["failure"]["message"].as_str().expect("message");
     assert!(
-        message.contains("start web failed 3 times") && message.contains("no luck"),
+        message.contains("start web") && message.contains("rolled back by operation 2"),
         "{message}"
     );
-    let events = server.get(&format!("{run}/events")).1.to_string();
-    assert!(events.contains("attempt 2 of 3"), "{events}");
-    assert!(
-        events.contains("stop db failed; deleting the node anyway"),
-        "{events}"
+    let ops = operations(&server, &run);
+    let (create, undo) = (&ops[0], &ops[1]);
+    assert_eq!(create["status"], "FAILED");
+    assert_eq!(create["rolledBackBy"], 2);
+    let web = tasks(create, "start", Some("web"));
+    assert_eq!(
+        statuses(web[0]),
+        ["FAILED", "FAILED", "FAILED"],
+        "{}",
+        web[0]
     );
-    // The db daemon the template started died with its node.
-    let pids = std::fs::read_to_string(dir.path().join("local/db.pids")).unwrap_or_default();
-    assert!(!pids.trim().is_empty(), "db was started");
-    for pid in pids.lines() {
-        // Gone, or a zombie waiting for init to reap it: either way it no longer runs.
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let state = stat
-            .rsplit(')')
-            .next()
-            .and_then(|rest| rest.split_whitespace().next());
-        assert!(
-            matches!(state, None | Some("Z" | "X")),
-            "process {pid} outlived its node: {stat}"
-        );
+    assert_eq!(web[0]["status"], "FAILED");
+    assert!(
+        web[0]["attempts"][0]["output"]
+            .as_str()
+            .is_some_and(|o| o.contains("no luck"))
+    );
+    // The rollback undid what completed: db stopped (its failure passed over, the node goes
+    // anyway) and both nodes deleted; web never started, so nothing stops it.
+    assert_eq!(undo["rollbackOf"], 1);
+    assert_eq!(undo["status"], "SUCCEEDED", "{undo}");
+    assert_eq!(tasks(undo, "stop", Some("db")).len(), 2);
+    assert!(tasks(undo, "stop", Some("web")).is_empty());
+    assert_eq!(tasks(undo, "delete", None).len(), 2);
+    assert_eq!(undo["after"]["nodes"], json!([]));
+    // The lifecycle's delete found nothing left to do.
+    assert_eq!(ops.len(), 3, "{ops:?}");
+    assert_eq!(ops[2]["tasks"], json!([]));
+    assert_dead(&dir.path().join("local/db.pids"));
+    assert_no_sandboxes(dir.path());
+}
+
+#[test]
+fn a_flaky_action_is_retried_and_a_hung_one_times_out() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    template_profile(
+        &server,
+        "flaky",
+        json!({
+            "services": {
+                "once": {"actions": {"install": {"type": "shell",
+                    "script": "if [ ! -f tried ]; then touch tried; echo first time >&2; exit 1; fi; echo port=2181 > \"$EBB_RESULT_FILE\""}}},
+                "slow": {"dependencies": {"install": {"requires": ["once"]}},
+                         "actions": {"install": {"type": "shell", "timeout": "1s", "attempts": 2,
+                    "script": "if [ ! -f hung ]; then touch hung; sleep 60 & echo $! >> ../../hung.pids; wait; fi; echo \"port was $port\" > seen"}}}
+            },
+            "hardwareTypes": {"any": {"local": {}}}, "imageTypes": {"any": {"local": {}}},
+            "defaults": {"services": ["once", "slow"]}
+        }),
+        "1",
+    );
+    deploy(&server, "a", "cat seen", json!({}));
+    let run = start(&server, "a", json!({"system.profile.name": "flaky"}));
+    let done = wait_deprovisioned(&server, &run);
+    assert_eq!(done["status"], "COMPLETED", "{done}");
+    let ops = operations(&server, &run);
+    let create = &ops[0];
+    assert_eq!(create["status"], "SUCCEEDED");
+    let once = tasks(create, "install", Some("once"));
+    assert_eq!(statuses(once[0]), ["FAILED", "SUCCEEDED"]);
+    assert_eq!(once[0]["attempts"][1]["result"]["port"], "2181");
+    let slow = tasks(create, "install", Some("slow"));
+    assert_eq!(statuses(slow[0]), ["TIMED_OUT", "SUCCEEDED"]);
+    assert!(
+        slow[0]["attempts"][0]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("timed out"))
+    );
+    // The timed-out attempt's processes were killed with it.
+    assert_dead(&dir.path().join("local/hung.pids"));
+    assert_no_sandboxes(dir.path());
+}
+
+#[test]
+fn a_node_that_fails_to_boot_is_created_anew() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    let state = sub(&dir, "sim");
+    sim_profile(
+        &server,
+        "boot",
+        &state,
+        &[("nodes", "2"), ("bootFailures", "1")],
+        0,
+        None,
+    );
+    deploy(&server, "a", "true", json!({}));
+    let run = start(&server, "a", json!({"system.profile.name": "boot"}));
+    let done = wait_deprovisioned(&server, &run);
+    assert_eq!(done["status"], "COMPLETED", "{done}");
+    let ops = operations(&server, &run);
+    let confirms = tasks(&ops[0], "confirm", None);
+    let retried: Vec<&&Value> = confirms.iter().filter(|t| statuses(t).len() > 1).collect();
+    assert_eq!(retried.len(), 1, "{confirms:?}");
+    assert_eq!(statuses(retried[0]), ["FAILED", "SUCCEEDED"]);
+    // Marked with the attempt whose failure replaced it.
+    assert_eq!(retried[0]["attempts"][1]["result"]["recreated"], "1");
+    // Three instances: the one that failed to boot, its replacement, the other node's; all
+    // terminated now, each deleted exactly once.
+    let all = instances(&state);
+    assert_eq!(all.len(), 3, "{all:?}");
+    for i in &all {
+        assert_eq!(i["state"], "terminated", "{i}");
+        assert_eq!(i["deleteCalls"], 1, "{i}");
     }
 }

@@ -179,3 +179,44 @@ pub fn sub(dir: &tempfile::TempDir, name: &str) -> PathBuf {
     std::fs::create_dir_all(&p).expect("mkdir");
     p
 }
+
+/// The operations on run `path`'s cluster.
+pub fn operations(server: &Server, path: &str) -> Vec<Value> {
+    let (code, body) = server.get(&format!("{path}/operations"));
+    assert_eq!(code, 200, "{body}");
+    body.as_array().cloned().expect("operations")
+}
+
+/// The tasks of operation `op` matching `action` and `service` (`None` for node tasks).
+pub fn tasks<'a>(op: &'a Value, action: &str, service: Option<&str>) -> Vec<&'a Value> {
+    op["tasks"]
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .filter(|t| t["action"] == action && t["service"].as_str() == service)
+        .collect()
+}
+
+/// When a task's last attempt started and finished.
+pub fn span(task: &Value) -> (f64, f64) {
+    let last = task["attempts"]
+        .as_array()
+        .and_then(|a| a.last())
+        .unwrap_or_else(|| panic!("no attempt: {task}"));
+    (
+        last["started"].as_f64().expect("started"),
+        last["finished"].as_f64().expect("finished"),
+    )
+}
+
+/// Asserts every task of `first` finished before any task of `then` started.
+#[track_caller]
+pub fn assert_before(first: &[&Value], then: &[&Value]) {
+    assert!(!first.is_empty() && !then.is_empty(), "nothing to compare");
+    let done = first.iter().map(|t| span(t).1).fold(f64::MIN, f64::max);
+    let begun = then.iter().map(|t| span(t).0).fold(f64::MAX, f64::min);
+    assert!(
+        done <= begun,
+        "{first:?} did not finish before {then:?} began"
+    );
+}

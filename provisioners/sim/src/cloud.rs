@@ -40,11 +40,22 @@ pub struct Instance {
     /// (the call log is appended after it, so a crash between the two can miss a line).
     #[serde(default)]
     pub delete_calls: u32,
+    /// Set on an instance that fails to boot: at its ready time it shuts down by itself, as
+    /// an EC2 instance does after an internal error on launch.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub boot_fails: bool,
 }
 
 impl Instance {
     /// The state at time `now`.
     fn state_at(&self, now: f64) -> InstanceState {
+        if self.boot_fails && self.gone_at.is_none() {
+            return match now - self.ready_at {
+                t if t < 0.0 => InstanceState::Pending,
+                t if t < BOOT_FAILURE_SHUTDOWN => InstanceState::ShuttingDown,
+                _ => InstanceState::Terminated,
+            };
+        }
         match self.gone_at {
             Some(gone) if now >= gone => InstanceState::Terminated,
             Some(_) => InstanceState::ShuttingDown,
@@ -72,6 +83,11 @@ impl Instance {
     }
 }
 
+/// How long an instance that failed to boot shows as shutting down before it is terminated.
+const BOOT_FAILURE_SHUTDOWN: f64 = 0.5;
+/// The least time before an instance that fails to boot does so (so a create returns it live).
+const BOOT_FAILURE_AFTER: f64 = 0.05;
+
 /// One line of `calls.jsonl`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Call {
@@ -92,6 +108,8 @@ pub struct Behaviour {
     pub lost_create_rate: f64,
     pub fail_create: bool,
     pub quota: Option<usize>,
+    /// The first this many instances made in the state directory fail to boot.
+    pub boot_failures: usize,
 }
 
 /// A handle on a state directory.
@@ -288,14 +306,25 @@ impl Cloud {
         }
         let bits = fastrand::u64(..);
         let id = format!("i-{bits:016x}");
+        let boot_fails = self.behaviour.boot_failures > 0
+            && Cloud::instances(&self.dir)
+                .map_err(|e| io("list instances", e))?
+                .len()
+                < self.behaviour.boot_failures;
         let created = now();
+        let latency = self.behaviour.create_latency.as_secs_f64();
         let mut instance = Instance {
             id: id.clone(),
             tags: tags.clone(),
             state: InstanceState::Pending,
             created_at: created,
             deleted_at: None,
-            ready_at: created + self.behaviour.create_latency.as_secs_f64(),
+            ready_at: created
+                + if boot_fails {
+                    latency.max(BOOT_FAILURE_AFTER)
+                } else {
+                    latency
+                },
             gone_at: None,
             address: format!(
                 "10.{}.{}.{}",
@@ -304,6 +333,7 @@ impl Cloud {
                 (bits >> 24) as u8 | 1
             ),
             delete_calls: 0,
+            boot_fails,
         };
         instance.state = instance.state_at(created);
         self.write(&instance)?;

@@ -47,6 +47,13 @@ pub static SPEC: ProvisionerSpec = ProvisionerSpec {
         PropertySpec::optional("lostCreateRate", RATE),
         PropertySpec::optional("failCreate", PropertyKind::Boolean),
         PropertySpec::optional(
+            "bootFailures",
+            PropertyKind::Integer {
+                min: 0,
+                max: 1_000_000,
+            },
+        ),
+        PropertySpec::optional(
             "quota",
             PropertyKind::Integer {
                 min: 0,
@@ -92,6 +99,10 @@ fn behaviour(properties: &Properties) -> Behaviour {
             .and_then(|v| ebb_spi::parse_bool(v).ok())
             .unwrap_or(false),
         quota: properties.get("quota").and_then(|v| v.trim().parse().ok()),
+        boot_failures: properties
+            .get("bootFailures")
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0),
     }
 }
 

@@ -1,0 +1,326 @@
+//! The audit log of cluster operations: every operation on a run's cluster, its frozen plan,
+//! the cluster's state before and after it, and every attempt of every task.
+//!
+//! An operation record (`Operations` table, `<run>/<id>`) is written when the operation
+//! begins, with its plan, and again when it ends; an attempt record (`Attempts` table,
+//! `<run>/<id>/<task>/<attempt>`) when the attempt starts and when it ends. Task status is
+//! derived from the attempts, so it cannot disagree with them. A planner resuming after a
+//! crash reads both: tasks whose last attempt succeeded are not run again, and an attempt left
+//! open by the crash is closed as failed.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::plan::cluster::{Action, ClusterOperation, ClusterTask};
+use crate::plan::resource::{NodeRecord, ResourceStatus};
+use crate::store::{Read, StoreError, Table, Txn};
+
+/// Where an operation is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum OpStatus {
+    Running,
+    Succeeded,
+    Failed,
+}
+
+/// How one attempt of a task ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum AttemptStatus {
+    Succeeded,
+    Failed,
+    TimedOut,
+}
+
+/// A task's status, derived from its attempts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum TaskStatus {
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+}
+
+/// One node of a cluster snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotNode {
+    pub name: String,
+    pub status: ResourceStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    pub services: BTreeSet<String>,
+}
+
+/// The cluster's state at one moment: its live nodes and their services, and its config.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Snapshot {
+    /// Epoch seconds with fractions.
+    pub taken: f64,
+    pub nodes: Vec<SnapshotNode>,
+    #[serde(default)]
+    pub config: serde_json::Value,
+}
+
+impl Snapshot {
+    /// The cluster as the store shows it now: every node whose resource may exist.
+    pub fn take(
+        nodes: &[NodeRecord],
+        layout: &BTreeMap<String, BTreeSet<String>>,
+        config: &serde_json::Value,
+        now: f64,
+    ) -> Self {
+        Self {
+            taken: now,
+            nodes: nodes
+                .iter()
+                .filter(|n| n.may_exist())
+                .map(|n| SnapshotNode {
+                    name: n.node.clone(),
+                    status: n.status,
+                    id: n.id.clone(),
+                    address: n.address.clone(),
+                    services: layout.get(&n.node).cloned().unwrap_or_default(),
+                })
+                .collect(),
+            config: config.clone(),
+        }
+    }
+}
+
+/// One operation on a run's cluster, as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OperationRecord {
+    pub id: u32,
+    pub operation: ClusterOperation,
+    pub status: OpStatus,
+    /// The operation this one undoes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback_of: Option<u32>,
+    /// The operation that undid this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolled_back_by: Option<u32>,
+    /// What was asked (nodes to add or remove, a new config), as given.
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub request: serde_json::Value,
+    pub created: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The plan, frozen when the operation began.
+    pub tasks: Vec<ClusterTask>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<Snapshot>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<Snapshot>,
+}
+
+/// One attempt of one task, as stored and shown.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AttemptRecord {
+    /// When the task became ready for this attempt (epoch seconds with fractions).
+    pub queued: f64,
+    pub started: f64,
+    #[serde(default)]
+    pub finished: Option<f64>,
+    #[serde(default)]
+    pub status: Option<AttemptStatus>,
+    #[serde(default)]
+    pub duration: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// What the task learnt (a provider id, an address, facts an action reported).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub result: BTreeMap<String, String>,
+    /// The end of the action's output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+}
+
+impl AttemptRecord {
+    /// Closes the attempt.
+    pub fn finish(&mut self, status: AttemptStatus, error: Option<String>, now: f64) {
+        self.finished = Some(now);
+        self.duration = Some((now - self.started).max(0.0));
+        self.status = Some(status);
+        self.error = error;
+    }
+}
+
+/// The key of operation `id` of `run`.
+pub fn op_key(run: &str, id: u32) -> String {
+    format!("{run}/{id:06}")
+}
+
+/// The key of attempt `attempt` (from 1) of task `task`.
+pub fn attempt_key(run: &str, op: u32, task: usize, attempt: u32) -> String {
+    format!("{run}/{op:06}/{task:06}/{attempt:03}")
+}
+
+/// Every operation of `run`, oldest first.
+pub fn operations<R: Read + ?Sized>(r: &R, run: &str) -> Result<Vec<OperationRecord>, StoreError> {
+    Ok(
+        r.scan::<OperationRecord>(Table::Operations, &format!("{run}/"))?
+            .into_iter()
+            .map(|(_, o)| o)
+            .collect(),
+    )
+}
+
+/// The attempts of every task of operation `op`, by task id.
+pub fn attempts<R: Read + ?Sized>(
+    r: &R,
+    run: &str,
+    op: u32,
+) -> Result<BTreeMap<usize, Vec<AttemptRecord>>, StoreError> {
+    let prefix = format!("{run}/{op:06}/");
+    let mut out: BTreeMap<usize, Vec<AttemptRecord>> = BTreeMap::new();
+    for (key, a) in r.scan::<AttemptRecord>(Table::Attempts, &prefix)? {
+        let task = key[prefix.len()..]
+            .split('/')
+            .next()
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(usize::MAX);
+        out.entry(task).or_default().push(a);
+    }
+    Ok(out)
+}
+
+/// The id the next operation of `run` gets.
+pub fn next_id(tx: &Txn<'_>, run: &str) -> Result<u32, StoreError> {
+    Ok(operations(tx, run)?.last().map_or(1, |o| o.id + 1))
+}
+
+/// A task's status from its attempts, given whether its operation is still running.
+pub fn task_status(attempts: &[AttemptRecord], op_running: bool) -> TaskStatus {
+    match attempts.last() {
+        None => TaskStatus::Pending,
+        Some(a) if a.finished.is_none() => TaskStatus::Running,
+        Some(a) if a.status == Some(AttemptStatus::Succeeded) => TaskStatus::Succeeded,
+        // Failed, with a retry to come while the operation runs.
+        Some(_) if op_running => TaskStatus::Running,
+        Some(_) => TaskStatus::Failed,
+    }
+}
+
+/// One task of an operation, as the API shows it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskView {
+    pub id: usize,
+    pub node: String,
+    pub action: Action,
+    pub service: Option<String>,
+    pub depends_on: Vec<usize>,
+    pub status: TaskStatus,
+    pub attempts: Vec<AttemptRecord>,
+}
+
+/// One operation, as the API shows it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OperationView {
+    pub id: u32,
+    pub operation: ClusterOperation,
+    pub status: OpStatus,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rollback_of: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rolled_back_by: Option<u32>,
+    #[serde(skip_serializing_if = "serde_json::Value::is_null")]
+    pub request: serde_json::Value,
+    pub created: f64,
+    pub finished: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub tasks: Vec<TaskView>,
+    pub before: Option<Snapshot>,
+    pub after: Option<Snapshot>,
+}
+
+impl OperationView {
+    pub fn new(op: OperationRecord, mut attempts: BTreeMap<usize, Vec<AttemptRecord>>) -> Self {
+        let running = op.status == OpStatus::Running;
+        let tasks = op
+            .tasks
+            .into_iter()
+            .map(|t| {
+                let tried = attempts.remove(&t.id).unwrap_or_default();
+                TaskView {
+                    status: task_status(&tried, running),
+                    id: t.id,
+                    node: t.node,
+                    action: t.action,
+                    service: t.service,
+                    depends_on: t.depends_on,
+                    attempts: tried,
+                }
+            })
+            .collect();
+        Self {
+            id: op.id,
+            operation: op.operation,
+            status: op.status,
+            rollback_of: op.rollback_of,
+            rolled_back_by: op.rolled_back_by,
+            request: op.request,
+            created: op.created,
+            finished: op.finished,
+            error: op.error,
+            tasks,
+            before: op.before,
+            after: op.after,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attempt(status: Option<AttemptStatus>) -> AttemptRecord {
+        AttemptRecord {
+            queued: 1.0,
+            started: 1.0,
+            finished: status.map(|_| 2.0),
+            status,
+            duration: None,
+            error: None,
+            result: BTreeMap::new(),
+            output: None,
+        }
+    }
+
+    #[test]
+    fn task_status_follows_the_last_attempt() {
+        use AttemptStatus::*;
+        assert_eq!(task_status(&[], true), TaskStatus::Pending);
+        assert_eq!(task_status(&[attempt(None)], true), TaskStatus::Running);
+        let failed_then_ok = [attempt(Some(Failed)), attempt(Some(Succeeded))];
+        assert_eq!(task_status(&failed_then_ok, false), TaskStatus::Succeeded);
+        assert_eq!(
+            task_status(&[attempt(Some(TimedOut))], true),
+            TaskStatus::Running
+        );
+        assert_eq!(
+            task_status(&[attempt(Some(TimedOut))], false),
+            TaskStatus::Failed
+        );
+    }
+
+    #[test]
+    fn keys_sort_by_number() {
+        assert!(op_key("r", 9) < op_key("r", 10));
+        assert!(attempt_key("r", 1, 9, 2) < attempt_key("r", 1, 10, 1));
+        assert!(attempt_key("r", 1, 3, 9) < attempt_key("r", 1, 3, 10));
+    }
+}
