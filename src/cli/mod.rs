@@ -409,6 +409,13 @@ pub enum RunCmd {
     },
     /// Print the program's stdout and stderr.
     Logs { run: String },
+    /// Show the operations on the run's cluster as a timeline: each task with its attempts.
+    Ops {
+        run: String,
+        /// Only this operation.
+        #[arg(long)]
+        op: Option<u32>,
+    },
     /// Print the run's history of events.
     Events {
         run: String,

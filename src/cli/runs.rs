@@ -174,6 +174,77 @@ pub fn plan(client: &Client, json: bool, args: PlanArgs) -> Result<(), CliError>
     Ok(())
 }
 
+/// One operation as a timeline: a header, then each task by when it first started, with its
+/// offset from the operation's start, how long it took and how many attempts it needed.
+fn print_operation(op: &Value) {
+    let created = op["created"].as_f64().unwrap_or(0.0);
+    let took = op["finished"]
+        .as_f64()
+        .map(|f| format!(" in {:.2}s", f - created))
+        .unwrap_or_default();
+    let undo = op["rollbackOf"]
+        .as_u64()
+        .map(|id| format!(" (rollback of operation {id})"))
+        .unwrap_or_default();
+    out!(
+        "operation {} {} {}{took}{undo}, {} tasks",
+        text(&op["id"]),
+        text(&op["operation"]),
+        text(&op["status"]),
+        list(&op["tasks"]).len()
+    );
+    if let Some(e) = op["error"].as_str() {
+        out!("  error: {e}");
+    }
+    let mut tasks = list(&op["tasks"]);
+    let first = |t: &Value| {
+        list(&t["attempts"])
+            .first()
+            .and_then(|a| a["started"].as_f64())
+            .unwrap_or(f64::MAX)
+    };
+    tasks.sort_by(|a, b| first(a).total_cmp(&first(b)));
+    let rows: Vec<Vec<String>> = tasks
+        .iter()
+        .map(|t| {
+            let attempts = list(&t["attempts"]);
+            let start = attempts.first().and_then(|a| a["started"].as_f64());
+            let end = attempts.last().and_then(|a| a["finished"].as_f64());
+            let at = start.map_or("-".to_string(), |s| format!("+{:.2}s", s - created));
+            let took = match (start, end) {
+                (Some(s), Some(e)) => format!("{:.2}s", e - s),
+                _ => "-".to_string(),
+            };
+            let task = match t["service"].as_str() {
+                Some(s) => format!("{} {s}", text(&t["action"])),
+                None => text(&t["action"]),
+            };
+            let tries: Vec<String> = attempts
+                .iter()
+                .map(|a| text(&a["status"]).to_lowercase().replace('_', "-"))
+                .collect();
+            let error = attempts
+                .last()
+                .and_then(|a| a["error"].as_str())
+                .unwrap_or_default();
+            vec![
+                at,
+                took,
+                text(&t["node"]),
+                task,
+                text(&t["status"]),
+                tries.join(","),
+                error.chars().take(80).collect(),
+            ]
+        })
+        .collect();
+    table(
+        &["AT", "TOOK", "NODE", "TASK", "STATUS", "ATTEMPTS", "ERROR"],
+        &rows,
+    );
+    out!();
+}
+
 fn read_json(file: &Path) -> Result<Value, CliError> {
     let bad = |reason: String| CliError::File {
         path: file.display().to_string(),
@@ -359,6 +430,21 @@ pub fn run(client: &Client, json: bool, cmd: RunCmd) -> Result<u8, CliError> {
                 output::json(&v);
             } else {
                 print_logs(&v);
+            }
+            Ok(0)
+        }
+        RunCmd::Ops { run, op } => {
+            let path = run_path(&run)?;
+            let v = match op {
+                Some(id) => json!([client.get(&format!("{path}/operations/{id}"))?]),
+                None => client.get(&format!("{path}/operations"))?,
+            };
+            if json {
+                output::json(&if op.is_some() { v[0].clone() } else { v });
+            } else {
+                for op in list(&v) {
+                    print_operation(&op);
+                }
             }
             Ok(0)
         }
