@@ -9,13 +9,13 @@
 //! events until `cluster DEPROVISIONED`; latency is measured by the client from the start
 //! request to that event's arrival.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+mod support;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -38,64 +38,29 @@ fn main() {
         .as_ref()
         .map_or_else(|| dir.path().join("sim"), |d| d.path().to_path_buf());
 
-    let mut server = Command::new(env!("CARGO_BIN_EXE_ebb"))
-        .args(["serve", "--bind", "127.0.0.1:0", "--log-format", "json"])
-        .arg("--data-dir")
-        .arg(&data)
-        .env("EBB_LOG", "warn,ebb::server=info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start ebb serve");
-    let stderr = server.stderr.take().expect("stderr");
-    let mut lines = BufReader::new(stderr).lines();
-    let url = loop {
-        let line = lines.next().expect("server exited").expect("read log");
-        let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-        if v["message"] == "listening" {
-            break v["url"].as_str().expect("url").to_string();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-
-    let http = reqwest::blocking::Client::builder()
-        .timeout(Duration::from_secs(60))
-        .pool_max_idle_per_host(clients)
-        .build()
-        .expect("client");
-    let put = |path: &str, body: Value| {
-        let res = http
-            .put(format!("{url}{path}"))
-            .json(&body)
-            .send()
-            .expect("put");
-        assert!(
-            res.status().is_success(),
-            "{path}: {}",
-            res.text().unwrap_or_default()
-        );
-    };
-    put(
+    let server = support::Server::start(&data, clients);
+    server.put(
         "/v3/namespaces/default/profiles/bench",
         json!({"provisioner": {"name": "sim", "properties": [
             {"name": "nodes", "value": "3"},
             {"name": "stateDir", "value": sim.to_str().expect("utf-8")}
         ]}}),
     );
-    put(
+    server.put(
         "/v3/namespaces/default/apps/bench",
         json!({"config": {"system.profile.name": "bench"},
                "programs": [{"type": "workflows", "name": "p", "command": ["true"]}]}),
     );
+    let server = Arc::new(server);
 
-    let program = format!("{url}/v3/namespaces/default/apps/bench/workflows/p");
+    let program = "/v3/namespaces/default/apps/bench/workflows/p".to_string();
     let next = Arc::new(AtomicUsize::new(0));
     let latencies = Arc::new(Mutex::new(Vec::with_capacity(runs)));
     let started = Instant::now();
     let workers: Vec<_> = (0..clients)
         .map(|_| {
-            let (http, program, next, latencies) = (
-                http.clone(),
+            let (server, program, next, latencies) = (
+                Arc::clone(&server),
                 program.clone(),
                 Arc::clone(&next),
                 Arc::clone(&latencies),
@@ -103,33 +68,9 @@ fn main() {
             std::thread::spawn(move || {
                 while next.fetch_add(1, Ordering::SeqCst) < runs {
                     let t0 = Instant::now();
-                    let res: Value = http
-                        .post(format!("{program}/start"))
-                        .json(&json!({}))
-                        .send()
-                        .expect("start")
-                        .json()
-                        .expect("start reply");
-                    let id = res["runId"].as_str().expect("runId").to_string();
-                    let mut after = 0u64;
-                    'poll: loop {
-                        let events: Value = http
-                            .get(format!("{program}/runs/{id}/events?after={after}&wait=30s"))
-                            .send()
-                            .expect("events")
-                            .json()
-                            .expect("events reply");
-                        for e in events.as_array().expect("list") {
-                            after = e["seq"].as_u64().unwrap_or(after);
-                            if e["message"] == "cluster DEPROVISIONED" {
-                                break 'poll;
-                            }
-                            assert!(
-                                !e["message"].as_str().unwrap_or("").contains("FAILED"),
-                                "run {id} failed: {e}"
-                            );
-                        }
-                    }
+                    let res = server.post(&format!("{program}/start"), json!({}));
+                    let id = res["runId"].as_str().expect("runId");
+                    support::wait_for_event(&server, &program, id, "cluster DEPROVISIONED");
                     latencies.lock().expect("latencies").push(t0.elapsed());
                 }
             })
@@ -139,8 +80,7 @@ fn main() {
         w.join().expect("client thread");
     }
     let elapsed = started.elapsed();
-    let _ = server.kill();
-    let _ = server.wait();
+    drop(server);
 
     let mut l = latencies.lock().expect("latencies").clone();
     l.sort();

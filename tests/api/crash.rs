@@ -167,3 +167,110 @@ fn repeated_kills_across_many_runs_leak_nothing() {
     let ids: Vec<&str> = runs.iter().map(String::as_str).collect();
     assert_clean(&s.sim, &ids, 2);
 }
+
+/// SIGKILL in the middle of a template create: the restarted server resumes the same operation,
+/// does not run again any task that had succeeded, and redoes only what the kill cut short.
+#[test]
+fn killed_mid_operation_resumes_without_redoing_completed_tasks() {
+    let s = Scenario::new();
+    let server = s.server();
+    let trace = s._dir.path().join("trace");
+    // Every action appends "<action> <service> <node>" to the trace, slowly enough to be killed
+    // in the middle.
+    let step = |action: &str| {
+        json!({"type": "shell", "script": format!(
+            "sleep 0.2; echo \"{action} $EBB_SERVICE $EBB_NODE\" >> '{}'", trace.display())})
+    };
+    let template = json!({
+        "services": {
+            "base": {"actions": {"install": step("install")}},
+            "db": {"dependencies": {"install": {"requires": ["base"]}},
+                   "actions": {"install": step("install"), "configure": step("configure"), "start": step("start")}},
+            "web": {"dependencies": {"runtime": {"requires": ["db"]}},
+                    "actions": {"install": step("install"), "start": step("start")}}
+        },
+        "hardwareTypes": {"any": {"sim": {}}}, "imageTypes": {"any": {"sim": {}}},
+        "defaults": {"services": ["base", "db", "web"]}
+    });
+    let (code, body) = server.put("/v3/namespaces/default/templates/slow", template);
+    assert_eq!(code, 200, "{body}");
+    sim_profile(
+        &server,
+        "p",
+        &s.sim,
+        &[("nodes", "3"), ("template", "slow")],
+        0,
+        None,
+    );
+    deploy(&server, "a", "true", json!({}));
+    let run = s.start(&server);
+    // Kill once a few actions have finished, well before all of them have.
+    let started = Instant::now();
+    while std::fs::read_to_string(&trace)
+        .unwrap_or_default()
+        .lines()
+        .count()
+        < 4
+    {
+        assert!(started.elapsed() < Duration::from_secs(30), "no progress");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let before: Vec<Value> = operations(&server, &run);
+    server.kill();
+    assert_eq!(
+        before[0]["status"], "RUNNING",
+        "killed too late: {before:?}"
+    );
+    let done_before: Vec<u64> = before[0]["tasks"]
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .filter(|t| t["status"] == "SUCCEEDED")
+        .map(|t| t["id"].as_u64().expect("id"))
+        .collect();
+    assert!(!done_before.is_empty(), "nothing had completed: {before:?}");
+
+    let server = s.server();
+    let done = wait_deprovisioned(&server, &run);
+    assert_eq!(done["status"], "COMPLETED", "{done}");
+    let ops = operations(&server, &run);
+    assert_eq!(
+        ops.len(),
+        2,
+        "the create was resumed, not started anew: {ops:?}"
+    );
+    let create = &ops[0];
+    assert_eq!(create["status"], "SUCCEEDED");
+    let lines = std::fs::read_to_string(&trace).unwrap_or_default();
+    let mut redone = 0;
+    for t in create["tasks"].as_array().expect("tasks") {
+        let attempts = t["attempts"].as_array().expect("attempts");
+        let id = t["id"].as_u64().expect("id");
+        assert_eq!(t["status"], "SUCCEEDED", "{t}");
+        if done_before.contains(&id) {
+            assert_eq!(attempts.len(), 1, "a completed task ran again: {t}");
+        }
+        for a in &attempts[..attempts.len() - 1] {
+            assert_eq!(a["error"], "interrupted by a restart", "{t}");
+        }
+        redone += attempts.len() - 1;
+        if let Some(service) = t["service"].as_str() {
+            let line = format!(
+                "{} {service} {}",
+                t["action"].as_str().expect("action"),
+                t["node"].as_str().expect("node")
+            );
+            let ran = lines.lines().filter(|l| *l == line).count();
+            // Once; twice only when the kill cut an attempt short (its script ran on).
+            assert!(
+                ran == 1 || (ran == 2 && attempts.len() == 2),
+                "{line} ran {ran} times: {t}"
+            );
+        }
+    }
+    assert!(
+        redone <= 3,
+        "at most one task per node was in flight: {redone}"
+    );
+    assert_clean(&s.sim, &[&run], 3);
+}
