@@ -53,6 +53,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .service(resource(&format!("{PROGRAM}/runs/{{run}}/extend")).post(extend_run))
             .service(resource(&format!("{PROGRAM}/runs/{{run}}/logs")).get(run_logs))
             .service(resource(&format!("{PROGRAM}/runs/{{run}}/operations")).get(run_operations))
+            .service(resource(&format!("{PROGRAM}/runs/{{run}}/cluster")).post(run_cluster))
             .service(
                 resource(&format!("{PROGRAM}/runs/{{run}}/operations/{{op}}")).get(run_operation),
             )

@@ -158,6 +158,14 @@ pub async fn extend_run(state: State, path: web::Path<RunPath>, body: Json<Exten
     ok(&runs::command(&state.runtime, path.into_inner().into(), event).await?)
 }
 
+pub async fn run_cluster(
+    state: State,
+    path: web::Path<RunPath>,
+    body: Json<crate::run::cluster::ClusterRequest>,
+) -> Reply {
+    ok(&runs::cluster_operation(&state.runtime, path.into_inner().into(), body.0).await?)
+}
+
 pub async fn run_operations(state: State, path: web::Path<RunPath>) -> Reply {
     ok(&runs::operations(&state.runtime, path.into_inner().into()).await?)
 }

@@ -84,9 +84,17 @@ pub struct PlanNode {
 pub enum ClusterOperation {
     Create,
     Delete,
+    /// Add nodes: created and brought up, then the nodes already there reconfigured.
+    Expand,
+    /// Remove nodes: their services stopped and removed, the nodes deleted, then the nodes
+    /// that stay reconfigured.
+    Shrink,
     StartServices,
     StopServices,
     RestartServices,
+    /// Apply a new config: every service's `configure`, with a stop before and a start after
+    /// for the services that ask for it (`restartOnConfigure`).
+    Configure,
 }
 
 type Key = (String, Action, Option<String>);
@@ -138,126 +146,228 @@ pub fn plan(
     template: &Template,
     nodes: &[PlanNode],
 ) -> Vec<ClusterTask> {
+    plan_change(operation, template, nodes, &BTreeSet::new())
+}
+
+/// Plans `operation` over `nodes`; for `expand` the `changed` nodes are the new ones, for
+/// `shrink` the ones that go. Other operations ignore `changed`.
+pub fn plan_change(
+    operation: ClusterOperation,
+    template: &Template,
+    nodes: &[PlanNode],
+    changed: &BTreeSet<String>,
+) -> Vec<ClusterTask> {
+    use ClusterOperation as Op;
     let mut dag = Dag::default();
-    let has = |service: &str| -> Vec<&PlanNode> {
-        nodes
-            .iter()
-            .filter(|n| n.services.contains(service))
+    let all = |_: &str| true;
+    let (moving, staying): (Vec<PlanNode>, Vec<PlanNode>) = nodes
+        .iter()
+        .cloned()
+        .partition(|n| changed.contains(&n.name));
+    match operation {
+        Op::Create => up(&mut dag, template, nodes, &UP, true, &all),
+        Op::Delete => down(&mut dag, template, nodes, &[Action::Stop], true, &all),
+        Op::StartServices => up(&mut dag, template, nodes, &[Action::Start], false, &all),
+        Op::StopServices => down(&mut dag, template, nodes, &[Action::Stop], false, &all),
+        Op::RestartServices => {
+            down(&mut dag, template, nodes, &[Action::Stop], false, &all);
+            up(&mut dag, template, nodes, &[Action::Start], false, &all);
+            // Every stop before any start: a restart brings the cluster down, then up.
+            all_before(&mut dag, Action::Stop, Action::Start);
+        }
+        Op::Configure => {
+            let restarts = |s: &str| {
+                template
+                    .services
+                    .get(s)
+                    .is_some_and(|svc| svc.restart_on_configure)
+            };
+            down(&mut dag, template, nodes, &[Action::Stop], false, &restarts);
+            for node in nodes {
+                for s in &node.services {
+                    let configure = dag.task(&node.name, Action::Configure, Some(s));
+                    if let Some(stop) = dag.find(&node.name, Action::Stop, Some(s)) {
+                        dag.edge(stop, configure);
+                    }
+                }
+            }
+            up(
+                &mut dag,
+                template,
+                nodes,
+                &[Action::Start],
+                false,
+                &restarts,
+            );
+            for node in nodes {
+                for s in &node.services {
+                    if let (Some(configure), Some(start)) = (
+                        dag.find(&node.name, Action::Configure, Some(s)),
+                        dag.find(&node.name, Action::Start, Some(s)),
+                    ) {
+                        dag.edge(configure, start);
+                    }
+                }
+            }
+            all_before(&mut dag, Action::Stop, Action::Start);
+        }
+        Op::Expand => {
+            up(&mut dag, template, &moving, &UP, true, &all);
+            // The nodes already there learn of the new ones once those exist.
+            reconfigure(&mut dag, &staying, Action::Confirm);
+        }
+        Op::Shrink => {
+            let steps = [Action::Stop, Action::Remove];
+            down(&mut dag, template, &moving, &steps, true, &all);
+            // The nodes that stay learn the others are gone once they are.
+            reconfigure(&mut dag, &staying, Action::Delete);
+        }
+    }
+    finish(dag, template)
+}
+
+/// Every task doing `first` before any doing `then`.
+fn all_before(dag: &mut Dag, first: Action, then: Action) {
+    let of = |a: Action| -> Vec<usize> {
+        (0..dag.tasks.len())
+            .filter(|i| dag.tasks[*i].1 == a)
             .collect()
     };
-    let up = matches!(
-        operation,
-        ClusterOperation::Create
-            | ClusterOperation::StartServices
-            | ClusterOperation::RestartServices
-    );
-    let down = matches!(
-        operation,
-        ClusterOperation::Delete
-            | ClusterOperation::StopServices
-            | ClusterOperation::RestartServices
-    );
-    if down {
-        for node in nodes {
-            for s in &node.services {
-                dag.task(&node.name, Action::Stop, Some(s));
+    let (firsts, thens) = (of(first), of(then));
+    for f in &firsts {
+        for t in &thens {
+            dag.edge(*f, *t);
+        }
+    }
+}
+
+/// A `configure` of every service on `nodes`, after every node task `after` in the plan.
+fn reconfigure(dag: &mut Dag, nodes: &[PlanNode], after: Action) {
+    let gates: Vec<usize> = (0..dag.tasks.len())
+        .filter(|i| dag.tasks[*i].1 == after && dag.tasks[*i].2.is_none())
+        .collect();
+    for node in nodes {
+        for s in &node.services {
+            let configure = dag.task(&node.name, Action::Configure, Some(s));
+            for g in &gates {
+                dag.edge(*g, configure);
             }
-            if operation == ClusterOperation::Delete {
-                let delete = dag.task(&node.name, Action::Delete, None);
-                for s in &node.services {
-                    let stop = dag.task(&node.name, Action::Stop, Some(s));
-                    dag.edge(stop, delete);
+        }
+    }
+}
+
+/// Brings services up on `nodes`: for a create the node tasks first, then per service the
+/// `steps` in order; across nodes, install order from install-time dependencies, and a
+/// service's first step past install (initialize for a create, else start) after the starts,
+/// everywhere, of what it needs at run time. Only services `only` accepts are planned.
+fn up(
+    dag: &mut Dag,
+    template: &Template,
+    nodes: &[PlanNode],
+    steps: &[Action],
+    create: bool,
+    only: &dyn Fn(&str) -> bool,
+) {
+    for node in nodes {
+        let mut last = None;
+        if create {
+            let create = dag.task(&node.name, Action::Create, None);
+            let confirm = dag.task(&node.name, Action::Confirm, None);
+            let bootstrap = dag.task(&node.name, Action::Bootstrap, None);
+            dag.edge(create, confirm);
+            dag.edge(confirm, bootstrap);
+            last = Some(bootstrap);
+        }
+        for s in node.services.iter().filter(|s| only(s)) {
+            let mut prev = last;
+            for step in steps {
+                let t = dag.task(&node.name, *step, Some(s));
+                if let Some(p) = prev {
+                    dag.edge(p, t);
+                }
+                prev = Some(t);
+            }
+        }
+    }
+    let gate = if steps.contains(&Action::Initialize) {
+        Action::Initialize
+    } else {
+        Action::Start
+    };
+    for node in nodes {
+        for a in &node.services {
+            // install(B everywhere) → install(A) when A needs B at install time.
+            for b in template.predecessors(a, "install") {
+                for other in nodes.iter().filter(|n| n.services.contains(b)) {
+                    if let (Some(install_b), Some(install_a)) = (
+                        dag.find(&other.name, Action::Install, Some(b)),
+                        dag.find(&node.name, Action::Install, Some(a)),
+                    ) {
+                        dag.edge(install_b, install_a);
+                    }
+                }
+            }
+            // start(B everywhere) → gate(A) when A needs B at run time.
+            for b in template.predecessors(a, "runtime") {
+                for other in nodes.iter().filter(|n| n.services.contains(b)) {
+                    if let (Some(start_b), Some(gate_a)) = (
+                        dag.find(&other.name, Action::Start, Some(b)),
+                        dag.find(&node.name, gate, Some(a)),
+                    ) {
+                        dag.edge(start_b, gate_a);
+                    }
                 }
             }
         }
-        // A stops before what it needs at run time: stop(A everywhere) → stop(B).
-        for node in nodes {
-            for a in &node.services {
-                for b in template.predecessors(a, "runtime") {
-                    let stop_a = dag.task(&node.name, Action::Stop, Some(a));
-                    for other in has(b) {
-                        let stop_b = dag.task(&other.name, Action::Stop, Some(b));
+    }
+}
+
+/// Takes services down on `nodes`: per service the `steps` in order (stop, then remove for a
+/// shrink), in the reverse of run-time dependencies across nodes (A stops everywhere before
+/// what A needs stops); with `delete`, each node is deleted after its services. Only services
+/// `only` accepts are planned.
+fn down(
+    dag: &mut Dag,
+    template: &Template,
+    nodes: &[PlanNode],
+    steps: &[Action],
+    delete: bool,
+    only: &dyn Fn(&str) -> bool,
+) {
+    for node in nodes {
+        let mut lasts = Vec::new();
+        for s in node.services.iter().filter(|s| only(s)) {
+            let mut prev = None;
+            for step in steps {
+                let t = dag.task(&node.name, *step, Some(s));
+                if let Some(p) = prev {
+                    dag.edge(p, t);
+                }
+                prev = Some(t);
+            }
+            lasts.extend(prev);
+        }
+        if delete {
+            let d = dag.task(&node.name, Action::Delete, None);
+            for l in lasts {
+                dag.edge(l, d);
+            }
+        }
+    }
+    for node in nodes {
+        for a in &node.services {
+            for b in template.predecessors(a, "runtime") {
+                for other in nodes.iter().filter(|n| n.services.contains(b)) {
+                    if let (Some(stop_a), Some(stop_b)) = (
+                        dag.find(&node.name, Action::Stop, Some(a)),
+                        dag.find(&other.name, Action::Stop, Some(b)),
+                    ) {
                         dag.edge(stop_a, stop_b);
                     }
                 }
             }
         }
     }
-    if up {
-        let steps: &[Action] = if operation == ClusterOperation::Create {
-            &UP
-        } else {
-            &[Action::Start]
-        };
-        for node in nodes {
-            let mut last = None;
-            if operation == ClusterOperation::Create {
-                let create = dag.task(&node.name, Action::Create, None);
-                let confirm = dag.task(&node.name, Action::Confirm, None);
-                let bootstrap = dag.task(&node.name, Action::Bootstrap, None);
-                dag.edge(create, confirm);
-                dag.edge(confirm, bootstrap);
-                last = Some(bootstrap);
-            }
-            for s in &node.services {
-                let mut prev = last;
-                if operation == ClusterOperation::RestartServices
-                    && let Some(stop) = dag.find(&node.name, Action::Stop, Some(s))
-                {
-                    prev = Some(stop);
-                }
-                for step in steps {
-                    let t = dag.task(&node.name, *step, Some(s));
-                    if let Some(p) = prev {
-                        dag.edge(p, t);
-                    }
-                    prev = Some(t);
-                }
-            }
-        }
-        if operation == ClusterOperation::RestartServices {
-            // Every stop before any start: a restart brings the cluster down, then up.
-            let stops: Vec<usize> = (0..dag.tasks.len())
-                .filter(|i| dag.tasks[*i].1 == Action::Stop)
-                .collect();
-            let starts: Vec<usize> = (0..dag.tasks.len())
-                .filter(|i| dag.tasks[*i].1 == Action::Start)
-                .collect();
-            for s in &stops {
-                for t in &starts {
-                    dag.edge(*s, *t);
-                }
-            }
-        }
-        for node in nodes {
-            for a in &node.services {
-                if operation == ClusterOperation::Create {
-                    // install(B everywhere) → install(A) when A needs B at install time.
-                    for b in template.predecessors(a, "install") {
-                        let install_a = dag.task(&node.name, Action::Install, Some(a));
-                        for other in has(b) {
-                            let install_b = dag.task(&other.name, Action::Install, Some(b));
-                            dag.edge(install_b, install_a);
-                        }
-                    }
-                }
-                // start(B everywhere) → initialize(A) (start(A) for a start-only operation).
-                let gate = if operation == ClusterOperation::Create {
-                    Action::Initialize
-                } else {
-                    Action::Start
-                };
-                for b in template.predecessors(a, "runtime") {
-                    let a_gate = dag.task(&node.name, gate, Some(a));
-                    for other in has(b) {
-                        let start_b = dag.task(&other.name, Action::Start, Some(b));
-                        dag.edge(start_b, a_gate);
-                    }
-                }
-            }
-        }
-    }
-    finish(dag, template)
 }
 
 /// Walks through service steps without an action, reduces transitively and numbers tasks.
@@ -774,8 +884,16 @@ mod properties {
                     services: has.iter().enumerate().filter(|(_, h)| **h).map(|(s, _)| format!("s{s}")).collect(),
                 })
                 .collect();
-            for op in [ClusterOperation::Create, ClusterOperation::Delete, ClusterOperation::RestartServices] {
-                let tasks = plan(op, &t, &nodes);
+            let half: BTreeSet<String> = nodes.iter().step_by(2).map(|n| n.name.clone()).collect();
+            for op in [
+                ClusterOperation::Create,
+                ClusterOperation::Delete,
+                ClusterOperation::RestartServices,
+                ClusterOperation::Configure,
+                ClusterOperation::Expand,
+                ClusterOperation::Shrink,
+            ] {
+                let tasks = plan_change(op, &t, &nodes, &half);
                 // Acyclic: every dependency points to an earlier id.
                 for task in &tasks {
                     prop_assert!(task.depends_on.iter().all(|d| *d < task.id));

@@ -498,6 +498,8 @@ mod tests {
             },
             failure: None,
             stop: None,
+            node_types: Default::default(),
+            config: None,
             exit: None,
             template: None,
             layout: Default::default(),

@@ -5,6 +5,7 @@
 //! `runtime` drive each run through its lifecycle. Nothing here does IO except `service` and
 //! `events`, through the store.
 
+pub mod cluster;
 pub mod events;
 pub mod lifecycle;
 pub mod service;
@@ -221,11 +222,28 @@ pub struct RunRecord {
     /// The services of each node, from the layout solver (empty without a template).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub layout: BTreeMap<String, std::collections::BTreeSet<String>>,
+    /// Each node's hardware and image type, from the layout solver.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_types: BTreeMap<String, NodeTypes>,
+    /// The cluster's config, once a `configure` operation set it (else the template's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<serde_json::Value>,
+}
+
+/// A node's hardware and image type.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeTypes {
+    pub hardware_type: String,
+    pub image_type: String,
 }
 
 impl RunRecord {
     /// The cluster's config: the template's default config (an empty object without one).
     pub fn config(&self) -> serde_json::Value {
+        if let Some(c) = &self.config {
+            return c.clone();
+        }
         self.template
             .as_ref()
             .map(|t| serde_json::to_value(&t.defaults.config).unwrap_or_default())

@@ -128,8 +128,8 @@ fn record_start(
         .into());
     }
     let nodes = provisioner.nodes(&map);
-    let (template, layout) = match map.get(ebb_spi::resource::TEMPLATE.name) {
-        None => (None, BTreeMap::new()),
+    let (template, layout, node_types) = match map.get(ebb_spi::resource::TEMPLATE.name) {
+        None => (None, BTreeMap::new(), BTreeMap::new()),
         Some(name) => {
             let template = crate::template::service::resolve(tx, &ns, name)?;
             let solved = crate::solver::solve(
@@ -141,12 +141,20 @@ fn record_start(
                 },
             )
             .map_err(|e| ServiceError::invalid("template", e.to_string()))?;
+            let node_types = nodes
+                .iter()
+                .cloned()
+                .zip(solved.iter().map(|l| super::NodeTypes {
+                    hardware_type: l.hardware_type.clone(),
+                    image_type: l.image_type.clone(),
+                }))
+                .collect();
             let layout = nodes
                 .iter()
                 .cloned()
                 .zip(solved.into_iter().map(|l| l.services))
                 .collect();
-            (Some(template), layout)
+            (Some(template), layout, node_types)
         }
     };
     let now = time::now_secs();
@@ -175,6 +183,8 @@ fn record_start(
         exit: None,
         template,
         layout,
+        node_types,
+        config: None,
     };
     let active = tx
         .scan::<serde_json::Value>(
@@ -468,6 +478,24 @@ pub async fn operations(
             Ok(out)
         })
         .await
+}
+
+/// Starts an admin's operation on run `key`'s cluster (expand, shrink, start, stop or
+/// restart the services, configure); returns its id and kind.
+pub async fn cluster_operation(
+    runtime: &Runtime,
+    key: RunKey,
+    request: super::cluster::ClusterRequest,
+) -> Result<serde_json::Value, ServiceError> {
+    check_key(&key)?;
+    let run = runtime
+        .deps()
+        .store
+        .read(move |r| require_run(r, &key))
+        .await?;
+    let change = super::cluster::change(&run, &request)?;
+    let id = runtime.cluster(&run, change).await?;
+    Ok(serde_json::json!({ "id": id, "operation": request.operation }))
 }
 
 /// Operation `id` on run `key`'s cluster.

@@ -30,7 +30,7 @@ use crate::run::lifecycle::{self, Event};
 use crate::run::{RunKey, RunRecord};
 use crate::store::{Read, Store, StoreError, Table};
 use crate::time;
-use supervisor::{Command, RunSupervisor};
+use supervisor::{ClusterCommand, Command, RunSupervisor};
 
 /// What the actors share.
 #[derive(Debug, Clone)]
@@ -115,6 +115,33 @@ impl Runtime {
             self.spawn(run);
         }
         Ok(count)
+    }
+
+    /// Starts an admin's operation on run `key`'s cluster; returns the operation's id. A run
+    /// without a supervisor has no cluster to work on.
+    pub async fn cluster(
+        &self,
+        run: &RunRecord,
+        change: crate::run::cluster::Change,
+    ) -> Result<u32, ServiceError> {
+        let addr = self.supervisors().get(&run.key.run).cloned();
+        let refused = || crate::run::RunError::WrongState {
+            run: run.key.run.clone(),
+            action: "changed",
+            reason: format!(
+                "its cluster is {}; operations need a PROVISIONED or WAITING cluster",
+                run.cluster
+                    .status
+                    .map_or("not started".to_string(), |s| s.to_string())
+            ),
+        };
+        let Some(addr) = addr else {
+            return Err(refused().into());
+        };
+        match addr.send(ClusterCommand(change)).await {
+            Ok(answer) => Ok(answer?),
+            Err(_) => Err(refused().into()),
+        }
     }
 
     /// Sends a command (`Stop`, `Deprovision`, `Extend`, `ForceDeprovision`) to run `key`.

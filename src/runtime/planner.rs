@@ -76,6 +76,8 @@ pub struct OpSpec {
     pub previous_config: serde_json::Value,
     /// What was asked, as the audit log keeps it.
     pub request: serde_json::Value,
+    /// The nodes an expand adds or a shrink removes.
+    pub changed: BTreeSet<String>,
     pub provisioner: Arc<dyn Provisioner>,
     pub context: Arc<ebb_spi::Context>,
     pub budget: Duration,
@@ -95,7 +97,22 @@ struct Current {
     undoing: Option<String>,
 }
 
+/// How a planner begins, decided before it starts (see [`prepare`]).
+#[derive(Debug)]
+pub struct Prepared(Begin);
+
+impl Prepared {
+    /// The id of the operation the planner will run, if it will run one.
+    pub fn operation_id(&self) -> Option<u32> {
+        match &self.0 {
+            Begin::Run(cur) => Some(cur.op.id),
+            Begin::Report(_) => None,
+        }
+    }
+}
+
 /// How the planner begins.
+#[derive(Debug)]
 enum Begin {
     Run(Box<Current>),
     Report(OpOutcome),
@@ -107,6 +124,8 @@ pub struct Planner {
     deps: Deps,
     spec: OpSpec,
     current: Option<Current>,
+    /// Set when the operation was prepared before the planner started.
+    prepared: Option<Prepared>,
     cancel: Arc<AtomicBool>,
     failure: Option<String>,
     /// A write is under way; nothing is scheduled until it lands.
@@ -121,11 +140,38 @@ impl Planner {
             deps,
             spec,
             current: None,
+            prepared: None,
             cancel: Arc::new(AtomicBool::new(false)),
             failure: None,
             writing: false,
             report,
             reported: false,
+        }
+    }
+
+    /// A planner for an operation [`prepare`] already recorded.
+    pub fn prepared(
+        deps: Deps,
+        spec: OpSpec,
+        prepared: Prepared,
+        report: Recipient<OpDone>,
+    ) -> Self {
+        let mut planner = Self::new(deps, spec, report);
+        planner.prepared = Some(prepared);
+        planner
+    }
+
+    fn begin(&mut self, begun: Result<Begin, StoreError>, ctx: &mut Context<Self>) {
+        match begun {
+            Ok(Begin::Run(current)) => {
+                self.current = Some(*current);
+                self.schedule(ctx);
+            }
+            Ok(Begin::Report(outcome)) => self.finish(outcome, ctx),
+            Err(e) => {
+                let message = format!("cannot record the operation: {e}");
+                self.finish(OpOutcome::Failed(message), ctx);
+            }
         }
     }
 
@@ -328,7 +374,7 @@ impl Planner {
 fn undoable(operation: ClusterOperation) -> bool {
     !matches!(
         operation,
-        ClusterOperation::Delete | ClusterOperation::StopServices
+        ClusterOperation::Delete | ClusterOperation::Shrink | ClusterOperation::StopServices
     )
 }
 
@@ -409,45 +455,59 @@ fn record_instant(deps: &Deps, run: &str, cur: &Current, instant: &[usize]) {
     });
 }
 
-/// The nodes an operation plans over, as the store shows them now.
+/// The nodes an operation plans over, as the store shows them now: every planned node for a
+/// create or an expand (the new nodes of an expand have no resource yet); else the nodes whose
+/// resource may exist (a delete also takes any the store knows that the run no longer lists),
+/// with services only on those that came up.
 fn plan_nodes(spec: &OpSpec, records: &[NodeRecord]) -> Vec<PlanNode> {
     let by_name: BTreeMap<&str, &NodeRecord> =
         records.iter().map(|n| (n.node.as_str(), n)).collect();
     let services = |n: &str| spec.layout.get(n).cloned().unwrap_or_default();
-    match spec.operation {
-        ClusterOperation::Create => spec
+    if matches!(
+        spec.operation,
+        ClusterOperation::Create | ClusterOperation::Expand
+    ) {
+        return spec
             .nodes
             .iter()
             .map(|n| PlanNode {
                 name: n.clone(),
                 services: services(n),
             })
-            .collect(),
-        // Only nodes that may exist are torn down; services only on nodes that came up.
-        _ => spec
-            .nodes
-            .iter()
-            .filter_map(|n| {
-                let record = by_name.get(n.as_str())?;
-                if !record.may_exist() {
-                    return None;
-                }
-                let up = record.status == ResourceStatus::Created;
-                Some(PlanNode {
-                    name: n.clone(),
-                    services: if up { services(n) } else { BTreeSet::new() },
-                })
-            })
-            .collect(),
+            .collect();
     }
+    let mut names: Vec<&str> = spec.nodes.iter().map(String::as_str).collect();
+    if spec.operation == ClusterOperation::Delete {
+        let extra = records
+            .iter()
+            .map(|r| r.node.as_str())
+            .filter(|n| !spec.nodes.iter().any(|m| m == n));
+        names.extend(extra.collect::<Vec<_>>());
+    }
+    names
+        .into_iter()
+        .filter_map(|n| {
+            let record = by_name.get(n)?;
+            if !record.may_exist() {
+                return None;
+            }
+            let up = record.status == ResourceStatus::Created;
+            Some(PlanNode {
+                name: n.to_string(),
+                services: if up { services(n) } else { BTreeSet::new() },
+            })
+        })
+        .collect()
 }
 
 /// Reads the audit log and decides how to begin: carry on with an interrupted operation (or
 /// its rollback), report one that already ended, or plan and record a new one.
-async fn prepare(deps: Deps, spec: OpSpec) -> Result<Begin, StoreError> {
+pub async fn prepare(deps: Deps, spec: OpSpec) -> Result<Prepared, StoreError> {
     let run = spec.run.clone();
-    deps.store
-        .write(move |tx| {
+    let run_id = spec.run.clone();
+    let begun = deps
+        .store
+        .write(move |tx| -> Result<Begin, StoreError> {
             let ops = operation::operations(tx, &run)?;
             let nodes = node_records(tx, &run)?;
             if spec.resume
@@ -491,7 +551,12 @@ async fn prepare(deps: Deps, spec: OpSpec) -> Result<Begin, StoreError> {
             let tasks = {
                 let empty = Template::default();
                 let template = spec.template.as_deref().unwrap_or(&empty);
-                cluster::plan(spec.operation, template, &plan_nodes(&spec, &nodes))
+                cluster::plan_change(
+                    spec.operation,
+                    template,
+                    &plan_nodes(&spec, &nodes),
+                    &spec.changed,
+                )
             };
             let now = now_f64();
             let id = operation::next_id(tx, &run)?;
@@ -542,7 +607,9 @@ async fn prepare(deps: Deps, spec: OpSpec) -> Result<Begin, StoreError> {
                 undoing: None,
             })))
         })
-        .await
+        .await?;
+    deps.notifier.notify(&run_id);
+    Ok(Prepared(begun))
 }
 
 /// Picks up operation `op` where a restart left it: tasks whose last attempt succeeded are
@@ -614,6 +681,9 @@ impl Actor for Planner {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        if let Some(Prepared(begun)) = self.prepared.take() {
+            return self.begin(Ok(begun), ctx);
+        }
         self.writing = true;
         let (deps, spec) = (self.deps.clone(), self.spec.clone());
         ctx.wait(
@@ -622,17 +692,7 @@ impl Actor for Planner {
                 .map(|begun, act, ctx| {
                     act.writing = false;
                     act.deps.notifier.notify(&act.spec.run);
-                    match begun {
-                        Ok(Begin::Run(current)) => {
-                            act.current = Some(*current);
-                            act.schedule(ctx);
-                        }
-                        Ok(Begin::Report(outcome)) => act.finish(outcome, ctx),
-                        Err(e) => {
-                            let message = format!("cannot record the operation: {e}");
-                            act.finish(OpOutcome::Failed(message), ctx);
-                        }
-                    }
+                    act.begin(begun.map(|p| p.0), ctx);
                 }),
         );
     }

@@ -16,11 +16,14 @@ use std::time::Duration;
 use actix::prelude::*;
 use ebb_spi::resource::{DEFAULT_RETRY_BUDGET, RETRY_BUDGET};
 
-use super::planner::{Cancel, OpDone, OpOutcome, OpSpec, Planner};
+use super::planner::{self as planner, Cancel, OpDone, OpOutcome, OpSpec, Planner};
 use super::program::{self, LaunchFile, Started};
 use super::{Deps, Runtime};
+use crate::operation::{self, OpStatus, OperationRecord};
 use crate::plan::cluster::ClusterOperation;
 use crate::plan::resource::{NodeRecord, ResourceStatus};
+use crate::run::ClusterStatus;
+use crate::run::cluster::Change;
 use crate::run::events::{self, EventKind};
 use crate::run::lifecycle::{self, Effect, Event, Transition};
 use crate::run::{Exit, ProgramStatus, RunError, RunRecord};
@@ -40,6 +43,11 @@ pub struct Command(pub Event);
 #[rtype(result = "()")]
 struct ProgramNews(Event);
 
+/// An operation an admin asked for on the run's cluster; answers with the operation's id.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<u32, RunError>")]
+pub struct ClusterCommand(pub Change);
+
 /// The deadline timer fired.
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
@@ -55,6 +63,12 @@ pub struct RunSupervisor {
     timer: Option<SpawnHandle>,
     /// Set while the effects `lifecycle::resume` asked for are performed after a restart.
     resuming: bool,
+    /// The operation the planner runs.
+    running: Option<ClusterOperation>,
+    /// What an admin's operation changes once it succeeds.
+    pending: Option<Change>,
+    /// A lifecycle operation waiting for an admin's operation to stop.
+    queued: Option<ClusterOperation>,
 }
 
 impl RunSupervisor {
@@ -66,6 +80,9 @@ impl RunSupervisor {
             planner: None,
             timer: None,
             resuming: false,
+            running: None,
+            pending: None,
+            queued: None,
         }
     }
 
@@ -106,8 +123,8 @@ impl RunSupervisor {
     fn perform(&mut self, effects: &[Effect], ctx: &mut Context<Self>) {
         for effect in effects {
             match effect {
-                Effect::CreateCluster => self.start_operation(ClusterOperation::Create, ctx),
-                Effect::DeleteCluster => self.start_operation(ClusterOperation::Delete, ctx),
+                Effect::CreateCluster => self.start_lifecycle_op(ClusterOperation::Create, ctx),
+                Effect::DeleteCluster => self.start_lifecycle_op(ClusterOperation::Delete, ctx),
                 Effect::CancelCreate | Effect::CancelDelete => {
                     if let Some(planner) = self.planner.take() {
                         planner.do_send(Cancel);
@@ -127,8 +144,17 @@ impl RunSupervisor {
         }
     }
 
-    fn start_operation(&mut self, operation: ClusterOperation, ctx: &mut Context<Self>) {
-        let Some(provisioner) = self.deps.registry.get(&self.run.provisioner).cloned() else {
+    /// Starts the create or delete the lifecycle asks for; an admin's operation still running
+    /// is cancelled first and the lifecycle's waits for it to stop.
+    fn start_lifecycle_op(&mut self, operation: ClusterOperation, ctx: &mut Context<Self>) {
+        if let Some(planner) = &self.planner
+            && self.running.is_some_and(|r| !is_lifecycle(r))
+        {
+            planner.do_send(Cancel);
+            self.queued = Some(operation);
+            return;
+        }
+        let Some(spec) = self.op_spec(operation, None) else {
             let message = format!("provisioner '{}' is not installed", self.run.provisioner);
             let event = match operation {
                 ClusterOperation::Delete => Event::DeprovisionFailed(message),
@@ -137,32 +163,146 @@ impl RunSupervisor {
             ctx.address().do_send(ProgramNews(event));
             return;
         };
+        let report = ctx.address().recipient();
+        self.running = Some(operation);
+        self.planner = Some(Planner::new(self.deps.clone(), spec, report).start());
+    }
+
+    /// What `operation` works on: the run's cluster as it is, or as `change` makes it. `None`
+    /// when the run's provisioner is not installed.
+    fn op_spec(&self, operation: ClusterOperation, change: Option<&Change>) -> Option<OpSpec> {
+        let provisioner = self.deps.registry.get(&self.run.provisioner).cloned()?;
         let properties = self.run.properties();
         let budget = properties
             .get(RETRY_BUDGET.name)
             .and_then(|v| ebb_spi::parse_duration(v).ok())
             .unwrap_or(DEFAULT_RETRY_BUDGET);
-        let config = self.run.config();
-        let spec = OpSpec {
+        let previous = self.run.config();
+        let (nodes, layout, config, changed, request) = match change {
+            Some(c) => (
+                c.nodes.clone(),
+                c.layout.clone(),
+                c.config.clone(),
+                c.changed.clone(),
+                c.to_request(),
+            ),
+            None => (
+                self.run.cluster.nodes.clone(),
+                self.run.layout.clone(),
+                previous.clone(),
+                Default::default(),
+                serde_json::Value::Null,
+            ),
+        };
+        Some(OpSpec {
             operation,
             resume: self.resuming,
             run: self.run.key.run.clone(),
-            nodes: self.run.cluster.nodes.clone(),
+            nodes,
             template: self.run.template.clone().map(Arc::new),
-            layout: self.run.layout.clone(),
-            previous_config: config.clone(),
+            layout,
             config,
-            request: serde_json::Value::Null,
+            previous_config: previous,
+            request,
+            changed,
             provisioner,
             context: Arc::new(ebb_spi::Context {
                 properties,
                 data_dir: self.deps.data_dir.clone(),
             }),
             budget,
+        })
+    }
+
+    /// An admin's operation ended: on success the run takes the cluster's new shape.
+    fn cluster_op_done(&mut self, outcome: OpOutcome, ctx: &mut Context<Self>) {
+        let Some(change) = self.pending.take() else {
+            return;
+        };
+        let name = serde_json::to_value(change.operation)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        let mut run = self.run.clone();
+        let note = match outcome {
+            OpOutcome::Done => {
+                let kept = |n: &String| change.final_nodes.contains(n);
+                run.layout = change.layout.into_iter().filter(|(n, _)| kept(n)).collect();
+                run.node_types = change
+                    .node_types
+                    .into_iter()
+                    .filter(|(n, _)| kept(n))
+                    .collect();
+                run.cluster.nodes = change.final_nodes;
+                if change.operation == ClusterOperation::Configure {
+                    run.config = Some(change.config);
+                }
+                format!("cluster {name} done: {} node(s)", run.cluster.nodes.len())
+            }
+            OpOutcome::Failed(e) => format!("cluster {name} failed: {e}"),
+            OpOutcome::Cancelled => format!("cluster {name} cancelled"),
+        };
+        let t = Transition {
+            run,
+            effects: Vec::new(),
+            notes: vec![note],
         };
         let deps = self.deps.clone();
-        let report = ctx.address().recipient();
-        self.planner = Some(Planner::new(deps, spec, report).start());
+        let t2 = t.clone();
+        ctx.wait(
+            async move { persist(&deps, &t2, false).await }
+                .into_actor(self)
+                .map(move |saved, act, ctx| act.after_persist(saved, t, ctx)),
+        );
+    }
+
+    /// After a restart: carries on with an admin's operation that was running.
+    fn resume_cluster_op(&mut self, ctx: &mut Context<Self>) {
+        if self.planner.is_some()
+            || !matches!(
+                self.run.cluster.status,
+                Some(ClusterStatus::Provisioned | ClusterStatus::Waiting)
+            )
+        {
+            return;
+        }
+        let (deps, run) = (self.deps.clone(), self.run.key.run.clone());
+        ctx.wait(
+            async move {
+                deps.store
+                    .read(move |r| operation::operations(r, &run))
+                    .await
+            }
+            .into_actor(self)
+            .map(|ops, act, ctx| {
+                let ops: Vec<OperationRecord> = ops.unwrap_or_default();
+                let Some(last) = ops.last().filter(|o| o.status == OpStatus::Running) else {
+                    return;
+                };
+                // A rollback carries the change of the operation it undoes.
+                let original = last
+                    .rollback_of
+                    .and_then(|id| ops.iter().find(|o| o.id == id))
+                    .unwrap_or(last);
+                if is_lifecycle(original.operation) {
+                    return;
+                }
+                let Some(change) = Change::from_request(original.operation, &original.request)
+                else {
+                    tracing::warn!(run.id = %act.run.key.run, operation = original.id, "cannot read an interrupted operation's request");
+                    return;
+                };
+                act.resuming = true;
+                let spec = act.op_spec(original.operation, Some(&change));
+                act.resuming = false;
+                if let Some(spec) = spec {
+                    let report = ctx.address().recipient();
+                    act.running = Some(original.operation);
+                    act.pending = Some(change);
+                    act.planner = Some(Planner::new(act.deps.clone(), spec, report).start());
+                }
+            }),
+        );
     }
 
     fn launch(&mut self, ctx: &mut Context<Self>) {
@@ -242,6 +382,7 @@ impl Actor for RunSupervisor {
         self.resuming = true;
         self.perform(&effects, ctx);
         self.resuming = false;
+        self.resume_cluster_op(ctx);
         self.arm_timer(ctx);
     }
 
@@ -300,6 +441,14 @@ impl Handler<OpDone> for RunSupervisor {
 
     fn handle(&mut self, done: OpDone, ctx: &mut Context<Self>) {
         self.planner = None;
+        self.running = None;
+        if !is_lifecycle(done.operation) {
+            self.cluster_op_done(done.outcome, ctx);
+            if let Some(queued) = self.queued.take() {
+                self.start_lifecycle_op(queued, ctx);
+            }
+            return;
+        }
         let event = match (done.operation, done.outcome) {
             (ClusterOperation::Create, OpOutcome::Done) => Event::Provisioned,
             (ClusterOperation::Create, OpOutcome::Failed(m)) => Event::ProvisionFailed(m),
@@ -312,6 +461,77 @@ impl Handler<OpDone> for RunSupervisor {
         if let Err(e) = self.apply(event, ctx) {
             tracing::warn!(run.id = %self.run.key.run, error = %e, "operation result does not apply");
         }
+    }
+}
+
+impl Handler<ClusterCommand> for RunSupervisor {
+    type Result = AtomicResponse<Self, Result<u32, RunError>>;
+
+    fn handle(&mut self, cmd: ClusterCommand, _: &mut Context<Self>) -> Self::Result {
+        let refuse = |run: &str, reason: String| {
+            AtomicResponse::new(Box::pin(fut::ready(Err(RunError::WrongState {
+                run: run.to_string(),
+                action: "changed",
+                reason,
+            }))))
+        };
+        let id = self.run.key.run.clone();
+        match self.run.cluster.status {
+            Some(ClusterStatus::Provisioned | ClusterStatus::Waiting) => {}
+            status => {
+                let status = status.map_or("not started".to_string(), |s| s.to_string());
+                return refuse(
+                    &id,
+                    format!(
+                        "its cluster is {status}; operations need a PROVISIONED or WAITING cluster"
+                    ),
+                );
+            }
+        }
+        if let Some(running) = self.running {
+            let name = serde_json::to_value(running).unwrap_or_default();
+            return refuse(
+                &id,
+                format!(
+                    "a {} operation is running on its cluster",
+                    name.as_str().unwrap_or_default()
+                ),
+            );
+        }
+        let change = cmd.0;
+        let Some(spec) = self.op_spec(change.operation, Some(&change)) else {
+            return refuse(
+                &id,
+                format!("provisioner '{}' is not installed", self.run.provisioner),
+            );
+        };
+        // Running from here: a second request waits for this one (the response is atomic).
+        self.running = Some(change.operation);
+        let deps = self.deps.clone();
+        let spec2 = spec.clone();
+        AtomicResponse::new(Box::pin(
+            async move { planner::prepare(deps, spec2).await }
+                .into_actor(self)
+                .map(move |prepared, act, ctx| {
+                    let prepared = match prepared {
+                        Ok(p) => p,
+                        Err(e) => {
+                            act.running = None;
+                            return Err(RunError::WrongState {
+                                run: act.run.key.run.clone(),
+                                action: "changed",
+                                reason: format!("the store refused the operation ({e}); try again"),
+                            });
+                        }
+                    };
+                    let op = prepared.operation_id().unwrap_or_default();
+                    let report = ctx.address().recipient();
+                    act.pending = Some(change);
+                    act.planner =
+                        Some(Planner::prepared(act.deps.clone(), spec, prepared, report).start());
+                    Ok(op)
+                }),
+        ))
     }
 }
 
@@ -329,6 +549,14 @@ impl Handler<Deadline> for RunSupervisor {
             _ => self.arm_timer(ctx),
         }
     }
+}
+
+/// Whether the run's lifecycle drives operations of this kind (admins drive the others).
+fn is_lifecycle(operation: ClusterOperation) -> bool {
+    matches!(
+        operation,
+        ClusterOperation::Create | ClusterOperation::Delete
+    )
 }
 
 /// Persists a transition: the record, the active index, and the notes as history.

@@ -106,6 +106,13 @@ pub struct Service {
     pub dependencies: Dependencies,
     #[serde(default)]
     pub actions: BTreeMap<ActionKind, Action>,
+    /// A `configure` operation stops the service before configuring it and starts it after.
+    #[serde(
+        default,
+        rename = "restartOnConfigure",
+        skip_serializing_if = "std::ops::Not::not"
+    )]
+    pub restart_on_configure: bool,
 }
 
 /// Per provisioner, the properties a hardware or image type stands for.

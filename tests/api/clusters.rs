@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use super::harness::{Server, profile_body};
+use super::harness::{Server, assert_error, profile_body};
 use super::runs_support::*;
 
 /// Creates template `name` and a `local` profile of the same name using it on `nodes` nodes.
@@ -269,4 +269,171 @@ fn a_node_that_fails_to_boot_is_created_anew() {
         assert_eq!(i["state"], "terminated", "{i}");
         assert_eq!(i["deleteCalls"], 1, "{i}");
     }
+}
+
+/// Asserts that on each node, `service`'s `first` task finished before its `then` task began.
+#[track_caller]
+fn assert_per_node(op: &Value, (first, then): (&str, &str), service: &str) {
+    let later = tasks(op, then, Some(service));
+    assert!(!later.is_empty(), "no {then} {service}");
+    for t in later {
+        let before: Vec<&Value> = tasks(op, first, Some(service))
+            .into_iter()
+            .filter(|f| f["node"] == t["node"])
+            .collect();
+        assert_before(&before, &[t]);
+    }
+}
+
+/// Polls operation `id` of run `run` until it has ended; returns it.
+fn wait_op(server: &Server, run: &str, id: u64) -> Value {
+    let started = std::time::Instant::now();
+    loop {
+        let (code, op) = server.get(&format!("{run}/operations/{id}"));
+        assert_eq!(code, 200, "{op}");
+        if op["status"] != "RUNNING" {
+            return op;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "{op}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Posts an operation on run `run`'s cluster; returns its id.
+#[track_caller]
+fn cluster_op(server: &Server, run: &str, body: Value) -> u64 {
+    let (code, reply) = server.post_json(&format!("{run}/cluster"), body);
+    assert_eq!(code, 200, "{reply}");
+    reply["id"].as_u64().expect("id")
+}
+
+#[test]
+fn admins_expand_configure_shrink_and_restart_a_live_cluster() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    template_profile(
+        &server,
+        "live",
+        json!({
+            "services": {
+                "base": {"actions": {"install": {"type": "shell", "script": "echo base > installed"}}},
+                "svc": {"dependencies": {"install": {"requires": ["base"]}},
+                        "restartOnConfigure": true,
+                        "actions": {"configure": {"type": "shell", "script": "sleep 0.5; echo \"$EBB_CONFIG $EBB_NODES\" > conf"},
+                                    "start": {"type": "shell", "script": "echo up > state"},
+                                    "stop": {"type": "shell", "script": "echo down > state"}}}
+            },
+            "hardwareTypes": {"any": {"local": {}}}, "imageTypes": {"any": {"local": {}}},
+            "defaults": {"services": ["base", "svc"], "config": {"v": 1}}
+        }),
+        "2",
+    );
+    deploy(&server, "a", "sleep 60", json!({}));
+    let run = start(&server, "a", json!({"system.profile.name": "live"}));
+    wait_until(&server, &run, std::time::Duration::from_secs(60), |r| {
+        r["status"] == "RUNNING"
+    });
+    let sandbox = |node: &str| {
+        let id = run.rsplit('/').next().expect("id");
+        dir.path().join("local").join(id).join(node)
+    };
+
+    // Bad requests name the field; nothing starts.
+    for (body, field) in [
+        (json!({"operation": "expand"}), "nodes"),
+        (json!({"operation": "create"}), "operation"),
+        (json!({"operation": "grow"}), "operation"),
+        (json!({"operation": "configure", "config": "v=2"}), "config"),
+        (
+            json!({"operation": "shrink", "remove": ["master"]}),
+            "remove",
+        ),
+    ] {
+        assert_error(
+            server.post_json(&format!("{run}/cluster"), body),
+            400,
+            field,
+        );
+    }
+    assert_eq!(operations(&server, &run).len(), 1);
+
+    // Expand by one: the new node comes up, the old ones are reconfigured after it exists.
+    let id = cluster_op(&server, &run, json!({"operation": "expand", "nodes": 1}));
+    assert_error(
+        server.post_json(
+            &format!("{run}/cluster"),
+            json!({"operation": "restart-services"}),
+        ),
+        409,
+        "a expand operation is running",
+    );
+    let expand = wait_op(&server, &run, id);
+    assert_eq!(expand["status"], "SUCCEEDED", "{expand}");
+    assert_eq!(tasks(&expand, "create", None).len(), 1);
+    assert_eq!(tasks(&expand, "create", None)[0]["node"], "worker-2");
+    assert_before(
+        &tasks(&expand, "confirm", None),
+        &tasks(&expand, "configure", Some("svc")),
+    );
+    // The run takes the cluster's new shape once the operation has ended.
+    wait_until(&server, &run, std::time::Duration::from_secs(10), |r| {
+        r["cluster"]["numNodes"] == 3
+    });
+    let conf = std::fs::read_to_string(sandbox("master").join("conf")).expect("conf");
+    assert!(
+        conf.contains("worker-2"),
+        "the master knows the new node: {conf}"
+    );
+
+    // Configure: svc stops, takes the new config, starts again, on every node.
+    let id = cluster_op(
+        &server,
+        &run,
+        json!({"operation": "configure", "config": {"v": 2}}),
+    );
+    let configure = wait_op(&server, &run, id);
+    assert_eq!(configure["status"], "SUCCEEDED", "{configure}");
+    assert_eq!(tasks(&configure, "configure", Some("svc")).len(), 3);
+    assert_per_node(&configure, ("stop", "configure"), "svc");
+    assert_per_node(&configure, ("configure", "start"), "svc");
+    let conf = std::fs::read_to_string(sandbox("worker-1").join("conf")).expect("conf");
+    assert!(conf.contains(r#"{"v":2}"#), "{conf}");
+
+    // Shrink by one: the newest node goes, the rest learn of it.
+    let id = cluster_op(&server, &run, json!({"operation": "shrink", "nodes": 1}));
+    let shrink = wait_op(&server, &run, id);
+    assert_eq!(shrink["status"], "SUCCEEDED", "{shrink}");
+    assert_eq!(tasks(&shrink, "delete", None)[0]["node"], "worker-2");
+    assert_before(
+        &tasks(&shrink, "stop", Some("svc")),
+        &tasks(&shrink, "delete", None),
+    );
+    assert_before(
+        &tasks(&shrink, "delete", None),
+        &tasks(&shrink, "configure", Some("svc")),
+    );
+    assert!(!sandbox("worker-2").exists());
+    wait_until(&server, &run, std::time::Duration::from_secs(10), |r| {
+        r["cluster"]["numNodes"] == 2
+    });
+
+    let id = cluster_op(&server, &run, json!({"operation": "restart-services"}));
+    assert_eq!(wait_op(&server, &run, id)["status"], "SUCCEEDED");
+
+    let (code, _) = server.post_json(&format!("{run}/stop"), json!({}));
+    assert_eq!(code, 200);
+    let done = wait_deprovisioned(&server, &run);
+    assert_eq!(done["cluster"]["status"], "DEPROVISIONED");
+    assert_error(
+        server.post_json(
+            &format!("{run}/cluster"),
+            json!({"operation": "start-services"}),
+        ),
+        409,
+        "DEPROVISIONED",
+    );
+    assert_no_sandboxes(dir.path());
 }

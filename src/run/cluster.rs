@@ -1,0 +1,472 @@
+//! Operations an admin asks for on a live run's cluster (`POST .../runs/{run}/cluster`):
+//! expand, shrink, start, stop or restart the services, configure. Pure: the request and the
+//! run in, the change the operation makes out (the nodes it plans over, the layout and config
+//! the cluster has once it succeeds), or a 400 naming the field.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Deserialize;
+
+use super::{NodeTypes, RunRecord};
+use crate::error::ServiceError;
+use crate::plan::cluster::ClusterOperation;
+use crate::solver::{NodeLayout, Request, solve};
+
+/// The body of `POST .../runs/{run}/cluster`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ClusterRequest {
+    pub operation: ClusterOperation,
+    /// `expand`: how many nodes to add; `shrink`: how many to remove.
+    #[serde(default)]
+    pub nodes: Option<u32>,
+    /// `shrink`: which nodes to remove.
+    #[serde(default)]
+    pub remove: Vec<String>,
+    /// `configure`: the new config (an object).
+    #[serde(default)]
+    pub config: Option<serde_json::Value>,
+}
+
+/// What an operation on a live cluster changes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    pub operation: ClusterOperation,
+    /// The nodes the operation plans over (for an expand, the new ones included).
+    pub nodes: Vec<String>,
+    /// The nodes being added (expand) or removed (shrink).
+    pub changed: BTreeSet<String>,
+    /// The cluster's nodes once the operation succeeds.
+    pub final_nodes: Vec<String>,
+    /// Every planned node's services (a shrink's leaving nodes included) and types.
+    pub layout: BTreeMap<String, BTreeSet<String>>,
+    pub node_types: BTreeMap<String, NodeTypes>,
+    pub config: serde_json::Value,
+}
+
+impl Change {
+    /// The change as the audit log keeps it, enough to resume the operation after a restart.
+    pub fn to_request(&self) -> serde_json::Value {
+        serde_json::json!({
+            "nodes": self.nodes,
+            "changed": self.changed,
+            "finalNodes": self.final_nodes,
+            "layout": self.layout,
+            "nodeTypes": self.node_types,
+            "config": self.config,
+        })
+    }
+
+    /// The change an interrupted operation recorded.
+    pub fn from_request(operation: ClusterOperation, request: &serde_json::Value) -> Option<Self> {
+        let field = |name: &str| request.get(name).cloned().unwrap_or_default();
+        Some(Self {
+            operation,
+            nodes: serde_json::from_value(field("nodes")).ok()?,
+            changed: serde_json::from_value(field("changed")).ok()?,
+            final_nodes: serde_json::from_value(field("finalNodes")).ok()?,
+            layout: serde_json::from_value(field("layout")).ok()?,
+            node_types: serde_json::from_value(field("nodeTypes")).ok()?,
+            config: field("config"),
+        })
+    }
+}
+
+fn invalid(field: &str, message: impl Into<String>) -> ServiceError {
+    ServiceError::invalid(field, message)
+}
+
+/// The change `request` makes to `run`'s cluster.
+pub fn change(run: &RunRecord, request: &ClusterRequest) -> Result<Change, ServiceError> {
+    use ClusterOperation as Op;
+    let op = request.operation;
+    let unchanged = Change {
+        operation: op,
+        nodes: run.cluster.nodes.clone(),
+        changed: BTreeSet::new(),
+        final_nodes: run.cluster.nodes.clone(),
+        layout: run.layout.clone(),
+        node_types: run.node_types.clone(),
+        config: run.config(),
+    };
+    let no = |field: &str, present: bool| -> Result<(), ServiceError> {
+        if present {
+            return Err(invalid(field, format!("is not used by '{}'", op_name(op))));
+        }
+        Ok(())
+    };
+    if op != Op::Expand && op != Op::Shrink {
+        no("nodes", request.nodes.is_some())?;
+    }
+    if op != Op::Shrink {
+        no("remove", !request.remove.is_empty())?;
+    }
+    if op != Op::Configure {
+        no("config", request.config.is_some())?;
+    }
+    match op {
+        Op::Create | Op::Delete => Err(invalid(
+            "operation",
+            "a run's cluster is created when the run starts and deleted with POST .../deprovision",
+        )),
+        Op::StartServices | Op::StopServices | Op::RestartServices => Ok(unchanged),
+        Op::Configure => match &request.config {
+            Some(c @ serde_json::Value::Object(_)) => Ok(Change {
+                config: c.clone(),
+                ..unchanged
+            }),
+            Some(_) => Err(invalid("config", "must be an object")),
+            None => Err(invalid("config", "is required for 'configure'")),
+        },
+        Op::Expand => expand(run, request, unchanged),
+        Op::Shrink => shrink(run, request, unchanged),
+    }
+}
+
+fn op_name(op: ClusterOperation) -> String {
+    serde_json::to_value(op)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// The layout of the nodes there are, as the solver takes them.
+fn fixed(run: &RunRecord, nodes: &[String]) -> Vec<NodeLayout> {
+    let defaults = run.template.as_ref().map(|t| &t.defaults);
+    nodes
+        .iter()
+        .map(|n| {
+            let types = run.node_types.get(n);
+            NodeLayout {
+                hardware_type: types.map(|t| t.hardware_type.clone()).unwrap_or_else(|| {
+                    defaults
+                        .and_then(|d| d.hardware_type.clone())
+                        .unwrap_or_default()
+                }),
+                image_type: types.map(|t| t.image_type.clone()).unwrap_or_else(|| {
+                    defaults
+                        .and_then(|d| d.image_type.clone())
+                        .unwrap_or_default()
+                }),
+                services: run.layout.get(n).cloned().unwrap_or_default(),
+            }
+        })
+        .collect()
+}
+
+fn expand(run: &RunRecord, request: &ClusterRequest, base: Change) -> Result<Change, ServiceError> {
+    let add = match request.nodes {
+        Some(n) if n >= 1 => n,
+        Some(_) => return Err(invalid("nodes", "must be at least 1")),
+        None => {
+            return Err(invalid(
+                "nodes",
+                "is required for 'expand': how many nodes to add",
+            ));
+        }
+    };
+    // New workers are numbered after the highest one there is.
+    let highest = run
+        .cluster
+        .nodes
+        .iter()
+        .filter_map(|n| n.strip_prefix("worker-")?.parse::<u32>().ok())
+        .max()
+        .unwrap_or(0);
+    let fresh: Vec<String> = (1..=add)
+        .map(|i| format!("worker-{}", highest + i))
+        .collect();
+    let mut change = base;
+    change.nodes.extend(fresh.iter().cloned());
+    change.final_nodes = change.nodes.clone();
+    change.changed = fresh.iter().cloned().collect();
+    if let Some(template) = &run.template {
+        let solved = solve(
+            template,
+            &Request {
+                provisioner: run.provisioner.clone(),
+                nodes: change.nodes.len() as u32,
+                fixed: fixed(run, &run.cluster.nodes),
+                ..Default::default()
+            },
+        )
+        .map_err(|e| invalid("nodes", e.to_string()))?;
+        for (name, layout) in fresh
+            .iter()
+            .zip(solved.into_iter().skip(run.cluster.nodes.len()))
+        {
+            change.node_types.insert(
+                name.clone(),
+                NodeTypes {
+                    hardware_type: layout.hardware_type,
+                    image_type: layout.image_type,
+                },
+            );
+            change.layout.insert(name.clone(), layout.services);
+        }
+    }
+    Ok(change)
+}
+
+/// Whether the cluster without `leaving` is still a valid layout of the template.
+fn valid_without(run: &RunRecord, leaving: &[String]) -> Result<(), String> {
+    let Some(template) = &run.template else {
+        return Ok(());
+    };
+    let staying: Vec<String> = run
+        .cluster
+        .nodes
+        .iter()
+        .filter(|n| !leaving.contains(n))
+        .cloned()
+        .collect();
+    solve(
+        template,
+        &Request {
+            provisioner: run.provisioner.clone(),
+            nodes: staying.len() as u32,
+            fixed: fixed(run, &staying),
+            ..Default::default()
+        },
+    )
+    .map(|_| ())
+    .map_err(|e| e.to_string())
+}
+
+/// Most sets of nodes tried when choosing which ones a shrink removes.
+const MAX_TRIES: usize = 10_000;
+
+/// `count` nodes whose removal leaves a valid cluster, the most recently added preferred (the
+/// first node, which runs the program, never).
+fn removable(run: &RunRecord, count: usize) -> Result<Vec<String>, ServiceError> {
+    let candidates: Vec<&String> = run.cluster.nodes.iter().skip(1).rev().collect();
+    let mut pick: Vec<usize> = (0..count).collect();
+    let mut last = String::new();
+    for _ in 0..MAX_TRIES {
+        let leaving: Vec<String> = pick.iter().map(|i| candidates[*i].clone()).collect();
+        match valid_without(run, &leaving) {
+            Ok(()) => return Ok(leaving),
+            Err(e) => last = e,
+        }
+        // The next combination in lexicographic order.
+        let Some(i) = (0..count)
+            .rev()
+            .find(|&i| pick[i] < candidates.len() - count + i)
+        else {
+            break;
+        };
+        pick[i] += 1;
+        for j in i + 1..count {
+            pick[j] = pick[j - 1] + 1;
+        }
+    }
+    Err(invalid(
+        "nodes",
+        format!("no {count} node(s) can go and leave a valid cluster: {last}"),
+    ))
+}
+
+fn shrink(run: &RunRecord, request: &ClusterRequest, base: Change) -> Result<Change, ServiceError> {
+    let nodes = &run.cluster.nodes;
+    let leaving: Vec<String> = match (request.nodes, request.remove.is_empty()) {
+        (Some(_), false) => {
+            return Err(invalid(
+                "remove",
+                "give either 'nodes' (how many) or 'remove' (which), not both",
+            ));
+        }
+        (Some(0), true) => return Err(invalid("nodes", "must be at least 1")),
+        (Some(n), true) => {
+            if n as usize >= nodes.len() {
+                return Err(invalid(
+                    "nodes",
+                    format!(
+                        "the cluster has {} nodes; at least one must stay",
+                        nodes.len()
+                    ),
+                ));
+            }
+            removable(run, n as usize)?
+        }
+        (None, false) => {
+            for (i, name) in request.remove.iter().enumerate() {
+                if !nodes.contains(name) {
+                    return Err(invalid(
+                        &format!("remove[{i}]"),
+                        format!("'{name}' is not a node of this cluster"),
+                    ));
+                }
+            }
+            request.remove.clone()
+        }
+        (None, true) => {
+            return Err(invalid(
+                "nodes",
+                "is required for 'shrink': how many nodes to remove (or 'remove': which)",
+            ));
+        }
+    };
+    if let Some(first) = nodes.first()
+        && leaving.contains(first)
+    {
+        return Err(invalid(
+            "remove",
+            format!("'{first}' runs the program and cannot be removed"),
+        ));
+    }
+    let staying: Vec<String> = nodes
+        .iter()
+        .filter(|n| !leaving.contains(n))
+        .cloned()
+        .collect();
+    if let Some(template) = &run.template {
+        // What stays must still be a valid layout of the template.
+        solve(
+            template,
+            &Request {
+                provisioner: run.provisioner.clone(),
+                nodes: staying.len() as u32,
+                fixed: fixed(run, &staying),
+                ..Default::default()
+            },
+        )
+        .map_err(|e| {
+            invalid(
+                "nodes",
+                format!("the nodes left would not be a valid cluster: {e}"),
+            )
+        })?;
+    }
+    // The layout keeps the leaving nodes' services until they are gone: their stops are planned
+    // from it.
+    let mut change = base;
+    change.changed = leaving.iter().cloned().collect();
+    change.final_nodes = staying;
+    Ok(change)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn run() -> RunRecord {
+        let template = crate::template::service::parse_builtin()
+            .expect("built-ins")
+            .into_iter()
+            .find(|(id, _)| id.name == "zookeeper-cluster")
+            .expect("zookeeper-cluster")
+            .1;
+        let solved = solve(
+            &template,
+            &Request {
+                provisioner: "local".into(),
+                nodes: 4,
+                ..Default::default()
+            },
+        )
+        .expect("solved");
+        let names = ebb_spi::resource::node_names(4);
+        let mut run: RunRecord = serde_json::from_value(json!({
+            "key": {"namespace": "default", "app": "a", "program": "p", "run": "r"},
+            "status": "RUNNING", "starting": 1, "start": null, "end": null, "args": {},
+            "profile": "USER:zk", "provisioner": "local", "profileProperties": [],
+            "keepalive": {"killed": 0, "failed": 0}, "timeout": null,
+            "launch": {"command": ["true"], "env": {}},
+            "cluster": {"status": "PROVISIONED", "expiresAt": null, "end": null, "nodes": names},
+            "failure": null, "stop": null, "exit": null
+        }))
+        .expect("run");
+        for (name, l) in names.iter().zip(solved) {
+            run.node_types.insert(
+                name.clone(),
+                NodeTypes {
+                    hardware_type: l.hardware_type,
+                    image_type: l.image_type,
+                },
+            );
+            run.layout.insert(name.clone(), l.services);
+        }
+        run.template = Some(template);
+        run
+    }
+
+    fn request(body: serde_json::Value) -> ClusterRequest {
+        serde_json::from_value(body).expect("request")
+    }
+
+    #[test]
+    fn expand_adds_numbered_workers_and_keeps_the_nodes_there() {
+        let r = run();
+        let c = change(&r, &request(json!({"operation": "expand", "nodes": 2}))).expect("change");
+        assert_eq!(c.changed, ["worker-4", "worker-5"].map(String::from).into());
+        assert_eq!(c.nodes.len(), 6);
+        assert_eq!(c.final_nodes, c.nodes);
+        for n in &r.cluster.nodes {
+            assert_eq!(c.layout[n], r.layout[n], "{n} kept its services");
+        }
+        assert!(c.layout["worker-4"].contains("worker"), "{:?}", c.layout);
+        let back = Change::from_request(c.operation, &c.to_request()).expect("round trip");
+        assert_eq!(back, c);
+    }
+
+    #[test]
+    fn shrink_removes_the_last_nodes_unless_the_rest_would_be_invalid() {
+        let r = run();
+        // Three workers each run zookeeper (odd, at most 3): one cannot go alone, two can.
+        let e = change(&r, &request(json!({"operation": "shrink", "nodes": 1}))).expect_err("even");
+        assert!(e.to_string().contains("odd"), "{e}");
+        let c = change(&r, &request(json!({"operation": "shrink", "nodes": 2}))).expect("change");
+        let leaving: Vec<String> = c.changed.iter().cloned().collect();
+        assert_eq!(leaving.len(), 2);
+        assert_eq!(c.final_nodes.len(), 2);
+        assert!(valid_without(&r, &leaving).is_ok());
+        for gone in &leaving {
+            assert!(!r.layout[gone].contains("master"), "the only master stays");
+        }
+        let e =
+            change(&r, &request(json!({"operation": "shrink", "nodes": 4}))).expect_err("too many");
+        assert!(e.to_string().contains("nodes"), "{e}");
+        let e = change(
+            &r,
+            &request(json!({"operation": "shrink", "remove": ["master"]})),
+        )
+        .expect_err("master");
+        assert!(e.to_string().contains("runs the program"), "{e}");
+        let e = change(
+            &r,
+            &request(json!({"operation": "shrink", "remove": ["nope"]})),
+        )
+        .expect_err("unknown");
+        assert!(e.to_string().contains("remove[0]"), "{e}");
+    }
+
+    #[test]
+    fn bad_requests_name_the_field() {
+        let r = run();
+        for (body, field) in [
+            (json!({"operation": "create"}), "operation"),
+            (json!({"operation": "expand"}), "nodes"),
+            (json!({"operation": "expand", "nodes": 0}), "nodes"),
+            (json!({"operation": "configure"}), "config"),
+            (json!({"operation": "configure", "config": [1]}), "config"),
+            (
+                json!({"operation": "restart-services", "nodes": 1}),
+                "nodes",
+            ),
+            (
+                json!({"operation": "start-services", "config": {}}),
+                "config",
+            ),
+        ] {
+            let e = change(&r, &request(body.clone())).expect_err("rejected");
+            assert!(e.to_string().starts_with(field), "{body}: {e}");
+        }
+        let c = change(
+            &r,
+            &request(json!({"operation": "configure", "config": {"heap": "2g"}})),
+        )
+        .expect("configure");
+        assert_eq!(c.config, json!({"heap": "2g"}));
+    }
+}
