@@ -392,6 +392,25 @@ pub enum RunCmd {
         #[arg(long)]
         force: bool,
     },
+    /// Run an operation on a live (PROVISIONED or WAITING) cluster: expand, shrink,
+    /// start-services, stop-services, restart-services or configure.
+    Cluster {
+        run: String,
+        #[arg(value_parser = ["expand", "shrink", "start-services", "stop-services", "restart-services", "configure"])]
+        operation: String,
+        /// expand: nodes to add; shrink: nodes to remove.
+        #[arg(long)]
+        nodes: Option<u32>,
+        /// shrink: this node goes (repeatable).
+        #[arg(long, value_name = "NODE")]
+        remove: Vec<String>,
+        /// configure: the new config, as JSON text or @FILE.
+        #[arg(long, value_name = "JSON|@FILE")]
+        config: Option<String>,
+        /// Wait for the operation to end and show it; exit 1 if it failed.
+        #[arg(long)]
+        wait: bool,
+    },
     /// Move a WAITING cluster's deadline.
     Extend {
         run: String,

@@ -433,6 +433,58 @@ pub fn run(client: &Client, json: bool, cmd: RunCmd) -> Result<u8, CliError> {
             }
             Ok(0)
         }
+        RunCmd::Cluster {
+            run,
+            operation,
+            nodes,
+            remove,
+            config,
+            wait,
+        } => {
+            let path = run_path(&run)?;
+            let mut body = json!({ "operation": operation });
+            if let Some(n) = nodes {
+                body["nodes"] = json!(n);
+            }
+            if !remove.is_empty() {
+                body["remove"] = json!(remove);
+            }
+            if let Some(c) = config {
+                body["config"] = match c.strip_prefix('@') {
+                    Some(file) => read_json(Path::new(file))?,
+                    None => serde_json::from_str(&c).map_err(|e| {
+                        CliError::Usage(format!(
+                            "--config is not JSON ({e}); give JSON text or @FILE"
+                        ))
+                    })?,
+                };
+            }
+            let v = client.call(Method::POST, &format!("{path}/cluster"), Some(&body))?;
+            let id = v["id"].as_u64().unwrap_or_default();
+            if !wait {
+                if json {
+                    output::json(&v);
+                } else {
+                    out!(
+                        "operation {id} ({operation}) started; `ebb run ops {run} --op {id}` shows it"
+                    );
+                }
+                return Ok(0);
+            }
+            let op = loop {
+                let op = client.get(&format!("{path}/operations/{id}"))?;
+                if op["status"] != "RUNNING" {
+                    break op;
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            };
+            if json {
+                output::json(&op);
+            } else {
+                print_operation(&op);
+            }
+            Ok(if op["status"] == "SUCCEEDED" { 0 } else { 1 })
+        }
         RunCmd::Ops { run, op } => {
             let path = run_path(&run)?;
             let v = match op {

@@ -122,7 +122,9 @@ fn allowed_types(
     Ok(all)
 }
 
-/// Solves `request` against `template`: one layout per node, fixed nodes first.
+/// Solves `request` against `template`: one layout per node, fixed nodes first, then the
+/// layouts with a service allowed on one node only, then those fewest nodes share (stably, so
+/// the order is still deterministic).
 pub fn solve(template: &Template, request: &Request) -> Result<Vec<NodeLayout>, SolveError> {
     let n = request.nodes;
     if let Some(size) = template.constraints.size
@@ -180,8 +182,22 @@ pub fn solve(template: &Template, request: &Request) -> Result<Vec<NodeLayout>, 
             template.constraints.layout.cant_coexist
         ))
     })?;
+    // Layouts holding a service allowed on one node only first, then the rarest (a lone master
+    // before its workers): the first node is the one the program runs on, and names such as
+    // `master` then fit what runs there.
+    let singleton = |l: &NodeLayout| {
+        l.services
+            .iter()
+            .any(|s| bounds.get(s.as_str()).is_some_and(|b| b.max == 1))
+    };
+    let mut used: Vec<(&NodeLayout, u32)> = layouts
+        .iter()
+        .zip(counts)
+        .filter(|(_, c)| *c > 0)
+        .collect();
+    used.sort_by_key(|(l, c)| (!singleton(l), *c));
     let mut out = request.fixed.clone();
-    for (layout, count) in layouts.iter().zip(counts) {
+    for (layout, count) in used {
         out.extend(std::iter::repeat_n(layout.clone(), count as usize));
     }
     Ok(out)
@@ -483,11 +499,11 @@ mod tests {
         assert_eq!(
             summary(&five),
             [
-                "small:base+worker+zookeeper",
-                "small:base+worker+zookeeper",
-                "small:base+worker+zookeeper",
-                "small:base+worker",
                 "large:master",
+                "small:base+worker",
+                "small:base+worker+zookeeper",
+                "small:base+worker+zookeeper",
+                "small:base+worker+zookeeper",
             ]
         );
         let one = solve(&t, &request(1)).expect("solves");

@@ -273,6 +273,13 @@ pub async fn dry_run(
     request: PlanRequest,
 ) -> Result<DryRun, ServiceError> {
     namespace::check_name(&ns)?;
+    use crate::plan::cluster::ClusterOperation as Op;
+    if matches!(request.operation, Op::Expand | Op::Shrink) {
+        return Err(ServiceError::invalid(
+            "operation",
+            "expand and shrink change a live cluster: POST .../runs/{run}/cluster with the run",
+        ));
+    }
     if registry.get(&request.provisioner).is_none() {
         return Err(ServiceError::invalid(
             "provisioner",
