@@ -190,11 +190,8 @@ pub fn solve(template: &Template, request: &Request) -> Result<Vec<NodeLayout>, 
             .iter()
             .any(|s| bounds.get(s.as_str()).is_some_and(|b| b.max == 1))
     };
-    let mut used: Vec<(&NodeLayout, u32)> = layouts
-        .iter()
-        .zip(counts)
-        .filter(|(_, c)| *c > 0)
-        .collect();
+    let mut used: Vec<(&NodeLayout, u32)> =
+        layouts.iter().zip(counts).filter(|(_, c)| *c > 0).collect();
     used.sort_by_key(|(l, c)| (!singleton(l), *c));
     let mut out = request.fixed.clone();
     for (layout, count) in used {
