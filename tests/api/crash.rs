@@ -274,3 +274,62 @@ fn killed_mid_operation_resumes_without_redoing_completed_tasks() {
     );
     assert_clean(&s.sim, &[&run], 3);
 }
+
+/// SIGKILL while an admin's expand runs: after the restart the same operation carries on, the
+/// new nodes are made once each, and the run takes the cluster's new shape.
+#[test]
+fn killed_mid_expand_resumes_the_operation() {
+    let s = Scenario::new();
+    let server = s.server();
+    let slow = json!({"type": "shell", "script": "sleep 0.3"});
+    let template = json!({
+        "services": {"svc": {"actions": {"configure": slow, "start": {"type": "shell", "script": "true"}}}},
+        "hardwareTypes": {"any": {"sim": {}}}, "imageTypes": {"any": {"sim": {}}},
+        "defaults": {"services": ["svc"]}
+    });
+    let (code, body) = server.put("/v3/namespaces/default/templates/t", template);
+    assert_eq!(code, 200, "{body}");
+    sim_profile(
+        &server,
+        "p",
+        &s.sim,
+        &[("nodes", "2"), ("template", "t")],
+        0,
+        None,
+    );
+    deploy(&server, "a", "sleep 120", json!({}));
+    let run = s.start(&server);
+    wait_until(&server, &run, Duration::from_secs(60), |r| {
+        r["status"] == "RUNNING"
+    });
+    let (code, reply) = server.post_json(
+        &format!("{run}/cluster"),
+        json!({"operation": "expand", "nodes": 2}),
+    );
+    assert_eq!(code, 200, "{reply}");
+    let id = reply["id"].as_u64().expect("id");
+    // Kill once the new instances exist, while their services are being configured.
+    let started = Instant::now();
+    while instances(&s.sim).len() < 4 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no new instances"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    server.kill();
+
+    let server = s.server();
+    let done = wait_until(&server, &run, Duration::from_secs(60), |r| {
+        r["cluster"]["numNodes"] == 4
+    });
+    assert_eq!(done["status"], "RUNNING", "{done}");
+    let ops = operations(&server, &run);
+    assert_eq!(ops.len(), 2, "resumed, not started anew: {ops:?}");
+    assert_eq!(ops[1]["id"], id);
+    assert_eq!(ops[1]["status"], "SUCCEEDED", "{}", ops[1]);
+    let (code, _) = server.post_json(&format!("{run}/stop"), json!({}));
+    assert_eq!(code, 200);
+    wait_deprovisioned(&server, &run);
+    assert_clean(&s.sim, &[&run], 4);
+}
