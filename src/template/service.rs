@@ -316,13 +316,19 @@ pub async fn dry_run(
         },
     )
     .map_err(|e| ServiceError::invalid("template", e.to_string()))?;
-    let layout: Vec<PlannedNode> = solved
+    // The names a run's nodes get from this provisioner, so the plan reads as the run will.
+    let count = solved.len().to_string();
+    let mut names = registry
+        .get(&request.provisioner)
+        .map(|p| p.nodes(&ebb_spi::properties([("nodes", count.as_str())])))
+        .unwrap_or_default();
+    if names.len() != solved.len() {
+        names = ebb_spi::resource::node_names(solved.len());
+    }
+    let layout: Vec<PlannedNode> = names
         .into_iter()
-        .enumerate()
-        .map(|(i, layout)| PlannedNode {
-            node: format!("node-{}", i + 1),
-            layout,
-        })
+        .zip(solved)
+        .map(|(node, layout)| PlannedNode { node, layout })
         .collect();
     let nodes: Vec<crate::plan::cluster::PlanNode> = layout
         .iter()

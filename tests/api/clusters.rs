@@ -124,6 +124,29 @@ fn a_template_run_starts_services_in_order_and_stops_them_in_reverse() {
         }
     }
     assert_eq!(delete["after"]["nodes"], json!([]));
+    // The dry run showed the very plan the run executed.
+    let (code, dry) = server.post_json(
+        "/v3/namespaces/default/plan",
+        json!({"template": "zookeeper-cluster", "provisioner": "local", "nodes": 4}),
+    );
+    assert_eq!(code, 200, "{dry}");
+    let shape = |tasks: &Value| -> Vec<Value> {
+        tasks
+            .as_array()
+            .expect("tasks")
+            .iter()
+            .map(|t| {
+                json!([
+                    t["id"],
+                    t["node"],
+                    t["action"],
+                    t["service"],
+                    t["dependsOn"]
+                ])
+            })
+            .collect()
+    };
+    assert_eq!(shape(&dry["tasks"]), shape(&create["tasks"]));
     // One operation by id.
     let (code, one) = server.get(&format!("{run}/operations/2"));
     assert_eq!(code, 200);
