@@ -460,3 +460,44 @@ fn admins_expand_configure_shrink_and_restart_a_live_cluster() {
     );
     assert_no_sandboxes(dir.path());
 }
+
+#[test]
+fn a_failed_create_on_sim_is_rolled_back_and_every_instance_deleted_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    let state = sub(&dir, "sim");
+    let template = json!({
+        "services": {
+            "db": {"actions": {"start": {"type": "shell", "script": "true"}, "stop": {"type": "shell", "script": "true"}}},
+            "web": {"dependencies": {"runtime": {"requires": ["db"]}},
+                    "actions": {"start": {"type": "shell", "script": "exit 1", "attempts": 2}}}
+        },
+        "hardwareTypes": {"any": {"sim": {}}}, "imageTypes": {"any": {"sim": {}}},
+        "defaults": {"services": ["db", "web"]}
+    });
+    let (code, body) = server.put("/v3/namespaces/default/templates/t", template);
+    assert_eq!(code, 200, "{body}");
+    sim_profile(
+        &server,
+        "p",
+        &state,
+        &[("nodes", "3"), ("template", "t")],
+        0,
+        None,
+    );
+    deploy(&server, "a", "true", json!({}));
+    let run = start(&server, "a", json!({"system.profile.name": "p"}));
+    let done = wait_deprovisioned(&server, &run);
+    assert_eq!(done["status"], "FAILED", "{done}");
+    let ops = operations(&server, &run);
+    let web = tasks(&ops[0], "start", Some("web"));
+    assert!(
+        web.iter().all(|t| statuses(t) == ["FAILED", "FAILED"]),
+        "{web:?}"
+    );
+    assert_eq!(ops[1]["rollbackOf"], 1);
+    assert_eq!(ops[1]["status"], "SUCCEEDED");
+    assert_eq!(tasks(&ops[1], "delete", None).len(), 3);
+    assert_eq!(tasks(&ops[1], "stop", Some("db")).len(), 3);
+    assert_clean(&state, &[&run], 3);
+}
