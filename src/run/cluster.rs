@@ -314,29 +314,23 @@ fn shrink(run: &RunRecord, request: &ClusterRequest, base: Change) -> Result<Cha
             format!("'{first}' runs the program and cannot be removed"),
         ));
     }
+    // What stays must still be a valid layout of the template.
+    valid_without(run, &leaving).map_err(|e| {
+        let field = if request.remove.is_empty() {
+            "nodes"
+        } else {
+            "remove"
+        };
+        invalid(
+            field,
+            format!("the nodes left would not be a valid cluster: {e}"),
+        )
+    })?;
     let staying: Vec<String> = nodes
         .iter()
         .filter(|n| !leaving.contains(n))
         .cloned()
         .collect();
-    if let Some(template) = &run.template {
-        // What stays must still be a valid layout of the template.
-        solve(
-            template,
-            &Request {
-                provisioner: run.provisioner.clone(),
-                nodes: staying.len() as u32,
-                fixed: fixed(run, &staying),
-                ..Default::default()
-            },
-        )
-        .map_err(|e| {
-            invalid(
-                "nodes",
-                format!("the nodes left would not be a valid cluster: {e}"),
-            )
-        })?;
-    }
     // The layout keeps the leaving nodes' services until they are gone: their stops are planned
     // from it.
     let mut change = base;

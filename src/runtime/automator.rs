@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use super::Deps;
 use super::task::{AttemptOutcome, TaskSpec};
 use crate::plan::resource::NodeRecord;
-use crate::store::{Read, StoreError, Table};
+use crate::store::{Read, Table};
 use crate::template::Action as Script;
 
 /// Bytes of an attempt's output kept in the audit log.
@@ -43,18 +43,9 @@ pub async fn run(deps: &Deps, spec: &TaskSpec) -> AttemptOutcome {
     match attempt_once(deps, spec, &service, &action, &script).await {
         Ok((result, output)) => {
             if !result.is_empty() {
-                let key = format!("{}/{}", spec.run, spec.node());
-                let facts = result.clone();
-                let saved = deps
-                    .store
-                    .write(move |tx| {
-                        if let Some(mut r) = tx.get::<NodeRecord>(Table::Resources, &key)? {
-                            r.properties.extend(facts);
-                            tx.put(Table::Resources, &key, &r)?;
-                        }
-                        Ok::<_, StoreError>(())
-                    })
-                    .await;
+                let saved =
+                    super::task::merge_properties(deps, &spec.run, spec.node(), result.clone())
+                        .await;
                 if let Err(e) = saved {
                     return AttemptOutcome::failed(format!("cannot record the result: {e}"), true);
                 }

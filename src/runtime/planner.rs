@@ -310,19 +310,13 @@ impl Planner {
                             before: op.after.clone(),
                             after: None,
                         };
-                        tx.put(Table::Operations, &operation::op_key(&run, id), &undo)?;
-                        events::append(
-                            tx,
-                            &run,
-                            EventKind::Status,
-                            None,
-                            format!(
-                                "operation {} ({}) failed; rolling back as operation {id} ({} tasks)",
-                                op.id,
-                                op_name(op.operation),
-                                undo.tasks.len()
-                            ),
-                        )?;
+                        let note = format!(
+                            "operation {} ({}) failed; rolling back as operation {id} ({} tasks)",
+                            op.id,
+                            op_name(op.operation),
+                            undo.tasks.len()
+                        );
+                        record(tx, &run, &undo, note)?;
                         next = Some(undo);
                     }
                     tx.put(Table::Operations, &operation::op_key(&run, op.id), &op)?;
@@ -383,6 +377,17 @@ fn op_name(operation: ClusterOperation) -> String {
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default()
+}
+
+/// Writes a new operation's record, with a note in the run's history.
+fn record(
+    tx: &mut Txn<'_>,
+    run: &str,
+    op: &OperationRecord,
+    note: String,
+) -> Result<(), StoreError> {
+    tx.put(Table::Operations, &operation::op_key(run, op.id), op)?;
+    events::append(tx, run, EventKind::Status, None, note)
 }
 
 fn op_config(op: &OperationRecord) -> serde_json::Value {
@@ -585,18 +590,12 @@ pub async fn prepare(deps: Deps, spec: OpSpec) -> Result<Prepared, StoreError> {
                 after: None,
                 tasks,
             };
-            tx.put(Table::Operations, &operation::op_key(&run, id), &op)?;
-            events::append(
-                tx,
-                &run,
-                EventKind::Status,
-                None,
-                format!(
-                    "operation {id} ({}) planned: {} tasks",
-                    op_name(op.operation),
-                    op.tasks.len()
-                ),
-            )?;
+            let note = format!(
+                "operation {id} ({}) planned: {} tasks",
+                op_name(op.operation),
+                op.tasks.len()
+            );
+            record(tx, &run, &op, note)?;
             let size = op.tasks.len();
             Ok(Begin::Run(Box::new(Current {
                 op,

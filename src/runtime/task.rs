@@ -388,15 +388,12 @@ async fn recreate(deps: &Deps, spec: &TaskSpec, failed: u32) -> AttemptOutcome {
                 other => return other,
             }
             let k = key.clone();
-            if let Err(e) = deps
-                .store
-                .write(move |tx| {
-                    tx.delete(Table::Resources, &k);
-                    Ok::<_, StoreError>(())
-                })
-                .await
-            {
-                return AttemptOutcome::failed(format!("cannot record progress: {e}"), true);
+            let removed = deps.store.write(move |tx| {
+                tx.delete(Table::Resources, &k);
+                Ok::<_, StoreError>(())
+            });
+            if let Err(e) = removed.await {
+                return progress_failure(e);
             }
         }
         match resource_task(deps, spec, TaskKind::Create).await {
@@ -404,19 +401,9 @@ async fn recreate(deps: &Deps, spec: &TaskSpec, failed: u32) -> AttemptOutcome {
             other => return other,
         }
         // Mark the new resource, so a restart confirms it instead of replacing it again.
-        let k = key.clone();
-        if let Err(e) = deps
-            .store
-            .write(move |tx| {
-                if let Some(mut r) = tx.get::<NodeRecord>(Table::Resources, &k)? {
-                    r.properties.insert(RECREATED.into(), mark);
-                    tx.put(Table::Resources, &k, &r)?;
-                }
-                Ok::<_, StoreError>(())
-            })
-            .await
-        {
-            return AttemptOutcome::failed(format!("cannot record progress: {e}"), true);
+        let mark = [(RECREATED.to_string(), mark)].into();
+        if let Err(e) = merge_properties(deps, &spec.run, spec.node(), mark).await {
+            return progress_failure(e);
         }
     }
     resource_task(deps, spec, TaskKind::Confirm).await
@@ -596,6 +583,25 @@ fn step_name(step: &Step) -> &'static str {
         Step::Delete(_) => "delete",
         Step::Done => "done",
     }
+}
+
+/// Merges `facts` into node `node`'s properties, where every later task sees them.
+pub async fn merge_properties(
+    deps: &Deps,
+    run: &str,
+    node: &str,
+    facts: BTreeMap<String, String>,
+) -> Result<(), StoreError> {
+    let key = format!("{run}/{node}");
+    deps.store
+        .write(move |tx| {
+            if let Some(mut r) = tx.get::<NodeRecord>(Table::Resources, &key)? {
+                r.properties.extend(facts);
+                tx.put(Table::Resources, &key, &r)?;
+            }
+            Ok::<_, StoreError>(())
+        })
+        .await
 }
 
 fn progress_failure(e: StoreError) -> AttemptOutcome {
