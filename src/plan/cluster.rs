@@ -637,7 +637,7 @@ mod tests {
     }
 
     /// Whether `b` is reachable from `a`.
-    fn before(tasks: &[ClusterTask], a: usize, b: usize) -> bool {
+    pub(super) fn before(tasks: &[ClusterTask], a: usize, b: usize) -> bool {
         let mut stack = vec![b];
         let mut seen = BTreeSet::new();
         while let Some(t) = stack.pop() {
@@ -838,19 +838,7 @@ mod properties {
         t
     }
 
-    fn reachable(tasks: &[ClusterTask], from: usize, to: usize) -> bool {
-        let mut stack = vec![to];
-        let mut seen = BTreeSet::new();
-        while let Some(t) = stack.pop() {
-            if t == from {
-                return true;
-            }
-            if seen.insert(t) {
-                stack.extend(tasks[t].depends_on.iter().copied());
-            }
-        }
-        false
-    }
+    use super::tests::before as reachable;
 
     /// Per service: install deps, runtime deps, action bits.
     type ServiceDeps = (Vec<usize>, Vec<usize>, u8);
