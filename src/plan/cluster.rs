@@ -33,6 +33,22 @@ pub enum Action {
 }
 
 impl Action {
+    /// The name the API and the audit log use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::Create => "create",
+            Action::Confirm => "confirm",
+            Action::Bootstrap => "bootstrap",
+            Action::Install => "install",
+            Action::Configure => "configure",
+            Action::Initialize => "initialize",
+            Action::Start => "start",
+            Action::Stop => "stop",
+            Action::Remove => "remove",
+            Action::Delete => "delete",
+        }
+    }
+
     /// The template action a service task runs, if it is a service task.
     pub fn service_action(self) -> Option<ActionKind> {
         Some(match self {
@@ -95,6 +111,32 @@ pub enum ClusterOperation {
     /// Apply a new config: every service's `configure`, with a stop before and a start after
     /// for the services that ask for it (`restartOnConfigure`).
     Configure,
+}
+
+impl ClusterOperation {
+    /// The name the API and the audit log use.
+    pub fn name(self) -> &'static str {
+        match self {
+            ClusterOperation::Create => "create",
+            ClusterOperation::Delete => "delete",
+            ClusterOperation::Expand => "expand",
+            ClusterOperation::Shrink => "shrink",
+            ClusterOperation::StartServices => "start-services",
+            ClusterOperation::StopServices => "stop-services",
+            ClusterOperation::RestartServices => "restart-services",
+            ClusterOperation::Configure => "configure",
+        }
+    }
+}
+
+impl ClusterTask {
+    /// "install zookeeper", "create".
+    pub fn describe(&self) -> String {
+        match &self.service {
+            Some(s) => format!("{} {s}", self.action.name()),
+            None => self.action.name().to_string(),
+        }
+    }
 }
 
 type Key = (String, Action, Option<String>);
@@ -771,6 +813,36 @@ mod tests {
     }
 
     #[test]
+    fn names_are_the_serialized_names() {
+        for a in [
+            Action::Create,
+            Action::Confirm,
+            Action::Bootstrap,
+            Action::Install,
+            Action::Configure,
+            Action::Initialize,
+            Action::Start,
+            Action::Stop,
+            Action::Remove,
+            Action::Delete,
+        ] {
+            assert_eq!(serde_json::to_value(a).expect("json"), a.name());
+        }
+        for op in [
+            ClusterOperation::Create,
+            ClusterOperation::Delete,
+            ClusterOperation::Expand,
+            ClusterOperation::Shrink,
+            ClusterOperation::StartServices,
+            ClusterOperation::StopServices,
+            ClusterOperation::RestartServices,
+            ClusterOperation::Configure,
+        ] {
+            assert_eq!(serde_json::to_value(op).expect("json"), op.name());
+        }
+    }
+
+    #[test]
     fn restart_stops_everything_before_starting() {
         let t = template();
         let tasks = plan(ClusterOperation::RestartServices, &t, &nodes());
@@ -1026,11 +1098,10 @@ mod snapshots {
                 ClusterOperation::Expand,
                 ClusterOperation::Shrink,
             ] {
-                let name = serde_json::to_value(op).expect("name");
                 let _ = writeln!(
                     text,
                     "\n{} (changed: worker-3 for expand and shrink)",
-                    name.as_str().unwrap_or_default()
+                    op.name()
                 );
                 text.push_str(&render(&plan_change(op, &template, &nodes, &changed)));
             }

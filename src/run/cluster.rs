@@ -91,7 +91,7 @@ pub fn change(run: &RunRecord, request: &ClusterRequest) -> Result<Change, Servi
     };
     let no = |field: &str, present: bool| -> Result<(), ServiceError> {
         if present {
-            return Err(invalid(field, format!("is not used by '{}'", op_name(op))));
+            return Err(invalid(field, format!("is not used by '{}'", op.name())));
         }
         Ok(())
     };
@@ -121,13 +121,6 @@ pub fn change(run: &RunRecord, request: &ClusterRequest) -> Result<Change, Servi
         Op::Expand => expand(run, request, unchanged),
         Op::Shrink => shrink(run, request, unchanged),
     }
-}
-
-fn op_name(op: ClusterOperation) -> String {
-    serde_json::to_value(op)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
 }
 
 /// The layout of the nodes there are, as the solver takes them.

@@ -38,9 +38,8 @@ pub async fn run(deps: &Deps, spec: &TaskSpec) -> AttemptOutcome {
     else {
         return AttemptOutcome::done();
     };
-    let action = super::task::describe(&spec.task);
-    let action = action.split(' ').next().unwrap_or_default().to_string();
-    match attempt_once(deps, spec, &service, &action, &script).await {
+    let action = spec.task.action.name();
+    match attempt_once(deps, spec, &service, action, &script).await {
         Ok((result, output)) => {
             if !result.is_empty() {
                 let saved =

@@ -313,7 +313,7 @@ impl Planner {
                         let note = format!(
                             "operation {} ({}) failed; rolling back as operation {id} ({} tasks)",
                             op.id,
-                            op_name(op.operation),
+                            op.operation.name(),
                             undo.tasks.len()
                         );
                         record(tx, &run, &undo, note)?;
@@ -370,13 +370,6 @@ fn undoable(operation: ClusterOperation) -> bool {
         operation,
         ClusterOperation::Delete | ClusterOperation::Shrink | ClusterOperation::StopServices
     )
-}
-
-fn op_name(operation: ClusterOperation) -> String {
-    serde_json::to_value(operation)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
 }
 
 /// Writes a new operation's record, with a note in the run's history.
@@ -592,7 +585,7 @@ pub async fn prepare(deps: Deps, spec: OpSpec) -> Result<Prepared, StoreError> {
             };
             let note = format!(
                 "operation {id} ({}) planned: {} tasks",
-                op_name(op.operation),
+                op.operation.name(),
                 op.tasks.len()
             );
             record(tx, &run, &op, note)?;
@@ -662,7 +655,7 @@ fn carry_on(
         format!(
             "operation {} ({}) resumed: {skipped} of {} tasks already done",
             op.id,
-            op_name(op.operation),
+            op.operation.name(),
             op.tasks.len()
         ),
     )?;

@@ -219,10 +219,7 @@ impl RunSupervisor {
         let Some(change) = self.pending.take() else {
             return;
         };
-        let name = serde_json::to_value(change.operation)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
+        let name = change.operation.name();
         let mut run = self.run.clone();
         let note = match outcome {
             OpOutcome::Done => {
@@ -489,13 +486,9 @@ impl Handler<ClusterCommand> for RunSupervisor {
             }
         }
         if let Some(running) = self.running {
-            let name = serde_json::to_value(running).unwrap_or_default();
             return refuse(
                 &id,
-                format!(
-                    "a {} operation is running on its cluster",
-                    name.as_str().unwrap_or_default()
-                ),
+                format!("a {} operation is running on its cluster", running.name()),
             );
         }
         let change = cmd.0;

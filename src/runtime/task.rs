@@ -187,7 +187,7 @@ fn pause(next: u32) -> Duration {
 /// Runs a task's attempts until one succeeds, one fails for good, or the attempts run out.
 pub async fn run(deps: &Deps, spec: &TaskSpec) -> TaskOutcome {
     let (attempts, timeout) = spec.policy();
-    let what = describe(&spec.task);
+    let what = spec.task.describe();
     let mut attempt = spec.prior_attempts;
     let mut last_failure = spec.prior_failure;
     let mut queued = now_f64();
@@ -285,18 +285,6 @@ pub async fn run(deps: &Deps, spec: &TaskSpec) -> TaskOutcome {
                 return TaskOutcome::Failed(format!("node {}: {what}: {message}", spec.node()));
             }
         }
-    }
-}
-
-/// "install zookeeper", "create".
-pub fn describe(task: &ClusterTask) -> String {
-    let action = serde_json::to_value(task.action)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default();
-    match &task.service {
-        Some(s) => format!("{action} {s}"),
-        None => action,
     }
 }
 
