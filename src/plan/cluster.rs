@@ -321,14 +321,7 @@ fn up(
             last = Some(bootstrap);
         }
         for s in node.services.iter().filter(|s| only(s)) {
-            let mut prev = last;
-            for step in steps {
-                let t = dag.task(&node.name, *step, Some(s));
-                if let Some(p) = prev {
-                    dag.edge(p, t);
-                }
-                prev = Some(t);
-            }
+            chain(dag, &node.name, s, steps, last);
         }
     }
     let gate = if steps.contains(&Action::Initialize) {
@@ -336,27 +329,64 @@ fn up(
     } else {
         Action::Start
     };
+    // install(B everywhere) → install(A) when A needs B at install time; start(B everywhere)
+    // → gate(A) when A needs B at run time.
+    link(
+        dag,
+        template,
+        nodes,
+        "install",
+        Action::Install,
+        Action::Install,
+        false,
+    );
+    link(dag, template, nodes, "runtime", Action::Start, gate, false);
+}
+
+/// Chains `steps` of `service` on `node`, after `first` if given; returns the last one.
+fn chain(
+    dag: &mut Dag,
+    node: &str,
+    service: &str,
+    steps: &[Action],
+    first: Option<usize>,
+) -> Option<usize> {
+    let mut prev = first;
+    for step in steps {
+        let t = dag.task(node, *step, Some(service));
+        if let Some(p) = prev {
+            dag.edge(p, t);
+        }
+        prev = Some(t);
+    }
+    prev
+}
+
+/// Edges across nodes from `which` dependencies (A needs B): `b_action` of B everywhere before
+/// `a_action` of A, or, with `reverse`, `a_action` of A before `b_action` of B everywhere.
+/// Only between tasks the plan has.
+fn link(
+    dag: &mut Dag,
+    template: &Template,
+    nodes: &[PlanNode],
+    which: &str,
+    b_action: Action,
+    a_action: Action,
+    reverse: bool,
+) {
     for node in nodes {
         for a in &node.services {
-            // install(B everywhere) → install(A) when A needs B at install time.
-            for b in template.predecessors(a, "install") {
+            for b in template.predecessors(a, which) {
                 for other in nodes.iter().filter(|n| n.services.contains(b)) {
-                    if let (Some(install_b), Some(install_a)) = (
-                        dag.find(&other.name, Action::Install, Some(b)),
-                        dag.find(&node.name, Action::Install, Some(a)),
+                    if let (Some(tb), Some(ta)) = (
+                        dag.find(&other.name, b_action, Some(b)),
+                        dag.find(&node.name, a_action, Some(a)),
                     ) {
-                        dag.edge(install_b, install_a);
-                    }
-                }
-            }
-            // start(B everywhere) → gate(A) when A needs B at run time.
-            for b in template.predecessors(a, "runtime") {
-                for other in nodes.iter().filter(|n| n.services.contains(b)) {
-                    if let (Some(start_b), Some(gate_a)) = (
-                        dag.find(&other.name, Action::Start, Some(b)),
-                        dag.find(&node.name, gate, Some(a)),
-                    ) {
-                        dag.edge(start_b, gate_a);
+                        if reverse {
+                            dag.edge(ta, tb);
+                        } else {
+                            dag.edge(tb, ta);
+                        }
                     }
                 }
             }
@@ -379,15 +409,7 @@ fn down(
     for node in nodes {
         let mut lasts = Vec::new();
         for s in node.services.iter().filter(|s| only(s)) {
-            let mut prev = None;
-            for step in steps {
-                let t = dag.task(&node.name, *step, Some(s));
-                if let Some(p) = prev {
-                    dag.edge(p, t);
-                }
-                prev = Some(t);
-            }
-            lasts.extend(prev);
+            lasts.extend(chain(dag, &node.name, s, steps, None));
         }
         if delete {
             let d = dag.task(&node.name, Action::Delete, None);
@@ -396,20 +418,16 @@ fn down(
             }
         }
     }
-    for node in nodes {
-        for a in &node.services {
-            for b in template.predecessors(a, "runtime") {
-                for other in nodes.iter().filter(|n| n.services.contains(b)) {
-                    if let (Some(stop_a), Some(stop_b)) = (
-                        dag.find(&node.name, Action::Stop, Some(a)),
-                        dag.find(&other.name, Action::Stop, Some(b)),
-                    ) {
-                        dag.edge(stop_a, stop_b);
-                    }
-                }
-            }
-        }
-    }
+    // A stops everywhere before what it needs at run time stops.
+    link(
+        dag,
+        template,
+        nodes,
+        "runtime",
+        Action::Stop,
+        Action::Stop,
+        true,
+    );
 }
 
 /// Walks through service steps without an action, reduces transitively and numbers tasks.
