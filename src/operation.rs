@@ -147,6 +147,20 @@ pub struct AttemptRecord {
 }
 
 impl AttemptRecord {
+    /// An attempt that became ready at `queued` and started at `started`, still open.
+    pub fn open(queued: f64, started: f64) -> Self {
+        Self {
+            queued,
+            started,
+            finished: None,
+            status: None,
+            duration: None,
+            error: None,
+            result: BTreeMap::new(),
+            output: None,
+        }
+    }
+
     /// Closes the attempt.
     pub fn finish(&mut self, status: AttemptStatus, error: Option<String>, now: f64) {
         self.finished = Some(now);
@@ -288,16 +302,11 @@ mod tests {
     use super::*;
 
     fn attempt(status: Option<AttemptStatus>) -> AttemptRecord {
-        AttemptRecord {
-            queued: 1.0,
-            started: 1.0,
-            finished: status.map(|_| 2.0),
-            status,
-            duration: None,
-            error: None,
-            result: BTreeMap::new(),
-            output: None,
+        let mut a = AttemptRecord::open(1.0, 1.0);
+        if let Some(s) = status {
+            a.finish(s, None, 2.0);
         }
+        a
     }
 
     #[test]

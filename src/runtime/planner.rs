@@ -425,16 +425,7 @@ fn record_instant(deps: &Deps, run: &str, cur: &Current, instant: &[usize]) {
     let records: Vec<(String, AttemptRecord)> = instant
         .iter()
         .map(|i| {
-            let mut a = AttemptRecord {
-                queued: now,
-                started: now,
-                finished: None,
-                status: None,
-                duration: None,
-                error: None,
-                result: BTreeMap::new(),
-                output: None,
-            };
+            let mut a = AttemptRecord::open(now, now);
             a.finish(AttemptStatus::Succeeded, None, now);
             let key = operation::attempt_key(run, cur.op.id, *i, cur.prior[*i] + 1);
             (key, a)

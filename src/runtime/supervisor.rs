@@ -154,7 +154,7 @@ impl RunSupervisor {
             self.queued = Some(operation);
             return;
         }
-        let Some(spec) = self.op_spec(operation, None) else {
+        let Some(spec) = self.op_spec(operation, None, self.resuming) else {
             let message = format!("provisioner '{}' is not installed", self.run.provisioner);
             let event = match operation {
                 ClusterOperation::Delete => Event::DeprovisionFailed(message),
@@ -168,9 +168,15 @@ impl RunSupervisor {
         self.planner = Some(Planner::new(self.deps.clone(), spec, report).start());
     }
 
-    /// What `operation` works on: the run's cluster as it is, or as `change` makes it. `None`
-    /// when the run's provisioner is not installed.
-    fn op_spec(&self, operation: ClusterOperation, change: Option<&Change>) -> Option<OpSpec> {
+    /// What `operation` works on: the run's cluster as it is, or as `change` makes it; `resume`
+    /// carries on with one a restart interrupted. `None` when the run's provisioner is not
+    /// installed.
+    fn op_spec(
+        &self,
+        operation: ClusterOperation,
+        change: Option<&Change>,
+        resume: bool,
+    ) -> Option<OpSpec> {
         let provisioner = self.deps.registry.get(&self.run.provisioner).cloned()?;
         let properties = self.run.properties();
         let budget = properties
@@ -196,7 +202,7 @@ impl RunSupervisor {
         };
         Some(OpSpec {
             operation,
-            resume: self.resuming,
+            resume,
             run: self.run.key.run.clone(),
             nodes,
             template: self.run.template.clone().map(Arc::new),
@@ -289,10 +295,7 @@ impl RunSupervisor {
                     tracing::warn!(run.id = %act.run.key.run, operation = original.id, "cannot read an interrupted operation's request");
                     return;
                 };
-                act.resuming = true;
-                let spec = act.op_spec(original.operation, Some(&change));
-                act.resuming = false;
-                if let Some(spec) = spec {
+                if let Some(spec) = act.op_spec(original.operation, Some(&change), true) {
                     let report = ctx.address().recipient();
                     act.running = Some(original.operation);
                     act.pending = Some(change);
@@ -492,7 +495,7 @@ impl Handler<ClusterCommand> for RunSupervisor {
             );
         }
         let change = cmd.0;
-        let Some(spec) = self.op_spec(change.operation, Some(&change)) else {
+        let Some(spec) = self.op_spec(change.operation, Some(&change), false) else {
             return refuse(
                 &id,
                 format!("provisioner '{}' is not installed", self.run.provisioner),

@@ -197,20 +197,13 @@ pub async fn run(deps: &Deps, spec: &TaskSpec) -> TaskOutcome {
             return TaskOutcome::Cancelled;
         }
         let key = operation::attempt_key(&spec.run, spec.op, spec.task.id, attempt);
-        let mut record = AttemptRecord {
-            queued,
-            started: now_f64(),
-            finished: None,
-            status: None,
-            duration: None,
-            error: None,
-            result: BTreeMap::new(),
-            output: None,
-        };
+        let mut record = AttemptRecord::open(queued, now_f64());
         if let Err(e) = audit(deps, spec, &key, &record, None).await {
             return store_failure(e);
         }
-        let outcome = match tokio::time::timeout(timeout, execute(deps, spec, last_failure)).await {
+        let attempt_run = tokio::time::timeout(timeout, execute(deps, spec, last_failure)).await;
+        let timed_out = attempt_run.is_err();
+        let outcome = match attempt_run {
             Ok(outcome) => outcome,
             Err(_) => AttemptOutcome::Failed {
                 message: format!(
@@ -242,7 +235,6 @@ pub async fn run(deps: &Deps, spec: &TaskSpec) -> TaskOutcome {
                 retry,
                 output,
             } => {
-                let timed_out = message.starts_with("timed out");
                 let status = if timed_out {
                     AttemptStatus::TimedOut
                 } else {
