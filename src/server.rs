@@ -34,6 +34,8 @@ pub struct Config {
     pub auth_token: Option<String>,
     /// HTTP worker threads; `None` for one per core.
     pub workers: Option<usize>,
+    /// This server's name, tagged on every resource it makes.
+    pub server_name: String,
 }
 
 /// Why the server could not start or stop cleanly.
@@ -77,6 +79,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         data_dir: config.data_dir.clone(),
         notifier: Notifier::default(),
         exe,
+        server_name: config.server_name.clone(),
     };
     let runtime = Runtime::new(deps, arbiter.handle());
     let resumed = runtime.resume().await?;

@@ -108,6 +108,10 @@ pub struct ServeArgs {
     /// HTTP worker threads (default: one per core).
     #[arg(long, env = "EBB_WORKERS")]
     pub workers: Option<usize>,
+    /// This server's name, tagged (ebb:server) on every cloud resource it makes. Servers that
+    /// share a cloud account need different names: each janitor only touches its own.
+    #[arg(long, env = "EBB_SERVER_NAME", default_value = "ebb")]
+    pub server_name: String,
     #[arg(skip)]
     pub token: Option<String>,
 }
@@ -119,6 +123,7 @@ impl ServeArgs {
             bind: self.bind,
             auth_token: self.token,
             workers: self.workers,
+            server_name: self.server_name,
         }
     }
 }

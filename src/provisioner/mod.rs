@@ -19,6 +19,7 @@ const WIDGETS: &[(&str, &str)] = &[
     ("native", include_str!("../../widgets/native.json")),
     ("local", include_str!("../../widgets/local.json")),
     ("sim", include_str!("../../widgets/sim.json")),
+    ("aws-ec2", include_str!("../../widgets/aws-ec2.json")),
 ];
 
 /// A provisioner as `/v3/provisioners` shows it.
@@ -44,12 +45,15 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// The built-in provisioners: `native`, `local` and `sim`.
+    /// The built-in provisioners: `native`, `local`, `sim`, and `aws-ec2` when built with
+    /// the `aws` feature.
     pub fn builtin() -> Registry {
         let plugins: Vec<Arc<dyn Provisioner>> = vec![
             Arc::new(Native),
             Arc::new(ebb_local::Local),
             Arc::new(ebb_sim::Sim),
+            #[cfg(feature = "aws")]
+            Arc::new(ebb_aws::Ec2::default()),
         ];
         let entries = plugins
             .into_iter()
@@ -142,6 +146,12 @@ mod tests {
                         detail.name
                     );
                     let name = prop["name"].as_str().expect("checked above").to_string();
+                    // A secret is typed into a secure-key widget, which stores a reference.
+                    let secret = spec_of(&registry, &detail.name, &name).is_some_and(|p| p.secret);
+                    let secure_widget = prop["widget-type"]
+                        .as_str()
+                        .is_some_and(|t| t.starts_with("securekey"));
+                    assert_eq!(secret, secure_widget, "{}: {name}", detail.name);
                     assert!(
                         in_widget.insert(name.clone()),
                         "{}: {name} twice",
@@ -158,6 +168,14 @@ mod tests {
                 detail.name
             );
         }
+    }
+
+    fn spec_of<'r>(
+        registry: &'r Registry,
+        provisioner: &str,
+        name: &str,
+    ) -> Option<&'r ebb_spi::PropertySpec> {
+        registry.get(provisioner)?.spec().property(name)
     }
 
     #[test]

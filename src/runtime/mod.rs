@@ -41,6 +41,9 @@ pub struct Deps {
     pub notifier: Notifier,
     /// The `ebb` executable, which also serves as the program launcher (`ebb shim`).
     pub exe: PathBuf,
+    /// This server's name, tagged on every resource it makes ([`ebb_spi::TAG_SERVER`]): its
+    /// janitor only touches resources carrying it.
+    pub server_name: String,
 }
 
 impl Deps {

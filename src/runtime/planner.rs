@@ -80,7 +80,23 @@ pub struct OpSpec {
     pub changed: BTreeSet<String>,
     pub provisioner: Arc<dyn Provisioner>,
     pub context: Arc<ebb_spi::Context>,
+    /// Properties some nodes get on top of the context's: their hardware and image types'.
+    pub node_properties: BTreeMap<String, ebb_spi::Properties>,
     pub budget: Duration,
+}
+
+impl OpSpec {
+    /// The context of a task on `node`.
+    pub fn context_for(&self, node: &str) -> Arc<ebb_spi::Context> {
+        match self.node_properties.get(node).filter(|p| !p.is_empty()) {
+            None => Arc::clone(&self.context),
+            Some(extra) => {
+                let mut ctx = (*self.context).clone();
+                ctx.properties.extend(extra.clone());
+                Arc::new(ctx)
+            }
+        }
+    }
 }
 
 /// The operation being executed.
@@ -242,7 +258,7 @@ impl Planner {
                 config: cur.config.clone(),
                 run: self.spec.run.clone(),
                 provisioner: Arc::clone(&self.spec.provisioner),
-                context: Arc::clone(&self.spec.context),
+                context: self.spec.context_for(&cur.op.tasks[index].node),
                 budget: self.spec.budget,
                 cancel: Arc::clone(&self.cancel),
             };

@@ -200,6 +200,27 @@ impl RunSupervisor {
                 serde_json::Value::Null,
             ),
         };
+        let types = change.map_or(&self.run.node_types, |c| &c.node_types);
+        let node_properties = match &self.run.template {
+            Some(t) => types
+                .iter()
+                .map(|(node, ty)| (node.clone(), t.type_properties(&self.run.provisioner, ty)))
+                .collect(),
+            None => BTreeMap::new(),
+        };
+        let mut context = ebb_spi::Context::new(properties, self.deps.data_dir.clone());
+        context.labels = [
+            (ebb_spi::TAG_SERVER, self.deps.server_name.as_str()),
+            (ebb_spi::TAG_NAMESPACE, self.run.key.namespace.as_str()),
+            (ebb_spi::TAG_PROFILE, self.run.profile.as_str()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        context.deadline = self
+            .run
+            .deadline()
+            .map(|s| std::time::UNIX_EPOCH + Duration::from_secs(s));
         Some(OpSpec {
             operation,
             resume,
@@ -212,10 +233,8 @@ impl RunSupervisor {
             request,
             changed,
             provisioner,
-            context: Arc::new(ebb_spi::Context {
-                properties,
-                data_dir: self.deps.data_dir.clone(),
-            }),
+            context: Arc::new(context),
+            node_properties,
             budget,
         })
     }

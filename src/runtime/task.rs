@@ -323,12 +323,12 @@ fn store_failure(e: StoreError) -> TaskOutcome {
 /// One attempt of a task; `last_failure` is the attempt that last failed, if any.
 async fn execute(deps: &Deps, spec: &TaskSpec, last_failure: Option<u32>) -> AttemptOutcome {
     match spec.task.action {
-        Action::Create => resource_task(deps, spec, TaskKind::Create).await,
+        Action::Create => resource_task(deps, spec, TaskKind::Create, 0).await,
         Action::Confirm if last_failure.is_some() => {
             recreate(deps, spec, last_failure.unwrap_or_default()).await
         }
-        Action::Confirm => resource_task(deps, spec, TaskKind::Confirm).await,
-        Action::Delete => resource_task(deps, spec, TaskKind::Delete).await,
+        Action::Confirm => resource_task(deps, spec, TaskKind::Confirm, 0).await,
+        Action::Delete => resource_task(deps, spec, TaskKind::Delete, 0).await,
         Action::Bootstrap => AttemptOutcome::done(),
         _ => super::automator::run(deps, spec).await,
     }
@@ -363,7 +363,7 @@ async fn recreate(deps: &Deps, spec: &TaskSpec, failed: u32) -> AttemptOutcome {
                 "deleting the node to create it anew".into(),
             )
             .await;
-            match resource_task(deps, spec, TaskKind::Delete).await {
+            match resource_task(deps, spec, TaskKind::Delete, 0).await {
                 AttemptOutcome::Done { .. } => {}
                 other => return other,
             }
@@ -376,7 +376,8 @@ async fn recreate(deps: &Deps, spec: &TaskSpec, failed: u32) -> AttemptOutcome {
                 return progress_failure(e);
             }
         }
-        match resource_task(deps, spec, TaskKind::Create).await {
+        // A new generation: a cloud must not answer this create with the failed resource.
+        match resource_task(deps, spec, TaskKind::Create, failed).await {
             AttemptOutcome::Done { .. } => {}
             other => return other,
         }
@@ -386,7 +387,7 @@ async fn recreate(deps: &Deps, spec: &TaskSpec, failed: u32) -> AttemptOutcome {
             return progress_failure(e);
         }
     }
-    resource_task(deps, spec, TaskKind::Confirm).await
+    resource_task(deps, spec, TaskKind::Confirm, failed).await
 }
 
 /// How long a resource just made may stay invisible before a confirm counts it as gone.
@@ -395,8 +396,14 @@ const INVISIBLE_GRACE_MS: u64 = 5_000;
 /// Set on a node's properties when a failed confirm replaced its resource: the failed attempt.
 const RECREATED: &str = "recreated";
 
-/// Walks the node's resource through one resource step (create, confirm, delete).
-async fn resource_task(deps: &Deps, spec: &TaskSpec, kind: TaskKind) -> AttemptOutcome {
+/// Walks the node's resource through one resource step (create, confirm, delete);
+/// `generation` is the incarnation a create makes ([`ResourceKey::generation`]).
+async fn resource_task(
+    deps: &Deps,
+    spec: &TaskSpec,
+    kind: TaskKind,
+    generation: u32,
+) -> AttemptOutcome {
     let store_key = format!("{}/{}", spec.run, spec.node());
     let key = store_key.clone();
     let mut record: Option<NodeRecord> = match deps
@@ -408,8 +415,8 @@ async fn resource_task(deps: &Deps, spec: &TaskSpec, kind: TaskKind) -> AttemptO
         Err(e) => return progress_failure(e),
     };
     let identity = ResourceKey {
-        run: spec.run.clone(),
-        node: spec.node().to_string(),
+        generation,
+        ..ResourceKey::new(&spec.run, spec.node())
     };
     let retries = Backoff::retries(spec.budget);
     let polls = Backoff::polls(spec.budget);

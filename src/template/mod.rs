@@ -241,6 +241,25 @@ fn invalid(field: impl Into<String>, message: impl Into<String>) -> ServiceError
 }
 
 impl Template {
+    /// The properties provisioner `provisioner` gets for a node of these types: the hardware
+    /// type's, then the image type's.
+    pub fn type_properties(
+        &self,
+        provisioner: &str,
+        types: &crate::run::NodeTypes,
+    ) -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        for (map, name) in [
+            (&self.hardware_types, &types.hardware_type),
+            (&self.image_types, &types.image_type),
+        ] {
+            if let Some(props) = map.get(name).and_then(|m| m.get(provisioner)) {
+                out.extend(props.clone());
+            }
+        }
+        out
+    }
+
     /// The services each dependency name stands for: a service's own name, or a name it
     /// `provides`.
     pub fn providers(&self) -> BTreeMap<&str, BTreeSet<&str>> {

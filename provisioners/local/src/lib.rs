@@ -97,6 +97,11 @@ impl Provisioner for Local {
             Ok(s.list()?.into_iter().map(|n| n.resource()).collect())
         }))
     }
+
+    /// Each work directory holds its own sandboxes.
+    fn account(&self, properties: &Properties) -> String {
+        properties.get("workDir").cloned().unwrap_or_default()
+    }
 }
 
 #[cfg(test)]

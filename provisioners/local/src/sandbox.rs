@@ -241,10 +241,7 @@ mod tests {
     use super::*;
 
     fn key(node: &str) -> ResourceKey {
-        ResourceKey {
-            run: "r1".into(),
-            node: node.into(),
-        }
+        ResourceKey::new("r1", node)
     }
 
     #[test]

@@ -401,11 +401,7 @@ mod tests {
     use ebb_spi::ResourceKey;
 
     fn tags(node: &str) -> Tags {
-        ResourceKey {
-            run: "r1".into(),
-            node: node.into(),
-        }
-        .tags()
+        ResourceKey::new("r1", node).tags()
     }
 
     #[test]

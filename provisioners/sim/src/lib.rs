@@ -128,7 +128,7 @@ impl Provisioner for Sim {
     }
 
     fn create<'a>(&'a self, ctx: &'a Context, key: &'a ResourceKey) -> Call<'a, Resource> {
-        let tags = key.tags();
+        let tags = ctx.tags(key);
         Box::pin(with_cloud(ctx, move |cloud| cloud.create(&tags)))
     }
 
@@ -151,6 +151,11 @@ impl Provisioner for Sim {
 
     fn list<'a>(&'a self, ctx: &'a Context) -> Call<'a, Vec<Resource>> {
         Box::pin(with_cloud(ctx, |cloud| cloud.list(&Tags::new())))
+    }
+
+    /// Each state directory is its own cloud.
+    fn account(&self, properties: &Properties) -> String {
+        properties.get("stateDir").cloned().unwrap_or_default()
     }
 }
 

@@ -18,7 +18,10 @@ pub mod resource;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-pub use resource::{Call, Context, ProvisionError, Resource, ResourceKey, ResourceState, Tags};
+pub use resource::{
+    Call, Context, ProvisionError, Resource, ResourceKey, ResourceState, TAG_NAMESPACE, TAG_NODE,
+    TAG_PROFILE, TAG_RUN, TAG_SERVER, Tags,
+};
 
 /// Effective provisioner properties, by name. Values are strings, as in CDAP.
 pub type Properties = BTreeMap<String, String>;
@@ -70,6 +73,17 @@ impl PropertySpec {
             kind,
             required: false,
             secret: false,
+        }
+    }
+
+    /// An optional property whose value is a secret (a key, a password): give it as a
+    /// `${secure(name)}` reference to the secure store.
+    pub const fn secret(name: &'static str, kind: PropertyKind) -> Self {
+        Self {
+            name,
+            kind,
+            required: false,
+            secret: true,
         }
     }
 
@@ -152,8 +166,17 @@ pub trait Provisioner: Send + Sync + std::fmt::Debug {
     /// Requests the deletion of resource `id`. Deleting a resource that is gone succeeds.
     fn delete<'a>(&'a self, ctx: &'a Context, id: &'a str) -> Call<'a, ()>;
 
-    /// Every live resource that carries ebb's tags, for reconciliation.
+    /// Every live resource that carries ebb's tags in the account `ctx` names, for the
+    /// janitor's sweep.
     fn list<'a>(&'a self, ctx: &'a Context) -> Call<'a, Vec<Resource>>;
+
+    /// Which account (region, endpoint, credentials' owner...) `properties` point at, so that
+    /// the janitor lists each account once however many profiles share it. It must not hold
+    /// a secret. The default treats every property map as one account.
+    fn account(&self, properties: &Properties) -> String {
+        let _ = properties;
+        String::new()
+    }
 }
 
 /// Checks `properties` against `spec`: no unknown names, every required one present, each

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
@@ -40,18 +40,63 @@ pub const DEFAULT_RETRY_BUDGET: Duration = Duration::from_secs(300);
 /// A boxed future, so that provisioners can be used as trait objects.
 pub type Call<'a, T> = Pin<Box<dyn Future<Output = Result<T, ProvisionError>> + Send + 'a>>;
 
-/// What every call gets: the run's effective properties and where the server keeps its data
-/// (provisioners that keep files default to a folder in it).
-#[derive(Debug, Clone)]
+/// Tag naming the ebb server that made a resource; its janitor only looks at its own.
+pub const TAG_SERVER: &str = "ebb:server";
+/// Tag carrying the namespace of the run.
+pub const TAG_NAMESPACE: &str = "ebb:namespace";
+/// Tag carrying the profile the run's cluster was made with.
+pub const TAG_PROFILE: &str = "ebb:profile";
+
+/// What every call gets: the run's effective properties (secure references resolved), where
+/// the server keeps its data (provisioners that keep files default to a folder in it), the
+/// labels every resource carries and the cluster's maximum lifetime.
+///
+/// Its `Debug` shows property names only: values may be secrets.
+#[derive(Clone)]
 pub struct Context {
     pub properties: Properties,
     pub data_dir: PathBuf,
+    /// Tags the framework puts on every resource besides its key's ([`TAG_SERVER`],
+    /// [`TAG_NAMESPACE`], [`TAG_PROFILE`]).
+    pub labels: Tags,
+    /// When the profile's `timeout` ends the cluster's life: a provisioner that can should
+    /// make its resources end themselves some time after it, even if ebb is gone (a
+    /// cloud-side fail-safe).
+    pub deadline: Option<SystemTime>,
 }
 
 impl Context {
+    /// A context with no labels and no deadline.
+    pub fn new(properties: Properties, data_dir: PathBuf) -> Self {
+        Self {
+            properties,
+            data_dir,
+            labels: Tags::new(),
+            deadline: None,
+        }
+    }
+
     /// The value of property `name`, if set.
     pub fn property(&self, name: &str) -> Option<&str> {
         self.properties.get(name).map(String::as_str)
+    }
+
+    /// Every tag a resource with identity `key` carries: the key's and the labels.
+    pub fn tags(&self, key: &ResourceKey) -> Tags {
+        let mut tags = self.labels.clone();
+        tags.extend(key.tags());
+        tags
+    }
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("properties", &self.properties.keys().collect::<Vec<_>>())
+            .field("data_dir", &self.data_dir)
+            .field("labels", &self.labels)
+            .field("deadline", &self.deadline)
+            .finish()
     }
 }
 
@@ -60,9 +105,23 @@ impl Context {
 pub struct ResourceKey {
     pub run: String,
     pub node: String,
+    /// Which incarnation of the node: 0 for the first, then the attempt whose failed confirm
+    /// replaced it. A create for the same key and generation must not make a second
+    /// resource (clouds take it into their idempotency tokens); a new generation may.
+    #[serde(default)]
+    pub generation: u32,
 }
 
 impl ResourceKey {
+    /// The first incarnation of `node` in `run`.
+    pub fn new(run: impl Into<String>, node: impl Into<String>) -> Self {
+        Self {
+            run: run.into(),
+            node: node.into(),
+            generation: 0,
+        }
+    }
+
     /// The tags a resource with this identity carries.
     pub fn tags(&self) -> Tags {
         [
@@ -165,15 +224,9 @@ mod tests {
 
     #[test]
     fn keys_match_their_own_tags_only() {
-        let key = ResourceKey {
-            run: "r1".into(),
-            node: "master".into(),
-        };
+        let key = ResourceKey::new("r1", "master");
         assert!(key.matches(&key.tags()));
-        let other = ResourceKey {
-            run: "r1".into(),
-            node: "worker-1".into(),
-        };
+        let other = ResourceKey::new("r1", "worker-1");
         assert!(!key.matches(&other.tags()));
     }
 }
