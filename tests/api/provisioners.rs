@@ -14,7 +14,12 @@ fn list_and_get_show_specs_and_widgets() {
         .iter()
         .map(|p| p["name"].as_str().expect("name"))
         .collect();
-    assert_eq!(names, ["local", "native", "sim"]);
+    let builtin: &[&str] = if cfg!(feature = "aws") {
+        &["aws-ec2", "local", "native", "sim"]
+    } else {
+        &["local", "native", "sim"]
+    };
+    assert_eq!(names, builtin);
     for p in list.as_array().expect("list") {
         for field in ["name", "label", "description"] {
             assert!(
