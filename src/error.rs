@@ -76,6 +76,10 @@ pub enum ServiceError {
         profile: ProfileId,
         places: Vec<String>,
     },
+    #[error("secure key '{name}' not found in namespace '{namespace}'")]
+    SecureKeyNotFound { namespace: String, name: String },
+    #[error("{0}")]
+    Internal(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }

@@ -34,6 +34,7 @@ pub mod profile;
 pub mod provisioner;
 pub mod run;
 pub mod runtime;
+pub mod secure;
 pub mod server;
 pub mod solver;
 pub mod store;

@@ -143,6 +143,14 @@ pub async fn delete(store: &Store, name: String) -> Result<Namespace, ServiceErr
                     names: apps,
                 });
             }
+            let keys = crate::secure::names_in(tx, &name)?;
+            if !keys.is_empty() {
+                return Err(ServiceError::NamespaceNotEmpty {
+                    namespace: name,
+                    kind: "secure keys",
+                    names: keys,
+                });
+            }
             preference::delete_namespace(tx, &name)?;
             tx.delete(Table::Namespaces, &name);
             Ok(ns)

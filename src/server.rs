@@ -21,6 +21,7 @@ use crate::profile::builtin;
 use crate::provisioner::Registry;
 use crate::run::events::Notifier;
 use crate::runtime::{Deps, Runtime};
+use crate::secure::Cipher;
 use crate::store::{Store, StoreError};
 
 /// How long in-flight requests get to finish after the first shutdown signal.
@@ -36,6 +37,8 @@ pub struct Config {
     pub workers: Option<usize>,
     /// This server's name, tagged on every resource it makes.
     pub server_name: String,
+    /// The key file of the secure store; `None` for `secure.key` in the data dir.
+    pub secure_key_file: Option<PathBuf>,
 }
 
 /// Why the server could not start or stop cleanly.
@@ -56,6 +59,8 @@ pub enum ServerError {
     Serve(std::io::Error),
     #[error("cannot find the ebb executable (it launches programs): {0}")]
     Exe(std::io::Error),
+    #[error(transparent)]
+    KeyFile(#[from] crate::secure::KeyFileError),
 }
 
 /// Runs the server until it is told to stop. Must run inside an actix system.
@@ -64,6 +69,11 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     let mut signals = Signals::install().map_err(ServerError::Signals)?;
     let store = Store::open(&config.data_dir)?;
     tracing::info!(store.path = %store.path().display(), "store opened");
+    let key_file = config
+        .secure_key_file
+        .clone()
+        .unwrap_or_else(|| config.data_dir.join("secure.key"));
+    let cipher = Arc::new(Cipher::load_or_create(&key_file)?);
     let registry = Arc::new(Registry::builtin());
     namespace::ensure_default(&store).await?;
     let profiles = builtin::load(&store, &registry).await?;
@@ -80,6 +90,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         notifier: Notifier::default(),
         exe,
         server_name: config.server_name.clone(),
+        cipher: Arc::clone(&cipher),
     };
     let runtime = Runtime::new(deps, arbiter.handle());
     let resumed = runtime.resume().await?;
@@ -89,6 +100,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         store: store.clone(),
         registry,
         runtime,
+        cipher,
         token: config.auth_token.filter(|t| !t.is_empty()).map(Arc::from),
     };
     let data = web::Data::new(state);

@@ -63,7 +63,8 @@ fn service_status(e: &ServiceError) -> StatusCode {
         | ServiceError::ProgramNotFound { .. }
         | ServiceError::RunNotFound(_)
         | ServiceError::OperationNotFound { .. }
-        | ServiceError::TemplateNotFound(_) => StatusCode::NOT_FOUND,
+        | ServiceError::TemplateNotFound(_)
+        | ServiceError::SecureKeyNotFound { .. } => StatusCode::NOT_FOUND,
         ServiceError::DefaultNamespace
         | ServiceError::BuiltinProfile(_)
         | ServiceError::NativeProfile(_)
@@ -76,6 +77,7 @@ fn service_status(e: &ServiceError) -> StatusCode {
         | ServiceError::ProfileInUse { .. }
         | ServiceError::AppActive { .. } => StatusCode::CONFLICT,
         ServiceError::Store(e) => store_status(e),
+        ServiceError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
 

@@ -9,6 +9,7 @@ pub mod body;
 pub mod error;
 mod handlers;
 mod runs;
+mod secure;
 mod templates;
 
 use std::sync::Arc;
@@ -30,6 +31,8 @@ pub struct AppState {
     pub store: Store,
     pub registry: Arc<Registry>,
     pub runtime: Runtime,
+    /// Seals the data of secure keys.
+    pub cipher: Arc<crate::secure::Cipher>,
     /// Bearer token required on every request but health; `None` to require none.
     pub token: Option<Arc<str>>,
 }
@@ -38,6 +41,7 @@ pub struct AppState {
 pub fn configure(cfg: &mut web::ServiceConfig) {
     use handlers::*;
     use runs::*;
+    use secure::*;
     use templates::*;
     cfg.service(
         web::scope("/v3")
@@ -106,6 +110,13 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 resource("/namespaces/{ns}/profiles/{name}/assignments").get(profile_assignments),
             )
             .service(resource("/namespaces/{ns}/plan").post(dry_run))
+            .service(resource("/namespaces/{ns}/securekeys").get(list_secure_keys))
+            .service(
+                resource("/namespaces/{ns}/securekeys/{name}")
+                    .get(get_secure_key)
+                    .put(put_secure_key)
+                    .delete(delete_secure_key),
+            )
             .service(resource("/templates").get(list_templates))
             .service(resource("/namespaces/{ns}/templates").get(list_templates))
             .service(

@@ -112,6 +112,10 @@ pub struct ServeArgs {
     /// share a cloud account need different names: each janitor only touches its own.
     #[arg(long, env = "EBB_SERVER_NAME", default_value = "ebb")]
     pub server_name: String,
+    /// The key that encrypts the secure store, created owner-only on first start. Keep it
+    /// out of the store's backups (default: secure.key in the data dir).
+    #[arg(long, env = "EBB_SECURE_KEY_FILE")]
+    pub secure_key_file: Option<PathBuf>,
     #[arg(skip)]
     pub token: Option<String>,
 }
@@ -124,6 +128,7 @@ impl ServeArgs {
             auth_token: self.token,
             workers: self.workers,
             server_name: self.server_name,
+            secure_key_file: self.secure_key_file,
         }
     }
 }

@@ -351,6 +351,7 @@ impl ProfileSpec {
             .iter()
             .map(|p| (p.name.clone(), p.value.clone()))
             .collect();
+        crate::secure::check_references("provisioner.properties", &map)?;
         provisioner.validate(&map).map_err(|e| {
             ServiceError::invalid(format!("provisioner.properties.{}", e.property), e.message)
         })?;

@@ -329,7 +329,12 @@ pub fn is_secret_name(name: &str) -> bool {
 
 /// The value to show for property `name`.
 pub fn redact<'a>(name: &str, value: &'a str) -> &'a str {
-    if is_secret_name(name) { "***" } else { value }
+    // A reference to the secure store names a secret without holding it.
+    if is_secret_name(name) && !crate::secure::is_reference(value) {
+        "***"
+    } else {
+        value
+    }
 }
 
 #[cfg(test)]

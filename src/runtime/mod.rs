@@ -44,6 +44,8 @@ pub struct Deps {
     /// This server's name, tagged on every resource it makes ([`ebb_spi::TAG_SERVER`]): its
     /// janitor only touches resources carrying it.
     pub server_name: String,
+    /// Opens the secure store, to resolve `${secure(name)}` properties.
+    pub cipher: Arc<crate::secure::Cipher>,
 }
 
 impl Deps {

@@ -66,6 +66,8 @@ pub struct OpSpec {
     /// Carry on with the operation of this kind a restart interrupted, instead of a new one.
     pub resume: bool,
     pub run: String,
+    /// The run's namespace, where its secure references are resolved.
+    pub namespace: String,
     /// The cluster's nodes.
     pub nodes: Vec<String>,
     pub template: Option<Arc<Template>>,
@@ -115,7 +117,7 @@ struct Current {
 
 /// How a planner begins, decided before it starts (see [`prepare`]).
 #[derive(Debug)]
-pub struct Prepared(Begin);
+pub struct Prepared(Begin, Arc<ebb_spi::Context>);
 
 impl Prepared {
     /// The id of the operation the planner will run, if it will run one.
@@ -508,6 +510,13 @@ fn plan_nodes(spec: &OpSpec, records: &[NodeRecord]) -> Vec<PlanNode> {
 /// Reads the audit log and decides how to begin: carry on with an interrupted operation (or
 /// its rollback), report one that already ended, or plan and record a new one.
 pub async fn prepare(deps: Deps, spec: OpSpec) -> Result<Prepared, StoreError> {
+    let context = match resolve_secrets(&deps, &spec).await? {
+        Ok(context) => context,
+        Err(message) => {
+            let failed = Begin::Report(OpOutcome::Failed(message));
+            return Ok(Prepared(failed, Arc::clone(&spec.context)));
+        }
+    };
     let run = spec.run.clone();
     let run_id = spec.run.clone();
     let begun = deps
@@ -608,7 +617,24 @@ pub async fn prepare(deps: Deps, spec: OpSpec) -> Result<Prepared, StoreError> {
         })
         .await?;
     deps.notifier.notify(&run_id);
-    Ok(Prepared(begun))
+    Ok(Prepared(begun, context))
+}
+
+/// The operation's context with its `${secure(name)}` properties resolved in the run's
+/// namespace, or why they cannot be.
+async fn resolve_secrets(
+    deps: &Deps,
+    spec: &OpSpec,
+) -> Result<Result<Arc<ebb_spi::Context>, String>, StoreError> {
+    let context = Arc::clone(&spec.context);
+    let cipher = Arc::clone(&deps.cipher);
+    let namespace = spec.namespace.clone();
+    deps.store
+        .read(move |r| {
+            let resolved = crate::secure::resolve(r, &cipher, &namespace, &context.properties);
+            Ok(resolved.map(|res| Arc::new(res.into_context((*context).clone()))))
+        })
+        .await
 }
 
 /// Picks up operation `op` where a restart left it: tasks whose last attempt succeeded are
@@ -680,7 +706,8 @@ impl Actor for Planner {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        if let Some(Prepared(begun)) = self.prepared.take() {
+        if let Some(Prepared(begun, context)) = self.prepared.take() {
+            self.spec.context = context;
             return self.begin(Ok(begun), ctx);
         }
         self.writing = true;
@@ -691,7 +718,11 @@ impl Actor for Planner {
                 .map(|begun, act, ctx| {
                     act.writing = false;
                     act.deps.notifier.notify(&act.spec.run);
-                    act.begin(begun.map(|p| p.0), ctx);
+                    let begun = begun.map(|Prepared(begun, context)| {
+                        act.spec.context = context;
+                        begun
+                    });
+                    act.begin(begun, ctx);
                 }),
         );
     }

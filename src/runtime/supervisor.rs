@@ -225,6 +225,7 @@ impl RunSupervisor {
             operation,
             resume,
             run: self.run.key.run.clone(),
+            namespace: self.run.key.namespace.clone(),
             nodes,
             template: self.run.template.clone().map(Arc::new),
             layout,

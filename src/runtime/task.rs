@@ -519,6 +519,11 @@ async fn resource_task(
             }
             Ok(Progress::Gone(message)) => return AttemptOutcome::failed(message, true),
             Err(e) => {
+                // A provider's message may quote what it was given: never keep a secret.
+                let e = ProvisionError {
+                    message: ctx.redact(&e.message),
+                    ..e
+                };
                 tries += 1;
                 let since = record.as_ref().map_or(now, |r| r.since_ms);
                 let delay = if e.retryable {

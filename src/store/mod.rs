@@ -59,11 +59,13 @@ pub enum Table {
     Operations,
     /// The audit log: every task attempt by `<run>/<operation>/<task, 6 digits>/<attempt, 3 digits>`.
     Attempts,
+    /// Secure keys by `<namespace>/<name>`, their data encrypted.
+    SecureKeys,
 }
 
 impl Table {
     /// Every table, created when the store is opened.
-    pub const ALL: [Table; 12] = [
+    pub const ALL: [Table; 13] = [
         Table::Meta,
         Table::Namespaces,
         Table::Profiles,
@@ -76,6 +78,7 @@ impl Table {
         Table::Templates,
         Table::Operations,
         Table::Attempts,
+        Table::SecureKeys,
     ];
 
     fn def(self) -> TableDefinition<'static, &'static str, &'static [u8]> {
@@ -92,6 +95,7 @@ impl Table {
             Table::Templates => "templates",
             Table::Operations => "operations",
             Table::Attempts => "attempts",
+            Table::SecureKeys => "secure_keys",
         })
     }
 }

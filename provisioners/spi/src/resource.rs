@@ -63,6 +63,9 @@ pub struct Context {
     /// make its resources end themselves some time after it, even if ebb is gone (a
     /// cloud-side fail-safe).
     pub deadline: Option<SystemTime>,
+    /// Secret values the properties hold (resolved secure references), masked by
+    /// [`Context::redact`].
+    secrets: Vec<String>,
 }
 
 impl Context {
@@ -73,7 +76,28 @@ impl Context {
             data_dir,
             labels: Tags::new(),
             deadline: None,
+            secrets: Vec::new(),
         }
+    }
+
+    /// This context with `properties` (secure references resolved) and the secret values
+    /// they hold.
+    pub fn with_resolved(mut self, properties: Properties, secrets: Vec<String>) -> Self {
+        self.properties = properties;
+        self.secrets = secrets;
+        self
+    }
+
+    /// `text` with every secret value of the properties masked: for anything shown or kept
+    /// (errors, logs, events).
+    pub fn redact(&self, text: &str) -> String {
+        let mut out = text.to_string();
+        for secret in self.secrets.iter().filter(|s| s.len() >= 4) {
+            if out.contains(secret.as_str()) {
+                out = out.replace(secret.as_str(), "***");
+            }
+        }
+        out
     }
 
     /// The value of property `name`, if set.

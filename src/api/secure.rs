@@ -1,0 +1,31 @@
+//! Handlers for the secure store: `/v3/namespaces/{ns}/securekeys[/{name}]`. Answers carry a
+//! key's metadata, never its data.
+
+use actix_web::web;
+
+use super::body::Json;
+use super::handlers::{Reply, State, ok};
+use crate::secure::{self, KeySpec};
+
+pub async fn list_secure_keys(state: State, ns: web::Path<String>) -> Reply {
+    ok(&secure::list(&state.store, ns.into_inner()).await?)
+}
+
+pub async fn get_secure_key(state: State, path: web::Path<(String, String)>) -> Reply {
+    let (ns, name) = path.into_inner();
+    ok(&secure::get(&state.store, ns, name).await?)
+}
+
+pub async fn put_secure_key(
+    state: State,
+    path: web::Path<(String, String)>,
+    body: Json<KeySpec>,
+) -> Reply {
+    let (ns, name) = path.into_inner();
+    ok(&secure::put(&state.store, &state.cipher, ns, name, body.0).await?)
+}
+
+pub async fn delete_secure_key(state: State, path: web::Path<(String, String)>) -> Reply {
+    let (ns, name) = path.into_inner();
+    ok(&secure::delete(&state.store, ns, name).await?)
+}
