@@ -2,8 +2,12 @@
 //! One test binary (modules below) to keep link time down.
 
 mod harness;
+#[cfg(feature = "aws")]
+mod moto;
 mod runs_support;
 
+#[cfg(feature = "aws")]
+mod aws;
 mod cli;
 mod clusters;
 mod crash;

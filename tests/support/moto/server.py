@@ -14,13 +14,13 @@ checks AMIs and instance types here, as EC2 does. Besides the AWS APIs it answer
                           shutdown behaviour
 """
 
-import base64
 import io
 import json
 import os
 import sys
 import threading
 import time
+import traceback
 import urllib.parse
 
 os.environ.setdefault("MOTO_ENABLE_AMI_VALIDATION", "true")
@@ -80,6 +80,13 @@ class Faults:
         return self.app(environ, start_response)
 
     def control(self, environ, start_response):
+        try:
+            return self.answer(environ, start_response)
+        except Exception:
+            start_response("500 Internal Server Error", [("Content-Type", "text/plain")])
+            return [traceback.format_exc().encode()]
+
+    def answer(self, environ, start_response):
         path, method = environ["PATH_INFO"], environ["REQUEST_METHOD"]
         answer = {}
         if path == "/_ebb/faults" and method == "POST":
@@ -118,14 +125,7 @@ def instances():
         for region, backend in regions.items():
             for reservation in backend.reservations.values():
                 for i in reservation.instances:
-                    user_data = i.user_data[0] if i.user_data else None
-                    if isinstance(user_data, bytes):
-                        user_data = user_data.decode()
-                    if user_data:
-                        try:
-                            user_data = base64.b64decode(user_data).decode()
-                        except Exception:
-                            pass
+                    user_data = i.user_data.decode() if i.user_data else None
                     out.append({
                         "id": i.id,
                         "region": region,

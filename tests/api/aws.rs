@@ -1,0 +1,245 @@
+//! The aws-ec2 provisioner against a real moto server, through the official SDK: full
+//! lifecycles, a SIGKILL mid-provisioning, fatal and retryable errors, and secrets that never
+//! come back out.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::harness::{Options, Server};
+use super::moto::*;
+use super::runs_support::*;
+
+fn run_id(path: &str) -> &str {
+    path.rsplit('/').next().expect("run id")
+}
+
+fn events(server: &Server, run: &str) -> Vec<Value> {
+    let (code, body) = server.get(&format!("{run}/events"));
+    assert_eq!(code, 200, "{body}");
+    body.as_array().cloned().unwrap_or_default()
+}
+
+/// Every file under `dir`, read as bytes.
+fn files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).expect("read dir").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if let Ok(bytes) = std::fs::read(&path) {
+                out.push((path, bytes));
+            }
+        }
+    }
+    out
+}
+
+/// No answer, log line or stored byte holds the secret.
+#[track_caller]
+fn assert_secret_never_shown(server: &Server, data: &Path, run: &str) {
+    let mut answers = Vec::new();
+    for path in [
+        "/v3/namespaces/default/securekeys".to_string(),
+        "/v3/namespaces/default/securekeys/aws-secret".to_string(),
+        "/v3/namespaces/default/profiles".to_string(),
+        "/v3/namespaces/default/profiles/aws".to_string(),
+        run.to_string(),
+        format!("{run}/events"),
+        format!("{run}/operations"),
+        format!("{run}/operations/1"),
+        format!("{run}/logs"),
+        "/v3/namespaces/default/runs".to_string(),
+    ] {
+        let (code, body) = server.get(&path);
+        assert!(code < 500, "{path}: {code} {body}");
+        answers.push((path, body.to_string()));
+    }
+    for (path, text) in &answers {
+        assert!(!text.contains(SECRET), "{path} shows the secret: {text}");
+    }
+    let logs = server.logs().join("\n");
+    assert!(!logs.contains(SECRET), "the server log shows the secret");
+    for (path, bytes) in files(data) {
+        let found = bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes());
+        assert!(!found, "{} holds the secret in the clear", path.display());
+    }
+}
+
+#[test]
+fn a_three_node_cluster_is_tagged_run_and_terminated_and_its_secret_never_shows() {
+    let moto = Moto::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = sub(&dir, "data");
+    let server = Server::start_at(&data, Options::default());
+    put_secret(&server);
+    aws_profile(&server, &moto, "aws", &[("tags", "team=data")], Some(3600));
+    deploy(&server, "a", "cat \"$EBB_CLUSTER_FILE\"", json!({}));
+    let run = start(&server, "a", json!({"system.profile.name": "aws"}));
+    let done = wait_deprovisioned(&server, &run);
+    assert_eq!(done["status"], "COMPLETED", "{done}");
+
+    let id = run_id(&run);
+    let instances = moto.of_run(id);
+    assert_eq!(instances.len(), 3, "one instance per node: {instances:#?}");
+    let nodes: BTreeSet<&str> = instances
+        .iter()
+        .map(|i| i["tags"]["ebb:node"].as_str().expect("node tag"))
+        .collect();
+    assert_eq!(nodes, ["master", "worker-1", "worker-2"].into());
+    for i in &instances {
+        assert_eq!(i["state"], "terminated", "{i}");
+        assert_eq!(i["tags"]["ebb:server"], "ebb", "{i}");
+        assert_eq!(i["tags"]["ebb:namespace"], "default", "{i}");
+        assert_eq!(i["tags"]["ebb:profile"], "USER:aws", "{i}");
+        assert_eq!(i["tags"]["team"], "data", "{i}");
+        assert!(
+            i["tags"]["Name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("ebb-")),
+            "{i}"
+        );
+        assert_eq!(
+            (i["imageId"].as_str(), i["instanceType"].as_str()),
+            (Some(AMI), Some("t3.micro"))
+        );
+        // The fail-safe: shutting down terminates, and the instance shuts itself down.
+        assert_eq!(i["shutdownBehavior"], "terminate", "{i}");
+        let script = i["userData"].as_str().expect("user data");
+        assert!(script.contains("shutdown -h +$left"), "{script}");
+    }
+    assert_eq!(moto.count("RunInstances"), 3);
+    assert_eq!(moto.count("TerminateInstances"), 3);
+    // Lookups by id were batched: some DescribeInstances asked for several nodes at once.
+    let widest = moto
+        .calls()
+        .iter()
+        .filter(|c| c["action"] == "DescribeInstances")
+        .filter_map(|c| c["filters"]["instance-id"].as_array().map(Vec::len))
+        .max()
+        .unwrap_or(0);
+    assert!(
+        widest >= 2,
+        "every DescribeInstances asked for one instance: {:#?}",
+        moto.calls()
+    );
+
+    // The program saw the nodes' addresses and EC2's facts.
+    let (_, logs) = server.get(&format!("{run}/logs"));
+    let logs = logs.to_string();
+    assert!(logs.contains("instanceId"), "{logs}");
+    assert_secret_never_shown(&server, &data, &run);
+}
+
+#[test]
+fn killed_while_ec2_answers_a_create_resumes_by_tag_without_a_second_instance() {
+    let moto = Moto::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = sub(&dir, "data");
+    let server = Server::start_at(&data, Options::default());
+    put_secret(&server);
+    aws_profile(&server, &moto, "aws", &[], None);
+    deploy(&server, "a", "true", json!({}));
+    // EC2 makes each instance at once but its answer is slow: ebb dies before hearing it.
+    moto.fault(json!({"action": "RunInstances", "delay": 60}));
+    let run = start(&server, "a", json!({"system.profile.name": "aws"}));
+    let id = run_id(&run).to_string();
+    let started = Instant::now();
+    while moto.of_run(&id).len() < 3 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "creates never landed"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    server.kill();
+    moto.clear_faults();
+
+    // Moto ignores ClientToken, so only the tag lookup can keep a second set away.
+    let server = Server::start_at(&data, Options::default());
+    let done = wait_deprovisioned(&server, &run);
+    assert_eq!(done["status"], "COMPLETED", "{done}");
+    let instances = moto.of_run(&id);
+    assert_eq!(instances.len(), 3, "no second instance: {instances:#?}");
+    assert!(
+        instances.iter().all(|i| i["state"] == "terminated"),
+        "{instances:#?}"
+    );
+    assert_eq!(moto.count("RunInstances"), 3);
+    let found = events(&server, &run)
+        .iter()
+        .filter(|e| {
+            e["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("made by an earlier create"))
+        })
+        .count();
+    assert_eq!(found, 3, "each node was found by its tags");
+}
+
+#[test]
+fn ec2_errors_are_retried_or_fatal_with_the_clouds_words_and_no_secret() {
+    let moto = Moto::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = sub(&dir, "data");
+    let server = Server::start_at(&data, Options::default());
+    put_secret(&server);
+    deploy(&server, "a", "true", json!({}));
+
+    // Throttling twice: retried, then the cluster comes up.
+    aws_profile(&server, &moto, "aws", &[("nodes", "1")], None);
+    moto.fault(json!({"action": "RunInstances", "status": 503, "code": "RequestLimitExceeded", "times": 2}));
+    let run = start(&server, "a", json!({"system.profile.name": "aws"}));
+    let done = wait_deprovisioned(&server, &run);
+    assert_eq!(done["status"], "COMPLETED", "{done}");
+    let retries = events(&server, &run)
+        .iter()
+        .filter(|e| {
+            e["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("RequestLimitExceeded"))
+        })
+        .count();
+    assert_eq!(retries, 2, "{:#?}", events(&server, &run));
+
+    // A bad AMI: fatal at once, in EC2's words; nothing is left.
+    aws_profile(
+        &server,
+        &moto,
+        "bad-ami",
+        &[("nodes", "1"), ("imageId", "ami-00000000")],
+        None,
+    );
+    let before = moto.count("RunInstances");
+    let run = start(&server, "a", json!({"system.profile.name": "bad-ami"}));
+    let done = wait_deprovisioned(&server, &run);
+    assert_eq!(done["status"], "FAILED", "{done}");
+    let failure = done["failure"].to_string();
+    assert!(failure.contains("InvalidAMIID"), "{failure}");
+    assert_eq!(
+        moto.count("RunInstances") - before,
+        1,
+        "a fatal error is not retried"
+    );
+    assert!(moto.of_run(run_id(&run)).is_empty());
+
+    // A provider that quotes the secret back: the message keeps only a mask.
+    aws_profile(&server, &moto, "aws", &[("nodes", "1")], None);
+    moto.fault(json!({
+        "action": "RunInstances", "status": 401, "code": "AuthFailure",
+        "message": format!("the key {SECRET} is not valid"), "times": 1
+    }));
+    let run = start(&server, "a", json!({"system.profile.name": "aws"}));
+    let done = wait_deprovisioned(&server, &run);
+    assert_eq!(done["status"], "FAILED", "{done}");
+    let failure = done["failure"].to_string();
+    assert!(
+        failure.contains("AuthFailure: the key *** is not valid"),
+        "{failure}"
+    );
+    assert_secret_never_shown(&server, &data, &run);
+}
