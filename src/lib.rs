@@ -25,6 +25,7 @@ pub mod api;
 pub mod app;
 pub mod cli;
 pub mod error;
+pub mod janitor;
 pub mod names;
 pub mod namespace;
 pub mod operation;

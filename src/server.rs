@@ -16,6 +16,7 @@ use actix_web::{App, HttpServer, middleware, web};
 
 use crate::api::{self, AppState};
 use crate::error::ServiceError;
+use crate::janitor::Janitor;
 use crate::namespace;
 use crate::profile::builtin;
 use crate::provisioner::Registry;
@@ -39,6 +40,8 @@ pub struct Config {
     pub server_name: String,
     /// The key file of the secure store; `None` for `secure.key` in the data dir.
     pub secure_key_file: Option<PathBuf>,
+    /// How the janitor sweeps on its own.
+    pub janitor: crate::janitor::Settings,
 }
 
 /// Why the server could not start or stop cleanly.
@@ -92,6 +95,8 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         server_name: config.server_name.clone(),
         cipher: Arc::clone(&cipher),
     };
+    let janitor = Janitor::new(deps.clone(), config.janitor);
+    arbiter.spawn(janitor.clone().run_on_schedule());
     let runtime = Runtime::new(deps, arbiter.handle());
     let resumed = runtime.resume().await?;
     tracing::info!(runs = resumed, "live runs resumed");
@@ -101,6 +106,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         registry,
         runtime,
         cipher,
+        janitor,
         token: config.auth_token.filter(|t| !t.is_empty()).map(Arc::from),
     };
     let data = web::Data::new(state);

@@ -98,6 +98,18 @@ pub fn flag(req: &HttpRequest, name: &str) -> Result<bool, ApiError> {
     }
 }
 
+// ---- janitor ----
+
+pub async fn get_janitor(state: State) -> Reply {
+    let last = state.janitor.last().await?;
+    ok(&serde_json::json!({"settings": state.janitor.settings, "last": last}))
+}
+
+pub async fn run_janitor(state: State, req: HttpRequest) -> Reply {
+    let dry_run = flag(&req, "dryRun")?;
+    ok(&state.janitor.sweep(dry_run, "request").await?)
+}
+
 pub async fn list_profiles(state: State, req: HttpRequest) -> Reply {
     let include_system = flag(&req, "includeSystem")?;
     let ns = req.match_info().get("ns").map(str::to_string);

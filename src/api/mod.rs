@@ -33,6 +33,7 @@ pub struct AppState {
     pub runtime: Runtime,
     /// Seals the data of secure keys.
     pub cipher: Arc<crate::secure::Cipher>,
+    pub janitor: crate::janitor::Janitor,
     /// Bearer token required on every request but health; `None` to require none.
     pub token: Option<Arc<str>>,
 }
@@ -110,6 +111,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 resource("/namespaces/{ns}/profiles/{name}/assignments").get(profile_assignments),
             )
             .service(resource("/namespaces/{ns}/plan").post(dry_run))
+            .service(resource("/janitor").get(get_janitor))
+            .service(resource("/janitor/run").post(run_janitor))
             .service(resource("/namespaces/{ns}/securekeys").get(list_secure_keys))
             .service(
                 resource("/namespaces/{ns}/securekeys/{name}")

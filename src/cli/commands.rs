@@ -26,6 +26,8 @@ pub fn run(args: &ClientArgs, command: Command) -> Result<u8, CliError> {
         Command::Run(cmd) => super::runs::run(&client, json, cmd),
         Command::Template(cmd) => super::runs::template(&client, json, cmd).map(|()| 0),
         Command::Plan(args) => super::runs::plan(&client, json, args).map(|()| 0),
+        Command::Secure(cmd) => super::admin::secure(&client, json, cmd).map(|()| 0),
+        Command::Janitor(cmd) => super::admin::janitor(&client, json, cmd).map(|()| 0),
     }
 }
 

@@ -4,6 +4,7 @@
 //! refusal from the server is printed as the server's message and exits 1. This module only
 //! talks HTTP; it never opens the store.
 
+mod admin;
 mod client;
 mod commands;
 mod output;
@@ -81,9 +82,62 @@ pub enum Command {
     Template(TemplateCmd),
     /// Show the layout and task plan of a cluster operation without running anything.
     Plan(PlanArgs),
+    /// Keep secrets (cloud keys, passwords) that profiles refer to as ${secure(name)}.
+    #[command(subcommand)]
+    Secure(SecureCmd),
+    /// Sweep the clouds for resources with ebb's tags that no run accounts for.
+    #[command(subcommand)]
+    Janitor(JanitorCmd),
     /// Launches a program detached from the server (used by the server itself).
     #[command(hide = true)]
     Shim { run_dir: PathBuf },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SecureCmd {
+    /// List a namespace's secure keys (names and metadata, never data).
+    List {
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+    },
+    /// Show a secure key's metadata.
+    Get {
+        name: String,
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+    },
+    /// Create or replace a secure key. The secret is read from standard input (or a file), so
+    /// it shows in neither the shell's history nor the process list.
+    Put {
+        name: String,
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+        #[arg(long)]
+        description: Option<String>,
+        /// Read the secret from this file instead of standard input.
+        #[arg(long, value_name = "FILE")]
+        data_file: Option<PathBuf>,
+        /// Metadata to keep with the key.
+        #[arg(long = "property", value_name = "NAME=VALUE")]
+        properties: Vec<String>,
+    },
+    /// Delete a secure key.
+    Delete {
+        name: String,
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum JanitorCmd {
+    /// Sweep now: report orphans and delete them (only report with --dry-run).
+    Run {
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Show the janitor's settings and its last sweep.
+    Show,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -116,8 +170,27 @@ pub struct ServeArgs {
     /// out of the store's backups (default: secure.key in the data dir).
     #[arg(long, env = "EBB_SECURE_KEY_FILE")]
     pub secure_key_file: Option<PathBuf>,
+    /// How often the janitor sweeps the clouds for resources with ebb's tags that the store
+    /// does not account for ("off" or 0 for never).
+    #[arg(long, env = "EBB_JANITOR_INTERVAL", default_value = "10m", value_parser = parse_interval)]
+    pub janitor_interval: Interval,
+    /// Let scheduled sweeps delete what they find (else they only report it).
+    #[arg(long, env = "EBB_JANITOR_DELETE")]
+    pub janitor_delete: bool,
     #[arg(skip)]
     pub token: Option<String>,
+}
+
+/// A period, or none (`off`).
+#[derive(Debug, Clone, Copy)]
+pub struct Interval(pub Option<std::time::Duration>);
+
+/// A duration such as `10m`, or `off`.
+fn parse_interval(text: &str) -> Result<Interval, String> {
+    if text.eq_ignore_ascii_case("off") {
+        return Ok(Interval(None));
+    }
+    ebb_spi::parse_duration(text).map(|d| Interval(Some(d)))
 }
 
 impl ServeArgs {
@@ -129,6 +202,14 @@ impl ServeArgs {
             workers: self.workers,
             server_name: self.server_name,
             secure_key_file: self.secure_key_file,
+            janitor: crate::janitor::Settings {
+                interval: self
+                    .janitor_interval
+                    .0
+                    .map(|d| d.as_secs())
+                    .filter(|s| *s > 0),
+                delete: self.janitor_delete,
+            },
         }
     }
 }

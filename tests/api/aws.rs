@@ -243,3 +243,83 @@ fn ec2_errors_are_retried_or_fatal_with_the_clouds_words_and_no_secret() {
     );
     assert_secret_never_shown(&server, &data, &run);
 }
+
+#[test]
+fn the_janitor_terminates_an_instance_with_ebbs_tags_whose_run_the_store_does_not_know() {
+    let moto = Moto::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = sub(&dir, "data");
+    let server = Server::start_at(&data, Options::default());
+    put_secret(&server);
+    aws_profile(&server, &moto, "aws", &[("nodes", "2")], None);
+    deploy(&server, "a", "sleep 60", json!({}));
+    let run = start(&server, "a", json!({"system.profile.name": "aws"}));
+    wait_until(&server, &run, Duration::from_secs(60), |r| {
+        r["status"] == "RUNNING"
+    });
+
+    let stray = moto.run_instance(&[
+        ("ebb:server", "ebb"),
+        ("ebb:run", "019a0000-0000-7000-8000-000000000000"),
+        ("ebb:node", "master"),
+    ]);
+    let foreign = moto.run_instance(&[
+        ("ebb:server", "another-ebb"),
+        ("ebb:run", "019a0000-0000-7000-8000-000000000001"),
+        ("ebb:node", "master"),
+    ]);
+    let untagged = moto.run_instance(&[("team", "data")]);
+
+    let (code, sweep) = server.post("/v3/janitor/run?dryRun=true");
+    assert_eq!(code, 200, "{sweep}");
+    let found: Vec<&str> = sweep["orphans"]
+        .as_array()
+        .expect("orphans")
+        .iter()
+        .map(|o| o["id"].as_str().expect("id"))
+        .collect();
+    assert_eq!(found, [stray.as_str()], "{sweep:#}");
+    let aws = sweep["accounts"]
+        .as_array()
+        .expect("accounts")
+        .iter()
+        .find(|a| a["provisioner"] == "aws-ec2")
+        .cloned()
+        .expect("the moto account was listed");
+    assert_eq!(
+        aws["listed"], 3,
+        "the run's two nodes and the stray: {sweep:#}"
+    );
+
+    let (code, out, err) =
+        super::harness::run_ebb(&["--server", &server.url, "janitor", "run"], &[], None);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(&stray) && out.contains("deleted"), "{out}");
+    let state = |id: &str| {
+        moto.instances()
+            .into_iter()
+            .find(|i| i["id"] == id)
+            .map(|i| i["state"].clone())
+            .expect("instance")
+    };
+    assert_eq!(state(&stray), "terminated");
+    assert_eq!(
+        state(&foreign),
+        "running",
+        "another server's instance is left alone"
+    );
+    assert_eq!(
+        state(&untagged),
+        "running",
+        "an instance without ebb's tags is left alone"
+    );
+    let live: Vec<Value> = moto.of_run(run_id(&run));
+    assert!(live.iter().all(|i| i["state"] == "running"), "{live:#?}");
+
+    let (code, _) = server.post(&format!("{run}/stop"));
+    assert_eq!(code, 200);
+    wait_deprovisioned(&server, &run);
+    let (_, status) = server.get("/v3/janitor");
+    assert!(!status.to_string().contains(SECRET));
+    assert_secret_never_shown(&server, &data, &run);
+}

@@ -27,6 +27,8 @@ pub struct Server {
 #[derive(Default, Clone)]
 pub struct Options {
     pub token: Option<String>,
+    /// More `ebb serve` arguments.
+    pub args: Vec<String>,
 }
 
 impl Server {
@@ -48,6 +50,7 @@ impl Server {
         ])
         .arg("--data-dir")
         .arg(data_dir)
+        .args(&options.args)
         .env_remove("EBB_TOKEN")
         .env_remove("EBB_BIND")
         .env_remove("EBB_DATA_DIR")

@@ -11,6 +11,7 @@ mod aws;
 mod cli;
 mod clusters;
 mod crash;
+mod janitor;
 mod namespaces;
 mod preferences;
 mod profiles;

@@ -245,6 +245,7 @@ fn a_configured_token_is_required_except_for_health() {
         dir.path(),
         Options {
             token: Some("s3cret".into()),
+            ..Options::default()
         },
     );
     assert_error(

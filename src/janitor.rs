@@ -1,0 +1,472 @@
+//! The janitor: a sweep from the clouds back to the store, for resources nothing else would
+//! ever delete.
+//!
+//! The runtime reconciles from the store outward: it only knows resources it recorded. The
+//! janitor goes the other way. For every account the profiles (and the live runs) point at,
+//! it lists the resources carrying ebb's tags and judges each against the store. A resource
+//! is an orphan when its run is unknown (a lost store, another tool), deprovisioned or given
+//! up on, when it has outlived its profile's timeout, or when it is not the resource ebb
+//! recorded for its node. Orphans are reported, and deleted when the janitor acts: on a
+//! schedule with `--janitor-delete`, or on request (`POST /v3/janitor/run`). Resources tagged
+//! by another ebb server (`ebb:server`) are never touched. The last sweep is kept in the store.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ebb_spi::{Context, Provisioner, Resource, ResourceState, TAG_NODE, TAG_RUN, TAG_SERVER};
+use serde::{Deserialize, Serialize};
+
+use crate::error::ServiceError;
+use crate::plan::resource::{NodeRecord, ResourceStatus};
+use crate::profile::service::StoredProfile;
+use crate::run::{ClusterStatus, RunRecord};
+use crate::runtime::Deps;
+use crate::store::{Read, Table};
+use crate::time::now_secs;
+
+/// Where the last sweep is kept in the `Meta` table.
+const LAST: &str = "janitor/last";
+
+/// A run is not judged too old until this long after its profile's timeout: its own timer
+/// and the cloud-side fail-safe come first.
+pub const AGE_GRACE: Duration = Duration::from_secs(15 * 60);
+
+/// How the janitor runs on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Settings {
+    /// Seconds between scheduled sweeps; `None`: no scheduled sweeps.
+    pub interval: Option<u64>,
+    /// Whether scheduled sweeps delete what they find (else they only report).
+    pub delete: bool,
+}
+
+/// What one sweep saw and did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Sweep {
+    /// Epoch seconds.
+    pub started: u64,
+    pub finished: u64,
+    /// `schedule` or `request`.
+    pub trigger: String,
+    /// Whether orphans were only reported.
+    pub dry_run: bool,
+    pub accounts: Vec<AccountSweep>,
+    pub orphans: Vec<Orphan>,
+}
+
+/// One account listed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AccountSweep {
+    pub provisioner: String,
+    pub account: String,
+    /// The profiles (and runs) that point at it.
+    pub sources: Vec<String>,
+    /// Resources carrying ebb's tags seen there.
+    pub listed: usize,
+    /// Why it could not be listed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A resource nothing in the store accounts for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Orphan {
+    pub provisioner: String,
+    pub account: String,
+    pub id: String,
+    pub run: String,
+    pub node: Option<String>,
+    pub reason: String,
+    /// `reported`, `deleted`, or `delete failed: ...`.
+    pub action: String,
+}
+
+/// An account to list, and a context that reaches it.
+struct Target {
+    provisioner: Arc<dyn Provisioner>,
+    account: String,
+    sources: Vec<String>,
+    context: Result<Context, String>,
+}
+
+/// The janitor of one server.
+#[derive(Debug, Clone)]
+pub struct Janitor {
+    deps: Deps,
+    pub settings: Settings,
+    /// One sweep at a time.
+    running: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl Janitor {
+    pub fn new(deps: Deps, settings: Settings) -> Self {
+        Self {
+            deps,
+            settings,
+            running: Arc::default(),
+        }
+    }
+
+    /// Sweeps every `interval` until the server stops.
+    pub async fn run_on_schedule(self) {
+        let Some(every) = self.settings.interval.filter(|s| *s > 0) else {
+            return;
+        };
+        loop {
+            tokio::time::sleep(Duration::from_secs(every)).await;
+            match self.sweep(!self.settings.delete, "schedule").await {
+                Ok(s) => tracing::info!(
+                    orphans = s.orphans.len(),
+                    accounts = s.accounts.len(),
+                    "janitor sweep done"
+                ),
+                Err(e) => tracing::error!(error = %e, "janitor sweep failed"),
+            }
+        }
+    }
+
+    /// The last sweep, if there was one.
+    pub async fn last(&self) -> Result<Option<Sweep>, ServiceError> {
+        Ok(self
+            .deps
+            .store
+            .read(|r| r.get::<Sweep>(Table::Meta, LAST))
+            .await?)
+    }
+
+    /// Sweeps now: lists every account, judges what it holds, deletes orphans unless
+    /// `dry_run`, and keeps the result.
+    pub async fn sweep(&self, dry_run: bool, trigger: &str) -> Result<Sweep, ServiceError> {
+        let _one = self.running.lock().await;
+        let started = now_secs();
+        let targets = self.targets().await?;
+        let mut accounts = Vec::new();
+        let mut seen: Vec<(usize, Resource)> = Vec::new();
+        for (i, t) in targets.iter().enumerate() {
+            let listed = match &t.context {
+                Ok(ctx) => t
+                    .provisioner
+                    .list(ctx)
+                    .await
+                    .map_err(|e| ctx.redact(&e.message)),
+                Err(e) => Err(e.clone()),
+            };
+            let (count, error) = match listed {
+                Ok(resources) => {
+                    let mine: Vec<Resource> =
+                        resources.into_iter().filter(|r| self.is_ours(r)).collect();
+                    let n = mine.len();
+                    seen.extend(mine.into_iter().map(|r| (i, r)));
+                    (n, None)
+                }
+                Err(e) => (0, Some(e)),
+            };
+            accounts.push(AccountSweep {
+                provisioner: t.provisioner.spec().name.to_string(),
+                account: t.account.clone(),
+                sources: t.sources.clone(),
+                listed: count,
+                error,
+            });
+        }
+        let runs: BTreeSet<String> = seen
+            .iter()
+            .filter_map(|(_, r)| r.tags.get(TAG_RUN).cloned())
+            .collect();
+        let known = self.deps.store.read(move |r| known_runs(r, &runs)).await?;
+        let now = now_secs();
+        let mut orphans = Vec::new();
+        for (i, resource) in seen {
+            let t = &targets[i];
+            let Some(reason) = judge(&resource, &known, now) else {
+                continue;
+            };
+            let action = match (&t.context, dry_run) {
+                (_, true) => "reported".to_string(),
+                (Ok(ctx), false) => match t.provisioner.delete(ctx, &resource.id).await {
+                    Ok(()) => "deleted".to_string(),
+                    Err(e) => format!("delete failed: {}", ctx.redact(&e.message)),
+                },
+                (Err(e), false) => format!("delete failed: {e}"),
+            };
+            tracing::warn!(
+                provisioner = t.provisioner.spec().name,
+                id = %resource.id,
+                %reason,
+                %action,
+                "janitor found an orphan"
+            );
+            orphans.push(Orphan {
+                provisioner: t.provisioner.spec().name.to_string(),
+                account: t.account.clone(),
+                id: resource.id.clone(),
+                run: resource.tags.get(TAG_RUN).cloned().unwrap_or_default(),
+                node: resource.tags.get(TAG_NODE).cloned(),
+                reason,
+                action,
+            });
+        }
+        let sweep = Sweep {
+            started,
+            finished: now_secs(),
+            trigger: trigger.to_string(),
+            dry_run,
+            accounts,
+            orphans,
+        };
+        let kept = sweep.clone();
+        self.deps
+            .store
+            .write(move |tx| tx.put(Table::Meta, LAST, &kept))
+            .await?;
+        Ok(sweep)
+    }
+
+    /// Whether this server made `r` (resources from before server names count as its own).
+    fn is_ours(&self, r: &Resource) -> bool {
+        r.tags.contains_key(TAG_RUN)
+            && r.tags
+                .get(TAG_SERVER)
+                .is_none_or(|s| *s == self.deps.server_name)
+            && r.state != ResourceState::Deleting
+    }
+
+    /// Every account the profiles and live runs point at, once each.
+    async fn targets(&self) -> Result<Vec<Target>, ServiceError> {
+        let registry = Arc::clone(&self.deps.registry);
+        let cipher = Arc::clone(&self.deps.cipher);
+        let data_dir = self.deps.data_dir.clone();
+        self.deps
+            .store
+            .read(move |r| {
+                let mut sources: Vec<(String, String, String, ebb_spi::Properties)> = Vec::new();
+                for (key, p) in r.scan::<StoredProfile>(Table::Profiles, "")? {
+                    let ns = key.split('/').next().unwrap_or_default().to_string();
+                    let props = p
+                        .profile
+                        .provisioner
+                        .properties
+                        .iter()
+                        .map(|v| (v.name.clone(), v.value.clone()))
+                        .collect();
+                    let label = format!("profile {key}");
+                    sources.push((p.profile.provisioner.name.clone(), ns, label, props));
+                }
+                for (key, _) in r.scan::<serde_json::Value>(Table::Active, "")? {
+                    if let Some(run) = r.get::<RunRecord>(Table::Runs, &key)? {
+                        let label = format!("run {}", run.key.run);
+                        let ns = run.key.namespace.clone();
+                        sources.push((run.provisioner.clone(), ns, label, run.properties()));
+                    }
+                }
+                let mut targets: Vec<Target> = Vec::new();
+                let mut index: HashMap<(String, String), usize> = HashMap::new();
+                for (name, ns, label, props) in sources {
+                    let Some(provisioner) = registry.get(&name) else {
+                        continue;
+                    };
+                    let account = provisioner.account(&props);
+                    if let Some(&i) = index.get(&(name.clone(), account.clone())) {
+                        targets[i].sources.push(label);
+                        continue;
+                    }
+                    let context = crate::secure::resolve(r, &cipher, &ns, &props)
+                        .map(|res| res.into_context(Context::new(props, data_dir.clone())));
+                    index.insert((name, account.clone()), targets.len());
+                    targets.push(Target {
+                        provisioner: Arc::clone(provisioner),
+                        account,
+                        sources: vec![label],
+                        context,
+                    });
+                }
+                Ok::<_, ServiceError>(targets)
+            })
+            .await
+    }
+}
+
+/// What the store knows of a run a resource names.
+struct Known {
+    run: RunRecord,
+    nodes: BTreeMap<String, NodeRecord>,
+}
+
+fn known_runs(
+    r: &impl Read,
+    wanted: &BTreeSet<String>,
+) -> Result<HashMap<String, Known>, ServiceError> {
+    let mut out = HashMap::new();
+    if wanted.is_empty() {
+        return Ok(out);
+    }
+    for (_, run) in r.scan::<RunRecord>(Table::Runs, "")? {
+        if !wanted.contains(&run.key.run) {
+            continue;
+        }
+        let nodes = r
+            .scan::<NodeRecord>(Table::Resources, &format!("{}/", run.key.run))?
+            .into_iter()
+            .map(|(_, n)| (n.node.clone(), n))
+            .collect();
+        out.insert(run.key.run.clone(), Known { run, nodes });
+    }
+    Ok(out)
+}
+
+/// Why `resource` is an orphan, or `None` when the store accounts for it.
+fn judge(resource: &Resource, known: &HashMap<String, Known>, now: u64) -> Option<String> {
+    let run_id = resource.tags.get(TAG_RUN)?;
+    let Some(Known { run, nodes }) = known.get(run_id) else {
+        return Some(format!("its run {run_id} is not in the store"));
+    };
+    match run.cluster.status {
+        Some(ClusterStatus::Deprovisioned) => {
+            return Some(format!("its run {run_id} is deprovisioned"));
+        }
+        Some(ClusterStatus::Orphaned) => {
+            return Some(format!("its run {run_id} gave up deleting it (ORPHANED)"));
+        }
+        _ => {}
+    }
+    if let Some(deadline) = run.deadline()
+        && now > deadline + AGE_GRACE.as_secs()
+    {
+        return Some(format!(
+            "it outlived its profile's timeout: run {run_id} had to be gone by {}",
+            humantime::format_rfc3339_seconds(
+                std::time::UNIX_EPOCH + Duration::from_secs(deadline)
+            )
+        ));
+    }
+    let node = resource.tags.get(TAG_NODE)?;
+    match nodes.get(node) {
+        None => Some(format!("run {run_id} has no node {node}")),
+        Some(n) if n.status == ResourceStatus::Deleted => Some(format!(
+            "ebb recorded node {node} of run {run_id} as deleted"
+        )),
+        Some(n) => match &n.id {
+            Some(id) if *id != resource.id => Some(format!(
+                "it is not the resource ebb recorded for node {node} of run {run_id} ({id})"
+            )),
+            // The recorded one, or a create still in flight: not an orphan.
+            _ => None,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::Keepalive;
+    use crate::run::{ClusterState, Launch, ProgramStatus, RunKey};
+
+    fn resource(id: &str, run: &str, node: &str) -> Resource {
+        Resource {
+            id: id.into(),
+            state: ResourceState::Running,
+            tags: ebb_spi::ResourceKey::new(run, node).tags(),
+            address: None,
+            properties: BTreeMap::new(),
+        }
+    }
+
+    fn run(id: &str, status: Option<ClusterStatus>, timeout: Option<u64>) -> RunRecord {
+        RunRecord {
+            key: RunKey {
+                namespace: "default".into(),
+                app: "a".into(),
+                program: "p".into(),
+                run: id.into(),
+            },
+            status: ProgramStatus::Running,
+            starting: 1_000,
+            start: None,
+            end: None,
+            args: Default::default(),
+            profile: "USER:p".into(),
+            provisioner: "sim".into(),
+            profile_properties: Vec::new(),
+            keepalive: Keepalive::default(),
+            timeout,
+            launch: Launch {
+                command: Vec::new(),
+                env: BTreeMap::new(),
+            },
+            cluster: ClusterState {
+                status,
+                ..Default::default()
+            },
+            failure: None,
+            stop: None,
+            exit: None,
+            template: None,
+            layout: BTreeMap::new(),
+            node_types: BTreeMap::new(),
+            config: None,
+        }
+    }
+
+    fn node(name: &str, id: Option<&str>, status: ResourceStatus) -> (String, NodeRecord) {
+        let mut n = NodeRecord::new(name, status, 0);
+        n.id = id.map(str::to_string);
+        (name.to_string(), n)
+    }
+
+    #[test]
+    fn judges_each_case() {
+        let mut known = HashMap::new();
+        let live = Known {
+            run: run("live", Some(ClusterStatus::Provisioned), Some(3600)),
+            nodes: [
+                node("master", Some("i-1"), ResourceStatus::Created),
+                node("worker-1", None, ResourceStatus::RequestingCreate),
+                node("worker-2", Some("i-3"), ResourceStatus::Deleted),
+            ]
+            .into(),
+        };
+        known.insert("live".to_string(), live);
+        known.insert(
+            "gone".to_string(),
+            Known {
+                run: run("gone", Some(ClusterStatus::Deprovisioned), None),
+                nodes: BTreeMap::new(),
+            },
+        );
+        let now = 2_000;
+        let verdict = |r: Resource| judge(&r, &known, now);
+        assert_eq!(verdict(resource("i-1", "live", "master")), None);
+        assert_eq!(
+            verdict(resource("i-2", "live", "worker-1")),
+            None,
+            "in flight"
+        );
+        assert!(
+            verdict(resource("i-9", "live", "master"))
+                .is_some_and(|m| m.contains("not the resource"))
+        );
+        assert!(
+            verdict(resource("i-3", "live", "worker-2")).is_some_and(|m| m.contains("as deleted"))
+        );
+        assert!(
+            verdict(resource("i-4", "live", "worker-7")).is_some_and(|m| m.contains("no node"))
+        );
+        assert!(
+            verdict(resource("i-5", "gone", "master")).is_some_and(|m| m.contains("deprovisioned"))
+        );
+        assert!(
+            verdict(resource("i-6", "lost", "master"))
+                .is_some_and(|m| m.contains("not in the store"))
+        );
+        let late = 1_000 + 3600 + AGE_GRACE.as_secs() + 1;
+        assert!(
+            judge(&resource("i-1", "live", "master"), &known, late)
+                .is_some_and(|m| m.contains("outlived"))
+        );
+    }
+}
