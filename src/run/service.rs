@@ -142,6 +142,25 @@ fn record_start(
                 },
             )
             .map_err(|e| ServiceError::invalid("template", e.to_string()))?;
+            // A node gets its hardware and image type's properties on top of the profile's:
+            // the provisioner must accept them too.
+            for l in &solved {
+                let types = super::NodeTypes {
+                    hardware_type: l.hardware_type.clone(),
+                    image_type: l.image_type.clone(),
+                };
+                let mut merged = map.clone();
+                merged.extend(template.type_properties(&provisioner_name, &types));
+                provisioner.validate(&merged).map_err(|e| {
+                    ServiceError::invalid(
+                        "template",
+                        format!(
+                            "hardware type '{}' with image type '{}' gives {provisioner_name} a bad property '{}': {}",
+                            types.hardware_type, types.image_type, e.property, e.message
+                        ),
+                    )
+                })?;
+            }
             let node_types = nodes
                 .iter()
                 .cloned()

@@ -323,3 +323,61 @@ fn the_janitor_terminates_an_instance_with_ebbs_tags_whose_run_the_store_does_no
     assert!(!status.to_string().contains(SECRET));
     assert_secret_never_shown(&server, &data, &run);
 }
+
+#[test]
+fn a_templates_hardware_types_choose_the_instance_types() {
+    let moto = Moto::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start_at(&sub(&dir, "data"), Options::default());
+    put_secret(&server);
+    aws_profile(
+        &server,
+        &moto,
+        "zk",
+        &[("nodes", "4"), ("template", "zookeeper-cluster")],
+        None,
+    );
+    deploy(&server, "a", "true", json!({}));
+    let run = start(&server, "a", json!({"system.profile.name": "zk"}));
+    let done = wait_deprovisioned(&server, &run);
+    assert_eq!(done["status"], "COMPLETED", "{done}");
+    let instances = moto.of_run(run_id(&run));
+    assert_eq!(instances.len(), 4);
+    // The template puts the master service on `large` (m6i.xlarge on aws-ec2) and the rest
+    // on its default `small` (t3.small), over the profile's t3.micro.
+    for i in &instances {
+        let want = if i["tags"]["ebb:node"] == "master" {
+            "m6i.xlarge"
+        } else {
+            "t3.small"
+        };
+        assert_eq!(i["instanceType"], want, "{i}");
+    }
+
+    // A type mapping to a property aws-ec2 does not have is refused when the run starts.
+    let (_, mut template) = server.get("/v3/templates/zookeeper-cluster");
+    template["hardwareTypes"]["small"]["aws-ec2"] = json!({"flavor": "big"});
+    for field in ["scope", "created", "updated", "builtin", "name"] {
+        template.as_object_mut().expect("object").remove(field);
+    }
+    let (code, body) = server.put("/v3/namespaces/default/templates/zk-flavor", template);
+    assert_eq!(code, 200, "{body}");
+    aws_profile(
+        &server,
+        &moto,
+        "zk-flavor",
+        &[("nodes", "4"), ("template", "zk-flavor")],
+        None,
+    );
+    let (code, body) = server.post_json(
+        &format!("{}/start", program("a")),
+        json!({"system.profile.name": "zk-flavor"}),
+    );
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("'flavor'")),
+        "{body}"
+    );
+}

@@ -301,3 +301,78 @@ fn a_closed_output_pipe_is_not_a_crash() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(out.status.code(), Some(0), "{stderr}");
 }
+
+#[test]
+fn secure_keys_from_the_cli_never_print_their_data() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = Server::start(&dir);
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "pa55word-from-file\n").expect("write");
+    let file = secret.to_str().expect("utf-8");
+    let out = ok(
+        &s,
+        &[
+            "secure",
+            "put",
+            "db",
+            "--description",
+            "the db password",
+            "--data-file",
+            file,
+            "--property",
+            "owner=ops",
+        ],
+    );
+    assert!(out.contains("db") && !out.contains("pa55word"), "{out}");
+    let listed = ok(&s, &["secure", "list"]);
+    assert!(
+        listed.contains("the db password") && !listed.contains("pa55word"),
+        "{listed}"
+    );
+    let key = json(&s, &["secure", "get", "db"]);
+    assert_eq!(key["properties"]["owner"], "ops");
+    assert!(key.get("data").is_none(), "{key}");
+    // A profile refers to it; the reference, not the secret, is what shows.
+    ok(
+        &s,
+        &[
+            "profile",
+            "create",
+            "p",
+            "--provisioner",
+            "sim",
+            "--property",
+            "stateDir=${secure(db)}",
+        ],
+    );
+    let profile = ok(&s, &["profile", "get", "p"]);
+    assert!(
+        profile.contains("${secure(db)}") && !profile.contains("pa55word"),
+        "{profile}"
+    );
+    let err = fails(
+        &s,
+        &[
+            "profile",
+            "create",
+            "q",
+            "--provisioner",
+            "sim",
+            "--property",
+            "stateDir=${secure(db",
+        ],
+    );
+    assert!(err.contains("provisioner.properties.stateDir"), "{err}");
+    let err = fails(&s, &["secure", "get", "nope"]);
+    assert!(
+        err.contains("secure key 'nope' not found in namespace 'default'"),
+        "{err}"
+    );
+    let err = fails(&s, &["secure", "put", "bad/name", "--data-file", file]);
+    assert!(
+        err.contains("404") || err.contains("secure key name"),
+        "{err}"
+    );
+    ok(&s, &["secure", "delete", "db"]);
+    assert!(!ok(&s, &["secure", "list"]).contains("db"));
+}
