@@ -134,14 +134,22 @@ async fn run_group<V: Clone + Send + 'static>(groups: Groups<V>, group: String, 
 
 #[cfg(test)]
 mod tests {
+    //! On a current-thread runtime: `join!` polls every lookup, and so registers it, before
+    //! any runner gets to run, which makes the batches deterministic without pausing time.
+
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::sync::Semaphore;
 
-    fn counting(calls: Arc<Mutex<Vec<Vec<String>>>>) -> Fetch<String> {
+    type Calls = Arc<Mutex<Vec<Vec<String>>>>;
+
+    /// A call that records its keys, waits for `gate`, and finds every key but "missing".
+    fn counting(calls: &Calls, gate: &Arc<Semaphore>) -> Fetch<String> {
+        let (calls, gate) = (Arc::clone(calls), Arc::clone(gate));
         Box::new(move |keys: Vec<String>| {
             calls.lock().expect("calls").push(keys.clone());
             Box::pin(async move {
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                drop(gate.acquire().await.expect("gate"));
                 Ok(keys
                     .into_iter()
                     .filter(|k| k != "missing")
@@ -151,62 +159,62 @@ mod tests {
         })
     }
 
-    #[tokio::test(start_paused = true)]
+    fn open() -> Arc<Semaphore> {
+        Arc::new(Semaphore::new(Semaphore::MAX_PERMITS))
+    }
+
+    #[tokio::test]
     async fn concurrent_lookups_share_one_call() {
-        let c = Arc::new(Coalescer::new(Duration::from_millis(20)));
-        let calls = Arc::new(Mutex::new(Vec::new()));
-        let mut handles = Vec::new();
-        for key in ["a", "b", "c", "missing"] {
-            let (c, calls) = (Arc::clone(&c), Arc::clone(&calls));
-            handles.push(tokio::spawn(async move {
-                c.get("g", key, counting(calls)).await
-            }));
-        }
-        let mut answers = Vec::new();
-        for h in handles {
-            answers.push(h.await.expect("join").expect("lookup"));
-        }
-        assert_eq!(
-            answers,
-            [
-                Some("value of a".to_string()),
-                Some("value of b".to_string()),
-                Some("value of c".to_string()),
-                None
-            ]
+        let c = Coalescer::new(Duration::from_millis(5));
+        let (calls, gate) = (Calls::default(), open());
+        let answers = tokio::join!(
+            c.get("g", "a", counting(&calls, &gate)),
+            c.get("g", "b", counting(&calls, &gate)),
+            c.get("g", "c", counting(&calls, &gate)),
+            c.get("g", "missing", counting(&calls, &gate)),
         );
+        assert_eq!(answers.0, Ok(Some("value of a".to_string())));
+        assert_eq!(answers.1, Ok(Some("value of b".to_string())));
+        assert_eq!(answers.2, Ok(Some("value of c".to_string())));
+        assert_eq!(answers.3, Ok(None));
         assert_eq!(*calls.lock().expect("calls"), [["a", "b", "c", "missing"]]);
     }
 
-    #[tokio::test(start_paused = true)]
+    #[tokio::test]
     async fn lookups_during_a_call_form_the_next_batch_and_groups_are_apart() {
-        let c = Arc::new(Coalescer::new(Duration::from_millis(20)));
-        let calls = Arc::new(Mutex::new(Vec::new()));
-        let first = {
-            let (c, calls) = (Arc::clone(&c), Arc::clone(&calls));
-            tokio::spawn(async move { c.get("g", "a", counting(calls)).await })
+        let c = Coalescer::new(Duration::from_millis(5));
+        let calls = Calls::default();
+        let gate = Arc::new(Semaphore::new(0));
+        let first = c.get("g", "a", counting(&calls, &gate));
+        let later = async {
+            // Wait until the first call is in flight (held at the gate).
+            while calls.lock().expect("calls").is_empty() {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            let arrivals = async {
+                tokio::join!(
+                    c.get("g", "b", counting(&calls, &gate)),
+                    c.get("g", "c", counting(&calls, &gate)),
+                    c.get("h", "a", counting(&calls, &gate)),
+                )
+            };
+            let release = async {
+                gate.add_permits(Semaphore::MAX_PERMITS);
+            };
+            tokio::join!(arrivals, release).0
         };
-        // Arrive while the first call (100 ms) is in flight.
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let mut later = Vec::new();
-        for (group, key) in [("g", "b"), ("g", "c"), ("h", "a")] {
-            let (c, calls) = (Arc::clone(&c), Arc::clone(&calls));
-            later.push(tokio::spawn(async move {
-                c.get(group, key, counting(calls)).await
-            }));
-        }
-        assert!(first.await.expect("join").expect("lookup").is_some());
-        for h in later {
-            assert!(h.await.expect("join").expect("lookup").is_some());
+        let (a, (b, cc, ha)) = tokio::join!(first, later);
+        for answer in [a, b, cc, ha] {
+            assert!(answer.expect("lookup").is_some());
         }
         let mut calls = calls.lock().expect("calls").clone();
         calls.sort();
         assert_eq!(calls, [vec!["a"], vec!["a"], vec!["b", "c"]]);
     }
 
-    #[tokio::test(start_paused = true)]
+    #[tokio::test]
     async fn a_failed_call_fails_every_lookup_of_its_batch_and_the_group_recovers() {
-        let c = Arc::new(Coalescer::<String>::new(Duration::from_millis(20)));
+        let c = Coalescer::<String>::new(Duration::from_millis(5));
         let tries = Arc::new(AtomicUsize::new(0));
         let failing = |tries: Arc<AtomicUsize>| -> Fetch<String> {
             Box::new(move |_keys: Vec<String>| {
