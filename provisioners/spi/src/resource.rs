@@ -88,6 +88,19 @@ impl Context {
         self
     }
 
+    /// `resource` with every secret value masked in its address and facts, which are kept in
+    /// the store and shown to programs and the API.
+    pub fn redact_resource(&self, mut resource: Resource) -> Resource {
+        if self.secrets.is_empty() {
+            return resource;
+        }
+        resource.address = resource.address.map(|a| self.redact(&a));
+        for value in resource.properties.values_mut() {
+            *value = self.redact(value);
+        }
+        resource
+    }
+
     /// `text` with every secret value of the properties masked: for anything shown or kept
     /// (errors, logs, events).
     pub fn redact(&self, text: &str) -> String {
@@ -244,6 +257,29 @@ mod tests {
     fn names_the_master_first() {
         assert_eq!(node_names(3), ["master", "worker-1", "worker-2"]);
         assert!(node_names(0).is_empty());
+    }
+
+    #[test]
+    fn a_context_masks_its_secrets_and_never_prints_values() {
+        let props = crate::properties([("user", "u"), ("password", "hunter22")]);
+        let ctx = Context::new(props.clone(), PathBuf::from("/tmp"))
+            .with_resolved(props, vec!["hunter22".into()]);
+        assert_eq!(ctx.redact("login hunter22 refused"), "login *** refused");
+        let resource = Resource {
+            id: "i-1".into(),
+            state: ResourceState::Running,
+            tags: Tags::new(),
+            address: Some("hunter22.example".into()),
+            properties: [("note".to_string(), "pw=hunter22".to_string())].into(),
+        };
+        let masked = ctx.redact_resource(resource);
+        assert_eq!(masked.address.as_deref(), Some("***.example"));
+        assert_eq!(masked.properties["note"], "pw=***");
+        let shown = format!("{ctx:?}");
+        assert!(
+            shown.contains("password") && !shown.contains("hunter22"),
+            "{shown}"
+        );
     }
 
     #[test]
