@@ -71,6 +71,12 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     // Catch signals from the very start, so a SIGTERM during start-up is a clean stop too.
     let mut signals = Signals::install().map_err(ServerError::Signals)?;
     let store = Store::open(&config.data_dir)?;
+    // Programs and scripts run in other directories: every path handed to them (the cluster
+    // file, the result file) must not depend on the server's working directory.
+    let config = Config {
+        data_dir: std::path::absolute(&config.data_dir).unwrap_or(config.data_dir),
+        ..config
+    };
     tracing::info!(store.path = %store.path().display(), "store opened");
     let key_file = config
         .secure_key_file

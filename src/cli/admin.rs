@@ -7,7 +7,7 @@ use serde_json::{Map, Value, json};
 
 use super::client::{CliError, Client};
 use super::commands::{done, list, split_pair};
-use super::output::{self, out, seconds, table, text};
+use super::output::{self, out, table, text, timestamp};
 use super::{JanitorCmd, SecureCmd};
 
 pub fn secure(client: &Client, json: bool, cmd: SecureCmd) -> Result<(), CliError> {
@@ -22,7 +22,7 @@ pub fn secure(client: &Client, json: bool, cmd: SecureCmd) -> Result<(), CliErro
                         vec![
                             text(&k["name"]),
                             text(&k["description"]),
-                            seconds(&json!(k["createdEpochMs"].as_u64().unwrap_or(0) / 1000)),
+                            timestamp(&json!(k["createdEpochMs"].as_u64().unwrap_or(0) / 1000)),
                         ]
                     })
                     .collect();
@@ -77,7 +77,7 @@ pub fn secure(client: &Client, json: bool, cmd: SecureCmd) -> Result<(), CliErro
             "name:        {}\ndescription: {}\ncreated:     {}",
             text(&v["name"]),
             text(&v["description"]),
-            seconds(&json!(v["createdEpochMs"].as_u64().unwrap_or(0) / 1000))
+            timestamp(&json!(v["createdEpochMs"].as_u64().unwrap_or(0) / 1000))
         );
     }
     Ok(())
@@ -128,7 +128,7 @@ fn show_sweep(sweep: &Value) {
     };
     out!(
         "sweep at {} ({}, {mode})",
-        seconds(&sweep["started"]),
+        timestamp(&sweep["started"]),
         text(&sweep["trigger"])
     );
     let accounts: Vec<Vec<String>> = list(&sweep["accounts"])

@@ -75,6 +75,17 @@ pub fn seconds(v: &Value) -> String {
     }
 }
 
+/// An epoch-seconds value as a UTC time (`2026-11-22T15:04:17Z`).
+pub fn timestamp(v: &Value) -> String {
+    match v.as_u64() {
+        Some(s) => humantime::format_rfc3339_seconds(
+            std::time::UNIX_EPOCH + std::time::Duration::from_secs(s),
+        )
+        .to_string(),
+        None => "none".into(),
+    }
+}
+
 /// Prints JSON for scripts.
 pub fn json(v: &Value) {
     emit(&serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string()));

@@ -29,6 +29,8 @@ pub struct Options {
     pub token: Option<String>,
     /// More `ebb serve` arguments.
     pub args: Vec<String>,
+    /// The server's working directory (a relative data dir is relative to it).
+    pub cwd: Option<std::path::PathBuf>,
 }
 
 impl Server {
@@ -51,6 +53,7 @@ impl Server {
         .arg("--data-dir")
         .arg(data_dir)
         .args(&options.args)
+        .current_dir(options.cwd.as_deref().unwrap_or(Path::new(".")))
         .env_remove("EBB_TOKEN")
         .env_remove("EBB_BIND")
         .env_remove("EBB_DATA_DIR")

@@ -219,6 +219,22 @@ fn a_local_cluster_gives_each_node_a_sandbox_and_removes_it() {
 }
 
 #[test]
+fn a_relative_data_dir_still_gives_programs_a_readable_cluster_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = super::harness::Options {
+        cwd: Some(dir.path().to_path_buf()),
+        ..Default::default()
+    };
+    let server = Server::start_at(std::path::Path::new("./data"), options);
+    deploy(&server, "a", "test -s \"$EBB_CLUSTER_FILE\"", json!({}));
+    for profile in ["SYSTEM:local", "SYSTEM:native"] {
+        let run = start(&server, "a", json!({"system.profile.name": profile}));
+        let done = wait_deprovisioned(&server, &run);
+        assert_eq!(done["status"], "COMPLETED", "{profile}: {done}");
+    }
+}
+
+#[test]
 fn a_fatal_create_fails_provisioning_and_leaves_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sub(&dir, "sim");
