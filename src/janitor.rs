@@ -267,7 +267,10 @@ impl Janitor {
                 let mut targets: Vec<Target> = Vec::new();
                 let mut index: HashMap<(String, String), usize> = HashMap::new();
                 for (name, ns, label, props) in sources {
-                    let Some(provisioner) = registry.get(&name) else {
+                    // A provisioner that makes no nodes (native) has nothing to sweep.
+                    let Some(provisioner) =
+                        registry.get(&name).filter(|p| !p.nodes(&props).is_empty())
+                    else {
                         continue;
                     };
                     let account = provisioner.account(&props);

@@ -602,7 +602,7 @@ fn summary(run: &Value, name: &str) {
     if cluster == "WAITING" {
         out!(
             "cluster WAITING until {}; keep it longer with `ebb run extend {name} --by 1h`, tear it down with `ebb run deprovision {name}`",
-            text(&run["cluster"]["expiresAt"])
+            super::output::timestamp(&run["cluster"]["expiresAt"])
         );
     } else {
         out!("cluster {cluster}");
