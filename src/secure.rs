@@ -348,6 +348,24 @@ pub fn check_references<'a>(
     Ok(())
 }
 
+/// Checks that every property `spec` marks secret is given as a `${secure(name)}` reference,
+/// so that no secret is ever stored or shown in the clear (400 naming `{field}.{property}`).
+pub fn check_secrets_referenced<'a>(
+    field: &str,
+    spec: &ebb_spi::ProvisionerSpec,
+    properties: impl IntoIterator<Item = (&'a String, &'a String)>,
+) -> Result<(), ServiceError> {
+    for (name, value) in properties {
+        if spec.property(name).is_some_and(|p| p.secret) && !is_reference(value) {
+            return Err(ServiceError::invalid(
+                format!("{field}.{name}"),
+                "is a secret: give it as a reference to the secure store, ${secure(<key>)}, after storing it with PUT /v3/namespaces/<namespace>/securekeys/<key> (or `ebb secure put <key>`)",
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Checks that every key `properties` refer to exists in namespace `ns`, so a run that would
 /// fail for a missing secret is refused when it is started.
 pub fn check_exist<'a>(

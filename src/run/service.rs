@@ -127,6 +127,7 @@ fn record_start(
         }
         .into());
     }
+    crate::secure::check_secrets_referenced("properties", provisioner.spec(), &map)?;
     crate::secure::check_exist(tx, &ns, &map)?;
     let nodes = provisioner.nodes(&map);
     let (template, layout, node_types) = match map.get(ebb_spi::resource::TEMPLATE.name) {

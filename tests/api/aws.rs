@@ -190,6 +190,39 @@ fn ec2_errors_are_retried_or_fatal_with_the_clouds_words_and_no_secret() {
     put_secret(&server);
     deploy(&server, "a", "true", json!({}));
 
+    // A secret given in the clear is refused, in a profile and as a run's override.
+    let mut body = json!({"provisioner": {"name": "aws-ec2", "properties": [
+        {"name": "accessKeyId", "value": "testing"},
+        {"name": "secretAccessKey", "value": SECRET},
+    ]}});
+    let (code, reply) = server.put("/v3/namespaces/default/profiles/clear", body.clone());
+    assert_eq!(code, 400, "{reply}");
+    assert!(
+        reply["message"].as_str().is_some_and(|m| m.starts_with(
+            "provisioner.properties.secretAccessKey: is a secret: give it as a reference"
+        )),
+        "{reply}"
+    );
+    body["provisioner"]["properties"][1]["value"] = json!("${secure(aws-secret)}");
+    let (code, reply) = server.put("/v3/namespaces/default/profiles/clear", body);
+    assert_eq!(code, 200, "{reply}");
+    let (code, reply) = server.post_json(
+        &format!("{}/start", program("a")),
+        json!({"system.profile.name": "clear", "system.profile.properties.secretAccessKey": SECRET}),
+    );
+    assert_eq!(code, 400, "{reply}");
+    let (code, reply) = server.post_json(
+        &format!("{}/start", program("a")),
+        json!({"system.profile.name": "clear", "system.profile.properties.secretAccessKey": "${secure(nope)}"}),
+    );
+    assert_eq!(code, 400, "{reply}");
+    assert!(
+        reply["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("secure key 'nope' does not exist")),
+        "{reply}"
+    );
+
     // Throttling twice: retried, then the cluster comes up.
     aws_profile(&server, &moto, "aws", &[("nodes", "1")], None);
     moto.fault(json!({"action": "RunInstances", "status": 503, "code": "RequestLimitExceeded", "times": 2}));
