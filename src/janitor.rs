@@ -63,13 +63,23 @@ pub struct Sweep {
 pub struct AccountSweep {
     pub provisioner: String,
     pub account: String,
-    /// The profiles (and runs) that point at it.
+    /// The profiles (and runs) that point at it: the first [`SOURCES_SHOWN`].
     pub sources: Vec<String>,
+    /// How many more point at it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub more_sources: usize,
     /// Resources carrying ebb's tags seen there.
     pub listed: usize,
     /// Why it could not be listed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// How many sources an account lists by name.
+pub const SOURCES_SHOWN: usize = 20;
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// A resource nothing in the store accounts for.
@@ -166,10 +176,12 @@ impl Janitor {
                 }
                 Err(e) => (0, Some(e)),
             };
+            let shown = t.sources.len().min(SOURCES_SHOWN);
             accounts.push(AccountSweep {
                 provisioner: t.provisioner.spec().name.to_string(),
                 account: t.account.clone(),
-                sources: t.sources.clone(),
+                sources: t.sources[..shown].to_vec(),
+                more_sources: t.sources.len() - shown,
                 listed: count,
                 error,
             });
