@@ -20,9 +20,10 @@ use serde::{Deserialize, Serialize};
 use crate::error::ServiceError;
 use crate::plan::resource::{NodeRecord, ResourceStatus};
 use crate::profile::service::StoredProfile;
+use crate::run::events::{self, EventKind};
 use crate::run::{ClusterStatus, RunRecord};
 use crate::runtime::Deps;
-use crate::store::{Read, Table};
+use crate::store::{Read, StoreError, Table};
 use crate::time::now_secs;
 
 /// Where the last sweep is kept in the `Meta` table.
@@ -222,6 +223,24 @@ impl Janitor {
                 reason,
                 action,
             });
+        }
+        // A run the store knows hears what the janitor did to its resources.
+        let notes: Vec<Orphan> = orphans
+            .iter()
+            .filter(|o| known.contains_key(&o.run) && o.action != "reported")
+            .cloned()
+            .collect();
+        if !notes.is_empty() {
+            self.deps
+                .store
+                .write(move |tx| {
+                    for o in &notes {
+                        let message = format!("janitor: {} {} ({})", o.action, o.id, o.reason);
+                        events::append(tx, &o.run, EventKind::Task, o.node.as_deref(), message)?;
+                    }
+                    Ok::<_, StoreError>(())
+                })
+                .await?;
         }
         let sweep = Sweep {
             started,

@@ -302,16 +302,22 @@ fn the_janitor_terminates_an_instance_with_ebbs_tags_whose_run_the_store_does_no
         ("ebb:node", "master"),
     ]);
     let untagged = moto.run_instance(&[("team", "data")]);
+    // A second instance for a node of the live run: not the one ebb recorded.
+    let twin = moto.run_instance(&[
+        ("ebb:server", "ebb"),
+        ("ebb:run", run_id(&run)),
+        ("ebb:node", "master"),
+    ]);
 
     let (code, sweep) = server.post("/v3/janitor/run?dryRun=true");
     assert_eq!(code, 200, "{sweep}");
-    let found: Vec<&str> = sweep["orphans"]
+    let found: BTreeSet<&str> = sweep["orphans"]
         .as_array()
         .expect("orphans")
         .iter()
         .map(|o| o["id"].as_str().expect("id"))
         .collect();
-    assert_eq!(found, [stray.as_str()], "{sweep:#}");
+    assert_eq!(found, [stray.as_str(), twin.as_str()].into(), "{sweep:#}");
     let aws = sweep["accounts"]
         .as_array()
         .expect("accounts")
@@ -320,8 +326,8 @@ fn the_janitor_terminates_an_instance_with_ebbs_tags_whose_run_the_store_does_no
         .cloned()
         .expect("the moto account was listed");
     assert_eq!(
-        aws["listed"], 3,
-        "the run's two nodes and the stray: {sweep:#}"
+        aws["listed"], 4,
+        "the run's two nodes, the stray and the twin: {sweep:#}"
     );
 
     let (code, out, err) =
@@ -336,6 +342,17 @@ fn the_janitor_terminates_an_instance_with_ebbs_tags_whose_run_the_store_does_no
             .expect("instance")
     };
     assert_eq!(state(&stray), "terminated");
+    assert_eq!(state(&twin), "terminated");
+    let noted = events(&server, &run).iter().any(|e| {
+        e["message"].as_str().is_some_and(|m| {
+            m.starts_with(&format!("janitor: deleted {twin} (it is not the resource"))
+        })
+    });
+    assert!(
+        noted,
+        "the run's history tells what the janitor did: {:#?}",
+        events(&server, &run)
+    );
     assert_eq!(
         state(&foreign),
         "running",
@@ -346,7 +363,12 @@ fn the_janitor_terminates_an_instance_with_ebbs_tags_whose_run_the_store_does_no
         "running",
         "an instance without ebb's tags is left alone"
     );
-    let live: Vec<Value> = moto.of_run(run_id(&run));
+    let live: Vec<Value> = moto
+        .of_run(run_id(&run))
+        .into_iter()
+        .filter(|i| i["id"] != twin.as_str())
+        .collect();
+    assert_eq!(live.len(), 2);
     assert!(live.iter().all(|i| i["state"] == "running"), "{live:#?}");
 
     let (code, _) = server.post(&format!("{run}/stop"));
