@@ -103,6 +103,7 @@ impl Cipher {
     }
 
     /// A cipher with a random key, for tests.
+    #[cfg(test)]
     pub fn ephemeral() -> Cipher {
         let key = random::<32>().expect("random bytes");
         Cipher {
@@ -207,8 +208,8 @@ pub struct KeyMetadata {
     pub properties: BTreeMap<String, String>,
 }
 
-/// The body of `PUT .../securekeys/{name}` (CDAP's shape).
-#[derive(Debug, Clone, Deserialize)]
+/// The body of `PUT .../securekeys/{name}` (CDAP's shape). Its `Debug` hides the data.
+#[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KeySpec {
     #[serde(default)]
@@ -218,9 +219,13 @@ pub struct KeySpec {
     pub properties: BTreeMap<String, String>,
 }
 
-impl std::fmt::Display for KeySpec {
+impl std::fmt::Debug for KeySpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "secure key data ({} bytes)", self.data.len())
+        f.debug_struct("KeySpec")
+            .field("description", &self.description)
+            .field("data", &format_args!("({} bytes)", self.data.len()))
+            .field("properties", &self.properties)
+            .finish()
     }
 }
 

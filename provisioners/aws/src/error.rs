@@ -21,8 +21,10 @@ const RETRYABLE: &[&str] = &[
     "RequestExpired",
 ];
 
-/// Codes that mean "the thing asked about does not exist" (a delete of it succeeds).
-pub const NOT_FOUND: &[&str] = &["InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"];
+/// Codes that mean "the thing asked about does not exist" (a delete of it succeeds). A
+/// malformed id is not among them: it says the request was wrong, not that the instance is
+/// gone, and taking it for gone could leak an instance.
+pub const NOT_FOUND: &[&str] = &["InvalidInstanceID.NotFound"];
 
 /// Classifies an SDK error from call `what` (`RunInstances`...).
 pub fn classify<E>(what: &str, err: &SdkError<E, HttpResponse>) -> ProvisionError

@@ -494,13 +494,9 @@ impl Provisioner for Ec2 {
 mod tests {
     use super::*;
 
-    fn props(pairs: &[(&str, &str)]) -> Properties {
-        ebb_spi::properties(pairs.iter().copied())
-    }
-
     #[test]
     fn validates_its_properties() {
-        let good = props(&[
+        let good = ebb_spi::properties([
             ("region", "eu-west-1"),
             ("accessKeyId", "AKIDEXAMPLE"),
             ("secretAccessKey", "${secure(aws-secret)}"),
@@ -513,13 +509,25 @@ mod tests {
         ]);
         assert_eq!(Ec2::default().validate(&good), Ok(()));
         for (input, bad) in [
-            (props(&[("accessKeyId", "AKID")]), "secretAccessKey"),
-            (props(&[("secretAccessKey", "s")]), "accessKeyId"),
-            (props(&[("endpointUrl", "localhost:5000")]), "endpointUrl"),
-            (props(&[("tags", "ebb:run=x")]), "tags"),
-            (props(&[("securityGroupIds", " , ")]), "securityGroupIds"),
-            (props(&[("nodes", "0")]), "nodes"),
-            (props(&[("flavor", "m5")]), "flavor"),
+            (
+                ebb_spi::properties([("accessKeyId", "AKID")]),
+                "secretAccessKey",
+            ),
+            (
+                ebb_spi::properties([("secretAccessKey", "s")]),
+                "accessKeyId",
+            ),
+            (
+                ebb_spi::properties([("endpointUrl", "localhost:5000")]),
+                "endpointUrl",
+            ),
+            (ebb_spi::properties([("tags", "ebb:run=x")]), "tags"),
+            (
+                ebb_spi::properties([("securityGroupIds", " , ")]),
+                "securityGroupIds",
+            ),
+            (ebb_spi::properties([("nodes", "0")]), "nodes"),
+            (ebb_spi::properties([("flavor", "m5")]), "flavor"),
         ] {
             let e = Ec2::default().validate(&input).expect_err("rejected");
             assert_eq!(e.property, bad, "{e}");
@@ -535,7 +543,7 @@ mod tests {
             .map(|p| p.name)
             .collect();
         assert_eq!(secret, ["secretAccessKey", "sshPrivateKey"]);
-        let account = Ec2::default().account(&props(&[
+        let account = Ec2::default().account(&ebb_spi::properties([
             ("region", "eu-west-1"),
             ("accessKeyId", "AKID"),
             ("secretAccessKey", "very-secret"),

@@ -109,23 +109,25 @@ mod tests {
     use super::*;
     use ebb_spi::Properties;
 
-    fn props(pairs: &[(&str, &str)]) -> Properties {
-        ebb_spi::properties(pairs.iter().copied())
-    }
-
     #[test]
     fn validates_its_properties() {
-        assert_eq!(Local.validate(&props(&[])), Ok(()));
+        assert_eq!(Local.validate(&Properties::new()), Ok(()));
         assert_eq!(
-            Local.validate(&props(&[("nodes", "3"), ("workDir", "/tmp/ebb")])),
+            Local.validate(&ebb_spi::properties([
+                ("nodes", "3"),
+                ("workDir", "/tmp/ebb")
+            ])),
             Ok(())
         );
         for (input, bad) in [
-            (props(&[("nodes", "0")]), "nodes"),
-            (props(&[("nodes", "65")]), "nodes"),
-            (props(&[("nodes", "three")]), "nodes"),
-            (props(&[("workDir", "")]), "workDir"),
-            (props(&[("instanceType", "t3.small")]), "instanceType"),
+            (ebb_spi::properties([("nodes", "0")]), "nodes"),
+            (ebb_spi::properties([("nodes", "65")]), "nodes"),
+            (ebb_spi::properties([("nodes", "three")]), "nodes"),
+            (ebb_spi::properties([("workDir", "")]), "workDir"),
+            (
+                ebb_spi::properties([("instanceType", "t3.small")]),
+                "instanceType",
+            ),
         ] {
             assert_eq!(Local.validate(&input).expect_err("rejected").property, bad);
         }

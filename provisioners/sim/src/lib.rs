@@ -162,15 +162,10 @@ impl Provisioner for Sim {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ebb_spi::Properties;
-
-    fn props(pairs: &[(&str, &str)]) -> Properties {
-        ebb_spi::properties(pairs.iter().copied())
-    }
 
     #[test]
     fn validates_its_properties() {
-        let good = props(&[
+        let good = ebb_spi::properties([
             ("nodes", "3"),
             ("stateDir", "/tmp/sim"),
             ("createLatency", "250ms"),
@@ -182,16 +177,25 @@ mod tests {
         ]);
         assert_eq!(Sim.validate(&good), Ok(()));
         for (input, bad) in [
-            (props(&[("nodes", "0")]), "nodes"),
-            (props(&[("createLatency", "2h")]), "createLatency"),
-            (props(&[("deleteLatency", "fast")]), "deleteLatency"),
+            (ebb_spi::properties([("nodes", "0")]), "nodes"),
             (
-                props(&[("transientErrorRate", "1.01")]),
+                ebb_spi::properties([("createLatency", "2h")]),
+                "createLatency",
+            ),
+            (
+                ebb_spi::properties([("deleteLatency", "fast")]),
+                "deleteLatency",
+            ),
+            (
+                ebb_spi::properties([("transientErrorRate", "1.01")]),
                 "transientErrorRate",
             ),
-            (props(&[("lostCreateRate", "-0.1")]), "lostCreateRate"),
-            (props(&[("failCreate", "maybe")]), "failCreate"),
-            (props(&[("quota", "-1")]), "quota"),
+            (
+                ebb_spi::properties([("lostCreateRate", "-0.1")]),
+                "lostCreateRate",
+            ),
+            (ebb_spi::properties([("failCreate", "maybe")]), "failCreate"),
+            (ebb_spi::properties([("quota", "-1")]), "quota"),
         ] {
             assert_eq!(Sim.validate(&input).expect_err("rejected").property, bad);
         }
