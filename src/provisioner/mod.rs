@@ -20,6 +20,7 @@ const WIDGETS: &[(&str, &str)] = &[
     ("local", include_str!("../../widgets/local.json")),
     ("sim", include_str!("../../widgets/sim.json")),
     ("aws-ec2", include_str!("../../widgets/aws-ec2.json")),
+    ("hosts", include_str!("../../widgets/hosts.json")),
 ];
 
 /// A provisioner as `/v3/provisioners` shows it.
@@ -45,13 +46,14 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// The built-in provisioners: `native`, `local`, `sim`, and `aws-ec2` when built with
+    /// The built-in provisioners: `native`, `local`, `sim`, `hosts`, and `aws-ec2` when built with
     /// the `aws` feature.
     pub fn builtin() -> Registry {
         let plugins: Vec<Arc<dyn Provisioner>> = vec![
             Arc::new(Native),
             Arc::new(ebb_local::Local),
             Arc::new(ebb_sim::Sim),
+            Arc::new(ebb_hosts::Hosts),
             #[cfg(feature = "aws")]
             Arc::new(ebb_aws::Ec2::default()),
         ];

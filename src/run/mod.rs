@@ -319,8 +319,15 @@ impl RunError {
     }
 }
 
+/// Names that look secret but are not: a host key's fingerprint, the host key policy and an
+/// EC2 key pair's name are public, and an admin checks them by eye.
+const PUBLIC_NAMES: &[&str] = &[ebb_spi::FACT_SSH_HOST_KEY, "sshHostKeyChecking", "keyName"];
+
 /// Whether a property name looks secret: its value is shown as `***`.
 pub fn is_secret_name(name: &str) -> bool {
+    if PUBLIC_NAMES.contains(&name) {
+        return false;
+    }
     let lower = name.to_ascii_lowercase();
     ["secret", "password", "key", "token"]
         .iter()
@@ -363,7 +370,13 @@ mod tests {
         ] {
             assert_eq!(redact(name, "v"), "***", "{name}");
         }
-        for name in ["nodes", "keepalive", "zone"] {
+        for name in [
+            "nodes",
+            "keepalive",
+            "zone",
+            "sshHostKey",
+            "sshHostKeyChecking",
+        ] {
             assert_eq!(redact(name, "v"), "v", "{name}");
         }
     }

@@ -2,7 +2,8 @@
 //!
 //! On `local` nodes the script runs in the node's sandbox directory with `EBB_WORK_DIR` set,
 //! so whatever it starts (a daemon for `start`) belongs to the node and is stopped when the
-//! node is deleted. Elsewhere it runs in a directory for the node under the run directory.
+//! node is deleted. On a node reached over SSH it runs on that node ([`super::remote`]).
+//! Elsewhere it runs in a directory for the node under the run directory.
 //! The script's output is appended to the node's log in the run directory (never a pipe, so
 //! a daemon it starts cannot hold the task open). An attempt whose future is dropped (it timed
 //! out) has its whole process group killed. Retries, timeouts and the audit log are the task
@@ -142,6 +143,19 @@ async fn attempt_once(
     if let Some(dir) = &work_dir {
         env.insert(ebb_local::sandbox::WORK_DIR_ENV, dir.display().to_string());
     }
+    if let Some(node) = me.and_then(|me| super::remote::Node::of(&spec.context, &spec.run, me)) {
+        let node = node.map_err(fail)?;
+        let env = env
+            .into_iter()
+            .filter(|(k, _)| !matches!(*k, "EBB_RESULT_FILE" | "EBB_CLUSTER_FILE"))
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        let cluster_json =
+            serde_json::to_string_pretty(&cluster).map_err(|e| fail(e.to_string()))?;
+        let name = format!("{service}.{action}");
+        return super::remote::attempt(deps, &node, &name, script, &cluster_json, &env, &log_path)
+            .await;
+    }
     let (nodes_dir, dir, log_file) = (node_dir.clone(), cwd.clone(), log_path.clone());
     let results = result_file.clone();
     let log = tokio::task::spawn_blocking(move || -> std::io::Result<std::fs::File> {
@@ -204,8 +218,17 @@ async fn attempt_once(
     Err((message, tail))
 }
 
+/// The end of `text`, at most [`TAIL`] bytes.
+pub fn tail_of(text: &str) -> String {
+    let mut start = text.len().saturating_sub(TAIL);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    text[start..].trim().to_string()
+}
+
 /// `key=value` lines; blank lines and `#` comments are skipped.
-fn parse_facts(text: &str) -> BTreeMap<String, String> {
+pub fn parse_facts(text: &str) -> BTreeMap<String, String> {
     text.lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))

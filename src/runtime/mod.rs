@@ -7,6 +7,7 @@
 //! - [`task`]: one `TaskRunner` per node-level task, persisting the resource state around
 //!   every outside call.
 //! - [`program`]: launching the program detached, re-attaching after a restart.
+//! - [`remote`]: the same, and service scripts, on nodes reached over SSH.
 //!
 //! The runtime never decides a transition itself; `run::lifecycle` and `plan` do. It never
 //! touches HTTP.
@@ -14,6 +15,7 @@
 pub mod automator;
 pub mod planner;
 pub mod program;
+pub mod remote;
 pub mod supervisor;
 pub mod task;
 

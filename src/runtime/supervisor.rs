@@ -133,9 +133,18 @@ impl RunSupervisor {
                 Effect::Launch => self.launch(ctx),
                 Effect::Kill => {
                     let dir = self.deps.run_dir(&self.run.key.run);
+                    let (deps, run, context) =
+                        (self.deps.clone(), self.run.clone(), self.context());
                     actix::spawn(async move {
-                        if let Err(e) = program::kill(dir, KILL_GRACE).await {
-                            tracing::warn!(error = %e, "cannot signal a program");
+                        let killed = match remote_program(&deps, &run, context).await {
+                            Some(Ok(program)) => program.kill(&deps, KILL_GRACE).await,
+                            Some(Err(e)) => Err(e),
+                            None => program::kill(dir, KILL_GRACE)
+                                .await
+                                .map_err(|e| e.to_string()),
+                        };
+                        if let Err(e) = killed {
+                            tracing::warn!(run.id = %run.key.run, error = %e, "cannot signal a program");
                         }
                     });
                 }
@@ -208,19 +217,6 @@ impl RunSupervisor {
                 .collect(),
             None => BTreeMap::new(),
         };
-        let mut context = ebb_spi::Context::new(properties, self.deps.data_dir.clone());
-        context.labels = [
-            (ebb_spi::TAG_SERVER, self.deps.server_name.as_str()),
-            (ebb_spi::TAG_NAMESPACE, self.run.key.namespace.as_str()),
-            (ebb_spi::TAG_PROFILE, self.run.profile.as_str()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-        context.deadline = self
-            .run
-            .deadline()
-            .map(|s| std::time::UNIX_EPOCH + Duration::from_secs(s));
         Some(OpSpec {
             operation,
             resume,
@@ -234,10 +230,28 @@ impl RunSupervisor {
             request,
             changed,
             provisioner,
-            context: Arc::new(context),
+            context: Arc::new(self.context()),
             node_properties,
             budget,
         })
+    }
+
+    /// What the run's provisioner calls get (secure references not yet resolved).
+    fn context(&self) -> ebb_spi::Context {
+        let mut context = ebb_spi::Context::new(self.run.properties(), self.deps.data_dir.clone());
+        context.labels = [
+            (ebb_spi::TAG_SERVER, self.deps.server_name.as_str()),
+            (ebb_spi::TAG_NAMESPACE, self.run.key.namespace.as_str()),
+            (ebb_spi::TAG_PROFILE, self.run.profile.as_str()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        context.deadline = self
+            .run
+            .deadline()
+            .map(|s| std::time::UNIX_EPOCH + Duration::from_secs(s));
+        context
     }
 
     /// An admin's operation ended: on success the run takes the cluster's new shape.
@@ -329,9 +343,23 @@ impl RunSupervisor {
         let deps = self.deps.clone();
         let run = self.run.clone();
         let me = ctx.address();
+        let context = self.context();
         actix::spawn(async move {
             let news = |e: Event| me.do_send(ProgramNews(e));
             let dir = deps.run_dir(&run.key.run);
+            match remote_program(&deps, &run, context).await {
+                None => {}
+                Some(Err(e)) => return news(Event::LaunchFailed(e)),
+                Some(Ok(program)) => {
+                    return match launch_remote(&deps, &run, &program).await {
+                        Ok(()) => {
+                            news(Event::Launched);
+                            news(Event::Exited(program.wait(&deps).await));
+                        }
+                        Err(e) => news(Event::LaunchFailed(e)),
+                    };
+                }
+            }
             let started = match launch_file(&deps, &run).await {
                 Ok(launch) => {
                     let (exe, dir) = (deps.exe.clone(), dir.clone());
@@ -690,4 +718,76 @@ async fn launch_file(deps: &Deps, run: &RunRecord) -> std::io::Result<LaunchFile
         env,
         cwd: work_dir.unwrap_or_else(|| dir.join("work")),
     })
+}
+
+/// The run's program on its master, when the master is reached over SSH; secure references
+/// in `context` are resolved here, in memory.
+async fn remote_program(
+    deps: &Deps,
+    run: &RunRecord,
+    context: ebb_spi::Context,
+) -> Option<Result<super::remote::Program, String>> {
+    let master = run.cluster.nodes.first()?.clone();
+    let key = format!("{}/{master}", run.key.run);
+    let (cipher, namespace) = (Arc::clone(&deps.cipher), run.key.namespace.clone());
+    let found = deps
+        .store
+        .read(move |r| {
+            let Some(record) = r.get::<NodeRecord>(Table::Resources, &key)? else {
+                return Ok(None);
+            };
+            if !record.properties.contains_key(ebb_spi::FACT_SSH) {
+                return Ok(None);
+            }
+            let resolved = crate::secure::resolve(r, &cipher, &namespace, &context.properties)
+                .map(|res| res.into_context(context));
+            Ok::<_, StoreError>(Some((record, resolved)))
+        })
+        .await;
+    let (record, context) = match found {
+        Ok(None) => return None,
+        Ok(Some(x)) => x,
+        Err(e) => return Some(Err(format!("cannot read the master's record: {e}"))),
+    };
+    let context = match context {
+        Ok(c) => c,
+        Err(e) => return Some(Err(e)),
+    };
+    let node = super::remote::Node::of(&context, &run.key.run, &record)?;
+    Some(node.map(|node| super::remote::Program {
+        node,
+        run_dir: deps.run_dir(&run.key.run),
+    }))
+}
+
+/// Launches the run's program on its remote master (unless it was launched before), trying
+/// a few times when the master cannot be reached.
+async fn launch_remote(
+    deps: &Deps,
+    run: &RunRecord,
+    program: &super::remote::Program,
+) -> Result<(), String> {
+    let launch = launch_file(deps, run).await.map_err(|e| e.to_string())?;
+    let cluster_json = std::fs::read_to_string(deps.run_dir(&run.key.run).join("cluster.json"))
+        .map_err(|e| format!("cannot read cluster.json: {e}"))?;
+    let mut env = launch.env;
+    env.remove("EBB_CLUSTER_FILE");
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match program
+            .launch(deps, &launch.command, &env, &cluster_json)
+            .await
+        {
+            Ok(launched) => {
+                tracing::info!(run.id = %run.key.run, node = %program.node.target, ?launched, "program on a remote master");
+                return Ok(());
+            }
+            Err(e) if tries >= 5 => return Err(e),
+            Err(e) => {
+                tracing::warn!(run.id = %run.key.run, error = %e, "cannot launch the program yet");
+                tokio::time::sleep(Duration::from_secs(2 * tries)).await;
+            }
+        }
+    }
 }

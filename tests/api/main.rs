@@ -5,12 +5,14 @@ mod harness;
 #[cfg(feature = "aws")]
 mod moto;
 mod runs_support;
+mod sshd;
 
 #[cfg(feature = "aws")]
 mod aws;
 mod cli;
 mod clusters;
 mod crash;
+mod hosts;
 mod janitor;
 mod namespaces;
 mod preferences;

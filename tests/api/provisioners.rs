@@ -15,9 +15,9 @@ fn list_and_get_show_specs_and_widgets() {
         .map(|p| p["name"].as_str().expect("name"))
         .collect();
     let builtin: &[&str] = if cfg!(feature = "aws") {
-        &["aws-ec2", "local", "native", "sim"]
+        &["aws-ec2", "hosts", "local", "native", "sim"]
     } else {
-        &["local", "native", "sim"]
+        &["hosts", "local", "native", "sim"]
     };
     assert_eq!(names, builtin);
     for p in list.as_array().expect("list") {

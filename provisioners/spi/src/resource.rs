@@ -34,6 +34,39 @@ pub const RETRY_BUDGET: PropertySpec = PropertySpec::optional(
 /// configured and started on the nodes (`SYSTEM:<name>`, `USER:<name>` or `<name>`).
 pub const TEMPLATE: PropertySpec = PropertySpec::optional("template", PropertyKind::Text);
 
+/// The user ebb logs in as on a node it reaches over SSH.
+pub const SSH_USER: PropertySpec = PropertySpec::optional("sshUser", PropertyKind::Text);
+/// The private key (OpenSSH or PEM text) ebb logs in with: a `${secure(name)}` reference.
+pub const SSH_PRIVATE_KEY: PropertySpec = PropertySpec::secret("sshPrivateKey", PropertyKind::Text);
+/// How a node's SSH host key is checked, in OpenSSH's words: `yes` (it must be listed in
+/// `sshKnownHosts`), `accept-new` (the first key a node shows is pinned in its record and no
+/// other is accepted later) or `no` (any key; a man in the middle goes unnoticed).
+pub const SSH_HOST_KEY_CHECKING: PropertySpec = PropertySpec::optional(
+    "sshHostKeyChecking",
+    PropertyKind::OneOf(&["yes", "accept-new", "no"]),
+);
+/// Host keys in `known_hosts` format (`host[,host] type base64` lines; `[host]:port` for a
+/// port other than 22), for `sshHostKeyChecking=yes`.
+pub const SSH_KNOWN_HOSTS: PropertySpec =
+    PropertySpec::optional("sshKnownHosts", PropertyKind::Text);
+
+/// Fact of a node ebb reaches over SSH: `user@host:port`. Service scripts and the program of
+/// a node with this fact run there, not on the server's host.
+pub const FACT_SSH: &str = "ssh";
+/// Fact: the SHA-256 fingerprint of the node's SSH host key, pinned at first contact.
+pub const FACT_SSH_HOST_KEY: &str = "sshHostKey";
+/// Fact: the node's directory for this run on its machine (relative to the login directory
+/// when not absolute). Defaults to `.ebb/<run>/<node>`.
+pub const FACT_REMOTE_DIR: &str = "remoteDir";
+
+/// The directory of `node` of `run` on a remote machine, under `base` (`.ebb` by default).
+pub fn remote_dir(base: Option<&str>, run: &str, node: &str) -> String {
+    let base = base
+        .map(|b| b.trim_end_matches('/'))
+        .filter(|b| !b.is_empty());
+    format!("{}/{run}/{node}", base.unwrap_or(".ebb"))
+}
+
 /// The budget used when a profile does not set `retryBudget`.
 pub const DEFAULT_RETRY_BUDGET: Duration = Duration::from_secs(300);
 

@@ -1,0 +1,346 @@
+//! The shell that runs on a remote node: one service-script attempt, and a program that
+//! outlives the connection (and ebb) and is found again after a restart.
+//!
+//! Everything is POSIX `sh` plus `setsid` (util-linux), which every Linux machine has. Files
+//! travel inside the script as here-documents fed on standard input to `sh -s`, so nothing
+//! is limited by the length of a command line. The node's directory for the run (`D`) holds:
+//! - `scripts/<service>.<action>.sh`, `cluster.json`, `result` and `logs/` for service scripts;
+//! - `program/` for the program: `launch.sh` (what to run), `launched/` (made exactly once,
+//!   just before the program starts), `wrapper.pid`, `pid` (the program's process group),
+//!   `stdout.log`, `stderr.log` and `exit` (its status, written by the wrapper when it ends).
+
+use std::collections::BTreeMap;
+
+use crate::quote;
+
+/// The command that reads a script on standard input.
+pub const SH: &str = "sh -s";
+
+/// Appends `cat > path <<'DELIM' ... DELIM` writing `content` to `path` (relative to the
+/// script's directory).
+fn write_file(script: &mut String, path: &str, content: &str) {
+    let mut delim = String::from("EBB_EOF");
+    while content.contains(&delim) {
+        delim.push('_');
+    }
+    script.push_str(&format!("cat > {} <<'{delim}'\n", quote(path)));
+    script.push_str(content);
+    if !content.ends_with('\n') {
+        script.push('\n');
+    }
+    script.push_str(&delim);
+    script.push('\n');
+}
+
+fn exports(script: &mut String, env: &BTreeMap<String, String>) {
+    for (k, v) in env {
+        script.push_str(&format!("export {k}={}\n", quote(v)));
+    }
+}
+
+/// The line that separates a script attempt's output from its result file.
+pub fn result_marker(nonce: &str) -> String {
+    format!("--ebb-result-{nonce}--")
+}
+
+/// One attempt of a service script in `dir`: writes the script and `cluster.json`, runs the
+/// script in its own session (so a timed-out attempt's processes can be killed as a group)
+/// with output to a log file (so a daemon it starts cannot hold the connection open), then
+/// prints the log, [`result_marker`] and the result file, and exits with the script's status.
+pub fn attempt(
+    dir: &str,
+    name: &str,
+    body: &str,
+    cluster_json: &str,
+    env: &BTreeMap<String, String>,
+    nonce: &str,
+) -> String {
+    let mut s = String::from("set -e\n");
+    s.push_str(&format!(
+        "mkdir -p {d} && cd {d}\nmkdir -p scripts logs\n",
+        d = quote(dir)
+    ));
+    let script = format!("scripts/{name}.sh");
+    write_file(&mut s, &script, body);
+    write_file(&mut s, "cluster.json", cluster_json);
+    s.push_str("rm -f result\n");
+    exports(&mut s, env);
+    s.push_str(
+        "export EBB_WORK_DIR=\"$PWD\" EBB_RESULT_FILE=\"$PWD/result\" \
+         EBB_CLUSTER_FILE=\"$PWD/cluster.json\"\n",
+    );
+    let log = format!("logs/{name}.{nonce}.log");
+    s.push_str("set +e\n");
+    s.push_str(&format!(
+        "( exec setsid sh -c 'echo $$ > attempt.pid; exec sh \"$0\"' {script} > {log} 2>&1 < /dev/null )\n",
+        script = quote(&script),
+        log = quote(&log),
+    ));
+    s.push_str("status=$?\n");
+    s.push_str(&format!("cat {}\n", quote(&log)));
+    s.push_str(&format!(
+        "printf '\\n%s\\n' {}\n",
+        quote(&result_marker(nonce))
+    ));
+    s.push_str("cat result 2>/dev/null\nexit $status\n");
+    s
+}
+
+/// Splits an attempt's standard output into the script's output and its result file.
+pub fn split_attempt_output(stdout: &str, nonce: &str) -> (String, String) {
+    let marker = format!("\n{}\n", result_marker(nonce));
+    match stdout.rsplit_once(&marker) {
+        Some((log, result)) => (log.trim().to_string(), result.to_string()),
+        None => (stdout.trim().to_string(), String::new()),
+    }
+}
+
+/// Kills what a timed-out attempt in `dir` still runs.
+pub fn kill_attempt(dir: &str) -> String {
+    format!(
+        "cd {} 2>/dev/null && [ -s attempt.pid ] && kill -s KILL -- -\"$(cat attempt.pid)\" 2>/dev/null; true",
+        quote(dir)
+    )
+}
+
+/// The program's directory under a node's directory.
+pub fn program_dir(dir: &str) -> String {
+    format!("{}/program", dir.trim_end_matches('/'))
+}
+
+/// Launches the program once: writes `launch.sh` and `cluster.json`, then (unless `launched/`
+/// exists: it was launched before) starts a detached wrapper that runs the program in its own
+/// session, records its pid, waits, and writes its exit status to `exit`. Prints `launched` or
+/// `already`.
+pub fn launch(
+    dir: &str,
+    command: &[String],
+    env: &BTreeMap<String, String>,
+    cwd: Option<&str>,
+    cluster_json: &str,
+) -> String {
+    let p = program_dir(dir);
+    let mut s = String::from("set -e\n");
+    s.push_str(&format!("mkdir -p {p} && cd {p}\n", p = quote(&p)));
+    s.push_str("if [ -d launched ]; then echo already; exit 0; fi\n");
+    write_file(&mut s, "cluster.json", cluster_json);
+    let mut launch = String::new();
+    exports(&mut launch, env);
+    launch.push_str("export EBB_CLUSTER_FILE=\"$PWD/cluster.json\"\n");
+    match cwd {
+        Some(cwd) => launch.push_str(&format!("mkdir -p {c} && cd {c}\n", c = quote(cwd))),
+        None => launch.push_str("mkdir -p work && cd work\n"),
+    }
+    launch.push_str("exec");
+    for arg in command {
+        launch.push(' ');
+        launch.push_str(&quote(arg));
+    }
+    launch.push('\n');
+    write_file(&mut s, "launch.sh", &launch);
+    // Made last: a launch cut short before this line is simply done again.
+    s.push_str("mkdir launched 2>/dev/null || { echo already; exit 0; }\n");
+    s.push_str(
+        "nohup setsid sh -c 'setsid sh launch.sh > stdout.log 2> stderr.log < /dev/null & \
+         echo $! > pid.tmp && mv pid.tmp pid; wait $!; echo $? > exit.tmp && mv exit.tmp exit' \
+         > /dev/null 2>&1 < /dev/null &\n",
+    );
+    s.push_str("echo $! > wrapper.pid\n");
+    s.push_str("i=0; while [ ! -e pid ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done\n");
+    s.push_str("echo launched\n");
+    s
+}
+
+/// What the program of a node is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgramState {
+    /// Never launched.
+    None,
+    /// Launched; the wrapper has not recorded itself yet.
+    Starting,
+    Running,
+    /// Ended with this `$?`-style status (128+N for signal N).
+    Exited(i32),
+    /// Launched, but the wrapper is gone without recording an exit (the machine restarted).
+    Lost,
+}
+
+/// Prints the program's [`ProgramState`] as one word (and the status).
+pub fn status(dir: &str) -> String {
+    format!(
+        "cd {} 2>/dev/null || {{ echo none; exit 0; }}\n\
+         if [ -e exit ]; then echo \"exited $(cat exit)\"\n\
+         elif [ ! -d launched ]; then echo none\n\
+         elif [ ! -s wrapper.pid ]; then echo starting\n\
+         elif kill -0 \"$(cat wrapper.pid)\" 2>/dev/null; then echo running\n\
+         elif [ -e exit ]; then echo \"exited $(cat exit)\"\n\
+         else echo lost; fi\n",
+        quote(&program_dir(dir))
+    )
+}
+
+/// Reads what [`status`] printed.
+pub fn parse_status(text: &str) -> Option<ProgramState> {
+    let mut words = text.split_whitespace();
+    Some(match words.next()? {
+        "none" => ProgramState::None,
+        "starting" => ProgramState::Starting,
+        "running" => ProgramState::Running,
+        "lost" => ProgramState::Lost,
+        "exited" => ProgramState::Exited(words.next()?.parse().ok()?),
+        _ => return None,
+    })
+}
+
+/// Prints the program's output file `name` (`stdout.log`, `stderr.log`) from byte `from` on.
+pub fn output_since(dir: &str, name: &str, from: u64) -> String {
+    format!(
+        "cd {} 2>/dev/null && [ -e {n} ] && tail -c +{} {n}; true",
+        quote(&program_dir(dir)),
+        from + 1,
+        n = quote(name),
+    )
+}
+
+/// Sends `signal` (TERM, KILL) to the program's process group if it still runs.
+pub fn signal(dir: &str, signal: &str) -> String {
+    format!(
+        "( cd {} 2>/dev/null && [ ! -e exit ] && [ -s pid ] && kill -s {signal} -- -\"$(cat pid)\" 2>/dev/null ); true",
+        quote(&program_dir(dir))
+    )
+}
+
+/// Removes the node's directory for the run, after stopping the program if it still runs;
+/// then the run's directory if it is left empty. Never touches anything else.
+pub fn clean(dir: &str) -> String {
+    let d = quote(dir);
+    let parent = match dir.trim_end_matches('/').rsplit_once('/') {
+        Some((parent, _)) if !parent.is_empty() => quote(parent),
+        _ => String::from("."),
+    };
+    format!(
+        "{kill}\nrm -rf {d} && {{ rmdir {parent} 2>/dev/null; true; }}",
+        kill = signal(dir, "KILL"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str, dir: &std::path::Path) -> std::process::Output {
+        use std::io::Write;
+        let mut child = std::process::Command::new("sh")
+            .arg("-s")
+            .current_dir(dir)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("sh runs");
+        child
+            .stdin
+            .take()
+            .expect("piped")
+            .write_all(script.as_bytes())
+            .expect("written");
+        child.wait_with_output().expect("sh ends")
+    }
+
+    fn temp() -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "ebb-remote-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or_default()
+        ));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        dir
+    }
+
+    /// The attempt script, run by a real `sh`: files land, the environment is set, the result
+    /// comes back after the marker and the status is the script's.
+    #[test]
+    fn an_attempt_runs_its_script_and_reports() {
+        let home = temp();
+        let env = BTreeMap::from([("EBB_NODE".to_string(), "it's master".to_string())]);
+        let body = "echo \"node $EBB_NODE\"\necho port=2181 > \"$EBB_RESULT_FILE\"\n\
+                    test -s \"$EBB_CLUSTER_FILE\"\nexit 3\n";
+        let script = attempt(
+            "r1/master",
+            "zk.start",
+            body,
+            "{\"EBB_EOF\": 1}",
+            &env,
+            "n1",
+        );
+        let out = sh(&script, &home);
+        assert_eq!(out.status.code(), Some(3));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let (log, result) = split_attempt_output(&stdout, "n1");
+        assert_eq!(log, "node it's master");
+        assert_eq!(result.trim(), "port=2181");
+        let cluster = std::fs::read_to_string(home.join("r1/master/cluster.json")).expect("file");
+        assert_eq!(cluster.trim(), "{\"EBB_EOF\": 1}");
+        let _ = std::fs::remove_dir_all(home);
+    }
+
+    /// The program outlives the script that launched it, is launched once however often the
+    /// launch runs, and its status and output are read back.
+    #[test]
+    fn a_program_is_launched_once_and_found_again() {
+        let home = temp();
+        let cmd = ["sh", "-c", "echo out; echo err >&2; exit 7"].map(String::from);
+        let env = BTreeMap::from([("A".to_string(), "1".to_string())]);
+        let first = sh(&launch("r/master", &cmd, &env, None, "{}"), &home);
+        assert_eq!(String::from_utf8_lossy(&first.stdout).trim(), "launched");
+        let again = sh(&launch("r/master", &cmd, &env, None, "{}"), &home);
+        assert_eq!(String::from_utf8_lossy(&again.stdout).trim(), "already");
+        let mut state = None;
+        for _ in 0..100 {
+            let out = sh(&status("r/master"), &home);
+            state = parse_status(&String::from_utf8_lossy(&out.stdout));
+            if matches!(state, Some(ProgramState::Exited(_))) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        assert_eq!(state, Some(ProgramState::Exited(7)));
+        let out = sh(&output_since("r/master", "stdout.log", 0), &home);
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "out\n");
+        let out = sh(&output_since("r/master", "stderr.log", 2), &home);
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "r\n");
+        let none = sh(&status("r/worker-1"), &home);
+        assert_eq!(
+            parse_status(&String::from_utf8_lossy(&none.stdout)),
+            Some(ProgramState::None)
+        );
+        sh(&clean("r/master"), &home);
+        assert!(
+            !home.join("r").exists(),
+            "the run's directory is removed when empty"
+        );
+        let _ = std::fs::remove_dir_all(home);
+    }
+
+    #[test]
+    fn a_signalled_program_reports_128_plus_the_signal() {
+        let home = temp();
+        let cmd = ["sleep", "30"].map(String::from);
+        sh(&launch("r/m", &cmd, &BTreeMap::new(), None, "{}"), &home);
+        sh(&signal("r/m", "TERM"), &home);
+        let mut state = None;
+        for _ in 0..100 {
+            let out = sh(&status("r/m"), &home);
+            state = parse_status(&String::from_utf8_lossy(&out.stdout));
+            if matches!(state, Some(ProgramState::Exited(_))) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        assert_eq!(state, Some(ProgramState::Exited(143)));
+        let _ = std::fs::remove_dir_all(home);
+    }
+}

@@ -1,0 +1,382 @@
+//! Nodes reached over SSH: service-script attempts and the program run on the node itself.
+//!
+//! A node is remote when its record carries the `ssh` fact ([`ebb_spi::FACT_SSH`]); its
+//! provisioner reported it. The login key and host key policy come from the run's profile
+//! (`sshPrivateKey`, resolved from the secure store in memory, `sshHostKeyChecking`,
+//! `sshKnownHosts`). Under `accept-new` the host key a node shows at first contact is pinned in
+//! its record (`sshHostKey`), and a later connection showing another key is refused.
+//!
+//! The program runs under a detached wrapper on the master ([`ebb_ssh::remote::launch`]),
+//! which records its exit status on the node: a restarted ebb finds it running (or finished)
+//! and re-attaches instead of launching it again. Its output is copied into the run's
+//! `stdout.log`/`stderr.log` as it comes, from where the local copy ends, so a restart
+//! neither loses nor repeats any of it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use ebb_spi::{FACT_REMOTE_DIR, FACT_SSH_HOST_KEY};
+use ebb_ssh::remote::{self, ProgramState};
+use ebb_ssh::{Access, Checking, Policy, Session, Target};
+
+use super::Deps;
+use crate::plan::resource::NodeRecord;
+use crate::run::Exit;
+
+/// How often a running program is looked at.
+const POLL: Duration = Duration::from_secs(1);
+/// How long a program may stay "starting" (launched, wrapper not recorded) before it is lost.
+const STARTING_GRACE: Duration = Duration::from_secs(30);
+/// How long the master may stay unreachable before its program is taken as lost.
+const UNREACHABLE_GRACE: Duration = Duration::from_secs(300);
+
+/// A remote node: where it is, how to log in, and its directory for the run.
+#[derive(Debug, Clone)]
+pub struct Node {
+    pub access: Access,
+    pub target: Target,
+    pub checking: Checking,
+    pub dir: String,
+    pub run: String,
+    pub node: String,
+}
+
+impl Node {
+    /// The remote node `record` of `run`, logging in with the (resolved) `ctx`; `None` when
+    /// the node is not reached over SSH.
+    pub fn of(
+        ctx: &ebb_spi::Context,
+        run: &str,
+        record: &NodeRecord,
+    ) -> Option<Result<Node, String>> {
+        record.properties.get(ebb_spi::FACT_SSH)?;
+        let access = match Access::from_context(ctx) {
+            Ok(a) => a,
+            Err(e) => return Some(Err(e.to_string())),
+        };
+        let (target, checking) = match access.node(&record.properties)? {
+            Ok(x) => x,
+            Err(e) => return Some(Err(e.to_string())),
+        };
+        let dir = record
+            .properties
+            .get(FACT_REMOTE_DIR)
+            .cloned()
+            .unwrap_or_else(|| ebb_spi::resource::remote_dir(None, run, &record.node));
+        Some(Ok(Node {
+            access,
+            target,
+            checking,
+            dir,
+            run: run.to_string(),
+            node: record.node.clone(),
+        }))
+    }
+
+    /// Logs in; under `accept-new` the key of a first contact is pinned in the node's record.
+    pub async fn connect(&self, deps: &Deps) -> Result<Session, String> {
+        let session = self
+            .access
+            .connect(&self.target, self.checking.clone())
+            .await
+            .map_err(|e| e.to_string())?;
+        if self.access.policy() == Policy::AcceptNew && self.checking == Checking::Any {
+            let pin = BTreeMap::from([(
+                FACT_SSH_HOST_KEY.to_string(),
+                session.host_key().to_string(),
+            )]);
+            super::task::merge_properties(deps, &self.run, &self.node, pin)
+                .await
+                .map_err(|e| format!("cannot pin the host key of {}: {e}", self.target))?;
+        }
+        Ok(session)
+    }
+}
+
+/// Kills what an attempt left running when its future is dropped (it timed out).
+struct AttemptGuard(Option<Node>);
+
+impl Drop for AttemptGuard {
+    fn drop(&mut self) {
+        let Some(node) = self.0.take() else {
+            return;
+        };
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(async move {
+                if let Ok(session) = node
+                    .access
+                    .connect(&node.target, node.checking.clone())
+                    .await
+                {
+                    let _ = session.exec(&remote::kill_attempt(&node.dir), b"").await;
+                    session.close().await;
+                }
+            });
+        }
+    }
+}
+
+/// What a script attempt on a remote node did: its facts and output, or why it failed and
+/// its output.
+pub type AttemptResult = Result<(BTreeMap<String, String>, String), (String, String)>;
+
+/// Runs one service-script attempt on `node`; its output is appended to `log` (the node's
+/// log in the run directory).
+pub async fn attempt(
+    deps: &Deps,
+    node: &Node,
+    name: &str,
+    script: &str,
+    cluster_json: &str,
+    env: &BTreeMap<String, String>,
+    log: &Path,
+) -> AttemptResult {
+    let fail = |m: String| (m, String::new());
+    let session = node.connect(deps).await.map_err(fail)?;
+    let nonce = format!("{:016x}", fastrand::u64(..));
+    let text = remote::attempt(&node.dir, name, script, cluster_json, env, &nonce);
+    let mut guard = AttemptGuard(Some(node.clone()));
+    let out = session.exec(remote::SH, text.as_bytes()).await;
+    guard.0 = None;
+    session.close().await;
+    let out = out.map_err(|e| fail(e.to_string()))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (output, result) = remote::split_attempt_output(&stdout, &nonce);
+    let mut output = output;
+    let stderr = out.stderr_text();
+    if !stderr.is_empty() {
+        output = format!("{output}\n{stderr}").trim().to_string();
+    }
+    let log = log.to_path_buf();
+    let appended = output.clone();
+    let _ = tokio::task::spawn_blocking(move || append(&log, appended.as_bytes())).await;
+    let tail = super::automator::tail_of(&output);
+    if out.success() {
+        Ok((super::automator::parse_facts(&result), tail))
+    } else {
+        let status = match out.status {
+            Some(n) => format!("the script exited with exit status: {n} on {}", node.target),
+            None => format!("the script on {} ended without an exit status", node.target),
+        };
+        Err((status, tail))
+    }
+}
+
+fn append(path: &Path, bytes: &[u8]) -> std::io::Result<u64> {
+    use std::io::Write;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    if !bytes.is_empty() {
+        file.write_all(bytes)?;
+        if !bytes.ends_with(b"\n") {
+            file.write_all(b"\n")?;
+        }
+    }
+    Ok(file.metadata()?.len())
+}
+
+/// The remote program of a run: what to launch and where its output goes locally.
+#[derive(Debug, Clone)]
+pub struct Program {
+    pub node: Node,
+    /// The run directory on this host, with `stdout.log` and `stderr.log`.
+    pub run_dir: PathBuf,
+}
+
+/// What [`Program::launch`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Launched {
+    /// Started now.
+    Now,
+    /// Started before (by an earlier ebb, or an attempt a crash cut short).
+    Before,
+}
+
+impl Program {
+    /// Launches the program unless it was launched before.
+    pub async fn launch(
+        &self,
+        deps: &Deps,
+        command: &[String],
+        env: &BTreeMap<String, String>,
+        cluster_json: &str,
+    ) -> Result<Launched, String> {
+        let session = self.node.connect(deps).await?;
+        let text = remote::launch(&self.node.dir, command, env, None, cluster_json);
+        let said = session
+            .exec(remote::SH, text.as_bytes())
+            .await
+            .map_err(|e| e.to_string());
+        session.close().await;
+        let out = said?;
+        match out.stdout_text().as_str() {
+            "launched" => Ok(Launched::Now),
+            "already" => Ok(Launched::Before),
+            _ => Err(format!(
+                "cannot launch the program on {}: {}",
+                self.node.target,
+                out.failure()
+            )),
+        }
+    }
+
+    /// Copies the program's new output into the run directory.
+    async fn copy_output(&self, session: &Session) -> Result<(), String> {
+        for name in [super::program::STDOUT, super::program::STDERR] {
+            let local = self.run_dir.join(name);
+            let have = std::fs::metadata(&local).map(|m| m.len()).unwrap_or(0);
+            let out = session
+                .exec(&remote::output_since(&self.node.dir, name, have), b"")
+                .await
+                .map_err(|e| e.to_string())?;
+            if !out.stdout.is_empty() {
+                let bytes = out.stdout;
+                tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+                    use std::io::Write;
+                    let mut f = std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(local)?;
+                    f.write_all(&bytes)
+                })
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits until the program ends, copying its output as it comes.
+    pub async fn wait(&self, deps: &Deps) -> Exit {
+        let lost = Exit {
+            code: None,
+            signal: None,
+        };
+        let mut session: Option<Session> = None;
+        let mut unreachable_since: Option<tokio::time::Instant> = None;
+        let mut starting_since: Option<tokio::time::Instant> = None;
+        loop {
+            if session.is_none() {
+                match self.node.connect(deps).await {
+                    Ok(s) => {
+                        session = Some(s);
+                        unreachable_since = None;
+                    }
+                    Err(e) => {
+                        let since =
+                            *unreachable_since.get_or_insert_with(tokio::time::Instant::now);
+                        tracing::warn!(run.id = %self.node.run, error = %e, "cannot reach the program's node");
+                        if since.elapsed() > UNREACHABLE_GRACE {
+                            return lost;
+                        }
+                        tokio::time::sleep(POLL * 5).await;
+                        continue;
+                    }
+                }
+            }
+            let Some(s) = session.as_ref() else { continue };
+            let looked = async {
+                let out = s
+                    .exec(&remote::status(&self.node.dir), b"")
+                    .await
+                    .map_err(|e| e.to_string())?;
+                self.copy_output(s).await?;
+                Ok::<_, String>(remote::parse_status(&out.stdout_text()))
+            }
+            .await;
+            match looked {
+                Err(e) => {
+                    tracing::warn!(run.id = %self.node.run, error = %e, "lost the connection to the program's node");
+                    if let Some(s) = session.take() {
+                        s.close().await;
+                    }
+                    continue;
+                }
+                Ok(Some(ProgramState::Exited(status))) => {
+                    // Whatever it wrote last.
+                    let _ = self.copy_output(s).await;
+                    if let Some(s) = session.take() {
+                        s.close().await;
+                    }
+                    return exit_of(status);
+                }
+                Ok(Some(ProgramState::Lost | ProgramState::None)) => return lost,
+                Ok(Some(ProgramState::Starting)) => {
+                    let since = *starting_since.get_or_insert_with(tokio::time::Instant::now);
+                    if since.elapsed() > STARTING_GRACE {
+                        return lost;
+                    }
+                }
+                Ok(Some(ProgramState::Running)) | Ok(None) => {}
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Stops the program: SIGTERM to its process group, SIGKILL after `grace`.
+    pub async fn kill(&self, deps: &Deps, grace: Duration) -> Result<(), String> {
+        let session = self.node.connect(deps).await?;
+        let started = tokio::time::Instant::now();
+        let result = async {
+            session
+                .exec(&remote::signal(&self.node.dir, "TERM"), b"")
+                .await
+                .map_err(|e| e.to_string())?;
+            loop {
+                let out = session
+                    .exec(&remote::status(&self.node.dir), b"")
+                    .await
+                    .map_err(|e| e.to_string())?;
+                match remote::parse_status(&out.stdout_text()) {
+                    Some(ProgramState::Running | ProgramState::Starting) => {}
+                    _ => return Ok(()),
+                }
+                if started.elapsed() >= grace {
+                    session
+                        .exec(&remote::signal(&self.node.dir, "KILL"), b"")
+                        .await
+                        .map_err(|e| e.to_string())?;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+        .await;
+        session.close().await;
+        result
+    }
+}
+
+/// A shell's `$?` as an exit: 128+N is signal N.
+fn exit_of(status: i32) -> Exit {
+    if (129..=128 + 64).contains(&status) {
+        Exit {
+            code: None,
+            signal: Some(status - 128),
+        }
+    } else {
+        Exit {
+            code: Some(status),
+            signal: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_above_128_are_signals() {
+        assert_eq!(exit_of(0).code, Some(0));
+        assert_eq!(exit_of(7).code, Some(7));
+        assert_eq!(exit_of(143).signal, Some(15));
+        assert_eq!(exit_of(255).code, Some(255));
+    }
+}
