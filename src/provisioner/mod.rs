@@ -21,6 +21,10 @@ const WIDGETS: &[(&str, &str)] = &[
     ("sim", include_str!("../../widgets/sim.json")),
     ("aws-ec2", include_str!("../../widgets/aws-ec2.json")),
     ("hosts", include_str!("../../widgets/hosts.json")),
+    (
+        "gcp-compute",
+        include_str!("../../widgets/gcp-compute.json"),
+    ),
 ];
 
 /// A provisioner as `/v3/provisioners` shows it.
@@ -56,6 +60,8 @@ impl Registry {
             Arc::new(ebb_hosts::Hosts),
             #[cfg(feature = "aws")]
             Arc::new(ebb_aws::Ec2::default()),
+            #[cfg(feature = "gcp")]
+            Arc::new(ebb_gcp_compute::Compute::default()),
         ];
         let entries = plugins
             .into_iter()

@@ -1,6 +1,8 @@
 //! Integration tests: the real `ebb` binary, a real store, HTTP on loopback.
 //! One test binary (modules below) to keep link time down.
 
+#[cfg(feature = "gcp")]
+mod gcp_standin;
 mod harness;
 #[cfg(feature = "aws")]
 mod moto;
@@ -12,6 +14,8 @@ mod aws;
 mod cli;
 mod clusters;
 mod crash;
+#[cfg(feature = "gcp")]
+mod gcp;
 mod hosts;
 mod janitor;
 mod namespaces;

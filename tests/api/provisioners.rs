@@ -14,11 +14,14 @@ fn list_and_get_show_specs_and_widgets() {
         .iter()
         .map(|p| p["name"].as_str().expect("name"))
         .collect();
-    let builtin: &[&str] = if cfg!(feature = "aws") {
-        &["aws-ec2", "hosts", "local", "native", "sim"]
-    } else {
-        &["hosts", "local", "native", "sim"]
-    };
+    let mut builtin = vec!["hosts", "local", "native", "sim"];
+    if cfg!(feature = "aws") {
+        builtin.push("aws-ec2");
+    }
+    if cfg!(feature = "gcp") {
+        builtin.push("gcp-compute");
+    }
+    builtin.sort();
     assert_eq!(names, builtin);
     for p in list.as_array().expect("list") {
         for field in ["name", "label", "description"] {

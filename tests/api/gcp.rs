@@ -1,0 +1,167 @@
+//! gcp-compute and gcp-dataproc through Google's Rust SDK against the local stand-in: full
+//! lifecycles, a SIGKILL mid-provisioning, errors inside DONE operations.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::gcp_standin::*;
+use super::harness::{Options, Server};
+use super::runs_support::*;
+
+fn instances_of(gcp: &Gcp, key: &str, run: &str) -> Vec<Value> {
+    gcp.resources()[key]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|i| i["labels"]["ebb-run"] == run)
+        .collect()
+}
+
+fn run_id(path: &str) -> &str {
+    path.rsplit('/').next().expect("run id")
+}
+
+#[test]
+fn a_three_node_compute_cluster_is_labelled_run_and_deleted() {
+    let gcp = Gcp::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start_at(&sub(&dir, "data"), Options::default());
+    gcp_profile(
+        &server,
+        &gcp,
+        "gcp-compute",
+        "gce",
+        &[("labels", "team=data")],
+        Some(3600),
+    );
+    deploy(
+        &server,
+        "a",
+        "test \"$(grep -c '\"ipAddress\": \"34.70' \"$EBB_CLUSTER_FILE\")\" = 3",
+        json!({}),
+    );
+    let run = start(&server, "a", json!({"system.profile.name": "gce"}));
+    let done = wait_deprovisioned(&server, &run);
+    assert_eq!(done["status"], "COMPLETED", "{done}");
+    let id = run_id(&run);
+    assert_eq!(gcp.count("POST", "/instances"), 3);
+    let gone = instances_of(&gcp, "deletedInstances", id);
+    assert_eq!(gone.len(), 3, "{}", gcp.resources());
+    assert!(instances_of(&gcp, "instances", id).is_empty());
+    for i in &gone {
+        assert_eq!(i["labels"]["ebb-server"], "ebb", "{i}");
+        assert_eq!(i["labels"]["team"], "data", "{i}");
+        assert!(
+            i["name"].as_str().is_some_and(|n| n.starts_with("ebb-")),
+            "{i}"
+        );
+        assert_eq!(
+            i["scheduling"]["instanceTerminationAction"], "DELETE",
+            "{i}"
+        );
+        let seconds = i["scheduling"]["maxRunDuration"]["seconds"]
+            .as_str()
+            .and_then(|s| s.parse::<u64>().ok())
+            .or_else(|| i["scheduling"]["maxRunDuration"]["seconds"].as_u64())
+            .expect("maxRunDuration");
+        assert!((3600..=4300).contains(&seconds), "{seconds}");
+    }
+    let inserts: Vec<Value> = gcp
+        .calls()
+        .into_iter()
+        .filter(|c| {
+            c["method"] == "POST"
+                && c["path"]
+                    .as_str()
+                    .is_some_and(|p| p.ends_with("/instances"))
+        })
+        .collect();
+    assert!(
+        inserts
+            .iter()
+            .all(|c| c["requestId"].as_str().is_some_and(|r| r.len() == 36)),
+        "{inserts:?}"
+    );
+}
+
+/// SIGKILL while the inserts' answers are held back (the instances were made): the restarted
+/// server finds them by their labels or adopts them on "already exists", makes no second one,
+/// and deletes all three.
+#[test]
+fn a_compute_cluster_survives_a_kill_mid_provisioning_without_a_duplicate() {
+    let gcp = Gcp::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = sub(&dir, "data");
+    let server = Server::start_at(&data, Options::default());
+    gcp.fault(json!({"api": "compute", "op": "insert", "kind": "hold", "seconds": 60, "times": 3}));
+    gcp_profile(&server, &gcp, "gcp-compute", "gce", &[], None);
+    deploy(&server, "a", "true", json!({}));
+    let run = start(&server, "a", json!({"system.profile.name": "gce"}));
+    let id = run_id(&run).to_string();
+    let started = std::time::Instant::now();
+    while instances_of(&gcp, "instances", &id).len() < 3 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{}",
+            gcp.resources()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    server.kill();
+    let server = Server::start_at(&data, Options::default());
+    let done = wait_deprovisioned(&server, &run);
+    assert_eq!(done["status"], "COMPLETED", "{done}");
+    let all = [
+        instances_of(&gcp, "instances", &id),
+        instances_of(&gcp, "deletedInstances", &id),
+    ]
+    .concat();
+    assert_eq!(all.len(), 3, "one instance per node: {all:?}");
+    assert!(instances_of(&gcp, "instances", &id).is_empty());
+}
+
+/// Errors inside a DONE operation: capacity is retried (with a fresh request id, since the
+/// first one is spent); quota fails the run at once and leaves nothing.
+#[test]
+fn errors_inside_done_operations_are_retried_or_fatal() {
+    let gcp = Gcp::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start_at(&sub(&dir, "data"), Options::default());
+    gcp_profile(&server, &gcp, "gcp-compute", "gce", &[("nodes", "1")], None);
+    deploy(&server, "a", "true", json!({}));
+    gcp.fault(
+        json!({"api": "compute", "op": "insert", "kind": "op_error", "times": 1,
+                     "code": "ZONE_RESOURCE_POOL_EXHAUSTED", "status": 503}),
+    );
+    let run = start(&server, "a", json!({"system.profile.name": "gce"}));
+    let done = wait_deprovisioned(&server, &run);
+    assert_eq!(done["status"], "COMPLETED", "{done}");
+    let ids: std::collections::BTreeSet<String> = gcp
+        .calls()
+        .iter()
+        .filter(|c| {
+            c["method"] == "POST"
+                && c["path"]
+                    .as_str()
+                    .is_some_and(|p| p.ends_with("/instances"))
+        })
+        .filter_map(|c| c["requestId"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(ids.len(), 2, "the spent request id was not reused: {ids:?}");
+
+    gcp.fault(json!({"api": "compute", "op": "insert", "kind": "op_error", "times": 1,
+                     "code": "QUOTA_EXCEEDED", "message": "Quota 'CPUS' exceeded.  Limit: 8.0", "status": 403}));
+    let run = start(&server, "a", json!({"system.profile.name": "gce"}));
+    let done = wait_deprovisioned(&server, &run);
+    assert_eq!(done["status"], "FAILED", "{done}");
+    let (_, events) = server.get(&format!("{run}/events"));
+    assert!(
+        events
+            .to_string()
+            .contains("QUOTA_EXCEEDED: Quota 'CPUS' exceeded"),
+        "{events}"
+    );
+    assert!(instances_of(&gcp, "instances", run_id(&run)).is_empty());
+}

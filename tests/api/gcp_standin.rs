@@ -1,0 +1,131 @@
+//! The local stand-in for the Compute Engine and Dataproc REST APIs
+//! (`tests/support/gcp/server.py`, Python's standard library only), started per test.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use serde_json::{Value, json};
+
+use super::harness::Server;
+
+pub const PROJECT: &str = "ebb-test";
+pub const ZONE: &str = "us-central1-a";
+pub const REGION: &str = "us-central1";
+
+/// A running stand-in. Killed when dropped.
+pub struct Gcp {
+    child: Child,
+    pub url: String,
+    http: reqwest::blocking::Client,
+}
+
+impl Gcp {
+    pub fn start() -> Gcp {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/gcp/server.py");
+        let mut child = Command::new("python3")
+            .arg(&script)
+            .args(["--delay", "0.3"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the tests need python3 for the Google Cloud stand-in");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("the stand-in prints its port");
+        let port = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("the stand-in did not start: {line}"));
+        Gcp {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            http: reqwest::blocking::Client::new(),
+        }
+    }
+
+    fn control(&self, method: reqwest::Method, path: &str, body: Value) -> Value {
+        let request = self
+            .http
+            .request(method.clone(), format!("{}/_ebb/{path}", self.url));
+        let request = if method == reqwest::Method::GET {
+            request
+        } else {
+            request.json(&body)
+        };
+        request
+            .send()
+            .and_then(|r| r.json())
+            .expect("stand-in control")
+    }
+
+    pub fn fault(&self, rule: Value) {
+        self.control(reqwest::Method::POST, "faults", rule);
+    }
+
+    pub fn calls(&self) -> Vec<Value> {
+        let calls = self.control(reqwest::Method::GET, "calls", json!({}));
+        calls.as_array().cloned().unwrap_or_default()
+    }
+
+    /// Calls of `method` on paths ending with `suffix`.
+    pub fn count(&self, method: &str, suffix: &str) -> usize {
+        self.calls()
+            .iter()
+            .filter(|c| {
+                c["method"] == method && c["path"].as_str().is_some_and(|p| p.ends_with(suffix))
+            })
+            .count()
+    }
+
+    pub fn resources(&self) -> Value {
+        self.control(reqwest::Method::GET, "resources", json!({}))
+    }
+}
+
+impl Drop for Gcp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Creates USER profile `name` for `provisioner` against the stand-in; `props` add or replace.
+pub fn gcp_profile(
+    server: &Server,
+    gcp: &Gcp,
+    provisioner: &str,
+    name: &str,
+    props: &[(&str, &str)],
+    timeout: Option<u64>,
+) {
+    let mut all: Vec<(&str, &str)> = vec![
+        ("projectId", PROJECT),
+        ("endpoint", &gcp.url),
+        ("anonymous", "true"),
+    ];
+    if provisioner == "gcp-compute" {
+        all.extend([("zone", ZONE), ("machineType", "e2-small"), ("nodes", "3")]);
+    } else {
+        all.extend([("region", REGION), ("zone", ZONE)]);
+    }
+    for (k, v) in props {
+        all.retain(|(n, _)| n != k);
+        all.push((k, v));
+    }
+    let properties: Vec<Value> = all
+        .iter()
+        .map(|(k, v)| json!({"name": k, "value": v, "isEditable": true}))
+        .collect();
+    let mut body = json!({
+        "provisioner": {"name": provisioner, "properties": properties},
+        "keepalive": {"failed": 0, "killed": 0},
+    });
+    if let Some(t) = timeout {
+        body["timeout"] = json!(t);
+    }
+    let (code, reply) = server.put(&format!("/v3/namespaces/default/profiles/{name}"), body);
+    assert_eq!(code, 200, "{reply}");
+}
