@@ -25,6 +25,10 @@ const WIDGETS: &[(&str, &str)] = &[
         "gcp-compute",
         include_str!("../../widgets/gcp-compute.json"),
     ),
+    (
+        "gcp-dataproc",
+        include_str!("../../widgets/gcp-dataproc.json"),
+    ),
 ];
 
 /// A provisioner as `/v3/provisioners` shows it.
@@ -62,6 +66,8 @@ impl Registry {
             Arc::new(ebb_aws::Ec2::default()),
             #[cfg(feature = "gcp")]
             Arc::new(ebb_gcp_compute::Compute::default()),
+            #[cfg(feature = "gcp")]
+            Arc::new(ebb_gcp_dataproc::Dataproc::default()),
         ];
         let entries = plugins
             .into_iter()

@@ -165,3 +165,141 @@ fn errors_inside_done_operations_are_retried_or_fatal() {
     );
     assert!(instances_of(&gcp, "instances", run_id(&run)).is_empty());
 }
+
+fn cluster_of(gcp: &Gcp, key: &str, run: &str) -> Vec<Value> {
+    instances_of(gcp, key, run)
+}
+
+/// A Dataproc managed cluster: one resource, made with CDAP's properties, its lifecycle
+/// fail-safes set, the program told its master, and deleted afterwards.
+#[test]
+fn a_dataproc_cluster_is_made_with_its_lifecycle_settings_and_deleted() {
+    let gcp = Gcp::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start_at(&sub(&dir, "data"), Options::default());
+    gcp_profile(
+        &server,
+        &gcp,
+        "gcp-dataproc",
+        "dp",
+        &[
+            ("masterMachineType", "n2-standard-4"),
+            ("workerMachineType", "n1-standard-2"),
+            ("workerNumNodes", "3"),
+            ("imageVersion", "2.2-debian12"),
+            ("idleTTL", "30"),
+            ("subnet", "regions/us-central1/subnetworks/ebb"),
+        ],
+        Some(3600),
+    );
+    deploy(
+        &server,
+        "a",
+        "grep -q 'ebb-.*-m' \"$EBB_CLUSTER_FILE\"",
+        json!({}),
+    );
+    let run = start(&server, "a", json!({"system.profile.name": "dp"}));
+    let done = wait_deprovisioned(&server, &run);
+    assert_eq!(done["status"], "COMPLETED", "{done}");
+    let id = run_id(&run);
+    assert_eq!(gcp.count("POST", "/clusters"), 1);
+    let gone = cluster_of(&gcp, "deletedClusters", id);
+    assert_eq!(gone.len(), 1, "{}", gcp.resources());
+    assert!(cluster_of(&gcp, "clusters", id).is_empty());
+    let c = &gone[0];
+    let config = &c["config"];
+    assert_eq!(
+        config["masterConfig"]["machineTypeUri"], "n2-standard-4",
+        "{c}"
+    );
+    assert_eq!(
+        config["workerConfig"]["machineTypeUri"], "n1-standard-2",
+        "{c}"
+    );
+    assert_eq!(config["workerConfig"]["numInstances"], 3, "{c}");
+    assert_eq!(
+        config["softwareConfig"]["imageVersion"], "2.2-debian12",
+        "{c}"
+    );
+    assert_eq!(
+        config["gceClusterConfig"]["subnetworkUri"], "regions/us-central1/subnetworks/ebb",
+        "{c}"
+    );
+    assert_eq!(config["lifecycleConfig"]["idleDeleteTtl"], "1800s", "{c}");
+    let ttl = config["lifecycleConfig"]["autoDeleteTtl"]
+        .as_str()
+        .and_then(|s| s.trim_end_matches('s').parse::<u64>().ok())
+        .expect("autoDeleteTtl");
+    assert!((3600..=4300).contains(&ttl), "{ttl}");
+    assert_eq!(c["labels"]["ebb-node"], "cluster", "{c}");
+}
+
+/// SIGKILL while the create's answer is held back: the restarted server finds the cluster by
+/// its labels, makes no second one, and deletes it.
+#[test]
+fn a_dataproc_cluster_survives_a_kill_mid_provisioning_without_a_duplicate() {
+    let gcp = Gcp::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = sub(&dir, "data");
+    let server = Server::start_at(&data, Options::default());
+    gcp.fault(json!({"api": "dataproc", "op": "create", "kind": "hold", "seconds": 60}));
+    gcp_profile(&server, &gcp, "gcp-dataproc", "dp", &[], None);
+    deploy(&server, "a", "true", json!({}));
+    let run = start(&server, "a", json!({"system.profile.name": "dp"}));
+    let id = run_id(&run).to_string();
+    let started = std::time::Instant::now();
+    while cluster_of(&gcp, "clusters", &id).is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{}",
+            gcp.resources()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    server.kill();
+    let server = Server::start_at(&data, Options::default());
+    let done = wait_deprovisioned(&server, &run);
+    assert_eq!(done["status"], "COMPLETED", "{done}");
+    let all = [
+        cluster_of(&gcp, "clusters", &id),
+        cluster_of(&gcp, "deletedClusters", &id),
+    ]
+    .concat();
+    assert_eq!(all.len(), 1, "one cluster: {all:?}");
+    assert!(cluster_of(&gcp, "clusters", &id).is_empty());
+}
+
+/// A create whose operation ends in error leaves an ERROR cluster, as Dataproc does: the run
+/// fails with Dataproc's detail and the ERROR cluster is deleted, not left behind.
+#[test]
+fn a_dataproc_cluster_in_error_fails_the_run_and_is_deleted() {
+    let gcp = Gcp::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start_at(&sub(&dir, "data"), Options::default());
+    gcp_profile(&server, &gcp, "gcp-dataproc", "dp", &[], None);
+    deploy(&server, "a", "true", json!({}));
+    gcp.fault(
+        json!({"api": "dataproc", "op": "create", "kind": "op_error",
+                     "message": "Insufficient 'CPUS' quota. Requested 12.0, available 8.0."}),
+    );
+    let run = start(&server, "a", json!({"system.profile.name": "dp"}));
+    let done = wait_deprovisioned(&server, &run);
+    assert_eq!(done["status"], "FAILED", "{done}");
+    let (_, events) = server.get(&format!("{run}/events"));
+    assert!(
+        events.to_string().contains("Insufficient 'CPUS' quota"),
+        "{events}"
+    );
+    let id = run_id(&run);
+    assert!(
+        cluster_of(&gcp, "clusters", id).is_empty(),
+        "{}",
+        gcp.resources()
+    );
+    assert_eq!(cluster_of(&gcp, "deletedClusters", id).len(), 1);
+    assert_eq!(
+        gcp.count("POST", "/clusters"),
+        1,
+        "a quota error is not retried"
+    );
+}

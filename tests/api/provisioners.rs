@@ -19,7 +19,7 @@ fn list_and_get_show_specs_and_widgets() {
         builtin.push("aws-ec2");
     }
     if cfg!(feature = "gcp") {
-        builtin.push("gcp-compute");
+        builtin.extend(["gcp-compute", "gcp-dataproc"]);
     }
     builtin.sort();
     assert_eq!(names, builtin);
