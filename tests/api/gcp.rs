@@ -303,3 +303,65 @@ fn a_dataproc_cluster_in_error_fails_the_run_and_is_deleted() {
         "a quota error is not retried"
     );
 }
+
+/// The janitor sweeps Google accounts too: an instance and a cluster with ebb's labels and a
+/// run this server does not know are deleted; another server's instance is left alone.
+#[test]
+fn the_janitor_deletes_strays_in_compute_and_dataproc() {
+    let gcp = Gcp::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start_at(&sub(&dir, "data"), Options::default());
+    gcp_profile(&server, &gcp, "gcp-compute", "gce", &[], None);
+    gcp_profile(&server, &gcp, "gcp-dataproc", "dp", &[], None);
+    let http = reqwest::blocking::Client::new();
+    let labels =
+        |server: &str| json!({"ebb-run": "0190-lost", "ebb-node": "master", "ebb-server": server});
+    for (name, owner) in [("stray", "ebb"), ("theirs", "other")] {
+        let reply = http
+            .post(format!(
+                "{}/compute/v1/projects/{PROJECT}/zones/{ZONE}/instances",
+                gcp.url
+            ))
+            .json(&json!({"name": name, "machineType": "e2-small", "labels": labels(owner)}))
+            .send()
+            .expect("insert");
+        assert!(reply.status().is_success());
+    }
+    let reply = http
+        .post(format!(
+            "{}/v1/projects/{PROJECT}/regions/{REGION}/clusters",
+            gcp.url
+        ))
+        .json(&json!({"clusterName": "stray-dp", "labels": labels("ebb")}))
+        .send()
+        .expect("create");
+    assert!(reply.status().is_success());
+    std::thread::sleep(Duration::from_millis(800)); // both finish being made
+    let (code, sweep) = server.post("/v3/janitor/run");
+    assert_eq!(code, 200, "{sweep}");
+    let text = sweep.to_string();
+    assert!(
+        text.contains("stray") && text.contains("stray-dp"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("\"theirs\""),
+        "another server's instance: {text}"
+    );
+    let started = std::time::Instant::now();
+    loop {
+        let left = gcp.resources();
+        let names: Vec<&str> = left["instances"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .chain(left["clusters"].as_array().into_iter().flatten())
+            .filter_map(|r| r["name"].as_str().or(r["clusterName"].as_str()))
+            .collect();
+        if names == ["theirs"] {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "{left}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

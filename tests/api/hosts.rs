@@ -328,3 +328,35 @@ fn an_unlisted_host_key_is_refused() {
         .map_or(0, Vec::len);
     assert_eq!(attempts, 1, "a refused host key is not retried: {create}");
 }
+
+/// The janitor lists the run directories on every host: one left by a run this server does
+/// not know is removed over SSH; another server's is left alone.
+#[test]
+fn the_janitor_removes_a_stray_run_directory_over_ssh() {
+    let sshd = Sshd::start(&["127.0.1.41", "127.0.1.42"]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start_at(&sub(&dir, "data"), Options::default());
+    put_key(&server, &sshd);
+    hosts_profile(&server, &sshd, "machines", &[]);
+    for (run, owner) in [("0190-lost", "ebb"), ("0190-theirs", "other")] {
+        let node = sshd.remote_dir().join(run).join("worker-1");
+        std::fs::create_dir_all(&node).expect("node dir");
+        std::fs::write(
+            node.join(".ebb-node"),
+            format!("ebb:run={run}\nebb:node=worker-1\nebb:server={owner}\n"),
+        )
+        .expect("marker");
+    }
+    let (code, sweep) = server.post("/v3/janitor/run");
+    assert_eq!(code, 200, "{sweep}");
+    // Both addresses are this one machine here, so each of them shows the stray directory.
+    let orphans = sweep["orphans"].as_array().cloned().unwrap_or_default();
+    assert!(!orphans.is_empty(), "{sweep}");
+    assert!(
+        orphans
+            .iter()
+            .all(|o| o["run"] == "0190-lost" && o["action"] == "deleted"),
+        "{sweep}"
+    );
+    assert_eq!(node_dirs(&sshd.remote_dir()), ["0190-theirs/worker-1"]);
+}

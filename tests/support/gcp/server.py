@@ -88,6 +88,11 @@ def label_filter(text):
     return {k: v for k, v in re.findall(r'labels\.([a-z0-9_-]+)\s*[=:]\s*"?([^"\s)]+)"?', text or "")}
 
 
+def matches(labels, want):
+    """Whether `labels` has every wanted label; a wanted value `*` only asks for the key."""
+    return all(k in labels and (v == "*" or labels[k] == v) for k, v in want.items())
+
+
 # ---- Compute Engine -------------------------------------------------------------------------
 
 def compute_op(project, zone, kind, target, finish, error=None):
@@ -176,7 +181,7 @@ def compute(method, project, zone, rest, query, body):
             want = label_filter((query.get("filter") or [""])[0])
             items = [public(i) for (p, z, _), i in sorted(STATE["instances"].items())
                      if p == project and z == zone
-                     and all(i.get("labels", {}).get(k) == v for k, v in want.items())]
+                     and matches(i.get("labels", {}), want)]
             return 200, {"kind": "compute#instanceList", "items": items, "id": f"projects/{project}/zones/{zone}/instances"}
         if method == "GET":
             if key not in STATE["instances"]:
@@ -296,7 +301,7 @@ def dataproc(method, project, region, rest, query, body):
             want = label_filter((query.get("filter") or [""])[0])
             items = [public(c) for (p, r, _), c in sorted(STATE["clusters"].items())
                      if p == project and r == region
-                     and all(c.get("labels", {}).get(k) == v for k, v in want.items())]
+                     and matches(c.get("labels", {}), want)]
             return 200, {"clusters": items} if items else {}
         if method == "GET":
             if key not in STATE["clusters"]:
