@@ -52,8 +52,10 @@ pub static SPEC: ProvisionerSpec = ProvisionerSpec {
         PropertySpec::optional("subnetId", PropertyKind::Text),
         PropertySpec::optional("securityGroupIds", PropertyKind::Text),
         PropertySpec::optional("keyName", PropertyKind::Text),
-        PropertySpec::optional("sshUser", PropertyKind::Text),
-        PropertySpec::secret("sshPrivateKey", PropertyKind::Text),
+        ebb_spi::SSH_USER,
+        ebb_spi::SSH_PRIVATE_KEY,
+        ebb_spi::SSH_HOST_KEY_CHECKING,
+        ebb_spi::SSH_KNOWN_HOSTS,
         PropertySpec::optional("tags", PropertyKind::Text),
         PropertySpec::optional("nodes", PropertyKind::Integer { min: 1, max: 1_000 }),
         RETRY_BUDGET,
@@ -249,10 +251,7 @@ impl Ec2 {
                 humantime::format_rfc3339_seconds(at).to_string(),
             );
         }
-        if let Some(user) = ctx.property("sshUser") {
-            resource.properties.insert("sshUser".into(), user.into());
-        }
-        Ok(resource)
+        Ok(ebb_spi::resource::with_ssh(ctx, resource))
     }
 
     async fn find(
@@ -470,11 +469,17 @@ impl Provisioner for Ec2 {
     }
 
     fn find<'a>(&'a self, ctx: &'a Context, key: &'a ResourceKey) -> Call<'a, Option<Resource>> {
-        Box::pin(self.find(ctx, key))
+        Box::pin(async move {
+            let found = self.find(ctx, key).await?;
+            Ok(found.map(|r| ebb_spi::resource::with_ssh(ctx, r)))
+        })
     }
 
     fn describe<'a>(&'a self, ctx: &'a Context, id: &'a str) -> Call<'a, Option<Resource>> {
-        Box::pin(self.describe(ctx, id))
+        Box::pin(async move {
+            let found = self.describe(ctx, id).await?;
+            Ok(found.map(|r| ebb_spi::resource::with_ssh(ctx, r)))
+        })
     }
 
     fn delete<'a>(&'a self, ctx: &'a Context, id: &'a str) -> Call<'a, ()> {

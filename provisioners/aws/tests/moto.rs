@@ -78,11 +78,12 @@ async fn calls_answer_as_the_framework_expects() {
     assert!(made.id.starts_with("i-"), "{made:?}");
     assert_eq!(made.tags.get("ebb:run").map(String::as_str), Some("run-1"));
     assert_eq!(made.tags.get("team").map(String::as_str), Some("data"));
+    let address = made.address.clone().expect("an address");
     assert_eq!(
-        made.properties.get("sshUser").map(String::as_str),
-        Some("admin")
+        made.properties.get("ssh"),
+        Some(&format!("admin@{address}:22")),
+        "reached over SSH as sshUser"
     );
-    assert!(made.address.is_some(), "{made:?}");
 
     let found = ec2
         .find(&ctx, &key)

@@ -22,7 +22,7 @@ use std::time::{Duration, SystemTime};
 use ebb_gcp::{ACCOUNT_KEY, ANONYMOUS, Clients, ENDPOINT, LABELS, classify};
 use ebb_spi::resource::{RETRY_BUDGET, TEMPLATE, node_count, node_names};
 use ebb_spi::{
-    Call, Context, FACT_SSH, Properties, PropertyError, PropertyKind, PropertySpec, ProvisionError,
+    Call, Context, Properties, PropertyError, PropertyKind, PropertySpec, ProvisionError,
     Provisioner, ProvisionerSpec, Resource, ResourceKey, ResourceState, SSH_HOST_KEY_CHECKING,
     SSH_KNOWN_HOSTS, SSH_PRIVATE_KEY, SSH_USER, TAG_NODE, TAG_RUN,
 };
@@ -268,11 +268,7 @@ impl Compute {
                 humantime::format_rfc3339_seconds(at).to_string(),
             );
         }
-        if let (Some(user), Some(address)) = (ctx.property(SSH_USER.name), &r.address) {
-            r.properties
-                .insert(FACT_SSH.into(), format!("{user}@{address}:22"));
-        }
-        r
+        ebb_spi::resource::with_ssh(ctx, r)
     }
 
     async fn get(&self, ctx: &Context, name: &str) -> Result<Option<Resource>, ProvisionError> {

@@ -59,6 +59,21 @@ pub const FACT_SSH_HOST_KEY: &str = "sshHostKey";
 /// when not absolute). Defaults to `.ebb/<run>/<node>`.
 pub const FACT_REMOTE_DIR: &str = "remoteDir";
 
+/// `r` with the `ssh` fact (`user@address:22`) when the profile sets `sshUser`: a cloud node
+/// ebb then reaches over SSH to run service scripts and the program on it.
+pub fn with_ssh(ctx: &Context, mut r: Resource) -> Resource {
+    if let (Some(user), Some(address)) = (ctx.property(SSH_USER.name), &r.address) {
+        let host = if address.contains(':') {
+            format!("[{address}]")
+        } else {
+            address.clone()
+        };
+        r.properties
+            .insert(FACT_SSH.to_string(), format!("{user}@{host}:22"));
+    }
+    r
+}
+
 /// The directory of `node` of `run` on a remote machine, under `base` (`.ebb` by default).
 pub fn remote_dir(base: Option<&str>, run: &str, node: &str) -> String {
     let base = base
