@@ -360,3 +360,25 @@ fn the_janitor_removes_a_stray_run_directory_over_ssh() {
     );
     assert_eq!(node_dirs(&sshd.remote_dir()), ["0190-theirs/worker-1"]);
 }
+
+/// Stopping a run whose program runs on a remote master signals it there: it ends by SIGTERM
+/// (the wrapper records 128+15), the run is KILLED and the node's directory is removed.
+#[test]
+fn stopping_a_run_stops_its_remote_program() {
+    let sshd = Sshd::start(&["127.0.1.51"]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start_at(&sub(&dir, "data"), Options::default());
+    put_key(&server, &sshd);
+    hosts_profile(&server, &sshd, "machines", &[]);
+    deploy(&server, "a", "echo up; exec sleep 300", json!({}));
+    let run = start(&server, "a", json!({"system.profile.name": "machines"}));
+    wait_until(&server, &run, Duration::from_secs(60), |r| {
+        r["status"] == "RUNNING"
+    });
+    let (code, body) = server.post(&format!("{run}/stop"));
+    assert_eq!(code, 200, "{body}");
+    let done = wait_deprovisioned(&server, &run);
+    assert_eq!(done["status"], "KILLED", "{done}");
+    assert_eq!(done["exit"]["signal"], 15, "{done}");
+    assert_eq!(node_dirs(&sshd.remote_dir()), Vec::<String>::new());
+}
