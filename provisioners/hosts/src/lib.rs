@@ -16,7 +16,7 @@ use ebb_spi::{
     PropertyKind, PropertySpec, ProvisionError, Provisioner, ProvisionerSpec, Resource,
     ResourceKey, ResourceState, SSH_HOST_KEY_CHECKING, SSH_KNOWN_HOSTS, SSH_USER, Tags,
 };
-use ebb_ssh::{Access, Checking, Session, Target, quote};
+use ebb_ssh::{Access, Session, Target, quote};
 
 /// The file in a node's directory that holds its tags.
 const MARKER: &str = ".ebb-node";
@@ -94,16 +94,12 @@ fn access(ctx: &Context) -> Result<Access, ProvisionError> {
     Access::from_context(ctx).map_err(ProvisionError::from)
 }
 
-/// Logs in to `target`. A node's later checks use the key pinned at first contact; the
-/// provisioner's own calls check listed keys (`yes`) and otherwise take the machine's word.
+/// Logs in to `target`. The provisioner's own calls check listed keys (`yes`) and otherwise
+/// take the machine's word, as a first contact; the scripts and the program that follow check
+/// the key pinned then (`sshHostKey`).
 async fn login(ctx: &Context, target: &Target) -> Result<Session, ProvisionError> {
     let access = access(ctx)?;
-    let checking = access.checking(None);
-    let checking = match checking {
-        Checking::Pinned(_) => Checking::Any,
-        other => other,
-    };
-    Ok(access.connect(target, checking).await?)
+    Ok(access.connect(target, access.checking(None)).await?)
 }
 
 /// `ssh://user@host:port/abs/dir`: the machine and the node's directory on it.
