@@ -3,7 +3,7 @@
 //! come back out.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -20,23 +20,6 @@ fn events(server: &Server, run: &str) -> Vec<Value> {
     let (code, body) = server.get(&format!("{run}/events"));
     assert_eq!(code, 200, "{body}");
     body.as_array().cloned().unwrap_or_default()
-}
-
-/// Every file under `dir`, read as bytes.
-fn files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).expect("read dir").flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if let Ok(bytes) = std::fs::read(&path) {
-                out.push((path, bytes));
-            }
-        }
-    }
-    out
 }
 
 /// No answer, log line or stored byte holds the secret.

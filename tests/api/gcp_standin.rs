@@ -101,31 +101,15 @@ pub fn gcp_profile(
     props: &[(&str, &str)],
     timeout: Option<u64>,
 ) {
-    let mut all: Vec<(&str, &str)> = vec![
+    let mut base = vec![
         ("projectId", PROJECT),
-        ("endpoint", &gcp.url),
+        ("endpoint", gcp.url.as_str()),
         ("anonymous", "true"),
     ];
     if provisioner == "gcp-compute" {
-        all.extend([("zone", ZONE), ("machineType", "e2-small"), ("nodes", "3")]);
+        base.extend([("zone", ZONE), ("machineType", "e2-small"), ("nodes", "3")]);
     } else {
-        all.extend([("region", REGION), ("zone", ZONE)]);
+        base.extend([("region", REGION), ("zone", ZONE)]);
     }
-    for (k, v) in props {
-        all.retain(|(n, _)| n != k);
-        all.push((k, v));
-    }
-    let properties: Vec<Value> = all
-        .iter()
-        .map(|(k, v)| json!({"name": k, "value": v, "isEditable": true}))
-        .collect();
-    let mut body = json!({
-        "provisioner": {"name": provisioner, "properties": properties},
-        "keepalive": {"failed": 0, "killed": 0},
-    });
-    if let Some(t) = timeout {
-        body["timeout"] = json!(t);
-    }
-    let (code, reply) = server.put(&format!("/v3/namespaces/default/profiles/{name}"), body);
-    assert_eq!(code, 200, "{reply}");
+    super::runs_support::put_profile(server, name, provisioner, &base, props, timeout);
 }

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::harness::{Options, Server};
 use super::runs_support::*;
@@ -24,25 +24,12 @@ fn put_key(server: &Server, sshd: &Sshd) {
 fn hosts_profile(server: &Server, sshd: &Sshd, name: &str, props: &[(&str, &str)]) {
     let hosts = sshd.hosts();
     let remote = sshd.remote_dir();
-    let mut all: Vec<(&str, &str)> = vec![
-        ("hosts", &hosts),
+    let base = [
+        ("hosts", hosts.as_str()),
         ("sshPrivateKey", "${secure(ssh-key)}"),
         ("remoteDir", remote.to_str().expect("utf-8")),
     ];
-    for (k, v) in props {
-        all.retain(|(n, _)| n != k);
-        all.push((k, v));
-    }
-    let properties: Vec<Value> = all
-        .iter()
-        .map(|(k, v)| json!({"name": k, "value": v, "isEditable": true}))
-        .collect();
-    let body = json!({
-        "provisioner": {"name": "hosts", "properties": properties},
-        "keepalive": {"failed": 0, "killed": 0},
-    });
-    let (code, reply) = server.put(&format!("/v3/namespaces/default/profiles/{name}"), body);
-    assert_eq!(code, 200, "{reply}");
+    put_profile(server, name, "hosts", &base, props, None);
 }
 
 /// Node directories left under the remote dir (`<run>/<node>`).
@@ -212,23 +199,6 @@ fn services_come_up_over_ssh_and_the_program_runs_on_the_master() {
         let found = bytes.windows(marker.len()).any(|w| w == marker.as_bytes());
         assert!(!found, "{} holds the private key", path.display());
     }
-}
-
-/// Every file under `dir`, read as bytes.
-fn files(dir: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).expect("read dir").flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if let Ok(bytes) = std::fs::read(&path) {
-                out.push((path, bytes));
-            }
-        }
-    }
-    out
 }
 
 /// SIGKILL of ebb while the program runs on the remote master: the restarted ebb finds it

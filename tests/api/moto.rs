@@ -216,30 +216,14 @@ pub fn aws_profile(
     props: &[(&str, &str)],
     timeout: Option<u64>,
 ) {
-    let mut all: Vec<(&str, &str)> = vec![
+    let base = [
         ("region", REGION),
         ("accessKeyId", "testing"),
         ("secretAccessKey", "${secure(aws-secret)}"),
-        ("endpointUrl", &moto.url),
+        ("endpointUrl", moto.url.as_str()),
         ("imageId", AMI),
         ("instanceType", "t3.micro"),
         ("nodes", "3"),
     ];
-    for (k, v) in props {
-        all.retain(|(n, _)| n != k);
-        all.push((k, v));
-    }
-    let properties: Vec<Value> = all
-        .iter()
-        .map(|(k, v)| json!({"name": k, "value": v, "isEditable": true}))
-        .collect();
-    let mut body = json!({
-        "provisioner": {"name": "aws-ec2", "properties": properties},
-        "keepalive": {"failed": 0, "killed": 0},
-    });
-    if let Some(t) = timeout {
-        body["timeout"] = json!(t);
-    }
-    let (code, reply) = server.put(&format!("/v3/namespaces/default/profiles/{name}"), body);
-    assert_eq!(code, 200, "{reply}");
+    super::runs_support::put_profile(server, name, "aws-ec2", &base, props, timeout);
 }

@@ -220,3 +220,50 @@ pub fn assert_before(first: &[&Value], then: &[&Value]) {
         "{first:?} did not finish before {then:?} began"
     );
 }
+
+/// Every file under `dir`, read as bytes.
+pub fn files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).expect("read dir").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if let Ok(bytes) = std::fs::read(&path) {
+                out.push((path, bytes));
+            }
+        }
+    }
+    out
+}
+
+/// Creates USER profile `name` in `default` for `provisioner`: `base` properties, then
+/// `overrides` added or replacing them; keepalive 0; `timeout` seconds if given.
+pub fn put_profile(
+    server: &Server,
+    name: &str,
+    provisioner: &str,
+    base: &[(&str, &str)],
+    overrides: &[(&str, &str)],
+    timeout: Option<u64>,
+) {
+    let mut all: Vec<(&str, &str)> = base.to_vec();
+    for (k, v) in overrides {
+        all.retain(|(n, _)| n != k);
+        all.push((k, v));
+    }
+    let properties: Vec<Value> = all
+        .iter()
+        .map(|(k, v)| json!({"name": k, "value": v, "isEditable": true}))
+        .collect();
+    let mut body = json!({
+        "provisioner": {"name": provisioner, "properties": properties},
+        "keepalive": {"failed": 0, "killed": 0},
+    });
+    if let Some(t) = timeout {
+        body["timeout"] = json!(t);
+    }
+    let (code, reply) = server.put(&format!("/v3/namespaces/default/profiles/{name}"), body);
+    assert_eq!(code, 200, "{reply}");
+}

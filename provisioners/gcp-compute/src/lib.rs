@@ -454,10 +454,7 @@ impl Provisioner for Compute {
     }
 
     fn validate(&self, properties: &Properties) -> Result<(), PropertyError> {
-        ebb_spi::validate_properties(&SPEC, properties)?;
-        if let Some(text) = properties.get(LABELS.name) {
-            ebb_gcp::parse_labels(text).map_err(|e| PropertyError::new(LABELS.name, e))?;
-        }
+        ebb_gcp::validate(&SPEC, properties)?;
         Ok(())
     }
 

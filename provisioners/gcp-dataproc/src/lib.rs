@@ -220,7 +220,11 @@ impl Dataproc {
         match sent {
             Ok(_) => {}
             Err(e) if ebb_gcp::is_conflict(&e) => {
-                return match self.get(ctx, &name).await {
+                return match self
+                    .fetch(ctx, &name)
+                    .await
+                    .map(|c| c.as_ref().map(resource))
+                {
                     Ok(Some(r)) if key.matches(&r.tags) => Ok(r),
                     Ok(Some(_)) => Err(ProvisionError::fatal(format!(
                         "cluster {name} exists but its labels do not name run {}",
@@ -239,7 +243,12 @@ impl Dataproc {
         Ok(made)
     }
 
-    async fn get(&self, ctx: &Context, name: &str) -> Result<Option<Resource>, ProvisionError> {
+    /// The cluster called `name`, if it exists.
+    async fn fetch(
+        &self,
+        ctx: &Context,
+        name: &str,
+    ) -> Result<Option<model::Cluster>, ProvisionError> {
         let (project, region) = location(ctx)?;
         let client = self.client(ctx).await?;
         match client
@@ -250,7 +259,7 @@ impl Dataproc {
             .send()
             .await
         {
-            Ok(c) => Ok(Some(resource(&c))),
+            Ok(c) => Ok(Some(c)),
             Err(e) if ebb_gcp::is_not_found(&e) => Ok(None),
             Err(e) => Err(classify("clusters.get", &e)),
         }
@@ -288,19 +297,8 @@ impl Dataproc {
         ctx: &Context,
         name: &str,
     ) -> Result<Option<Resource>, ProvisionError> {
-        let (project, region) = location(ctx)?;
-        let client = self.client(ctx).await?;
-        let cluster = match client
-            .get_cluster()
-            .set_project_id(project)
-            .set_region(region)
-            .set_cluster_name(name)
-            .send()
-            .await
-        {
-            Ok(c) => c,
-            Err(e) if ebb_gcp::is_not_found(&e) => return Ok(None),
-            Err(e) => return Err(classify("clusters.get", &e)),
+        let Some(cluster) = self.fetch(ctx, name).await? else {
+            return Ok(None);
         };
         if let Some(status) = &cluster.status
             && matches!(
@@ -380,10 +378,7 @@ impl Provisioner for Dataproc {
     }
 
     fn validate(&self, properties: &Properties) -> Result<(), PropertyError> {
-        ebb_spi::validate_properties(&SPEC, properties)?;
-        if let Some(text) = properties.get(LABELS.name) {
-            ebb_gcp::parse_labels(text).map_err(|e| PropertyError::new(LABELS.name, e))?;
-        }
+        ebb_gcp::validate(&SPEC, properties)?;
         if let Some(text) = properties.get("idleTTL") {
             idle_ttl(text).map_err(|e| PropertyError::new("idleTTL", e))?;
         }

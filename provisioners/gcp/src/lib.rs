@@ -87,6 +87,18 @@ pub fn parse_labels(text: &str) -> Result<BTreeMap<String, String>, String> {
     Ok(out)
 }
 
+/// Checks `properties` against `spec`, and the `labels` property's syntax.
+pub fn validate(
+    spec: &ebb_spi::ProvisionerSpec,
+    properties: &ebb_spi::Properties,
+) -> Result<(), ebb_spi::PropertyError> {
+    ebb_spi::validate_properties(spec, properties)?;
+    if let Some(text) = properties.get(LABELS.name) {
+        parse_labels(text).map_err(|e| ebb_spi::PropertyError::new(LABELS.name, e))?;
+    }
+    Ok(())
+}
+
 /// The ebb tags among `labels` (`ebb-run` → `ebb:run`).
 pub fn tags_of<'a>(labels: impl IntoIterator<Item = (&'a String, &'a String)>) -> Tags {
     labels
