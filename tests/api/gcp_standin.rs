@@ -61,6 +61,11 @@ impl Gcp {
             .expect("stand-in control")
     }
 
+    /// Changes the stand-in's settings (`delay`, `natPrefix`/`natStart`).
+    pub fn config(&self, settings: Value) {
+        self.control(reqwest::Method::POST, "config", settings);
+    }
+
     pub fn fault(&self, rule: Value) {
         self.control(reqwest::Method::POST, "faults", rule);
     }

@@ -57,7 +57,7 @@ fn run_id(path: &str) -> &str {
 
 /// A template whose services leave evidence of where they ran: `$SSH_CONNECTION` names the
 /// address sshd answered on, so a script that ran on the server's host would show nothing.
-fn put_template(server: &Server) {
+fn put_template(server: &Server, provisioner: &str) {
     let step = |action: &str| {
         json!({"type": "shell", "script": format!(
             "echo \"{action} $EBB_SERVICE on $EBB_NODE via ${{SSH_CONNECTION:-none}}\" | tee -a \"$EBB_WORK_DIR/trace\"; \
@@ -78,7 +78,7 @@ fn put_template(server: &Server) {
                 }
             }
         },
-        "hardwareTypes": {"any": {"hosts": {}}}, "imageTypes": {"any": {"hosts": {}}},
+        "hardwareTypes": {"any": {provisioner: {}}}, "imageTypes": {"any": {provisioner: {}}},
         "defaults": {"services": ["base", "kv"]}
     });
     let (code, body) = server.put("/v3/namespaces/default/templates/remote", template);
@@ -92,7 +92,7 @@ fn services_come_up_over_ssh_and_the_program_runs_on_the_master() {
     let data = sub(&dir, "data");
     let server = Server::start_at(&data, Options::default());
     put_key(&server, &sshd);
-    put_template(&server);
+    put_template(&server, "hosts");
     let known = sshd.known_hosts();
     hosts_profile(
         &server,
@@ -351,4 +351,79 @@ fn stopping_a_run_stops_its_remote_program() {
     assert_eq!(done["status"], "KILLED", "{done}");
     assert_eq!(done["exit"]["signal"], 15, "{done}");
     assert_eq!(node_dirs(&sshd.remote_dir()), Vec::<String>::new());
+}
+
+/// Cloud nodes use the same transport: gcp-compute instances whose external addresses are
+/// where a real sshd listens (the stand-in hands out 127.0.1.71 and .72) get the template's
+/// services and the program over SSH as `sshUser`, on `sshPort`.
+#[cfg(feature = "gcp")]
+#[test]
+fn gcp_compute_nodes_run_services_and_the_program_over_ssh() {
+    use super::gcp_standin::{Gcp, gcp_profile};
+    let sshd = Sshd::start(&["127.0.1.71", "127.0.1.72"]);
+    let gcp = Gcp::start();
+    gcp.config(json!({"natPrefix": "127.0.1.", "natStart": 71}));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start_at(&sub(&dir, "data"), Options::default());
+    put_key(&server, &sshd);
+    put_template(&server, "gcp-compute");
+    let port = sshd.port.to_string();
+    gcp_profile(
+        &server,
+        &gcp,
+        "gcp-compute",
+        "gce",
+        &[
+            ("nodes", "2"),
+            ("template", "remote"),
+            ("sshUser", &sshd.user),
+            ("sshPort", &port),
+            ("sshPrivateKey", "${secure(ssh-key)}"),
+        ],
+        None,
+    );
+    deploy(
+        &server,
+        "a",
+        "echo \"program via $SSH_CONNECTION\"",
+        json!({}),
+    );
+    let run = start(&server, "a", json!({"system.profile.name": "gce"}));
+    let done = wait_deprovisioned(&server, &run);
+    assert_eq!(done["status"], "COMPLETED", "{done}");
+    // Which node got which address depends on the order the inserts landed in.
+    let address = |node: &str| {
+        done["cluster"]["nodes"]
+            .as_array()
+            .expect("nodes")
+            .iter()
+            .find(|n| n["name"] == node)
+            .and_then(|n| n["ipAddress"].as_str())
+            .expect("an address")
+            .to_string()
+    };
+    let (_, logs) = server.get(&format!("{run}/logs"));
+    let master = address("master");
+    assert!(master.starts_with("127.0.1.7"), "{done}");
+    assert!(
+        logs.to_string().contains(&format!("{master} {port}")),
+        "{logs}"
+    );
+    let create = &operations(&server, &run)[0];
+    let install = create["tasks"]
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .find(|t| t["node"] == "worker-1" && t["action"] == "install" && t["service"] == "kv")
+        .expect("kv install on worker-1");
+    assert!(
+        install["attempts"][0]["output"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&format!("{} {port}", address("worker-1"))),
+        "{install}"
+    );
+    // A VM is deleted with its disk; here the "VM" is this machine, so tidy up.
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+    let _ = std::fs::remove_dir_all(std::path::Path::new(&home).join(".ebb").join(run_id(&run)));
 }

@@ -56,6 +56,7 @@ pub static SPEC: ProvisionerSpec = ProvisionerSpec {
         ebb_spi::SSH_PRIVATE_KEY,
         ebb_spi::SSH_HOST_KEY_CHECKING,
         ebb_spi::SSH_KNOWN_HOSTS,
+        ebb_spi::SSH_PORT,
         PropertySpec::optional("tags", PropertyKind::Text),
         PropertySpec::optional("nodes", PropertyKind::Integer { min: 1, max: 1_000 }),
         RETRY_BUDGET,

@@ -72,6 +72,7 @@ pub static SPEC: ProvisionerSpec = ProvisionerSpec {
         SSH_PRIVATE_KEY,
         SSH_HOST_KEY_CHECKING,
         SSH_KNOWN_HOSTS,
+        ebb_spi::SSH_PORT,
         RETRY_BUDGET,
         TEMPLATE,
     ],

@@ -20,8 +20,8 @@ use std::time::Duration;
 
 pub use resource::{
     Call, Context, FACT_REMOTE_DIR, FACT_SSH, FACT_SSH_HOST_KEY, ProvisionError, Resource,
-    ResourceKey, ResourceState, SSH_HOST_KEY_CHECKING, SSH_KNOWN_HOSTS, SSH_PRIVATE_KEY, SSH_USER,
-    TAG_NAMESPACE, TAG_NODE, TAG_PROFILE, TAG_RUN, TAG_SERVER, Tags,
+    ResourceKey, ResourceState, SSH_HOST_KEY_CHECKING, SSH_KNOWN_HOSTS, SSH_PORT, SSH_PRIVATE_KEY,
+    SSH_USER, TAG_NAMESPACE, TAG_NODE, TAG_PROFILE, TAG_RUN, TAG_SERVER, Tags,
 };
 
 /// Effective provisioner properties, by name. Values are strings, as in CDAP.

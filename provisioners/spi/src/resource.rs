@@ -50,6 +50,10 @@ pub const SSH_HOST_KEY_CHECKING: PropertySpec = PropertySpec::optional(
 pub const SSH_KNOWN_HOSTS: PropertySpec =
     PropertySpec::optional("sshKnownHosts", PropertyKind::Text);
 
+/// The port sshd listens on at a cloud node (default 22).
+pub const SSH_PORT: PropertySpec =
+    PropertySpec::optional("sshPort", PropertyKind::Integer { min: 1, max: 65535 });
+
 /// Fact of a node ebb reaches over SSH: `user@host:port`. Service scripts and the program of
 /// a node with this fact run there, not on the server's host.
 pub const FACT_SSH: &str = "ssh";
@@ -59,8 +63,9 @@ pub const FACT_SSH_HOST_KEY: &str = "sshHostKey";
 /// when not absolute). Defaults to `.ebb/<run>/<node>`.
 pub const FACT_REMOTE_DIR: &str = "remoteDir";
 
-/// `r` with the `ssh` fact (`user@address:22`) when the profile sets `sshUser`: a cloud node
-/// ebb then reaches over SSH to run service scripts and the program on it.
+/// `r` with the `ssh` fact (`user@address:port`, port `sshPort` or 22) when the profile sets
+/// `sshUser`: a cloud node ebb then reaches over SSH to run service scripts and the program on
+/// it.
 pub fn with_ssh(ctx: &Context, mut r: Resource) -> Resource {
     if let (Some(user), Some(address)) = (ctx.property(SSH_USER.name), &r.address) {
         let host = if address.contains(':') {
@@ -68,8 +73,9 @@ pub fn with_ssh(ctx: &Context, mut r: Resource) -> Resource {
         } else {
             address.clone()
         };
+        let port = ctx.property(SSH_PORT.name).unwrap_or("22");
         r.properties
-            .insert(FACT_SSH.to_string(), format!("{user}@{host}:22"));
+            .insert(FACT_SSH.to_string(), format!("{user}@{host}:{port}"));
     }
     r
 }

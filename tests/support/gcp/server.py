@@ -14,7 +14,9 @@ Test controls, under /_ebb/:
 - POST /_ebb/faults  {"api": "compute"|"dataproc", "op": "insert"|"create"|"delete",
   "kind": "op_error"|"http_error"|"hold", "times": n, "status", "code", "message", "seconds"}
   (`hold`: the call takes effect, the answer comes `seconds` later);
-- DELETE /_ebb/faults; GET /_ebb/calls; GET /_ebb/resources; POST /_ebb/config {"delay": s}.
+- DELETE /_ebb/faults; GET /_ebb/calls; GET /_ebb/resources;
+- POST /_ebb/config {"delay": s, "natPrefix": "127.0.1.", "natStart": 71} (external addresses
+  handed out from then on, e.g. where a test's sshd listens).
 
 Usage: server.py [--port N] [--delay SECONDS]; prints "listening on <port>" when ready.
 """
@@ -38,6 +40,7 @@ STATE = {
     "faults": [],
     "calls": [],
     "seq": 1000,
+    "nat": ["34.70.0.", 1],  # external addresses: prefix and the next last number
 }
 MACHINE_TYPES = {"e2-micro", "e2-small", "e2-medium", "e2-standard-2", "e2-standard-4",
                  "n1-standard-1", "n1-standard-2", "n1-standard-4", "n2-standard-4",
@@ -153,6 +156,8 @@ def compute(method, project, zone, rest, query, body):
                                               "enough resources available to fulfill the request."),
                          fault.get("status", 503))
             n = len(STATE["instances"]) + 1
+            nat = STATE["nat"][0] + str(STATE["nat"][1])
+            STATE["nat"][1] += 1
             instance = dict(body)
             instance.update({
                 "kind": "compute#instance", "id": next_id(), "status": "PROVISIONING",
@@ -162,7 +167,7 @@ def compute(method, project, zone, rest, query, body):
                 "networkInterfaces": [{"name": "nic0", "network": "global/networks/default",
                                        "networkIP": f"10.128.0.{n}",
                                        "accessConfigs": [{"name": "External NAT", "type": "ONE_TO_ONE_NAT",
-                                                          "natIP": f"34.70.0.{n}"}]}],
+                                                          "natIP": nat}]}],
             })
             if not error:
                 STATE["instances"][key] = instance
@@ -415,6 +420,8 @@ class Handler(BaseHTTPRequestHandler):
                 return self._send(200, STATE["calls"])
             if path == "/_ebb/config" and method == "POST":
                 STATE["delay"] = float(body.get("delay", STATE["delay"]))
+                if "natPrefix" in body:
+                    STATE["nat"] = [body["natPrefix"], int(body.get("natStart", 1))]
                 return self._send(200, {})
             if path == "/_ebb/resources":
                 return self._send(200, {
