@@ -149,8 +149,10 @@ pub async fn attempt(
         output = format!("{output}\n{stderr}").trim().to_string();
     }
     let log = log.to_path_buf();
-    let appended = output.clone();
-    let _ = tokio::task::spawn_blocking(move || append(&log, appended.as_bytes())).await;
+    if !output.is_empty() {
+        let line = format!("{output}\n");
+        let _ = tokio::task::spawn_blocking(move || append(&log, line.as_bytes())).await;
+    }
     let tail = super::automator::tail_of(&output);
     if out.success() {
         Ok((super::automator::parse_facts(&result), tail))
@@ -163,22 +165,17 @@ pub async fn attempt(
     }
 }
 
-fn append(path: &Path, bytes: &[u8]) -> std::io::Result<u64> {
+/// Appends `bytes` to `path` as they are, making its directory if need be.
+fn append(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    let mut file = std::fs::OpenOptions::new()
+    std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(path)?;
-    if !bytes.is_empty() {
-        file.write_all(bytes)?;
-        if !bytes.ends_with(b"\n") {
-            file.write_all(b"\n")?;
-        }
-    }
-    Ok(file.metadata()?.len())
+        .open(path)?
+        .write_all(bytes)
 }
 
 /// The remote program of a run: what to launch and where its output goes locally.
@@ -237,17 +234,10 @@ impl Program {
                 .map_err(|e| e.to_string())?;
             if !out.stdout.is_empty() {
                 let bytes = out.stdout;
-                tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-                    use std::io::Write;
-                    let mut f = std::fs::OpenOptions::new()
-                        .create(true)
-                        .append(true)
-                        .open(local)?;
-                    f.write_all(&bytes)
-                })
-                .await
-                .map_err(|e| e.to_string())?
-                .map_err(|e| e.to_string())?;
+                tokio::task::spawn_blocking(move || append(&local, &bytes))
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .map_err(|e| e.to_string())?;
             }
         }
         Ok(())

@@ -9,7 +9,9 @@ use super::gcp_standin::*;
 use super::harness::{Options, Server};
 use super::runs_support::*;
 
-fn instances_of(gcp: &Gcp, key: &str, run: &str) -> Vec<Value> {
+/// The stand-in's resources under `key` (`instances`, `deletedInstances`, `clusters`,
+/// `deletedClusters`) labelled with run `run`.
+fn of_run(gcp: &Gcp, key: &str, run: &str) -> Vec<Value> {
     gcp.resources()[key]
         .as_array()
         .cloned()
@@ -17,6 +19,38 @@ fn instances_of(gcp: &Gcp, key: &str, run: &str) -> Vec<Value> {
         .into_iter()
         .filter(|i| i["labels"]["ebb-run"] == run)
         .collect()
+}
+
+/// Holds back the create answers (`hold`), kills the server once all `count` resources of
+/// the run exist, restarts it, and checks the run completes with exactly `count` resources
+/// ever made (`kinds`: the stand-in's live and deleted lists), none left live.
+fn killed_mid_create(hold: Value, provisioner: &str, kinds: (&str, &str), count: usize) {
+    let (live, deleted) = kinds;
+    let gcp = Gcp::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = sub(&dir, "data");
+    let server = Server::start_at(&data, Options::default());
+    gcp.fault(hold);
+    gcp_profile(&server, &gcp, provisioner, "p", &[], None);
+    deploy(&server, "a", "true", json!({}));
+    let run = start(&server, "a", json!({"system.profile.name": "p"}));
+    let id = run_id(&run).to_string();
+    let started = std::time::Instant::now();
+    while of_run(&gcp, live, &id).len() < count {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{}",
+            gcp.resources()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    server.kill();
+    let server = Server::start_at(&data, Options::default());
+    let done = wait_deprovisioned(&server, &run);
+    assert_eq!(done["status"], "COMPLETED", "{done}");
+    let all = [of_run(&gcp, live, &id), of_run(&gcp, deleted, &id)].concat();
+    assert_eq!(all.len(), count, "one resource per node: {all:?}");
+    assert!(of_run(&gcp, live, &id).is_empty());
 }
 
 fn run_id(path: &str) -> &str {
@@ -47,9 +81,9 @@ fn a_three_node_compute_cluster_is_labelled_run_and_deleted() {
     assert_eq!(done["status"], "COMPLETED", "{done}");
     let id = run_id(&run);
     assert_eq!(gcp.count("POST", "/instances"), 3);
-    let gone = instances_of(&gcp, "deletedInstances", id);
+    let gone = of_run(&gcp, "deletedInstances", id);
     assert_eq!(gone.len(), 3, "{}", gcp.resources());
-    assert!(instances_of(&gcp, "instances", id).is_empty());
+    assert!(of_run(&gcp, "instances", id).is_empty());
     for i in &gone {
         assert_eq!(i["labels"]["ebb-server"], "ebb", "{i}");
         assert_eq!(i["labels"]["team"], "data", "{i}");
@@ -91,35 +125,8 @@ fn a_three_node_compute_cluster_is_labelled_run_and_deleted() {
 /// and deletes all three.
 #[test]
 fn a_compute_cluster_survives_a_kill_mid_provisioning_without_a_duplicate() {
-    let gcp = Gcp::start();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let data = sub(&dir, "data");
-    let server = Server::start_at(&data, Options::default());
-    gcp.fault(json!({"api": "compute", "op": "insert", "kind": "hold", "seconds": 60, "times": 3}));
-    gcp_profile(&server, &gcp, "gcp-compute", "gce", &[], None);
-    deploy(&server, "a", "true", json!({}));
-    let run = start(&server, "a", json!({"system.profile.name": "gce"}));
-    let id = run_id(&run).to_string();
-    let started = std::time::Instant::now();
-    while instances_of(&gcp, "instances", &id).len() < 3 {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "{}",
-            gcp.resources()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    server.kill();
-    let server = Server::start_at(&data, Options::default());
-    let done = wait_deprovisioned(&server, &run);
-    assert_eq!(done["status"], "COMPLETED", "{done}");
-    let all = [
-        instances_of(&gcp, "instances", &id),
-        instances_of(&gcp, "deletedInstances", &id),
-    ]
-    .concat();
-    assert_eq!(all.len(), 3, "one instance per node: {all:?}");
-    assert!(instances_of(&gcp, "instances", &id).is_empty());
+    let hold = json!({"api": "compute", "op": "insert", "kind": "hold", "seconds": 60, "times": 3});
+    killed_mid_create(hold, "gcp-compute", ("instances", "deletedInstances"), 3);
 }
 
 /// Errors inside a DONE operation: capacity is retried (with a fresh request id, since the
@@ -163,11 +170,7 @@ fn errors_inside_done_operations_are_retried_or_fatal() {
             .contains("QUOTA_EXCEEDED: Quota 'CPUS' exceeded"),
         "{events}"
     );
-    assert!(instances_of(&gcp, "instances", run_id(&run)).is_empty());
-}
-
-fn cluster_of(gcp: &Gcp, key: &str, run: &str) -> Vec<Value> {
-    instances_of(gcp, key, run)
+    assert!(of_run(&gcp, "instances", run_id(&run)).is_empty());
 }
 
 /// A Dataproc managed cluster: one resource, made with CDAP's properties, its lifecycle
@@ -203,9 +206,9 @@ fn a_dataproc_cluster_is_made_with_its_lifecycle_settings_and_deleted() {
     assert_eq!(done["status"], "COMPLETED", "{done}");
     let id = run_id(&run);
     assert_eq!(gcp.count("POST", "/clusters"), 1);
-    let gone = cluster_of(&gcp, "deletedClusters", id);
+    let gone = of_run(&gcp, "deletedClusters", id);
     assert_eq!(gone.len(), 1, "{}", gcp.resources());
-    assert!(cluster_of(&gcp, "clusters", id).is_empty());
+    assert!(of_run(&gcp, "clusters", id).is_empty());
     let c = &gone[0];
     let config = &c["config"];
     assert_eq!(
@@ -238,35 +241,8 @@ fn a_dataproc_cluster_is_made_with_its_lifecycle_settings_and_deleted() {
 /// its labels, makes no second one, and deletes it.
 #[test]
 fn a_dataproc_cluster_survives_a_kill_mid_provisioning_without_a_duplicate() {
-    let gcp = Gcp::start();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let data = sub(&dir, "data");
-    let server = Server::start_at(&data, Options::default());
-    gcp.fault(json!({"api": "dataproc", "op": "create", "kind": "hold", "seconds": 60}));
-    gcp_profile(&server, &gcp, "gcp-dataproc", "dp", &[], None);
-    deploy(&server, "a", "true", json!({}));
-    let run = start(&server, "a", json!({"system.profile.name": "dp"}));
-    let id = run_id(&run).to_string();
-    let started = std::time::Instant::now();
-    while cluster_of(&gcp, "clusters", &id).is_empty() {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "{}",
-            gcp.resources()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    server.kill();
-    let server = Server::start_at(&data, Options::default());
-    let done = wait_deprovisioned(&server, &run);
-    assert_eq!(done["status"], "COMPLETED", "{done}");
-    let all = [
-        cluster_of(&gcp, "clusters", &id),
-        cluster_of(&gcp, "deletedClusters", &id),
-    ]
-    .concat();
-    assert_eq!(all.len(), 1, "one cluster: {all:?}");
-    assert!(cluster_of(&gcp, "clusters", &id).is_empty());
+    let hold = json!({"api": "dataproc", "op": "create", "kind": "hold", "seconds": 60});
+    killed_mid_create(hold, "gcp-dataproc", ("clusters", "deletedClusters"), 1);
 }
 
 /// A create whose operation ends in error leaves an ERROR cluster, as Dataproc does: the run
@@ -292,11 +268,11 @@ fn a_dataproc_cluster_in_error_fails_the_run_and_is_deleted() {
     );
     let id = run_id(&run);
     assert!(
-        cluster_of(&gcp, "clusters", id).is_empty(),
+        of_run(&gcp, "clusters", id).is_empty(),
         "{}",
         gcp.resources()
     );
-    assert_eq!(cluster_of(&gcp, "deletedClusters", id).len(), 1);
+    assert_eq!(of_run(&gcp, "deletedClusters", id).len(), 1);
     assert_eq!(
         gcp.count("POST", "/clusters"),
         1,

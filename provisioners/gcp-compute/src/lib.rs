@@ -455,8 +455,7 @@ impl Provisioner for Compute {
     }
 
     fn validate(&self, properties: &Properties) -> Result<(), PropertyError> {
-        ebb_gcp::validate(&SPEC, properties)?;
-        Ok(())
+        ebb_gcp::validate(&SPEC, properties)
     }
 
     fn nodes(&self, properties: &Properties) -> Vec<String> {
