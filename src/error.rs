@@ -8,7 +8,8 @@ use crate::profile::resolve::ResolveError;
 use crate::profile::{ProfileId, ProfileStatus};
 use crate::store::StoreError;
 
-/// Why a service call did not succeed.
+/// Why a service call did not succeed. (`Changed`: what a request was checked against changed
+/// before it could be recorded; trying again may succeed.)
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
     #[error("{field}: {message}")]
@@ -78,6 +79,8 @@ pub enum ServiceError {
     },
     #[error("secure key '{name}' not found in namespace '{namespace}'")]
     SecureKeyNotFound { namespace: String, name: String },
+    #[error("{0}")]
+    Changed(String),
     #[error("{0}")]
     Internal(String),
     #[error(transparent)]

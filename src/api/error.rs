@@ -75,7 +75,8 @@ fn service_status(e: &ServiceError) -> StatusCode {
         | ServiceError::ProfileDisabled(_)
         | ServiceError::ProfileAssigned { .. }
         | ServiceError::ProfileInUse { .. }
-        | ServiceError::AppActive { .. } => StatusCode::CONFLICT,
+        | ServiceError::AppActive { .. }
+        | ServiceError::Changed(_) => StatusCode::CONFLICT,
         ServiceError::Store(e) => store_status(e),
         ServiceError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }

@@ -268,16 +268,29 @@ pub fn plan_change(
     finish(dag, template)
 }
 
-/// Every task doing `first` before any doing `then`.
+/// Every task doing `first` before any doing `then`. Only the last `first` tasks (no other
+/// `first` after them) need an edge to the earliest `then` tasks (no other `then` before them):
+/// every other pair is ordered through those, and the reduction would drop its edge anyway.
 fn all_before(dag: &mut Dag, first: Action, then: Action) {
-    let of = |a: Action| -> Vec<usize> {
-        (0..dag.tasks.len())
-            .filter(|i| dag.tasks[*i].1 == a)
-            .collect()
-    };
-    let (firsts, thens) = (of(first), of(then));
-    for f in &firsts {
-        for t in &thens {
+    let is = |i: usize, a: Action| dag.tasks[i].1 == a;
+    let mut has_later_first = BTreeSet::new();
+    let mut has_earlier_then = BTreeSet::new();
+    for &(a, b) in &dag.edges {
+        if is(a, first) && is(b, first) {
+            has_later_first.insert(a);
+        }
+        if is(a, then) && is(b, then) {
+            has_earlier_then.insert(b);
+        }
+    }
+    let lasts: Vec<usize> = (0..dag.tasks.len())
+        .filter(|i| is(*i, first) && !has_later_first.contains(i))
+        .collect();
+    let earliest: Vec<usize> = (0..dag.tasks.len())
+        .filter(|i| is(*i, then) && !has_earlier_then.contains(i))
+        .collect();
+    for f in &lasts {
+        for t in &earliest {
             dag.edge(*f, *t);
         }
     }
@@ -374,19 +387,27 @@ fn link(
     a_action: Action,
     reverse: bool,
 ) {
+    let providers = template.providers();
+    // The tasks doing `b_action`, per service, across the nodes: found once, not per pair.
+    let mut by_service: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for node in nodes {
+        for s in &node.services {
+            if let Some(t) = dag.find(&node.name, b_action, Some(s)) {
+                by_service.entry(s.as_str()).or_default().push(t);
+            }
+        }
+    }
     for node in nodes {
         for a in &node.services {
-            for b in template.predecessors(a, which) {
-                for other in nodes.iter().filter(|n| n.services.contains(b)) {
-                    if let (Some(tb), Some(ta)) = (
-                        dag.find(&other.name, b_action, Some(b)),
-                        dag.find(&node.name, a_action, Some(a)),
-                    ) {
-                        if reverse {
-                            dag.edge(ta, tb);
-                        } else {
-                            dag.edge(tb, ta);
-                        }
+            let Some(ta) = dag.find(&node.name, a_action, Some(a)) else {
+                continue;
+            };
+            for b in template.predecessors_in(&providers, a, which) {
+                for &tb in by_service.get(b).map(Vec::as_slice).unwrap_or_default() {
+                    if reverse {
+                        dag.edge(ta, tb);
+                    } else {
+                        dag.edge(tb, ta);
                     }
                 }
             }
@@ -450,17 +471,10 @@ fn finish(dag: Dag, template: &Template) -> Vec<ClusterTask> {
     for (a, b) in &dag.edges {
         succ[*a].insert(*b);
     }
-    // Reachability between kept tasks, through dropped ones.
+    // What each task reaches, as a bit set: n²/8 bytes, which the size limit on plans
+    // ([`check_size`]) keeps small.
     let order = topo_order(n, &succ);
-    let mut reach: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); n];
-    for &v in order.iter().rev() {
-        let mut r = BTreeSet::new();
-        for &w in &succ[v] {
-            r.insert(w);
-            r.extend(reach[w].iter().copied());
-        }
-        reach[v] = r;
-    }
+    let reach = Reach::new(n, &order, &succ);
     // Kept-to-kept edges: w reachable from v through dropped tasks only.
     let mut direct: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); n];
     for v in (0..n).filter(|v| keep[*v]) {
@@ -481,7 +495,7 @@ fn finish(dag: Dag, template: &Template) -> Vec<ClusterTask> {
     let mut reduced: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); n];
     for v in 0..n {
         for &w in &direct[v] {
-            let implied = direct[v].iter().any(|&u| u != w && reach[u].contains(&w));
+            let implied = direct[v].iter().any(|&u| u != w && reach.has(u, w));
             if !implied {
                 reduced[v].insert(w);
             }
@@ -519,6 +533,108 @@ fn finish(dag: Dag, template: &Template) -> Vec<ClusterTask> {
         t.depends_on.sort_unstable();
     }
     tasks
+}
+
+/// Reachability in a DAG: one bit set per task.
+struct Reach {
+    words: usize,
+    bits: Vec<u64>,
+}
+
+impl Reach {
+    /// Every task's descendants, from a topological `order` and the successor lists.
+    fn new(n: usize, order: &[usize], succ: &[BTreeSet<usize>]) -> Self {
+        let words = n.div_ceil(64);
+        let mut bits = vec![0u64; n * words];
+        for &v in order.iter().rev() {
+            for &w in &succ[v] {
+                bits[v * words + w / 64] |= 1 << (w % 64);
+                for i in 0..words {
+                    bits[v * words + i] |= bits[w * words + i];
+                }
+            }
+        }
+        Reach { words, bits }
+    }
+
+    /// What every task of a plan comes after (its ancestors); task ids are a topological
+    /// order, as [`plan`] numbers them.
+    fn ancestors(tasks: &[ClusterTask]) -> Self {
+        let n = tasks.len();
+        let words = n.div_ceil(64);
+        let mut bits = vec![0u64; n * words];
+        for t in tasks {
+            for &d in &t.depends_on {
+                bits[t.id * words + d / 64] |= 1 << (d % 64);
+                for i in 0..words {
+                    bits[t.id * words + i] |= bits[d * words + i];
+                }
+            }
+        }
+        Reach { words, bits }
+    }
+
+    /// Whether `to` is reachable from `from`.
+    fn has(&self, from: usize, to: usize) -> bool {
+        self.bits[from * self.words + to / 64] & (1 << (to % 64)) != 0
+    }
+}
+
+/// Most tasks a plan may have, counting the steps a service has no action for: the planner's
+/// work and memory grow with its square.
+pub const MAX_PLAN_TASKS: usize = 10_000;
+/// Most dependencies a plan may have before it is reduced.
+pub const MAX_PLAN_EDGES: usize = 2_000_000;
+
+/// Checks, before planning, that `operation` over `nodes` stays within [`MAX_PLAN_TASKS`] and
+/// [`MAX_PLAN_EDGES`]; the error says how large it would be. An upper estimate, in time linear
+/// in the nodes and services.
+pub fn check_size(
+    operation: ClusterOperation,
+    template: &Template,
+    nodes: &[PlanNode],
+) -> Result<(), String> {
+    // Per node: its node tasks, and per service at most every step of a create, a stop and a
+    // remove; across nodes, one edge per pair of nodes whose services depend on each other,
+    // and (restart, configure) every stop before every start.
+    let services: usize = nodes.iter().map(|n| n.services.len()).sum();
+    let tasks = nodes.len() * 4 + services * (UP.len() + 2);
+    if tasks > MAX_PLAN_TASKS {
+        return Err(format!(
+            "the plan of '{}' over {} node(s) with {services} service placement(s) would have up to {tasks} tasks, more than the limit of {MAX_PLAN_TASKS}",
+            operation.name(),
+            nodes.len()
+        ));
+    }
+    let mut count: BTreeMap<&str, usize> = BTreeMap::new();
+    for n in nodes {
+        for s in &n.services {
+            *count.entry(s.as_str()).or_default() += 1;
+        }
+    }
+    let providers = template.providers();
+    let mut edges = tasks;
+    for (a, on_a) in &count {
+        for which in ["install", "runtime"] {
+            for b in template.predecessors_in(&providers, a, which) {
+                edges += on_a * count.get(b).copied().unwrap_or(0);
+            }
+        }
+    }
+    if matches!(
+        operation,
+        ClusterOperation::RestartServices | ClusterOperation::Configure
+    ) {
+        edges += services * services;
+    }
+    if edges > MAX_PLAN_EDGES {
+        return Err(format!(
+            "the plan of '{}' over {} node(s) would have up to {edges} dependencies, more than the limit of {MAX_PLAN_EDGES}",
+            operation.name(),
+            nodes.len()
+        ));
+    }
+    Ok(())
 }
 
 /// A topological order (Kahn's algorithm, smallest index first, so it is deterministic).
@@ -608,16 +724,8 @@ pub fn rollback(
     tasks: &[ClusterTask],
     completed: &BTreeSet<usize>,
 ) -> Vec<ClusterTask> {
-    // Original reachability, to reverse it.
-    let mut reach: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); tasks.len()];
-    for t in tasks {
-        let mut r = BTreeSet::new();
-        for &d in &t.depends_on {
-            r.insert(d);
-            r.extend(reach[d].iter().copied());
-        }
-        reach[t.id] = r;
-    }
+    // Original reachability, to reverse it: what each task comes after.
+    let after = Reach::ancestors(tasks);
     let mut dag = Dag::default();
     let mut origin: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     for &c in completed {
@@ -640,7 +748,7 @@ pub fn rollback(
             // inverse runs before x's.
             let later = origin[&x]
                 .iter()
-                .any(|ox| origin[&y].iter().any(|oy| reach[*oy].contains(ox)));
+                .any(|ox| origin[&y].iter().any(|oy| after.has(*oy, *ox)));
             let node_last = kx.1 == Action::Delete && ky.1 != Action::Delete && kx.0 == ky.0;
             if later || node_last {
                 dag.edge(y, x);
@@ -709,6 +817,28 @@ mod tests {
             }
         }
         false
+    }
+
+    #[test]
+    fn plans_past_the_size_limits_are_refused_before_they_are_built() {
+        let t = template();
+        let layout = |n: usize| -> Vec<PlanNode> {
+            (0..n)
+                .map(|i| PlanNode {
+                    name: format!("n{i}"),
+                    services: ["base", "zk", "master", "worker"]
+                        .into_iter()
+                        .map(String::from)
+                        .collect(),
+                })
+                .collect()
+        };
+        check_size(ClusterOperation::Create, &t, &layout(100)).expect("fits");
+        let err = check_size(ClusterOperation::Create, &t, &layout(1_000)).expect_err("tasks");
+        assert!(err.contains("more than the limit of 10000"), "{err}");
+        let err =
+            check_size(ClusterOperation::RestartServices, &t, &layout(340)).expect_err("edges");
+        assert!(err.contains("dependencies"), "{err}");
     }
 
     #[test]

@@ -33,6 +33,10 @@ impl Provisioner for Native {
         Vec::new()
     }
 
+    fn max_nodes(&self, _: &Properties) -> u32 {
+        0
+    }
+
     fn create<'a>(&'a self, _: &'a Context, _: &'a ResourceKey) -> Call<'a, Resource> {
         no_resources()
     }

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use super::{NodeTypes, RunRecord};
 use crate::error::ServiceError;
 use crate::plan::cluster::ClusterOperation;
-use crate::solver::{NodeLayout, Request, solve};
+use crate::solver::{Budget, NodeLayout, Request, SolveError, solve, solve_within};
 
 /// The body of `POST .../runs/{run}/cluster`.
 #[derive(Debug, Clone, Deserialize)]
@@ -76,8 +76,13 @@ fn invalid(field: &str, message: impl Into<String>) -> ServiceError {
     ServiceError::invalid(field, message)
 }
 
-/// The change `request` makes to `run`'s cluster.
-pub fn change(run: &RunRecord, request: &ClusterRequest) -> Result<Change, ServiceError> {
+/// The change `request` makes to `run`'s cluster, which may have at most `max_nodes` nodes
+/// (the provisioner's limit for the run's properties).
+pub fn change(
+    run: &RunRecord,
+    request: &ClusterRequest,
+    max_nodes: u32,
+) -> Result<Change, ServiceError> {
     use ClusterOperation as Op;
     let op = request.operation;
     let unchanged = Change {
@@ -118,7 +123,7 @@ pub fn change(run: &RunRecord, request: &ClusterRequest) -> Result<Change, Servi
             Some(_) => Err(invalid("config", "must be an object")),
             None => Err(invalid("config", "is required for 'configure'")),
         },
-        Op::Expand => expand(run, request, unchanged),
+        Op::Expand => expand(run, request, unchanged, max_nodes),
         Op::Shrink => shrink(run, request, unchanged),
     }
 }
@@ -147,7 +152,12 @@ fn fixed(run: &RunRecord, nodes: &[String]) -> Vec<NodeLayout> {
         .collect()
 }
 
-fn expand(run: &RunRecord, request: &ClusterRequest, base: Change) -> Result<Change, ServiceError> {
+fn expand(
+    run: &RunRecord,
+    request: &ClusterRequest,
+    base: Change,
+    max_nodes: u32,
+) -> Result<Change, ServiceError> {
     let add = match request.nodes {
         Some(n) if n >= 1 => n,
         Some(_) => return Err(invalid("nodes", "must be at least 1")),
@@ -158,16 +168,27 @@ fn expand(run: &RunRecord, request: &ClusterRequest, base: Change) -> Result<Cha
             ));
         }
     };
+    // Checked before anything is sized by it: the provisioner's limit bounds the cost.
+    let have = run.cluster.nodes.len() as u64;
+    if have + u64::from(add) > u64::from(max_nodes) {
+        return Err(invalid(
+            "nodes",
+            format!(
+                "the cluster has {have} node(s) and provisioner '{}' allows at most {max_nodes}: {add} more would pass it",
+                run.provisioner
+            ),
+        ));
+    }
     // New workers are numbered after the highest one there is.
     let highest = run
         .cluster
         .nodes
         .iter()
-        .filter_map(|n| n.strip_prefix("worker-")?.parse::<u32>().ok())
+        .filter_map(|n| n.strip_prefix("worker-")?.parse::<u64>().ok())
         .max()
         .unwrap_or(0);
-    let fresh: Vec<String> = (1..=add)
-        .map(|i| format!("worker-{}", highest + i))
+    let fresh: Vec<String> = (1..=u64::from(add))
+        .map(|i| format!("worker-{}", highest.saturating_add(i)))
         .collect();
     let mut change = base;
     change.nodes.extend(fresh.iter().cloned());
@@ -203,6 +224,15 @@ fn expand(run: &RunRecord, request: &ClusterRequest, base: Change) -> Result<Cha
 
 /// Whether the cluster without `leaving` is still a valid layout of the template.
 fn valid_without(run: &RunRecord, leaving: &[String]) -> Result<(), String> {
+    valid_without_within(run, leaving, &mut Budget::new()).map_err(|e| e.to_string())
+}
+
+/// [`valid_without`], spending from `budget`.
+fn valid_without_within(
+    run: &RunRecord,
+    leaving: &[String],
+    budget: &mut Budget,
+) -> Result<(), SolveError> {
     let Some(template) = &run.template else {
         return Ok(());
     };
@@ -213,7 +243,7 @@ fn valid_without(run: &RunRecord, leaving: &[String]) -> Result<(), String> {
         .filter(|n| !leaving.contains(n))
         .cloned()
         .collect();
-    solve(
+    solve_within(
         template,
         &Request {
             provisioner: run.provisioner.clone(),
@@ -221,9 +251,9 @@ fn valid_without(run: &RunRecord, leaving: &[String]) -> Result<(), String> {
             fixed: fixed(run, &staying),
             ..Default::default()
         },
+        budget,
     )
     .map(|_| ())
-    .map_err(|e| e.to_string())
 }
 
 /// Most sets of nodes tried when choosing which ones a shrink removes.
@@ -235,11 +265,17 @@ fn removable(run: &RunRecord, count: usize) -> Result<Vec<String>, ServiceError>
     let candidates: Vec<&String> = run.cluster.nodes.iter().skip(1).rev().collect();
     let mut pick: Vec<usize> = (0..count).collect();
     let mut last = String::new();
+    // One budget for every try: a shrink costs at most one solve's work, however many sets of
+    // nodes it weighs.
+    let mut budget = Budget::new();
     for _ in 0..MAX_TRIES {
         let leaving: Vec<String> = pick.iter().map(|i| candidates[*i].clone()).collect();
-        match valid_without(run, &leaving) {
+        match valid_without_within(run, &leaving, &mut budget) {
             Ok(()) => return Ok(leaving),
-            Err(e) => last = e,
+            Err(e) => last = e.to_string(),
+        }
+        if budget.is_spent() {
+            break;
         }
         // The next combination in lexicographic order.
         let Some(i) = (0..count)
@@ -282,11 +318,18 @@ fn shrink(run: &RunRecord, request: &ClusterRequest, base: Change) -> Result<Cha
             removable(run, n as usize)?
         }
         (None, false) => {
+            let mut seen = BTreeSet::new();
             for (i, name) in request.remove.iter().enumerate() {
                 if !nodes.contains(name) {
                     return Err(invalid(
                         &format!("remove[{i}]"),
                         format!("'{name}' is not a node of this cluster"),
+                    ));
+                }
+                if !seen.insert(name) {
+                    return Err(invalid(
+                        &format!("remove[{i}]"),
+                        format!("'{name}' is listed twice"),
                     ));
                 }
             }
@@ -385,7 +428,8 @@ mod tests {
     #[test]
     fn expand_adds_numbered_workers_and_keeps_the_nodes_there() {
         let r = run();
-        let c = change(&r, &request(json!({"operation": "expand", "nodes": 2}))).expect("change");
+        let c =
+            change(&r, &request(json!({"operation": "expand", "nodes": 2})), 64).expect("change");
         assert_eq!(c.changed, ["worker-4", "worker-5"].map(String::from).into());
         assert_eq!(c.nodes.len(), 6);
         assert_eq!(c.final_nodes, c.nodes);
@@ -401,9 +445,11 @@ mod tests {
     fn shrink_removes_the_last_nodes_unless_the_rest_would_be_invalid() {
         let r = run();
         // Three workers each run zookeeper (odd, at most 3): one cannot go alone, two can.
-        let e = change(&r, &request(json!({"operation": "shrink", "nodes": 1}))).expect_err("even");
+        let e =
+            change(&r, &request(json!({"operation": "shrink", "nodes": 1})), 64).expect_err("even");
         assert!(e.to_string().contains("odd"), "{e}");
-        let c = change(&r, &request(json!({"operation": "shrink", "nodes": 2}))).expect("change");
+        let c =
+            change(&r, &request(json!({"operation": "shrink", "nodes": 2})), 64).expect("change");
         let leaving: Vec<String> = c.changed.iter().cloned().collect();
         assert_eq!(leaving.len(), 2);
         assert_eq!(c.final_nodes.len(), 2);
@@ -411,21 +457,51 @@ mod tests {
         for gone in &leaving {
             assert!(!r.layout[gone].contains("master"), "the only master stays");
         }
-        let e =
-            change(&r, &request(json!({"operation": "shrink", "nodes": 4}))).expect_err("too many");
+        let e = change(&r, &request(json!({"operation": "shrink", "nodes": 4})), 64)
+            .expect_err("too many");
         assert!(e.to_string().contains("nodes"), "{e}");
         let e = change(
             &r,
             &request(json!({"operation": "shrink", "remove": ["master"]})),
+            64,
         )
         .expect_err("master");
         assert!(e.to_string().contains("runs the program"), "{e}");
         let e = change(
             &r,
             &request(json!({"operation": "shrink", "remove": ["nope"]})),
+            64,
         )
         .expect_err("unknown");
         assert!(e.to_string().contains("remove[0]"), "{e}");
+    }
+
+    #[test]
+    fn expand_stops_at_the_provisioners_node_limit_before_sizing_anything() {
+        let r = run();
+        // The run has 4 nodes; a limit of 6 takes 2 more, not 3.
+        change(&r, &request(json!({"operation": "expand", "nodes": 2})), 6).expect("fits");
+        let e = change(&r, &request(json!({"operation": "expand", "nodes": 3})), 6)
+            .expect_err("past the limit");
+        assert!(e.to_string().contains("allows at most 6"), "{e}");
+        // The largest count a body can carry is refused at once, not allocated.
+        let e = change(
+            &r,
+            &request(json!({"operation": "expand", "nodes": u32::MAX})),
+            ebb_spi::MAX_NODES,
+        )
+        .expect_err("huge");
+        assert!(e.to_string().starts_with("nodes"), "{e}");
+        let e = change(
+            &r,
+            &request(json!({"operation": "shrink", "remove": ["worker-1", "worker-1"]})),
+            64,
+        )
+        .expect_err("twice");
+        assert!(
+            e.to_string().contains("remove[1]") && e.to_string().contains("twice"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -446,12 +522,13 @@ mod tests {
                 "config",
             ),
         ] {
-            let e = change(&r, &request(body.clone())).expect_err("rejected");
+            let e = change(&r, &request(body.clone()), 64).expect_err("rejected");
             assert!(e.to_string().starts_with(field), "{body}: {e}");
         }
         let c = change(
             &r,
             &request(json!({"operation": "configure", "config": {"heap": "2g"}})),
+            64,
         )
         .expect("configure");
         assert_eq!(c.config, json!({"heap": "2g"}));

@@ -67,46 +67,86 @@ pub async fn start(
     check_key(&key)?;
     resolve::check_overrides(Level::Runtime, &args)?;
     let registry = runtime.deps().registry.clone();
-    let outcome = runtime
-        .deps()
-        .store
-        .write(move |tx| record_start(tx, &registry, key, args))
-        .await?;
-    match outcome {
-        Ok(run) => {
-            let id = run.key.run.clone();
-            runtime.spawn(run);
-            Ok(id)
+    let store = &runtime.deps().store;
+    // The layout is solved between a read and the write that records the run, so the solver
+    // never holds the store's writer; the write checks that what was solved for still holds.
+    for _ in 0..MAX_START_TRIES {
+        let (r, k, a) = (registry.clone(), key.clone(), args.clone());
+        let resolved = store.read(move |tx| resolve_start(tx, &r, &k, &a)).await?;
+        let r = registry.clone();
+        let (layout, resolved) = tokio::task::spawn_blocking(move || {
+            solve_layout(&r, &resolved).map(|layout| (layout, resolved))
+        })
+        .await
+        .map_err(|e| StoreError::Storage(format!("the layout was not solved: {e}")))??;
+        let (r, k, a) = (registry.clone(), key.clone(), args.clone());
+        let outcome = store
+            .write(move |tx| record_start(tx, &r, k, a, &resolved, layout))
+            .await?;
+        match outcome {
+            Recorded::Started(run) => {
+                let id = run.key.run.clone();
+                runtime.spawn(run);
+                return Ok(id);
+            }
+            Recorded::Rejected(refusal) => return Err(refusal.into()),
+            Recorded::Changed => continue,
         }
-        Err(rejected) => Err(rejected.into()),
     }
+    Err(ServiceError::Changed(format!(
+        "the run's profile, preferences or template kept changing while it started ({MAX_START_TRIES} tries); start it again"
+    )))
 }
 
-fn record_start(
-    tx: &mut Txn,
+/// How often a start resolves and solves again when the store changed under it.
+const MAX_START_TRIES: usize = 3;
+
+/// What a start resolves from the store before the run is recorded: read once to solve the
+/// layout outside the store's writer, and again in the write that records the run, which
+/// goes ahead only if nothing changed in between.
+#[derive(Debug, Clone, PartialEq)]
+struct Resolved {
+    chosen: resolve::ChosenProfile,
+    keepalive: crate::profile::Keepalive,
+    timeout: Option<u64>,
+    properties: Vec<resolve::EffectiveProperty>,
+    provisioner: String,
+    nodes: Vec<String>,
+    template: Option<crate::template::Template>,
+    program: app::Program,
+}
+
+/// The layout a template gives the run's nodes: services and types per node.
+type Layout = (
+    BTreeMap<String, std::collections::BTreeSet<String>>,
+    BTreeMap<String, super::NodeTypes>,
+);
+
+/// Resolves the run's profile, properties, nodes and template, checking each.
+fn resolve_start(
+    r: &impl Read,
     registry: &crate::provisioner::Registry,
-    key: RunKey,
-    args: Values,
-) -> Result<Result<RunRecord, RunError>, ServiceError> {
+    key: &RunKey,
+    args: &Values,
+) -> Result<Resolved, ServiceError> {
     let ns = key.namespace.clone();
-    let (app, program) = app::require_program(tx, &ns, &key.app, WORKFLOWS, &key.program)?;
+    let (app, program) = app::require_program(r, &ns, &key.app, WORKFLOWS, &key.program)?;
     let scope = Scope::Program {
         namespace: ns.clone(),
         app: key.app.clone(),
         program_type: WORKFLOWS.into(),
         program: key.program.clone(),
     };
-    let lineage = scope.lineage();
     let mut maps: Vec<(Level, Values)> = Vec::new();
-    for s in &lineage {
-        maps.push((s.level(), prefs(tx, s.clone())?));
+    for s in &scope.lineage() {
+        maps.push((s.level(), prefs(r, s.clone())?));
     }
     maps.push((Level::App, app.config.clone()));
     maps.push((Level::Runtime, args.clone()));
     let levels: Vec<(Level, &Values)> = maps.iter().map(|(l, v)| (*l, v)).collect();
 
     let chosen = resolve::choose_profile(&ns, &levels)?;
-    let stored = stored_profile(tx, &chosen.id)?
+    let stored = stored_profile(r, &chosen.id)?
         .ok_or_else(|| ServiceError::ProfileNotFound(chosen.id.clone()))?;
     if stored.profile.status == ProfileStatus::Disabled {
         return Err(ServiceError::ProfileDisabled(chosen.id));
@@ -128,56 +168,150 @@ fn record_start(
         .into());
     }
     crate::secure::check_secrets_referenced("properties", provisioner.spec(), &map)?;
-    crate::secure::check_exist(tx, &ns, &map)?;
+    crate::secure::check_exist(r, &ns, &map)?;
     let nodes = provisioner.nodes(&map);
-    let (template, layout, node_types) = match map.get(ebb_spi::resource::TEMPLATE.name) {
-        None => (None, BTreeMap::new(), BTreeMap::new()),
-        Some(name) => {
-            let template = crate::template::service::resolve(tx, &ns, name)?;
-            let solved = crate::solver::solve(
-                &template,
-                &crate::solver::Request {
-                    provisioner: provisioner_name.clone(),
-                    nodes: nodes.len() as u32,
-                    ..Default::default()
-                },
-            )
-            .map_err(|e| ServiceError::invalid("template", e.to_string()))?;
-            // A node gets its hardware and image type's properties on top of the profile's:
-            // the provisioner must accept them too.
-            for l in &solved {
-                let types = super::NodeTypes {
-                    hardware_type: l.hardware_type.clone(),
-                    image_type: l.image_type.clone(),
-                };
-                let mut merged = map.clone();
-                merged.extend(template.type_properties(&provisioner_name, &types));
-                provisioner.validate(&merged).map_err(|e| {
-                    ServiceError::invalid(
-                        "template",
-                        format!(
-                            "hardware type '{}' with image type '{}' gives {provisioner_name} a bad property '{}': {}",
-                            types.hardware_type, types.image_type, e.property, e.message
-                        ),
-                    )
-                })?;
-            }
-            let node_types = nodes
-                .iter()
-                .cloned()
-                .zip(solved.iter().map(|l| super::NodeTypes {
-                    hardware_type: l.hardware_type.clone(),
-                    image_type: l.image_type.clone(),
-                }))
-                .collect();
-            let layout = nodes
-                .iter()
-                .cloned()
-                .zip(solved.into_iter().map(|l| l.services))
-                .collect();
-            (Some(template), layout, node_types)
+    let max = provisioner.max_nodes(&map);
+    if nodes.len() > max as usize {
+        return Err(RunError::BadProperty {
+            property: "nodes".into(),
+            message: format!(
+                "provisioner '{provisioner_name}' allows at most {max} nodes, not {}",
+                nodes.len()
+            ),
         }
+        .into());
+    }
+    let template = match map.get(ebb_spi::resource::TEMPLATE.name) {
+        None => None,
+        Some(name) => Some(crate::template::service::resolve(r, &ns, name)?),
     };
+    Ok(Resolved {
+        chosen,
+        keepalive: stored.profile.keepalive,
+        timeout: stored.profile.timeout,
+        properties,
+        provisioner: provisioner_name,
+        nodes,
+        template,
+        program,
+    })
+}
+
+/// Solves the template's layout for the run's nodes and checks that every node's types give
+/// the provisioner valid properties and that the plan stays within bounds. Pure, and possibly
+/// slow: called on the blocking pool, never inside a store write.
+fn solve_layout(
+    registry: &crate::provisioner::Registry,
+    resolved: &Resolved,
+) -> Result<Layout, ServiceError> {
+    let Some(template) = &resolved.template else {
+        return Ok((BTreeMap::new(), BTreeMap::new()));
+    };
+    let provisioner_name = &resolved.provisioner;
+    let provisioner = registry
+        .get(provisioner_name)
+        .ok_or_else(|| ServiceError::ProvisionerNotFound(provisioner_name.clone()))?;
+    let map: ebb_spi::Properties = resolved
+        .properties
+        .iter()
+        .map(|p| (p.name.clone(), p.value.clone()))
+        .collect();
+    let nodes = &resolved.nodes;
+    let solved = crate::solver::solve(
+        template,
+        &crate::solver::Request {
+            provisioner: provisioner_name.clone(),
+            nodes: nodes.len() as u32,
+            ..Default::default()
+        },
+    )
+    .map_err(|e| ServiceError::invalid("template", e.to_string()))?;
+    // A node gets its hardware and image type's properties on top of the profile's: the
+    // provisioner must accept them too (checked once per pair of types).
+    let mut checked = std::collections::BTreeSet::new();
+    for l in &solved {
+        if !checked.insert((&l.hardware_type, &l.image_type)) {
+            continue;
+        }
+        let types = super::NodeTypes {
+            hardware_type: l.hardware_type.clone(),
+            image_type: l.image_type.clone(),
+        };
+        let mut merged = map.clone();
+        merged.extend(template.type_properties(provisioner_name, &types));
+        provisioner.validate(&merged).map_err(|e| {
+            ServiceError::invalid(
+                "template",
+                format!(
+                    "hardware type '{}' with image type '{}' gives {provisioner_name} a bad property '{}': {}",
+                    types.hardware_type, types.image_type, e.property, e.message
+                ),
+            )
+        })?;
+    }
+    let plan_nodes: Vec<crate::plan::cluster::PlanNode> = nodes
+        .iter()
+        .zip(&solved)
+        .map(|(name, l)| crate::plan::cluster::PlanNode {
+            name: name.clone(),
+            services: l.services.clone(),
+        })
+        .collect();
+    crate::plan::cluster::check_size(
+        crate::plan::cluster::ClusterOperation::Create,
+        template,
+        &plan_nodes,
+    )
+    .map_err(|e| ServiceError::invalid("template", e))?;
+    let node_types = nodes
+        .iter()
+        .cloned()
+        .zip(solved.iter().map(|l| super::NodeTypes {
+            hardware_type: l.hardware_type.clone(),
+            image_type: l.image_type.clone(),
+        }))
+        .collect();
+    let layout = nodes
+        .iter()
+        .cloned()
+        .zip(solved.into_iter().map(|l| l.services))
+        .collect();
+    Ok((layout, node_types))
+}
+
+/// What [`record_start`] did.
+enum Recorded {
+    Started(RunRecord),
+    Rejected(RunError),
+    /// The profile, its properties or the template changed since they were solved for.
+    Changed,
+}
+
+/// Records run `key` with what `expected` resolved and `layout`, or its rejection for the
+/// concurrency limit, in one write; nothing if the store no longer resolves to `expected`.
+fn record_start(
+    tx: &mut Txn,
+    registry: &crate::provisioner::Registry,
+    key: RunKey,
+    args: Values,
+    expected: &Resolved,
+    layout: Layout,
+) -> Result<Recorded, ServiceError> {
+    let resolved = resolve_start(tx, registry, &key, &args)?;
+    if resolved != *expected {
+        return Ok(Recorded::Changed);
+    }
+    let Resolved {
+        chosen,
+        keepalive,
+        timeout,
+        properties,
+        provisioner,
+        nodes,
+        template,
+        program,
+    } = resolved;
+    let (layout, node_types) = layout;
     let now = time::now_secs();
     let mut run = RunRecord {
         key: key.clone(),
@@ -187,10 +321,10 @@ fn record_start(
         end: None,
         args,
         profile: chosen.id.scoped_name(),
-        provisioner: provisioner_name,
+        provisioner,
         profile_properties: properties,
-        keepalive: stored.profile.keepalive,
-        timeout: stored.profile.timeout,
+        keepalive,
+        timeout,
         launch: Launch {
             command: program.command.clone(),
             env: program.env.clone(),
@@ -235,7 +369,7 @@ fn record_start(
             None,
             format!("run REJECTED: {refusal}"),
         )?;
-        return Ok(Err(refusal));
+        return Ok(Recorded::Rejected(refusal));
     }
     tx.put(Table::Runs, &key.key(), &run)?;
     tx.put(
@@ -258,7 +392,7 @@ fn record_start(
             run.cluster.nodes.len()
         ),
     )?;
-    Ok(Ok(run))
+    Ok(Recorded::Started(run))
 }
 
 /// A property as a run shows it.
@@ -514,9 +648,33 @@ pub async fn cluster_operation(
         .store
         .read(move |r| require_run(r, &key))
         .await?;
-    let change = super::cluster::change(&run, &request)?;
+    let max_nodes = runtime
+        .deps()
+        .registry
+        .get(&run.provisioner)
+        .map_or(0, |p| p.max_nodes(&run.properties()));
+    // Solving an expand or shrink can take a while: on the blocking pool, not the HTTP worker.
+    let (run, change) = tokio::task::spawn_blocking(move || {
+        let change = super::cluster::change(&run, &request, max_nodes)?;
+        if let Some(template) = &run.template {
+            let nodes: Vec<crate::plan::cluster::PlanNode> = change
+                .nodes
+                .iter()
+                .map(|n| crate::plan::cluster::PlanNode {
+                    name: n.clone(),
+                    services: change.layout.get(n).cloned().unwrap_or_default(),
+                })
+                .collect();
+            crate::plan::cluster::check_size(change.operation, template, &nodes)
+                .map_err(|e| ServiceError::invalid("nodes", e))?;
+        }
+        Ok::<_, ServiceError>((run, change))
+    })
+    .await
+    .map_err(|e| StoreError::Storage(format!("the operation was not planned: {e}")))??;
+    let operation = change.operation;
     let id = runtime.cluster(&run, change).await?;
-    Ok(serde_json::json!({ "id": id, "operation": request.operation }))
+    Ok(serde_json::json!({ "id": id, "operation": operation }))
 }
 
 /// Operation `id` on run `key`'s cluster.

@@ -56,6 +56,51 @@ fn fail<T>(message: impl Into<String>) -> Result<T, SolveError> {
     Err(SolveError(message.into()))
 }
 
+/// Most units of work one solve may take: candidate service sets, (hardware, image) pairs
+/// weighed, and steps of the count search. A template that needs more gets a clear error
+/// instead of holding a thread.
+pub const MAX_STEPS: u64 = 1_000_000;
+
+/// The work a solve (or a series of solves, such as a shrink trying which nodes can go) may
+/// still do.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    left: u64,
+}
+
+impl Budget {
+    /// The budget of one solve: [`MAX_STEPS`].
+    pub fn new() -> Self {
+        Budget { left: MAX_STEPS }
+    }
+
+    /// Whether nothing is left.
+    pub fn is_spent(&self) -> bool {
+        self.left == 0
+    }
+
+    fn spend(&mut self, steps: u64) -> Result<(), SolveError> {
+        match self.left.checked_sub(steps) {
+            Some(left) => {
+                self.left = left;
+                Ok(())
+            }
+            None => {
+                self.left = 0;
+                fail(format!(
+                    "no layout found within {MAX_STEPS} steps: the template's constraints leave too many combinations to search (constrain fewer services, or fewer of them per coexist group)"
+                ))
+            }
+        }
+    }
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// Bounds on how many nodes run a service.
 #[derive(Debug, Clone, Copy)]
 struct Bounds {
@@ -126,7 +171,22 @@ fn allowed_types(
 /// layouts with a service allowed on one node only, then those fewest nodes share (stably, so
 /// the order is still deterministic).
 pub fn solve(template: &Template, request: &Request) -> Result<Vec<NodeLayout>, SolveError> {
+    solve_within(template, request, &mut Budget::new())
+}
+
+/// [`solve`], spending from `budget`.
+pub fn solve_within(
+    template: &Template,
+    request: &Request,
+    budget: &mut Budget,
+) -> Result<Vec<NodeLayout>, SolveError> {
     let n = request.nodes;
+    if n > ebb_spi::MAX_NODES {
+        return fail(format!(
+            "a cluster has at most {} nodes, not {n}",
+            ebb_spi::MAX_NODES
+        ));
+    }
     if let Some(size) = template.constraints.size
         && (n < size.min || n > size.max)
     {
@@ -165,9 +225,9 @@ pub fn solve(template: &Template, request: &Request) -> Result<Vec<NodeLayout>, 
         &request.provisioner,
     )?;
 
-    let layouts = node_layouts(template, &services, &hw, &img)?;
+    let layouts = node_layouts(template, &services, &hw, &img, budget)?;
     let bounds = bounds(template, &services, n);
-    let counts = find_counts(&layouts, &bounds, &request.fixed, n - fixed).ok_or_else(|| {
+    let counts = find_counts(&layouts, &bounds, &request.fixed, n - fixed, budget)?.ok_or_else(|| {
         let described: Vec<String> = bounds
             .iter()
             .map(|(s, b)| {
@@ -243,7 +303,11 @@ fn check_services(template: &Template, services: &BTreeSet<String>) -> Result<()
 
 /// Every valid node service set: unconstrained services join each; constrained subsets must
 /// respect the coexist groups.
-fn service_sets(template: &Template, services: &BTreeSet<String>) -> Vec<BTreeSet<String>> {
+fn service_sets(
+    template: &Template,
+    services: &BTreeSet<String>,
+    budget: &mut Budget,
+) -> Result<Vec<BTreeSet<String>>, SolveError> {
     let layout = &template.constraints.layout;
     let in_groups: BTreeSet<&String> = layout
         .must_coexist
@@ -265,8 +329,16 @@ fn service_sets(template: &Template, services: &BTreeSet<String>) -> Vec<BTreeSe
                 has == 0 || has == present.len()
             })
     };
+    if constrained.len() > crate::template::MAX_CONSTRAINED_SERVICES {
+        return fail(format!(
+            "the cluster has {} constrained services, more than the limit of {}",
+            constrained.len(),
+            crate::template::MAX_CONSTRAINED_SERVICES
+        ));
+    }
     let mut sets = Vec::new();
     for mask in 0u64..(1u64 << constrained.len()) {
+        budget.spend(1)?;
         let mut set: BTreeSet<&String> = (0..constrained.len())
             .filter(|i| mask & (1 << i) != 0)
             .map(|i| constrained[i])
@@ -279,7 +351,7 @@ fn service_sets(template: &Template, services: &BTreeSet<String>) -> Vec<BTreeSe
             sets.push(set.into_iter().cloned().collect());
         }
     }
-    sets
+    Ok(sets)
 }
 
 /// One layout per valid service set (its best hardware and image pair), most preferred first.
@@ -288,10 +360,12 @@ fn node_layouts(
     services: &BTreeSet<String>,
     hw: &[String],
     img: &[String],
+    budget: &mut Budget,
 ) -> Result<Vec<NodeLayout>, SolveError> {
     let constraints = &template.constraints.services;
     let mut layouts = Vec::new();
-    for set in service_sets(template, services) {
+    for set in service_sets(template, services, budget)? {
+        budget.spend((hw.len() * img.len()) as u64)?;
         let best = hw
             .iter()
             .flat_map(|h| img.iter().map(move |i| (h, i)))
@@ -343,13 +417,15 @@ fn bounds(template: &Template, services: &BTreeSet<String>, n: u32) -> BTreeMap<
         .collect()
 }
 
-/// The most preferred node count per layout for `free` new nodes, or `None`.
+/// The most preferred node count per layout for `free` new nodes, or `None` when there is
+/// none; an error when the budget runs out first.
 fn find_counts(
     layouts: &[NodeLayout],
     bounds: &BTreeMap<String, Bounds>,
     fixed: &[NodeLayout],
     free: u32,
-) -> Option<Vec<u32>> {
+    budget: &mut Budget,
+) -> Result<Option<Vec<u32>>, SolveError> {
     let names: Vec<&String> = bounds.keys().collect();
     let b: Vec<Bounds> = bounds.values().copied().collect();
     // Which bounded services each layout carries.
@@ -366,75 +442,108 @@ fn find_counts(
         .map(|s| fixed.iter().filter(|f| f.services.contains(*s)).count() as u32)
         .collect();
     if current.iter().zip(&b).any(|(c, b)| *c > b.max) {
-        return None;
+        return Ok(None);
     }
-    let mut counts = vec![0u32; layouts.len()];
-    let mut search = Search {
+    let search = Search {
         b: &b,
         carries: &carries,
-        steps: 0,
     };
-    search
-        .place(0, free, &mut current, &mut counts)
-        .then_some(counts)
+    search.run(free, &mut current, budget)
 }
 
-/// Depth-first search over counts, slot by slot, largest count first.
+/// Depth-first search over counts, slot by slot, largest count first; iterative, so its depth
+/// (one level per layout) never touches the thread's stack.
 struct Search<'a> {
     b: &'a [Bounds],
     carries: &'a [Vec<usize>],
-    steps: u64,
 }
 
-/// Most search steps before giving up (a pathological template; well within the solver's
-/// time budget).
-const MAX_STEPS: u64 = 5_000_000;
-
 impl Search<'_> {
-    fn place(&mut self, slot: usize, left: u32, current: &mut [u32], counts: &mut [u32]) -> bool {
-        self.steps += 1;
-        if self.steps > MAX_STEPS {
-            return false;
-        }
-        if slot == self.carries.len() {
-            return left == 0
-                && current
-                    .iter()
-                    .zip(self.b)
-                    .all(|(c, b)| *c >= b.min && *c <= b.max && (!b.odd || c % 2 == 1));
-        }
-        // Can the remaining slots still reach every minimum?
-        for (i, b) in self.b.iter().enumerate() {
-            if current[i] < b.min {
-                let reachable = self.carries[slot..].iter().any(|c| c.contains(&i));
-                if !reachable || b.min - current[i] > left {
-                    return false;
-                }
-            }
-        }
-        let cap = self.carries[slot]
+    /// Whether the slots from `slot` on can still reach every minimum with `left` nodes.
+    fn feasible(&self, slot: usize, left: u32, current: &[u32]) -> bool {
+        self.b.iter().enumerate().all(|(i, b)| {
+            current[i] >= b.min
+                || (self.carries[slot..].iter().any(|c| c.contains(&i))
+                    && b.min - current[i] <= left)
+        })
+    }
+
+    /// Whether the counts so far meet every bound.
+    fn complete(&self, current: &[u32]) -> bool {
+        current
+            .iter()
+            .zip(self.b)
+            .all(|(c, b)| *c >= b.min && *c <= b.max && (!b.odd || c % 2 == 1))
+    }
+
+    /// The most nodes slot `slot` may take.
+    fn cap(&self, slot: usize, left: u32, current: &[u32]) -> u32 {
+        self.carries[slot]
             .iter()
             .map(|i| self.b[*i].max - current[*i])
             .min()
             .unwrap_or(u32::MAX)
-            .min(left);
-        if slot + 1 == self.carries.len() && cap < left {
-            return false;
-        }
-        for take in (0..=cap).rev() {
-            for i in &self.carries[slot] {
+            .min(left)
+    }
+
+    fn set(&self, slot: usize, take: u32, current: &mut [u32], add: bool) {
+        for i in &self.carries[slot] {
+            if add {
                 current[*i] += take;
-            }
-            counts[slot] = take;
-            if self.place(slot + 1, left - take, current, counts) {
-                return true;
-            }
-            for i in &self.carries[slot] {
+            } else {
                 current[*i] -= take;
             }
-            counts[slot] = 0;
         }
-        false
+    }
+
+    fn run(
+        &self,
+        free: u32,
+        current: &mut [u32],
+        budget: &mut Budget,
+    ) -> Result<Option<Vec<u32>>, SolveError> {
+        let slots = self.carries.len();
+        // The count taken at each slot on the current path.
+        let mut taken: Vec<u32> = Vec::with_capacity(slots);
+        let mut left = free;
+        let mut advancing = true;
+        loop {
+            budget.spend(1)?;
+            let slot = taken.len();
+            if advancing {
+                // Enter `slot`: succeed at the end, else take as many as it may.
+                if slot == slots {
+                    if left == 0 && self.complete(current) {
+                        return Ok(Some(taken));
+                    }
+                    advancing = false;
+                    continue;
+                }
+                let cap = self.cap(slot, left, current);
+                if !self.feasible(slot, left, current) || (slot + 1 == slots && cap < left) {
+                    advancing = false;
+                    continue;
+                }
+                self.set(slot, cap, current, true);
+                taken.push(cap);
+                left -= cap;
+            } else {
+                // Back up: the previous slot takes one fewer, or backs up too.
+                let Some(take) = taken.pop() else {
+                    return Ok(None);
+                };
+                let slot = taken.len();
+                self.set(slot, take, current, false);
+                left += take;
+                // The last slot must take every node left: fewer can never succeed.
+                if take > 0 && slot + 1 < slots {
+                    self.set(slot, take - 1, current, true);
+                    taken.push(take - 1);
+                    left -= take - 1;
+                    advancing = true;
+                }
+            }
+        }
     }
 }
 
@@ -589,5 +698,32 @@ mod tests {
             .filter(|l| l.services.contains("zookeeper"))
             .count();
         assert!(zk % 2 == 1 && zk <= 3, "{:?}", summary(&grown));
+    }
+
+    #[test]
+    fn a_search_too_large_ends_with_the_budget_not_the_stack() {
+        // 16 services, each on exactly one node, none sharing: 2^16 candidate sets, each a
+        // layout, searched iteratively until the budget runs out or a layout is found.
+        let names: Vec<String> = (0..16).map(|i| format!("s{i}")).collect();
+        let constraints: serde_json::Map<String, serde_json::Value> = names
+            .iter()
+            .map(|n| (n.clone(), json!({"quantities": {"min": 1, "max": 1}})))
+            .collect();
+        let t = template(json!({
+            "services": names.iter().map(|n| (n.clone(), json!({}))).collect::<serde_json::Map<_, _>>(),
+            "hardwareTypes": {"h": {"local": {}}}, "imageTypes": {"i": {"local": {}}},
+            "defaults": {"services": names},
+            "constraints": {"services": constraints}
+        }));
+        match solve(&t, &request(17)) {
+            Ok(layout) => assert_eq!(layout.len(), 17),
+            Err(e) => assert!(e.0.contains("within 1000000 steps"), "{e}"),
+        }
+        let mut tiny = Budget { left: 10 };
+        let err = solve_within(&example(), &request(5), &mut tiny).expect_err("budget");
+        assert!(err.0.starts_with("no layout found within"), "{err}");
+        assert!(tiny.is_spent());
+        let err = solve(&example(), &request(ebb_spi::MAX_NODES + 1)).expect_err("too many");
+        assert!(err.0.contains("at most 10000 nodes"), "{err}");
     }
 }

@@ -28,6 +28,17 @@ pub enum ActionKind {
     Remove,
 }
 
+/// Most services a template may define: every layout and plan grows with it.
+pub const MAX_SERVICES: usize = 128;
+/// Most services a template may constrain (a constraint, or a place in a coexist group): the
+/// solver weighs subsets of them as the service sets of nodes.
+pub const MAX_CONSTRAINED_SERVICES: usize = 16;
+/// Most hardware types, and most image types, a template may define.
+pub const MAX_TYPES: usize = 32;
+/// Most entries in one list of a template (a service's `requires`, a coexist group, the list
+/// of groups).
+pub const MAX_LIST: usize = MAX_SERVICES;
+
 /// What an action runs: an automator type and its fields.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "camelCase", deny_unknown_fields)]
@@ -277,6 +288,7 @@ impl Template {
 
     /// Checks the whole template; the error names the first bad field.
     pub fn validate(&self) -> Result<(), ServiceError> {
+        self.validate_size()?;
         let providers = self.providers();
         for (name, service) in &self.services {
             let at = |f: &str| format!("services.{name}.{f}");
@@ -494,7 +506,17 @@ impl Template {
 
     /// Services `name` must come after in the `which` ("install" or "runtime") order.
     pub fn predecessors(&self, name: &str, which: &str) -> BTreeSet<&str> {
-        let providers = self.providers();
+        self.predecessors_in(&self.providers(), name, which)
+    }
+
+    /// [`Template::predecessors`] with the [`Template::providers`] map computed once by the
+    /// caller (the planner asks for every service on every node).
+    pub fn predecessors_in<'a>(
+        &'a self,
+        providers: &BTreeMap<&'a str, BTreeSet<&'a str>>,
+        name: &str,
+        which: &str,
+    ) -> BTreeSet<&'a str> {
         let Some(service) = self.services.get(name) else {
             return BTreeSet::new();
         };
@@ -512,48 +534,155 @@ impl Template {
     }
 
     /// A dependency cycle in the `which` order, as a path that returns to its start.
+    ///
+    /// An iterative depth-first search over the services in name order, linear in the number
+    /// of dependencies: no recursion, so no template can exhaust the stack.
     fn cycle(&self, which: &str) -> Option<Vec<String>> {
+        let providers = self.providers();
+        let names: Vec<&str> = self.services.keys().map(String::as_str).collect();
+        let index: BTreeMap<&str, usize> = names.iter().enumerate().map(|(i, n)| (*n, i)).collect();
+        let next: Vec<Vec<usize>> = names
+            .iter()
+            .map(|n| {
+                self.predecessors_in(&providers, n, which)
+                    .into_iter()
+                    .filter_map(|p| index.get(p).copied())
+                    .collect()
+            })
+            .collect();
         #[derive(Clone, Copy, PartialEq)]
         enum Mark {
-            Visiting,
+            New,
+            OnPath,
             Done,
         }
-        fn visit<'a>(
-            t: &'a Template,
-            which: &str,
-            node: &'a str,
-            marks: &mut BTreeMap<&'a str, Mark>,
-            path: &mut Vec<&'a str>,
-        ) -> Option<Vec<String>> {
-            match marks.get(node) {
-                Some(Mark::Done) => return None,
-                Some(Mark::Visiting) => {
-                    let start = path.iter().position(|p| *p == node).unwrap_or(0);
-                    let mut cycle: Vec<String> =
-                        path[start..].iter().map(|s| s.to_string()).collect();
-                    cycle.push(node.to_string());
-                    return Some(cycle);
-                }
-                None => {}
+        let mut marks = vec![Mark::New; names.len()];
+        for start in 0..names.len() {
+            if marks[start] != Mark::New {
+                continue;
             }
-            marks.insert(node, Mark::Visiting);
-            path.push(node);
-            for next in t.predecessors(node, which) {
-                if let Some(cycle) = visit(t, which, next, marks, path) {
-                    return Some(cycle);
+            marks[start] = Mark::OnPath;
+            // The path from `start`, each with the index of its next successor to visit.
+            let mut path: Vec<(usize, usize)> = vec![(start, 0)];
+            while let Some((node, cursor)) = path.last_mut() {
+                let Some(&w) = next[*node].get(*cursor) else {
+                    marks[*node] = Mark::Done;
+                    path.pop();
+                    continue;
+                };
+                *cursor += 1;
+                match marks[w] {
+                    Mark::New => {
+                        marks[w] = Mark::OnPath;
+                        path.push((w, 0));
+                    }
+                    Mark::OnPath => {
+                        let from = path.iter().position(|(p, _)| *p == w).unwrap_or(0);
+                        let mut cycle: Vec<String> = path[from..]
+                            .iter()
+                            .map(|(p, _)| names[*p].to_string())
+                            .collect();
+                        cycle.push(names[w].to_string());
+                        return Some(cycle);
+                    }
+                    Mark::Done => {}
                 }
-            }
-            path.pop();
-            marks.insert(node, Mark::Done);
-            None
-        }
-        let mut marks = BTreeMap::new();
-        for name in self.services.keys() {
-            if let Some(cycle) = visit(self, which, name, &mut marks, &mut Vec::new()) {
-                return Some(cycle);
             }
         }
         None
+    }
+
+    /// Services the solver weighs subsets of: those with a constraint or in a coexist group.
+    pub fn constrained_services(&self) -> BTreeSet<&str> {
+        let layout = &self.constraints.layout;
+        self.constraints
+            .services
+            .keys()
+            .chain(layout.must_coexist.iter().flatten())
+            .chain(layout.cant_coexist.iter().flatten())
+            .map(String::as_str)
+            .collect()
+    }
+
+    /// Checks the template's size against [`MAX_SERVICES`], [`MAX_CONSTRAINED_SERVICES`],
+    /// [`MAX_TYPES`] and [`MAX_LIST`] before anything walks it.
+    fn validate_size(&self) -> Result<(), ServiceError> {
+        let over = |field: &str, what: &str, count: usize, limit: usize| {
+            invalid(
+                field,
+                format!("has {count} {what}, more than the limit of {limit}"),
+            )
+        };
+        if self.services.len() > MAX_SERVICES {
+            return Err(over(
+                "services",
+                "services",
+                self.services.len(),
+                MAX_SERVICES,
+            ));
+        }
+        for (field, types) in [
+            ("hardwareTypes", &self.hardware_types),
+            ("imageTypes", &self.image_types),
+        ] {
+            if types.len() > MAX_TYPES {
+                return Err(over(field, "types", types.len(), MAX_TYPES));
+            }
+        }
+        let mut lists: Vec<(String, usize)> = Vec::new();
+        for (name, service) in &self.services {
+            let deps = &service.dependencies;
+            for (set, which) in [(&deps.install, "install"), (&deps.runtime, "runtime")] {
+                lists.push((
+                    format!("services.{name}.dependencies.{which}.requires"),
+                    set.requires.len(),
+                ));
+                lists.push((
+                    format!("services.{name}.dependencies.{which}.uses"),
+                    set.uses.len(),
+                ));
+            }
+            lists.push((
+                format!("services.{name}.dependencies.provides"),
+                deps.provides.len(),
+            ));
+            lists.push((
+                format!("services.{name}.dependencies.conflicts"),
+                deps.conflicts.len(),
+            ));
+        }
+        let layout = &self.constraints.layout;
+        lists.push((
+            "constraints.layout.mustCoexist".into(),
+            layout.must_coexist.len(),
+        ));
+        lists.push((
+            "constraints.layout.cantCoexist".into(),
+            layout.cant_coexist.len(),
+        ));
+        for (field, groups) in [
+            ("mustCoexist", &layout.must_coexist),
+            ("cantCoexist", &layout.cant_coexist),
+        ] {
+            for (i, g) in groups.iter().enumerate() {
+                lists.push((format!("constraints.layout.{field}[{i}]"), g.len()));
+            }
+        }
+        for (field, count) in lists {
+            if count > MAX_LIST {
+                return Err(over(&field, "entries", count, MAX_LIST));
+            }
+        }
+        let constrained = self.constrained_services().len();
+        if constrained > MAX_CONSTRAINED_SERVICES {
+            return Err(over(
+                "constraints",
+                "constrained services (with a constraint or in a coexist group)",
+                constrained,
+                MAX_CONSTRAINED_SERVICES,
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -702,5 +831,53 @@ mod tests {
         .expect("parses");
         t.validate().expect("valid");
         assert_eq!(t.predecessors("app", "runtime"), BTreeSet::from(["zk"]));
+    }
+
+    #[test]
+    fn size_limits_are_named_and_cycles_are_found_without_recursion() {
+        let chain = |count: usize, close: bool| {
+            let services: serde_json::Map<String, serde_json::Value> = (0..count)
+                .map(|i| {
+                    let dep = if i > 0 {
+                        format!("s{}", i - 1)
+                    } else if close {
+                        format!("s{}", count - 1)
+                    } else {
+                        return ("s0".to_string(), json!({}));
+                    };
+                    (
+                        format!("s{i}"),
+                        json!({"dependencies": {"runtime": {"requires": [dep]}}}),
+                    )
+                })
+                .collect();
+            parse(json!({ "services": services })).expect("parses")
+        };
+        chain(MAX_SERVICES, false)
+            .validate()
+            .expect("a long chain is fine");
+        let err = chain(MAX_SERVICES, true).validate().expect_err("cycle");
+        assert!(
+            err.to_string()
+                .contains("dependency cycle: s0 → s127 → s126"),
+            "{err}"
+        );
+        let err = chain(MAX_SERVICES + 1, false)
+            .validate()
+            .expect_err("too many");
+        assert_eq!(
+            err.to_string(),
+            "services: has 129 services, more than the limit of 128"
+        );
+        // The cycle check alone, on a chain far past the limit: no stack overflow.
+        assert!(chain(20_000, true).cycle("runtime").is_some());
+        let names: Vec<String> = (0..17).map(|i| format!("s{i}")).collect();
+        let t = parse(json!({
+            "services": names.iter().map(|n| (n.clone(), json!({}))).collect::<serde_json::Map<_, _>>(),
+            "constraints": {"layout": {"cantCoexist": [names]}}
+        }))
+        .expect("parses");
+        let err = t.validate().expect_err("too many constrained");
+        assert!(err.to_string().contains("17 constrained services"), "{err}");
     }
 }

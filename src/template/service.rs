@@ -280,12 +280,23 @@ pub async fn dry_run(
             "expand and shrink change a live cluster: POST .../runs/{run}/cluster with the run",
         ));
     }
-    if registry.get(&request.provisioner).is_none() {
+    let Some(provisioner) = registry.get(&request.provisioner).cloned() else {
         return Err(ServiceError::invalid(
             "provisioner",
             format!(
                 "provisioner '{}' does not exist; GET /v3/provisioners lists them",
                 request.provisioner
+            ),
+        ));
+    };
+    // Checked before anything is sized by it.
+    let max = provisioner.spec().max_nodes();
+    if request.nodes > max {
+        return Err(ServiceError::invalid(
+            "nodes",
+            format!(
+                "provisioner '{}' allows at most {max} nodes, not {}",
+                request.provisioner, request.nodes
             ),
         ));
     }
@@ -304,8 +315,21 @@ pub async fn dry_run(
                 .await?
         }
     };
+    // Solving and planning are pure but can take a while on a large cluster: off the HTTP
+    // worker, on the blocking pool.
+    tokio::task::spawn_blocking(move || plan_dry_run(&*provisioner, &template, request))
+        .await
+        .map_err(|e| crate::store::StoreError::Storage(format!("the plan did not finish: {e}")))?
+}
+
+/// The solving and planning of [`dry_run`].
+fn plan_dry_run(
+    provisioner: &dyn ebb_spi::Provisioner,
+    template: &Template,
+    request: PlanRequest,
+) -> Result<DryRun, ServiceError> {
     let solved = crate::solver::solve(
-        &template,
+        template,
         &crate::solver::Request {
             provisioner: request.provisioner.clone(),
             nodes: request.nodes,
@@ -318,10 +342,7 @@ pub async fn dry_run(
     .map_err(|e| ServiceError::invalid("template", e.to_string()))?;
     // The names a run's nodes get from this provisioner, so the plan reads as the run will.
     let count = solved.len().to_string();
-    let mut names = registry
-        .get(&request.provisioner)
-        .map(|p| p.nodes(&ebb_spi::properties([("nodes", count.as_str())])))
-        .unwrap_or_default();
+    let mut names = provisioner.nodes(&ebb_spi::properties([("nodes", count.as_str())]));
     if names.len() != solved.len() {
         names = ebb_spi::resource::node_names(solved.len());
     }
@@ -337,7 +358,9 @@ pub async fn dry_run(
             services: n.layout.services.clone(),
         })
         .collect();
-    let tasks = crate::plan::cluster::plan(request.operation, &template, &nodes);
+    crate::plan::cluster::check_size(request.operation, template, &nodes)
+        .map_err(|e| ServiceError::invalid("nodes", e))?;
+    let tasks = crate::plan::cluster::plan(request.operation, template, &nodes);
     let stages = crate::plan::cluster::stages(&tasks);
     Ok(DryRun {
         layout,

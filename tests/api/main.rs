@@ -23,5 +23,6 @@ mod preferences;
 mod profiles;
 mod provisioners;
 mod runs;
+mod security;
 mod server;
 mod templates;

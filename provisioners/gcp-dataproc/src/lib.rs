@@ -389,6 +389,10 @@ impl Provisioner for Dataproc {
         vec![NODE.to_string()]
     }
 
+    fn max_nodes(&self, _: &Properties) -> u32 {
+        1
+    }
+
     fn create<'a>(&'a self, ctx: &'a Context, key: &'a ResourceKey) -> Call<'a, Resource> {
         Box::pin(Dataproc::create(self, ctx, key))
     }

@@ -49,6 +49,9 @@ pub static SPEC: ProvisionerSpec = ProvisionerSpec {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Hosts;
 
+/// Most machines one `hosts` list may name.
+pub const MAX_HOSTS: usize = 1_000;
+
 /// The machines of `hosts`, in order: `[user@]host[:port]`, separated by commas or white
 /// space.
 pub fn targets(properties: &Properties) -> Result<Vec<Target>, PropertyError> {
@@ -58,6 +61,12 @@ pub fn targets(properties: &Properties) -> Result<Vec<Target>, PropertyError> {
     for item in text.split(|c: char| c == ',' || c.is_whitespace()) {
         if item.is_empty() {
             continue;
+        }
+        if targets.len() == MAX_HOSTS {
+            return Err(PropertyError::new(
+                "hosts",
+                format!("lists more than {MAX_HOSTS} machines"),
+            ));
         }
         let target = Target::parse(item, user).map_err(|e| PropertyError::new("hosts", e))?;
         if targets.contains(&target) {
@@ -288,6 +297,10 @@ impl Provisioner for Hosts {
 
     fn nodes(&self, properties: &Properties) -> Vec<String> {
         node_names(targets(properties).map(|t| t.len()).unwrap_or(0))
+    }
+
+    fn max_nodes(&self, properties: &Properties) -> u32 {
+        targets(properties).map_or(0, |t| t.len() as u32)
     }
 
     fn create<'a>(&'a self, ctx: &'a Context, key: &'a ResourceKey) -> Call<'a, Resource> {

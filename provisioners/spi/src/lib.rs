@@ -24,6 +24,10 @@ pub use resource::{
     SSH_USER, TAG_NAMESPACE, TAG_NODE, TAG_PROFILE, TAG_RUN, TAG_SERVER, Tags,
 };
 
+/// The most nodes any cluster may have, whatever its provisioner: the ceiling on every node
+/// count a request carries (a plan, a start, an expand) before anything is sized by it.
+pub const MAX_NODES: u32 = 10_000;
+
 /// Effective provisioner properties, by name. Values are strings, as in CDAP.
 pub type Properties = BTreeMap<String, String>;
 
@@ -52,6 +56,17 @@ impl ProvisionerSpec {
     /// The spec of property `name`, if the provisioner has one.
     pub fn property(&self, name: &str) -> Option<&PropertySpec> {
         self.properties.iter().find(|p| p.name == name)
+    }
+
+    /// The most nodes a cluster of this provisioner may have: the upper end of its `nodes`
+    /// property, else [`MAX_NODES`]; never above [`MAX_NODES`].
+    pub fn max_nodes(&self) -> u32 {
+        match self.property("nodes").map(|p| &p.kind) {
+            Some(PropertyKind::Integer { max, .. }) => u32::try_from((*max).max(0))
+                .unwrap_or(MAX_NODES)
+                .min(MAX_NODES),
+            _ => MAX_NODES,
+        }
     }
 }
 
@@ -153,6 +168,14 @@ pub trait Provisioner: Send + Sync + std::fmt::Debug {
     /// The nodes of a cluster made with `properties`, master first. Empty means no cluster:
     /// the program runs on the server's host.
     fn nodes(&self, properties: &Properties) -> Vec<String>;
+
+    /// The most nodes a cluster made with `properties` may grow to (an expand may not pass
+    /// it). The default is [`ProvisionerSpec::max_nodes`]; a provisioner whose nodes are fixed
+    /// by its properties (a list of hosts, one managed cluster) answers how many it has.
+    fn max_nodes(&self, properties: &Properties) -> u32 {
+        let _ = properties;
+        self.spec().max_nodes()
+    }
 
     /// Requests the creation of the resource `key`, tagged with [`ResourceKey::tags`]. It may
     /// come back `Pending`; the framework polls it with [`Provisioner::describe`].
