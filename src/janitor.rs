@@ -271,7 +271,7 @@ impl Janitor {
     async fn targets(&self) -> Result<Vec<Target>, ServiceError> {
         let registry = Arc::clone(&self.deps.registry);
         let cipher = Arc::clone(&self.deps.cipher);
-        let data_dir = self.deps.data_dir.clone();
+        let data_dir = self.deps.work_dir.clone();
         self.deps
             .store
             .read(move |r| {

@@ -32,6 +32,8 @@ const GRACE: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone)]
 pub struct Config {
     pub data_dir: PathBuf,
+    /// Where programs and provisioners work; `None` for `<data-dir>-work`.
+    pub work_dir: Option<PathBuf>,
     pub bind: String,
     pub auth_token: Option<String>,
     /// HTTP worker threads; `None` for one per core.
@@ -64,17 +66,35 @@ pub enum ServerError {
     Exe(std::io::Error),
     #[error(transparent)]
     KeyFile(#[from] crate::secure::KeyFileError),
+    #[error("cannot prepare {0}: {1}")]
+    Dir(PathBuf, std::io::Error),
 }
 
 /// Runs the server until it is told to stop. Must run inside an actix system.
 pub async fn run(config: Config) -> Result<(), ServerError> {
     // Catch signals from the very start, so a SIGTERM during start-up is a clean stop too.
     let mut signals = Signals::install().map_err(ServerError::Signals)?;
-    let store = Store::open(&config.data_dir)?;
+    // Everything the server makes is its own: the store, the key, run directories, sandboxes.
+    crate::runtime::confine::owner_only();
+    // Programs run as this user: they must not read this process's memory or environment.
+    crate::runtime::confine::not_dumpable();
     // Programs and scripts run in other directories: every path handed to them (the cluster
     // file, the result file) must not depend on the server's working directory.
+    let data_dir = std::path::absolute(&config.data_dir).unwrap_or(config.data_dir.clone());
+    let work_dir = match &config.work_dir {
+        Some(dir) => std::path::absolute(dir).unwrap_or(dir.clone()),
+        None => crate::runtime::confine::default_work_dir(&data_dir),
+    };
+    crate::runtime::confine::private_dir(&data_dir)
+        .map_err(|e| ServerError::Dir(data_dir.clone(), e))?;
+    crate::runtime::confine::private_dir(&work_dir)
+        .map_err(|e| ServerError::Dir(work_dir.clone(), e))?;
+    let store = Store::open(&data_dir)?;
+    crate::runtime::confine::private_file(store.path())
+        .map_err(|e| ServerError::Dir(store.path().to_path_buf(), e))?;
     let config = Config {
-        data_dir: std::path::absolute(&config.data_dir).unwrap_or(config.data_dir),
+        data_dir,
+        work_dir: Some(work_dir.clone()),
         ..config
     };
     tracing::info!(store.path = %store.path().display(), "store opened");
@@ -96,6 +116,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         store: store.clone(),
         registry: Arc::clone(&registry),
         data_dir: config.data_dir.clone(),
+        work_dir,
         notifier: Notifier::default(),
         exe,
         server_name: config.server_name.clone(),

@@ -21,6 +21,8 @@ impl Server {
             .args(["serve", "--bind", "127.0.0.1:0", "--log-format", "json"])
             .arg("--data-dir")
             .arg(data)
+            .arg("--work-dir")
+            .arg(data.join("work"))
             .env("EBB_LOG", "warn,ebb::server=info")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

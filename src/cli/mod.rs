@@ -153,6 +153,11 @@ pub struct ServeArgs {
     /// Directory of the store and everything the server keeps.
     #[arg(long, env = "EBB_DATA_DIR", default_value = "./ebb-data")]
     pub data_dir: PathBuf,
+    /// Directory of what programs and provisioners work in: programs' working directories,
+    /// `local` sandboxes, the `sim` cloud's files. Kept apart from the data dir, which holds
+    /// the store and the secure key (default: `<data-dir>-work`, next to it).
+    #[arg(long, env = "EBB_WORK_DIR")]
+    pub work_dir: Option<PathBuf>,
     /// Address to listen on (port 0 picks a free port, logged at start).
     #[arg(long, env = "EBB_BIND", default_value = DEFAULT_BIND)]
     pub bind: String,
@@ -197,6 +202,7 @@ impl ServeArgs {
     pub fn into_config(self) -> server::Config {
         server::Config {
             data_dir: self.data_dir,
+            work_dir: self.work_dir,
             bind: self.bind,
             auth_token: self.token,
             workers: self.workers,

@@ -103,7 +103,7 @@ async fn attempt_once(
         .map(PathBuf::from);
     let cwd = work_dir
         .clone()
-        .unwrap_or_else(|| node_dir.join(spec.node()));
+        .unwrap_or_else(|| deps.node_work_dir(&spec.run, spec.node()));
     let cluster_file = node_dir.join(format!("{}.cluster.json", spec.node()));
     let result_file = node_dir.join(format!("{}.result", spec.node()));
     let log_path = node_dir.join(format!("{}.log", spec.node()));

@@ -13,6 +13,7 @@
 //! touches HTTP.
 
 pub mod automator;
+pub mod confine;
 pub mod planner;
 pub mod program;
 pub mod remote;
@@ -40,6 +41,9 @@ pub struct Deps {
     pub store: Store,
     pub registry: Arc<Registry>,
     pub data_dir: PathBuf,
+    /// Where programs and provisioners work (programs' working directories, `local`
+    /// sandboxes, the `sim` cloud): apart from the store and the secure key.
+    pub work_dir: PathBuf,
     pub notifier: Notifier,
     /// The `ebb` executable, which also serves as the program launcher (`ebb shim`).
     pub exe: PathBuf,
@@ -54,6 +58,21 @@ impl Deps {
     /// Where run `run` keeps its program's files (launch, exit status, logs, cluster.json).
     pub fn run_dir(&self, run: &str) -> PathBuf {
         self.data_dir.join("runs").join(run)
+    }
+
+    /// The working directory of run `run`'s program when no node gives it one.
+    pub fn program_dir(&self, run: &str) -> PathBuf {
+        self.work_dir.join("runs").join(run).join("program")
+    }
+
+    /// The working directory of service scripts on `node` of run `run` when the node gives
+    /// none.
+    pub fn node_work_dir(&self, run: &str, node: &str) -> PathBuf {
+        self.work_dir
+            .join("runs")
+            .join(run)
+            .join("nodes")
+            .join(node)
     }
 }
 

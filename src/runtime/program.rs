@@ -152,9 +152,13 @@ pub fn start(exe: &Path, run_dir: &Path, launch: &LaunchFile) -> io::Result<Star
     lock.seek(SeekFrom::Start(0))?;
     let stdout = File::create(run_dir.join(STDOUT))?;
     let stderr = File::create(run_dir.join(STDERR))?;
+    // The shim outlives the server and a program can read its environment: it gets the same
+    // clean one as the program, never the server's.
     let child = tokio::process::Command::new(exe)
         .arg("shim")
         .arg(run_dir)
+        .env_clear()
+        .envs(passed_env())
         .stdin(Stdio::from(lock))
         .stdout(stdout)
         .stderr(stderr)

@@ -238,7 +238,7 @@ impl RunSupervisor {
 
     /// What the run's provisioner calls get (secure references not yet resolved).
     fn context(&self) -> ebb_spi::Context {
-        let mut context = ebb_spi::Context::new(self.run.properties(), self.deps.data_dir.clone());
+        let mut context = ebb_spi::Context::new(self.run.properties(), self.deps.work_dir.clone());
         context.labels = [
             (ebb_spi::TAG_SERVER, self.deps.server_name.as_str()),
             (ebb_spi::TAG_NAMESPACE, self.run.key.namespace.as_str()),
@@ -716,7 +716,7 @@ async fn launch_file(deps: &Deps, run: &RunRecord) -> std::io::Result<LaunchFile
     Ok(LaunchFile {
         command: run.launch.command.clone(),
         env,
-        cwd: work_dir.unwrap_or_else(|| dir.join("work")),
+        cwd: work_dir.unwrap_or_else(|| deps.program_dir(&run.key.run)),
     })
 }
 

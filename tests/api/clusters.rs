@@ -214,7 +214,7 @@ fn a_failing_service_is_retried_then_rolled_back_leaving_nothing() {
     // The lifecycle's delete found nothing left to do.
     assert_eq!(ops.len(), 3, "{ops:?}");
     assert_eq!(ops[2]["tasks"], json!([]));
-    assert_dead(&dir.path().join("local/db.pids"));
+    assert_dead(&super::harness::work_dir(dir.path()).join("local/db.pids"));
     assert_no_sandboxes(dir.path());
 }
 
@@ -256,7 +256,7 @@ fn a_flaky_action_is_retried_and_a_hung_one_times_out() {
             .is_some_and(|e| e.contains("timed out"))
     );
     // The timed-out attempt's processes were killed with it.
-    assert_dead(&dir.path().join("local/hung.pids"));
+    assert_dead(&super::harness::work_dir(dir.path()).join("local/hung.pids"));
     assert_no_sandboxes(dir.path());
 }
 
@@ -361,7 +361,10 @@ fn admins_expand_configure_shrink_and_restart_a_live_cluster() {
     });
     let sandbox = |node: &str| {
         let id = run.rsplit('/').next().expect("id");
-        dir.path().join("local").join(id).join(node)
+        super::harness::work_dir(dir.path())
+            .join("local")
+            .join(id)
+            .join(node)
     };
 
     // Bad requests name the field; nothing starts.

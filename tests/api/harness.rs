@@ -31,6 +31,14 @@ pub struct Options {
     pub args: Vec<String>,
     /// The server's working directory (a relative data dir is relative to it).
     pub cwd: Option<std::path::PathBuf>,
+    /// More environment variables for the server.
+    pub env: Vec<(String, String)>,
+}
+
+/// The work directory the harness gives a server on `data_dir` (inside it, so a test's
+/// temporary directory holds everything).
+pub fn work_dir(data_dir: &Path) -> std::path::PathBuf {
+    data_dir.join("work")
 }
 
 impl Server {
@@ -53,6 +61,11 @@ impl Server {
         .arg("--data-dir")
         .arg(data_dir)
         .args(&options.args)
+        .args(if options.args.iter().any(|a| a == "--work-dir") {
+            Vec::new()
+        } else {
+            vec!["--work-dir".into(), work_dir(data_dir)]
+        })
         .current_dir(options.cwd.as_deref().unwrap_or(Path::new(".")))
         .env_remove("EBB_TOKEN")
         .env_remove("EBB_BIND")
@@ -62,6 +75,7 @@ impl Server {
         if let Some(token) = &options.token {
             cmd.env("EBB_TOKEN", token);
         }
+        cmd.envs(options.env.iter().map(|(k, v)| (k, v)));
         let (child, url, logs) =
             spawn_and_wait(cmd).unwrap_or_else(|e| panic!("server did not start: {e}"));
         Server {

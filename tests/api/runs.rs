@@ -210,7 +210,8 @@ fn a_local_cluster_gives_each_node_a_sandbox_and_removes_it() {
         "{addresses:?}"
     );
     assert!(nodes.iter().all(|n| n["status"] == "DELETED"), "{nodes:?}");
-    let seen = std::fs::read_to_string(dir.path().join("local/seen")).expect("the program wrote");
+    let seen = std::fs::read_to_string(super::harness::work_dir(dir.path()).join("local/seen"))
+        .expect("the program wrote");
     assert!(
         seen.contains("/master") && seen.contains(addresses[0]),
         "{seen}"

@@ -162,10 +162,10 @@ pub fn assert_clean(state_dir: &Path, runs: &[&str], nodes: usize) {
     }
 }
 
-/// Asserts the `local` provisioner left no sandbox under `data_dir`.
+/// Asserts the `local` provisioner left no sandbox in the work dir of the server on `data_dir`.
 #[track_caller]
 pub fn assert_no_sandboxes(data_dir: &Path) {
-    let left: Vec<_> = std::fs::read_dir(data_dir.join("local"))
+    let left: Vec<_> = std::fs::read_dir(super::harness::work_dir(data_dir).join("local"))
         .expect("local dir")
         .flatten()
         .filter(|e| e.path().is_dir())

@@ -160,3 +160,85 @@ fn expand_stops_at_the_provisioners_node_maximum() {
     assert_eq!(code, 200);
     wait_deprovisioned(&server, &run);
 }
+
+#[test]
+fn a_program_sees_no_secret_of_the_server_and_its_files_are_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (data, work) = (dir.path().join("data"), dir.path().join("work"));
+    let server = Server::start_at(
+        &data,
+        super::harness::Options {
+            token: Some("the-servers-token".into()),
+            args: vec!["--work-dir".into(), work.display().to_string()],
+            env: vec![
+                ("AWS_SECRET_ACCESS_KEY".into(), "cloud-secret-xyz".into()),
+                ("EBB_SECURE_PASSPHRASE".into(), "passphrase-xyz".into()),
+            ],
+            ..Default::default()
+        },
+    );
+    // The program does what a curious one would: print its environment and its launcher's,
+    // then look for the store and the key around its working directory.
+    let script = r#"
+        env
+        tr '\0' '\n' < /proc/$PPID/environ
+        for up in . .. ../.. ../../.. ../../../.. ../../../../..; do
+          for f in secure.key ebb.redb; do
+            if cat "$up/$f" >/dev/null 2>&1; then echo "READ $up/$f"; fi
+          done
+        done
+        pwd
+    "#;
+    deploy(&server, "curious", script, json!({}));
+    for profile in ["SYSTEM:native", "SYSTEM:local"] {
+        let run = start(&server, "curious", json!({"system.profile.name": profile}));
+        let done = wait_deprovisioned(&server, &run);
+        assert_eq!(done["status"], "COMPLETED", "{done}");
+        let logs = server.get(&format!("{run}/logs")).1;
+        let out = logs["stdout"].as_str().expect("stdout");
+        assert!(out.contains("EBB_RUN_ID="), "the program ran: {out}");
+        for secret in ["the-servers-token", "cloud-secret-xyz", "passphrase-xyz"] {
+            assert!(
+                !out.contains(secret),
+                "{profile}: {secret} reached the program:\n{out}"
+            );
+        }
+        assert!(!out.contains("EBB_TOKEN"), "{profile}:\n{out}");
+        assert!(
+            !out.contains("READ "),
+            "{profile}: found the server's files:\n{out}"
+        );
+        let cwd = out.lines().last().expect("pwd");
+        assert!(
+            !std::path::Path::new(cwd).starts_with(&data),
+            "{profile}: the program works inside the data dir: {cwd}"
+        );
+    }
+    // Other local users read nothing of the server's: owner-only, all of it.
+    let mode = |p: &std::path::Path| {
+        std::fs::metadata(p)
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    for (path, want) in [
+        (data.clone(), 0o700),
+        (work.clone(), 0o700),
+        (data.join("ebb.redb"), 0o600),
+        (data.join("secure.key"), 0o600),
+        (data.join("runs"), 0o700),
+    ] {
+        assert_eq!(mode(&path), want, "{}", path.display());
+    }
+    for entry in std::fs::read_dir(data.join("runs"))
+        .expect("runs")
+        .flatten()
+    {
+        assert_eq!(mode(&entry.path()), 0o700, "{}", entry.path().display());
+        for file in std::fs::read_dir(entry.path()).expect("run dir").flatten() {
+            assert_eq!(mode(&file.path()) & 0o077, 0, "{}", file.path().display());
+        }
+    }
+}

@@ -134,7 +134,7 @@ fn a_dry_run_shows_the_layout_and_the_plan() {
     assert_error(
         server.post_json(
             "/v3/namespaces/default/plan",
-            json!({"template": "zookeeper-cluster", "provisioner": "local", "nodes": 5000}),
+            json!({"template": "zookeeper-cluster", "provisioner": "sim", "nodes": 5000}),
         ),
         400,
         "constraints.size",
