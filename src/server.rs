@@ -32,6 +32,8 @@ const GRACE: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone)]
 pub struct Config {
     pub data_dir: PathBuf,
+    /// Host names, besides IP addresses and `localhost`, that requests may be addressed to.
+    pub allowed_hosts: Vec<String>,
     /// Where programs and provisioners work; `None` for `<data-dir>-work`.
     pub work_dir: Option<PathBuf>,
     pub bind: String,
@@ -135,12 +137,14 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         cipher,
         janitor,
         token: config.auth_token.filter(|t| !t.is_empty()).map(Arc::from),
+        allowed_hosts: Arc::from(config.allowed_hosts.clone()),
     };
     let data = web::Data::new(state);
     let mut server = HttpServer::new(move || {
         App::new()
             .app_data(data.clone())
             .wrap(middleware::from_fn(api::authenticate))
+            .wrap(middleware::from_fn(api::guard_origin))
             .wrap(middleware::from_fn(api::log_request))
             .configure(api::configure)
     })

@@ -28,6 +28,10 @@ pub enum ApiError {
     NoRoute { path: String },
     #[error("{method} is not allowed on {path}")]
     MethodNotAllowed { method: String, path: String },
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
+    UnsupportedMediaType(String),
 }
 
 /// The JSON body of every error response.
@@ -47,6 +51,8 @@ impl ApiError {
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::NoRoute { .. } => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
         }
     }
 }

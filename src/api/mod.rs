@@ -8,6 +8,7 @@
 pub mod body;
 pub mod error;
 mod handlers;
+pub mod origin;
 mod runs;
 mod secure;
 mod templates;
@@ -36,6 +37,8 @@ pub struct AppState {
     pub janitor: crate::janitor::Janitor,
     /// Bearer token required on every request but health; `None` to require none.
     pub token: Option<Arc<str>>,
+    /// Host names (besides IP addresses and `localhost`) a request may be addressed to.
+    pub allowed_hosts: Arc<[String]>,
 }
 
 /// Registers every route on `cfg`.
@@ -203,6 +206,37 @@ pub async fn authenticate(
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Refuses what a web page, not a client of the API, would send (see [`origin`]).
+pub async fn guard_origin(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+    let allowed = req
+        .app_data::<web::Data<AppState>>()
+        .map(|s| Arc::clone(&s.allowed_hosts))
+        .unwrap_or_else(|| Arc::from(Vec::new()));
+    let header = |name: actix_web::http::header::HeaderName| {
+        req.headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap_or("\u{fffd}").to_string())
+    };
+    use actix_web::http::header;
+    let request = origin::Request {
+        write: !matches!(
+            *req.method(),
+            actix_web::http::Method::GET
+                | actix_web::http::Method::HEAD
+                | actix_web::http::Method::OPTIONS
+        ),
+        host: header(header::HOST),
+        origin: header(header::ORIGIN),
+        fetch_site: header(header::HeaderName::from_static("sec-fetch-site")),
+        content_type: header(header::CONTENT_TYPE),
+    };
+    origin::check(&request, &allowed)?;
+    next.call(req).await
 }
 
 /// Logs each request once it is answered.

@@ -158,6 +158,16 @@ pub struct ServeArgs {
     /// the store and the secure key (default: `<data-dir>-work`, next to it).
     #[arg(long, env = "EBB_WORK_DIR")]
     pub work_dir: Option<PathBuf>,
+    /// A host name clients use to reach the server (its DNS name behind a proxy, say).
+    /// Requests addressed to any other name are refused, so a web page cannot reach the API by
+    /// pointing a name of its own at this address. IP addresses and `localhost` always work.
+    #[arg(
+        long = "allowed-host",
+        env = "EBB_ALLOWED_HOSTS",
+        value_delimiter = ',',
+        value_name = "NAME"
+    )]
+    pub allowed_hosts: Vec<String>,
     /// Address to listen on (port 0 picks a free port, logged at start).
     #[arg(long, env = "EBB_BIND", default_value = DEFAULT_BIND)]
     pub bind: String,
@@ -203,6 +213,7 @@ impl ServeArgs {
         server::Config {
             data_dir: self.data_dir,
             work_dir: self.work_dir,
+            allowed_hosts: self.allowed_hosts,
             bind: self.bind,
             auth_token: self.token,
             workers: self.workers,

@@ -242,3 +242,142 @@ fn a_program_sees_no_secret_of_the_server_and_its_files_are_owner_only() {
         }
     }
 }
+
+/// Sends `head` (request line and headers, without the blank line) and `body` over a plain
+/// socket, exactly as written, and returns the status code and the body.
+fn raw(server: &Server, head: &str, body: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let addr = server.url.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .expect("timeout");
+    let text = format!(
+        "{head}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(text.as_bytes()).expect("send");
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).expect("read");
+    let code = reply
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = reply
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_string();
+    (code, body)
+}
+
+#[test]
+fn web_pages_and_rebound_names_cannot_use_the_api() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start_at(
+        dir.path(),
+        super::harness::Options {
+            args: vec!["--allowed-host".into(), "ebb.internal".into()],
+            ..Default::default()
+        },
+    );
+    deploy(&server, "a", "true", json!({}));
+    let addr = server.url.trim_start_matches("http://").to_string();
+    let start = "POST /v3/namespaces/default/apps/a/workflows/p/start HTTP/1.1";
+    let runs = |server: &Server| {
+        server
+            .get(&format!("{}/runs", program("a")))
+            .1
+            .as_array()
+            .map_or(0, Vec::len)
+    };
+
+    // DNS rebinding: a page on evil.example, its name pointed at 127.0.0.1, reads nothing.
+    let (code, body) = raw(
+        &server,
+        &format!(
+            "GET /v3/namespaces HTTP/1.1\r\nHost: evil.example:{}",
+            addr.rsplit(':').next().unwrap_or("80")
+        ),
+        "",
+    );
+    assert_eq!(code, 403, "{body}");
+    assert!(body.contains("--allowed-host evil.example"), "{body}");
+    let (code, _) = raw(
+        &server,
+        &format!("GET /v3/namespaces HTTP/1.1\r\nHost: {addr}"),
+        "",
+    );
+    assert_eq!(code, 200);
+    let (code, _) = raw(
+        &server,
+        "GET /v3/namespaces HTTP/1.1\r\nHost: localhost",
+        "",
+    );
+    assert_eq!(code, 200);
+    let (code, _) = raw(
+        &server,
+        "GET /v3/namespaces HTTP/1.1\r\nHost: ebb.internal:443",
+        "",
+    );
+    assert_eq!(code, 200, "a name the admin allowed");
+
+    // A page's simple requests (no preflight): text/plain, a form, a cross-site fetch.
+    let (code, body) = raw(
+        &server,
+        &format!("{start}\r\nHost: {addr}\r\nContent-Type: text/plain"),
+        "{}",
+    );
+    assert_eq!(code, 415, "{body}");
+    let (code, body) = raw(
+        &server,
+        &format!(
+            "{start}\r\nHost: {addr}\r\nContent-Type: application/x-www-form-urlencoded\r\nOrigin: http://evil.example"
+        ),
+        "",
+    );
+    assert!(code == 403 || code == 415, "{code} {body}");
+    let (code, body) = raw(
+        &server,
+        &format!("{start}\r\nHost: {addr}\r\nOrigin: http://evil.example"),
+        "",
+    );
+    assert_eq!(code, 403, "{body}");
+    let (code, body) = raw(
+        &server,
+        &format!("{start}\r\nHost: {addr}\r\nSec-Fetch-Site: cross-site"),
+        "",
+    );
+    assert_eq!(code, 403, "{body}");
+    let (code, body) = raw(
+        &server,
+        &format!(
+            "PUT /v3/namespaces/default/apps/b HTTP/1.1\r\nHost: {addr}\r\nContent-Type: text/plain"
+        ),
+        r#"{"programs": [{"type": "workflows", "name": "p", "command": ["id"]}]}"#,
+    );
+    assert_eq!(code, 415, "{body}");
+    assert_eq!(runs(&server), 0, "no run was started");
+    assert_error(
+        server.get("/v3/namespaces/default/apps/b"),
+        404,
+        "not found",
+    );
+
+    // The API's own clients: JSON, no Origin; a page of this server's own origin.
+    let (code, body) = raw(
+        &server,
+        &format!("{start}\r\nHost: {addr}\r\nContent-Type: application/json"),
+        "{}",
+    );
+    assert_eq!(code, 200, "{body}");
+    let (code, body) = raw(
+        &server,
+        &format!(
+            "{start}\r\nHost: {addr}\r\nOrigin: http://{addr}\r\nSec-Fetch-Site: same-origin\r\nContent-Type: application/json; charset=utf-8"
+        ),
+        "{}",
+    );
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(runs(&server), 2);
+}
