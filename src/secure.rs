@@ -341,30 +341,43 @@ pub fn is_reference(value: &str) -> bool {
     v.starts_with(OPEN) && v.ends_with(CLOSE) && references(v).is_ok_and(|r| r.len() == 1)
 }
 
-/// Checks the references in `properties` (from a profile or runtime arguments): each well
-/// formed, 400 naming `{field}.{property}` otherwise.
+/// Checks the references in `properties` (from a profile, or a run's after its overrides)
+/// against `spec`: a property the provisioner marks secret must be exactly one
+/// `${secure(name)}` reference, so no secret is ever stored or shown in the clear; and no
+/// other property may hold one, so a secret can never be written into a directory name, sent
+/// to an endpoint or put in a tag (a 400 naming `{field}.{property}` otherwise).
 pub fn check_references<'a>(
-    field: &str,
-    properties: impl IntoIterator<Item = (&'a String, &'a String)>,
-) -> Result<(), ServiceError> {
-    for (name, value) in properties {
-        references(value).map_err(|e| ServiceError::invalid(format!("{field}.{name}"), e))?;
-    }
-    Ok(())
-}
-
-/// Checks that every property `spec` marks secret is given as a `${secure(name)}` reference,
-/// so that no secret is ever stored or shown in the clear (400 naming `{field}.{property}`).
-pub fn check_secrets_referenced<'a>(
     field: &str,
     spec: &ebb_spi::ProvisionerSpec,
     properties: impl IntoIterator<Item = (&'a String, &'a String)>,
 ) -> Result<(), ServiceError> {
     for (name, value) in properties {
-        if spec.property(name).is_some_and(|p| p.secret) && !is_reference(value) {
+        let at = || format!("{field}.{name}");
+        let refs = references(value).map_err(|e| ServiceError::invalid(at(), e))?;
+        let secret = spec.property(name).is_some_and(|p| p.secret);
+        if secret && !is_reference(value) {
             return Err(ServiceError::invalid(
-                format!("{field}.{name}"),
+                at(),
                 "is a secret: give it as a reference to the secure store, ${secure(<key>)}, after storing it with PUT /v3/namespaces/<namespace>/securekeys/<key> (or `ebb secure put <key>`)",
+            ));
+        }
+        if !secret && !refs.is_empty() {
+            let secrets: Vec<&str> = spec
+                .properties
+                .iter()
+                .filter(|p| p.secret)
+                .map(|p| p.name)
+                .collect();
+            let allowed = if secrets.is_empty() {
+                format!("provisioner '{}' has none", spec.name)
+            } else {
+                format!("for provisioner '{}': {}", spec.name, secrets.join(", "))
+            };
+            return Err(ServiceError::invalid(
+                at(),
+                format!(
+                    "is not a secret property: a ${{secure(...)}} reference may only be the value of a secret property ({allowed})"
+                ),
             ));
         }
     }
@@ -446,7 +459,14 @@ pub fn resolve(
 ) -> Result<Resolved, String> {
     let mut out = Resolved::default();
     for (property, value) in properties {
-        let resolved = substitute(value, |name| {
+        // Only a value that is one reference is resolved: references are allowed in secret
+        // properties only, and those must be exactly one, so anything else (a profile stored
+        // before that rule) is used as written and never carries a secret anywhere.
+        if !is_reference(value) {
+            out.properties.insert(property.clone(), value.clone());
+            continue;
+        }
+        let resolved = substitute(value.trim(), |name| {
             names::check("secure key name", name).map_err(|e| e.to_string())?;
             let label = store_key(ns, name);
             let stored: StoredKey = r
@@ -549,7 +569,9 @@ mod tests {
         let resolved = lookup(props.clone()).expect("resolved");
         let ctx = resolved.into_context(ebb_spi::Context::new(props.clone(), dir.path().into()));
         assert_eq!(ctx.property("password"), Some("hunter22"));
-        assert_eq!(ctx.property("url"), Some("u:hunter22@h"));
+        // A reference inside a longer value is never resolved: it would put the secret where
+        // it does not belong (a URL, a directory name).
+        assert_eq!(ctx.property("url"), Some("u:${secure( pw )}@h"));
         assert_eq!(
             ctx.redact("auth failed for hunter22"),
             "auth failed for ***"

@@ -351,12 +351,7 @@ impl ProfileSpec {
             .iter()
             .map(|p| (p.name.clone(), p.value.clone()))
             .collect();
-        crate::secure::check_references("provisioner.properties", &map)?;
-        crate::secure::check_secrets_referenced(
-            "provisioner.properties",
-            provisioner.spec(),
-            &map,
-        )?;
+        crate::secure::check_references("provisioner.properties", provisioner.spec(), &map)?;
         provisioner.validate(&map).map_err(|e| {
             ServiceError::invalid(format!("provisioner.properties.{}", e.property), e.message)
         })?;

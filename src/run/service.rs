@@ -167,7 +167,7 @@ fn resolve_start(
         }
         .into());
     }
-    crate::secure::check_secrets_referenced("properties", provisioner.spec(), &map)?;
+    crate::secure::check_references("properties", provisioner.spec(), &map)?;
     crate::secure::check_exist(r, &ns, &map)?;
     let nodes = provisioner.nodes(&map);
     let max = provisioner.max_nodes(&map);

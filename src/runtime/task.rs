@@ -468,19 +468,16 @@ async fn resource_task(
                 .provisioner
                 .find(ctx, &identity)
                 .await
-                .map(|found| found.map(|r| ctx.redact_resource(r)))
                 .map(|found| found_resource(kind, record.as_ref(), found, now_millis())),
             Step::Create => spec
                 .provisioner
                 .create(ctx, &identity)
                 .await
-                .map(|r| ctx.redact_resource(r))
                 .map(|r| adopt(record.as_ref(), &r, now_millis())),
             Step::Describe(id) => spec
                 .provisioner
                 .describe(ctx, id)
                 .await
-                .map(|found| found.map(|r| ctx.redact_resource(r)))
                 .map(|found| described(kind, record.as_ref(), id, found, now_millis())),
             Step::Delete(id) => spec
                 .provisioner

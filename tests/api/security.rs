@@ -381,3 +381,57 @@ fn web_pages_and_rebound_names_cannot_use_the_api() {
     assert_eq!(code, 200, "{body}");
     assert_eq!(runs(&server), 2);
 }
+
+#[test]
+fn secure_references_are_allowed_in_secret_properties_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    let (code, body) = server.put(
+        "/v3/namespaces/default/securekeys/k",
+        json!({"data": "the-secret-value"}),
+    );
+    assert_eq!(code, 200, "{body}");
+    // A profile may not put a secret where it would be used in the clear.
+    for (provisioner, property, value) in [
+        ("local", "workDir", "/tmp/leak-${secure(k)}"),
+        ("sim", "stateDir", "${secure(k)}"),
+        ("hosts", "hosts", "root@${secure(k)}.example"),
+    ] {
+        assert_error(
+            server.put(
+                "/v3/namespaces/default/profiles/leak",
+                profile_body(provisioner, &[(property, value, true)]),
+            ),
+            400,
+            &format!("provisioner.properties.{property}: is not a secret property"),
+        );
+    }
+    // Nor may a run's overrides.
+    let (code, body) = server.put(
+        "/v3/namespaces/default/profiles/open",
+        profile_body(
+            "local",
+            &[("nodes", "1", true), ("workDir", "/tmp/ebb-open", true)],
+        ),
+    );
+    assert_eq!(code, 200, "{body}");
+    deploy(&server, "a", "true", json!({}));
+    assert_error(
+        server.post_json(
+            &format!("{}/start", program("a")),
+            json!({"system.profile.name": "open",
+                   "system.profile.properties.workDir": "/tmp/leak-${secure(k)}"}),
+        ),
+        400,
+        "properties.workDir: is not a secret property",
+    );
+    assert!(
+        !std::fs::read_dir("/tmp")
+            .expect("tmp")
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().contains("the-secret-value")),
+        "a secret became a directory name"
+    );
+    let runs = server.get(&format!("{}/runs", program("a"))).1;
+    assert_eq!(runs.as_array().map(Vec::len), Some(0), "{runs}");
+}

@@ -118,7 +118,8 @@ pub struct Context {
     /// cloud-side fail-safe).
     pub deadline: Option<SystemTime>,
     /// Secret values the properties hold (resolved secure references), masked by
-    /// [`Context::redact`].
+    /// [`Context::redact`] in what is shown or kept (errors, logs), never in a value that is
+    /// used (an address, a fact).
     secrets: Vec<String>,
 }
 
@@ -140,19 +141,6 @@ impl Context {
         self.properties = properties;
         self.secrets = secrets;
         self
-    }
-
-    /// `resource` with every secret value masked in its address and facts, which are kept in
-    /// the store and shown to programs and the API.
-    pub fn redact_resource(&self, mut resource: Resource) -> Resource {
-        if self.secrets.is_empty() {
-            return resource;
-        }
-        resource.address = resource.address.map(|a| self.redact(&a));
-        for value in resource.properties.values_mut() {
-            *value = self.redact(value);
-        }
-        resource
     }
 
     /// `text` with every secret value of the properties masked: for anything shown or kept
@@ -319,16 +307,6 @@ mod tests {
         let ctx = Context::new(props.clone(), PathBuf::from("/tmp"))
             .with_resolved(props, vec!["hunter22".into()]);
         assert_eq!(ctx.redact("login hunter22 refused"), "login *** refused");
-        let resource = Resource {
-            id: "i-1".into(),
-            state: ResourceState::Running,
-            tags: Tags::new(),
-            address: Some("hunter22.example".into()),
-            properties: [("note".to_string(), "pw=hunter22".to_string())].into(),
-        };
-        let masked = ctx.redact_resource(resource);
-        assert_eq!(masked.address.as_deref(), Some("***.example"));
-        assert_eq!(masked.properties["note"], "pw=***");
         let shown = format!("{ctx:?}");
         assert!(
             shown.contains("password") && !shown.contains("hunter22"),
