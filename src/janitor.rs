@@ -258,12 +258,13 @@ impl Janitor {
         Ok(sweep)
     }
 
-    /// Whether this server made `r` (resources from before server names count as its own).
+    /// Whether this server made `r`: it carries this server's name. A resource without a
+    /// server tag is never taken for this server's: it may be anyone's.
     fn is_ours(&self, r: &Resource) -> bool {
         r.tags.contains_key(TAG_RUN)
             && r.tags
                 .get(TAG_SERVER)
-                .is_none_or(|s| *s == self.deps.server_name)
+                .is_some_and(|s| *s == self.deps.server_name)
             && r.state != ResourceState::Deleting
     }
 

@@ -40,8 +40,9 @@ pub struct Config {
     pub auth_token: Option<String>,
     /// HTTP worker threads; `None` for one per core.
     pub workers: Option<usize>,
-    /// This server's name, tagged on every resource it makes.
-    pub server_name: String,
+    /// This server's name, tagged on every resource it makes; `None` for the one kept in the
+    /// store (made on first start).
+    pub server_name: Option<String>,
     /// The key file of the secure store; `None` for `secure.key` in the data dir.
     pub secure_key_file: Option<PathBuf>,
     /// How the janitor sweeps on its own.
@@ -112,6 +113,9 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     let templates = crate::template::service::load_builtin(&store).await?;
     tracing::info!(templates, "built-in templates loaded");
 
+    let server_name = server_name(&store, config.server_name.clone()).await?;
+    tracing::info!(server.name = %server_name, "server name");
+
     let exe = std::env::current_exe().map_err(ServerError::Exe)?;
     let arbiter = Arbiter::new();
     let deps = Deps {
@@ -121,7 +125,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         work_dir,
         notifier: Notifier::default(),
         exe,
-        server_name: config.server_name.clone(),
+        server_name,
         cipher: Arc::clone(&cipher),
     };
     let janitor = Janitor::new(deps.clone(), config.janitor);
@@ -185,6 +189,36 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     store.close().await?;
     tracing::info!("store flushed; stopped");
     served.map_err(ServerError::Serve)
+}
+
+/// Key of the generated server name in the store's `Meta` table.
+const SERVER_NAME_KEY: &str = "server_name";
+
+/// The server's name: `given`, else the one kept in the store, else a new unique one (kept).
+/// Two servers left at their defaults never share a name, so neither's janitor takes the
+/// other's resources for its own.
+async fn server_name(store: &Store, given: Option<String>) -> Result<String, ServerError> {
+    if let Some(name) = given.filter(|n| !n.trim().is_empty()) {
+        crate::names::check("--server-name", &name)?;
+        return Ok(name);
+    }
+    let mut bytes = [0u8; 6];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| StoreError::Storage(format!("cannot make a server name: {e}")))?;
+    let made: String = std::iter::once("ebb-".to_string())
+        .chain(bytes.iter().map(|b| format!("{b:02x}")))
+        .collect();
+    let name = store
+        .write(move |tx| {
+            use crate::store::Read as _;
+            if let Some(name) = tx.get::<String>(crate::store::Table::Meta, SERVER_NAME_KEY)? {
+                return Ok::<_, ServiceError>(name);
+            }
+            tx.put(crate::store::Table::Meta, SERVER_NAME_KEY, &made)?;
+            Ok(made)
+        })
+        .await?;
+    Ok(name)
 }
 
 /// SIGTERM and SIGINT (Ctrl-C), listened to from start-up on.

@@ -177,10 +177,11 @@ pub struct ServeArgs {
     /// HTTP worker threads (default: one per core).
     #[arg(long, env = "EBB_WORKERS")]
     pub workers: Option<usize>,
-    /// This server's name, tagged (ebb:server) on every cloud resource it makes. Servers that
-    /// share a cloud account need different names: each janitor only touches its own.
-    #[arg(long, env = "EBB_SERVER_NAME", default_value = "ebb")]
-    pub server_name: String,
+    /// This server's name, tagged (ebb:server) on every cloud resource it makes; its janitor
+    /// only touches resources carrying it. Default: a unique name made on first start and kept
+    /// in the store. Set it when a rebuilt store must still know the resources of the old one.
+    #[arg(long, env = "EBB_SERVER_NAME")]
+    pub server_name: Option<String>,
     /// The key that encrypts the secure store, created owner-only on first start. Keep it
     /// out of the store's backups (default: secure.key in the data dir).
     #[arg(long, env = "EBB_SECURE_KEY_FILE")]

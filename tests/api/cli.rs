@@ -340,9 +340,11 @@ fn secure_keys_from_the_cli_never_print_their_data() {
             "create",
             "p",
             "--provisioner",
-            "sim",
+            "hosts",
             "--property",
-            "stateDir=${secure(db)}",
+            "hosts=root@127.0.0.1",
+            "--property",
+            "sshPrivateKey=${secure(db)}",
         ],
     );
     let profile = ok(&s, &["profile", "get", "p"]);

@@ -33,6 +33,9 @@ pub struct Options {
     pub cwd: Option<std::path::PathBuf>,
     /// More environment variables for the server.
     pub env: Vec<(String, String)>,
+    /// Let the server make its own name; else it is `ebb` (unless `args` give one), so a test
+    /// that loses the store keeps its resources' server tag.
+    pub generated_name: bool,
 }
 
 /// The work directory the harness gives a server on `data_dir` (inside it, so a test's
@@ -66,6 +69,13 @@ impl Server {
         } else {
             vec!["--work-dir".into(), work_dir(data_dir)]
         })
+        .args(
+            if options.generated_name || options.args.iter().any(|a| a == "--server-name") {
+                Vec::<String>::new()
+            } else {
+                vec!["--server-name".into(), "ebb".into()]
+            },
+        )
         .current_dir(options.cwd.as_deref().unwrap_or(Path::new(".")))
         .env_remove("EBB_TOKEN")
         .env_remove("EBB_BIND")

@@ -435,3 +435,67 @@ fn secure_references_are_allowed_in_secret_properties_only() {
     let runs = server.get(&format!("{}/runs", program("a"))).1;
     assert_eq!(runs.as_array().map(Vec::len), Some(0), "{runs}");
 }
+
+#[test]
+fn servers_left_at_their_defaults_never_sweep_each_others_resources() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sim = sub(&dir, "sim");
+    let defaults = super::harness::Options {
+        generated_name: true,
+        ..Default::default()
+    };
+    let (a_dir, b_dir) = (sub(&dir, "a"), sub(&dir, "b"));
+    let a = Server::start_at(&a_dir, defaults.clone());
+    sim_profile(&a, "p", &sim, &[("nodes", "2")], 600, None);
+    deploy(&a, "x", "exit 3", json!({}));
+    let kept = start(&a, "x", json!({"system.profile.name": "p"}));
+    wait_until(&a, &kept, std::time::Duration::from_secs(30), |r| {
+        r["cluster"]["status"] == "WAITING"
+    });
+    let name = instances(&sim)[0]["tags"]["ebb:server"]
+        .as_str()
+        .expect("server tag")
+        .to_string();
+    assert!(name.starts_with("ebb-") && name.len() == 16, "{name}");
+
+    // The name is kept: after a restart the same server still owns its cluster.
+    drop(a);
+    let a = Server::start_at(&a_dir, defaults.clone());
+    let (_, sweep) = a.post("/v3/janitor/run?dryRun=true");
+    assert!(
+        sweep["orphans"].as_array().is_some_and(Vec::is_empty),
+        "{sweep:#}"
+    );
+    assert_eq!(sweep["accounts"][0]["listed"], 2, "{sweep:#}");
+
+    // A resource without a server tag, as a tool other than ebb might leave: nobody's.
+    let mut stray = instances(&sim)[0].clone();
+    stray["id"] = json!("i-stray");
+    stray["tags"]
+        .as_object_mut()
+        .expect("tags")
+        .remove("ebb:server");
+    stray["tags"]["ebb:run"] = json!("0190-not-ours");
+    std::fs::write(sim.join("resources/i-stray.json"), stray.to_string()).expect("stray");
+
+    // Another server, also at its defaults, on the same account, sweeping to delete.
+    let b = Server::start_at(&b_dir, defaults);
+    sim_profile(&b, "p", &sim, &[("nodes", "2")], 0, None);
+    let (code, sweep) = b.post("/v3/janitor/run");
+    assert_eq!(code, 200, "{sweep}");
+    assert!(
+        sweep["orphans"].as_array().is_some_and(Vec::is_empty),
+        "{sweep:#}"
+    );
+    let (_, sweep) = a.post("/v3/janitor/run");
+    assert!(
+        sweep["orphans"].as_array().is_some_and(Vec::is_empty),
+        "{sweep:#}"
+    );
+    for i in instances(&sim) {
+        assert_eq!(i["deleteCalls"].as_u64().unwrap_or(0), 0, "{i}");
+    }
+    let (code, _) = a.post(&format!("{kept}/deprovision"));
+    assert_eq!(code, 200);
+    wait_deprovisioned(&a, &kept);
+}
