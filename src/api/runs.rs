@@ -104,16 +104,40 @@ fn filter(req: &HttpRequest) -> Result<RunFilter, ApiError> {
     Ok(RunFilter {
         status: q.get("status").cloned(),
         limit,
+        before: q.get("before").cloned(),
     })
+}
+
+/// A page of runs: the list, and, when more runs follow, a `Link` to the next page.
+fn page(req: &HttpRequest, filter: &RunFilter, page: runs::RunPage) -> Reply {
+    let mut response = actix_web::HttpResponse::Ok();
+    if let Some(next) = &page.next {
+        let mut query = format!("before={next}");
+        if let Some(limit) = filter.limit {
+            query.push_str(&format!("&limit={limit}"));
+        }
+        if let Some(status) = &filter.status {
+            query.push_str(&format!("&status={status}"));
+        }
+        response.insert_header((
+            actix_web::http::header::LINK,
+            format!("<{}?{query}>; rel=\"next\"", req.path()),
+        ));
+    }
+    Ok(response.json(&page.runs))
 }
 
 pub async fn list_runs(state: State, path: web::Path<ProgramPath>, req: HttpRequest) -> Reply {
     let p = path.into_inner();
-    ok(&runs::list_program(&state.runtime, p.ns, p.app, p.program, filter(&req)?).await?)
+    let filter = filter(&req)?;
+    let runs = runs::list_program(&state.runtime, p.ns, p.app, p.program, filter.clone()).await?;
+    page(&req, &filter, runs)
 }
 
 pub async fn list_namespace_runs(state: State, ns: web::Path<String>, req: HttpRequest) -> Reply {
-    ok(&runs::list_namespace(&state.runtime, ns.into_inner(), filter(&req)?).await?)
+    let filter = filter(&req)?;
+    let runs = runs::list_namespace(&state.runtime, ns.into_inner(), filter.clone()).await?;
+    page(&req, &filter, runs)
 }
 
 pub async fn get_run(state: State, path: web::Path<RunPath>) -> Reply {

@@ -99,21 +99,55 @@ pub struct Notifier {
 }
 
 impl Notifier {
-    /// The handle to wait on for run `run`. Create the `notified()` future before reading the
-    /// store, so a change between the read and the wait is not missed.
-    pub fn subscribe(&self, run: &str) -> Arc<Notify> {
+    /// A subscription to run `run`'s history. Create its `notified()` future before reading
+    /// the store, so a change between the read and the wait is not missed. Dropping it
+    /// unsubscribes: a run nobody waits on holds no entry.
+    pub fn subscribe(&self, run: &str) -> Subscription {
         let mut waiters = self.waiters.lock().unwrap_or_else(|e| e.into_inner());
-        Arc::clone(waiters.entry(run.to_string()).or_default())
+        let notify = Arc::clone(waiters.entry(run.to_string()).or_default());
+        Subscription {
+            waiters: Arc::clone(&self.waiters),
+            run: run.to_string(),
+            notify,
+        }
     }
 
     /// Wakes everyone waiting on run `run`.
     pub fn notify(&self, run: &str) {
-        let mut waiters = self.waiters.lock().unwrap_or_else(|e| e.into_inner());
+        let waiters = self.waiters.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(notify) = waiters.get(run) {
             notify.notify_waiters();
-            if Arc::strong_count(notify) == 1 {
-                waiters.remove(run);
-            }
+        }
+    }
+
+    /// How many runs have someone waiting on them.
+    pub fn len(&self) -> usize {
+        self.waiters.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Whether nobody waits on any run.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// One reader waiting on a run's history; see [`Notifier::subscribe`].
+#[derive(Debug)]
+pub struct Subscription {
+    waiters: Arc<Mutex<HashMap<String, Arc<Notify>>>>,
+    run: String,
+    pub notify: Arc<Notify>,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let mut waiters = self.waiters.lock().unwrap_or_else(|e| e.into_inner());
+        // The map's handle and this one: nobody else waits on the run.
+        if waiters
+            .get(&self.run)
+            .is_some_and(|n| Arc::ptr_eq(n, &self.notify) && Arc::strong_count(n) == 2)
+        {
+            waiters.remove(&self.run);
         }
     }
 }
@@ -121,6 +155,22 @@ impl Notifier {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_subscription_ends_with_its_last_reader() {
+        let notifier = Notifier::default();
+        let a = notifier.subscribe("r1");
+        let b = notifier.subscribe("r1");
+        let c = notifier.subscribe("r2");
+        assert_eq!(notifier.len(), 2);
+        drop(a);
+        assert_eq!(notifier.len(), 2, "b still waits on r1");
+        drop(b);
+        drop(c);
+        assert!(notifier.is_empty());
+        notifier.notify("r1");
+        assert!(notifier.is_empty(), "notifying creates nothing");
+    }
 
     #[test]
     fn sequence_numbers_always_grow() {

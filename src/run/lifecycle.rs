@@ -295,6 +295,13 @@ pub fn on(run: &RunRecord, event: Event, now: u64) -> Result<Transition, RunErro
             {
                 return Err(RunError::ExpireBeyondTimeout { deadline });
             }
+            let limit = now.saturating_add(crate::profile::MAX_SECONDS);
+            if expire_at > limit {
+                return Err(RunError::ExpireTooFar {
+                    limit,
+                    given: expire_at,
+                });
+            }
             next.cluster.expires_at = Some(expire_at);
             Transition::new(next).note(format!("keepalive extended to {expire_at}"))
         }
@@ -761,6 +768,29 @@ mod tests {
         });
         let err = on(&stopping, Event::Stop { keepalive: false }, NOW).expect_err("twice");
         assert!(err.to_string().contains("already stopping"), "{err}");
+    }
+
+    #[test]
+    fn an_extend_past_ten_years_is_refused_not_wrapped() {
+        let mut waiting = run(P::Failed, Some(C::Waiting));
+        waiting.timeout = None;
+        for expire_at in [
+            u64::MAX,
+            u64::MAX / 1000 + 1,
+            NOW + crate::profile::MAX_SECONDS + 1,
+        ] {
+            let e = on(&waiting, Event::Extend { expire_at }, NOW).expect_err("too far");
+            assert!(matches!(e, RunError::ExpireTooFar { .. }), "{e}");
+            assert!(e.is_bad_input());
+        }
+        on(
+            &waiting,
+            Event::Extend {
+                expire_at: NOW + crate::profile::MAX_SECONDS,
+            },
+            NOW,
+        )
+        .expect("ten years is fine");
     }
 
     #[test]

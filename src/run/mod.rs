@@ -303,6 +303,8 @@ pub enum RunError {
         "expireAt: the profile's timeout ends this cluster's life at {deadline}; choose a time up to then"
     )]
     ExpireBeyondTimeout { deadline: u64 },
+    #[error("expireAt: must be at most ten years from now ({limit}), got {given}")]
+    ExpireTooFar { limit: u64, given: u64 },
     #[error("property '{property}': {message}")]
     BadProperty { property: String, message: String },
 }
@@ -314,6 +316,7 @@ impl RunError {
             self,
             RunError::ExpireInPast { .. }
                 | RunError::ExpireBeyondTimeout { .. }
+                | RunError::ExpireTooFar { .. }
                 | RunError::BadProperty { .. }
         )
     }

@@ -24,7 +24,7 @@ use crate::profile::service::stored_profile;
 use crate::profile::{ProfileId, ProfileStatus};
 use crate::runtime::Runtime;
 use crate::runtime::program::{STDERR, STDOUT};
-use crate::store::{Read, StoreError, Table, Txn};
+use crate::store::{Read, Reader, StoreError, Table, Txn};
 use crate::{names, namespace, time};
 
 /// Most bytes of each log stream `logs` returns (the end of it).
@@ -35,13 +35,32 @@ const MAX_LOG_BYTES: u64 = 1 << 20;
 pub struct RunFilter {
     /// A program or cluster status (`RUNNING`, `WAITING`...), any case.
     pub status: Option<String>,
+    /// At most this many ([`DEFAULT_LIMIT`] when `None`, never above [`MAX_LIMIT`]).
     pub limit: Option<usize>,
+    /// Only runs older than this run id: the `next` of the page before.
+    pub before: Option<String>,
+}
+
+/// Runs a list shows when it does not say.
+pub const DEFAULT_LIMIT: usize = 100;
+/// The most runs one page shows.
+pub const MAX_LIMIT: usize = 1_000;
+/// The most runs one page reads while looking for those its filter wants.
+const SCAN_BUDGET: usize = 10_000;
+
+/// One page of runs, newest first, and the run id the next page starts before.
+#[derive(Debug, Clone)]
+pub struct RunPage {
+    pub runs: Vec<RunView>,
+    pub next: Option<String>,
 }
 
 fn check_key(key: &RunKey) -> Result<(), ServiceError> {
     namespace::check_name(&key.namespace)?;
     names::check("app", &key.app)?;
     names::check("program", &key.program)?;
+    // Before anything is keyed, allocated or a path is made with it.
+    names::check("run", &key.run)?;
     Ok(())
 }
 
@@ -362,6 +381,7 @@ fn record_start(
             message: refusal.to_string(),
         });
         tx.put(Table::Runs, &key.key(), &run)?;
+        index(tx, &key)?;
         events::append(
             tx,
             &key.run,
@@ -372,6 +392,7 @@ fn record_start(
         return Ok(Recorded::Rejected(refusal));
     }
     tx.put(Table::Runs, &key.key(), &run)?;
+    index(tx, &key)?;
     tx.put(
         Table::Active,
         &key.key(),
@@ -393,6 +414,12 @@ fn record_start(
         ),
     )?;
     Ok(Recorded::Started(run))
+}
+
+/// Adds run `key` to its namespace's run index.
+fn index(tx: &mut Txn, key: &RunKey) -> Result<(), StoreError> {
+    let entry = format!("{}/{}", key.namespace, key.run);
+    tx.put(Table::RunIndex, &entry, &key.key())
 }
 
 /// A property as a run shows it.
@@ -524,29 +551,80 @@ fn matches(run: &RunRecord, filter: &RunFilter) -> bool {
     })
 }
 
-fn list_prefix(
-    r: &impl Read,
-    prefix: &str,
+/// A page of the runs of one program (`program`: `<ns>/<app>/<program>/`), or of a whole
+/// namespace (`namespace`: `<ns>/`, through the run index), newest first, paged in the store.
+fn list_page(
+    r: &Reader,
+    program: Option<&str>,
+    namespace: &str,
     filter: &RunFilter,
-) -> Result<Vec<RunView>, ServiceError> {
-    let mut runs: Vec<RunRecord> = r
-        .scan::<RunRecord>(Table::Runs, prefix)?
+) -> Result<RunPage, ServiceError> {
+    let limit = filter.limit.unwrap_or(DEFAULT_LIMIT);
+    let mut runs: Vec<RunRecord> = Vec::new();
+    let page = match program {
+        Some(prefix) => {
+            let before = filter.before.as_ref().map(|b| format!("{prefix}{b}"));
+            let page = r.scan_back::<RunRecord>(
+                Table::Runs,
+                prefix,
+                before.as_deref(),
+                limit,
+                SCAN_BUDGET,
+                |_, run| matches(run, filter),
+            )?;
+            runs.extend(page.entries.into_iter().map(|(_, run)| run));
+            page.next
+        }
+        None => {
+            let before = filter.before.as_ref().map(|b| format!("{namespace}{b}"));
+            let mut failed = None;
+            let page = r.scan_back::<String>(
+                Table::RunIndex,
+                namespace,
+                before.as_deref(),
+                limit,
+                SCAN_BUDGET,
+                |_, key| match r.get::<RunRecord>(Table::Runs, key) {
+                    Ok(Some(run)) if matches(&run, filter) => {
+                        runs.push(run);
+                        true
+                    }
+                    Ok(_) => false,
+                    Err(e) => {
+                        failed.get_or_insert(e);
+                        false
+                    }
+                },
+            )?;
+            if let Some(e) = failed {
+                return Err(e.into());
+            }
+            page.next
+        }
+    };
+    let next = page.map(|key| key.rsplit('/').next().unwrap_or_default().to_string());
+    let runs = runs
         .into_iter()
-        .map(|(_, run)| run)
-        .filter(|run| matches(run, filter))
-        .collect();
-    // Run ids follow time: newest first.
-    runs.sort_by(|a, b| b.key.run.cmp(&a.key.run));
-    runs.truncate(filter.limit.unwrap_or(usize::MAX));
-    runs.into_iter()
         .map(|run| {
             let nodes = nodes_of(r, &run.key.run)?;
             Ok(view(run, nodes))
         })
-        .collect()
+        .collect::<Result<Vec<_>, ServiceError>>()?;
+    Ok(RunPage { runs, next })
 }
 
 fn check_filter(filter: &RunFilter) -> Result<(), ServiceError> {
+    if let Some(limit) = filter.limit
+        && !(1..=MAX_LIMIT).contains(&limit)
+    {
+        return Err(ServiceError::invalid(
+            "limit",
+            format!("must be between 1 and {MAX_LIMIT}, got {limit}"),
+        ));
+    }
+    if let Some(before) = &filter.before {
+        names::check("before", before)?;
+    }
     if let Some(status) = &filter.status {
         let s = serde_json::Value::String(status.to_ascii_uppercase());
         let known = serde_json::from_value::<ProgramStatus>(s.clone()).is_ok()
@@ -570,14 +648,15 @@ pub async fn list_program(
     app_name: String,
     program: String,
     filter: RunFilter,
-) -> Result<Vec<RunView>, ServiceError> {
+) -> Result<RunPage, ServiceError> {
     check_filter(&filter)?;
     runtime
         .deps()
         .store
         .read(move |r| {
             app::require_program(r, &ns, &app_name, WORKFLOWS, &program)?;
-            list_prefix(r, &format!("{ns}/{app_name}/{program}/"), &filter)
+            let prefix = format!("{ns}/{app_name}/{program}/");
+            list_page(r, Some(&prefix), &format!("{ns}/"), &filter)
         })
         .await
 }
@@ -587,7 +666,7 @@ pub async fn list_namespace(
     runtime: &Runtime,
     ns: String,
     filter: RunFilter,
-) -> Result<Vec<RunView>, ServiceError> {
+) -> Result<RunPage, ServiceError> {
     namespace::check_name(&ns)?;
     check_filter(&filter)?;
     runtime
@@ -595,7 +674,7 @@ pub async fn list_namespace(
         .store
         .read(move |r| {
             namespace::require(r, &ns)?;
-            list_prefix(r, &format!("{ns}/"), &filter)
+            list_page(r, None, &format!("{ns}/"), &filter)
         })
         .await
 }
@@ -774,9 +853,19 @@ pub async fn history(
 ) -> Result<Vec<RunEvent>, ServiceError> {
     check_key(&key)?;
     let deadline = wait.map(|w| tokio::time::Instant::now() + w);
+    if deadline.is_some() {
+        // Only a run that exists is waited on.
+        let k = key.clone();
+        runtime
+            .deps()
+            .store
+            .read(move |r| require_run(r, &k).map(|_| ()))
+            .await?;
+    }
     loop {
-        let notify = runtime.deps().notifier.subscribe(&key.run);
-        let notified = notify.notified();
+        // Dropped when the request ends, however it ends (a client gone mid-wait included).
+        let subscription = runtime.deps().notifier.subscribe(&key.run);
+        let notified = subscription.notify.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
         let k = key.clone();

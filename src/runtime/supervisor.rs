@@ -32,6 +32,8 @@ use crate::time;
 
 /// How long a stopped program gets between SIGTERM and SIGKILL.
 const KILL_GRACE: Duration = Duration::from_secs(10);
+/// The longest a deadline timer sleeps before it checks again.
+const MAX_TIMER: Duration = Duration::from_secs(24 * 3600);
 
 /// An API command for the run: `Stop`, `Deprovision`, `Extend` or `ForceDeprovision`.
 #[derive(Debug, Message)]
@@ -409,7 +411,10 @@ impl RunSupervisor {
         }
         if let Some((at, _)) = lifecycle::next_deadline(&self.run) {
             let now_ms = time::now_millis();
-            let delay = Duration::from_millis((at * 1000).saturating_sub(now_ms));
+            // Never more than a day at once: the handler re-arms until the deadline is there,
+            // so no stored time, however far, can overflow the timer or wrap it to zero.
+            let delay = Duration::from_millis(at.saturating_mul(1000).saturating_sub(now_ms))
+                .min(MAX_TIMER);
             self.timer = Some(ctx.run_later(delay, |_, ctx| ctx.address().do_send(Deadline)));
         }
     }

@@ -21,11 +21,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use redb::{Database, ReadableDatabase, TableDefinition};
 use tokio::sync::oneshot;
 
-pub use txn::{Read, Reader, Txn};
+pub use txn::{Page, Read, Reader, Txn};
 
 /// The layout of the store this build writes. Bump it with a migration when the layout
 /// changes; a store with a newer version is refused rather than misread.
-pub const SCHEMA_VERSION: u64 = 1;
+pub const SCHEMA_VERSION: u64 = 2;
 
 /// File name of the store inside the data directory.
 pub const FILE_NAME: &str = "ebb.redb";
@@ -61,11 +61,14 @@ pub enum Table {
     Attempts,
     /// Secure keys by `<namespace>/<name>`, their data encrypted.
     SecureKeys,
+    /// Every run of a namespace by `<namespace>/<run>` (run ids follow time), its value the
+    /// run's key in `Runs`: lists a namespace's runs newest first, a page at a time.
+    RunIndex,
 }
 
 impl Table {
     /// Every table, created when the store is opened.
-    pub const ALL: [Table; 13] = [
+    pub const ALL: [Table; 14] = [
         Table::Meta,
         Table::Namespaces,
         Table::Profiles,
@@ -79,6 +82,7 @@ impl Table {
         Table::Operations,
         Table::Attempts,
         Table::SecureKeys,
+        Table::RunIndex,
     ];
 
     fn def(self) -> TableDefinition<'static, &'static str, &'static [u8]> {
@@ -96,6 +100,7 @@ impl Table {
             Table::Operations => "operations",
             Table::Attempts => "attempts",
             Table::SecureKeys => "secure_keys",
+            Table::RunIndex => "run_index",
         })
     }
 }
@@ -266,7 +271,8 @@ fn prepare(db: &Database, path: &Path) -> Result<(), StoreError> {
                 supported: SCHEMA_VERSION,
             });
         }
-        Some(_) => {}
+        Some(SCHEMA_VERSION) => {}
+        Some(_) => migrate_to_2(&tx)?,
         None => {
             let mut meta = tx.open_table(Table::Meta.def())?;
             let version = serde_json::to_vec(&SCHEMA_VERSION).expect("a number serializes");
@@ -278,6 +284,36 @@ fn prepare(db: &Database, path: &Path) -> Result<(), StoreError> {
     }
     tx.commit()?;
     Ok(())
+}
+
+/// Version 1 to 2: the run index, built from every run there is.
+fn migrate_to_2(tx: &redb::WriteTransaction) -> Result<(), StoreError> {
+    let runs: Vec<String> = {
+        let t = tx.open_table(Table::Runs.def())?;
+        let mut keys = Vec::new();
+        for entry in redb::ReadableTable::iter(&t)? {
+            keys.push(entry?.0.value().to_string());
+        }
+        keys
+    };
+    let mut index = tx.open_table(Table::RunIndex.def())?;
+    for key in runs {
+        if let Some(entry) = index_key(&key) {
+            let value = serde_json::to_vec(&key).expect("a string serializes");
+            index.insert(entry.as_str(), value.as_slice())?;
+        }
+    }
+    let mut meta = tx.open_table(Table::Meta.def())?;
+    let version = serde_json::to_vec(&2u64).expect("a number serializes");
+    meta.insert(SCHEMA_KEY, version.as_slice())?;
+    Ok(())
+}
+
+/// The `RunIndex` key of the run stored under `runs_key` (`<ns>/<app>/<program>/<run>`).
+pub fn index_key(runs_key: &str) -> Option<String> {
+    let (ns, rest) = runs_key.split_once('/')?;
+    let run = rest.rsplit('/').next()?;
+    Some(format!("{ns}/{run}"))
 }
 
 /// Writes a schema version into the store at `data_dir` (which must not be open). For tests

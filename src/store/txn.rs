@@ -38,6 +38,63 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// One page of a backward scan: what was kept, newest first, and where the next page starts
+/// (`None` at the end of the range).
+#[derive(Debug)]
+pub struct Page<V> {
+    pub entries: Vec<(String, V)>,
+    pub next: Option<String>,
+}
+
+impl Reader<'_> {
+    /// Entries under `prefix`, last key first, from just before `before` (a key) if given: at
+    /// most `limit` that `keep` accepts, reading at most `budget` entries, so no page costs
+    /// more than its budget however few entries match.
+    pub fn scan_back<V: DeserializeOwned>(
+        &self,
+        table: Table,
+        prefix: &str,
+        before: Option<&str>,
+        limit: usize,
+        budget: usize,
+        mut keep: impl FnMut(&str, &V) -> bool,
+    ) -> Result<Page<V>, StoreError> {
+        let t = self.tx.open_table(table.def())?;
+        let end = match before {
+            Some(b) if b.starts_with(prefix) => b.to_string(),
+            // Every key under the prefix sorts before the prefix with a character above any a
+            // key holds.
+            _ => format!("{prefix}\u{10ffff}"),
+        };
+        let mut entries = Vec::new();
+        let mut read = 0;
+        let mut last = None;
+        for entry in t.range::<&str>(prefix..end.as_str())?.rev() {
+            let (k, v) = entry?;
+            let key = k.value();
+            if !key.starts_with(prefix) {
+                break;
+            }
+            if entries.len() == limit || read == budget {
+                return Ok(Page {
+                    entries,
+                    next: last,
+                });
+            }
+            read += 1;
+            let value: V = decode(table, key, v.value())?;
+            last = Some(key.to_string());
+            if keep(key, &value) {
+                entries.push((key.to_string(), value));
+            }
+        }
+        Ok(Page {
+            entries,
+            next: None,
+        })
+    }
+}
+
 impl Read for Reader<'_> {
     fn get<V: DeserializeOwned>(&self, table: Table, key: &str) -> Result<Option<V>, StoreError> {
         let t = self.tx.open_table(table.def())?;

@@ -100,6 +100,11 @@ impl Server {
         }
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
     /// Log lines (JSON) printed so far.
     pub fn logs(&self) -> Vec<String> {
         self.logs.lock().expect("logs").clone()
