@@ -89,11 +89,14 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> io::Result<Option<T
 
 /// Writes `value` over `path` with a single write at offset 0, space-padded (still JSON) to
 /// at least the file's old length, so no truncation is needed: a process killed at any
-/// instant leaves the old or the new content, never a torn one. No fsync: these files must
-/// survive a crash of a process, not of the machine (which ends the program too).
-fn write_json<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
+/// instant leaves the old or the new content, never a torn one. With `durable`, then syncs
+/// the file, and its directory when the file is new, so the record also outlives a crash of
+/// the machine: whether a program may have started, and how it ended, decide whether it is
+/// launched again.
+fn write_json<T: Serialize>(path: &Path, value: &T, durable: Durable) -> io::Result<()> {
     use std::os::unix::fs::FileExt;
     let mut json = serde_json::to_vec(value).map_err(io::Error::other)?;
+    let existed = path.exists();
     let file = OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -101,7 +104,22 @@ fn write_json<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
         .open(path)?;
     let previous = file.metadata()?.len() as usize;
     json.resize(json.len().max(previous), b' ');
-    file.write_all_at(&json, 0)
+    file.write_all_at(&json, 0)?;
+    if durable == Durable::Yes {
+        file.sync_all()?;
+        if !existed && let Some(dir) = path.parent() {
+            File::open(dir)?.sync_all()?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether a record must outlive a crash of the machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Durable {
+    Yes,
+    /// A crash of the machine ends the program too: nothing depends on the record then.
+    No,
 }
 
 fn open_lock(run_dir: &Path) -> io::Result<File> {
@@ -242,7 +260,7 @@ pub fn shim(run_dir: &Path) -> i32 {
                     signal: None,
                 }),
             };
-            let _ = write_json(&run_dir.join(PROGRAM), &failed);
+            let _ = write_json(&run_dir.join(PROGRAM), &failed, Durable::Yes);
             1
         }
     }
@@ -255,6 +273,14 @@ fn shim_inner(run_dir: &Path) -> io::Result<()> {
         .command
         .split_first()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the command is empty"))?;
+    // Recorded durably before the program can start: after any crash, even of the machine, a
+    // record without an exit means "may have run" (lost), never "never ran" (launched again).
+    let mut program = ProgramFile {
+        pid: None,
+        start_ticks: 0,
+        exit: None,
+    };
+    write_json(&run_dir.join(PROGRAM), &program, Durable::Yes)?;
     let mut command = std::process::Command::new(exe);
     command
         .args(args)
@@ -268,16 +294,70 @@ fn shim_inner(run_dir: &Path) -> io::Result<()> {
         .spawn()
         .map_err(|e| io::Error::new(e.kind(), format!("cannot start '{exe}': {e}")))?;
     let pid = child.id() as i32;
-    let mut program = ProgramFile {
-        pid: Some(pid),
-        start_ticks: start_ticks(pid).unwrap_or(0),
-        exit: None,
-    };
-    write_json(&run_dir.join(PROGRAM), &program)?;
+    program.pid = Some(pid);
+    program.start_ticks = start_ticks(pid).unwrap_or(0);
+    write_json(&run_dir.join(PROGRAM), &program, Durable::No)?;
     let status = child.wait()?;
     program.exit = Some(Exit {
         code: status.code(),
         signal: status.signal(),
     });
-    write_json(&run_dir.join(PROGRAM), &program)
+    write_json(&run_dir.join(PROGRAM), &program, Durable::Yes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_launch_is_recorded_before_the_program_can_start() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let run_dir = dir.path().join("run");
+        fs::create_dir_all(&run_dir).expect("run dir");
+        let launch = LaunchFile {
+            command: vec![
+                "sh".into(),
+                "-c".into(),
+                "cat \"$RUN/program.json\" > \"$RUN/seen\"".into(),
+            ],
+            env: [("RUN".to_string(), run_dir.display().to_string())].into(),
+            cwd: dir.path().join("work"),
+        };
+        fs::create_dir_all(&launch.cwd).expect("cwd");
+        fs::write(
+            run_dir.join(LAUNCH),
+            serde_json::to_vec(&launch).expect("json"),
+        )
+        .expect("launch");
+        assert_eq!(shim(&run_dir), 0);
+        let seen: ProgramFile =
+            serde_json::from_slice(&fs::read(run_dir.join("seen")).expect("seen"))
+                .expect("the program found a record of its own launch");
+        assert_eq!(seen.exit, None);
+        match ended(&run_dir).expect("ended") {
+            Started::Ended(exit) => assert_eq!(exit.code, Some(0)),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_launch_cut_off_before_its_pid_is_lost_not_repeated() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let run_dir = dir.path().join("run");
+        fs::create_dir_all(&run_dir).expect("run dir");
+        // What a crash right after the launching record, before the spawn, leaves behind.
+        let launching = ProgramFile {
+            pid: None,
+            start_ticks: 0,
+            exit: None,
+        };
+        write_json(&run_dir.join(PROGRAM), &launching, Durable::Yes).expect("record");
+        let launch = LaunchFile {
+            command: vec!["true".into()],
+            env: BTreeMap::new(),
+            cwd: dir.path().to_path_buf(),
+        };
+        let exe = Path::new("/nonexistent/ebb");
+        assert!(matches!(start(exe, &run_dir, &launch).expect("start"), Started::Lost));
+    }
 }
