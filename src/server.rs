@@ -38,6 +38,8 @@ pub struct Config {
     pub work_dir: Option<PathBuf>,
     pub bind: String,
     pub auth_token: Option<String>,
+    /// A file holding the token (kept out of the process list); owner-only.
+    pub token_file: Option<PathBuf>,
     /// HTTP worker threads; `None` for one per core.
     pub workers: Option<usize>,
     /// This server's name, tagged on every resource it makes; `None` for the one kept in the
@@ -71,6 +73,8 @@ pub enum ServerError {
     KeyFile(#[from] crate::secure::KeyFileError),
     #[error("cannot prepare {0}: {1}")]
     Dir(PathBuf, std::io::Error),
+    #[error("--token-file {0}: {1}")]
+    TokenFile(PathBuf, String),
 }
 
 /// Runs the server until it is told to stop. Must run inside an actix system.
@@ -140,7 +144,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         runtime,
         cipher,
         janitor,
-        token: config.auth_token.filter(|t| !t.is_empty()).map(Arc::from),
+        token: auth_token(&config)?.map(|t| api::TokenHash::new(&t)),
         allowed_hosts: Arc::from(config.allowed_hosts.clone()),
     };
     let data = web::Data::new(state);
@@ -189,6 +193,35 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     store.close().await?;
     tracing::info!("store flushed; stopped");
     served.map_err(ServerError::Serve)
+}
+
+/// The bearer token: `--token-file`'s content, or `--token`/`EBB_TOKEN`; not both. A token
+/// file others can read is refused, as the secure store's key file is.
+fn auth_token(config: &Config) -> Result<Option<String>, ServerError> {
+    let given = config.auth_token.clone().filter(|t| !t.is_empty());
+    let Some(path) = &config.token_file else {
+        return Ok(given);
+    };
+    let fail = |m: String| ServerError::TokenFile(path.clone(), m);
+    if given.is_some() {
+        return Err(fail(
+            "give the token either in a file or with --token/EBB_TOKEN, not both".into(),
+        ));
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(path).map_err(|e| fail(e.to_string()))?;
+    if meta.permissions().mode() & 0o077 != 0 {
+        return Err(fail(format!(
+            "others can read it (mode {:o}); chmod 600 it",
+            meta.permissions().mode() & 0o777
+        )));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
+    let token = text.trim_end_matches(['\n', '\r']).to_string();
+    if token.trim().is_empty() {
+        return Err(fail("is empty".into()));
+    }
+    Ok(Some(token))
 }
 
 /// Key of the generated server name in the store's `Meta` table.

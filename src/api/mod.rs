@@ -35,8 +35,9 @@ pub struct AppState {
     /// Seals the data of secure keys.
     pub cipher: Arc<crate::secure::Cipher>,
     pub janitor: crate::janitor::Janitor,
-    /// Bearer token required on every request but health; `None` to require none.
-    pub token: Option<Arc<str>>,
+    /// The hash of the bearer token required on every request but health; `None` to require
+    /// none.
+    pub token: Option<TokenHash>,
     /// Host names (besides IP addresses and `localhost`) a request may be addressed to.
     pub allowed_hosts: Arc<[String]>,
 }
@@ -197,15 +198,44 @@ pub async fn authenticate(
             .get(actix_web::http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "));
-        if !given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes())) {
+        if !given.is_some_and(|g| token.matches(g)) {
             return Err(ApiError::Unauthorized.into());
         }
     }
     next.call(req).await
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// A bearer token as the server keeps it: its SHA-256, compared in constant time with the
+/// hash of what a request brings, so neither the comparison's time nor its length tells
+/// anything of the token.
+#[derive(Clone)]
+pub struct TokenHash([u8; 32]);
+
+impl TokenHash {
+    pub fn new(token: &str) -> Self {
+        TokenHash(Self::hash(token))
+    }
+
+    fn hash(text: &str) -> [u8; 32] {
+        use sha2::Digest as _;
+        sha2::Sha256::digest(text.as_bytes()).into()
+    }
+
+    /// Whether `given` is the token.
+    pub fn matches(&self, given: &str) -> bool {
+        let given = Self::hash(given);
+        self.0
+            .iter()
+            .zip(given.iter())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+    }
+}
+
+impl std::fmt::Debug for TokenHash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TokenHash(..)")
+    }
 }
 
 /// Refuses what a web page, not a client of the API, would send (see [`origin`]).

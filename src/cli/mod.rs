@@ -193,6 +193,10 @@ pub struct ServeArgs {
     /// Let scheduled sweeps delete what they find (else they only report it).
     #[arg(long, env = "EBB_JANITOR_DELETE")]
     pub janitor_delete: bool,
+    /// Read the bearer token every request must carry from this file (owner-only), so it
+    /// shows in no process list. `--token`/`EBB_TOKEN` give it directly instead.
+    #[arg(long, env = "EBB_TOKEN_FILE")]
+    pub token_file: Option<PathBuf>,
     #[arg(skip)]
     pub token: Option<String>,
 }
@@ -217,6 +221,7 @@ impl ServeArgs {
             allowed_hosts: self.allowed_hosts,
             bind: self.bind,
             auth_token: self.token,
+            token_file: self.token_file,
             workers: self.workers,
             server_name: self.server_name,
             secure_key_file: self.secure_key_file,

@@ -358,6 +358,9 @@ mod tests {
             cwd: dir.path().to_path_buf(),
         };
         let exe = Path::new("/nonexistent/ebb");
-        assert!(matches!(start(exe, &run_dir, &launch).expect("start"), Started::Lost));
+        assert!(matches!(
+            start(exe, &run_dir, &launch).expect("start"),
+            Started::Lost
+        ));
     }
 }

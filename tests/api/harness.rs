@@ -252,6 +252,16 @@ pub fn run_ebb(args: &[&str], envs: &[(&str, &str)], cwd: Option<&Path>) -> (i32
 
 /// Runs `ebb serve` that must refuse to start; returns what it printed on stderr.
 #[track_caller]
+/// Runs `ebb serve` on `data_dir` with `args`, which must make it fail; returns its stderr.
+pub fn serve_fails_with(data_dir: &Path, args: &[&str]) -> String {
+    let data_dir = data_dir.to_str().expect("utf-8 path");
+    let mut all = vec!["serve", "--bind", "127.0.0.1:0", "--data-dir", data_dir];
+    all.extend_from_slice(args);
+    let (code, _, stderr) = run_ebb(&all, &[], None);
+    assert_eq!(code, 1, "serve should have failed: {stderr}");
+    stderr
+}
+
 pub fn serve_fails(bind: &str, data_dir: &Path) -> String {
     let data_dir = data_dir.to_str().expect("utf-8 path");
     let (code, _, stderr) = run_ebb(

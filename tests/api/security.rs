@@ -629,3 +629,41 @@ fn waiting_on_events_of_runs_that_do_not_exist_holds_nothing() {
     let (code, _) = server.get(&format!("{run}/events?after=99999999999999999&wait=50ms"));
     assert_eq!(code, 200);
 }
+
+#[test]
+fn a_token_from_a_file_stays_out_of_the_process_list() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("token");
+    std::fs::write(&file, "file-token-123\n").expect("token");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let data = sub(&dir, "data");
+    let refused =
+        super::harness::serve_fails_with(&data, &["--token-file", file.to_str().expect("utf-8")]);
+    assert!(refused.contains("others can read it"), "{refused}");
+
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let server = Server::start_at(
+        &data,
+        super::harness::Options {
+            args: vec!["--token-file".into(), file.display().to_string()],
+            ..Default::default()
+        },
+    );
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", server.pid())).expect("cmdline");
+    assert!(!String::from_utf8_lossy(&cmdline).contains("file-token-123"));
+    assert_error(
+        server.request("GET", "/v3/namespaces", None),
+        401,
+        "bearer token",
+    );
+    for wrong in ["file-token-12", "file-token-1234", "x", ""] {
+        assert_error(
+            server.request("GET", "/v3/namespaces", Some(wrong)),
+            401,
+            "bearer token",
+        );
+    }
+    let (code, _) = server.request("GET", "/v3/namespaces", Some("file-token-123"));
+    assert_eq!(code, 200);
+}
