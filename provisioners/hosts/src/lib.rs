@@ -177,6 +177,10 @@ fn looked(out: &str) -> Option<(String, Tags)> {
 }
 
 fn failed(e: String) -> ProvisionError {
+    // A planted link or another user's directory stays so: trying again cannot help.
+    if e.contains(ebb_ssh::remote::REFUSED) {
+        return ProvisionError::fatal(e);
+    }
     ProvisionError::retryable(e)
 }
 
@@ -191,7 +195,8 @@ impl Hosts {
             .map(|(k, v)| format!("{k}={v}\n"))
             .collect();
         let script = format!(
-            "mkdir -p {d} && cd {d} && cat > {MARKER} && pwd && hostname",
+            "{make}cd {d} && cat > {MARKER} && pwd && hostname",
+            make = ebb_ssh::remote::make(&dir),
             d = quote(&dir)
         );
         let out = session

@@ -210,17 +210,53 @@ pub fn signal(dir: &str, signal: &str) -> String {
     )
 }
 
+/// What a refused directory's error starts with: someone else planted it.
+pub const REFUSED: &str = "ebb: refusing";
+
+/// The run's directory above the node's directory `dir`.
+fn parent_of(dir: &str) -> String {
+    match dir.trim_end_matches('/').rsplit_once('/') {
+        Some((parent, _)) if !parent.is_empty() => parent.to_string(),
+        _ => String::from("."),
+    }
+}
+
+/// Shell that exits 3 unless each of `dirs` is missing, or a real directory (not a symbolic
+/// link) owned by the user ebb logs in as: in a directory others can write to (a shared
+/// `remoteDir` such as /tmp), a planted link must not steer a `mkdir`, a `kill` or an `rm -rf`.
+pub fn guard(dirs: &[&str]) -> String {
+    let mut s = String::new();
+    for d in dirs {
+        let d = quote(d);
+        s.push_str(&format!(
+            "if [ -L {d} ] || {{ [ -e {d} ] && {{ [ ! -d {d} ] || [ ! -O {d} ]; }}; }}; then echo \"{REFUSED} \"{d}\": a symbolic link, or not a directory of $(id -un)\" >&2; exit 3; fi\n"
+        ));
+    }
+    s
+}
+
+/// Makes the node's directory `dir` (and the run's above it) owner-only, refusing planted
+/// links and directories of other users before and after.
+pub fn make(dir: &str) -> String {
+    let parent = parent_of(dir);
+    let checks = guard(&[&parent, dir]);
+    format!(
+        "{checks}( umask 077 && mkdir -p {d} ) || exit 1\n{checks}",
+        d = quote(dir)
+    )
+}
+
 /// Removes the node's directory for the run, after stopping the program if it still runs;
-/// then the run's directory if it is left empty. Never touches anything else.
+/// then the run's directory if it is left empty. Never touches anything else, and nothing
+/// that is a symbolic link or another user's.
 pub fn clean(dir: &str) -> String {
     let d = quote(dir);
-    let parent = match dir.trim_end_matches('/').rsplit_once('/') {
-        Some((parent, _)) if !parent.is_empty() => quote(parent),
-        _ => String::from("."),
-    };
+    let parent = parent_of(dir);
     format!(
-        "{kill}\nrm -rf {d} && {{ rmdir {parent} 2>/dev/null; true; }}",
+        "{checks}{kill}\nrm -rf {d} && {{ rmdir {p} 2>/dev/null; true; }}",
+        checks = guard(&[&parent, dir]),
         kill = signal(dir, "KILL"),
+        p = quote(&parent),
     )
 }
 
@@ -322,6 +358,53 @@ mod tests {
             !home.join("r").exists(),
             "the run's directory is removed when empty"
         );
+        let _ = std::fs::remove_dir_all(home);
+    }
+
+    #[test]
+    fn a_planted_link_steers_neither_mkdir_nor_rm() {
+        let home = temp();
+        let victim = home.join("victim");
+        std::fs::create_dir_all(victim.join("master")).expect("victim");
+        std::fs::write(victim.join("master/precious"), "x").expect("precious");
+        // Someone who can write to the shared remoteDir plants the run's directory as a link.
+        std::os::unix::fs::symlink(&victim, home.join("r")).expect("link");
+        let out = sh(&clean("r/master"), &home);
+        assert_eq!(out.status.code(), Some(3));
+        assert!(String::from_utf8_lossy(&out.stderr).contains(REFUSED));
+        assert!(
+            victim.join("master/precious").exists(),
+            "nothing was deleted"
+        );
+        let out = sh(&make("r/worker-1"), &home);
+        assert_eq!(out.status.code(), Some(3));
+        assert!(
+            !victim.join("worker-1").exists(),
+            "nothing was made through the link"
+        );
+        // A link at the node's own directory is refused as well.
+        std::fs::remove_file(home.join("r")).expect("unlink");
+        std::fs::create_dir(home.join("r")).expect("real run dir");
+        std::os::unix::fs::symlink(victim.join("master"), home.join("r/master")).expect("link");
+        let out = sh(&clean("r/master"), &home);
+        assert_eq!(out.status.code(), Some(3));
+        assert!(victim.join("master/precious").exists());
+        // Real directories of this user are made owner-only and removed.
+        let out = sh(&make("r/worker-2"), &home);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(home.join("r/worker-2"))
+            .expect("made")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o077, 0);
+        let out = sh(&clean("r/worker-2"), &home);
+        assert!(out.status.success());
+        assert!(!home.join("r/worker-2").exists());
         let _ = std::fs::remove_dir_all(home);
     }
 
