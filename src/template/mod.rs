@@ -59,6 +59,8 @@ pub enum Action {
 pub const DEFAULT_ACTION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
 /// How many attempts an action gets unless it says otherwise.
 pub const DEFAULT_ACTION_ATTEMPTS: u32 = 3;
+/// The longest one attempt of an action may be given.
+const MAX_ACTION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
 /// The most attempts an action may ask for.
 const MAX_ACTION_ATTEMPTS: u32 = 20;
 
@@ -340,8 +342,19 @@ impl Template {
                 }
                 if let Some(t) = timeout {
                     match ebb_spi::parse_duration(t) {
-                        Ok(d) if !d.is_zero() => {}
-                        Ok(_) => return Err(invalid(field("timeout"), "must be more than zero")),
+                        Ok(d) if d.is_zero() => {
+                            return Err(invalid(field("timeout"), "must be more than zero"));
+                        }
+                        Ok(d) if d > MAX_ACTION_TIMEOUT => {
+                            return Err(invalid(
+                                field("timeout"),
+                                format!(
+                                    "must be at most {}, got {t}",
+                                    humantime::format_duration(MAX_ACTION_TIMEOUT)
+                                ),
+                            ));
+                        }
+                        Ok(_) => {}
                         Err(e) => return Err(invalid(field("timeout"), e)),
                     }
                 }
@@ -756,6 +769,11 @@ mod tests {
                 json!({"services": {"a": {"actions": {"start": {"type": "shell", "script": " "}}}}}),
                 "services.a.actions.start.script",
                 "must not be empty",
+            ),
+            (
+                json!({"services": {"a": {"actions": {"start": {"type": "shell", "script": "x", "timeout": "8d"}}}}}),
+                "services.a.actions.start.timeout",
+                "at most 7days",
             ),
             (
                 json!({"services": {"a": {}}, "compatibility": {"services": ["b"]}}),
