@@ -105,7 +105,7 @@ pub async fn start(
         match outcome {
             Recorded::Started(run) => {
                 let id = run.key.run.clone();
-                runtime.spawn(run);
+                runtime.spawn(*run);
                 return Ok(id);
             }
             Recorded::Rejected(refusal) => return Err(refusal.into()),
@@ -300,7 +300,7 @@ fn solve_layout(
 
 /// What [`record_start`] did.
 enum Recorded {
-    Started(RunRecord),
+    Started(Box<RunRecord>),
     Rejected(RunError),
     /// The profile, its properties or the template changed since they were solved for.
     Changed,
@@ -413,7 +413,7 @@ fn record_start(
             run.cluster.nodes.len()
         ),
     )?;
-    Ok(Recorded::Started(run))
+    Ok(Recorded::Started(Box::new(run)))
 }
 
 /// Adds run `key` to its namespace's run index.

@@ -67,9 +67,8 @@ impl Reader<'_> {
             _ => format!("{prefix}\u{10ffff}"),
         };
         let mut entries = Vec::new();
-        let mut read = 0;
         let mut last = None;
-        for entry in t.range::<&str>(prefix..end.as_str())?.rev() {
+        for (read, entry) in t.range::<&str>(prefix..end.as_str())?.rev().enumerate() {
             let (k, v) = entry?;
             let key = k.value();
             if !key.starts_with(prefix) {
@@ -81,7 +80,6 @@ impl Reader<'_> {
                     next: last,
                 });
             }
-            read += 1;
             let value: V = decode(table, key, v.value())?;
             last = Some(key.to_string());
             if keep(key, &value) {
