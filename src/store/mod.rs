@@ -443,10 +443,46 @@ mod tests {
         write_schema_version(dir.path(), SCHEMA_VERSION + 1).expect("bump");
         match Store::open(dir.path()) {
             Err(e @ StoreError::SchemaTooNew { .. }) => {
-                assert!(e.to_string().contains("schema version 2"), "{e}");
+                let found = format!("schema version {}", SCHEMA_VERSION + 1);
+                assert!(e.to_string().contains(&found), "{e}");
             }
             other => panic!("expected SchemaTooNew, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_version_1_store_gets_its_run_index() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        {
+            let store = Store::open(dir.path()).expect("open");
+            rt().block_on(store.write(|tx| {
+                tx.put(Table::Runs, "ns/app/prog/0190-a", &serde_json::json!({}))?;
+                tx.put(Table::Runs, "ns/app/prog/0190-b", &serde_json::json!({}))?;
+                Ok::<_, StoreError>(())
+            }))
+            .expect("runs");
+            rt().block_on(store.close()).expect("close");
+        }
+        write_schema_version(dir.path(), 1).expect("version 1");
+        let store = Store::open(dir.path()).expect("migrated");
+        let index: Vec<(String, String)> = rt()
+            .block_on(store.read(|r| r.scan::<String>(Table::RunIndex, "ns/")))
+            .expect("index");
+        assert_eq!(
+            index,
+            [
+                ("ns/0190-a".to_string(), "ns/app/prog/0190-a".to_string()),
+                ("ns/0190-b".to_string(), "ns/app/prog/0190-b".to_string()),
+            ]
+        );
+        rt().block_on(store.close()).expect("close");
+        drop(store);
+        let store = Store::open(dir.path()).expect("reopened");
+        let version: Option<u64> = rt()
+            .block_on(store.read(|r| r.get(Table::Meta, SCHEMA_KEY)))
+            .expect("meta");
+        assert_eq!(version, Some(SCHEMA_VERSION));
+        rt().block_on(store.close()).expect("close");
     }
 
     #[test]

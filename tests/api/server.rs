@@ -136,7 +136,10 @@ fn a_store_with_a_newer_schema_is_refused_with_a_clear_message() {
         .expect("bump version");
     let stderr = serve_fails("127.0.0.1:0", dir.path());
     assert!(
-        stderr.contains("schema version 2") && stderr.contains("newer ebb"),
+        stderr.contains(&format!(
+            "schema version {}",
+            ebb::store::SCHEMA_VERSION + 1
+        )) && stderr.contains("newer ebb"),
         "{stderr}"
     );
 }
