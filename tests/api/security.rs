@@ -22,6 +22,25 @@ fn exclusive_services(count: usize) -> Value {
     })
 }
 
+/// A template of `count` services, each on at most one node: every subset of them is a
+/// candidate node, 2^count of them (15 made the old recursive search overflow the stack).
+fn optional_services(count: usize) -> Value {
+    let names: Vec<String> = (0..count).map(|i| format!("s{i}")).collect();
+    let services: serde_json::Map<String, Value> =
+        names.iter().map(|n| (n.clone(), json!({}))).collect();
+    let constraints: serde_json::Map<String, Value> = names
+        .iter()
+        .map(|n| (n.clone(), json!({"quantities": {"min": 0, "max": 1}})))
+        .collect();
+    json!({
+        "services": services,
+        "hardwareTypes": {"h": {"local": {}}},
+        "imageTypes": {"i": {"local": {}}},
+        "defaults": {"services": names},
+        "constraints": {"services": constraints}
+    })
+}
+
 /// The server still answers: it did not abort, and its writer is not stalled.
 #[track_caller]
 fn assert_alive(server: &Server) {
@@ -44,6 +63,51 @@ fn no_plan_request_aborts_or_stalls_the_server() {
         json!({"template": exclusive_services(15), "provisioner": "local", "nodes": 20}),
     );
     assert!(code == 200 || code == 400, "{code} {body}");
+    for count in [15, 16] {
+        let (code, body) = server.post_json(
+            plan,
+            json!({"template": optional_services(count), "provisioner": "local", "nodes": 20}),
+        );
+        assert!(code == 200 || code == 400, "{code} {body}");
+        if code == 400 {
+            assert!(
+                body["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("steps")),
+                "{body}"
+            );
+        }
+        assert_alive(&server);
+    }
+    // A run whose template needs that search: refused or started, the writer answers.
+    let (code, body) = server.put(
+        "/v3/namespaces/default/templates/optional",
+        optional_services(15),
+    );
+    assert_eq!(code, 200, "{body}");
+    let (code, body) = server.put(
+        "/v3/namespaces/default/profiles/optional",
+        profile_body(
+            "local",
+            &[("nodes", "20", true), ("template", "optional", true)],
+        ),
+    );
+    assert_eq!(code, 200, "{body}");
+    deploy(&server, "opt", "true", json!({}));
+    let (code, body) = server.post_json(
+        &format!("{}/start", program("opt")),
+        json!({"system.profile.name": "optional"}),
+    );
+    assert!(code == 200 || code == 400, "{code} {body}");
+    assert_alive(&server);
+    if code == 200 {
+        let run = format!(
+            "{}/runs/{}",
+            program("opt"),
+            body["runId"].as_str().expect("id")
+        );
+        wait_deprovisioned(&server, &run);
+    }
     assert_error(
         server.post_json(
             plan,
