@@ -272,7 +272,7 @@ impl Janitor {
     async fn targets(&self) -> Result<Vec<Target>, ServiceError> {
         let registry = Arc::clone(&self.deps.registry);
         let cipher = Arc::clone(&self.deps.cipher);
-        let data_dir = self.deps.work_dir.clone();
+        let work_dir = self.deps.work_dir.clone();
         self.deps
             .store
             .read(move |r| {
@@ -311,7 +311,7 @@ impl Janitor {
                         continue;
                     }
                     let context = crate::secure::resolve(r, &cipher, &ns, &props)
-                        .map(|res| res.into_context(Context::new(props, data_dir.clone())));
+                        .map(|res| res.into_context(Context::new(props, work_dir.clone())));
                     index.insert((name, account.clone()), targets.len());
                     targets.push(Target {
                         provisioner: Arc::clone(provisioner),

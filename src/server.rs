@@ -81,6 +81,8 @@ pub enum ServerError {
 pub async fn run(config: Config) -> Result<(), ServerError> {
     // Catch signals from the very start, so a SIGTERM during start-up is a clean stop too.
     let mut signals = Signals::install().map_err(ServerError::Signals)?;
+    // A bad token file stops the start before anything is opened or resumed.
+    let token = auth_token(&config)?.map(|t| api::TokenHash::new(&t));
     // Everything the server makes is its own: the store, the key, run directories, sandboxes.
     crate::runtime::confine::owner_only();
     // Programs run as this user: they must not read this process's memory or environment.
@@ -99,11 +101,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     let store = Store::open(&data_dir)?;
     crate::runtime::confine::private_file(store.path())
         .map_err(|e| ServerError::Dir(store.path().to_path_buf(), e))?;
-    let config = Config {
-        data_dir,
-        work_dir: Some(work_dir.clone()),
-        ..config
-    };
+    let config = Config { data_dir, ..config };
     tracing::info!(store.path = %store.path().display(), "store opened");
     let key_file = config
         .secure_key_file
@@ -144,7 +142,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         runtime,
         cipher,
         janitor,
-        token: auth_token(&config)?.map(|t| api::TokenHash::new(&t)),
+        token,
         allowed_hosts: Arc::from(config.allowed_hosts.clone()),
     };
     let data = web::Data::new(state);

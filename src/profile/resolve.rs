@@ -106,6 +106,14 @@ pub struct EffectiveProperty {
     pub origin: Origin,
 }
 
+/// `properties` by name, as a provisioner takes them.
+pub fn by_name(properties: &[EffectiveProperty]) -> ebb_spi::Properties {
+    properties
+        .iter()
+        .map(|p| (p.name.clone(), p.value.clone()))
+        .collect()
+}
+
 /// A run's resolved profile: which one, and its effective properties by name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resolution {

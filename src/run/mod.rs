@@ -253,10 +253,7 @@ impl RunRecord {
 
     /// The effective provisioner properties by name.
     pub fn properties(&self) -> Properties {
-        self.profile_properties
-            .iter()
-            .map(|p| (p.name.clone(), p.value.clone()))
-            .collect()
+        crate::profile::resolve::by_name(&self.profile_properties)
     }
 
     /// When the profile's timeout ends the cluster's life, if it has one.

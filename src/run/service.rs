@@ -87,20 +87,14 @@ pub async fn start(
     resolve::check_overrides(Level::Runtime, &args)?;
     let registry = runtime.deps().registry.clone();
     let store = &runtime.deps().store;
-    // The layout is solved between a read and the write that records the run, so the solver
-    // never holds the store's writer; the write checks that what was solved for still holds.
+    // A run without a template is recorded in one write. With one, the write hands back what
+    // it resolved, the layout is solved outside it (the solver never holds the store's
+    // writer), and the next write records the run if what was solved for still holds.
+    let mut solved: Option<(Resolved, Layout)> = None;
     for _ in 0..MAX_START_TRIES {
         let (r, k, a) = (registry.clone(), key.clone(), args.clone());
-        let resolved = store.read(move |tx| resolve_start(tx, &r, &k, &a)).await?;
-        let r = registry.clone();
-        let (layout, resolved) = tokio::task::spawn_blocking(move || {
-            solve_layout(&r, &resolved).map(|layout| (layout, resolved))
-        })
-        .await
-        .map_err(|e| StoreError::Storage(format!("the layout was not solved: {e}")))??;
-        let (r, k, a) = (registry.clone(), key.clone(), args.clone());
         let outcome = store
-            .write(move |tx| record_start(tx, &r, k, a, &resolved, layout))
+            .write(move |tx| record_start(tx, &r, k, a, solved))
             .await?;
         match outcome {
             Recorded::Started(run) => {
@@ -109,7 +103,18 @@ pub async fn start(
                 return Ok(id);
             }
             Recorded::Rejected(refusal) => return Err(refusal.into()),
-            Recorded::Changed => continue,
+            Recorded::Unsolved(resolved) => {
+                let r = registry.clone();
+                solved = Some(
+                    tokio::task::spawn_blocking(move || {
+                        solve_layout(&r, &resolved).map(|layout| (*resolved, layout))
+                    })
+                    .await
+                    .map_err(|e| {
+                        StoreError::Storage(format!("the layout was not solved: {e}"))
+                    })??,
+                );
+            }
         }
     }
     Err(ServiceError::Changed(format!(
@@ -120,9 +125,9 @@ pub async fn start(
 /// How often a start resolves and solves again when the store changed under it.
 const MAX_START_TRIES: usize = 3;
 
-/// What a start resolves from the store before the run is recorded: read once to solve the
-/// layout outside the store's writer, and again in the write that records the run, which
-/// goes ahead only if nothing changed in between.
+/// What a start resolves from the store: with a template, resolved once to solve the layout
+/// outside the store's writer, and again in the write that records the run, which goes ahead
+/// only if nothing changed in between.
 #[derive(Debug, Clone, PartialEq)]
 struct Resolved {
     chosen: resolve::ChosenProfile,
@@ -175,10 +180,7 @@ fn resolve_start(
     let provisioner = registry
         .get(&provisioner_name)
         .ok_or_else(|| ServiceError::ProvisionerNotFound(provisioner_name.clone()))?;
-    let map: ebb_spi::Properties = properties
-        .iter()
-        .map(|p| (p.name.clone(), p.value.clone()))
-        .collect();
+    let map = resolve::by_name(&properties);
     if let Err(e) = provisioner.validate(&map) {
         return Err(RunError::BadProperty {
             property: e.property,
@@ -230,11 +232,7 @@ fn solve_layout(
     let provisioner = registry
         .get(provisioner_name)
         .ok_or_else(|| ServiceError::ProvisionerNotFound(provisioner_name.clone()))?;
-    let map: ebb_spi::Properties = resolved
-        .properties
-        .iter()
-        .map(|p| (p.name.clone(), p.value.clone()))
-        .collect();
+    let map = resolve::by_name(&resolved.properties);
     let nodes = &resolved.nodes;
     let solved = crate::solver::solve(
         template,
@@ -302,24 +300,27 @@ fn solve_layout(
 enum Recorded {
     Started(Box<RunRecord>),
     Rejected(RunError),
-    /// The profile, its properties or the template changed since they were solved for.
-    Changed,
+    /// Nothing: the run has a template whose layout must be solved first (or solved again:
+    /// the profile, its properties or the template changed since).
+    Unsolved(Box<Resolved>),
 }
 
-/// Records run `key` with what `expected` resolved and `layout`, or its rejection for the
-/// concurrency limit, in one write; nothing if the store no longer resolves to `expected`.
+/// Records run `key`, or its rejection for the concurrency limit, in one write. A run with
+/// a template needs `solved`, the layout solved for what the store still resolves to;
+/// otherwise nothing is written and what to solve for is handed back.
 fn record_start(
     tx: &mut Txn,
     registry: &crate::provisioner::Registry,
     key: RunKey,
     args: Values,
-    expected: &Resolved,
-    layout: Layout,
+    solved: Option<(Resolved, Layout)>,
 ) -> Result<Recorded, ServiceError> {
     let resolved = resolve_start(tx, registry, &key, &args)?;
-    if resolved != *expected {
-        return Ok(Recorded::Changed);
-    }
+    let layout = match solved {
+        _ if resolved.template.is_none() => Layout::default(),
+        Some((expected, layout)) if expected == resolved => layout,
+        _ => return Ok(Recorded::Unsolved(Box::new(resolved))),
+    };
     let Resolved {
         chosen,
         keepalive,
@@ -853,17 +854,9 @@ pub async fn history(
 ) -> Result<Vec<RunEvent>, ServiceError> {
     check_key(&key)?;
     let deadline = wait.map(|w| tokio::time::Instant::now() + w);
-    if deadline.is_some() {
-        // Only a run that exists is waited on.
-        let k = key.clone();
-        runtime
-            .deps()
-            .store
-            .read(move |r| require_run(r, &k).map(|_| ()))
-            .await?;
-    }
     loop {
-        // Dropped when the request ends, however it ends (a client gone mid-wait included).
+        // Dropped when the request ends, however it ends (a run not found, a client gone
+        // mid-wait), and with it the run's entry when nobody else waits on it.
         let subscription = runtime.deps().notifier.subscribe(&key.run);
         let notified = subscription.notify.notified();
         tokio::pin!(notified);

@@ -309,15 +309,10 @@ fn service_sets(
     budget: &mut Budget,
 ) -> Result<Vec<BTreeSet<String>>, SolveError> {
     let layout = &template.constraints.layout;
-    let in_groups: BTreeSet<&String> = layout
-        .must_coexist
-        .iter()
-        .chain(&layout.cant_coexist)
-        .flatten()
-        .collect();
+    let all_constrained = template.constrained_services();
     let (constrained, free): (Vec<&String>, Vec<&String>) = services
         .iter()
-        .partition(|s| template.constraints.services.contains_key(*s) || in_groups.contains(s));
+        .partition(|s| all_constrained.contains(s.as_str()));
     let valid = |set: &BTreeSet<&String>| {
         layout
             .cant_coexist

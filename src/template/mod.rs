@@ -642,48 +642,36 @@ impl Template {
                 return Err(over(field, "types", types.len(), MAX_TYPES));
             }
         }
-        let mut lists: Vec<(String, usize)> = Vec::new();
+        // Each list's field is named only when it is too long.
+        let list = |count: usize, field: &dyn Fn() -> String| {
+            if count > MAX_LIST {
+                return Err(over(&field(), "entries", count, MAX_LIST));
+            }
+            Ok(())
+        };
         for (name, service) in &self.services {
             let deps = &service.dependencies;
             for (set, which) in [(&deps.install, "install"), (&deps.runtime, "runtime")] {
-                lists.push((
-                    format!("services.{name}.dependencies.{which}.requires"),
-                    set.requires.len(),
-                ));
-                lists.push((
-                    format!("services.{name}.dependencies.{which}.uses"),
-                    set.uses.len(),
-                ));
+                for (entries, kind) in [(&set.requires, "requires"), (&set.uses, "uses")] {
+                    list(entries.len(), &|| {
+                        format!("services.{name}.dependencies.{which}.{kind}")
+                    })?;
+                }
             }
-            lists.push((
-                format!("services.{name}.dependencies.provides"),
-                deps.provides.len(),
-            ));
-            lists.push((
-                format!("services.{name}.dependencies.conflicts"),
-                deps.conflicts.len(),
-            ));
+            for (entries, kind) in [(&deps.provides, "provides"), (&deps.conflicts, "conflicts")] {
+                list(entries.len(), &|| {
+                    format!("services.{name}.dependencies.{kind}")
+                })?;
+            }
         }
         let layout = &self.constraints.layout;
-        lists.push((
-            "constraints.layout.mustCoexist".into(),
-            layout.must_coexist.len(),
-        ));
-        lists.push((
-            "constraints.layout.cantCoexist".into(),
-            layout.cant_coexist.len(),
-        ));
         for (field, groups) in [
             ("mustCoexist", &layout.must_coexist),
             ("cantCoexist", &layout.cant_coexist),
         ] {
+            list(groups.len(), &|| format!("constraints.layout.{field}"))?;
             for (i, g) in groups.iter().enumerate() {
-                lists.push((format!("constraints.layout.{field}[{i}]"), g.len()));
-            }
-        }
-        for (field, count) in lists {
-            if count > MAX_LIST {
-                return Err(over(&field, "entries", count, MAX_LIST));
+                list(g.len(), &|| format!("constraints.layout.{field}[{i}]"))?;
             }
         }
         let constrained = self.constrained_services().len();

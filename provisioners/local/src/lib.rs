@@ -1,6 +1,6 @@
 //! The `local` provisioner: each node of a cluster is a sandbox on this host.
 //!
-//! A node is a directory under the data dir (or the `workDir` property) with its own
+//! A node is a directory under the server's work dir (or the `workDir` property) with its own
 //! loopback address; deleting the node stops what runs in it and removes the directory. The
 //! provisioner keeps no state of its own: the sandboxes on disk are the truth ([`sandbox`]).
 
@@ -48,7 +48,7 @@ pub fn sandboxes(ctx: &Context) -> Sandboxes {
     Sandboxes::new(
         ctx.property("workDir")
             .map(PathBuf::from)
-            .unwrap_or_else(|| ctx.data_dir.join("local")),
+            .unwrap_or_else(|| ctx.work_dir.join("local")),
     )
 }
 

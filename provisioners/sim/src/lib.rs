@@ -73,7 +73,7 @@ pub struct Sim;
 pub fn state_dir(ctx: &Context) -> PathBuf {
     ctx.property("stateDir")
         .map(PathBuf::from)
-        .unwrap_or_else(|| ctx.data_dir.join("sim"))
+        .unwrap_or_else(|| ctx.work_dir.join("sim"))
 }
 
 fn behaviour(properties: &Properties) -> Behaviour {

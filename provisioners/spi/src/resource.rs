@@ -101,15 +101,16 @@ pub const TAG_NAMESPACE: &str = "ebb:namespace";
 /// Tag carrying the profile the run's cluster was made with.
 pub const TAG_PROFILE: &str = "ebb:profile";
 
-/// What every call gets: the run's effective properties (secure references resolved), where
-/// the server keeps its data (provisioners that keep files default to a folder in it), the
-/// labels every resource carries and the cluster's maximum lifetime.
+/// What every call gets: the run's effective properties (secure references resolved), the
+/// server's work directory (provisioners that keep files default to a folder in it; never
+/// the data directory, which holds the store and the secure key), the labels every resource
+/// carries and the cluster's maximum lifetime.
 ///
 /// Its `Debug` shows property names only: values may be secrets.
 #[derive(Clone)]
 pub struct Context {
     pub properties: Properties,
-    pub data_dir: PathBuf,
+    pub work_dir: PathBuf,
     /// Tags the framework puts on every resource besides its key's ([`TAG_SERVER`],
     /// [`TAG_NAMESPACE`], [`TAG_PROFILE`]).
     pub labels: Tags,
@@ -125,10 +126,10 @@ pub struct Context {
 
 impl Context {
     /// A context with no labels and no deadline.
-    pub fn new(properties: Properties, data_dir: PathBuf) -> Self {
+    pub fn new(properties: Properties, work_dir: PathBuf) -> Self {
         Self {
             properties,
-            data_dir,
+            work_dir,
             labels: Tags::new(),
             deadline: None,
             secrets: Vec::new(),
@@ -172,7 +173,7 @@ impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Context")
             .field("properties", &self.properties.keys().collect::<Vec<_>>())
-            .field("data_dir", &self.data_dir)
+            .field("work_dir", &self.work_dir)
             .field("labels", &self.labels)
             .field("deadline", &self.deadline)
             .finish()
