@@ -8,9 +8,9 @@
 
 use std::collections::BTreeSet;
 
-use ebb::plan::cluster::{Action, ClusterOperation, ClusterTask, PlanNode, plan, stages};
-use ebb::solver::{Request, solve};
-use ebb::template::service::parse_builtin;
+use ebb::rules::plan::cluster::{Action, ClusterOperation, ClusterTask, PlanNode, plan, stages};
+use ebb::rules::solver::{Request, solve};
+use ebb::service::templates::parse_builtin;
 
 /// Latency of one task in ms: a base per action, times a jitter of 0.5–2.5 (xorshift).
 fn latency(action: Action, rng: &mut u64) -> f64 {

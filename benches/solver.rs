@@ -5,8 +5,8 @@
 
 use std::time::{Duration, Instant};
 
-use ebb::solver::{Request, solve};
-use ebb::template::Template;
+use ebb::model::template::Template;
+use ebb::rules::solver::{Request, solve};
 use serde_json::{Map, Value, json};
 
 fn template() -> Template {

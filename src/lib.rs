@@ -22,22 +22,10 @@
 //! - [`names`], [`error`]: shared name rules and the services' error type.
 
 pub mod api;
-pub mod app;
 pub mod cli;
-pub mod error;
-pub mod janitor;
-pub mod names;
-pub mod namespace;
-pub mod operation;
-pub mod plan;
-pub mod preference;
-pub mod profile;
-pub mod provisioner;
-pub mod run;
+pub mod model;
+pub mod rules;
 pub mod runtime;
-pub mod secure;
 pub mod server;
-pub mod solver;
+pub mod service;
 pub mod store;
-pub mod template;
-pub mod time;

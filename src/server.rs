@@ -15,14 +15,14 @@ use actix::Arbiter;
 use actix_web::{App, HttpServer, middleware, web};
 
 use crate::api::{self, AppState};
-use crate::error::ServiceError;
-use crate::janitor::Janitor;
-use crate::namespace;
-use crate::profile::builtin;
-use crate::provisioner::Registry;
-use crate::run::events::Notifier;
+use crate::runtime::janitor::Janitor;
+use crate::runtime::registry::Registry;
 use crate::runtime::{Deps, Runtime};
-use crate::secure::Cipher;
+use crate::service::builtin;
+use crate::service::error::ServiceError;
+use crate::service::namespaces;
+use crate::service::secure::Cipher;
+use crate::store::events::Notifier;
 use crate::store::{Store, StoreError};
 
 /// How long in-flight requests get to finish after the first shutdown signal.
@@ -48,7 +48,7 @@ pub struct Config {
     /// The key file of the secure store; `None` for `secure.key` in the data dir.
     pub secure_key_file: Option<PathBuf>,
     /// How the janitor sweeps on its own.
-    pub janitor: crate::janitor::Settings,
+    pub janitor: crate::runtime::janitor::Settings,
 }
 
 /// Why the server could not start or stop cleanly.
@@ -70,7 +70,7 @@ pub enum ServerError {
     #[error("cannot find the ebb executable (it launches programs): {0}")]
     Exe(std::io::Error),
     #[error(transparent)]
-    KeyFile(#[from] crate::secure::KeyFileError),
+    KeyFile(#[from] crate::service::secure::KeyFileError),
     #[error("cannot prepare {0}: {1}")]
     Dir(PathBuf, std::io::Error),
     #[error("--token-file {0}: {1}")]
@@ -109,10 +109,10 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         .unwrap_or_else(|| config.data_dir.join("secure.key"));
     let cipher = Arc::new(Cipher::load_or_create(&key_file)?);
     let registry = Arc::new(Registry::builtin());
-    namespace::ensure_default(&store).await?;
+    namespaces::ensure_default(&store).await?;
     let profiles = builtin::load(&store, &registry).await?;
     tracing::info!(profiles = profiles.len(), "built-in profiles loaded");
-    let templates = crate::template::service::load_builtin(&store).await?;
+    let templates = crate::service::templates::load_builtin(&store).await?;
     tracing::info!(templates, "built-in templates loaded");
 
     let server_name = server_name(&store, config.server_name.clone()).await?;
@@ -230,7 +230,7 @@ const SERVER_NAME_KEY: &str = "server_name";
 /// other's resources for its own.
 async fn server_name(store: &Store, given: Option<String>) -> Result<String, ServerError> {
     if let Some(name) = given.filter(|n| !n.trim().is_empty()) {
-        crate::names::check("--server-name", &name)?;
+        crate::model::names::check("--server-name", &name)?;
         return Ok(name);
     }
     let mut bytes = [0u8; 6];

@@ -8,7 +8,7 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
 use serde::Serialize;
 
-use crate::error::ServiceError;
+use crate::service::error::ServiceError;
 use crate::store::StoreError;
 
 /// Why an HTTP request failed.

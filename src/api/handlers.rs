@@ -5,11 +5,12 @@ use actix_web::{FromRequest, HttpRequest, HttpResponse, web};
 use super::AppState;
 use super::body::{Json, OrDefault};
 use super::error::ApiError;
-use crate::error::ServiceError;
-use crate::namespace::{self, NamespaceSpec};
-use crate::preference::{self, Scope as PrefScope};
-use crate::profile::resolve::Values;
-use crate::profile::{ProfileId, ProfileSpec, ProfileStatus, service as profiles};
+use crate::model::profile::{ProfileId, ProfileSpec, ProfileStatus};
+use crate::rules::resolve::Values;
+use crate::service::error::ServiceError;
+use crate::service::namespaces::{self, NamespaceSpec};
+use crate::service::preferences::{self, Scope as PrefScope};
+use crate::service::profiles;
 
 pub type State = web::Data<AppState>;
 pub type Reply = Result<HttpResponse, ApiError>;
@@ -25,11 +26,11 @@ pub async fn health() -> Reply {
 // ---- namespaces ----
 
 pub async fn list_namespaces(state: State) -> Reply {
-    ok(&namespace::list(&state.store).await?)
+    ok(&namespaces::list(&state.store).await?)
 }
 
 pub async fn get_namespace(state: State, ns: web::Path<String>) -> Reply {
-    ok(&namespace::get(&state.store, ns.into_inner()).await?)
+    ok(&namespaces::get(&state.store, ns.into_inner()).await?)
 }
 
 pub async fn put_namespace(
@@ -37,11 +38,11 @@ pub async fn put_namespace(
     ns: web::Path<String>,
     body: OrDefault<NamespaceSpec>,
 ) -> Reply {
-    ok(&namespace::put(&state.store, ns.into_inner(), body.0).await?)
+    ok(&namespaces::put(&state.store, ns.into_inner(), body.0).await?)
 }
 
 pub async fn delete_namespace(state: State, ns: web::Path<String>) -> Reply {
-    ok(&namespace::delete(&state.store, ns.into_inner()).await?)
+    ok(&namespaces::delete(&state.store, ns.into_inner()).await?)
 }
 
 // ---- provisioners ----
@@ -147,7 +148,7 @@ fn pref_scope(req: &HttpRequest) -> Result<PrefScope, ApiError> {
     let Some(ns) = info.get("ns") else {
         return Ok(PrefScope::Instance);
     };
-    namespace::check_name(ns)?;
+    namespaces::check_name(ns)?;
     let namespace = ns.to_string();
     Ok(match (info.get("app"), info.get("program")) {
         (None, _) => PrefScope::Namespace(namespace),
@@ -158,7 +159,7 @@ fn pref_scope(req: &HttpRequest) -> Result<PrefScope, ApiError> {
         (Some(app), Some(program)) => PrefScope::Program {
             namespace,
             app: app.to_string(),
-            program_type: crate::app::WORKFLOWS.to_string(),
+            program_type: crate::service::apps::WORKFLOWS.to_string(),
             program: program.to_string(),
         },
     })
@@ -166,14 +167,14 @@ fn pref_scope(req: &HttpRequest) -> Result<PrefScope, ApiError> {
 
 pub async fn get_preferences(state: State, req: HttpRequest) -> Reply {
     let resolved = flag(&req, "resolved")?;
-    ok(&preference::get(&state.store, pref_scope(&req)?, resolved).await?)
+    ok(&preferences::get(&state.store, pref_scope(&req)?, resolved).await?)
 }
 
 pub async fn put_preferences(state: State, req: HttpRequest, body: Json<Values>) -> Reply {
-    ok(&preference::put(&state.store, pref_scope(&req)?, body.0).await?)
+    ok(&preferences::put(&state.store, pref_scope(&req)?, body.0).await?)
 }
 
 pub async fn delete_preferences(state: State, req: HttpRequest) -> Reply {
-    preference::delete(&state.store, pref_scope(&req)?).await?;
+    preferences::delete(&state.store, pref_scope(&req)?).await?;
     ok(&serde_json::json!({}))
 }

@@ -21,8 +21,8 @@ use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::middleware::Next;
 use actix_web::{HttpRequest, HttpResponse, Resource, web};
 
-use crate::provisioner::Registry;
 use crate::runtime::Runtime;
+use crate::runtime::registry::Registry;
 use crate::store::Store;
 use error::ApiError;
 
@@ -33,8 +33,8 @@ pub struct AppState {
     pub registry: Arc<Registry>,
     pub runtime: Runtime,
     /// Seals the data of secure keys.
-    pub cipher: Arc<crate::secure::Cipher>,
-    pub janitor: crate::janitor::Janitor,
+    pub cipher: Arc<crate::service::secure::Cipher>,
+    pub janitor: crate::runtime::janitor::Janitor,
     /// The hash of the bearer token required on every request but health; `None` to require
     /// none.
     pub token: Option<TokenHash>,

@@ -8,11 +8,11 @@ use serde::Deserialize;
 use super::body::{Json, OrDefault};
 use super::error::ApiError;
 use super::handlers::{ProfilePath, Reply, State, flag, ok, query};
-use crate::app::{self, AppSpec};
-use crate::profile::resolve::Values;
-use crate::run::RunKey;
-use crate::run::lifecycle::Event;
-use crate::run::service::{self as runs, RunFilter};
+use crate::model::run::RunKey;
+use crate::rules::lifecycle::Event;
+use crate::rules::resolve::Values;
+use crate::service::apps::{self, AppSpec};
+use crate::service::runs::{self as runs, RunFilter};
 
 /// Longest a request may wait for new events.
 const MAX_WAIT: Duration = Duration::from_secs(60);
@@ -50,30 +50,30 @@ impl From<RunPath> for RunKey {
 }
 
 pub async fn list_apps(state: State, ns: web::Path<String>) -> Reply {
-    ok(&app::list(&state.store, ns.into_inner()).await?)
+    ok(&apps::list(&state.store, ns.into_inner()).await?)
 }
 
 pub async fn get_app(state: State, path: web::Path<AppPath>) -> Reply {
     let p = path.into_inner();
-    ok(&app::get(&state.store, p.ns, p.app).await?)
+    ok(&apps::get(&state.store, p.ns, p.app).await?)
 }
 
 pub async fn put_app(state: State, path: web::Path<AppPath>, body: Json<AppSpec>) -> Reply {
     let p = path.into_inner();
-    ok(&app::put(&state.store, p.ns, p.app, body.0).await?)
+    ok(&apps::put(&state.store, p.ns, p.app, body.0).await?)
 }
 
 pub async fn delete_app(state: State, path: web::Path<AppPath>) -> Reply {
     let p = path.into_inner();
-    ok(&app::delete(&state.store, p.ns, p.app).await?)
+    ok(&apps::delete(&state.store, p.ns, p.app).await?)
 }
 
 pub async fn get_program(state: State, path: web::Path<ProgramPath>) -> Reply {
     let p = path.into_inner();
-    let found = app::get(&state.store, p.ns.clone(), p.app.clone()).await?;
+    let found = apps::get(&state.store, p.ns.clone(), p.app.clone()).await?;
     match found.program(&p.program) {
         Some(program) => ok(program),
-        None => Err(crate::error::ServiceError::ProgramNotFound {
+        None => Err(crate::service::error::ServiceError::ProgramNotFound {
             namespace: p.ns,
             app: p.app,
             program: p.program,
@@ -185,7 +185,7 @@ pub async fn extend_run(state: State, path: web::Path<RunPath>, body: Json<Exten
 pub async fn run_cluster(
     state: State,
     path: web::Path<RunPath>,
-    body: Json<crate::run::cluster::ClusterRequest>,
+    body: Json<crate::rules::resize::ClusterRequest>,
 ) -> Reply {
     ok(&runs::cluster_operation(&state.runtime, path.into_inner().into(), body.0).await?)
 }

@@ -6,8 +6,8 @@ use actix_web::{FromRequest, HttpRequest};
 use super::body::Json;
 use super::error::ApiError;
 use super::handlers::{Reply, State, flag, ok};
-use crate::template::Template;
-use crate::template::service::{self as templates, PlanRequest, TemplateId};
+use crate::model::template::Template;
+use crate::service::templates::{self as templates, PlanRequest, TemplateId};
 
 /// The template a path names.
 pub struct TemplatePath(TemplateId);

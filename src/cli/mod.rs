@@ -225,7 +225,7 @@ impl ServeArgs {
             workers: self.workers,
             server_name: self.server_name,
             secure_key_file: self.secure_key_file,
-            janitor: crate::janitor::Settings {
+            janitor: crate::runtime::janitor::Settings {
                 interval: self
                     .janitor_interval
                     .0

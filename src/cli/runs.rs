@@ -415,7 +415,7 @@ pub fn run(client: &Client, json: bool, cmd: RunCmd) -> Result<u8, CliError> {
         }
         RunCmd::Extend { run, by, until } => {
             let expire_at = match (by, until) {
-                (Some(by), _) => crate::time::now_secs() + duration("--by", &by)?,
+                (Some(by), _) => crate::model::time::now_secs() + duration("--by", &by)?,
                 (None, Some(until)) => until,
                 (None, None) => unreachable!("clap requires one"),
             };

@@ -14,9 +14,9 @@ use std::path::PathBuf;
 
 use super::Deps;
 use super::task::{AttemptOutcome, TaskSpec};
-use crate::plan::resource::NodeRecord;
+use crate::model::template::Action as Script;
+use crate::rules::plan::resource::NodeRecord;
 use crate::store::{Read, Table};
-use crate::template::Action as Script;
 
 /// Bytes of an attempt's output kept in the audit log.
 const TAIL: usize = 2048;

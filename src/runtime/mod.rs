@@ -14,8 +14,11 @@
 
 pub mod automator;
 pub mod confine;
+pub mod janitor;
+pub mod native;
 pub mod planner;
 pub mod program;
+pub mod registry;
 pub mod remote;
 pub mod supervisor;
 pub mod task;
@@ -26,13 +29,13 @@ use std::sync::{Arc, Mutex};
 
 use actix::prelude::*;
 
-use crate::error::ServiceError;
-use crate::provisioner::Registry;
-use crate::run::events::Notifier;
-use crate::run::lifecycle::{self, Event};
-use crate::run::{RunKey, RunRecord};
+use crate::model::run::{RunKey, RunRecord};
+use crate::model::time;
+use crate::rules::lifecycle::{self, Event};
+use crate::runtime::registry::Registry;
+use crate::service::error::ServiceError;
+use crate::store::events::Notifier;
 use crate::store::{Read, Store, StoreError, Table};
-use crate::time;
 use supervisor::{ClusterCommand, Command, RunSupervisor};
 
 /// What the actors share.
@@ -51,7 +54,7 @@ pub struct Deps {
     /// janitor only touches resources carrying it.
     pub server_name: String,
     /// Opens the secure store, to resolve `${secure(name)}` properties.
-    pub cipher: Arc<crate::secure::Cipher>,
+    pub cipher: Arc<crate::service::secure::Cipher>,
 }
 
 impl Deps {
@@ -148,10 +151,10 @@ impl Runtime {
     pub async fn cluster(
         &self,
         run: &RunRecord,
-        change: crate::run::cluster::Change,
+        change: crate::rules::resize::Change,
     ) -> Result<u32, ServiceError> {
         let addr = self.supervisors().get(&run.key.run).cloned();
-        let refused = || crate::run::RunError::WrongState {
+        let refused = || crate::model::run::RunError::WrongState {
             run: run.key.run.clone(),
             action: "changed",
             reason: format!(

@@ -1,7 +1,7 @@
 //! Planner: one actor per cluster operation, executing its plan with one TaskRunner per task.
 //!
 //! The plan comes from `plan::cluster::plan` and is frozen in the operation's record in the
-//! audit log (`crate::operation`) before any task runs; which tasks may start comes from
+//! audit log (`crate::model::operation`) before any task runs; which tasks may start comes from
 //! `plan::cluster::ready`. A task starts as soon as its predecessors are done and its node is
 //! free. When a task fails past its retries, no new task starts; once the running ones have
 //! stopped, an operation that can be undone (create, expand, start, restart, configure) is
@@ -24,16 +24,16 @@ use ebb_spi::Provisioner;
 
 use super::Deps;
 use super::task::{TaskDone, TaskOutcome, TaskRunner, TaskSpec};
-use crate::operation::{
+use crate::model::operation::{
     self, AttemptRecord, AttemptStatus, OpStatus, OperationRecord, Snapshot, TaskStatus,
 };
-use crate::plan::Progress;
-use crate::plan::cluster::{self, Action, ClusterOperation, ClusterTask, PlanNode};
-use crate::plan::resource::{NodeRecord, ResourceStatus};
-use crate::run::events::{self, EventKind};
+use crate::model::template::Template;
+use crate::model::time::now_f64;
+use crate::rules::plan::Progress;
+use crate::rules::plan::cluster::{self, Action, ClusterOperation, ClusterTask, PlanNode};
+use crate::rules::plan::resource::{NodeRecord, ResourceStatus};
+use crate::store::events::{self, EventKind};
 use crate::store::{Read, StoreError, Table, Txn};
-use crate::template::Template;
-use crate::time::now_f64;
 
 /// The error of an attempt a restart cut short.
 const INTERRUPTED: &str = "interrupted by a restart";
@@ -631,7 +631,8 @@ async fn resolve_secrets(
     let namespace = spec.namespace.clone();
     deps.store
         .read(move |r| {
-            let resolved = crate::secure::resolve(r, &cipher, &namespace, &context.properties);
+            let resolved =
+                crate::service::secure::resolve(r, &cipher, &namespace, &context.properties);
             Ok(resolved.map(|res| Arc::new(res.into_context((*context).clone()))))
         })
         .await

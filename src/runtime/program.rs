@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::run::Exit;
+use crate::model::run::Exit;
 
 /// What to run; also the lock the shim holds for its whole life.
 const LAUNCH: &str = "launch.json";

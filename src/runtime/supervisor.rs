@@ -19,16 +19,16 @@ use ebb_spi::resource::{DEFAULT_RETRY_BUDGET, RETRY_BUDGET};
 use super::planner::{self as planner, Cancel, OpDone, OpOutcome, OpSpec, Planner};
 use super::program::{self, LaunchFile, Started};
 use super::{Deps, Runtime};
-use crate::operation::{self, OpStatus, OperationRecord};
-use crate::plan::cluster::ClusterOperation;
-use crate::plan::resource::{NodeRecord, ResourceStatus};
-use crate::run::ClusterStatus;
-use crate::run::cluster::Change;
-use crate::run::events::{self, EventKind};
-use crate::run::lifecycle::{self, Effect, Event, Transition};
-use crate::run::{Exit, ProgramStatus, RunError, RunRecord};
+use crate::model::operation::{self, OpStatus, OperationRecord};
+use crate::model::run::ClusterStatus;
+use crate::model::run::{Exit, ProgramStatus, RunError, RunRecord};
+use crate::model::time;
+use crate::rules::lifecycle::{self, Effect, Event, Transition};
+use crate::rules::plan::cluster::ClusterOperation;
+use crate::rules::plan::resource::{NodeRecord, ResourceStatus};
+use crate::rules::resize::Change;
+use crate::store::events::{self, EventKind};
 use crate::store::{Read, StoreError, Table};
-use crate::time;
 
 /// How long a stopped program gets between SIGTERM and SIGKILL.
 const KILL_GRACE: Duration = Duration::from_secs(10);
@@ -744,8 +744,9 @@ async fn remote_program(
             if !record.properties.contains_key(ebb_spi::FACT_SSH) {
                 return Ok(None);
             }
-            let resolved = crate::secure::resolve(r, &cipher, &namespace, &context.properties)
-                .map(|res| res.into_context(context));
+            let resolved =
+                crate::service::secure::resolve(r, &cipher, &namespace, &context.properties)
+                    .map(|res| res.into_context(context));
             Ok::<_, StoreError>(Some((record, resolved)))
         })
         .await;

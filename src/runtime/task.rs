@@ -23,14 +23,14 @@ use ebb_spi::{ProvisionError, Provisioner, Resource, ResourceKey, ResourceState}
 use super::Deps;
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::operation::{self, AttemptRecord, AttemptStatus};
-use crate::plan::TaskKind;
-use crate::plan::cluster::{Action, ClusterOperation, ClusterTask};
-use crate::plan::resource::{Backoff, NodeRecord, ResourceStatus, Step, next_step};
-use crate::run::events::{self, EventKind};
+use crate::model::operation::{self, AttemptRecord, AttemptStatus};
+use crate::model::template::Template;
+use crate::model::time::{now_f64, now_millis};
+use crate::rules::plan::TaskKind;
+use crate::rules::plan::cluster::{Action, ClusterOperation, ClusterTask};
+use crate::rules::plan::resource::{Backoff, NodeRecord, ResourceStatus, Step, next_step};
+use crate::store::events::{self, EventKind};
 use crate::store::{Read, StoreError, Table};
-use crate::template::Template;
-use crate::time::{now_f64, now_millis};
 
 /// Attempts of a node task (create, confirm, delete) before the operation fails.
 const NODE_ATTEMPTS: u32 = 3;

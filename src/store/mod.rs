@@ -11,6 +11,7 @@
 //! nothing, even when it shares a commit with others. This module never decides what is valid;
 //! the services above it do, inside their write closures, so check-then-write is atomic.
 
+pub mod events;
 mod txn;
 mod writer;
 
@@ -41,7 +42,7 @@ pub enum Table {
     Namespaces,
     /// Profiles by `<namespace>/<name>`; SYSTEM profiles live under the `system` namespace.
     Profiles,
-    /// Preference maps by scope key (see `preference::Scope::key`).
+    /// Preference maps by scope key (see `preferences::Scope::key`).
     Preferences,
     /// Apps by `<namespace>/<app>`.
     Apps,

@@ -5,19 +5,14 @@
 //! `runtime` drive each run through its lifecycle. Nothing here does IO except `service` and
 //! `events`, through the store.
 
-pub mod cluster;
-pub mod events;
-pub mod lifecycle;
-pub mod service;
-
 use std::collections::BTreeMap;
 use std::fmt;
 
 use ebb_spi::Properties;
 use serde::{Deserialize, Serialize};
 
-use crate::profile::Keepalive;
-use crate::profile::resolve::{EffectiveProperty, Values};
+use crate::model::profile::Keepalive;
+use crate::rules::resolve::{EffectiveProperty, Values};
 
 /// Program status, as CDAP names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -218,7 +213,7 @@ pub struct RunRecord {
     pub exit: Option<Exit>,
     /// The cluster template, copied at start, when the profile names one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub template: Option<crate::template::Template>,
+    pub template: Option<crate::model::template::Template>,
     /// The services of each node, from the layout solver (empty without a template).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub layout: BTreeMap<String, std::collections::BTreeSet<String>>,
@@ -253,7 +248,7 @@ impl RunRecord {
 
     /// The effective provisioner properties by name.
     pub fn properties(&self) -> Properties {
-        crate::profile::resolve::by_name(&self.profile_properties)
+        crate::rules::resolve::by_name(&self.profile_properties)
     }
 
     /// When the profile's timeout ends the cluster's life, if it has one.
@@ -337,7 +332,7 @@ pub fn is_secret_name(name: &str) -> bool {
 /// The value to show for property `name`.
 pub fn redact<'a>(name: &str, value: &'a str) -> &'a str {
     // A reference to the secure store names a secret without holding it.
-    if is_secret_name(name) && !crate::secure::is_reference(value) {
+    if is_secret_name(name) && !crate::service::secure::is_reference(value) {
         "***"
     } else {
         value

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::template::{ActionKind, Template};
+use crate::model::template::{ActionKind, Template};
 
 /// What a task does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -1207,11 +1207,11 @@ mod snapshots {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/plans");
         let update = std::env::var_os("EBB_UPDATE_SNAPSHOTS").is_some();
         let mut stale = Vec::new();
-        for (id, template) in crate::template::service::parse_builtin().expect("built-ins") {
+        for (id, template) in crate::service::templates::parse_builtin().expect("built-ins") {
             let names = ebb_spi::resource::node_names(4);
-            let solved = crate::solver::solve(
+            let solved = crate::rules::solver::solve(
                 &template,
-                &crate::solver::Request {
+                &crate::rules::solver::Request {
                     provisioner: "local".into(),
                     nodes: 4,
                     ..Default::default()

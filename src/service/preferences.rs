@@ -10,12 +10,12 @@ use std::fmt;
 
 use serde::Serialize;
 
-use crate::app::{self, App};
-use crate::error::ServiceError;
-use crate::namespace;
-use crate::profile::resolve::{self, Level, PROFILE_KEY, Values};
-use crate::profile::service::stored_profile;
-use crate::profile::{ProfileId, ProfileStatus};
+use crate::model::profile::{ProfileId, ProfileStatus};
+use crate::rules::resolve::{self, Level, PROFILE_KEY, Values};
+use crate::service::apps::{self, App};
+use crate::service::error::ServiceError;
+use crate::service::namespaces;
+use crate::service::profiles::stored_profile;
 use crate::store::{Read, Store, Table, Txn};
 
 /// Longest preference key accepted.
@@ -136,10 +136,10 @@ fn require_scope(r: &impl Read, scope: &Scope) -> Result<(), ServiceError> {
     match scope {
         Scope::Instance => {}
         Scope::Namespace(ns) => {
-            namespace::require(r, ns)?;
+            namespaces::require(r, ns)?;
         }
         Scope::App { namespace, app } => {
-            app::require(r, namespace, app)?;
+            apps::require(r, namespace, app)?;
         }
         Scope::Program {
             namespace,
@@ -147,7 +147,7 @@ fn require_scope(r: &impl Read, scope: &Scope) -> Result<(), ServiceError> {
             program_type,
             program,
         } => {
-            app::require_program(r, namespace, app, program_type, program)?;
+            apps::require_program(r, namespace, app, program_type, program)?;
         }
     }
     Ok(())
@@ -182,7 +182,7 @@ pub async fn put(store: &Store, scope: Scope, values: Values) -> Result<Values, 
     store
         .write(move |tx| {
             require_scope(tx, &scope)?;
-            let namespace = scope.namespace().unwrap_or(namespace::DEFAULT);
+            let namespace = scope.namespace().unwrap_or(namespaces::DEFAULT);
             check_profile_assignment(tx, namespace, scope.level(), &values)?;
             if values.is_empty() {
                 tx.delete(Table::Preferences, &scope.key());
@@ -294,7 +294,7 @@ pub fn assignments(r: &impl Read, id: &ProfileId) -> Result<Vec<Assignment>, Ser
         let Some(assigned) = values.get(PROFILE_KEY) else {
             continue;
         };
-        let namespace = scope.namespace().unwrap_or(namespace::DEFAULT);
+        let namespace = scope.namespace().unwrap_or(namespaces::DEFAULT);
         if ProfileId::parse_scoped(namespace, assigned).as_ref() == Ok(id) {
             let (app, program) = match &scope {
                 Scope::App { app, .. } => (Some(app.clone()), None),

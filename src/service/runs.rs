@@ -10,22 +10,22 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::events::{self, RunEvent};
-use super::{
+use crate::model::operation::{self, OperationRecord, OperationView};
+use crate::model::profile::{ProfileId, ProfileStatus};
+use crate::model::run::{
     ClusterStatus, Exit, Failure, Launch, ProgramStatus, RunError, RunKey, RunRecord, redact,
 };
-use crate::app::{self, WORKFLOWS};
-use crate::error::ServiceError;
-use crate::operation::{self, OperationRecord, OperationView};
-use crate::plan::resource::{NodeRecord, ResourceStatus};
-use crate::preference::{self, Scope};
-use crate::profile::resolve::{self, Level, Origin, Values};
-use crate::profile::service::stored_profile;
-use crate::profile::{ProfileId, ProfileStatus};
+use crate::rules::plan::resource::{NodeRecord, ResourceStatus};
+use crate::rules::resolve::{self, Level, Origin, Values};
 use crate::runtime::Runtime;
 use crate::runtime::program::{STDERR, STDOUT};
+use crate::service::apps::{self, WORKFLOWS};
+use crate::service::error::ServiceError;
+use crate::service::preferences::{self, Scope};
+use crate::service::profiles::stored_profile;
+use crate::store::events::{self, RunEvent};
 use crate::store::{Read, Reader, StoreError, Table, Txn};
-use crate::{names, namespace, time};
+use crate::{model::names, model::time, service::namespaces};
 
 /// Most bytes of each log stream `logs` returns (the end of it).
 const MAX_LOG_BYTES: u64 = 1 << 20;
@@ -56,7 +56,7 @@ pub struct RunPage {
 }
 
 fn check_key(key: &RunKey) -> Result<(), ServiceError> {
-    namespace::check_name(&key.namespace)?;
+    namespaces::check_name(&key.namespace)?;
     names::check("app", &key.app)?;
     names::check("program", &key.program)?;
     // Before anything is keyed, allocated or a path is made with it.
@@ -131,30 +131,30 @@ const MAX_START_TRIES: usize = 3;
 #[derive(Debug, Clone, PartialEq)]
 struct Resolved {
     chosen: resolve::ChosenProfile,
-    keepalive: crate::profile::Keepalive,
+    keepalive: crate::model::profile::Keepalive,
     timeout: Option<u64>,
     properties: Vec<resolve::EffectiveProperty>,
     provisioner: String,
     nodes: Vec<String>,
-    template: Option<crate::template::Template>,
-    program: app::Program,
+    template: Option<crate::model::template::Template>,
+    program: apps::Program,
 }
 
 /// The layout a template gives the run's nodes: services and types per node.
 type Layout = (
     BTreeMap<String, std::collections::BTreeSet<String>>,
-    BTreeMap<String, super::NodeTypes>,
+    BTreeMap<String, crate::model::run::NodeTypes>,
 );
 
 /// Resolves the run's profile, properties, nodes and template, checking each.
 fn resolve_start(
     r: &impl Read,
-    registry: &crate::provisioner::Registry,
+    registry: &crate::runtime::registry::Registry,
     key: &RunKey,
     args: &Values,
 ) -> Result<Resolved, ServiceError> {
     let ns = key.namespace.clone();
-    let (app, program) = app::require_program(r, &ns, &key.app, WORKFLOWS, &key.program)?;
+    let (app, program) = apps::require_program(r, &ns, &key.app, WORKFLOWS, &key.program)?;
     let scope = Scope::Program {
         namespace: ns.clone(),
         app: key.app.clone(),
@@ -188,8 +188,8 @@ fn resolve_start(
         }
         .into());
     }
-    crate::secure::check_references("properties", provisioner.spec(), &map)?;
-    crate::secure::check_exist(r, &ns, &map)?;
+    crate::service::secure::check_references("properties", provisioner.spec(), &map)?;
+    crate::service::secure::check_exist(r, &ns, &map)?;
     let nodes = provisioner.nodes(&map);
     let max = provisioner.max_nodes(&map);
     if nodes.len() > max as usize {
@@ -204,7 +204,7 @@ fn resolve_start(
     }
     let template = match map.get(ebb_spi::resource::TEMPLATE.name) {
         None => None,
-        Some(name) => Some(crate::template::service::resolve(r, &ns, name)?),
+        Some(name) => Some(crate::service::templates::resolve(r, &ns, name)?),
     };
     Ok(Resolved {
         chosen,
@@ -222,7 +222,7 @@ fn resolve_start(
 /// the provisioner valid properties and that the plan stays within bounds. Pure, and possibly
 /// slow: called on the blocking pool, never inside a store write.
 fn solve_layout(
-    registry: &crate::provisioner::Registry,
+    registry: &crate::runtime::registry::Registry,
     resolved: &Resolved,
 ) -> Result<Layout, ServiceError> {
     let Some(template) = &resolved.template else {
@@ -234,9 +234,9 @@ fn solve_layout(
         .ok_or_else(|| ServiceError::ProvisionerNotFound(provisioner_name.clone()))?;
     let map = resolve::by_name(&resolved.properties);
     let nodes = &resolved.nodes;
-    let solved = crate::solver::solve(
+    let solved = crate::rules::solver::solve(
         template,
-        &crate::solver::Request {
+        &crate::rules::solver::Request {
             provisioner: provisioner_name.clone(),
             nodes: nodes.len() as u32,
             ..Default::default()
@@ -250,7 +250,7 @@ fn solve_layout(
         if !checked.insert((&l.hardware_type, &l.image_type)) {
             continue;
         }
-        let types = super::NodeTypes {
+        let types = crate::model::run::NodeTypes {
             hardware_type: l.hardware_type.clone(),
             image_type: l.image_type.clone(),
         };
@@ -266,16 +266,16 @@ fn solve_layout(
             )
         })?;
     }
-    let plan_nodes: Vec<crate::plan::cluster::PlanNode> = nodes
+    let plan_nodes: Vec<crate::rules::plan::cluster::PlanNode> = nodes
         .iter()
         .zip(&solved)
-        .map(|(name, l)| crate::plan::cluster::PlanNode {
+        .map(|(name, l)| crate::rules::plan::cluster::PlanNode {
             name: name.clone(),
             services: l.services.clone(),
         })
         .collect();
-    crate::plan::cluster::check_size(
-        crate::plan::cluster::ClusterOperation::Create,
+    crate::rules::plan::cluster::check_size(
+        crate::rules::plan::cluster::ClusterOperation::Create,
         template,
         &plan_nodes,
     )
@@ -283,7 +283,7 @@ fn solve_layout(
     let node_types = nodes
         .iter()
         .cloned()
-        .zip(solved.iter().map(|l| super::NodeTypes {
+        .zip(solved.iter().map(|l| crate::model::run::NodeTypes {
             hardware_type: l.hardware_type.clone(),
             image_type: l.image_type.clone(),
         }))
@@ -310,7 +310,7 @@ enum Recorded {
 /// otherwise nothing is written and what to solve for is handed back.
 fn record_start(
     tx: &mut Txn,
-    registry: &crate::provisioner::Registry,
+    registry: &crate::runtime::registry::Registry,
     key: RunKey,
     args: Values,
     solved: Option<(Resolved, Layout)>,
@@ -349,7 +349,7 @@ fn record_start(
             command: program.command.clone(),
             env: program.env.clone(),
         },
-        cluster: super::ClusterState {
+        cluster: crate::model::run::ClusterState {
             nodes,
             ..Default::default()
         },
@@ -378,7 +378,7 @@ fn record_start(
         run.status = ProgramStatus::Rejected;
         run.end = Some(now);
         run.failure = Some(Failure {
-            kind: super::FailureKind::Provisioning,
+            kind: crate::model::run::FailureKind::Provisioning,
             message: refusal.to_string(),
         });
         tx.put(Table::Runs, &key.key(), &run)?;
@@ -540,7 +540,7 @@ fn nodes_of(r: &impl Read, run: &str) -> Result<Vec<NodeRecord>, StoreError> {
 }
 
 fn require_run(r: &impl Read, key: &RunKey) -> Result<RunRecord, ServiceError> {
-    app::require_program(r, &key.namespace, &key.app, WORKFLOWS, &key.program)?;
+    apps::require_program(r, &key.namespace, &key.app, WORKFLOWS, &key.program)?;
     r.get::<RunRecord>(Table::Runs, &key.key())?
         .ok_or_else(|| ServiceError::RunNotFound(key.run.clone()))
 }
@@ -655,7 +655,7 @@ pub async fn list_program(
         .deps()
         .store
         .read(move |r| {
-            app::require_program(r, &ns, &app_name, WORKFLOWS, &program)?;
+            apps::require_program(r, &ns, &app_name, WORKFLOWS, &program)?;
             let prefix = format!("{ns}/{app_name}/{program}/");
             list_page(r, Some(&prefix), &format!("{ns}/"), &filter)
         })
@@ -668,13 +668,13 @@ pub async fn list_namespace(
     ns: String,
     filter: RunFilter,
 ) -> Result<RunPage, ServiceError> {
-    namespace::check_name(&ns)?;
+    namespaces::check_name(&ns)?;
     check_filter(&filter)?;
     runtime
         .deps()
         .store
         .read(move |r| {
-            namespace::require(r, &ns)?;
+            namespaces::require(r, &ns)?;
             list_page(r, None, &format!("{ns}/"), &filter)
         })
         .await
@@ -720,7 +720,7 @@ pub async fn operations(
 pub async fn cluster_operation(
     runtime: &Runtime,
     key: RunKey,
-    request: super::cluster::ClusterRequest,
+    request: crate::rules::resize::ClusterRequest,
 ) -> Result<serde_json::Value, ServiceError> {
     check_key(&key)?;
     let run = runtime
@@ -735,17 +735,17 @@ pub async fn cluster_operation(
         .map_or(0, |p| p.max_nodes(&run.properties()));
     // Solving an expand or shrink can take a while: on the blocking pool, not the HTTP worker.
     let (run, change) = tokio::task::spawn_blocking(move || {
-        let change = super::cluster::change(&run, &request, max_nodes)?;
+        let change = crate::rules::resize::change(&run, &request, max_nodes)?;
         if let Some(template) = &run.template {
-            let nodes: Vec<crate::plan::cluster::PlanNode> = change
+            let nodes: Vec<crate::rules::plan::cluster::PlanNode> = change
                 .nodes
                 .iter()
-                .map(|n| crate::plan::cluster::PlanNode {
+                .map(|n| crate::rules::plan::cluster::PlanNode {
                     name: n.clone(),
                     services: change.layout.get(n).cloned().unwrap_or_default(),
                 })
                 .collect();
-            crate::plan::cluster::check_size(change.operation, template, &nodes)
+            crate::rules::plan::cluster::check_size(change.operation, template, &nodes)
                 .map_err(|e| ServiceError::invalid("nodes", e))?;
         }
         Ok::<_, ServiceError>((run, change))
@@ -787,7 +787,7 @@ pub async fn operation(
 pub async fn command(
     runtime: &Runtime,
     key: RunKey,
-    event: super::lifecycle::Event,
+    event: crate::rules::lifecycle::Event,
 ) -> Result<RunView, ServiceError> {
     check_key(&key)?;
     let k = key.clone();
@@ -935,8 +935,8 @@ pub async fn usage(runtime: &Runtime, id: ProfileId) -> Result<Usage, ServiceErr
 /// Every run that used profile `id`.
 fn runs_of_profile(r: &impl Read, id: &ProfileId) -> Result<Vec<RunRecord>, StoreError> {
     let prefix = match id.scope {
-        crate::profile::Scope::System => String::new(),
-        crate::profile::Scope::User => format!("{}/", id.namespace),
+        crate::model::profile::Scope::System => String::new(),
+        crate::model::profile::Scope::User => format!("{}/", id.namespace),
     };
     Ok(r.scan::<RunRecord>(Table::Runs, &prefix)?
         .into_iter()
@@ -964,13 +964,13 @@ pub fn active_runs_of_profile(r: &impl Read, id: &ProfileId) -> Result<Vec<Strin
 pub async fn assignments(
     runtime: &Runtime,
     id: ProfileId,
-) -> Result<Vec<preference::Assignment>, ServiceError> {
+) -> Result<Vec<preferences::Assignment>, ServiceError> {
     runtime
         .deps()
         .store
         .read(move |r| {
             stored_profile(r, &id)?.ok_or_else(|| ServiceError::ProfileNotFound(id.clone()))?;
-            preference::assignments(r, &id)
+            preferences::assignments(r, &id)
         })
         .await
 }

@@ -3,7 +3,7 @@
 //! A name is 1 to 64 of `A-Z a-z 0-9 _ -`. Names become parts of store keys joined by `/`,
 //! so this check is also what keeps keys unambiguous.
 
-use crate::error::ServiceError;
+use crate::service::error::ServiceError;
 
 /// Longest name allowed.
 pub const MAX_LEN: usize = 64;

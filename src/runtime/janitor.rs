@@ -17,14 +17,14 @@ use std::time::Duration;
 use ebb_spi::{Context, Provisioner, Resource, ResourceState, TAG_NODE, TAG_RUN, TAG_SERVER};
 use serde::{Deserialize, Serialize};
 
-use crate::error::ServiceError;
-use crate::plan::resource::{NodeRecord, ResourceStatus};
-use crate::profile::service::StoredProfile;
-use crate::run::events::{self, EventKind};
-use crate::run::{ClusterStatus, RunRecord};
+use crate::model::run::{ClusterStatus, RunRecord};
+use crate::model::time::now_secs;
+use crate::rules::plan::resource::{NodeRecord, ResourceStatus};
 use crate::runtime::Deps;
+use crate::service::error::ServiceError;
+use crate::service::profiles::StoredProfile;
+use crate::store::events::{self, EventKind};
 use crate::store::{Read, StoreError, Table};
-use crate::time::now_secs;
 
 /// Where the last sweep is kept in the `Meta` table.
 const LAST: &str = "janitor/last";
@@ -310,7 +310,7 @@ impl Janitor {
                         targets[i].sources.push(label);
                         continue;
                     }
-                    let context = crate::secure::resolve(r, &cipher, &ns, &props)
+                    let context = crate::service::secure::resolve(r, &cipher, &ns, &props)
                         .map(|res| res.into_context(Context::new(props, work_dir.clone())));
                     index.insert((name, account.clone()), targets.len());
                     targets.push(Target {
@@ -398,8 +398,8 @@ fn judge(resource: &Resource, known: &HashMap<String, Known>, now: u64) -> Optio
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::Keepalive;
-    use crate::run::{ClusterState, Launch, ProgramStatus, RunKey};
+    use crate::model::profile::Keepalive;
+    use crate::model::run::{ClusterState, Launch, ProgramStatus, RunKey};
 
     fn resource(id: &str, run: &str, node: &str) -> Resource {
         Resource {

@@ -5,19 +5,15 @@
 //! [`service`] applies the rules (status, assignments, built-ins) against the store;
 //! [`resolve`] picks a run's profile and properties; [`builtin`] loads `profiles/*.json`.
 
-pub mod builtin;
-pub mod resolve;
-pub mod service;
-
 use std::collections::BTreeSet;
 use std::fmt;
 
 use ebb_spi::Properties;
 use serde::{Deserialize, Serialize};
 
-use crate::error::ServiceError;
-use crate::names;
-use crate::provisioner::Registry;
+use crate::model::names;
+use crate::runtime::registry::Registry;
+use crate::service::error::ServiceError;
 
 /// The namespace under which SYSTEM profiles are kept; no user namespace may take this name.
 pub const SYSTEM_NAMESPACE: &str = "system";
@@ -351,7 +347,11 @@ impl ProfileSpec {
             .iter()
             .map(|p| (p.name.clone(), p.value.clone()))
             .collect();
-        crate::secure::check_references("provisioner.properties", provisioner.spec(), &map)?;
+        crate::service::secure::check_references(
+            "provisioner.properties",
+            provisioner.spec(),
+            &map,
+        )?;
         provisioner.validate(&map).map_err(|e| {
             ServiceError::invalid(format!("provisioner.properties.{}", e.property), e.message)
         })?;

@@ -4,13 +4,15 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Profile, ProfileId, ProfileSpec, ProfileStatus, SYSTEM_NAMESPACE, Scope, ValidSpec};
-use crate::error::ServiceError;
-use crate::namespace;
-use crate::preference;
-use crate::provisioner::Registry;
+use crate::model::profile::{
+    Profile, ProfileId, ProfileSpec, ProfileStatus, SYSTEM_NAMESPACE, Scope, ValidSpec,
+};
+use crate::model::time::now_secs;
+use crate::runtime::registry::Registry;
+use crate::service::error::ServiceError;
+use crate::service::namespaces;
+use crate::service::preferences;
 use crate::store::{Read, Store, Table, Txn};
-use crate::time::now_secs;
 
 /// A profile as the store keeps it: the API view plus whether it ships with ebb.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -32,16 +34,16 @@ pub fn stored_profile(
 
 fn require(r: &impl Read, id: &ProfileId) -> Result<StoredProfile, ServiceError> {
     if id.scope == Scope::User {
-        namespace::require(r, &id.namespace)?;
+        namespaces::require(r, &id.namespace)?;
     }
     stored_profile(r, id)?.ok_or_else(|| ServiceError::ProfileNotFound(id.clone()))
 }
 
 fn check_id(id: &ProfileId) -> Result<(), ServiceError> {
     if id.scope == Scope::User {
-        namespace::check_name(&id.namespace)?;
+        namespaces::check_name(&id.namespace)?;
     }
-    crate::names::check("profile name", &id.name)
+    crate::model::names::check("profile name", &id.name)
 }
 
 /// Writes `spec` as profile `id`, keeping `status` and `created` of an existing profile.
@@ -88,7 +90,7 @@ pub async fn put(
     store
         .write(move |tx| {
             if id.scope == Scope::User {
-                namespace::require(tx, &id.namespace)?;
+                namespaces::require(tx, &id.namespace)?;
             }
             if stored_profile(tx, &id)?.is_some_and(|s| s.builtin) {
                 return Err(ServiceError::BuiltinProfile(id));
@@ -114,13 +116,13 @@ pub async fn list(
     include_system: bool,
 ) -> Result<Vec<Profile>, ServiceError> {
     if let Some(ns) = &namespace {
-        namespace::check_name(ns)?;
+        namespaces::check_name(ns)?;
     }
     store
         .read(move |r| {
             let mut prefixes = Vec::new();
             if let Some(ns) = &namespace {
-                namespace::require(r, ns)?;
+                namespaces::require(r, ns)?;
                 prefixes.push(format!("{ns}/"));
             }
             if namespace.is_none() || include_system {
@@ -178,7 +180,7 @@ pub async fn delete(store: &Store, id: ProfileId) -> Result<Profile, ServiceErro
             if stored.profile.status == ProfileStatus::Enabled {
                 return Err(ServiceError::ProfileEnabled(id));
             }
-            let places: Vec<String> = preference::assignments(tx, &id)?
+            let places: Vec<String> = preferences::assignments(tx, &id)?
                 .iter()
                 .map(ToString::to_string)
                 .collect();
@@ -188,7 +190,7 @@ pub async fn delete(store: &Store, id: ProfileId) -> Result<Profile, ServiceErro
                     places,
                 });
             }
-            let runs = crate::run::service::active_runs_of_profile(tx, &id)?;
+            let runs = crate::service::runs::active_runs_of_profile(tx, &id)?;
             if !runs.is_empty() {
                 return Err(ServiceError::ProfileInUse { profile: id, runs });
             }

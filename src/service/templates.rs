@@ -8,12 +8,12 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::Template;
-use crate::error::ServiceError;
-use crate::namespace;
-use crate::profile::{SYSTEM_NAMESPACE, Scope};
+use crate::model::profile::{SYSTEM_NAMESPACE, Scope};
+use crate::model::template::Template;
+use crate::model::time::now_secs;
+use crate::service::error::ServiceError;
+use crate::service::namespaces;
 use crate::store::{Read, Store, Table};
-use crate::time::now_secs;
 
 /// The built-in templates: file name and content.
 pub const FILES: &[(&str, &str)] = &[(
@@ -39,9 +39,9 @@ impl TemplateId {
 
     fn check(&self) -> Result<(), ServiceError> {
         if let Some(ns) = &self.namespace {
-            namespace::check_name(ns)?;
+            namespaces::check_name(ns)?;
         }
-        crate::names::check("template name", &self.name)
+        crate::model::names::check("template name", &self.name)
     }
 }
 
@@ -70,7 +70,7 @@ pub struct StoredTemplate {
 
 fn require(r: &impl Read, id: &TemplateId) -> Result<StoredTemplate, ServiceError> {
     if let Some(ns) = &id.namespace {
-        namespace::require(r, ns)?;
+        namespaces::require(r, ns)?;
     }
     r.get(Table::Templates, &id.key())?
         .ok_or_else(|| ServiceError::TemplateNotFound(id.to_string()))
@@ -120,7 +120,7 @@ pub async fn put(
     store
         .write(move |tx| {
             if let Some(ns) = &id.namespace {
-                namespace::require(tx, ns)?;
+                namespaces::require(tx, ns)?;
             }
             let existing: Option<StoredTemplate> = tx.get(Table::Templates, &id.key())?;
             if existing.as_ref().is_some_and(|e| e.builtin) {
@@ -147,13 +147,13 @@ pub async fn list(
     include_system: bool,
 ) -> Result<Vec<StoredTemplate>, ServiceError> {
     if let Some(ns) = &ns {
-        namespace::check_name(ns)?;
+        namespaces::check_name(ns)?;
     }
     store
         .read(move |r| {
             let mut prefixes = Vec::new();
             if let Some(ns) = &ns {
-                namespace::require(r, ns)?;
+                namespaces::require(r, ns)?;
                 prefixes.push(format!("{ns}/"));
             }
             if ns.is_none() || include_system {
@@ -204,14 +204,14 @@ pub struct PlanRequest {
     pub provisioner: String,
     pub nodes: u32,
     #[serde(default = "create")]
-    pub operation: crate::plan::cluster::ClusterOperation,
+    pub operation: crate::rules::plan::cluster::ClusterOperation,
     pub services: Option<Vec<String>>,
     pub hardware_type: Option<String>,
     pub image_type: Option<String>,
 }
 
-fn create() -> crate::plan::cluster::ClusterOperation {
-    crate::plan::cluster::ClusterOperation::Create
+fn create() -> crate::rules::plan::cluster::ClusterOperation {
+    crate::rules::plan::cluster::ClusterOperation::Create
 }
 
 /// One node of a planned layout.
@@ -220,14 +220,14 @@ fn create() -> crate::plan::cluster::ClusterOperation {
 pub struct PlannedNode {
     pub node: String,
     #[serde(flatten)]
-    pub layout: crate::solver::NodeLayout,
+    pub layout: crate::rules::solver::NodeLayout,
 }
 
 /// What `POST .../plan` answers.
 #[derive(Debug, Clone, Serialize)]
 pub struct DryRun {
     pub layout: Vec<PlannedNode>,
-    pub tasks: Vec<crate::plan::cluster::ClusterTask>,
+    pub tasks: Vec<crate::rules::plan::cluster::ClusterTask>,
     pub stages: Vec<Vec<usize>>,
 }
 
@@ -268,12 +268,12 @@ pub fn resolve(r: &impl Read, ns: &str, name: &str) -> Result<Template, ServiceE
 /// Solves the layout and plans the operation of `request`, touching nothing.
 pub async fn dry_run(
     store: &Store,
-    registry: &crate::provisioner::Registry,
+    registry: &crate::runtime::registry::Registry,
     ns: String,
     request: PlanRequest,
 ) -> Result<DryRun, ServiceError> {
-    namespace::check_name(&ns)?;
-    use crate::plan::cluster::ClusterOperation as Op;
+    namespaces::check_name(&ns)?;
+    use crate::rules::plan::cluster::ClusterOperation as Op;
     if matches!(request.operation, Op::Expand | Op::Shrink) {
         return Err(ServiceError::invalid(
             "operation",
@@ -309,7 +309,7 @@ pub async fn dry_run(
             let ns = ns.clone();
             store
                 .read(move |r| {
-                    namespace::require(r, &ns)?;
+                    namespaces::require(r, &ns)?;
                     resolve(r, &ns, &name)
                 })
                 .await?
@@ -328,9 +328,9 @@ fn plan_dry_run(
     template: &Template,
     request: PlanRequest,
 ) -> Result<DryRun, ServiceError> {
-    let solved = crate::solver::solve(
+    let solved = crate::rules::solver::solve(
         template,
-        &crate::solver::Request {
+        &crate::rules::solver::Request {
             provisioner: request.provisioner.clone(),
             nodes: request.nodes,
             services: request.services.clone(),
@@ -351,17 +351,17 @@ fn plan_dry_run(
         .zip(solved)
         .map(|(node, layout)| PlannedNode { node, layout })
         .collect();
-    let nodes: Vec<crate::plan::cluster::PlanNode> = layout
+    let nodes: Vec<crate::rules::plan::cluster::PlanNode> = layout
         .iter()
-        .map(|n| crate::plan::cluster::PlanNode {
+        .map(|n| crate::rules::plan::cluster::PlanNode {
             name: n.node.clone(),
             services: n.layout.services.clone(),
         })
         .collect();
-    crate::plan::cluster::check_size(request.operation, template, &nodes)
+    crate::rules::plan::cluster::check_size(request.operation, template, &nodes)
         .map_err(|e| ServiceError::invalid("nodes", e))?;
-    let tasks = crate::plan::cluster::plan(request.operation, template, &nodes);
-    let stages = crate::plan::cluster::stages(&tasks);
+    let tasks = crate::rules::plan::cluster::plan(request.operation, template, &nodes);
+    let stages = crate::rules::plan::cluster::stages(&tasks);
     Ok(DryRun {
         layout,
         tasks,
@@ -377,7 +377,7 @@ pub fn parse_builtin() -> Result<Vec<(TemplateId, Template)>, ServiceError> {
             let context =
                 |e: String| ServiceError::invalid(format!("profiles/templates/{file}"), e);
             let template: Template =
-                crate::profile::builtin::parse_file("profiles/templates", file, json)?;
+                crate::service::builtin::parse_file("profiles/templates", file, json)?;
             let name = template
                 .name
                 .clone()
@@ -415,7 +415,7 @@ mod tests {
 
     #[test]
     fn every_file_in_profiles_templates_is_built_in_and_valid() {
-        crate::profile::builtin::assert_all_built_in("profiles/templates", FILES);
+        crate::service::builtin::assert_all_built_in("profiles/templates", FILES);
         let parsed = parse_builtin().expect("built-in templates are valid");
         assert_eq!(parsed[0].0.name, "zookeeper-cluster");
     }

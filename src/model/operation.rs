@@ -12,8 +12,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::plan::cluster::{Action, ClusterOperation, ClusterTask};
-use crate::plan::resource::{NodeRecord, ResourceStatus};
+use crate::rules::plan::cluster::{Action, ClusterOperation, ClusterTask};
+use crate::rules::plan::resource::{NodeRecord, ResourceStatus};
 use crate::store::{Read, StoreError, Table, Txn};
 
 /// Where an operation is.

@@ -5,10 +5,10 @@
 //! restart or an upgrade. A SYSTEM profile that was built in but no longer ships becomes an
 //! ordinary SYSTEM profile the admin may edit or delete.
 
-use super::service::{StoredProfile, upsert};
-use super::{ProfileId, ProfileSpec, SYSTEM_NAMESPACE};
-use crate::error::ServiceError;
-use crate::provisioner::Registry;
+use crate::model::profile::{ProfileId, ProfileSpec, SYSTEM_NAMESPACE};
+use crate::runtime::registry::Registry;
+use crate::service::error::ServiceError;
+use crate::service::profiles::{StoredProfile, upsert};
 use crate::store::{Read, Store, Table};
 
 /// The built-in profiles: file name and content.
@@ -52,7 +52,9 @@ pub(crate) fn assert_all_built_in(dir: &str, files: &[(&str, &str)]) {
 }
 
 /// Parses and validates every built-in profile file.
-pub fn parse(registry: &Registry) -> Result<Vec<(ProfileId, super::ValidSpec)>, ServiceError> {
+pub fn parse(
+    registry: &Registry,
+) -> Result<Vec<(ProfileId, crate::model::profile::ValidSpec)>, ServiceError> {
     FILES
         .iter()
         .map(|(file, json)| {
@@ -62,7 +64,7 @@ pub fn parse(registry: &Registry) -> Result<Vec<(ProfileId, super::ValidSpec)>, 
                 .name
                 .clone()
                 .ok_or_else(|| context("has no \"name\"".into()))?;
-            crate::names::check("name", &name).map_err(|e| context(e.to_string()))?;
+            crate::model::names::check("name", &name).map_err(|e| context(e.to_string()))?;
             let valid = spec
                 .validate(&name, registry)
                 .map_err(|e| context(e.to_string()))?;

@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use crate::template::Template;
+use crate::model::template::Template;
 
 /// One node's layout.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
@@ -132,7 +132,7 @@ pub fn compare(
 /// template's default first and the rest by name.
 fn allowed_types(
     kind: &str,
-    defined: &crate::template::TypeMap,
+    defined: &crate::model::template::TypeMap,
     compatible: &[String],
     requested: Option<&String>,
     default: Option<&String>,
@@ -324,11 +324,11 @@ fn service_sets(
                 has == 0 || has == present.len()
             })
     };
-    if constrained.len() > crate::template::MAX_CONSTRAINED_SERVICES {
+    if constrained.len() > crate::model::template::MAX_CONSTRAINED_SERVICES {
         return fail(format!(
             "the cluster has {} constrained services, more than the limit of {}",
             constrained.len(),
-            crate::template::MAX_CONSTRAINED_SERVICES
+            crate::model::template::MAX_CONSTRAINED_SERVICES
         ));
     }
     let mut sets = Vec::new();

@@ -7,10 +7,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Deserialize;
 
-use super::{NodeTypes, RunRecord};
-use crate::error::ServiceError;
-use crate::plan::cluster::ClusterOperation;
-use crate::solver::{Budget, NodeLayout, Request, SolveError, solve, solve_within};
+use crate::model::run::{NodeTypes, RunRecord};
+use crate::rules::plan::cluster::ClusterOperation;
+use crate::rules::solver::{Budget, NodeLayout, Request, SolveError, solve, solve_within};
+use crate::service::error::ServiceError;
 
 /// The body of `POST .../runs/{run}/cluster`.
 #[derive(Debug, Clone, Deserialize)]
@@ -381,7 +381,7 @@ mod tests {
     use serde_json::json;
 
     fn run() -> RunRecord {
-        let template = crate::template::service::parse_builtin()
+        let template = crate::service::templates::parse_builtin()
             .expect("built-ins")
             .into_iter()
             .find(|(id, _)| id.name == "zookeeper-cluster")

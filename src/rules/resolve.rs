@@ -16,7 +16,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Profile, ProfileId, Scope};
+use crate::model::profile::{Profile, ProfileId, Scope};
 
 /// Key that assigns a profile.
 pub const PROFILE_KEY: &str = "system.profile.name";
@@ -255,7 +255,7 @@ pub fn merge(levels: &[(Level, &Values)]) -> Values {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::{Keepalive, ProfileStatus, PropertyValue, ProvisionerInfo};
+    use crate::model::profile::{Keepalive, ProfileStatus, PropertyValue, ProvisionerInfo};
 
     fn values(pairs: &[(&str, &str)]) -> Values {
         pairs

@@ -10,12 +10,12 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::ServiceError;
-use crate::namespace;
-use crate::preference;
-use crate::profile::resolve::{Level, Values};
+use crate::rules::resolve::{Level, Values};
+use crate::service::error::ServiceError;
+use crate::service::namespaces;
+use crate::service::preferences;
 use crate::store::{Read, Store, Table};
-use crate::{names, time};
+use crate::{model::names, model::time};
 
 /// The only program type so far, as it appears in paths.
 pub const WORKFLOWS: &str = "workflows";
@@ -76,7 +76,7 @@ fn key(ns: &str, app: &str) -> String {
 
 /// App `app` of namespace `ns`, or a 404-class error (after checking the namespace).
 pub fn require(r: &impl Read, ns: &str, app: &str) -> Result<App, ServiceError> {
-    namespace::require(r, ns)?;
+    namespaces::require(r, ns)?;
     r.get(Table::Apps, &key(ns, app))?
         .ok_or_else(|| ServiceError::AppNotFound {
             namespace: ns.to_string(),
@@ -166,13 +166,13 @@ pub async fn put(
     name: String,
     spec: AppSpec,
 ) -> Result<App, ServiceError> {
-    namespace::check_name(&ns)?;
+    namespaces::check_name(&ns)?;
     names::check("app", &name)?;
     check_spec(&spec)?;
     store
         .write(move |tx| {
-            namespace::require(tx, &ns)?;
-            preference::check_level(tx, &ns, Level::App, &spec.config)?;
+            namespaces::require(tx, &ns)?;
+            preferences::check_level(tx, &ns, Level::App, &spec.config)?;
             let now = time::now_secs();
             let created = tx
                 .get::<App>(Table::Apps, &key(&ns, &name))?
@@ -194,16 +194,16 @@ pub async fn put(
 
 /// App `name` in `ns`.
 pub async fn get(store: &Store, ns: String, name: String) -> Result<App, ServiceError> {
-    namespace::check_name(&ns)?;
+    namespaces::check_name(&ns)?;
     store.read(move |r| require(r, &ns, &name)).await
 }
 
 /// Every app in `ns`, by name.
 pub async fn list(store: &Store, ns: String) -> Result<Vec<App>, ServiceError> {
-    namespace::check_name(&ns)?;
+    namespaces::check_name(&ns)?;
     store
         .read(move |r| {
-            namespace::require(r, &ns)?;
+            namespaces::require(r, &ns)?;
             Ok(r.scan::<App>(Table::Apps, &format!("{ns}/"))?
                 .into_iter()
                 .map(|(_, a)| a)
@@ -214,7 +214,7 @@ pub async fn list(store: &Store, ns: String) -> Result<Vec<App>, ServiceError> {
 
 /// Deletes app `name` and its preferences; refused while one of its runs holds a cluster.
 pub async fn delete(store: &Store, ns: String, name: String) -> Result<App, ServiceError> {
-    namespace::check_name(&ns)?;
+    namespaces::check_name(&ns)?;
     store
         .write(move |tx| {
             let app = require(tx, &ns, &name)?;
@@ -230,7 +230,7 @@ pub async fn delete(store: &Store, ns: String, name: String) -> Result<App, Serv
                     runs: active,
                 });
             }
-            preference::delete_app(tx, &ns, &name)?;
+            preferences::delete_app(tx, &ns, &name)?;
             tx.delete(Table::Apps, &key(&ns, &name));
             Ok(app)
         })

@@ -19,11 +19,11 @@ use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use serde::{Deserialize, Serialize};
 
-use crate::error::ServiceError;
-use crate::names;
-use crate::namespace;
+use crate::model::names;
+use crate::model::time::now_millis;
+use crate::service::error::ServiceError;
+use crate::service::namespaces;
 use crate::store::{Read, Store, Table};
-use crate::time::now_millis;
 
 /// Why the server key cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -234,7 +234,7 @@ fn store_key(ns: &str, name: &str) -> String {
 }
 
 fn check(ns: &str, name: &str) -> Result<(), ServiceError> {
-    namespace::check_name(ns)?;
+    namespaces::check_name(ns)?;
     names::check("secure key name", name)
 }
 
@@ -264,7 +264,7 @@ pub async fn put(
     };
     store
         .write(move |tx| {
-            namespace::require(tx, &ns)?;
+            namespaces::require(tx, &ns)?;
             tx.put(Table::SecureKeys, &key, &value)?;
             Ok(meta)
         })
@@ -272,7 +272,7 @@ pub async fn put(
 }
 
 fn require(r: &impl Read, ns: &str, name: &str) -> Result<StoredKey, ServiceError> {
-    namespace::require(r, ns)?;
+    namespaces::require(r, ns)?;
     r.get(Table::SecureKeys, &store_key(ns, name))?
         .ok_or_else(|| ServiceError::SecureKeyNotFound {
             namespace: ns.to_string(),
@@ -288,10 +288,10 @@ pub async fn get(store: &Store, ns: String, name: String) -> Result<KeyMetadata,
 
 /// The metadata of every secure key of namespace `ns`, by name.
 pub async fn list(store: &Store, ns: String) -> Result<Vec<KeyMetadata>, ServiceError> {
-    namespace::check_name(&ns)?;
+    namespaces::check_name(&ns)?;
     store
         .read(move |r| {
-            namespace::require(r, &ns)?;
+            namespaces::require(r, &ns)?;
             Ok(r.scan::<StoredKey>(Table::SecureKeys, &format!("{ns}/"))?
                 .into_iter()
                 .map(|(_, k)| k.meta)
@@ -545,7 +545,7 @@ mod tests {
             .build()
             .expect("runtime");
         rt.block_on(async {
-            namespace::ensure_default(&store).await.expect("default");
+            namespaces::ensure_default(&store).await.expect("default");
             let spec = KeySpec {
                 description: None,
                 data: "hunter22".into(),

@@ -5,12 +5,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::ServiceError;
-use crate::names;
-use crate::preference;
-use crate::profile::SYSTEM_NAMESPACE;
+use crate::model::names;
+use crate::model::profile::SYSTEM_NAMESPACE;
+use crate::model::time::now_secs;
+use crate::service::error::ServiceError;
+use crate::service::preferences;
 use crate::store::{Read, Store, Table, Txn};
-use crate::time::now_secs;
 
 /// The namespace that always exists.
 pub const DEFAULT: &str = "default";
@@ -135,7 +135,7 @@ pub async fn delete(store: &Store, name: String) -> Result<Namespace, ServiceErr
                     names: profiles,
                 });
             }
-            let apps = crate::app::names_in(tx, &name)?;
+            let apps = crate::service::apps::names_in(tx, &name)?;
             if !apps.is_empty() {
                 return Err(ServiceError::NamespaceNotEmpty {
                     namespace: name,
@@ -143,7 +143,7 @@ pub async fn delete(store: &Store, name: String) -> Result<Namespace, ServiceErr
                     names: apps,
                 });
             }
-            let keys = crate::secure::names_in(tx, &name)?;
+            let keys = crate::service::secure::names_in(tx, &name)?;
             if !keys.is_empty() {
                 return Err(ServiceError::NamespaceNotEmpty {
                     namespace: name,
@@ -151,7 +151,7 @@ pub async fn delete(store: &Store, name: String) -> Result<Namespace, ServiceErr
                     names: keys,
                 });
             }
-            preference::delete_namespace(tx, &name)?;
+            preferences::delete_namespace(tx, &name)?;
             tx.delete(Table::Namespaces, &name);
             Ok(ns)
         })

@@ -4,8 +4,8 @@
 //! HTTP status in one table. Messages are short, lower-case, name the entity or field, and
 //! end with a hint where the caller can act.
 
-use crate::profile::resolve::ResolveError;
-use crate::profile::{ProfileId, ProfileStatus};
+use crate::model::profile::{ProfileId, ProfileStatus};
+use crate::rules::resolve::ResolveError;
 use crate::store::StoreError;
 
 /// Why a service call did not succeed. (`Changed`: what a request was checked against changed
@@ -50,7 +50,7 @@ pub enum ServiceError {
         runs: Vec<String>,
     },
     #[error(transparent)]
-    Run(#[from] crate::run::RunError),
+    Run(#[from] crate::model::run::RunError),
     #[error("{0} not found")]
     TemplateNotFound(String),
     #[error("{0} is built in and cannot be changed or deleted; create another template instead")]

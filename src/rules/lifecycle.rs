@@ -12,7 +12,7 @@
 //!                                         DEPROVISIONING ─DeprovisionFailed→ ORPHANED
 //! ```
 
-use super::{
+use crate::model::run::{
     ClusterStatus as C, Exit, Failure, FailureKind, ProgramStatus as P, RunError, RunRecord, Stop,
     StopReason,
 };
@@ -295,7 +295,7 @@ pub fn on(run: &RunRecord, event: Event, now: u64) -> Result<Transition, RunErro
             {
                 return Err(RunError::ExpireBeyondTimeout { deadline });
             }
-            let limit = now.saturating_add(crate::profile::MAX_SECONDS);
+            let limit = now.saturating_add(crate::model::profile::MAX_SECONDS);
             if expire_at > limit {
                 return Err(RunError::ExpireTooFar {
                     limit,
@@ -469,8 +469,8 @@ pub fn next_deadline(run: &RunRecord) -> Option<(u64, Event)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::Keepalive;
-    use crate::run::{ClusterState, Launch, RunKey};
+    use crate::model::profile::Keepalive;
+    use crate::model::run::{ClusterState, Launch, RunKey};
 
     const NOW: u64 = 1_000;
 
@@ -777,7 +777,7 @@ mod tests {
         for expire_at in [
             u64::MAX,
             u64::MAX / 1000 + 1,
-            NOW + crate::profile::MAX_SECONDS + 1,
+            NOW + crate::model::profile::MAX_SECONDS + 1,
         ] {
             let e = on(&waiting, Event::Extend { expire_at }, NOW).expect_err("too far");
             assert!(matches!(e, RunError::ExpireTooFar { .. }), "{e}");
@@ -786,7 +786,7 @@ mod tests {
         on(
             &waiting,
             Event::Extend {
-                expire_at: NOW + crate::profile::MAX_SECONDS,
+                expire_at: NOW + crate::model::profile::MAX_SECONDS,
             },
             NOW,
         )

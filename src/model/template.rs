@@ -7,14 +7,12 @@
 //! inconsistent constraints. It never touches the store; the solver and planner read
 //! validated templates.
 
-pub mod service;
-
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::ServiceError;
-use crate::names;
+use crate::model::names;
+use crate::service::error::ServiceError;
 
 /// A step of a service's life on a node, in the order a create walks them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -259,7 +257,7 @@ impl Template {
     pub fn type_properties(
         &self,
         provisioner: &str,
-        types: &crate::run::NodeTypes,
+        types: &crate::model::run::NodeTypes,
     ) -> BTreeMap<String, String> {
         let mut out = BTreeMap::new();
         for (map, name) in [

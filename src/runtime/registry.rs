@@ -4,15 +4,13 @@
 //! widget format) compiled into the binary, so the server runs from any directory. The
 //! registry is built once at start-up and read-only afterwards. It never touches the store.
 
-mod native;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use ebb_spi::Provisioner;
 use serde::Serialize;
 
-pub use native::Native;
+pub use super::native::Native;
 
 /// Widgets of the built-in provisioners, by name.
 const WIDGETS: &[(&str, &str)] = &[

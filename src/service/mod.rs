@@ -1,0 +1,10 @@
+//! The services.
+pub mod apps;
+pub mod builtin;
+pub mod error;
+pub mod namespaces;
+pub mod preferences;
+pub mod profiles;
+pub mod runs;
+pub mod secure;
+pub mod templates;

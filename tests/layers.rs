@@ -1,0 +1,502 @@
+//! The crate's layers, checked: each module may use only modules of its own layer or of the
+//! layers below it, and no two modules may use each other, directly or through others.
+//!
+//! The layers, lowest first (`../shared/DESIGN.md`, "Architecture"):
+//! `model` → `rules` → `store` → `runtime` → `service` → `api` | `cli` → the crate root
+//! (`lib.rs`, `server.rs`). `api` and `cli` sit side by side and do not use each other.
+//!
+//! A module is a source file. Every path a file names (`use` declarations and paths in code,
+//! through `crate::`, `super::`, `self::`, a child module or an imported name) is resolved to
+//! the file that defines the item, following `pub use` re-exports, so a facade `mod.rs`
+//! that re-exports its children adds no dependency of its own. Paths that leave the crate
+//! (std, other crates, local variables) are not followed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use syn::visit::Visit;
+
+/// The layers from the bottom up; a file's layer is its first folder under `src/`.
+const LAYERS: &[&[&str]] = &[
+    &["model"],
+    &["rules"],
+    &["store"],
+    &["runtime"],
+    &["service"],
+    &["api", "cli"],
+];
+
+/// Files at the top: the wiring, above every layer.
+const ROOT: &[&str] = &["lib.rs", "server.rs"];
+
+/// A module path inside the crate (`["rules", "plan"]`).
+type ModPath = Vec<String>;
+
+#[derive(Debug, Default)]
+struct Module {
+    /// The file that holds the module.
+    file: String,
+    /// Items defined here (functions, types, constants, modules...).
+    items: BTreeSet<String>,
+    /// Names brought in by `use`: name → absolute path, and whether it is a `pub use`.
+    aliases: BTreeMap<String, (ModPath, bool)>,
+    /// Modules glob-imported here (`use x::*`), absolute.
+    globs: Vec<ModPath>,
+}
+
+#[derive(Debug, Default)]
+struct Crate {
+    modules: BTreeMap<ModPath, Module>,
+    /// Paths each file names, each with the module it was named from.
+    references: Vec<(String, ModPath, ModPath)>,
+}
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .expect("src is readable")
+        .map(|e| e.expect("directory entry").path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The module path of a file: `src/rules/plan/mod.rs` → `rules::plan`.
+fn module_of(relative: &str) -> ModPath {
+    let mut parts: Vec<String> = relative.split('/').map(str::to_string).collect();
+    let last = parts.pop().expect("a file name");
+    match last.as_str() {
+        "lib.rs" | "mod.rs" => {}
+        other => parts.push(other.trim_end_matches(".rs").to_string()),
+    }
+    parts
+}
+
+/// Flattens a `use` tree into (name bound, absolute path) pairs; a glob binds `*`.
+fn use_paths(tree: &syn::UseTree, prefix: &mut Vec<String>, out: &mut Vec<(String, Vec<String>)>) {
+    match tree {
+        syn::UseTree::Path(p) => {
+            prefix.push(p.ident.to_string());
+            use_paths(&p.tree, prefix, out);
+            prefix.pop();
+        }
+        syn::UseTree::Name(n) => {
+            let name = n.ident.to_string();
+            let mut path = prefix.clone();
+            if name == "self" {
+                let bound = prefix.last().cloned().unwrap_or_default();
+                out.push((bound, path));
+            } else {
+                path.push(name.clone());
+                out.push((name, path));
+            }
+        }
+        syn::UseTree::Rename(r) => {
+            let mut path = prefix.clone();
+            if r.ident != "self" {
+                path.push(r.ident.to_string());
+            }
+            out.push((r.rename.to_string(), path));
+        }
+        syn::UseTree::Glob(_) => out.push(("*".to_string(), prefix.clone())),
+        syn::UseTree::Group(g) => {
+            for t in &g.items {
+                use_paths(t, prefix, out);
+            }
+        }
+    }
+}
+
+/// Collects one file's modules, items, `use` declarations and paths.
+struct Collector<'a> {
+    krate: &'a mut Crate,
+    file: String,
+    module: ModPath,
+}
+
+impl Collector<'_> {
+    fn module(&mut self) -> &mut Module {
+        let file = self.file.clone();
+        self.krate
+            .modules
+            .entry(self.module.clone())
+            .or_insert_with(|| Module {
+                file,
+                ..Module::default()
+            })
+    }
+
+    fn define(&mut self, ident: &syn::Ident) {
+        self.module().items.insert(ident.to_string());
+    }
+}
+
+impl<'ast> Visit<'ast> for Collector<'_> {
+    fn visit_item(&mut self, item: &'ast syn::Item) {
+        match item {
+            syn::Item::Const(i) => self.define(&i.ident),
+            syn::Item::Enum(i) => self.define(&i.ident),
+            syn::Item::Fn(i) => self.define(&i.sig.ident),
+            syn::Item::Static(i) => self.define(&i.ident),
+            syn::Item::Struct(i) => self.define(&i.ident),
+            syn::Item::Trait(i) => self.define(&i.ident),
+            syn::Item::Type(i) => self.define(&i.ident),
+            syn::Item::Union(i) => self.define(&i.ident),
+            syn::Item::Macro(i) => {
+                if let Some(ident) = &i.ident {
+                    self.define(ident);
+                }
+            }
+            syn::Item::Use(u) => {
+                let public = !matches!(u.vis, syn::Visibility::Inherited);
+                let mut found = Vec::new();
+                use_paths(&u.tree, &mut Vec::new(), &mut found);
+                for (name, path) in found {
+                    let Some(absolute) = absolute(&self.module, &path, self.krate) else {
+                        continue;
+                    };
+                    if !public {
+                        let named = std::iter::once("crate".to_string())
+                            .chain(absolute.iter().cloned())
+                            .collect();
+                        self.krate
+                            .references
+                            .push((self.file.clone(), self.module.clone(), named));
+                    }
+                    let module = self.module();
+                    if name == "*" {
+                        module.globs.push(absolute);
+                    } else {
+                        module.aliases.insert(name, (absolute, public));
+                    }
+                }
+                return;
+            }
+            syn::Item::Mod(m) => {
+                self.define(&m.ident);
+                if let Some((_, items)) = &m.content {
+                    self.module.push(m.ident.to_string());
+                    self.module();
+                    for item in items {
+                        self.visit_item(item);
+                    }
+                    self.module.pop();
+                }
+                return;
+            }
+            _ => {}
+        }
+        syn::visit::visit_item(self, item);
+    }
+
+    fn visit_path(&mut self, path: &'ast syn::Path) {
+        let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+        if segments.len() > 1 || matches!(segments[0].as_str(), "crate" | "super" | "self") {
+            self.krate
+                .references
+                .push((self.file.clone(), self.module.clone(), segments));
+        }
+        syn::visit::visit_path(self, path);
+    }
+
+    fn visit_macro(&mut self, mac: &'ast syn::Macro) {
+        // Paths inside macro calls (`format!`, `matches!`, `assert!`...) are code too.
+        if let Ok(exprs) = mac.parse_body_with(
+            syn::punctuated::Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated,
+        ) {
+            for expr in &exprs {
+                self.visit_expr(expr);
+            }
+        }
+        syn::visit::visit_macro(self, mac);
+    }
+}
+
+/// Makes a `use` path absolute when it starts inside the crate; `None` for other crates.
+fn absolute(module: &ModPath, path: &[String], krate: &Crate) -> Option<ModPath> {
+    let first = path.first()?;
+    match first.as_str() {
+        "crate" => Some(path[1..].to_vec()),
+        "self" => Some(module.iter().chain(&path[1..]).cloned().collect()),
+        "super" => {
+            let mut base = module.clone();
+            let mut rest = path;
+            while rest.first().is_some_and(|s| s == "super") {
+                base.pop();
+                rest = &rest[1..];
+            }
+            base.extend(rest.iter().cloned());
+            Some(base)
+        }
+        _ => {
+            // A child module named without `self::` (edition 2018 and later allow it in
+            // `use`), or a name this module imported.
+            let here = krate.modules.get(module)?;
+            if let Some((target, _)) = here.aliases.get(first) {
+                return Some(target.iter().chain(&path[1..]).cloned().collect());
+            }
+            let mut child = module.clone();
+            child.push(first.clone());
+            krate
+                .modules
+                .contains_key(&child)
+                .then(|| module.iter().chain(path).cloned().collect())
+        }
+    }
+}
+
+/// The file that defines the item an absolute path names, following re-exports.
+fn defining_file(krate: &Crate, path: &[String], depth: usize) -> Option<String> {
+    if depth > 16 {
+        return None;
+    }
+    // The longest prefix that is a module, then the item named in it.
+    let mut split = path.len();
+    while split > 0 && !krate.modules.contains_key(&path[..split]) {
+        split -= 1;
+    }
+    let module = krate.modules.get(&path[..split])?;
+    let Some(name) = path.get(split) else {
+        return Some(module.file.clone());
+    };
+    if module.items.contains(name) {
+        return Some(module.file.clone());
+    }
+    if let Some((target, _)) = module.aliases.get(name) {
+        let mut next = target.clone();
+        next.extend(path[split + 1..].iter().cloned());
+        if next.starts_with(&path[..split]) && next.len() == path.len() && next == path {
+            return Some(module.file.clone());
+        }
+        return defining_file(krate, &next, depth + 1).or_else(|| Some(module.file.clone()));
+    }
+    for glob in &module.globs {
+        let mut next = glob.clone();
+        next.extend(path[split..].iter().cloned());
+        if let Some(file) = defining_file(krate, &next, depth + 1) {
+            return Some(file);
+        }
+    }
+    Some(module.file.clone())
+}
+
+fn parse_crate() -> Crate {
+    let root = src();
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    let mut krate = Crate::default();
+    // Modules first, so that relative paths can tell a child module from another crate.
+    for path in &files {
+        let relative = path
+            .strip_prefix(&root)
+            .expect("under src")
+            .to_string_lossy()
+            .replace('\\', "/");
+        if relative == "main.rs" {
+            continue; // the binary: it uses the library by its crate name.
+        }
+        krate.modules.insert(
+            module_of(&relative),
+            Module {
+                file: relative,
+                ..Module::default()
+            },
+        );
+    }
+    for path in &files {
+        let relative = path
+            .strip_prefix(&root)
+            .expect("under src")
+            .to_string_lossy()
+            .replace('\\', "/");
+        if relative == "main.rs" {
+            continue;
+        }
+        let text = std::fs::read_to_string(path).expect("source is readable");
+        let file = syn::parse_file(&text).unwrap_or_else(|e| panic!("{relative}: {e}"));
+        let mut collector = Collector {
+            krate: &mut krate,
+            file: relative.clone(),
+            module: module_of(&relative),
+        };
+        collector.visit_file(&file);
+    }
+    krate
+}
+
+/// Which file uses which: file → files it names (itself left out).
+fn dependencies(krate: &Crate) -> BTreeMap<String, BTreeSet<String>> {
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for module in krate.modules.values() {
+        graph.entry(module.file.clone()).or_default();
+    }
+    for (file, module, path) in &krate.references {
+        let Some(absolute) = absolute(module, path, krate).filter(|p| !p.is_empty()) else {
+            continue;
+        };
+        if let Some(target) = defining_file(krate, &absolute, 0)
+            && &target != file
+        {
+            graph.entry(file.clone()).or_default().insert(target);
+        }
+    }
+    graph
+}
+
+/// The layer of a file: its index in [`LAYERS`], or one past the top for the root files.
+fn layer(file: &str) -> Option<usize> {
+    if ROOT.contains(&file) {
+        return Some(LAYERS.len());
+    }
+    let folder = file.split('/').next()?;
+    LAYERS.iter().position(|names| names.contains(&folder))
+}
+
+/// Strongly connected components with more than one file (Tarjan, iterative).
+fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    let names: Vec<&String> = graph.keys().collect();
+    let index_of: BTreeMap<&String, usize> =
+        names.iter().enumerate().map(|(i, n)| (*n, i)).collect();
+    let edges: Vec<Vec<usize>> = names
+        .iter()
+        .map(|n| {
+            graph[*n]
+                .iter()
+                .filter_map(|t| index_of.get(t).copied())
+                .collect()
+        })
+        .collect();
+    let n = names.len();
+    let (mut index, mut low, mut on_stack) = (vec![usize::MAX; n], vec![0; n], vec![false; n]);
+    let (mut stack, mut next, mut found) = (Vec::new(), 0, Vec::new());
+    for start in 0..n {
+        if index[start] != usize::MAX {
+            continue;
+        }
+        let mut work = vec![(start, 0usize)];
+        while let Some((v, i)) = work.pop() {
+            if i == 0 {
+                index[v] = next;
+                low[v] = next;
+                next += 1;
+                stack.push(v);
+                on_stack[v] = true;
+            }
+            if let Some(&w) = edges[v].get(i) {
+                work.push((v, i + 1));
+                if index[w] == usize::MAX {
+                    work.push((w, 0));
+                } else if on_stack[w] {
+                    low[v] = low[v].min(index[w]);
+                }
+                continue;
+            }
+            if low[v] == index[v] {
+                let mut component = Vec::new();
+                while let Some(w) = stack.pop() {
+                    on_stack[w] = false;
+                    component.push(names[w].clone());
+                    if w == v {
+                        break;
+                    }
+                }
+                if component.len() > 1 {
+                    component.sort();
+                    found.push(component);
+                }
+            }
+            if let Some(&(parent, _)) = work.last() {
+                low[parent] = low[parent].min(low[v]);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn every_file_belongs_to_a_layer() {
+    let krate = parse_crate();
+    let lost: BTreeSet<&String> = krate
+        .modules
+        .values()
+        .map(|m| &m.file)
+        .filter(|f| layer(f).is_none())
+        .collect();
+    assert!(lost.is_empty(), "files outside every layer: {lost:?}");
+}
+
+#[test]
+fn modules_use_only_their_layer_and_the_ones_below() {
+    let graph = dependencies(&parse_crate());
+    let mut upward = Vec::new();
+    for (file, targets) in &graph {
+        let (Some(from), from_folder) = (layer(file), file.split('/').next()) else {
+            continue;
+        };
+        for target in targets {
+            let Some(to) = layer(target) else { continue };
+            let sideways = to == from && from_folder != target.split('/').next();
+            if to > from || (sideways && from < LAYERS.len()) {
+                upward.push(format!("{file} -> {target}"));
+            }
+        }
+    }
+    assert!(
+        upward.is_empty(),
+        "{} uses of a layer above (or beside):\n{}",
+        upward.len(),
+        upward.join("\n")
+    );
+}
+
+#[test]
+fn no_modules_use_each_other() {
+    let found = cycles(&dependencies(&parse_crate()));
+    let text: Vec<String> = found.iter().map(|c| c.join(", ")).collect();
+    assert!(found.is_empty(), "import cycles:\n{}", text.join("\n"));
+}
+
+#[test]
+fn the_checker_sees_a_cycle_and_a_layer() {
+    let graph: BTreeMap<String, BTreeSet<String>> = [
+        ("a.rs", vec!["b.rs"]),
+        ("b.rs", vec!["c.rs"]),
+        ("c.rs", vec!["a.rs"]),
+        ("d.rs", vec!["a.rs"]),
+    ]
+    .into_iter()
+    .map(|(f, t)| (f.to_string(), t.into_iter().map(str::to_string).collect()))
+    .collect();
+    assert_eq!(cycles(&graph), vec![vec!["a.rs", "b.rs", "c.rs"]]);
+    assert_eq!(layer("model/names.rs"), Some(0));
+    assert_eq!(layer("cli/runs.rs"), layer("api/runs.rs"));
+    assert_eq!(layer("server.rs"), Some(LAYERS.len()));
+    assert_eq!(layer("elsewhere.rs"), None);
+    // This crate's own graph is read: the store's writer is used by the store.
+    let real = dependencies(&parse_crate());
+    assert!(
+        real.values().any(|t| !t.is_empty()),
+        "no dependency found at all"
+    );
+}
+
+/// Prints the graph (`cargo test --test layers -- --ignored --nocapture graph`).
+#[test]
+#[ignore]
+fn graph() {
+    for (file, targets) in dependencies(&parse_crate()) {
+        println!(
+            "{file}: {}",
+            targets.into_iter().collect::<Vec<_>>().join(" ")
+        );
+    }
+}
