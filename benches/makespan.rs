@@ -8,7 +8,8 @@
 
 use std::collections::BTreeSet;
 
-use ebb::rules::plan::cluster::{Action, ClusterOperation, ClusterTask, PlanNode, plan, stages};
+use ebb::model::plan::{Action, ClusterOperation, ClusterTask, PlanNode};
+use ebb::rules::plan::cluster::{plan, stages};
 use ebb::rules::solver::{Request, solve};
 use ebb::service::templates::parse_builtin;
 

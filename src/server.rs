@@ -230,7 +230,7 @@ const SERVER_NAME_KEY: &str = "server_name";
 /// other's resources for its own.
 async fn server_name(store: &Store, given: Option<String>) -> Result<String, ServerError> {
     if let Some(name) = given.filter(|n| !n.trim().is_empty()) {
-        crate::model::names::check("--server-name", &name)?;
+        crate::model::names::check("--server-name", &name).map_err(ServiceError::from)?;
         return Ok(name);
     }
     let mut bytes = [0u8; 6];

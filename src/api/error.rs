@@ -59,7 +59,7 @@ impl ApiError {
 
 fn service_status(e: &ServiceError) -> StatusCode {
     match e {
-        ServiceError::Invalid { .. } | ServiceError::Resolve(_) => StatusCode::BAD_REQUEST,
+        ServiceError::Invalid(_) | ServiceError::Resolve(_) => StatusCode::BAD_REQUEST,
         ServiceError::Run(e) if e.is_bad_input() => StatusCode::BAD_REQUEST,
         ServiceError::Run(_) => StatusCode::CONFLICT,
         ServiceError::NamespaceNotFound(_)

@@ -6,7 +6,7 @@ use super::AppState;
 use super::body::{Json, OrDefault};
 use super::error::ApiError;
 use crate::model::profile::{ProfileId, ProfileSpec, ProfileStatus};
-use crate::rules::resolve::Values;
+use crate::model::property::Values;
 use crate::service::error::ServiceError;
 use crate::service::namespaces::{self, NamespaceSpec};
 use crate::service::preferences::{self, Scope as PrefScope};

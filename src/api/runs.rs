@@ -8,9 +8,9 @@ use serde::Deserialize;
 use super::body::{Json, OrDefault};
 use super::error::ApiError;
 use super::handlers::{ProfilePath, Reply, State, flag, ok, query};
+use crate::model::property::Values;
 use crate::model::run::RunKey;
 use crate::rules::lifecycle::Event;
-use crate::rules::resolve::Values;
 use crate::service::apps::{self, AppSpec};
 use crate::service::runs::{self as runs, RunFilter};
 

@@ -3,13 +3,13 @@
 //! A name is 1 to 64 of `A-Z a-z 0-9 _ -`. Names become parts of store keys joined by `/`,
 //! so this check is also what keeps keys unambiguous.
 
-use crate::service::error::ServiceError;
+use crate::model::invalid::Invalid;
 
 /// Longest name allowed.
 pub const MAX_LEN: usize = 64;
 
 /// Checks `value` as the name of a `what` (`"namespace"`, `"profile name"`).
-pub fn check(what: &str, value: &str) -> Result<(), ServiceError> {
+pub fn check(what: &str, value: &str) -> Result<(), Invalid> {
     let ok = !value.is_empty()
         && value.len() <= MAX_LEN
         && value
@@ -18,7 +18,7 @@ pub fn check(what: &str, value: &str) -> Result<(), ServiceError> {
     if ok {
         Ok(())
     } else {
-        Err(ServiceError::invalid(
+        Err(Invalid::new(
             what,
             format!(
                 "'{value}' is not a valid name: use 1 to {MAX_LEN} of A-Z, a-z, 0-9, '_' and '-'"

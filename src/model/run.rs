@@ -12,7 +12,7 @@ use ebb_spi::Properties;
 use serde::{Deserialize, Serialize};
 
 use crate::model::profile::Keepalive;
-use crate::rules::resolve::{EffectiveProperty, Values};
+use crate::model::property::{EffectiveProperty, Values};
 
 /// Program status, as CDAP names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -248,7 +248,7 @@ impl RunRecord {
 
     /// The effective provisioner properties by name.
     pub fn properties(&self) -> Properties {
-        crate::rules::resolve::by_name(&self.profile_properties)
+        crate::model::property::by_name(&self.profile_properties)
     }
 
     /// When the profile's timeout ends the cluster's life, if it has one.
@@ -314,31 +314,6 @@ impl RunError {
     }
 }
 
-/// Names that look secret but are not: a host key's fingerprint, the host key policy and an
-/// EC2 key pair's name are public, and an admin checks them by eye.
-const PUBLIC_NAMES: &[&str] = &[ebb_spi::FACT_SSH_HOST_KEY, "sshHostKeyChecking", "keyName"];
-
-/// Whether a property name looks secret: its value is shown as `***`.
-pub fn is_secret_name(name: &str) -> bool {
-    if PUBLIC_NAMES.contains(&name) {
-        return false;
-    }
-    let lower = name.to_ascii_lowercase();
-    ["secret", "password", "key", "token"]
-        .iter()
-        .any(|s| lower.contains(s))
-}
-
-/// The value to show for property `name`.
-pub fn redact<'a>(name: &str, value: &'a str) -> &'a str {
-    // A reference to the secure store names a secret without holding it.
-    if is_secret_name(name) && !crate::service::secure::is_reference(value) {
-        "***"
-    } else {
-        value
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -352,27 +327,5 @@ mod tests {
             run: "0190-abc".into(),
         };
         assert_eq!(RunKey::from_key(&key.key()), Some(key));
-    }
-
-    #[test]
-    fn secret_looking_names_are_redacted() {
-        for name in [
-            "apiKey",
-            "PASSWORD",
-            "client_secret",
-            "authToken",
-            "sshKeyPath",
-        ] {
-            assert_eq!(redact(name, "v"), "***", "{name}");
-        }
-        for name in [
-            "nodes",
-            "keepalive",
-            "zone",
-            "sshHostKey",
-            "sshHostKeyChecking",
-        ] {
-            assert_eq!(redact(name, "v"), "v", "{name}");
-        }
     }
 }

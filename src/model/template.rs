@@ -11,8 +11,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::invalid::Invalid;
 use crate::model::names;
-use crate::service::error::ServiceError;
 
 /// A step of a service's life on a node, in the order a create walks them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -247,8 +247,8 @@ pub struct Template {
     pub constraints: Constraints,
 }
 
-fn invalid(field: impl Into<String>, message: impl Into<String>) -> ServiceError {
-    ServiceError::invalid(field, message)
+fn invalid(field: impl Into<String>, message: impl Into<String>) -> Invalid {
+    Invalid::new(field, message)
 }
 
 impl Template {
@@ -287,7 +287,7 @@ impl Template {
     }
 
     /// Checks the whole template; the error names the first bad field.
-    pub fn validate(&self) -> Result<(), ServiceError> {
+    pub fn validate(&self) -> Result<(), Invalid> {
         self.validate_size()?;
         let providers = self.providers();
         for (name, service) in &self.services {
@@ -378,7 +378,7 @@ impl Template {
         self.validate_constraints()
     }
 
-    fn service_list(&self, field: &str, list: &[String]) -> Result<(), ServiceError> {
+    fn service_list(&self, field: &str, list: &[String]) -> Result<(), Invalid> {
         for (i, s) in list.iter().enumerate() {
             if !self.services.contains_key(s) {
                 return Err(invalid(
@@ -390,7 +390,7 @@ impl Template {
         Ok(())
     }
 
-    fn type_list(&self, field: &str, list: &[String], types: &TypeMap) -> Result<(), ServiceError> {
+    fn type_list(&self, field: &str, list: &[String], types: &TypeMap) -> Result<(), Invalid> {
         for (i, t) in list.iter().enumerate() {
             if !types.contains_key(t) {
                 return Err(invalid(
@@ -402,7 +402,7 @@ impl Template {
         Ok(())
     }
 
-    fn validate_types(&self) -> Result<(), ServiceError> {
+    fn validate_types(&self) -> Result<(), Invalid> {
         for (field, types) in [
             ("hardwareTypes", &self.hardware_types),
             ("imageTypes", &self.image_types),
@@ -450,7 +450,7 @@ impl Template {
         Ok(())
     }
 
-    fn validate_constraints(&self) -> Result<(), ServiceError> {
+    fn validate_constraints(&self) -> Result<(), Invalid> {
         let k = &self.constraints;
         if let Some(size) = k.size
             && size.min > size.max
@@ -617,7 +617,7 @@ impl Template {
 
     /// Checks the template's size against [`MAX_SERVICES`], [`MAX_CONSTRAINED_SERVICES`],
     /// [`MAX_TYPES`] and [`MAX_LIST`] before anything walks it.
-    fn validate_size(&self) -> Result<(), ServiceError> {
+    fn validate_size(&self) -> Result<(), Invalid> {
         let over = |field: &str, what: &str, count: usize, limit: usize| {
             invalid(
                 field,
@@ -805,7 +805,7 @@ mod tests {
         for (body, field, fragment) in cases {
             let t = parse(body.clone()).expect("parses");
             match t.validate() {
-                Err(ServiceError::Invalid { field: f, message }) => {
+                Err(Invalid { field: f, message }) => {
                     assert_eq!(f, field, "{body}");
                     assert!(message.contains(fragment), "{body}: {message}");
                 }

@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Deserialize;
 
+use crate::model::plan::ClusterOperation;
 use crate::model::run::{NodeTypes, RunRecord};
-use crate::rules::plan::cluster::ClusterOperation;
 use crate::rules::solver::{Budget, NodeLayout, Request, SolveError, solve, solve_within};
 use crate::service::error::ServiceError;
 

@@ -12,63 +12,11 @@
 //!   added; the provisioner's validation decides later whether it is known.
 
 use std::collections::BTreeMap;
-use std::fmt;
-
-use serde::{Deserialize, Serialize};
 
 use crate::model::profile::{Profile, ProfileId, Scope};
-
-/// Key that assigns a profile.
-pub const PROFILE_KEY: &str = "system.profile.name";
-/// Prefix of keys that override a profile property.
-pub const PROPERTY_PREFIX: &str = "system.profile.properties.";
-
-/// The levels of the preference hierarchy, from least to most specific.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Level {
-    /// Instance preferences (`/v3/preferences`).
-    Instance,
-    /// Namespace preferences.
-    Namespace,
-    /// The app's deploy-time configuration.
-    App,
-    /// App preferences.
-    AppPreferences,
-    /// Program preferences.
-    Program,
-    /// Runtime arguments of the run (or schedule properties).
-    Runtime,
-}
-
-impl fmt::Display for Level {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Level::Instance => "instance preferences",
-            Level::Namespace => "namespace preferences",
-            Level::App => "app configuration",
-            Level::AppPreferences => "app preferences",
-            Level::Program => "program preferences",
-            Level::Runtime => "runtime arguments",
-        })
-    }
-}
-
-/// Where an effective value came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Origin {
-    /// Nothing chose a profile: the instance default.
-    Default,
-    /// The profile's own value.
-    Profile,
-    /// An override at this level.
-    #[serde(untagged)]
-    Level(Level),
-}
-
-/// One level's key/values.
-pub type Values = BTreeMap<String, String>;
+use crate::model::property::{
+    EffectiveProperty, Level, Origin, PROFILE_KEY, PROPERTY_PREFIX, Values,
+};
 
 /// Why resolution failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -96,22 +44,6 @@ pub enum ResolveError {
 pub struct ChosenProfile {
     pub id: ProfileId,
     pub origin: Origin,
-}
-
-/// One effective property of a run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EffectiveProperty {
-    pub name: String,
-    pub value: String,
-    pub origin: Origin,
-}
-
-/// `properties` by name, as a provisioner takes them.
-pub fn by_name(properties: &[EffectiveProperty]) -> ebb_spi::Properties {
-    properties
-        .iter()
-        .map(|p| (p.name.clone(), p.value.clone()))
-        .collect()
 }
 
 /// A run's resolved profile: which one, and its effective properties by name.

@@ -14,8 +14,8 @@ use std::path::PathBuf;
 
 use super::Deps;
 use super::task::{AttemptOutcome, TaskSpec};
+use crate::model::plan::NodeRecord;
 use crate::model::template::Action as Script;
-use crate::rules::plan::resource::NodeRecord;
 use crate::store::{Read, Table};
 
 /// Bytes of an attempt's output kept in the audit log.

@@ -17,9 +17,9 @@ use std::time::Duration;
 use ebb_spi::{Context, Provisioner, Resource, ResourceState, TAG_NODE, TAG_RUN, TAG_SERVER};
 use serde::{Deserialize, Serialize};
 
+use crate::model::plan::{NodeRecord, ResourceStatus};
 use crate::model::run::{ClusterStatus, RunRecord};
 use crate::model::time::now_secs;
-use crate::rules::plan::resource::{NodeRecord, ResourceStatus};
 use crate::runtime::Deps;
 use crate::service::error::ServiceError;
 use crate::service::profiles::StoredProfile;

@@ -27,11 +27,12 @@ use super::task::{TaskDone, TaskOutcome, TaskRunner, TaskSpec};
 use crate::model::operation::{
     self, AttemptRecord, AttemptStatus, OpStatus, OperationRecord, Snapshot, TaskStatus,
 };
+use crate::model::plan::Progress;
+use crate::model::plan::{Action, ClusterOperation, ClusterTask, PlanNode};
+use crate::model::plan::{NodeRecord, ResourceStatus};
 use crate::model::template::Template;
 use crate::model::time::now_f64;
-use crate::rules::plan::Progress;
-use crate::rules::plan::cluster::{self, Action, ClusterOperation, ClusterTask, PlanNode};
-use crate::rules::plan::resource::{NodeRecord, ResourceStatus};
+use crate::rules::plan::cluster;
 use crate::store::events::{self, EventKind};
 use crate::store::{Read, StoreError, Table, Txn};
 
@@ -292,8 +293,9 @@ impl Planner {
         let mut op = cur.op.clone();
         let undoing = cur.undoing.clone();
         self.writing = true;
-        let write = async move {
-            let saved = deps
+        let write =
+            async move {
+                let saved = deps
                 .store
                 .write(move |tx| {
                     let now = now_f64();
@@ -312,7 +314,7 @@ impl Planner {
                         let template = template.as_deref().unwrap_or(&empty);
                         let completed = completed(&op.tasks, &done, &nodes);
                         let tasks = cluster::rollback(template, &op.tasks, &completed);
-                        let id = operation::next_id(tx, &run)?;
+                        let id = crate::store::audit::next_id(tx, &run)?;
                         op.rolled_back_by = Some(id);
                         let undo = OperationRecord {
                             id,
@@ -337,12 +339,12 @@ impl Planner {
                         record(tx, &run, &undo, note)?;
                         next = Some(undo);
                     }
-                    tx.put(Table::Operations, &operation::op_key(&run, op.id), &op)?;
+                    tx.put(Table::Operations, &crate::store::audit::op_key(&run, op.id), &op)?;
                     Ok::<_, StoreError>((op, next))
                 })
                 .await;
-            (saved, deps)
-        };
+                (saved, deps)
+            };
         ctx.wait(write.into_actor(self).map(move |(saved, deps), act, ctx| {
             act.writing = false;
             deps.notifier.notify(&act.spec.run);
@@ -397,7 +399,11 @@ fn record(
     op: &OperationRecord,
     note: String,
 ) -> Result<(), StoreError> {
-    tx.put(Table::Operations, &operation::op_key(run, op.id), op)?;
+    tx.put(
+        Table::Operations,
+        &crate::store::audit::op_key(run, op.id),
+        op,
+    )?;
     events::append(tx, run, EventKind::Status, None, note)
 }
 
@@ -445,7 +451,7 @@ fn record_instant(deps: &Deps, run: &str, cur: &Current, instant: &[usize]) {
         .map(|i| {
             let mut a = AttemptRecord::open(now, now);
             a.finish(AttemptStatus::Succeeded, None, now);
-            let key = operation::attempt_key(run, cur.op.id, *i, cur.prior[*i] + 1);
+            let key = crate::store::audit::attempt_key(run, cur.op.id, *i, cur.prior[*i] + 1);
             (key, a)
         })
         .collect();
@@ -522,7 +528,7 @@ pub async fn prepare(deps: Deps, spec: OpSpec) -> Result<Prepared, StoreError> {
     let begun = deps
         .store
         .write(move |tx| -> Result<Begin, StoreError> {
-            let ops = operation::operations(tx, &run)?;
+            let ops = crate::store::audit::operations(tx, &run)?;
             let nodes = node_records(tx, &run)?;
             if spec.resume
                 && let Some(op) = ops
@@ -573,7 +579,7 @@ pub async fn prepare(deps: Deps, spec: OpSpec) -> Result<Prepared, StoreError> {
                 )
             };
             let now = now_f64();
-            let id = operation::next_id(tx, &run)?;
+            let id = crate::store::audit::next_id(tx, &run)?;
             let mut request = spec.request.clone();
             if let serde_json::Value::Object(m) = &mut request {
                 m.insert("config".into(), spec.config.clone());
@@ -647,7 +653,7 @@ fn carry_on(
     config: serde_json::Value,
     undoing: Option<String>,
 ) -> Result<Current, StoreError> {
-    let attempts = operation::attempts(tx, run, op.id)?;
+    let attempts = crate::store::audit::attempts(tx, run, op.id)?;
     let now = now_f64();
     let mut progress = vec![Progress::Waiting; op.tasks.len()];
     let mut prior = vec![0; op.tasks.len()];
@@ -676,7 +682,7 @@ fn carry_on(
         {
             let mut closed = last.clone();
             closed.finish(AttemptStatus::Failed, Some(INTERRUPTED.into()), now);
-            let key = operation::attempt_key(run, op.id, *task, tried.len() as u32);
+            let key = crate::store::audit::attempt_key(run, op.id, *task, tried.len() as u32);
             tx.put(Table::Attempts, &key, &closed)?;
         }
     }

@@ -51,6 +51,12 @@ pub struct Registry {
     entries: BTreeMap<&'static str, Entry>,
 }
 
+impl crate::model::profile::Provisioners for Registry {
+    fn provisioner(&self, name: &str) -> Option<&dyn Provisioner> {
+        self.get(name).map(|p| p.as_ref())
+    }
+}
+
 impl Registry {
     /// The built-in provisioners: `native`, `local`, `sim`, `hosts`, and `aws-ec2` when built with
     /// the `aws` feature.

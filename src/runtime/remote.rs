@@ -21,8 +21,8 @@ use ebb_ssh::remote::{self, ProgramState};
 use ebb_ssh::{Access, Checking, Policy, Session, Target};
 
 use super::Deps;
+use crate::model::plan::NodeRecord;
 use crate::model::run::Exit;
-use crate::rules::plan::resource::NodeRecord;
 
 /// How often a running program is looked at.
 const POLL: Duration = Duration::from_secs(1);

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::rules::resolve::{Level, Values};
+use crate::model::property::{Level, Values};
 use crate::service::error::ServiceError;
 use crate::service::namespaces;
 use crate::service::preferences;

@@ -4,6 +4,7 @@
 //! HTTP status in one table. Messages are short, lower-case, name the entity or field, and
 //! end with a hint where the caller can act.
 
+use crate::model::invalid::Invalid;
 use crate::model::profile::{ProfileId, ProfileStatus};
 use crate::rules::resolve::ResolveError;
 use crate::store::StoreError;
@@ -12,8 +13,8 @@ use crate::store::StoreError;
 /// before it could be recorded; trying again may succeed.)
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
-    #[error("{field}: {message}")]
-    Invalid { field: String, message: String },
+    #[error(transparent)]
+    Invalid(#[from] Invalid),
     #[error(transparent)]
     Resolve(#[from] ResolveError),
     #[error("namespace '{0}' not found")]
@@ -90,9 +91,6 @@ pub enum ServiceError {
 impl ServiceError {
     /// A bad input value: `field` names it the way the caller wrote it.
     pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
-        ServiceError::Invalid {
-            field: field.into(),
-            message: message.into(),
-        }
+        ServiceError::Invalid(Invalid::new(field, message))
     }
 }

@@ -41,7 +41,7 @@ pub fn require(r: &impl Read, name: &str) -> Result<Namespace, ServiceError> {
 /// Checks a namespace name taken from a path or body (400 naming `namespace` if bad). The
 /// reserved name `system` passes here: it is refused on create and simply never exists.
 pub fn check_name(name: &str) -> Result<(), ServiceError> {
-    names::check("namespace", name)
+    Ok(names::check("namespace", name)?)
 }
 
 /// Creates `default` if it is missing. Run at start-up.

@@ -11,7 +11,8 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::model::profile::{ProfileId, ProfileStatus};
-use crate::rules::resolve::{self, Level, PROFILE_KEY, Values};
+use crate::model::property::{Level, PROFILE_KEY, Values};
+use crate::rules::resolve;
 use crate::service::apps::{self, App};
 use crate::service::error::ServiceError;
 use crate::service::namespaces;

@@ -43,7 +43,7 @@ fn check_id(id: &ProfileId) -> Result<(), ServiceError> {
     if id.scope == Scope::User {
         namespaces::check_name(&id.namespace)?;
     }
-    crate::model::names::check("profile name", &id.name)
+    Ok(crate::model::names::check("profile name", &id.name)?)
 }
 
 /// Writes `spec` as profile `id`, keeping `status` and `created` of an existing profile.
@@ -198,4 +198,76 @@ pub async fn delete(store: &Store, id: ProfileId) -> Result<Profile, ServiceErro
             Ok(stored.profile)
         })
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::registry::Registry;
+
+    fn validate(json: &str) -> Result<ValidSpec, String> {
+        let de = &mut serde_json::Deserializer::from_str(json);
+        let spec: ProfileSpec = serde_path_to_error::deserialize(de)
+            .map_err(|e| format!("{}: {}", e.path(), e.inner()))?;
+        spec.validate("p", &Registry::builtin())
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn names_the_bad_field() {
+        let cases = [
+            (r#"{"provisioner":{"name":"nope"}}"#, "provisioner.name"),
+            (
+                r#"{"provisioner":{"name":"local","properties":[{"name":"nodes","value":"x"}]}}"#,
+                "provisioner.properties.nodes",
+            ),
+            (
+                r#"{"provisioner":{"name":"local","properties":[{"name":"nodes","value":"1"},{"name":"nodes","value":"2"}]}}"#,
+                "provisioner.properties[1].name",
+            ),
+            (
+                r#"{"provisioner":{"name":"local","properties":[{"name":"","value":"1"}]}}"#,
+                "provisioner.properties[0].name",
+            ),
+            (
+                r#"{"provisioner":{"name":"local"},"keepalive":{"failed":-5}}"#,
+                "keepalive.failed",
+            ),
+            (
+                r#"{"provisioner":{"name":"local"},"keepalive":{"killed":"-5s"}}"#,
+                "keepalive.killed",
+            ),
+            (
+                r#"{"provisioner":{"name":"local"},"timeout":1.5}"#,
+                "timeout",
+            ),
+            (r#"{"provisioner":{"name":"local"},"timeout":0}"#, "timeout"),
+            (
+                r#"{"provisioner":{"name":"local"},"timeout":"forever"}"#,
+                "timeout",
+            ),
+            (
+                r#"{"provisioner":{"name":"local"},"timeout":999999999999}"#,
+                "timeout",
+            ),
+            (
+                r#"{"provisioner":{"name":"local"},"colour":"red"}"#,
+                "colour",
+            ),
+            (
+                r#"{"provisioner":{"name":"native","properties":[{"name":"nodes","value":"1"}]}}"#,
+                "provisioner.properties.nodes",
+            ),
+            (r#"{"name":"q","provisioner":{"name":"native"}}"#, "name"),
+            (r#"{"label":"x"}"#, "provisioner"),
+            (
+                r#"{"provisioner":{"name":"local","properties":[{"name":"nodes","value":"1","isEditable":"yes"}]}}"#,
+                "provisioner.properties[0].isEditable",
+            ),
+        ];
+        for (json, field) in cases {
+            let err = validate(json).expect_err(json);
+            assert!(err.contains(field), "{json}: '{err}' does not name {field}");
+        }
+    }
 }

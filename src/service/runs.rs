@@ -10,13 +10,15 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::model::operation::{self, OperationRecord, OperationView};
+use crate::model::operation::{OperationRecord, OperationView};
+use crate::model::plan::{NodeRecord, ResourceStatus};
 use crate::model::profile::{ProfileId, ProfileStatus};
+use crate::model::property::redact;
+use crate::model::property::{Level, Origin, Values};
 use crate::model::run::{
-    ClusterStatus, Exit, Failure, Launch, ProgramStatus, RunError, RunKey, RunRecord, redact,
+    ClusterStatus, Exit, Failure, Launch, ProgramStatus, RunError, RunKey, RunRecord,
 };
-use crate::rules::plan::resource::{NodeRecord, ResourceStatus};
-use crate::rules::resolve::{self, Level, Origin, Values};
+use crate::rules::resolve;
 use crate::runtime::Runtime;
 use crate::runtime::program::{STDERR, STDOUT};
 use crate::service::apps::{self, WORKFLOWS};
@@ -133,7 +135,7 @@ struct Resolved {
     chosen: resolve::ChosenProfile,
     keepalive: crate::model::profile::Keepalive,
     timeout: Option<u64>,
-    properties: Vec<resolve::EffectiveProperty>,
+    properties: Vec<crate::model::property::EffectiveProperty>,
     provisioner: String,
     nodes: Vec<String>,
     template: Option<crate::model::template::Template>,
@@ -180,7 +182,7 @@ fn resolve_start(
     let provisioner = registry
         .get(&provisioner_name)
         .ok_or_else(|| ServiceError::ProvisionerNotFound(provisioner_name.clone()))?;
-    let map = resolve::by_name(&properties);
+    let map = crate::model::property::by_name(&properties);
     if let Err(e) = provisioner.validate(&map) {
         return Err(RunError::BadProperty {
             property: e.property,
@@ -188,7 +190,7 @@ fn resolve_start(
         }
         .into());
     }
-    crate::service::secure::check_references("properties", provisioner.spec(), &map)?;
+    crate::model::property::check_references("properties", provisioner.spec(), &map)?;
     crate::service::secure::check_exist(r, &ns, &map)?;
     let nodes = provisioner.nodes(&map);
     let max = provisioner.max_nodes(&map);
@@ -232,7 +234,7 @@ fn solve_layout(
     let provisioner = registry
         .get(provisioner_name)
         .ok_or_else(|| ServiceError::ProvisionerNotFound(provisioner_name.clone()))?;
-    let map = resolve::by_name(&resolved.properties);
+    let map = crate::model::property::by_name(&resolved.properties);
     let nodes = &resolved.nodes;
     let solved = crate::rules::solver::solve(
         template,
@@ -266,16 +268,16 @@ fn solve_layout(
             )
         })?;
     }
-    let plan_nodes: Vec<crate::rules::plan::cluster::PlanNode> = nodes
+    let plan_nodes: Vec<crate::model::plan::PlanNode> = nodes
         .iter()
         .zip(&solved)
-        .map(|(name, l)| crate::rules::plan::cluster::PlanNode {
+        .map(|(name, l)| crate::model::plan::PlanNode {
             name: name.clone(),
             services: l.services.clone(),
         })
         .collect();
     crate::rules::plan::cluster::check_size(
-        crate::rules::plan::cluster::ClusterOperation::Create,
+        crate::model::plan::ClusterOperation::Create,
         template,
         &plan_nodes,
     )
@@ -706,8 +708,8 @@ pub async fn operations(
         .read(move |r| {
             require_run(r, &key)?;
             let mut out = Vec::new();
-            for op in operation::operations(r, &key.run)? {
-                let attempts = operation::attempts(r, &key.run, op.id)?;
+            for op in crate::store::audit::operations(r, &key.run)? {
+                let attempts = crate::store::audit::attempts(r, &key.run, op.id)?;
                 out.push(OperationView::new(op, attempts));
             }
             Ok(out)
@@ -737,10 +739,10 @@ pub async fn cluster_operation(
     let (run, change) = tokio::task::spawn_blocking(move || {
         let change = crate::rules::resize::change(&run, &request, max_nodes)?;
         if let Some(template) = &run.template {
-            let nodes: Vec<crate::rules::plan::cluster::PlanNode> = change
+            let nodes: Vec<crate::model::plan::PlanNode> = change
                 .nodes
                 .iter()
-                .map(|n| crate::rules::plan::cluster::PlanNode {
+                .map(|n| crate::model::plan::PlanNode {
                     name: n.clone(),
                     services: change.layout.get(n).cloned().unwrap_or_default(),
                 })
@@ -775,9 +777,12 @@ pub async fn operation(
         .read(move |r| {
             require_run(r, &key)?;
             let op: OperationRecord = r
-                .get(Table::Operations, &operation::op_key(&key.run, number))?
+                .get(
+                    Table::Operations,
+                    &crate::store::audit::op_key(&key.run, number),
+                )?
                 .ok_or_else(|| not_found(&key.run, &id))?;
-            let attempts = operation::attempts(r, &key.run, op.id)?;
+            let attempts = crate::store::audit::attempts(r, &key.run, op.id)?;
             Ok(OperationView::new(op, attempts))
         })
         .await

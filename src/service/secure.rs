@@ -20,6 +20,7 @@ use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use serde::{Deserialize, Serialize};
 
 use crate::model::names;
+use crate::model::property::{is_reference, references, substitute};
 use crate::model::time::now_millis;
 use crate::service::error::ServiceError;
 use crate::service::namespaces;
@@ -235,7 +236,7 @@ fn store_key(ns: &str, name: &str) -> String {
 
 fn check(ns: &str, name: &str) -> Result<(), ServiceError> {
     namespaces::check_name(ns)?;
-    names::check("secure key name", name)
+    Ok(names::check("secure key name", name)?)
 }
 
 /// Creates or replaces secure key `name` of namespace `ns`.
@@ -320,70 +321,6 @@ pub fn names_in(r: &impl Read, ns: &str) -> Result<Vec<String>, ServiceError> {
         .collect())
 }
 
-const OPEN: &str = "${secure(";
-const CLOSE: &str = ")}";
-
-/// The secure keys `value` refers to, in order, or what is wrong with a reference.
-pub fn references(value: &str) -> Result<Vec<String>, String> {
-    let mut out = Vec::new();
-    substitute(value, |name| {
-        names::check("secure key name", name).map_err(|e| e.to_string())?;
-        out.push(name.to_string());
-        Ok(String::new())
-    })?;
-    Ok(out)
-}
-
-/// Whether `value` is nothing but one reference (so it can be shown: it names, not holds, a
-/// secret).
-pub fn is_reference(value: &str) -> bool {
-    let v = value.trim();
-    v.starts_with(OPEN) && v.ends_with(CLOSE) && references(v).is_ok_and(|r| r.len() == 1)
-}
-
-/// Checks the references in `properties` (from a profile, or a run's after its overrides)
-/// against `spec`: a property the provisioner marks secret must be exactly one
-/// `${secure(name)}` reference, so no secret is ever stored or shown in the clear; and no
-/// other property may hold one, so a secret can never be written into a directory name, sent
-/// to an endpoint or put in a tag (a 400 naming `{field}.{property}` otherwise).
-pub fn check_references<'a>(
-    field: &str,
-    spec: &ebb_spi::ProvisionerSpec,
-    properties: impl IntoIterator<Item = (&'a String, &'a String)>,
-) -> Result<(), ServiceError> {
-    for (name, value) in properties {
-        let at = || format!("{field}.{name}");
-        let refs = references(value).map_err(|e| ServiceError::invalid(at(), e))?;
-        let secret = spec.property(name).is_some_and(|p| p.secret);
-        if secret && !is_reference(value) {
-            return Err(ServiceError::invalid(
-                at(),
-                "is a secret: give it as a reference to the secure store, ${secure(<key>)}, after storing it with PUT /v3/namespaces/<namespace>/securekeys/<key> (or `ebb secure put <key>`)",
-            ));
-        }
-        if !secret && !refs.is_empty() {
-            let secrets: Vec<&str> = spec
-                .properties
-                .iter()
-                .filter(|p| p.secret)
-                .map(|p| p.name)
-                .collect();
-            let allowed = if secrets.is_empty() {
-                format!("provisioner '{}' has none", spec.name)
-            } else {
-                format!("for provisioner '{}': {}", spec.name, secrets.join(", "))
-            };
-            return Err(ServiceError::invalid(
-                at(),
-                format!(
-                    "is not a secret property: a ${{secure(...)}} reference may only be the value of a secret property ({allowed})"
-                ),
-            ));
-        }
-    }
-    Ok(())
-}
-
 /// Checks that every key `properties` refer to exists in namespace `ns`, so a run that would
 /// fail for a missing secret is refused when it is started.
 pub fn check_exist<'a>(
@@ -430,26 +367,6 @@ impl Resolved {
     }
 }
 
-/// `value` with each reference replaced by `lookup(name)`.
-fn substitute(
-    value: &str,
-    mut lookup: impl FnMut(&str) -> Result<String, String>,
-) -> Result<String, String> {
-    let mut out = String::with_capacity(value.len());
-    let mut rest = value;
-    while let Some(start) = rest.find(OPEN) {
-        let after = &rest[start + OPEN.len()..];
-        let end = after
-            .find(CLOSE)
-            .ok_or("a ${secure(name)} reference is not closed with ')}'")?;
-        out.push_str(&rest[..start]);
-        out.push_str(&lookup(after[..end].trim())?);
-        rest = &after[end + CLOSE.len()..];
-    }
-    out.push_str(rest);
-    Ok(out)
-}
-
 /// Resolves the references in `properties` with the keys of namespace `ns`.
 pub fn resolve(
     r: &impl Read,
@@ -488,21 +405,6 @@ pub fn resolve(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn references_are_parsed_and_checked() {
-        assert_eq!(references("plain").expect("none"), Vec::<String>::new());
-        assert_eq!(references("${secure(aws-key)}").expect("one"), ["aws-key"]);
-        assert_eq!(
-            references("user:${secure(u)}:${secure( p )}").expect("two"),
-            ["u", "p"]
-        );
-        assert!(references("${secure(aws-key").is_err());
-        assert!(references("${secure(a/b)}").is_err());
-        assert!(is_reference(" ${secure(k)} "));
-        assert!(!is_reference("x${secure(k)}"));
-        assert!(!is_reference("${secure(a)}${secure(b)}"));
-    }
 
     #[test]
     fn sealed_values_open_only_under_their_own_name_and_key() {

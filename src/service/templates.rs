@@ -41,7 +41,7 @@ impl TemplateId {
         if let Some(ns) = &self.namespace {
             namespaces::check_name(ns)?;
         }
-        crate::model::names::check("template name", &self.name)
+        Ok(crate::model::names::check("template name", &self.name)?)
     }
 }
 
@@ -204,14 +204,14 @@ pub struct PlanRequest {
     pub provisioner: String,
     pub nodes: u32,
     #[serde(default = "create")]
-    pub operation: crate::rules::plan::cluster::ClusterOperation,
+    pub operation: crate::model::plan::ClusterOperation,
     pub services: Option<Vec<String>>,
     pub hardware_type: Option<String>,
     pub image_type: Option<String>,
 }
 
-fn create() -> crate::rules::plan::cluster::ClusterOperation {
-    crate::rules::plan::cluster::ClusterOperation::Create
+fn create() -> crate::model::plan::ClusterOperation {
+    crate::model::plan::ClusterOperation::Create
 }
 
 /// One node of a planned layout.
@@ -227,7 +227,7 @@ pub struct PlannedNode {
 #[derive(Debug, Clone, Serialize)]
 pub struct DryRun {
     pub layout: Vec<PlannedNode>,
-    pub tasks: Vec<crate::rules::plan::cluster::ClusterTask>,
+    pub tasks: Vec<crate::model::plan::ClusterTask>,
     pub stages: Vec<Vec<usize>>,
 }
 
@@ -273,7 +273,7 @@ pub async fn dry_run(
     request: PlanRequest,
 ) -> Result<DryRun, ServiceError> {
     namespaces::check_name(&ns)?;
-    use crate::rules::plan::cluster::ClusterOperation as Op;
+    use crate::model::plan::ClusterOperation as Op;
     if matches!(request.operation, Op::Expand | Op::Shrink) {
         return Err(ServiceError::invalid(
             "operation",
@@ -351,9 +351,9 @@ fn plan_dry_run(
         .zip(solved)
         .map(|(node, layout)| PlannedNode { node, layout })
         .collect();
-    let nodes: Vec<crate::rules::plan::cluster::PlanNode> = layout
+    let nodes: Vec<crate::model::plan::PlanNode> = layout
         .iter()
-        .map(|n| crate::rules::plan::cluster::PlanNode {
+        .map(|n| crate::model::plan::PlanNode {
             name: n.node.clone(),
             services: n.layout.services.clone(),
         })

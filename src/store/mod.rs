@@ -11,6 +11,7 @@
 //! nothing, even when it shares a commit with others. This module never decides what is valid;
 //! the services above it do, inside their write closures, so check-then-write is atomic.
 
+pub mod audit;
 pub mod events;
 mod txn;
 mod writer;

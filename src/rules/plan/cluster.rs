@@ -12,132 +12,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::{Deserialize, Serialize};
-
-use crate::model::template::{ActionKind, Template};
-
-/// What a task does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Action {
-    Create,
-    Confirm,
-    Bootstrap,
-    Install,
-    Configure,
-    Initialize,
-    Start,
-    Stop,
-    Remove,
-    Delete,
-}
-
-impl Action {
-    /// The name the API and the audit log use.
-    pub fn name(self) -> &'static str {
-        match self {
-            Action::Create => "create",
-            Action::Confirm => "confirm",
-            Action::Bootstrap => "bootstrap",
-            Action::Install => "install",
-            Action::Configure => "configure",
-            Action::Initialize => "initialize",
-            Action::Start => "start",
-            Action::Stop => "stop",
-            Action::Remove => "remove",
-            Action::Delete => "delete",
-        }
-    }
-
-    /// The template action a service task runs, if it is a service task.
-    pub fn service_action(self) -> Option<ActionKind> {
-        Some(match self {
-            Action::Install => ActionKind::Install,
-            Action::Configure => ActionKind::Configure,
-            Action::Initialize => ActionKind::Initialize,
-            Action::Start => ActionKind::Start,
-            Action::Stop => ActionKind::Stop,
-            Action::Remove => ActionKind::Remove,
-            Action::Create | Action::Confirm | Action::Bootstrap | Action::Delete => return None,
-        })
-    }
-
-    /// The task that undoes this one in a rollback, if any.
-    pub fn inverse(self) -> Option<Action> {
-        match self {
-            Action::Create | Action::Confirm => Some(Action::Delete),
-            Action::Install => Some(Action::Remove),
-            Action::Start => Some(Action::Stop),
-            Action::Stop => Some(Action::Start),
-            Action::Configure => Some(Action::Configure),
-            Action::Bootstrap | Action::Initialize | Action::Remove | Action::Delete => None,
-        }
-    }
-}
-
-/// One task of a cluster plan.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ClusterTask {
-    pub id: usize,
-    pub node: String,
-    pub action: Action,
-    /// `None` for node tasks (create, confirm, bootstrap, delete).
-    pub service: Option<String>,
-    pub depends_on: Vec<usize>,
-}
-
-/// A node as the planner sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlanNode {
-    pub name: String,
-    pub services: BTreeSet<String>,
-}
-
-/// An operation on a cluster.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ClusterOperation {
-    Create,
-    Delete,
-    /// Add nodes: created and brought up, then the nodes already there reconfigured.
-    Expand,
-    /// Remove nodes: their services stopped and removed, the nodes deleted, then the nodes
-    /// that stay reconfigured.
-    Shrink,
-    StartServices,
-    StopServices,
-    RestartServices,
-    /// Apply a new config: every service's `configure`, with a stop before and a start after
-    /// for the services that ask for it (`restartOnConfigure`).
-    Configure,
-}
-
-impl ClusterOperation {
-    /// The name the API and the audit log use.
-    pub fn name(self) -> &'static str {
-        match self {
-            ClusterOperation::Create => "create",
-            ClusterOperation::Delete => "delete",
-            ClusterOperation::Expand => "expand",
-            ClusterOperation::Shrink => "shrink",
-            ClusterOperation::StartServices => "start-services",
-            ClusterOperation::StopServices => "stop-services",
-            ClusterOperation::RestartServices => "restart-services",
-            ClusterOperation::Configure => "configure",
-        }
-    }
-}
-
-impl ClusterTask {
-    /// "install zookeeper", "create".
-    pub fn describe(&self) -> String {
-        match &self.service {
-            Some(s) => format!("{} {s}", self.action.name()),
-            None => self.action.name().to_string(),
-        }
-    }
-}
+use crate::model::plan::{Action, ClusterOperation, ClusterTask, PlanNode, Progress};
+use crate::model::template::Template;
 
 type Key = (String, Action, Option<String>);
 
@@ -662,8 +538,7 @@ fn topo_order(n: usize, succ: &[BTreeSet<usize>]) -> Vec<usize> {
 
 /// The tasks that may start now: waiting, every predecessor done, and no other task of the
 /// same node running.
-pub fn ready(tasks: &[ClusterTask], progress: &[super::Progress]) -> Vec<usize> {
-    use super::Progress;
+pub fn ready(tasks: &[ClusterTask], progress: &[crate::model::plan::Progress]) -> Vec<usize> {
     let mut busy: BTreeSet<&str> = tasks
         .iter()
         .zip(progress)

@@ -7,25 +7,3 @@
 
 pub mod cluster;
 pub mod resource;
-
-use serde::{Deserialize, Serialize};
-
-/// What one task does to one node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum TaskKind {
-    /// Request the node's resource (or adopt the one an earlier attempt made).
-    Create,
-    /// Wait until the resource is ready and record its address.
-    Confirm,
-    /// Delete the resource and wait until it is gone.
-    Delete,
-}
-
-/// Progress of one task.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Progress {
-    Waiting,
-    Running,
-    Done,
-}

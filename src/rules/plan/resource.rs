@@ -10,93 +10,9 @@
 //! time budget counted from when the step began (kept in the record, so a restart does not
 //! reset it).
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use ebb_spi::{Resource, ResourceState};
-use serde::{Deserialize, Serialize};
-
-use super::TaskKind;
-
-/// Where a resource is in its life, as ebb last recorded it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum ResourceStatus {
-    RequestingCreate,
-    PollingCreate,
-    Created,
-    RequestingDelete,
-    PollingDelete,
-    Deleted,
-}
-
-/// One node's resource, as the store keeps it (`Resources` table, key `<run>/<node>`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct NodeRecord {
-    pub node: String,
-    pub status: ResourceStatus,
-    /// The provider's id, once known.
-    pub id: Option<String>,
-    pub address: Option<String>,
-    #[serde(default)]
-    pub properties: BTreeMap<String, String>,
-    /// When the resource was confirmed ready (epoch seconds).
-    pub create_time: Option<u64>,
-    /// When it was confirmed gone.
-    pub delete_time: Option<u64>,
-    /// When the current status began, in epoch milliseconds: the retry budget counts from it.
-    pub since_ms: u64,
-    /// Outside calls started in the current status whose outcome may be unknown.
-    pub attempts: u32,
-}
-
-impl NodeRecord {
-    /// A record entering `status` at `now_ms`.
-    pub fn new(node: &str, status: ResourceStatus, now_ms: u64) -> Self {
-        Self {
-            node: node.to_string(),
-            status,
-            id: None,
-            address: None,
-            properties: BTreeMap::new(),
-            create_time: None,
-            delete_time: None,
-            since_ms: now_ms,
-            attempts: 0,
-        }
-    }
-
-    /// Moves to `status` at `now_ms`, starting a fresh budget.
-    pub fn enter(&mut self, status: ResourceStatus, now_ms: u64) {
-        self.status = status;
-        self.since_ms = now_ms;
-        self.attempts = 0;
-    }
-
-    /// Takes what the provider reported about the resource: its id, address and facts, and
-    /// the status its state implies on the way up.
-    pub fn adopt(&mut self, resource: &Resource, now_ms: u64) {
-        self.id = Some(resource.id.clone());
-        if resource.address.is_some() {
-            self.address = resource.address.clone();
-        }
-        self.properties.extend(resource.properties.clone());
-        let status = match resource.state {
-            ResourceState::Running => ResourceStatus::Created,
-            ResourceState::Pending | ResourceState::Deleting => ResourceStatus::PollingCreate,
-        };
-        if status == ResourceStatus::Created {
-            self.create_time.get_or_insert(now_ms / 1000);
-        }
-        self.enter(status, now_ms);
-    }
-
-    /// Whether the resource may exist in the outside world.
-    pub fn may_exist(&self) -> bool {
-        self.status != ResourceStatus::Deleted
-    }
-}
+use crate::model::plan::{NodeRecord, ResourceStatus, TaskKind};
 
 /// The next outside call of a task.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -190,6 +106,7 @@ impl Backoff {
 mod tests {
     use super::*;
     use ResourceStatus as S;
+    use ebb_spi::{Resource, ResourceState};
 
     fn record(status: S, id: Option<&str>, attempts: u32) -> NodeRecord {
         let mut r = NodeRecord::new("master", status, 0);

@@ -1,0 +1,232 @@
+//! Plans as data: what a cluster operation is, its node-level tasks, and what ebb records
+//! about each node's resource. The rules that build and walk plans are in `rules::plan`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use ebb_spi::{Resource, ResourceState};
+use serde::{Deserialize, Serialize};
+
+use crate::model::template::ActionKind;
+
+/// What one task does to one node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum TaskKind {
+    /// Request the node's resource (or adopt the one an earlier attempt made).
+    Create,
+    /// Wait until the resource is ready and record its address.
+    Confirm,
+    /// Delete the resource and wait until it is gone.
+    Delete,
+}
+
+/// Progress of one task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    Waiting,
+    Running,
+    Done,
+}
+
+/// What a task does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Action {
+    Create,
+    Confirm,
+    Bootstrap,
+    Install,
+    Configure,
+    Initialize,
+    Start,
+    Stop,
+    Remove,
+    Delete,
+}
+
+impl Action {
+    /// The name the API and the audit log use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::Create => "create",
+            Action::Confirm => "confirm",
+            Action::Bootstrap => "bootstrap",
+            Action::Install => "install",
+            Action::Configure => "configure",
+            Action::Initialize => "initialize",
+            Action::Start => "start",
+            Action::Stop => "stop",
+            Action::Remove => "remove",
+            Action::Delete => "delete",
+        }
+    }
+
+    /// The template action a service task runs, if it is a service task.
+    pub fn service_action(self) -> Option<ActionKind> {
+        Some(match self {
+            Action::Install => ActionKind::Install,
+            Action::Configure => ActionKind::Configure,
+            Action::Initialize => ActionKind::Initialize,
+            Action::Start => ActionKind::Start,
+            Action::Stop => ActionKind::Stop,
+            Action::Remove => ActionKind::Remove,
+            Action::Create | Action::Confirm | Action::Bootstrap | Action::Delete => return None,
+        })
+    }
+
+    /// The task that undoes this one in a rollback, if any.
+    pub fn inverse(self) -> Option<Action> {
+        match self {
+            Action::Create | Action::Confirm => Some(Action::Delete),
+            Action::Install => Some(Action::Remove),
+            Action::Start => Some(Action::Stop),
+            Action::Stop => Some(Action::Start),
+            Action::Configure => Some(Action::Configure),
+            Action::Bootstrap | Action::Initialize | Action::Remove | Action::Delete => None,
+        }
+    }
+}
+
+/// One task of a cluster plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterTask {
+    pub id: usize,
+    pub node: String,
+    pub action: Action,
+    /// `None` for node tasks (create, confirm, bootstrap, delete).
+    pub service: Option<String>,
+    pub depends_on: Vec<usize>,
+}
+
+/// A node as the planner sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanNode {
+    pub name: String,
+    pub services: BTreeSet<String>,
+}
+
+/// An operation on a cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ClusterOperation {
+    Create,
+    Delete,
+    /// Add nodes: created and brought up, then the nodes already there reconfigured.
+    Expand,
+    /// Remove nodes: their services stopped and removed, the nodes deleted, then the nodes
+    /// that stay reconfigured.
+    Shrink,
+    StartServices,
+    StopServices,
+    RestartServices,
+    /// Apply a new config: every service's `configure`, with a stop before and a start after
+    /// for the services that ask for it (`restartOnConfigure`).
+    Configure,
+}
+
+impl ClusterOperation {
+    /// The name the API and the audit log use.
+    pub fn name(self) -> &'static str {
+        match self {
+            ClusterOperation::Create => "create",
+            ClusterOperation::Delete => "delete",
+            ClusterOperation::Expand => "expand",
+            ClusterOperation::Shrink => "shrink",
+            ClusterOperation::StartServices => "start-services",
+            ClusterOperation::StopServices => "stop-services",
+            ClusterOperation::RestartServices => "restart-services",
+            ClusterOperation::Configure => "configure",
+        }
+    }
+}
+
+impl ClusterTask {
+    /// "install zookeeper", "create".
+    pub fn describe(&self) -> String {
+        match &self.service {
+            Some(s) => format!("{} {s}", self.action.name()),
+            None => self.action.name().to_string(),
+        }
+    }
+}
+
+/// Where a resource is in its life, as ebb last recorded it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ResourceStatus {
+    RequestingCreate,
+    PollingCreate,
+    Created,
+    RequestingDelete,
+    PollingDelete,
+    Deleted,
+}
+
+/// One node's resource, as the store keeps it (`Resources` table, key `<run>/<node>`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeRecord {
+    pub node: String,
+    pub status: ResourceStatus,
+    /// The provider's id, once known.
+    pub id: Option<String>,
+    pub address: Option<String>,
+    #[serde(default)]
+    pub properties: BTreeMap<String, String>,
+    /// When the resource was confirmed ready (epoch seconds).
+    pub create_time: Option<u64>,
+    /// When it was confirmed gone.
+    pub delete_time: Option<u64>,
+    /// When the current status began, in epoch milliseconds: the retry budget counts from it.
+    pub since_ms: u64,
+    /// Outside calls started in the current status whose outcome may be unknown.
+    pub attempts: u32,
+}
+
+impl NodeRecord {
+    /// A record entering `status` at `now_ms`.
+    pub fn new(node: &str, status: ResourceStatus, now_ms: u64) -> Self {
+        Self {
+            node: node.to_string(),
+            status,
+            id: None,
+            address: None,
+            properties: BTreeMap::new(),
+            create_time: None,
+            delete_time: None,
+            since_ms: now_ms,
+            attempts: 0,
+        }
+    }
+
+    /// Moves to `status` at `now_ms`, starting a fresh budget.
+    pub fn enter(&mut self, status: ResourceStatus, now_ms: u64) {
+        self.status = status;
+        self.since_ms = now_ms;
+        self.attempts = 0;
+    }
+
+    /// Takes what the provider reported about the resource: its id, address and facts, and
+    /// the status its state implies on the way up.
+    pub fn adopt(&mut self, resource: &Resource, now_ms: u64) {
+        self.id = Some(resource.id.clone());
+        if resource.address.is_some() {
+            self.address = resource.address.clone();
+        }
+        self.properties.extend(resource.properties.clone());
+        let status = match resource.state {
+            ResourceState::Running => ResourceStatus::Created,
+            ResourceState::Pending | ResourceState::Deleting => ResourceStatus::PollingCreate,
+        };
+        if status == ResourceStatus::Created {
+            self.create_time.get_or_insert(now_ms / 1000);
+        }
+        self.enter(status, now_ms);
+    }
+
+    /// Whether the resource may exist in the outside world.
+    pub fn may_exist(&self) -> bool {
+        self.status != ResourceStatus::Deleted
+    }
+}
