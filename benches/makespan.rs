@@ -8,10 +8,10 @@
 
 use std::collections::BTreeSet;
 
+use ebb::model::builtin;
 use ebb::model::plan::{Action, ClusterOperation, ClusterTask, PlanNode};
 use ebb::rules::plan::cluster::{plan, stages};
 use ebb::rules::solver::{Request, solve};
-use ebb::service::templates::parse_builtin;
 
 /// Latency of one task in ms: a base per action, times a jitter of 0.5–2.5 (xorshift).
 fn latency(action: Action, rng: &mut u64) -> f64 {
@@ -68,7 +68,7 @@ fn stage_barriers(tasks: &[ClusterTask], lat: &[f64]) -> f64 {
 }
 
 fn main() {
-    let (_, template) = parse_builtin()
+    let (_, template) = builtin::templates()
         .expect("built-in templates")
         .into_iter()
         .find(|(id, _)| id.name == "zookeeper-cluster")

@@ -7,7 +7,8 @@ use super::body::Json;
 use super::error::ApiError;
 use super::handlers::{Reply, State, flag, ok};
 use crate::model::template::Template;
-use crate::service::templates::{self as templates, PlanRequest, TemplateId};
+use crate::model::template::TemplateId;
+use crate::service::templates::{self as templates, PlanRequest};
 
 /// The template a path names.
 pub struct TemplatePath(TemplateId);

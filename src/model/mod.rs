@@ -1,4 +1,5 @@
 //! Plain types and their validation: names, profiles, apps, templates, runs, operations.
+pub mod builtin;
 pub mod invalid;
 pub mod names;
 pub mod operation;

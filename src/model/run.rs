@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::profile::Keepalive;
 use crate::model::property::{EffectiveProperty, Values};
+use crate::model::template::NodeTypes;
 
 /// Program status, as CDAP names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -223,14 +224,6 @@ pub struct RunRecord {
     /// The cluster's config, once a `configure` operation set it (else the template's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<serde_json::Value>,
-}
-
-/// A node's hardware and image type.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct NodeTypes {
-    pub hardware_type: String,
-    pub image_type: String,
 }
 
 impl RunRecord {

@@ -9,10 +9,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use std::fmt;
+
 use serde::{Deserialize, Serialize};
 
 use crate::model::invalid::Invalid;
 use crate::model::names;
+use crate::model::profile::SYSTEM_NAMESPACE;
 
 /// A step of a service's life on a node, in the order a create walks them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -257,7 +260,7 @@ impl Template {
     pub fn type_properties(
         &self,
         provisioner: &str,
-        types: &crate::model::run::NodeTypes,
+        types: &NodeTypes,
     ) -> BTreeMap<String, String> {
         let mut out = BTreeMap::new();
         for (map, name) in [
@@ -682,6 +685,47 @@ impl Template {
             ));
         }
         Ok(())
+    }
+}
+
+/// A node's hardware and image type.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeTypes {
+    pub hardware_type: String,
+    pub image_type: String,
+}
+
+/// Names a template: a namespace's (USER) or the instance's (SYSTEM, `namespace: None`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TemplateId {
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl TemplateId {
+    pub fn key(&self) -> String {
+        format!(
+            "{}/{}",
+            self.namespace.as_deref().unwrap_or(SYSTEM_NAMESPACE),
+            self.name
+        )
+    }
+
+    pub fn check(&self) -> Result<(), Invalid> {
+        if let Some(ns) = &self.namespace {
+            names::check("namespace", ns)?;
+        }
+        names::check("template name", &self.name)
+    }
+}
+
+impl fmt::Display for TemplateId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.namespace {
+            None => write!(f, "template 'SYSTEM:{}'", self.name),
+            Some(ns) => write!(f, "template '{}' in namespace '{ns}'", self.name),
+        }
     }
 }
 

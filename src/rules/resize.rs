@@ -8,7 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Deserialize;
 
 use crate::model::plan::ClusterOperation;
-use crate::model::run::{NodeTypes, RunRecord};
+use crate::model::run::RunRecord;
+use crate::model::template::NodeTypes;
 use crate::rules::solver::{Budget, NodeLayout, Request, SolveError, solve, solve_within};
 use crate::service::error::ServiceError;
 
@@ -381,7 +382,7 @@ mod tests {
     use serde_json::json;
 
     fn run() -> RunRecord {
-        let template = crate::service::templates::parse_builtin()
+        let template = crate::model::builtin::templates()
             .expect("built-ins")
             .into_iter()
             .find(|(id, _)| id.name == "zookeeper-cluster")

@@ -145,7 +145,7 @@ struct Resolved {
 /// The layout a template gives the run's nodes: services and types per node.
 type Layout = (
     BTreeMap<String, std::collections::BTreeSet<String>>,
-    BTreeMap<String, crate::model::run::NodeTypes>,
+    BTreeMap<String, crate::model::template::NodeTypes>,
 );
 
 /// Resolves the run's profile, properties, nodes and template, checking each.
@@ -252,7 +252,7 @@ fn solve_layout(
         if !checked.insert((&l.hardware_type, &l.image_type)) {
             continue;
         }
-        let types = crate::model::run::NodeTypes {
+        let types = crate::model::template::NodeTypes {
             hardware_type: l.hardware_type.clone(),
             image_type: l.image_type.clone(),
         };
@@ -285,7 +285,7 @@ fn solve_layout(
     let node_types = nodes
         .iter()
         .cloned()
-        .zip(solved.iter().map(|l| crate::model::run::NodeTypes {
+        .zip(solved.iter().map(|l| crate::model::template::NodeTypes {
             hardware_type: l.hardware_type.clone(),
             image_type: l.image_type.clone(),
         }))

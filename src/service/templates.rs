@@ -4,55 +4,16 @@
 //! SYSTEM profiles. The files in `profiles/templates/*.json` are compiled in and written as
 //! SYSTEM templates at every start-up; they cannot be replaced or deleted over the API.
 
-use std::fmt;
-
 use serde::{Deserialize, Serialize};
 
+use crate::model::builtin;
 use crate::model::profile::{SYSTEM_NAMESPACE, Scope};
 use crate::model::template::Template;
+use crate::model::template::TemplateId;
 use crate::model::time::now_secs;
 use crate::service::error::ServiceError;
 use crate::service::namespaces;
 use crate::store::{Read, Store, Table};
-
-/// The built-in templates: file name and content.
-pub const FILES: &[(&str, &str)] = &[(
-    "zookeeper-cluster.json",
-    include_str!("../../profiles/templates/zookeeper-cluster.json"),
-)];
-
-/// Names a template: a namespace's (USER) or the instance's (SYSTEM, `namespace: None`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TemplateId {
-    pub namespace: Option<String>,
-    pub name: String,
-}
-
-impl TemplateId {
-    fn key(&self) -> String {
-        format!(
-            "{}/{}",
-            self.namespace.as_deref().unwrap_or(SYSTEM_NAMESPACE),
-            self.name
-        )
-    }
-
-    fn check(&self) -> Result<(), ServiceError> {
-        if let Some(ns) = &self.namespace {
-            namespaces::check_name(ns)?;
-        }
-        Ok(crate::model::names::check("template name", &self.name)?)
-    }
-}
-
-impl fmt::Display for TemplateId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.namespace {
-            None => write!(f, "template 'SYSTEM:{}'", self.name),
-            Some(ns) => write!(f, "template '{}' in namespace '{ns}'", self.name),
-        }
-    }
-}
 
 /// A template as the store keeps it and the API returns it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -369,33 +330,9 @@ fn plan_dry_run(
     })
 }
 
-/// Parses and validates every built-in template file.
-pub fn parse_builtin() -> Result<Vec<(TemplateId, Template)>, ServiceError> {
-    FILES
-        .iter()
-        .map(|(file, json)| {
-            let context =
-                |e: String| ServiceError::invalid(format!("profiles/templates/{file}"), e);
-            let template: Template =
-                crate::service::builtin::parse_file("profiles/templates", file, json)?;
-            let name = template
-                .name
-                .clone()
-                .ok_or_else(|| context("has no \"name\"".into()))?;
-            let id = TemplateId {
-                namespace: None,
-                name,
-            };
-            id.check().map_err(|e| context(e.to_string()))?;
-            template.validate().map_err(|e| context(e.to_string()))?;
-            Ok((id, template))
-        })
-        .collect()
-}
-
 /// Writes the built-in templates to the store, keeping their creation times.
 pub async fn load_builtin(store: &Store) -> Result<usize, ServiceError> {
-    let templates = parse_builtin()?;
+    let templates = builtin::templates()?;
     store
         .write(move |tx| {
             let count = templates.len();
@@ -407,16 +344,4 @@ pub async fn load_builtin(store: &Store) -> Result<usize, ServiceError> {
             Ok(count)
         })
         .await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_file_in_profiles_templates_is_built_in_and_valid() {
-        crate::service::builtin::assert_all_built_in("profiles/templates", FILES);
-        let parsed = parse_builtin().expect("built-in templates are valid");
-        assert_eq!(parsed[0].0.name, "zookeeper-cluster");
-    }
 }

@@ -1082,7 +1082,7 @@ mod snapshots {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/plans");
         let update = std::env::var_os("EBB_UPDATE_SNAPSHOTS").is_some();
         let mut stale = Vec::new();
-        for (id, template) in crate::service::templates::parse_builtin().expect("built-ins") {
+        for (id, template) in crate::model::builtin::templates().expect("built-ins") {
             let names = ebb_spi::resource::node_names(4);
             let solved = crate::rules::solver::solve(
                 &template,
