@@ -21,8 +21,8 @@ use crate::runtime::{Deps, Runtime};
 use crate::service::builtin;
 use crate::service::error::ServiceError;
 use crate::service::namespaces;
-use crate::service::secure::Cipher;
 use crate::store::events::Notifier;
+use crate::store::secure::Cipher;
 use crate::store::{Store, StoreError};
 
 /// How long in-flight requests get to finish after the first shutdown signal.
@@ -70,7 +70,7 @@ pub enum ServerError {
     #[error("cannot find the ebb executable (it launches programs): {0}")]
     Exe(std::io::Error),
     #[error(transparent)]
-    KeyFile(#[from] crate::service::secure::KeyFileError),
+    KeyFile(#[from] crate::store::secure::KeyFileError),
     #[error("cannot prepare {0}: {1}")]
     Dir(PathBuf, std::io::Error),
     #[error("--token-file {0}: {1}")]

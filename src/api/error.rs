@@ -8,6 +8,8 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
 use serde::Serialize;
 
+use crate::model::run::RunError;
+use crate::runtime::error::RuntimeError;
 use crate::service::error::ServiceError;
 use crate::store::StoreError;
 
@@ -32,6 +34,12 @@ pub enum ApiError {
     Forbidden(String),
     #[error("{0}")]
     UnsupportedMediaType(String),
+}
+
+impl From<RuntimeError> for ApiError {
+    fn from(e: RuntimeError) -> Self {
+        ApiError::Service(e.into())
+    }
 }
 
 /// The JSON body of every error response.
@@ -60,8 +68,8 @@ impl ApiError {
 fn service_status(e: &ServiceError) -> StatusCode {
     match e {
         ServiceError::Invalid(_) | ServiceError::Resolve(_) => StatusCode::BAD_REQUEST,
-        ServiceError::Run(e) if e.is_bad_input() => StatusCode::BAD_REQUEST,
-        ServiceError::Run(_) => StatusCode::CONFLICT,
+        ServiceError::Run(e) => run_status(e),
+        ServiceError::Runtime(e) => runtime_status(e),
         ServiceError::NamespaceNotFound(_)
         | ServiceError::ProvisionerNotFound(_)
         | ServiceError::ProfileNotFound(_)
@@ -88,13 +96,32 @@ fn service_status(e: &ServiceError) -> StatusCode {
     }
 }
 
+fn run_status(e: &RunError) -> StatusCode {
+    match e {
+        RunError::ExpireInPast { .. }
+        | RunError::ExpireBeyondTimeout { .. }
+        | RunError::ExpireTooFar { .. }
+        | RunError::BadProperty { .. } => StatusCode::BAD_REQUEST,
+        RunError::WrongState { .. } | RunError::ConcurrencyLimit { .. } => StatusCode::CONFLICT,
+    }
+}
+
+fn runtime_status(e: &RuntimeError) -> StatusCode {
+    match e {
+        RuntimeError::RunNotFound(_) => StatusCode::NOT_FOUND,
+        RuntimeError::Run(e) => run_status(e),
+        RuntimeError::Store(e) => store_status(e),
+    }
+}
+
+/// A store that cannot take a read or a write now is a 503: nothing was changed, and the
+/// same request may succeed later. A store that is damaged or from a newer ebb is a 500.
 fn store_status(e: &StoreError) -> StatusCode {
     match e {
-        StoreError::Closed => StatusCode::SERVICE_UNAVAILABLE,
+        StoreError::Closed | StoreError::Storage(_) => StatusCode::SERVICE_UNAVAILABLE,
         StoreError::Open { .. }
         | StoreError::InUse { .. }
         | StoreError::SchemaTooNew { .. }
-        | StoreError::Storage(_)
         | StoreError::Corrupt { .. } => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
@@ -113,5 +140,37 @@ impl ResponseError for ApiError {
             code: status.as_u16(),
             message: self.to_string(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(e: impl Into<ServiceError>) -> u16 {
+        ApiError::Service(e.into()).status().as_u16()
+    }
+
+    #[test]
+    fn bad_values_are_400_state_is_409_and_an_unreachable_store_is_503() {
+        assert_eq!(status(RunError::ExpireTooFar { limit: 1, given: 2 }), 400);
+        assert_eq!(status(RunError::ExpireInPast { now: 2, given: 1 }), 400);
+        assert_eq!(status(RunError::ExpireBeyondTimeout { deadline: 1 }), 400);
+        let bad = RunError::BadProperty {
+            property: "p".into(),
+            message: "m".into(),
+        };
+        assert_eq!(status(bad), 400);
+        let wrong = RunError::WrongState {
+            run: "r".into(),
+            action: "stopped",
+            reason: "it ended".into(),
+        };
+        assert_eq!(status(RuntimeError::from(wrong)), 409);
+        assert_eq!(status(RuntimeError::RunNotFound("r".into())), 404);
+        let down = StoreError::Storage("disk gone".into());
+        assert_eq!(status(RuntimeError::Store(down.clone())), 503);
+        assert_eq!(status(down), 503);
+        assert_eq!(status(StoreError::Closed), 503);
     }
 }

@@ -33,7 +33,7 @@ pub struct AppState {
     pub registry: Arc<Registry>,
     pub runtime: Runtime,
     /// Seals the data of secure keys.
-    pub cipher: Arc<crate::service::secure::Cipher>,
+    pub cipher: Arc<crate::store::secure::Cipher>,
     pub janitor: crate::runtime::janitor::Janitor,
     /// The hash of the bearer token required on every request but health; `None` to require
     /// none.

@@ -5,7 +5,8 @@ use actix_web::web;
 
 use super::body::Json;
 use super::handlers::{Reply, State, ok};
-use crate::service::secure::{self, KeySpec};
+use crate::model::secure::KeySpec;
+use crate::service::secure;
 
 pub async fn list_secure_keys(state: State, ns: web::Path<String>) -> Reply {
     ok(&secure::list(&state.store, ns.into_inner()).await?)

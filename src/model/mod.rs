@@ -7,5 +7,6 @@ pub mod plan;
 pub mod profile;
 pub mod property;
 pub mod run;
+pub mod secure;
 pub mod template;
 pub mod time;

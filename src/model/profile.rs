@@ -385,6 +385,16 @@ impl ProfileSpec {
     }
 }
 
+/// A profile as the store keeps it: the API view plus whether it ships with ebb.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredProfile {
+    #[serde(flatten)]
+    pub profile: Profile,
+    /// Loaded from `profiles/*.json`; cannot be replaced or deleted over the API.
+    #[serde(default)]
+    pub builtin: bool,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -294,19 +294,6 @@ pub enum RunError {
     BadProperty { property: String, message: String },
 }
 
-impl RunError {
-    /// Whether the error is about the request's content (400) rather than the run's state.
-    pub fn is_bad_input(&self) -> bool {
-        matches!(
-            self,
-            RunError::ExpireInPast { .. }
-                | RunError::ExpireBeyondTimeout { .. }
-                | RunError::ExpireTooFar { .. }
-                | RunError::BadProperty { .. }
-        )
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

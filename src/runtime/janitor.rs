@@ -18,11 +18,11 @@ use ebb_spi::{Context, Provisioner, Resource, ResourceState, TAG_NODE, TAG_RUN, 
 use serde::{Deserialize, Serialize};
 
 use crate::model::plan::{NodeRecord, ResourceStatus};
+use crate::model::profile::StoredProfile;
 use crate::model::run::{ClusterStatus, RunRecord};
 use crate::model::time::now_secs;
 use crate::runtime::Deps;
-use crate::service::error::ServiceError;
-use crate::service::profiles::StoredProfile;
+use crate::runtime::error::RuntimeError;
 use crate::store::events::{self, EventKind};
 use crate::store::{Read, StoreError, Table};
 
@@ -142,7 +142,7 @@ impl Janitor {
     }
 
     /// The last sweep, if there was one.
-    pub async fn last(&self) -> Result<Option<Sweep>, ServiceError> {
+    pub async fn last(&self) -> Result<Option<Sweep>, RuntimeError> {
         Ok(self
             .deps
             .store
@@ -152,7 +152,7 @@ impl Janitor {
 
     /// Sweeps now: lists every account, judges what it holds, deletes orphans unless
     /// `dry_run`, and keeps the result.
-    pub async fn sweep(&self, dry_run: bool, trigger: &str) -> Result<Sweep, ServiceError> {
+    pub async fn sweep(&self, dry_run: bool, trigger: &str) -> Result<Sweep, RuntimeError> {
         let _one = self.running.lock().await;
         let started = now_secs();
         let targets = self.targets().await?;
@@ -269,7 +269,7 @@ impl Janitor {
     }
 
     /// Every account the profiles and live runs point at, once each.
-    async fn targets(&self) -> Result<Vec<Target>, ServiceError> {
+    async fn targets(&self) -> Result<Vec<Target>, RuntimeError> {
         let registry = Arc::clone(&self.deps.registry);
         let cipher = Arc::clone(&self.deps.cipher);
         let work_dir = self.deps.work_dir.clone();
@@ -310,7 +310,7 @@ impl Janitor {
                         targets[i].sources.push(label);
                         continue;
                     }
-                    let context = crate::service::secure::resolve(r, &cipher, &ns, &props)
+                    let context = crate::store::secure::resolve(r, &cipher, &ns, &props)
                         .map(|res| res.into_context(Context::new(props, work_dir.clone())));
                     index.insert((name, account.clone()), targets.len());
                     targets.push(Target {
@@ -320,7 +320,7 @@ impl Janitor {
                         context,
                     });
                 }
-                Ok::<_, ServiceError>(targets)
+                Ok::<_, RuntimeError>(targets)
             })
             .await
     }
@@ -335,7 +335,7 @@ struct Known {
 fn known_runs(
     r: &impl Read,
     wanted: &BTreeSet<String>,
-) -> Result<HashMap<String, Known>, ServiceError> {
+) -> Result<HashMap<String, Known>, RuntimeError> {
     let mut out = HashMap::new();
     if wanted.is_empty() {
         return Ok(out);

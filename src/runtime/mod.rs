@@ -14,6 +14,7 @@
 
 pub mod automator;
 pub mod confine;
+pub mod error;
 pub mod janitor;
 pub mod native;
 pub mod planner;
@@ -32,8 +33,8 @@ use actix::prelude::*;
 use crate::model::run::{RunKey, RunRecord};
 use crate::model::time;
 use crate::rules::lifecycle::{self, Event};
+use crate::runtime::error::RuntimeError;
 use crate::runtime::registry::Registry;
-use crate::service::error::ServiceError;
 use crate::store::events::Notifier;
 use crate::store::{Read, Store, StoreError, Table};
 use supervisor::{ClusterCommand, Command, RunSupervisor};
@@ -54,7 +55,7 @@ pub struct Deps {
     /// janitor only touches resources carrying it.
     pub server_name: String,
     /// Opens the secure store, to resolve `${secure(name)}` properties.
-    pub cipher: Arc<crate::service::secure::Cipher>,
+    pub cipher: Arc<crate::store::secure::Cipher>,
 }
 
 impl Deps {
@@ -152,7 +153,7 @@ impl Runtime {
         &self,
         run: &RunRecord,
         change: crate::rules::resize::Change,
-    ) -> Result<u32, ServiceError> {
+    ) -> Result<u32, RuntimeError> {
         let addr = self.supervisors().get(&run.key.run).cloned();
         let refused = || crate::model::run::RunError::WrongState {
             run: run.key.run.clone(),
@@ -175,7 +176,7 @@ impl Runtime {
 
     /// Sends a command (`Stop`, `Deprovision`, `Extend`, `ForceDeprovision`) to run `key`.
     /// A run without a supervisor (ended or orphaned) is changed here directly.
-    pub async fn command(&self, key: RunKey, event: Event) -> Result<RunRecord, ServiceError> {
+    pub async fn command(&self, key: RunKey, event: Event) -> Result<RunRecord, RuntimeError> {
         let addr = self.supervisors().get(&key.run).cloned();
         if let Some(addr) = addr
             && let Ok(answer) = addr.send(Command(event.clone())).await
@@ -188,7 +189,7 @@ impl Runtime {
             .store
             .read(move |r| r.get(Table::Runs, &store_key))
             .await?
-            .ok_or_else(|| ServiceError::RunNotFound(key.run.clone()))?;
+            .ok_or_else(|| RuntimeError::RunNotFound(key.run.clone()))?;
         let leftovers = event == Event::ForceDeprovision;
         let t = lifecycle::on(&run, event, time::now_secs())?;
         supervisor::persist(&self.deps, &t, leftovers).await?;

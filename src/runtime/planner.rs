@@ -638,7 +638,7 @@ async fn resolve_secrets(
     deps.store
         .read(move |r| {
             let resolved =
-                crate::service::secure::resolve(r, &cipher, &namespace, &context.properties);
+                crate::store::secure::resolve(r, &cipher, &namespace, &context.properties);
             Ok(resolved.map(|res| Arc::new(res.into_context((*context).clone()))))
         })
         .await

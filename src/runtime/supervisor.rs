@@ -27,6 +27,7 @@ use crate::model::run::{Exit, ProgramStatus, RunError, RunRecord};
 use crate::model::time;
 use crate::rules::lifecycle::{self, Effect, Event, Transition};
 use crate::rules::resize::Change;
+use crate::runtime::error::RuntimeError;
 use crate::store::events::{self, EventKind};
 use crate::store::{Read, StoreError, Table};
 
@@ -37,7 +38,7 @@ const MAX_TIMER: Duration = Duration::from_secs(24 * 3600);
 
 /// An API command for the run: `Stop`, `Deprovision`, `Extend` or `ForceDeprovision`.
 #[derive(Debug, Message)]
-#[rtype(result = "Result<RunRecord, RunError>")]
+#[rtype(result = "Result<RunRecord, RuntimeError>")]
 pub struct Command(pub Event);
 
 /// News from the program watcher: `Launched`, `LaunchFailed` or `Exited`.
@@ -47,7 +48,7 @@ struct ProgramNews(Event);
 
 /// An operation an admin asked for on the run's cluster; answers with the operation's id.
 #[derive(Debug, Message)]
-#[rtype(result = "Result<u32, RunError>")]
+#[rtype(result = "Result<u32, RuntimeError>")]
 pub struct ClusterCommand(pub Change);
 
 /// The deadline timer fired.
@@ -445,13 +446,13 @@ impl Actor for RunSupervisor {
 }
 
 impl Handler<Command> for RunSupervisor {
-    type Result = AtomicResponse<Self, Result<RunRecord, RunError>>;
+    type Result = AtomicResponse<Self, Result<RunRecord, RuntimeError>>;
 
     fn handle(&mut self, cmd: Command, _: &mut Context<Self>) -> Self::Result {
         let leftovers = cmd.0 == Event::ForceDeprovision;
         let t = match lifecycle::on(&self.run, cmd.0, time::now_secs()) {
             Ok(t) => t,
-            Err(e) => return AtomicResponse::new(Box::pin(fut::ready(Err(e)))),
+            Err(e) => return AtomicResponse::new(Box::pin(fut::ready(Err(e.into())))),
         };
         let deps = self.deps.clone();
         let t2 = t.clone();
@@ -460,16 +461,12 @@ impl Handler<Command> for RunSupervisor {
                 .into_actor(self)
                 .map(move |saved, act, ctx| {
                     let record = t.run.clone();
-                    let failed = saved.is_err();
+                    let failed = saved.as_ref().err().cloned();
                     act.after_persist(saved, t, ctx);
-                    if failed {
-                        return Err(RunError::WrongState {
-                            run: record.key.run,
-                            action: "changed",
-                            reason: "the store refused the change; try again".into(),
-                        });
+                    match failed {
+                        Some(e) => Err(RuntimeError::Store(e)),
+                        None => Ok(record),
                     }
-                    Ok(record)
                 }),
         ))
     }
@@ -518,7 +515,7 @@ impl Handler<OpDone> for RunSupervisor {
 }
 
 impl Handler<ClusterCommand> for RunSupervisor {
-    type Result = AtomicResponse<Self, Result<u32, RunError>>;
+    type Result = AtomicResponse<Self, Result<u32, RuntimeError>>;
 
     fn handle(&mut self, cmd: ClusterCommand, _: &mut Context<Self>) -> Self::Result {
         let refuse = |run: &str, reason: String| {
@@ -526,7 +523,8 @@ impl Handler<ClusterCommand> for RunSupervisor {
                 run: run.to_string(),
                 action: "changed",
                 reason,
-            }))))
+            }
+            .into()))))
         };
         let id = self.run.key.run.clone();
         match self.run.cluster.status {
@@ -566,11 +564,7 @@ impl Handler<ClusterCommand> for RunSupervisor {
                         Ok(p) => p,
                         Err(e) => {
                             act.running = None;
-                            return Err(RunError::WrongState {
-                                run: act.run.key.run.clone(),
-                                action: "changed",
-                                reason: format!("the store refused the operation ({e}); try again"),
-                            });
+                            return Err(RuntimeError::Store(e));
                         }
                     };
                     let op = prepared.operation_id().unwrap_or_default();
@@ -745,7 +739,7 @@ async fn remote_program(
                 return Ok(None);
             }
             let resolved =
-                crate::service::secure::resolve(r, &cipher, &namespace, &context.properties)
+                crate::store::secure::resolve(r, &cipher, &namespace, &context.properties)
                     .map(|res| res.into_context(context));
             Ok::<_, StoreError>(Some((record, resolved)))
         })

@@ -6,10 +6,11 @@
 //! ordinary SYSTEM profile the admin may edit or delete.
 
 use crate::model::builtin;
+use crate::model::profile::StoredProfile;
 use crate::model::profile::{ProfileId, SYSTEM_NAMESPACE};
 use crate::runtime::registry::Registry;
 use crate::service::error::ServiceError;
-use crate::service::profiles::{StoredProfile, upsert};
+use crate::service::profiles::upsert;
 use crate::store::{Read, Store, Table};
 
 /// Writes the built-in profiles to the store.

@@ -7,6 +7,7 @@
 use crate::model::invalid::Invalid;
 use crate::model::profile::{ProfileId, ProfileStatus};
 use crate::rules::resolve::ResolveError;
+use crate::runtime::error::RuntimeError;
 use crate::store::StoreError;
 
 /// Why a service call did not succeed. (`Changed`: what a request was checked against changed
@@ -86,6 +87,8 @@ pub enum ServiceError {
     Internal(String),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
 }
 
 impl ServiceError {

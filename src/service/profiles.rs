@@ -2,10 +2,9 @@
 //! delete, list. Every check and its write happen in one store write, so two racing requests
 //! cannot both pass a check that only one should.
 
-use serde::{Deserialize, Serialize};
-
 use crate::model::profile::{
-    Profile, ProfileId, ProfileSpec, ProfileStatus, SYSTEM_NAMESPACE, Scope, ValidSpec,
+    Profile, ProfileId, ProfileSpec, ProfileStatus, SYSTEM_NAMESPACE, Scope, StoredProfile,
+    ValidSpec,
 };
 use crate::model::time::now_secs;
 use crate::runtime::registry::Registry;
@@ -13,16 +12,6 @@ use crate::service::error::ServiceError;
 use crate::service::namespaces;
 use crate::service::preferences;
 use crate::store::{Read, Store, Table, Txn};
-
-/// A profile as the store keeps it: the API view plus whether it ships with ebb.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StoredProfile {
-    #[serde(flatten)]
-    pub profile: Profile,
-    /// Loaded from `profiles/*.json`; cannot be replaced or deleted over the API.
-    #[serde(default)]
-    pub builtin: bool,
-}
 
 /// Profile `id` as stored, if it exists.
 pub fn stored_profile(

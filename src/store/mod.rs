@@ -13,6 +13,7 @@
 
 pub mod audit;
 pub mod events;
+pub mod secure;
 mod txn;
 mod writer;
 

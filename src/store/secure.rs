@@ -1,0 +1,291 @@
+//! The secure store's keeping: the server key file, the cipher that seals each secure key
+//! (XChaCha20-Poly1305, with the key's `<namespace>/<name>` as associated data, so a sealed
+//! value cannot be moved to another name), the sealed records in the `SecureKeys` table, and
+//! the resolution of `${secure(name)}` references when a provisioner is called. Which keys
+//! may be written, and by whom, is the service's business (`service::secure`).
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use chacha20poly1305::aead::{Aead, KeyInit, Payload};
+use chacha20poly1305::{XChaCha20Poly1305, XNonce};
+use serde::{Deserialize, Serialize};
+
+use crate::model::names;
+use crate::model::property::{is_reference, substitute};
+use crate::model::secure::KeyMetadata;
+use crate::store::{Read, Table};
+
+/// Why the server key cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyFileError {
+    #[error("cannot read the secure store key {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot create the secure store key {path}: {source}")]
+    Create {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "the secure store key {path} is readable by others (mode {mode:o}); make it owner-only with chmod 600"
+    )]
+    Exposed { path: PathBuf, mode: u32 },
+    #[error("the secure store key {path} is not 64 hex digits; restore it from a backup")]
+    Malformed { path: PathBuf },
+    #[error("cannot draw random bytes: {0}")]
+    Random(String),
+}
+
+/// The server key that seals secure keys. Its `Debug` shows nothing of it.
+pub struct Cipher {
+    aead: XChaCha20Poly1305,
+}
+
+impl std::fmt::Debug for Cipher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Cipher(..)")
+    }
+}
+
+fn random<const N: usize>() -> Result<[u8; N], KeyFileError> {
+    let mut bytes = [0u8; N];
+    getrandom::fill(&mut bytes).map_err(|e| KeyFileError::Random(e.to_string()))?;
+    Ok(bytes)
+}
+
+impl Cipher {
+    /// Reads the key at `path`, creating it (owner-only) if there is none. A key others can
+    /// read is refused, as ssh refuses such a private key.
+    pub fn load_or_create(path: &Path) -> Result<Cipher, KeyFileError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => {
+                let mode = std::fs::metadata(path)
+                    .map_err(|source| KeyFileError::Read {
+                        path: path.into(),
+                        source,
+                    })?
+                    .permissions()
+                    .mode();
+                if mode & 0o077 != 0 {
+                    return Err(KeyFileError::Exposed {
+                        path: path.into(),
+                        mode: mode & 0o777,
+                    });
+                }
+                text
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => create_key(path)?,
+            Err(source) => {
+                return Err(KeyFileError::Read {
+                    path: path.into(),
+                    source,
+                });
+            }
+        };
+        let key = from_hex(text.trim())
+            .filter(|k| k.len() == 32)
+            .ok_or_else(|| KeyFileError::Malformed { path: path.into() })?;
+        let aead = XChaCha20Poly1305::new_from_slice(&key)
+            .map_err(|_| KeyFileError::Malformed { path: path.into() })?;
+        Ok(Cipher { aead })
+    }
+
+    /// A cipher with a random key, for tests.
+    #[cfg(test)]
+    pub fn ephemeral() -> Cipher {
+        let key = random::<32>().expect("random bytes");
+        Cipher {
+            aead: XChaCha20Poly1305::new_from_slice(&key).expect("32-byte key"),
+        }
+    }
+
+    /// Seals `plain` under `label` (the key's `<namespace>/<name>`); the error says why not.
+    pub fn seal(&self, label: &str, plain: &[u8]) -> Result<Sealed, String> {
+        let nonce = random::<24>().map_err(|e| e.to_string())?;
+        let data = self
+            .aead
+            .encrypt(
+                XNonce::from_slice(&nonce),
+                Payload {
+                    msg: plain,
+                    aad: label.as_bytes(),
+                },
+            )
+            .map_err(|_| "cannot seal a secure key".to_string())?;
+        Ok(Sealed {
+            nonce: to_hex(&nonce),
+            data: to_hex(&data),
+        })
+    }
+
+    /// The plain value of `sealed` under `label`, if this cipher sealed it there.
+    pub fn open(&self, label: &str, sealed: &Sealed) -> Option<String> {
+        let nonce = from_hex(&sealed.nonce).filter(|n| n.len() == 24)?;
+        let data = from_hex(&sealed.data)?;
+        let plain = self
+            .aead
+            .decrypt(
+                XNonce::from_slice(&nonce),
+                Payload {
+                    msg: &data,
+                    aad: label.as_bytes(),
+                },
+            )
+            .ok()?;
+        String::from_utf8(plain).ok()
+    }
+}
+
+/// Writes a new random key owner-only, without ever leaving it readable by others.
+fn create_key(path: &Path) -> Result<String, KeyFileError> {
+    let failed = |source| KeyFileError::Create {
+        path: path.into(),
+        source,
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(failed)?;
+    }
+    let text = format!("{}\n", to_hex(&random::<32>()?));
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(failed)?;
+    file.write_all(text.as_bytes()).map_err(failed)?;
+    file.sync_all().map_err(failed)?;
+    tracing::info!(path = %path.display(), "created the secure store key");
+    Ok(text)
+}
+
+fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn from_hex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// A sealed value: nonce and ciphertext, hex.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Sealed {
+    pub nonce: String,
+    pub data: String,
+}
+
+/// A secure key as the store keeps it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoredKey {
+    #[serde(flatten)]
+    pub meta: KeyMetadata,
+    pub sealed: Sealed,
+}
+
+pub fn key(ns: &str, name: &str) -> String {
+    format!("{ns}/{name}")
+}
+
+/// Properties with their references resolved, and the secret values they now hold.
+#[derive(Clone, Default)]
+pub struct Resolved {
+    pub properties: ebb_spi::Properties,
+    secrets: Vec<String>,
+}
+
+impl std::fmt::Debug for Resolved {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resolved")
+            .field("properties", &self.properties.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Resolved {
+    /// `ctx` with these properties and their secrets.
+    pub fn into_context(self, ctx: ebb_spi::Context) -> ebb_spi::Context {
+        ctx.with_resolved(self.properties, self.secrets)
+    }
+}
+
+/// Resolves the references in `properties` with the keys of namespace `ns`.
+pub fn resolve(
+    r: &impl Read,
+    cipher: &Cipher,
+    ns: &str,
+    properties: &ebb_spi::Properties,
+) -> Result<Resolved, String> {
+    let mut out = Resolved::default();
+    for (property, value) in properties {
+        // Only a value that is one reference is resolved: references are allowed in secret
+        // properties only, and those must be exactly one, so anything else (a profile stored
+        // before that rule) is used as written and never carries a secret anywhere.
+        if !is_reference(value) {
+            out.properties.insert(property.clone(), value.clone());
+            continue;
+        }
+        let resolved = substitute(value.trim(), |name| {
+            names::check("secure key name", name).map_err(|e| e.to_string())?;
+            let label = key(ns, name);
+            let stored: StoredKey = r
+                .get(Table::SecureKeys, &label)
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("secure key '{name}' does not exist in namespace '{ns}'"))?;
+            let plain = cipher.open(&label, &stored.sealed).ok_or_else(|| {
+                format!("secure key '{name}' cannot be decrypted with this server's key file")
+            })?;
+            out.secrets.push(plain.clone());
+            Ok(plain)
+        })
+        .map_err(|e| format!("property '{property}': {e}"))?;
+        out.properties.insert(property.clone(), resolved);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sealed_values_open_only_under_their_own_name_and_key() {
+        let cipher = Cipher::ephemeral();
+        let sealed = cipher.seal("default/k", b"s3cr3t").expect("seal");
+        assert!(!sealed.data.contains(&to_hex(b"s3cr3t")));
+        assert_eq!(cipher.open("default/k", &sealed).as_deref(), Some("s3cr3t"));
+        assert_eq!(cipher.open("default/other", &sealed), None);
+        assert_eq!(Cipher::ephemeral().open("default/k", &sealed), None);
+    }
+
+    #[test]
+    fn the_key_file_is_created_owner_only_and_refused_when_exposed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("keys").join("secure.key");
+        let first = Cipher::load_or_create(&path).expect("created");
+        let mode = std::fs::metadata(&path).expect("meta").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let sealed = first.seal("ns/k", b"v").expect("seal");
+        let again = Cipher::load_or_create(&path).expect("loaded");
+        assert_eq!(again.open("ns/k", &sealed).as_deref(), Some("v"));
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        let e = Cipher::load_or_create(&path).expect_err("exposed");
+        assert!(e.to_string().contains("chmod 600"), "{e}");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        std::fs::write(&path, "not hex").expect("write");
+        assert!(matches!(
+            Cipher::load_or_create(&path),
+            Err(KeyFileError::Malformed { .. })
+        ));
+    }
+}
