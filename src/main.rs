@@ -19,7 +19,7 @@ fn main() -> ExitCode {
         Command::Serve(mut args) => {
             init_tracing(args.log_format);
             args.token = cli.client.token.clone();
-            let config = args.into_config();
+            let config = ebb::server::Config::from(args);
             match actix_web::rt::System::new().block_on(ebb::server::run(config)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {

@@ -15,6 +15,7 @@ use actix::Arbiter;
 use actix_web::{App, HttpServer, middleware, web};
 
 use crate::api::{self, AppState};
+use crate::cli::ServeArgs;
 use crate::runtime::janitor::Janitor;
 use crate::runtime::registry::Registry;
 use crate::runtime::{Deps, Runtime};
@@ -283,5 +284,30 @@ impl Signals {
         }
         #[cfg(not(unix))]
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+impl From<ServeArgs> for Config {
+    /// The configuration `ebb serve` was given on its command line.
+    fn from(args: ServeArgs) -> Config {
+        Config {
+            data_dir: args.data_dir,
+            work_dir: args.work_dir,
+            allowed_hosts: args.allowed_hosts,
+            bind: args.bind,
+            auth_token: args.token,
+            token_file: args.token_file,
+            workers: args.workers,
+            server_name: args.server_name,
+            secure_key_file: args.secure_key_file,
+            janitor: crate::runtime::janitor::Settings {
+                interval: args
+                    .janitor_interval
+                    .0
+                    .map(|d| d.as_secs())
+                    .filter(|s| *s > 0),
+                delete: args.janitor_delete,
+            },
+        }
     }
 }

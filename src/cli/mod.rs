@@ -15,8 +15,6 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::server;
-
 pub use client::CliError;
 
 /// Default address of the server, for `serve --bind` and the client's `--server`.
@@ -211,30 +209,6 @@ fn parse_interval(text: &str) -> Result<Interval, String> {
         return Ok(Interval(None));
     }
     ebb_spi::parse_duration(text).map(|d| Interval(Some(d)))
-}
-
-impl ServeArgs {
-    pub fn into_config(self) -> server::Config {
-        server::Config {
-            data_dir: self.data_dir,
-            work_dir: self.work_dir,
-            allowed_hosts: self.allowed_hosts,
-            bind: self.bind,
-            auth_token: self.token,
-            token_file: self.token_file,
-            workers: self.workers,
-            server_name: self.server_name,
-            secure_key_file: self.secure_key_file,
-            janitor: crate::runtime::janitor::Settings {
-                interval: self
-                    .janitor_interval
-                    .0
-                    .map(|d| d.as_secs())
-                    .filter(|s| *s > 0),
-                delete: self.janitor_delete,
-            },
-        }
-    }
 }
 
 #[derive(Debug, Subcommand)]

@@ -7,11 +7,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Deserialize;
 
+use crate::model::invalid::Invalid;
 use crate::model::plan::ClusterOperation;
 use crate::model::run::RunRecord;
 use crate::model::template::NodeTypes;
 use crate::rules::solver::{Budget, NodeLayout, Request, SolveError, solve, solve_within};
-use crate::service::error::ServiceError;
 
 /// The body of `POST .../runs/{run}/cluster`.
 #[derive(Debug, Clone, Deserialize)]
@@ -73,8 +73,8 @@ impl Change {
     }
 }
 
-fn invalid(field: &str, message: impl Into<String>) -> ServiceError {
-    ServiceError::invalid(field, message)
+fn invalid(field: &str, message: impl Into<String>) -> Invalid {
+    Invalid::new(field, message)
 }
 
 /// The change `request` makes to `run`'s cluster, which may have at most `max_nodes` nodes
@@ -83,7 +83,7 @@ pub fn change(
     run: &RunRecord,
     request: &ClusterRequest,
     max_nodes: u32,
-) -> Result<Change, ServiceError> {
+) -> Result<Change, Invalid> {
     use ClusterOperation as Op;
     let op = request.operation;
     let unchanged = Change {
@@ -95,7 +95,7 @@ pub fn change(
         node_types: run.node_types.clone(),
         config: run.config(),
     };
-    let no = |field: &str, present: bool| -> Result<(), ServiceError> {
+    let no = |field: &str, present: bool| -> Result<(), Invalid> {
         if present {
             return Err(invalid(field, format!("is not used by '{}'", op.name())));
         }
@@ -158,7 +158,7 @@ fn expand(
     request: &ClusterRequest,
     base: Change,
     max_nodes: u32,
-) -> Result<Change, ServiceError> {
+) -> Result<Change, Invalid> {
     let add = match request.nodes {
         Some(n) if n >= 1 => n,
         Some(_) => return Err(invalid("nodes", "must be at least 1")),
@@ -262,7 +262,7 @@ const MAX_TRIES: usize = 10_000;
 
 /// `count` nodes whose removal leaves a valid cluster, the most recently added preferred (the
 /// first node, which runs the program, never).
-fn removable(run: &RunRecord, count: usize) -> Result<Vec<String>, ServiceError> {
+fn removable(run: &RunRecord, count: usize) -> Result<Vec<String>, Invalid> {
     let candidates: Vec<&String> = run.cluster.nodes.iter().skip(1).rev().collect();
     let mut pick: Vec<usize> = (0..count).collect();
     let mut last = String::new();
@@ -296,7 +296,7 @@ fn removable(run: &RunRecord, count: usize) -> Result<Vec<String>, ServiceError>
     ))
 }
 
-fn shrink(run: &RunRecord, request: &ClusterRequest, base: Change) -> Result<Change, ServiceError> {
+fn shrink(run: &RunRecord, request: &ClusterRequest, base: Change) -> Result<Change, Invalid> {
     let nodes = &run.cluster.nodes;
     let leaving: Vec<String> = match (request.nodes, request.remove.is_empty()) {
         (Some(_), false) => {

@@ -10,7 +10,7 @@ use redb::{ReadTransaction, ReadableTable, WriteTransaction};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::{StoreError, Table};
+use super::table::{StoreError, Table};
 
 /// Reading tables: implemented by a snapshot ([`Reader`]) and by a write in progress
 /// ([`Txn`]), so service checks read the same way in both.

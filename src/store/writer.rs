@@ -13,7 +13,8 @@ use std::thread;
 use redb::{Database, WriteTransaction};
 use tokio::sync::oneshot;
 
-use super::{StoreError, Txn};
+use super::table::StoreError;
+use super::txn::Txn;
 
 /// Most writes that share one commit.
 pub const MAX_BATCH: usize = 512;
