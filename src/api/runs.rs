@@ -5,38 +5,16 @@ use std::time::Duration;
 use actix_web::{HttpRequest, web};
 use serde::Deserialize;
 
-use super::body::{Json, OrDefault};
-use super::error::ApiError;
-use super::handlers::{ProfilePath, Reply, State, flag, ok, query};
+use crate::api::body::{Json, OrDefault};
+use crate::api::error::ApiError;
+use crate::api::state::{ProgramPath, Reply, RunPath, State, flag, ok, query};
 use crate::model::property::Values;
 use crate::model::run::RunKey;
 use crate::rules::lifecycle::Event;
-use crate::service::apps::{self, AppSpec};
 use crate::service::runs::{self as runs, RunFilter};
 
 /// Longest a request may wait for new events.
 const MAX_WAIT: Duration = Duration::from_secs(60);
-
-#[derive(Debug, Deserialize)]
-pub struct AppPath {
-    ns: String,
-    app: String,
-}
-
-#[derive(Debug, Deserialize)]
-pub struct ProgramPath {
-    ns: String,
-    app: String,
-    program: String,
-}
-
-#[derive(Debug, Deserialize)]
-pub struct RunPath {
-    ns: String,
-    app: String,
-    program: String,
-    run: String,
-}
 
 impl From<RunPath> for RunKey {
     fn from(p: RunPath) -> RunKey {
@@ -46,39 +24,6 @@ impl From<RunPath> for RunKey {
             program: p.program,
             run: p.run,
         }
-    }
-}
-
-pub async fn list_apps(state: State, ns: web::Path<String>) -> Reply {
-    ok(&apps::list(&state.store, ns.into_inner()).await?)
-}
-
-pub async fn get_app(state: State, path: web::Path<AppPath>) -> Reply {
-    let p = path.into_inner();
-    ok(&apps::get(&state.store, p.ns, p.app).await?)
-}
-
-pub async fn put_app(state: State, path: web::Path<AppPath>, body: Json<AppSpec>) -> Reply {
-    let p = path.into_inner();
-    ok(&apps::put(&state.store, p.ns, p.app, body.0).await?)
-}
-
-pub async fn delete_app(state: State, path: web::Path<AppPath>) -> Reply {
-    let p = path.into_inner();
-    ok(&apps::delete(&state.store, p.ns, p.app).await?)
-}
-
-pub async fn get_program(state: State, path: web::Path<ProgramPath>) -> Reply {
-    let p = path.into_inner();
-    let found = apps::get(&state.store, p.ns.clone(), p.app.clone()).await?;
-    match found.program(&p.program) {
-        Some(program) => ok(program),
-        None => Err(crate::service::error::ServiceError::ProgramNotFound {
-            namespace: p.ns,
-            app: p.app,
-            program: p.program,
-        }
-        .into()),
     }
 }
 
@@ -182,38 +127,6 @@ pub async fn extend_run(state: State, path: web::Path<RunPath>, body: Json<Exten
     ok(&runs::command(&state.runtime, path.into_inner().into(), event).await?)
 }
 
-pub async fn run_cluster(
-    state: State,
-    path: web::Path<RunPath>,
-    body: Json<crate::rules::resize::ClusterRequest>,
-) -> Reply {
-    ok(&runs::cluster_operation(&state.runtime, path.into_inner().into(), body.0).await?)
-}
-
-pub async fn run_operations(state: State, path: web::Path<RunPath>) -> Reply {
-    ok(&runs::operations(&state.runtime, path.into_inner().into()).await?)
-}
-
-#[derive(Debug, Deserialize)]
-pub struct OperationPath {
-    ns: String,
-    app: String,
-    program: String,
-    run: String,
-    op: String,
-}
-
-pub async fn run_operation(state: State, path: web::Path<OperationPath>) -> Reply {
-    let p = path.into_inner();
-    let key = RunKey {
-        namespace: p.ns,
-        app: p.app,
-        program: p.program,
-        run: p.run,
-    };
-    ok(&runs::operation(&state.runtime, key, p.op).await?)
-}
-
 pub async fn run_logs(state: State, path: web::Path<RunPath>) -> Reply {
     ok(&runs::logs(&state.runtime, path.into_inner().into()).await?)
 }
@@ -243,12 +156,4 @@ pub async fn run_events(state: State, path: web::Path<RunPath>, req: HttpRequest
         }
     };
     ok(&runs::history(&state.runtime, path.into_inner().into(), after, wait).await?)
-}
-
-pub async fn profile_usage(state: State, id: ProfilePath) -> Reply {
-    ok(&runs::usage(&state.runtime, id.0).await?)
-}
-
-pub async fn profile_assignments(state: State, id: ProfilePath) -> Reply {
-    ok(&runs::assignments(&state.runtime, id.0).await?)
 }

@@ -3,14 +3,14 @@
 
 use actix_web::{FromRequest, HttpRequest};
 
-use super::body::Json;
-use super::error::ApiError;
-use super::handlers::{Reply, State, flag, ok};
-use crate::model::template::Template;
-use crate::model::template::TemplateId;
-use crate::service::templates::{self as templates, PlanRequest};
+use crate::api::body::Json;
+use crate::api::error::ApiError;
+use crate::api::state::{Reply, State, flag, ok};
+use crate::model::template::{Template, TemplateId};
+use crate::service::templates::{self as templates};
 
 /// The template a path names.
+#[derive(Debug)]
 pub struct TemplatePath(TemplateId);
 
 impl FromRequest for TemplatePath {
@@ -42,12 +42,4 @@ pub async fn put_template(state: State, id: TemplatePath, body: Json<Template>) 
 
 pub async fn delete_template(state: State, id: TemplatePath) -> Reply {
     ok(&templates::delete(&state.store, id.0).await?)
-}
-
-pub async fn dry_run(
-    state: State,
-    ns: actix_web::web::Path<String>,
-    body: Json<PlanRequest>,
-) -> Reply {
-    ok(&templates::dry_run(&state.store, &state.registry, ns.into_inner(), body.0).await?)
 }

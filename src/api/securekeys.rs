@@ -3,8 +3,8 @@
 
 use actix_web::web;
 
-use super::body::Json;
-use super::handlers::{Reply, State, ok};
+use crate::api::body::Json;
+use crate::api::state::{Reply, State, ok};
 use crate::model::secure::KeySpec;
 use crate::service::secure;
 

@@ -1,0 +1,40 @@
+//! Routes of apps and their programs.
+
+use actix_web::web;
+
+use crate::api::body::Json;
+use crate::api::state::{AppPath, ProgramPath, Reply, State, ok};
+use crate::service::apps::{self, AppSpec};
+
+pub async fn list_apps(state: State, ns: web::Path<String>) -> Reply {
+    ok(&apps::list(&state.store, ns.into_inner()).await?)
+}
+
+pub async fn get_app(state: State, path: web::Path<AppPath>) -> Reply {
+    let p = path.into_inner();
+    ok(&apps::get(&state.store, p.ns, p.app).await?)
+}
+
+pub async fn put_app(state: State, path: web::Path<AppPath>, body: Json<AppSpec>) -> Reply {
+    let p = path.into_inner();
+    ok(&apps::put(&state.store, p.ns, p.app, body.0).await?)
+}
+
+pub async fn delete_app(state: State, path: web::Path<AppPath>) -> Reply {
+    let p = path.into_inner();
+    ok(&apps::delete(&state.store, p.ns, p.app).await?)
+}
+
+pub async fn get_program(state: State, path: web::Path<ProgramPath>) -> Reply {
+    let p = path.into_inner();
+    let found = apps::get(&state.store, p.ns.clone(), p.app.clone()).await?;
+    match found.program(&p.program) {
+        Some(program) => ok(program),
+        None => Err(crate::service::error::ServiceError::ProgramNotFound {
+            namespace: p.ns,
+            app: p.app,
+            program: p.program,
+        }
+        .into()),
+    }
+}

@@ -1,0 +1,50 @@
+//! Routes of clusters: a plan's dry run, and the operations on a run's cluster.
+
+use actix_web::web;
+use serde::Deserialize;
+
+use crate::api::body::Json;
+use crate::api::state::{Reply, RunPath, State, ok};
+use crate::model::run::RunKey;
+use crate::service::runs::{self as runs};
+use crate::service::templates::{self as templates, PlanRequest};
+
+pub async fn dry_run(
+    state: State,
+    ns: actix_web::web::Path<String>,
+    body: Json<PlanRequest>,
+) -> Reply {
+    ok(&templates::dry_run(&state.store, &state.registry, ns.into_inner(), body.0).await?)
+}
+
+pub async fn run_cluster(
+    state: State,
+    path: web::Path<RunPath>,
+    body: Json<crate::rules::resize::ClusterRequest>,
+) -> Reply {
+    ok(&runs::cluster_operation(&state.runtime, path.into_inner().into(), body.0).await?)
+}
+
+pub async fn run_operations(state: State, path: web::Path<RunPath>) -> Reply {
+    ok(&runs::operations(&state.runtime, path.into_inner().into()).await?)
+}
+
+#[derive(Debug, Deserialize)]
+pub struct OperationPath {
+    ns: String,
+    app: String,
+    program: String,
+    run: String,
+    op: String,
+}
+
+pub async fn run_operation(state: State, path: web::Path<OperationPath>) -> Reply {
+    let p = path.into_inner();
+    let key = RunKey {
+        namespace: p.ns,
+        app: p.app,
+        program: p.program,
+        run: p.run,
+    };
+    ok(&runs::operation(&state.runtime, key, p.op).await?)
+}

@@ -1,0 +1,90 @@
+//! The middleware every request passes: the bearer token, the origin guard, the request log.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use actix_web::body::MessageBody;
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::middleware::Next;
+use actix_web::web;
+
+use crate::api::error::ApiError;
+use crate::api::origin;
+use crate::api::state::AppState;
+
+/// Checks the bearer token, when the server has one.
+pub async fn authenticate(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+    let token = req
+        .app_data::<web::Data<AppState>>()
+        .and_then(|s| s.token.clone());
+    if let Some(token) = token
+        && req.path() != "/v3/health"
+    {
+        let given = req
+            .headers()
+            .get(actix_web::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        if !given.is_some_and(|g| token.matches(g)) {
+            return Err(ApiError::Unauthorized.into());
+        }
+    }
+    next.call(req).await
+}
+
+/// Refuses what a web page, not a client of the API, would send (see [`origin`]).
+pub async fn guard_origin(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+    let allowed = req
+        .app_data::<web::Data<AppState>>()
+        .map(|s| Arc::clone(&s.allowed_hosts))
+        .unwrap_or_else(|| Arc::from(Vec::new()));
+    let header = |name: actix_web::http::header::HeaderName| {
+        req.headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap_or("\u{fffd}").to_string())
+    };
+    use actix_web::http::header;
+    let request = origin::Request {
+        write: !matches!(
+            *req.method(),
+            actix_web::http::Method::GET
+                | actix_web::http::Method::HEAD
+                | actix_web::http::Method::OPTIONS
+        ),
+        host: header(header::HOST),
+        origin: header(header::ORIGIN),
+        fetch_site: header(header::HeaderName::from_static("sec-fetch-site")),
+        content_type: header(header::CONTENT_TYPE),
+    };
+    origin::check(&request, &allowed)?;
+    next.call(req).await
+}
+
+/// Logs each request once it is answered.
+pub async fn log_request(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+    let started = Instant::now();
+    let method = req.method().clone();
+    let path = req.path().to_string();
+    let res = next.call(req).await;
+    let status = match &res {
+        Ok(r) => r.status().as_u16(),
+        Err(e) => e.as_response_error().status_code().as_u16(),
+    };
+    tracing::info!(
+        http.method = %method,
+        http.path = %path,
+        http.status = status,
+        elapsed_us = started.elapsed().as_micros() as u64,
+        "request"
+    );
+    res
+}

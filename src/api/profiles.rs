@@ -1,0 +1,67 @@
+//! Routes of profiles (SYSTEM and per namespace): CRUD, status, usage and assignments.
+
+use actix_web::{FromRequest, HttpRequest};
+
+use crate::api::body::Json;
+use crate::api::error::ApiError;
+use crate::api::state::{Reply, State, flag, ok};
+use crate::model::profile::{ProfileId, ProfileSpec, ProfileStatus};
+use crate::service::profiles;
+use crate::service::runs::{self as runs};
+
+/// The profile a path names: `/v3/profiles/{name}` (SYSTEM) or
+/// `/v3/namespaces/{ns}/profiles/{name}` (USER).
+#[derive(Debug)]
+pub struct ProfilePath(pub ProfileId);
+
+impl FromRequest for ProfilePath {
+    type Error = ApiError;
+    type Future = std::future::Ready<Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut actix_web::dev::Payload) -> Self::Future {
+        let info = req.match_info();
+        let name = info.get("name").unwrap_or_default();
+        std::future::ready(Ok(ProfilePath(match info.get("ns") {
+            Some(ns) => ProfileId::user(ns, name),
+            None => ProfileId::system(name),
+        })))
+    }
+}
+
+pub async fn list_profiles(state: State, req: HttpRequest) -> Reply {
+    let include_system = flag(&req, "includeSystem")?;
+    let ns = req.match_info().get("ns").map(str::to_string);
+    ok(&profiles::list(&state.store, ns, include_system).await?)
+}
+
+pub async fn get_profile(state: State, id: ProfilePath) -> Reply {
+    ok(&profiles::get(&state.store, id.0).await?)
+}
+
+pub async fn put_profile(state: State, id: ProfilePath, body: Json<ProfileSpec>) -> Reply {
+    ok(&profiles::put(&state.store, &state.registry, id.0, body.0).await?)
+}
+
+pub async fn delete_profile(state: State, id: ProfilePath) -> Reply {
+    ok(&profiles::delete(&state.store, id.0).await?)
+}
+
+pub async fn profile_status(state: State, id: ProfilePath) -> Reply {
+    ok(&profiles::get(&state.store, id.0).await?.status)
+}
+
+pub async fn enable_profile(state: State, id: ProfilePath) -> Reply {
+    ok(&profiles::set_status(&state.store, id.0, ProfileStatus::Enabled).await?)
+}
+
+pub async fn disable_profile(state: State, id: ProfilePath) -> Reply {
+    ok(&profiles::set_status(&state.store, id.0, ProfileStatus::Disabled).await?)
+}
+
+pub async fn profile_usage(state: State, id: ProfilePath) -> Reply {
+    ok(&runs::usage(&state.runtime, id.0).await?)
+}
+
+pub async fn profile_assignments(state: State, id: ProfilePath) -> Reply {
+    ok(&runs::assignments(&state.runtime, id.0).await?)
+}
