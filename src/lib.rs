@@ -4,22 +4,21 @@
 //! program run resolves its profile through a hierarchy of preferences, gets a cluster,
 //! runs, and the cluster is torn down. See `DESIGN.md` for the whole picture.
 //!
-//! The parts, in the order a request meets them:
-//! - [`api`]: the HTTP layer (actix-web, CDAP-style `/v3` paths) and the one table that maps
-//!   errors to status codes.
-//! - [`namespace`], [`profile`], [`preference`], [`app`], [`run`]: the services; validation and
-//!   rules, each check-then-write done atomically in the store.
-//! - [`run::lifecycle`]: the pure run state machine; [`plan`]: the pure cluster-operation
-//!   plans and per-resource lifecycle.
-//! - [`runtime`]: the actors (a supervisor per run, a planner per operation, a task runner per
-//!   node task) and the detached program launcher.
-//! - [`profile::resolve`]: the pure function that picks a run's profile and properties.
-//! - [`provisioner`]: the registry of built-in provisioners and their widgets.
-//! - [`store`]: the redb store with its single group-committing writer.
-//! - [`server`]: wiring, start-up and two-phase shutdown; [`cli`]: the `ebb` command line.
-//! - [`template`]: cluster templates (services, dependencies, hardware and image types,
-//!   constraints) and their validation.
-//! - [`names`], [`error`]: shared name rules and the services' error type.
+//! The crate is in layers; each uses only the layers below it (`tests/layers.rs` checks):
+//! ```text
+//! server.rs  wiring: start-up, shutdown, the serve configuration
+//! api | cli  HTTP routes per resource and the one error table | the `ebb` command line
+//! service    one module per resource: validation and check-then-write rules in the store
+//! runtime    actors (supervisor per run, planner per operation, task runner per node task),
+//!            program launch, the janitor, the provisioner registry
+//! store      the redb store and its group-committing writer, tables, the audit and event
+//!            logs, the secure store's cipher
+//! rules      pure decisions: profile resolution, layout solver, plans, the run lifecycle,
+//!            cluster resizes
+//! model      plain types and their validation: names, profiles, properties, templates,
+//!            runs, operations, plans, built-in files
+//! ```
+//! Provisioners live in their own crates under `provisioners/` (the SPI and one per plugin).
 
 pub mod api;
 pub mod cli;

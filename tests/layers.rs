@@ -208,6 +208,10 @@ impl<'ast> Visit<'ast> for Collector<'_> {
         syn::visit::visit_path(self, path);
     }
 
+    fn visit_visibility(&mut self, _: &'ast syn::Visibility) {
+        // `pub(super)` names who may see an item, not what it uses.
+    }
+
     fn visit_macro(&mut self, mac: &'ast syn::Macro) {
         // Paths inside macro calls (`format!`, `matches!`, `assert!`...) are code too.
         if let Ok(exprs) = mac.parse_body_with(
@@ -458,11 +462,63 @@ fn modules_use_only_their_layer_and_the_ones_below() {
     );
 }
 
+/// Cycles not yet untangled, each within one folder of one layer. The layering is being done
+/// in steps; this list may only shrink: a cycle outside it fails, and so does an entry here
+/// that is no longer a cycle (delete it).
+const KNOWN_CYCLES: &[&[&str]] = &[
+    // The actors' files and `runtime/mod.rs` (Deps, Runtime) use each other; the automator,
+    // task runner and remote launcher share helpers both ways.
+    &[
+        "runtime/automator.rs",
+        "runtime/mod.rs",
+        "runtime/planner.rs",
+        "runtime/remote.rs",
+        "runtime/supervisor.rs",
+        "runtime/task.rs",
+    ],
+    // Services still call each other for cross-table checks (to become one catalog module).
+    &[
+        "service/apps.rs",
+        "service/namespaces.rs",
+        "service/preferences.rs",
+        "service/profiles.rs",
+        "service/runs.rs",
+        "service/secure.rs",
+        "service/templates.rs",
+    ],
+    // The CLI's command modules and `cli/mod.rs` (its argument types) use each other.
+    &[
+        "cli/admin.rs",
+        "cli/client.rs",
+        "cli/commands.rs",
+        "cli/mod.rs",
+        "cli/runs.rs",
+    ],
+];
+
 #[test]
 fn no_modules_use_each_other() {
     let found = cycles(&dependencies(&parse_crate()));
-    let text: Vec<String> = found.iter().map(|c| c.join(", ")).collect();
-    assert!(found.is_empty(), "import cycles:\n{}", text.join("\n"));
+    let known = |c: &Vec<String>| {
+        KNOWN_CYCLES
+            .iter()
+            .any(|k| c.iter().all(|f| k.contains(&f.as_str())))
+    };
+    let new: Vec<String> = found
+        .iter()
+        .filter(|c| !known(c))
+        .map(|c| c.join(", "))
+        .collect();
+    assert!(new.is_empty(), "import cycles:\n{}", new.join("\n"));
+    for k in KNOWN_CYCLES {
+        let still = found
+            .iter()
+            .any(|c| c.iter().any(|f| k.contains(&f.as_str())));
+        assert!(
+            still,
+            "{k:?} is no longer a cycle: take it out of KNOWN_CYCLES"
+        );
+    }
 }
 
 #[test]
@@ -487,16 +543,4 @@ fn the_checker_sees_a_cycle_and_a_layer() {
         real.values().any(|t| !t.is_empty()),
         "no dependency found at all"
     );
-}
-
-/// Prints the graph (`cargo test --test layers -- --ignored --nocapture graph`).
-#[test]
-#[ignore]
-fn graph() {
-    for (file, targets) in dependencies(&parse_crate()) {
-        println!(
-            "{file}: {}",
-            targets.into_iter().collect::<Vec<_>>().join(" ")
-        );
-    }
 }

@@ -169,7 +169,7 @@ impl Runtime {
             return Err(refused().into());
         };
         match addr.send(ClusterCommand(change)).await {
-            Ok(answer) => Ok(answer?),
+            Ok(answer) => answer,
             Err(_) => Err(refused().into()),
         }
     }
@@ -181,7 +181,7 @@ impl Runtime {
         if let Some(addr) = addr
             && let Ok(answer) = addr.send(Command(event.clone())).await
         {
-            return Ok(answer?);
+            return answer;
         }
         let store_key = key.key();
         let run: RunRecord = self
