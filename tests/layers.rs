@@ -38,8 +38,8 @@ struct Module {
     file: String,
     /// Items defined here (functions, types, constants, modules...).
     items: BTreeSet<String>,
-    /// Names brought in by `use`: name → absolute path, and whether it is a `pub use`.
-    aliases: BTreeMap<String, (ModPath, bool)>,
+    /// Names brought in by `use`: name → absolute path.
+    aliases: BTreeMap<String, ModPath>,
     /// Modules glob-imported here (`use x::*`), absolute.
     globs: Vec<ModPath>,
 }
@@ -176,7 +176,7 @@ impl<'ast> Visit<'ast> for Collector<'_> {
                     if name == "*" {
                         module.globs.push(absolute);
                     } else {
-                        module.aliases.insert(name, (absolute, public));
+                        module.aliases.insert(name, absolute);
                     }
                 }
                 return;
@@ -245,7 +245,7 @@ fn absolute(module: &ModPath, path: &[String], krate: &Crate) -> Option<ModPath>
             // A child module named without `self::` (edition 2018 and later allow it in
             // `use`), or a name this module imported.
             let here = krate.modules.get(module)?;
-            if let Some((target, _)) = here.aliases.get(first) {
+            if let Some(target) = here.aliases.get(first) {
                 return Some(target.iter().chain(&path[1..]).cloned().collect());
             }
             let mut child = module.clone();
@@ -275,10 +275,10 @@ fn defining_file(krate: &Crate, path: &[String], depth: usize) -> Option<String>
     if module.items.contains(name) {
         return Some(module.file.clone());
     }
-    if let Some((target, _)) = module.aliases.get(name) {
+    if let Some(target) = module.aliases.get(name) {
         let mut next = target.clone();
         next.extend(path[split + 1..].iter().cloned());
-        if next.starts_with(&path[..split]) && next.len() == path.len() && next == path {
+        if next == path {
             return Some(module.file.clone());
         }
         return defining_file(krate, &next, depth + 1).or_else(|| Some(module.file.clone()));
@@ -297,40 +297,38 @@ fn parse_crate() -> Crate {
     let root = src();
     let mut files = Vec::new();
     rust_files(&root, &mut files);
+    // The library's files by their path under `src/`; `main.rs` is the binary, which uses the
+    // library by its crate name.
+    let files: Vec<(PathBuf, String)> = files
+        .into_iter()
+        .map(|path| {
+            let relative = path
+                .strip_prefix(&root)
+                .expect("under src")
+                .to_string_lossy()
+                .replace('\\', "/");
+            (path, relative)
+        })
+        .filter(|(_, relative)| relative != "main.rs")
+        .collect();
     let mut krate = Crate::default();
     // Modules first, so that relative paths can tell a child module from another crate.
-    for path in &files {
-        let relative = path
-            .strip_prefix(&root)
-            .expect("under src")
-            .to_string_lossy()
-            .replace('\\', "/");
-        if relative == "main.rs" {
-            continue; // the binary: it uses the library by its crate name.
-        }
+    for (_, relative) in &files {
         krate.modules.insert(
-            module_of(&relative),
+            module_of(relative),
             Module {
-                file: relative,
+                file: relative.clone(),
                 ..Module::default()
             },
         );
     }
-    for path in &files {
-        let relative = path
-            .strip_prefix(&root)
-            .expect("under src")
-            .to_string_lossy()
-            .replace('\\', "/");
-        if relative == "main.rs" {
-            continue;
-        }
+    for (path, relative) in &files {
         let text = std::fs::read_to_string(path).expect("source is readable");
         let file = syn::parse_file(&text).unwrap_or_else(|e| panic!("{relative}: {e}"));
         let mut collector = Collector {
             krate: &mut krate,
             file: relative.clone(),
-            module: module_of(&relative),
+            module: module_of(relative),
         };
         collector.visit_file(&file);
     }
@@ -537,7 +535,7 @@ fn the_checker_sees_a_cycle_and_a_layer() {
     assert_eq!(layer("cli/runs.rs"), layer("api/runs.rs"));
     assert_eq!(layer("server.rs"), Some(LAYERS.len()));
     assert_eq!(layer("elsewhere.rs"), None);
-    // This crate's own graph is read: the store's writer is used by the store.
+    // This crate's own graph is read: some file uses another.
     let real = dependencies(&parse_crate());
     assert!(
         real.values().any(|t| !t.is_empty()),

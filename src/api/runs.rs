@@ -1,4 +1,4 @@
-//! Handlers for apps, runs and profile usage: extract, call `app` or `run::service`, reply.
+//! Routes of runs: start, list, get, stop, deprovision, extend, logs and events.
 
 use std::time::Duration;
 

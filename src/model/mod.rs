@@ -1,4 +1,6 @@
-//! Plain types and their validation: names, profiles, apps, templates, runs, operations.
+//! Plain types and their validation: names, profiles, property values and secret references,
+//! templates, runs, operations, plans, secure keys, and the built-in files. Validation errors
+//! are [`invalid::Invalid`].
 pub mod builtin;
 pub mod invalid;
 pub mod names;

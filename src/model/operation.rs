@@ -12,8 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::plan::{Action, ClusterOperation, ClusterTask};
-use crate::model::plan::{NodeRecord, ResourceStatus};
+use crate::model::plan::{Action, ClusterOperation, ClusterTask, NodeRecord, ResourceStatus};
 
 /// Where an operation is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

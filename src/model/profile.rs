@@ -2,8 +2,9 @@
 //!
 //! This module holds the profile types, shared by the REST API, the built-in profile files
 //! and the store so they cannot drift, and the validation of a profile definition.
-//! [`service`] applies the rules (status, assignments, built-ins) against the store;
-//! [`resolve`] picks a run's profile and properties; [`builtin`] loads `profiles/*.json`.
+//! `service::profiles` applies the rules (status, assignments, built-ins) against the store;
+//! `rules::resolve` picks a run's profile and properties; `model::builtin` parses
+//! `profiles/*.json`.
 
 use std::collections::BTreeSet;
 use std::fmt;

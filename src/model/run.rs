@@ -1,9 +1,8 @@
 //! Runs: one execution of a program on a cluster made for it.
 //!
-//! This module owns the run record (what the store keeps and the API shows) and its pure
-//! lifecycle ([`lifecycle`]). [`service`] starts runs and answers queries; the actors in
-//! `runtime` drive each run through its lifecycle. Nothing here does IO except `service` and
-//! `events`, through the store.
+//! This module holds the run record (what the store keeps and the API shows) and its
+//! statuses. `rules::lifecycle` decides its transitions, `service::runs` starts runs and
+//! answers queries, and the actors in `runtime` drive each run through its lifecycle.
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -9,7 +9,7 @@
 //! - [`program`]: launching the program detached, re-attaching after a restart.
 //! - [`remote`]: the same, and service scripts, on nodes reached over SSH.
 //!
-//! The runtime never decides a transition itself; `run::lifecycle` and `plan` do. It never
+//! The runtime never decides a transition itself; `rules::lifecycle` and `rules::plan` do. It never
 //! touches HTTP.
 
 pub mod automator;

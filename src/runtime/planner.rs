@@ -27,12 +27,13 @@ use super::task::{TaskDone, TaskOutcome, TaskRunner, TaskSpec};
 use crate::model::operation::{
     self, AttemptRecord, AttemptStatus, OpStatus, OperationRecord, Snapshot, TaskStatus,
 };
-use crate::model::plan::Progress;
-use crate::model::plan::{Action, ClusterOperation, ClusterTask, PlanNode};
-use crate::model::plan::{NodeRecord, ResourceStatus};
+use crate::model::plan::{
+    Action, ClusterOperation, ClusterTask, NodeRecord, PlanNode, Progress, ResourceStatus,
+};
 use crate::model::template::Template;
 use crate::model::time::now_f64;
 use crate::rules::plan::cluster;
+use crate::store::audit;
 use crate::store::events::{self, EventKind};
 use crate::store::{Read, StoreError, Table, Txn};
 
@@ -293,9 +294,8 @@ impl Planner {
         let mut op = cur.op.clone();
         let undoing = cur.undoing.clone();
         self.writing = true;
-        let write =
-            async move {
-                let saved = deps
+        let write = async move {
+            let saved = deps
                 .store
                 .write(move |tx| {
                     let now = now_f64();
@@ -314,7 +314,7 @@ impl Planner {
                         let template = template.as_deref().unwrap_or(&empty);
                         let completed = completed(&op.tasks, &done, &nodes);
                         let tasks = cluster::rollback(template, &op.tasks, &completed);
-                        let id = crate::store::audit::next_id(tx, &run)?;
+                        let id = audit::next_id(tx, &run)?;
                         op.rolled_back_by = Some(id);
                         let undo = OperationRecord {
                             id,
@@ -339,12 +339,12 @@ impl Planner {
                         record(tx, &run, &undo, note)?;
                         next = Some(undo);
                     }
-                    tx.put(Table::Operations, &crate::store::audit::op_key(&run, op.id), &op)?;
+                    tx.put(Table::Operations, &audit::op_key(&run, op.id), &op)?;
                     Ok::<_, StoreError>((op, next))
                 })
                 .await;
-                (saved, deps)
-            };
+            (saved, deps)
+        };
         ctx.wait(write.into_actor(self).map(move |(saved, deps), act, ctx| {
             act.writing = false;
             deps.notifier.notify(&act.spec.run);
@@ -399,11 +399,7 @@ fn record(
     op: &OperationRecord,
     note: String,
 ) -> Result<(), StoreError> {
-    tx.put(
-        Table::Operations,
-        &crate::store::audit::op_key(run, op.id),
-        op,
-    )?;
+    tx.put(Table::Operations, &audit::op_key(run, op.id), op)?;
     events::append(tx, run, EventKind::Status, None, note)
 }
 
@@ -451,7 +447,7 @@ fn record_instant(deps: &Deps, run: &str, cur: &Current, instant: &[usize]) {
         .map(|i| {
             let mut a = AttemptRecord::open(now, now);
             a.finish(AttemptStatus::Succeeded, None, now);
-            let key = crate::store::audit::attempt_key(run, cur.op.id, *i, cur.prior[*i] + 1);
+            let key = audit::attempt_key(run, cur.op.id, *i, cur.prior[*i] + 1);
             (key, a)
         })
         .collect();
@@ -528,7 +524,7 @@ pub async fn prepare(deps: Deps, spec: OpSpec) -> Result<Prepared, StoreError> {
     let begun = deps
         .store
         .write(move |tx| -> Result<Begin, StoreError> {
-            let ops = crate::store::audit::operations(tx, &run)?;
+            let ops = audit::operations(tx, &run)?;
             let nodes = node_records(tx, &run)?;
             if spec.resume
                 && let Some(op) = ops
@@ -579,7 +575,7 @@ pub async fn prepare(deps: Deps, spec: OpSpec) -> Result<Prepared, StoreError> {
                 )
             };
             let now = now_f64();
-            let id = crate::store::audit::next_id(tx, &run)?;
+            let id = audit::next_id(tx, &run)?;
             let mut request = spec.request.clone();
             if let serde_json::Value::Object(m) = &mut request {
                 m.insert("config".into(), spec.config.clone());
@@ -653,7 +649,7 @@ fn carry_on(
     config: serde_json::Value,
     undoing: Option<String>,
 ) -> Result<Current, StoreError> {
-    let attempts = crate::store::audit::attempts(tx, run, op.id)?;
+    let attempts = audit::attempts(tx, run, op.id)?;
     let now = now_f64();
     let mut progress = vec![Progress::Waiting; op.tasks.len()];
     let mut prior = vec![0; op.tasks.len()];
@@ -682,7 +678,7 @@ fn carry_on(
         {
             let mut closed = last.clone();
             closed.finish(AttemptStatus::Failed, Some(INTERRUPTED.into()), now);
-            let key = crate::store::audit::attempt_key(run, op.id, *task, tried.len() as u32);
+            let key = audit::attempt_key(run, op.id, *task, tried.len() as u32);
             tx.put(Table::Attempts, &key, &closed)?;
         }
     }

@@ -20,14 +20,13 @@ use super::planner::{self as planner, Cancel, OpDone, OpOutcome, OpSpec, Planner
 use super::program::{self, LaunchFile, Started};
 use super::{Deps, Runtime};
 use crate::model::operation::{OpStatus, OperationRecord};
-use crate::model::plan::ClusterOperation;
-use crate::model::plan::{NodeRecord, ResourceStatus};
-use crate::model::run::ClusterStatus;
-use crate::model::run::{Exit, ProgramStatus, RunError, RunRecord};
+use crate::model::plan::{ClusterOperation, NodeRecord, ResourceStatus};
+use crate::model::run::{ClusterStatus, Exit, ProgramStatus, RunError, RunRecord};
 use crate::model::time;
 use crate::rules::lifecycle::{self, Effect, Event, Transition};
 use crate::rules::resize::Change;
 use crate::runtime::error::RuntimeError;
+use crate::store::audit;
 use crate::store::events::{self, EventKind};
 use crate::store::{Read, StoreError, Table};
 
@@ -310,7 +309,7 @@ impl RunSupervisor {
         ctx.wait(
             async move {
                 deps.store
-                    .read(move |r| crate::store::audit::operations(r, &run))
+                    .read(move |r| audit::operations(r, &run))
                     .await
             }
             .into_actor(self)

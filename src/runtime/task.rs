@@ -24,12 +24,13 @@ use super::Deps;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::model::operation::{AttemptRecord, AttemptStatus};
-use crate::model::plan::TaskKind;
-use crate::model::plan::{Action, ClusterOperation, ClusterTask};
-use crate::model::plan::{NodeRecord, ResourceStatus};
+use crate::model::plan::{
+    Action, ClusterOperation, ClusterTask, NodeRecord, ResourceStatus, TaskKind,
+};
 use crate::model::template::Template;
 use crate::model::time::{now_f64, now_millis};
 use crate::rules::plan::resource::{Backoff, Step, next_step};
+use crate::store::audit;
 use crate::store::events::{self, EventKind};
 use crate::store::{Read, StoreError, Table};
 
@@ -197,7 +198,7 @@ pub async fn run(deps: &Deps, spec: &TaskSpec) -> TaskOutcome {
         if spec.cancel.load(Ordering::SeqCst) {
             return TaskOutcome::Cancelled;
         }
-        let key = crate::store::audit::attempt_key(&spec.run, spec.op, spec.task.id, attempt);
+        let key = audit::attempt_key(&spec.run, spec.op, spec.task.id, attempt);
         let mut record = AttemptRecord::open(queued, now_f64());
         if let Err(e) = audit(deps, spec, &key, &record, None).await {
             return store_failure(e);

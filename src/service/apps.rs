@@ -4,7 +4,7 @@
 //! command, its environment and a concurrency limit) and a deploy-time `config`, which is the
 //! "app" level of the profile hierarchy. Deploying again replaces the app; runs already started
 //! keep the program they started with. Deleting an app is refused while any of its runs still
-//! holds a cluster. This module never starts runs; `run::service` does.
+//! holds a cluster. This module never starts runs; `service::runs` does.
 
 use std::collections::BTreeMap;
 
@@ -12,8 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::property::{Level, Values};
 use crate::service::error::ServiceError;
-use crate::service::namespaces;
-use crate::service::preferences;
+use crate::service::{namespaces, preferences};
 use crate::store::{Read, Store, Table};
 use crate::{model::names, model::time};
 

@@ -6,8 +6,7 @@
 //! ordinary SYSTEM profile the admin may edit or delete.
 
 use crate::model::builtin;
-use crate::model::profile::StoredProfile;
-use crate::model::profile::{ProfileId, SYSTEM_NAMESPACE};
+use crate::model::profile::{ProfileId, SYSTEM_NAMESPACE, StoredProfile};
 use crate::runtime::registry::Registry;
 use crate::service::error::ServiceError;
 use crate::service::profiles::upsert;

@@ -1,4 +1,5 @@
-//! The services.
+//! The services: one module per resource. Each validates a request, then applies its rules
+//! inside one store write, so check-then-write is atomic. [`error`] is the layer's error.
 pub mod apps;
 pub mod builtin;
 pub mod error;

@@ -1,7 +1,7 @@
 //! Preferences: string key/values set at the instance, a namespace, an app or a program.
 //!
 //! Together with an app's configuration and a run's arguments they form the hierarchy that
-//! `profile::resolve` reads. Setting `system.profile.name` checks that the profile exists and
+//! `rules::resolve` reads. Setting `system.profile.name` checks that the profile exists and
 //! is enabled (and is a SYSTEM profile at instance level); setting a
 //! `system.profile.properties.*` key checks its shape. `PUT` replaces a scope's whole map.
 

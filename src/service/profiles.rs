@@ -9,8 +9,7 @@ use crate::model::profile::{
 use crate::model::time::now_secs;
 use crate::runtime::registry::Registry;
 use crate::service::error::ServiceError;
-use crate::service::namespaces;
-use crate::service::preferences;
+use crate::service::{namespaces, preferences};
 use crate::store::{Read, Store, Table, Txn};
 
 /// Profile `id` as stored, if it exists.

@@ -13,8 +13,7 @@ use serde::Serialize;
 use crate::model::operation::{OperationRecord, OperationView};
 use crate::model::plan::{NodeRecord, ResourceStatus};
 use crate::model::profile::{ProfileId, ProfileStatus};
-use crate::model::property::redact;
-use crate::model::property::{Level, Origin, Values};
+use crate::model::property::{Level, Origin, Values, redact};
 use crate::model::run::{
     ClusterStatus, Exit, Failure, Launch, ProgramStatus, RunError, RunKey, RunRecord,
 };
@@ -25,6 +24,7 @@ use crate::service::apps::{self, WORKFLOWS};
 use crate::service::error::ServiceError;
 use crate::service::preferences::{self, Scope};
 use crate::service::profiles::stored_profile;
+use crate::store::audit;
 use crate::store::events::{self, RunEvent};
 use crate::store::{Read, Reader, StoreError, Table, Txn};
 use crate::{model::names, model::time, service::namespaces};
@@ -708,8 +708,8 @@ pub async fn operations(
         .read(move |r| {
             require_run(r, &key)?;
             let mut out = Vec::new();
-            for op in crate::store::audit::operations(r, &key.run)? {
-                let attempts = crate::store::audit::attempts(r, &key.run, op.id)?;
+            for op in audit::operations(r, &key.run)? {
+                let attempts = audit::attempts(r, &key.run, op.id)?;
                 out.push(OperationView::new(op, attempts));
             }
             Ok(out)
@@ -777,12 +777,9 @@ pub async fn operation(
         .read(move |r| {
             require_run(r, &key)?;
             let op: OperationRecord = r
-                .get(
-                    Table::Operations,
-                    &crate::store::audit::op_key(&key.run, number),
-                )?
+                .get(Table::Operations, &audit::op_key(&key.run, number))?
                 .ok_or_else(|| not_found(&key.run, &id))?;
-            let attempts = crate::store::audit::attempts(r, &key.run, op.id)?;
+            let attempts = audit::attempts(r, &key.run, op.id)?;
             Ok(OperationView::new(op, attempts))
         })
         .await

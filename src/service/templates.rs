@@ -8,8 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::builtin;
 use crate::model::profile::{SYSTEM_NAMESPACE, Scope};
-use crate::model::template::Template;
-use crate::model::template::TemplateId;
+use crate::model::template::{Template, TemplateId};
 use crate::model::time::now_secs;
 use crate::service::error::ServiceError;
 use crate::service::namespaces;
