@@ -460,63 +460,25 @@ fn modules_use_only_their_layer_and_the_ones_below() {
     );
 }
 
-/// Cycles not yet untangled, each within one folder of one layer. The layering is being done
-/// in steps; this list may only shrink: a cycle outside it fails, and so does an entry here
-/// that is no longer a cycle (delete it).
-const KNOWN_CYCLES: &[&[&str]] = &[
-    // The actors' files and `runtime/mod.rs` (Deps, Runtime) use each other; the automator,
-    // task runner and remote launcher share helpers both ways.
-    &[
-        "runtime/automator.rs",
-        "runtime/mod.rs",
-        "runtime/planner.rs",
-        "runtime/remote.rs",
-        "runtime/supervisor.rs",
-        "runtime/task.rs",
-    ],
-    // Services still call each other for cross-table checks (to become one catalog module).
-    &[
-        "service/apps.rs",
-        "service/namespaces.rs",
-        "service/preferences.rs",
-        "service/profiles.rs",
-        "service/runs.rs",
-        "service/secure.rs",
-        "service/templates.rs",
-    ],
-    // The CLI's command modules and `cli/mod.rs` (its argument types) use each other.
-    &[
-        "cli/admin.rs",
-        "cli/client.rs",
-        "cli/commands.rs",
-        "cli/mod.rs",
-        "cli/runs.rs",
-    ],
-];
+/// A cycle as the uses between its files, so the message says which import to break.
+fn cycle_edges(graph: &BTreeMap<String, BTreeSet<String>>, cycle: &[String]) -> String {
+    let mut uses = Vec::new();
+    for from in cycle {
+        for to in graph[from].iter().filter(|t| cycle.contains(t)) {
+            uses.push(format!("  {from} -> {to}"));
+        }
+    }
+    format!("{}:\n{}", cycle.join(", "), uses.join("\n"))
+}
 
 #[test]
 fn no_modules_use_each_other() {
-    let found = cycles(&dependencies(&parse_crate()));
-    let known = |c: &Vec<String>| {
-        KNOWN_CYCLES
-            .iter()
-            .any(|k| c.iter().all(|f| k.contains(&f.as_str())))
-    };
-    let new: Vec<String> = found
+    let graph = dependencies(&parse_crate());
+    let found: Vec<String> = cycles(&graph)
         .iter()
-        .filter(|c| !known(c))
-        .map(|c| c.join(", "))
+        .map(|c| cycle_edges(&graph, c))
         .collect();
-    assert!(new.is_empty(), "import cycles:\n{}", new.join("\n"));
-    for k in KNOWN_CYCLES {
-        let still = found
-            .iter()
-            .any(|c| c.iter().any(|f| k.contains(&f.as_str())));
-        assert!(
-            still,
-            "{k:?} is no longer a cycle: take it out of KNOWN_CYCLES"
-        );
-    }
+    assert!(found.is_empty(), "import cycles:\n{}", found.join("\n"));
 }
 
 #[test]

@@ -4,7 +4,8 @@ use actix_web::web;
 
 use crate::api::body::Json;
 use crate::api::state::{AppPath, ProgramPath, Reply, State, ok};
-use crate::service::apps::{self, AppSpec};
+use crate::model::app::AppSpec;
+use crate::service::apps;
 
 pub async fn list_apps(state: State, ns: web::Path<String>) -> Reply {
     ok(&apps::list(&state.store, ns.into_inner()).await?)

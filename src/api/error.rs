@@ -8,6 +8,7 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
 use serde::Serialize;
 
+use crate::model::invalid::Invalid;
 use crate::model::run::RunError;
 use crate::runtime::error::RuntimeError;
 use crate::service::error::ServiceError;
@@ -34,6 +35,12 @@ pub enum ApiError {
     Forbidden(String),
     #[error("{0}")]
     UnsupportedMediaType(String),
+}
+
+impl From<Invalid> for ApiError {
+    fn from(e: Invalid) -> Self {
+        ApiError::Service(e.into())
+    }
 }
 
 impl From<RuntimeError> for ApiError {

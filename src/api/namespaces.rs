@@ -4,7 +4,8 @@ use actix_web::web;
 
 use crate::api::body::OrDefault;
 use crate::api::state::{Reply, State, ok};
-use crate::service::namespaces::{self, NamespaceSpec};
+use crate::model::namespace::NamespaceSpec;
+use crate::service::namespaces;
 
 pub async fn list_namespaces(state: State) -> Reply {
     ok(&namespaces::list(&state.store).await?)

@@ -5,16 +5,18 @@ use actix_web::HttpRequest;
 use crate::api::body::Json;
 use crate::api::error::ApiError;
 use crate::api::state::{Reply, State, flag, ok};
+use crate::model::app::WORKFLOWS;
+use crate::model::namespace;
+use crate::model::preference::Scope as PrefScope;
 use crate::model::property::Values;
-use crate::service::namespaces::{self};
-use crate::service::preferences::{self, Scope as PrefScope};
+use crate::service::preferences;
 
 fn pref_scope(req: &HttpRequest) -> Result<PrefScope, ApiError> {
     let info = req.match_info();
     let Some(ns) = info.get("ns") else {
         return Ok(PrefScope::Instance);
     };
-    namespaces::check_name(ns)?;
+    namespace::check_name(ns)?;
     let namespace = ns.to_string();
     Ok(match (info.get("app"), info.get("program")) {
         (None, _) => PrefScope::Namespace(namespace),
@@ -25,7 +27,7 @@ fn pref_scope(req: &HttpRequest) -> Result<PrefScope, ApiError> {
         (Some(app), Some(program)) => PrefScope::Program {
             namespace,
             app: app.to_string(),
-            program_type: crate::service::apps::WORKFLOWS.to_string(),
+            program_type: WORKFLOWS.to_string(),
             program: program.to_string(),
         },
     })

@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use super::error::ApiError;
 use crate::api::token::TokenHash;
-use crate::runtime::Runtime;
+use crate::runtime::handle::Runtime;
 use crate::runtime::registry::Registry;
 use crate::store::Store;
 

@@ -4,7 +4,7 @@ use reqwest::Method;
 use reqwest::blocking::{Client as Http, RequestBuilder};
 use serde_json::Value;
 
-use super::ClientArgs;
+use super::args::ClientArgs;
 
 /// Why a CLI command failed.
 #[derive(Debug, thiserror::Error)]

@@ -2,7 +2,9 @@
 
 use std::io::Write;
 
-use serde_json::Value;
+use serde_json::{Value, json};
+
+use super::client::CliError;
 
 /// Writes one line to stdout. When the reader has gone away (`ebb ... | head`), stops quietly
 /// with exit code 0 instead of panicking.
@@ -89,4 +91,17 @@ pub fn timestamp(v: &Value) -> String {
 /// Prints JSON for scripts.
 pub fn json(v: &Value) {
     emit(&serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string()));
+}
+
+pub fn list(v: &Value) -> Vec<Value> {
+    v.as_array().cloned().unwrap_or_default()
+}
+
+pub fn done(json: bool, message: &str) -> Result<(), CliError> {
+    if json {
+        self::json(&json!({ "ok": true }));
+    } else {
+        out!("{message}");
+    }
+    Ok(())
 }

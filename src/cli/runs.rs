@@ -1,4 +1,5 @@
-//! Client commands for apps and runs: deploy, start (and follow), inspect, stop, keep, tear down.
+//! `ebb run`: start (and follow), list, inspect, stop, keep, tear down, and change a run's
+//! cluster.
 
 use std::path::Path;
 use std::time::{Duration, UNIX_EPOCH};
@@ -6,173 +7,13 @@ use std::time::{Duration, UNIX_EPOCH};
 use reqwest::Method;
 use serde_json::{Map, Value, json};
 
+use super::args::RunCmd;
 use super::client::{CliError, Client};
-use super::commands::{done, duration, list, scoped_path, split_pair};
-use super::output::{self, out, rows, table, text};
-use super::{AppCmd, PlanArgs, RunCmd, TemplateCmd};
+use super::input::{duration, read_json, split_pair};
+use super::output::{self, list, out, rows, table, text};
 
 /// How long each long-poll for new events waits on the server.
 const POLL: &str = "30s";
-
-pub fn app(client: &Client, json: bool, cmd: AppCmd) -> Result<(), CliError> {
-    match cmd {
-        AppCmd::Deploy {
-            file,
-            name,
-            namespace,
-        } => {
-            let body = read_json(&file)?;
-            let name = match name {
-                Some(n) => n,
-                None => app_name(&file)?,
-            };
-            let path = format!("/v3/namespaces/{namespace}/apps/{name}");
-            let v = client.call(Method::PUT, &path, Some(&body))?;
-            show_app(json, &v);
-        }
-        AppCmd::List { namespace } => {
-            let v = client.get(&format!("/v3/namespaces/{namespace}/apps"))?;
-            if json {
-                output::json(&v);
-                return Ok(());
-            }
-            let rows: Vec<Vec<String>> = list(&v)
-                .iter()
-                .map(|a| {
-                    let programs: Vec<String> = list(&a["programs"])
-                        .iter()
-                        .map(|p| text(&p["name"]))
-                        .collect();
-                    vec![
-                        text(&a["name"]),
-                        programs.join(", "),
-                        text(&a["description"]),
-                    ]
-                })
-                .collect();
-            table(&["APP", "PROGRAMS", "DESCRIPTION"], &rows);
-        }
-        AppCmd::Get { name, namespace } => {
-            show_app(
-                json,
-                &client.get(&format!("/v3/namespaces/{namespace}/apps/{name}"))?,
-            );
-        }
-        AppCmd::Delete { name, namespace } => {
-            let path = format!("/v3/namespaces/{namespace}/apps/{name}");
-            client.call(Method::DELETE, &path, None)?;
-            return done(json, &format!("app '{namespace}/{name}' deleted"));
-        }
-    }
-    Ok(())
-}
-
-pub fn template(client: &Client, json: bool, cmd: TemplateCmd) -> Result<(), CliError> {
-    let v = match cmd {
-        TemplateCmd::List(scope) => {
-            let v = client.get(&scope.path("templates"))?;
-            if !json {
-                let mut items = list(&v);
-                for t in &mut items {
-                    t["services"] = json!(
-                        t["services"].as_object().map(|m| m
-                            .keys()
-                            .cloned()
-                            .collect::<Vec<_>>()
-                            .join(", "))
-                    );
-                    t["name"] = json!(format!("{}:{}", text(&t["scope"]), text(&t["name"])));
-                }
-                table(
-                    &["TEMPLATE", "SERVICES", "DESCRIPTION"],
-                    &rows(&items, &["name", "services", "description"]),
-                );
-                return Ok(());
-            }
-            v
-        }
-        TemplateCmd::Get {
-            template,
-            namespace,
-        } => client.get(&scoped_path("templates", &template, &namespace)?)?,
-        TemplateCmd::Put {
-            template,
-            file,
-            namespace,
-        } => {
-            let body = read_json(&file)?;
-            let path = scoped_path("templates", &template, &namespace)?;
-            client.call(Method::PUT, &path, Some(&body))?
-        }
-        TemplateCmd::Delete {
-            template,
-            namespace,
-        } => {
-            let path = scoped_path("templates", &template, &namespace)?;
-            client.call(Method::DELETE, &path, None)?;
-            return done(json, &format!("template '{template}' deleted"));
-        }
-    };
-    output::json(&v);
-    Ok(())
-}
-
-pub fn plan(client: &Client, json: bool, args: PlanArgs) -> Result<(), CliError> {
-    let mut body = json!({
-        "template": args.template,
-        "provisioner": args.provisioner,
-        "nodes": args.nodes,
-        "operation": args.operation,
-    });
-    if !args.services.is_empty() {
-        body["services"] = json!(args.services);
-    }
-    if let Some(h) = args.hardware_type {
-        body["hardwareType"] = json!(h);
-    }
-    if let Some(i) = args.image_type {
-        body["imageType"] = json!(i);
-    }
-    let path = format!("/v3/namespaces/{}/plan", args.namespace);
-    let v = client.call(Method::POST, &path, Some(&body))?;
-    if json {
-        output::json(&v);
-        return Ok(());
-    }
-    let mut layout = list(&v["layout"]);
-    for n in &mut layout {
-        n["services"] = json!(
-            list(&n["services"])
-                .iter()
-                .map(text)
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
-    table(
-        &["NODE", "HARDWARE", "IMAGE", "SERVICES"],
-        &rows(&layout, &["node", "hardwareType", "imageType", "services"]),
-    );
-    let tasks = list(&v["tasks"]);
-    let describe = |id: &Value| {
-        let t = &tasks[id.as_u64().unwrap_or(0) as usize];
-        match t["service"].as_str() {
-            Some(s) => format!("{} {s}@{}", text(&t["action"]), text(&t["node"])),
-            None => format!("{} {}", text(&t["action"]), text(&t["node"])),
-        }
-    };
-    out!();
-    out!(
-        "{} tasks in {} stages (stages are for reading; tasks start as soon as what they depend on is done):",
-        tasks.len(),
-        list(&v["stages"]).len()
-    );
-    for (i, stage) in list(&v["stages"]).iter().enumerate() {
-        let names: Vec<String> = list(stage).iter().map(describe).collect();
-        out!("{:>3}. {}", i + 1, names.join(", "));
-    }
-    Ok(())
-}
 
 /// One operation as a timeline: a header, then each task by when it first started, with its
 /// offset from the operation's start, how long it took and how many attempts it needed.
@@ -243,54 +84,6 @@ fn print_operation(op: &Value) {
         &rows,
     );
     out!();
-}
-
-fn read_json(file: &Path) -> Result<Value, CliError> {
-    let bad = |reason: String| CliError::File {
-        path: file.display().to_string(),
-        reason,
-    };
-    let text = std::fs::read_to_string(file).map_err(|e| bad(e.to_string()))?;
-    serde_json::from_str(&text).map_err(|e| bad(format!("not JSON: {e}")))
-}
-
-fn app_name(file: &Path) -> Result<String, CliError> {
-    file.file_stem()
-        .and_then(|s| s.to_str())
-        .map(str::to_string)
-        .ok_or_else(|| CliError::Usage("cannot take an app name from the file; pass --name".into()))
-}
-
-fn show_app(json: bool, a: &Value) {
-    if json {
-        output::json(a);
-        return;
-    }
-    out!(
-        "app:         {}/{}",
-        text(&a["namespace"]),
-        text(&a["name"])
-    );
-    out!("description: {}", text(&a["description"]));
-    if let Some(config) = a["config"].as_object().filter(|c| !c.is_empty()) {
-        for (k, v) in config {
-            out!("config:      {k}={}", text(v));
-        }
-    }
-    out!();
-    let rows: Vec<Vec<String>> = list(&a["programs"])
-        .iter()
-        .map(|p| {
-            let command: Vec<String> = list(&p["command"]).iter().map(text).collect();
-            vec![
-                text(&p["type"]),
-                text(&p["name"]),
-                text(&p["maxConcurrentRuns"]),
-                command.join(" "),
-            ]
-        })
-        .collect();
-    table(&["TYPE", "PROGRAM", "MAX RUNS", "COMMAND"], &rows);
 }
 
 /// `NS/APP/PROGRAM` as an API path.
@@ -675,44 +468,4 @@ fn show_run(json: bool, r: &Value) {
         out!();
         table(&["PROPERTY", "VALUE", "SET BY"], &props);
     }
-}
-
-pub fn usage(client: &Client, json: bool, profile_path: &str) -> Result<(), CliError> {
-    let v = client.get(&format!("{profile_path}/usage"))?;
-    if json {
-        output::json(&v);
-        return Ok(());
-    }
-    out!("profile:     {}", text(&v["profile"]));
-    let runs: Vec<String> = v["runs"]
-        .as_object()
-        .map(|m| m.iter().map(|(k, n)| format!("{k} {n}")).collect())
-        .unwrap_or_default();
-    out!(
-        "runs:        {}",
-        if runs.is_empty() {
-            "none".into()
-        } else {
-            runs.join(", ")
-        }
-    );
-    out!("active runs: {}", list(&v["activeRuns"]).len());
-    out!("nodes now:   {}", text(&v["nodesNow"]));
-    out!("node-hours:  {:.3}", v["nodeHours"].as_f64().unwrap_or(0.0));
-    Ok(())
-}
-
-pub fn assignments(client: &Client, json: bool, profile_path: &str) -> Result<(), CliError> {
-    let v = client.get(&format!("{profile_path}/assignments"))?;
-    if json {
-        output::json(&v);
-        return Ok(());
-    }
-    let places = rows(&list(&v), &["level", "namespace", "app", "program"]);
-    if places.is_empty() {
-        out!("(assigned nowhere)");
-    } else {
-        table(&["LEVEL", "NAMESPACE", "APP", "PROGRAM"], &places);
-    }
-    Ok(())
 }

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::model::invalid::Invalid;
 use crate::model::names;
 use crate::model::profile::SYSTEM_NAMESPACE;
+use crate::model::profile::Scope;
 
 /// A step of a service's life on a node, in the order a create walks them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -727,6 +728,20 @@ impl fmt::Display for TemplateId {
             Some(ns) => write!(f, "template '{}' in namespace '{ns}'", self.name),
         }
     }
+}
+
+/// A template as the store keeps it and the API returns it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredTemplate {
+    pub name: String,
+    pub scope: Scope,
+    #[serde(flatten)]
+    pub template: Template,
+    pub created: u64,
+    pub updated: u64,
+    /// Loaded from `profiles/templates/`; cannot be replaced or deleted over the API.
+    #[serde(default)]
+    pub builtin: bool,
 }
 
 #[cfg(test)]

@@ -12,14 +12,11 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use super::Deps;
-use super::task::{AttemptOutcome, TaskSpec};
+use super::attempt::{AttemptOutcome, TAIL, TaskSpec, parse_facts};
+use super::deps::Deps;
 use crate::model::plan::NodeRecord;
 use crate::model::template::Action as Script;
 use crate::store::{Read, Table};
-
-/// Bytes of an attempt's output kept in the audit log.
-const TAIL: usize = 2048;
 
 /// Runs one attempt of the service task `spec` (install, configure, initialize, start, stop,
 /// remove). What the script writes to `$EBB_RESULT_FILE` as `key=value` lines becomes the
@@ -44,7 +41,7 @@ pub async fn run(deps: &Deps, spec: &TaskSpec) -> AttemptOutcome {
         Ok((result, output)) => {
             if !result.is_empty() {
                 let saved =
-                    super::task::merge_properties(deps, &spec.run, spec.node(), result.clone())
+                    super::attempt::merge_properties(deps, &spec.run, spec.node(), result.clone())
                         .await;
                 if let Err(e) = saved {
                     return AttemptOutcome::failed(format!("cannot record the result: {e}"), true);
@@ -218,26 +215,6 @@ async fn attempt_once(
     Err((message, tail))
 }
 
-/// The end of `text`, at most [`TAIL`] bytes.
-pub fn tail_of(text: &str) -> String {
-    let mut start = text.len().saturating_sub(TAIL);
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    text[start..].trim().to_string()
-}
-
-/// `key=value` lines; blank lines and `#` comments are skipped.
-pub fn parse_facts(text: &str) -> BTreeMap<String, String> {
-    text.lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .filter(|(k, _)| !k.is_empty())
-        .collect()
-}
-
 /// The end (at most [`TAIL`] bytes) of what was appended to `log` after byte `from`.
 fn output_since(log: &std::path::Path, from: u64) -> String {
     use std::io::{Read as _, Seek, SeekFrom};
@@ -251,17 +228,4 @@ fn output_since(log: &std::path::Path, from: u64) -> String {
         let _ = file.read_to_end(&mut bytes);
     }
     String::from_utf8_lossy(&bytes).trim().to_string()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn facts_are_key_value_lines() {
-        let facts = parse_facts("# reported\nport = 2181\n\nbroken line\nleader=n1\n=x\n");
-        assert_eq!(facts.len(), 2);
-        assert_eq!(facts["port"], "2181");
-        assert_eq!(facts["leader"], "n1");
-    }
 }

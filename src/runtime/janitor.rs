@@ -21,7 +21,7 @@ use crate::model::plan::{NodeRecord, ResourceStatus};
 use crate::model::profile::StoredProfile;
 use crate::model::run::{ClusterStatus, RunRecord};
 use crate::model::time::now_secs;
-use crate::runtime::Deps;
+use crate::runtime::deps::Deps;
 use crate::runtime::error::RuntimeError;
 use crate::store::events::{self, EventKind};
 use crate::store::{Read, StoreError, Table};

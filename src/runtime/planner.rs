@@ -22,8 +22,9 @@ use std::time::Duration;
 use actix::prelude::*;
 use ebb_spi::Provisioner;
 
-use super::Deps;
-use super::task::{TaskDone, TaskOutcome, TaskRunner, TaskSpec};
+use super::attempt::TaskSpec;
+use super::deps::Deps;
+use super::task::{TaskDone, TaskOutcome, TaskRunner};
 use crate::model::operation::{
     self, AttemptRecord, AttemptStatus, OpStatus, OperationRecord, Snapshot, TaskStatus,
 };

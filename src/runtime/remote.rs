@@ -20,7 +20,7 @@ use ebb_spi::{FACT_REMOTE_DIR, FACT_SSH_HOST_KEY};
 use ebb_ssh::remote::{self, ProgramState};
 use ebb_ssh::{Access, Checking, Policy, Session, Target};
 
-use super::Deps;
+use super::deps::Deps;
 use crate::model::plan::NodeRecord;
 use crate::model::run::Exit;
 
@@ -86,7 +86,7 @@ impl Node {
                 FACT_SSH_HOST_KEY.to_string(),
                 session.host_key().to_string(),
             )]);
-            super::task::merge_properties(deps, &self.run, &self.node, pin)
+            super::attempt::merge_properties(deps, &self.run, &self.node, pin)
                 .await
                 .map_err(|e| format!("cannot pin the host key of {}: {e}", self.target))?;
         }
@@ -153,9 +153,9 @@ pub async fn attempt(
         let line = format!("{output}\n");
         let _ = tokio::task::spawn_blocking(move || append(&log, line.as_bytes())).await;
     }
-    let tail = super::automator::tail_of(&output);
+    let tail = super::attempt::tail_of(&output);
     if out.success() {
-        Ok((super::automator::parse_facts(&result), tail))
+        Ok((super::attempt::parse_facts(&result), tail))
     } else {
         let status = match out.status {
             Some(n) => format!("the script exited with exit status: {n} on {}", node.target),

@@ -8,17 +8,17 @@
 //! time in order. On start-up a supervisor re-reads nothing but its record and resumes with
 //! `lifecycle::resume`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use actix::prelude::*;
 use ebb_spi::resource::{DEFAULT_RETRY_BUDGET, RETRY_BUDGET};
 
+use super::deps::Deps;
 use super::planner::{self as planner, Cancel, OpDone, OpOutcome, OpSpec, Planner};
 use super::program::{self, LaunchFile, Started};
-use super::{Deps, Runtime};
 use crate::model::operation::{OpStatus, OperationRecord};
 use crate::model::plan::{ClusterOperation, NodeRecord, ResourceStatus};
 use crate::model::run::{ClusterStatus, Exit, ProgramStatus, RunError, RunRecord};
@@ -55,11 +55,33 @@ pub struct ClusterCommand(pub Change);
 #[rtype(result = "()")]
 struct Deadline;
 
+/// The live supervisors by run id; a supervisor takes itself out when it stops.
+#[derive(Debug, Clone, Default)]
+pub struct Supervisors(Arc<Mutex<HashMap<String, Addr<RunSupervisor>>>>);
+
+impl Supervisors {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Addr<RunSupervisor>>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn insert(&self, run: String, addr: Addr<RunSupervisor>) {
+        self.lock().insert(run, addr);
+    }
+
+    pub fn get(&self, run: &str) -> Option<Addr<RunSupervisor>> {
+        self.lock().get(run).cloned()
+    }
+
+    fn forget(&self, run: &str) {
+        self.lock().remove(run);
+    }
+}
+
 /// The actor supervising one run.
 #[derive(Debug)]
 pub struct RunSupervisor {
     deps: Deps,
-    runtime: Runtime,
+    live: Supervisors,
     run: RunRecord,
     planner: Option<Addr<Planner>>,
     timer: Option<SpawnHandle>,
@@ -74,10 +96,11 @@ pub struct RunSupervisor {
 }
 
 impl RunSupervisor {
-    pub fn new(deps: Deps, runtime: Runtime, run: RunRecord) -> Self {
+    /// A supervisor for `run`, which takes itself out of `live` when it stops.
+    pub fn new(deps: Deps, live: Supervisors, run: RunRecord) -> Self {
         Self {
             deps,
-            runtime,
+            live,
             run,
             planner: None,
             timer: None,
@@ -440,7 +463,7 @@ impl Actor for RunSupervisor {
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {
-        self.runtime.forget(&self.run.key.run);
+        self.live.forget(&self.run.key.run);
     }
 }
 

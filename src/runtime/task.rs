@@ -13,86 +13,26 @@
 //! task stops before its next call, never in the middle of one, so whatever an in-flight
 //! create made is recorded and the delete operation will find it.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use actix::prelude::*;
-use ebb_spi::{ProvisionError, Provisioner, Resource, ResourceKey, ResourceState};
+use ebb_spi::{ProvisionError, Resource, ResourceKey, ResourceState};
 
-use super::Deps;
-use std::collections::{BTreeMap, BTreeSet};
+use super::attempt::{AttemptOutcome, TaskSpec, merge_properties};
+use super::deps::Deps;
+use std::collections::BTreeMap;
 
 use crate::model::operation::{AttemptRecord, AttemptStatus};
-use crate::model::plan::{
-    Action, ClusterOperation, ClusterTask, NodeRecord, ResourceStatus, TaskKind,
-};
-use crate::model::template::Template;
+use crate::model::plan::{Action, NodeRecord, ResourceStatus, TaskKind};
 use crate::model::time::{now_f64, now_millis};
 use crate::rules::plan::resource::{Backoff, Step, next_step};
 use crate::store::audit;
 use crate::store::events::{self, EventKind};
 use crate::store::{Read, StoreError, Table};
 
-/// Attempts of a node task (create, confirm, delete) before the operation fails.
-const NODE_ATTEMPTS: u32 = 3;
-/// How much longer than the retry budget one node-task attempt may take before it times out.
-const NODE_GRACE: Duration = Duration::from_secs(60);
 /// The longest pause between two attempts.
 const MAX_PAUSE: Duration = Duration::from_secs(30);
-
-/// Everything a task needs.
-#[derive(Debug, Clone)]
-pub struct TaskSpec {
-    /// The operation's id in the audit log.
-    pub op: u32,
-    pub operation: ClusterOperation,
-    pub task: ClusterTask,
-    /// Attempts already recorded (by a run of this operation before a restart).
-    pub prior_attempts: u32,
-    /// The last of those that failed (one a restart cut short does not count).
-    pub prior_failure: Option<u32>,
-    /// Whether the same operation deletes this task's node afterwards (a stop that keeps
-    /// failing is then noted and passed over).
-    pub node_goes: bool,
-    pub template: Option<Arc<Template>>,
-    /// Every node's services.
-    pub layout: BTreeMap<String, BTreeSet<String>>,
-    /// The cluster's config, as this operation applies it.
-    pub config: serde_json::Value,
-    pub run: String,
-    pub provisioner: Arc<dyn Provisioner>,
-    pub context: Arc<ebb_spi::Context>,
-    pub budget: Duration,
-    pub cancel: Arc<AtomicBool>,
-}
-
-impl TaskSpec {
-    pub fn node(&self) -> &str {
-        &self.task.node
-    }
-
-    /// How many attempts the task gets and how long each may take.
-    pub fn policy(&self) -> (u32, Duration) {
-        let action = self
-            .task
-            .action
-            .service_action()
-            .zip(self.task.service.as_ref())
-            .and_then(|(kind, service)| {
-                self.template
-                    .as_ref()?
-                    .services
-                    .get(service)?
-                    .actions
-                    .get(&kind)
-            });
-        match action {
-            Some(a) => (a.attempts(), a.timeout()),
-            None => (NODE_ATTEMPTS, self.budget + NODE_GRACE),
-        }
-    }
-}
 
 /// How a task ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,39 +48,6 @@ pub enum TaskOutcome {
 pub struct TaskDone {
     pub index: usize,
     pub outcome: TaskOutcome,
-}
-
-/// How one attempt ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AttemptOutcome {
-    Done {
-        result: BTreeMap<String, String>,
-        output: Option<String>,
-    },
-    Cancelled,
-    Failed {
-        message: String,
-        /// Whether another attempt may help.
-        retry: bool,
-        output: Option<String>,
-    },
-}
-
-impl AttemptOutcome {
-    pub fn done() -> Self {
-        AttemptOutcome::Done {
-            result: BTreeMap::new(),
-            output: None,
-        }
-    }
-
-    pub fn failed(message: impl Into<String>, retry: bool) -> Self {
-        AttemptOutcome::Failed {
-            message: message.into(),
-            retry,
-            output: None,
-        }
-    }
 }
 
 /// The actor running one task; it stops itself when the task ends.
@@ -577,25 +484,6 @@ fn step_name(step: &Step) -> &'static str {
         Step::Delete(_) => "delete",
         Step::Done => "done",
     }
-}
-
-/// Merges `facts` into node `node`'s properties, where every later task sees them.
-pub async fn merge_properties(
-    deps: &Deps,
-    run: &str,
-    node: &str,
-    facts: BTreeMap<String, String>,
-) -> Result<(), StoreError> {
-    let key = format!("{run}/{node}");
-    deps.store
-        .write(move |tx| {
-            if let Some(mut r) = tx.get::<NodeRecord>(Table::Resources, &key)? {
-                r.properties.extend(facts);
-                tx.put(Table::Resources, &key, &r)?;
-            }
-            Ok::<_, StoreError>(())
-        })
-        .await
 }
 
 fn progress_failure(e: StoreError) -> AttemptOutcome {

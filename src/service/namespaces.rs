@@ -3,46 +3,12 @@
 //!
 //! Deleting a namespace is refused while it holds profiles, and removes its preferences.
 
-use serde::{Deserialize, Serialize};
-
-use crate::model::names;
+use crate::model::namespace::{self, DEFAULT, Namespace, NamespaceSpec};
 use crate::model::profile::SYSTEM_NAMESPACE;
 use crate::model::time::now_secs;
+use crate::service::catalog;
 use crate::service::error::ServiceError;
-use crate::service::preferences;
 use crate::store::{Read, Store, Table, Txn};
-
-/// The namespace that always exists.
-pub const DEFAULT: &str = "default";
-
-/// A namespace as the API returns it and the store keeps it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Namespace {
-    pub name: String,
-    pub description: String,
-    /// When it was created, in epoch seconds.
-    pub created: u64,
-}
-
-/// The body of `PUT /v3/namespaces/{ns}`; it may be left out.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NamespaceSpec {
-    #[serde(default)]
-    pub description: Option<String>,
-}
-
-/// Fails with 404 unless namespace `name` exists.
-pub fn require(r: &impl Read, name: &str) -> Result<Namespace, ServiceError> {
-    r.get(Table::Namespaces, name)?
-        .ok_or_else(|| ServiceError::NamespaceNotFound(name.to_string()))
-}
-
-/// Checks a namespace name taken from a path or body (400 naming `namespace` if bad). The
-/// reserved name `system` passes here: it is refused on create and simply never exists.
-pub fn check_name(name: &str) -> Result<(), ServiceError> {
-    Ok(names::check("namespace", name)?)
-}
 
 /// Creates `default` if it is missing. Run at start-up.
 pub async fn ensure_default(store: &Store) -> Result<(), ServiceError> {
@@ -72,7 +38,7 @@ pub async fn put(
     name: String,
     spec: NamespaceSpec,
 ) -> Result<Namespace, ServiceError> {
-    check_name(&name)?;
+    namespace::check_name(&name)?;
     if name == SYSTEM_NAMESPACE {
         return Err(ServiceError::invalid(
             "namespace",
@@ -109,20 +75,22 @@ pub async fn list(store: &Store) -> Result<Vec<Namespace>, ServiceError> {
 
 /// Namespace `name`.
 pub async fn get(store: &Store, name: String) -> Result<Namespace, ServiceError> {
-    check_name(&name)?;
-    store.read(move |r| require(r, &name)).await
+    namespace::check_name(&name)?;
+    store
+        .read(move |r| catalog::require_namespace(r, &name))
+        .await
 }
 
 /// Deletes namespace `name` and its preferences; refused for `default` and while it holds
 /// profiles or apps.
 pub async fn delete(store: &Store, name: String) -> Result<Namespace, ServiceError> {
-    check_name(&name)?;
+    namespace::check_name(&name)?;
     if name == DEFAULT {
         return Err(ServiceError::DefaultNamespace);
     }
     store
         .write(move |tx| {
-            let ns = require(tx, &name)?;
+            let ns = catalog::require_namespace(tx, &name)?;
             let profiles: Vec<String> = tx
                 .scan::<serde_json::Value>(Table::Profiles, &format!("{name}/"))?
                 .into_iter()
@@ -135,7 +103,7 @@ pub async fn delete(store: &Store, name: String) -> Result<Namespace, ServiceErr
                     names: profiles,
                 });
             }
-            let apps = crate::service::apps::names_in(tx, &name)?;
+            let apps = catalog::app_names(tx, &name)?;
             if !apps.is_empty() {
                 return Err(ServiceError::NamespaceNotEmpty {
                     namespace: name,
@@ -143,7 +111,7 @@ pub async fn delete(store: &Store, name: String) -> Result<Namespace, ServiceErr
                     names: apps,
                 });
             }
-            let keys = crate::service::secure::names_in(tx, &name)?;
+            let keys = catalog::secure_key_names(tx, &name)?;
             if !keys.is_empty() {
                 return Err(ServiceError::NamespaceNotEmpty {
                     namespace: name,
@@ -151,7 +119,7 @@ pub async fn delete(store: &Store, name: String) -> Result<Namespace, ServiceErr
                     names: keys,
                 });
             }
-            preferences::delete_namespace(tx, &name)?;
+            catalog::delete_namespace_preferences(tx, &name)?;
             tx.delete(Table::Namespaces, &name);
             Ok(ns)
         })

@@ -2,34 +2,27 @@
 //! delete, list. Every check and its write happen in one store write, so two racing requests
 //! cannot both pass a check that only one should.
 
+use crate::model::namespace;
 use crate::model::profile::{
     Profile, ProfileId, ProfileSpec, ProfileStatus, SYSTEM_NAMESPACE, Scope, StoredProfile,
     ValidSpec,
 };
 use crate::model::time::now_secs;
 use crate::runtime::registry::Registry;
+use crate::service::catalog;
 use crate::service::error::ServiceError;
-use crate::service::{namespaces, preferences};
 use crate::store::{Read, Store, Table, Txn};
-
-/// Profile `id` as stored, if it exists.
-pub fn stored_profile(
-    r: &impl Read,
-    id: &ProfileId,
-) -> Result<Option<StoredProfile>, ServiceError> {
-    Ok(r.get(Table::Profiles, &id.key())?)
-}
 
 fn require(r: &impl Read, id: &ProfileId) -> Result<StoredProfile, ServiceError> {
     if id.scope == Scope::User {
-        namespaces::require(r, &id.namespace)?;
+        catalog::require_namespace(r, &id.namespace)?;
     }
-    stored_profile(r, id)?.ok_or_else(|| ServiceError::ProfileNotFound(id.clone()))
+    catalog::stored_profile(r, id)?.ok_or_else(|| ServiceError::ProfileNotFound(id.clone()))
 }
 
 fn check_id(id: &ProfileId) -> Result<(), ServiceError> {
     if id.scope == Scope::User {
-        namespaces::check_name(&id.namespace)?;
+        namespace::check_name(&id.namespace)?;
     }
     Ok(crate::model::names::check("profile name", &id.name)?)
 }
@@ -41,7 +34,7 @@ pub(super) fn upsert(
     spec: ValidSpec,
     builtin: bool,
 ) -> Result<Profile, ServiceError> {
-    let existing = stored_profile(tx, id)?;
+    let existing = catalog::stored_profile(tx, id)?;
     let (status, created) = existing
         .as_ref()
         .map_or((ProfileStatus::Enabled, now_secs()), |s| {
@@ -78,9 +71,9 @@ pub async fn put(
     store
         .write(move |tx| {
             if id.scope == Scope::User {
-                namespaces::require(tx, &id.namespace)?;
+                catalog::require_namespace(tx, &id.namespace)?;
             }
-            if stored_profile(tx, &id)?.is_some_and(|s| s.builtin) {
+            if catalog::stored_profile(tx, &id)?.is_some_and(|s| s.builtin) {
                 return Err(ServiceError::BuiltinProfile(id));
             }
             upsert(tx, &id, valid, false)
@@ -104,13 +97,13 @@ pub async fn list(
     include_system: bool,
 ) -> Result<Vec<Profile>, ServiceError> {
     if let Some(ns) = &namespace {
-        namespaces::check_name(ns)?;
+        namespace::check_name(ns)?;
     }
     store
         .read(move |r| {
             let mut prefixes = Vec::new();
             if let Some(ns) = &namespace {
-                namespaces::require(r, ns)?;
+                catalog::require_namespace(r, ns)?;
                 prefixes.push(format!("{ns}/"));
             }
             if namespace.is_none() || include_system {
@@ -168,7 +161,7 @@ pub async fn delete(store: &Store, id: ProfileId) -> Result<Profile, ServiceErro
             if stored.profile.status == ProfileStatus::Enabled {
                 return Err(ServiceError::ProfileEnabled(id));
             }
-            let places: Vec<String> = preferences::assignments(tx, &id)?
+            let places: Vec<String> = catalog::assignments(tx, &id)?
                 .iter()
                 .map(ToString::to_string)
                 .collect();
@@ -178,7 +171,7 @@ pub async fn delete(store: &Store, id: ProfileId) -> Result<Profile, ServiceErro
                     places,
                 });
             }
-            let runs = crate::service::runs::active_runs_of_profile(tx, &id)?;
+            let runs = catalog::active_runs_of_profile(tx, &id)?;
             if !runs.is_empty() {
                 return Err(ServiceError::ProfileInUse { profile: id, runs });
             }

@@ -10,24 +10,25 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::model::app::{Program, WORKFLOWS};
+use crate::model::namespace;
 use crate::model::operation::{OperationRecord, OperationView};
 use crate::model::plan::{NodeRecord, ResourceStatus};
+use crate::model::preference::{Assignment, Scope};
 use crate::model::profile::{ProfileId, ProfileStatus};
 use crate::model::property::{Level, Origin, Values, redact};
 use crate::model::run::{
     ClusterStatus, Exit, Failure, Launch, ProgramStatus, RunError, RunKey, RunRecord,
 };
 use crate::rules::resolve;
-use crate::runtime::Runtime;
+use crate::runtime::handle::Runtime;
 use crate::runtime::program::{STDERR, STDOUT};
-use crate::service::apps::{self, WORKFLOWS};
+use crate::service::catalog;
 use crate::service::error::ServiceError;
-use crate::service::preferences::{self, Scope};
-use crate::service::profiles::stored_profile;
 use crate::store::audit;
 use crate::store::events::{self, RunEvent};
 use crate::store::{Read, Reader, StoreError, Table, Txn};
-use crate::{model::names, model::time, service::namespaces};
+use crate::{model::names, model::time};
 
 /// Most bytes of each log stream `logs` returns (the end of it).
 const MAX_LOG_BYTES: u64 = 1 << 20;
@@ -58,7 +59,7 @@ pub struct RunPage {
 }
 
 fn check_key(key: &RunKey) -> Result<(), ServiceError> {
-    namespaces::check_name(&key.namespace)?;
+    namespace::check_name(&key.namespace)?;
     names::check("app", &key.app)?;
     names::check("program", &key.program)?;
     // Before anything is keyed, allocated or a path is made with it.
@@ -139,7 +140,7 @@ struct Resolved {
     provisioner: String,
     nodes: Vec<String>,
     template: Option<crate::model::template::Template>,
-    program: apps::Program,
+    program: Program,
 }
 
 /// The layout a template gives the run's nodes: services and types per node.
@@ -156,7 +157,7 @@ fn resolve_start(
     args: &Values,
 ) -> Result<Resolved, ServiceError> {
     let ns = key.namespace.clone();
-    let (app, program) = apps::require_program(r, &ns, &key.app, WORKFLOWS, &key.program)?;
+    let (app, program) = catalog::require_program(r, &ns, &key.app, WORKFLOWS, &key.program)?;
     let scope = Scope::Program {
         namespace: ns.clone(),
         app: key.app.clone(),
@@ -172,7 +173,7 @@ fn resolve_start(
     let levels: Vec<(Level, &Values)> = maps.iter().map(|(l, v)| (*l, v)).collect();
 
     let chosen = resolve::choose_profile(&ns, &levels)?;
-    let stored = stored_profile(r, &chosen.id)?
+    let stored = catalog::stored_profile(r, &chosen.id)?
         .ok_or_else(|| ServiceError::ProfileNotFound(chosen.id.clone()))?;
     if stored.profile.status == ProfileStatus::Disabled {
         return Err(ServiceError::ProfileDisabled(chosen.id));
@@ -191,7 +192,7 @@ fn resolve_start(
         .into());
     }
     crate::model::property::check_references("properties", provisioner.spec(), &map)?;
-    crate::service::secure::check_exist(r, &ns, &map)?;
+    catalog::check_secure_keys_exist(r, &ns, &map)?;
     let nodes = provisioner.nodes(&map);
     let max = provisioner.max_nodes(&map);
     if nodes.len() > max as usize {
@@ -206,7 +207,7 @@ fn resolve_start(
     }
     let template = match map.get(ebb_spi::resource::TEMPLATE.name) {
         None => None,
-        Some(name) => Some(crate::service::templates::resolve(r, &ns, name)?),
+        Some(name) => Some(catalog::resolve_template(r, &ns, name)?),
     };
     Ok(Resolved {
         chosen,
@@ -542,7 +543,7 @@ fn nodes_of(r: &impl Read, run: &str) -> Result<Vec<NodeRecord>, StoreError> {
 }
 
 fn require_run(r: &impl Read, key: &RunKey) -> Result<RunRecord, ServiceError> {
-    apps::require_program(r, &key.namespace, &key.app, WORKFLOWS, &key.program)?;
+    catalog::require_program(r, &key.namespace, &key.app, WORKFLOWS, &key.program)?;
     r.get::<RunRecord>(Table::Runs, &key.key())?
         .ok_or_else(|| ServiceError::RunNotFound(key.run.clone()))
 }
@@ -657,7 +658,7 @@ pub async fn list_program(
         .deps()
         .store
         .read(move |r| {
-            apps::require_program(r, &ns, &app_name, WORKFLOWS, &program)?;
+            catalog::require_program(r, &ns, &app_name, WORKFLOWS, &program)?;
             let prefix = format!("{ns}/{app_name}/{program}/");
             list_page(r, Some(&prefix), &format!("{ns}/"), &filter)
         })
@@ -670,13 +671,13 @@ pub async fn list_namespace(
     ns: String,
     filter: RunFilter,
 ) -> Result<RunPage, ServiceError> {
-    namespaces::check_name(&ns)?;
+    namespace::check_name(&ns)?;
     check_filter(&filter)?;
     runtime
         .deps()
         .store
         .read(move |r| {
-            namespaces::require(r, &ns)?;
+            catalog::require_namespace(r, &ns)?;
             list_page(r, None, &format!("{ns}/"), &filter)
         })
         .await
@@ -904,7 +905,8 @@ pub async fn usage(runtime: &Runtime, id: ProfileId) -> Result<Usage, ServiceErr
         .deps()
         .store
         .read(move |r| {
-            stored_profile(r, &id)?.ok_or_else(|| ServiceError::ProfileNotFound(id.clone()))?;
+            catalog::stored_profile(r, &id)?
+                .ok_or_else(|| ServiceError::ProfileNotFound(id.clone()))?;
             let now = time::now_secs();
             let mut usage = Usage {
                 profile: id.scoped_name(),
@@ -947,32 +949,18 @@ fn runs_of_profile(r: &impl Read, id: &ProfileId) -> Result<Vec<RunRecord>, Stor
         .collect())
 }
 
-/// The live runs using profile `id` (they block deleting it).
-pub fn active_runs_of_profile(r: &impl Read, id: &ProfileId) -> Result<Vec<String>, StoreError> {
-    let mut out = Vec::new();
-    for (key, value) in r.scan::<serde_json::Value>(Table::Active, "")? {
-        let Some(run) = RunKey::from_key(&key) else {
-            continue;
-        };
-        let profile = value.get("profile").and_then(|p| p.as_str()).unwrap_or("");
-        if ProfileId::parse_scoped(&run.namespace, profile).as_ref() == Ok(id) {
-            out.push(run.run);
-        }
-    }
-    Ok(out)
-}
-
 /// Where profile `id` is assigned.
 pub async fn assignments(
     runtime: &Runtime,
     id: ProfileId,
-) -> Result<Vec<preferences::Assignment>, ServiceError> {
+) -> Result<Vec<Assignment>, ServiceError> {
     runtime
         .deps()
         .store
         .read(move |r| {
-            stored_profile(r, &id)?.ok_or_else(|| ServiceError::ProfileNotFound(id.clone()))?;
-            preferences::assignments(r, &id)
+            catalog::stored_profile(r, &id)?
+                .ok_or_else(|| ServiceError::ProfileNotFound(id.clone()))?;
+            catalog::assignments(r, &id)
         })
         .await
 }

@@ -11,16 +11,16 @@
 //! references are the store's (`store::secure`); this module checks and writes keys.
 
 use crate::model::names;
-use crate::model::property::references;
+use crate::model::namespace;
 use crate::model::secure::{KeyMetadata, KeySpec};
 use crate::model::time::now_millis;
+use crate::service::catalog;
 use crate::service::error::ServiceError;
-use crate::service::namespaces;
 use crate::store::secure::{self, Cipher, StoredKey};
 use crate::store::{Read, Store, Table};
 
 fn check(ns: &str, name: &str) -> Result<(), ServiceError> {
-    namespaces::check_name(ns)?;
+    namespace::check_name(ns)?;
     Ok(names::check("secure key name", name)?)
 }
 
@@ -52,7 +52,7 @@ pub async fn put(
     };
     store
         .write(move |tx| {
-            namespaces::require(tx, &ns)?;
+            catalog::require_namespace(tx, &ns)?;
             tx.put(Table::SecureKeys, &key, &value)?;
             Ok(meta)
         })
@@ -60,7 +60,7 @@ pub async fn put(
 }
 
 fn require(r: &impl Read, ns: &str, name: &str) -> Result<StoredKey, ServiceError> {
-    namespaces::require(r, ns)?;
+    catalog::require_namespace(r, ns)?;
     r.get(Table::SecureKeys, &secure::key(ns, name))?
         .ok_or_else(|| ServiceError::SecureKeyNotFound {
             namespace: ns.to_string(),
@@ -76,10 +76,10 @@ pub async fn get(store: &Store, ns: String, name: String) -> Result<KeyMetadata,
 
 /// The metadata of every secure key of namespace `ns`, by name.
 pub async fn list(store: &Store, ns: String) -> Result<Vec<KeyMetadata>, ServiceError> {
-    namespaces::check_name(&ns)?;
+    namespace::check_name(&ns)?;
     store
         .read(move |r| {
-            namespaces::require(r, &ns)?;
+            catalog::require_namespace(r, &ns)?;
             Ok(r.scan::<StoredKey>(Table::SecureKeys, &format!("{ns}/"))?
                 .into_iter()
                 .map(|(_, k)| k.meta)
@@ -100,38 +100,6 @@ pub async fn delete(store: &Store, ns: String, name: String) -> Result<KeyMetada
         .await
 }
 
-/// The names of the secure keys namespace `ns` holds.
-pub fn names_in(r: &impl Read, ns: &str) -> Result<Vec<String>, ServiceError> {
-    Ok(r.scan::<StoredKey>(Table::SecureKeys, &format!("{ns}/"))?
-        .into_iter()
-        .map(|(_, k)| k.meta.name)
-        .collect())
-}
-
-/// Checks that every key `properties` refer to exists in namespace `ns`, so a run that would
-/// fail for a missing secret is refused when it is started.
-pub fn check_exist<'a>(
-    r: &impl Read,
-    ns: &str,
-    properties: impl IntoIterator<Item = (&'a String, &'a String)>,
-) -> Result<(), ServiceError> {
-    for (property, value) in properties {
-        for name in references(value).map_err(|e| ServiceError::invalid(property.clone(), e))? {
-            if r.get::<StoredKey>(Table::SecureKeys, &secure::key(ns, &name))?
-                .is_none()
-            {
-                return Err(ServiceError::invalid(
-                    property.clone(),
-                    format!(
-                        "secure key '{name}' does not exist in namespace '{ns}'; create it with PUT /v3/namespaces/{ns}/securekeys/{name}"
-                    ),
-                ));
-            }
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -149,7 +117,9 @@ mod tests {
             .build()
             .expect("runtime");
         rt.block_on(async {
-            namespaces::ensure_default(&store).await.expect("default");
+            crate::service::namespaces::ensure_default(&store)
+                .await
+                .expect("default");
             let spec = KeySpec {
                 description: None,
                 data: "hunter22".into(),

@@ -7,30 +7,17 @@
 use serde::{Deserialize, Serialize};
 
 use crate::model::builtin;
+use crate::model::namespace;
 use crate::model::profile::{SYSTEM_NAMESPACE, Scope};
-use crate::model::template::{Template, TemplateId};
+use crate::model::template::{StoredTemplate, Template, TemplateId};
 use crate::model::time::now_secs;
+use crate::service::catalog;
 use crate::service::error::ServiceError;
-use crate::service::namespaces;
 use crate::store::{Read, Store, Table};
-
-/// A template as the store keeps it and the API returns it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StoredTemplate {
-    pub name: String,
-    pub scope: Scope,
-    #[serde(flatten)]
-    pub template: Template,
-    pub created: u64,
-    pub updated: u64,
-    /// Loaded from `profiles/templates/`; cannot be replaced or deleted over the API.
-    #[serde(default)]
-    pub builtin: bool,
-}
 
 fn require(r: &impl Read, id: &TemplateId) -> Result<StoredTemplate, ServiceError> {
     if let Some(ns) = &id.namespace {
-        namespaces::require(r, ns)?;
+        catalog::require_namespace(r, ns)?;
     }
     r.get(Table::Templates, &id.key())?
         .ok_or_else(|| ServiceError::TemplateNotFound(id.to_string()))
@@ -80,7 +67,7 @@ pub async fn put(
     store
         .write(move |tx| {
             if let Some(ns) = &id.namespace {
-                namespaces::require(tx, ns)?;
+                catalog::require_namespace(tx, ns)?;
             }
             let existing: Option<StoredTemplate> = tx.get(Table::Templates, &id.key())?;
             if existing.as_ref().is_some_and(|e| e.builtin) {
@@ -107,13 +94,13 @@ pub async fn list(
     include_system: bool,
 ) -> Result<Vec<StoredTemplate>, ServiceError> {
     if let Some(ns) = &ns {
-        namespaces::check_name(ns)?;
+        namespace::check_name(ns)?;
     }
     store
         .read(move |r| {
             let mut prefixes = Vec::new();
             if let Some(ns) = &ns {
-                namespaces::require(r, ns)?;
+                catalog::require_namespace(r, ns)?;
                 prefixes.push(format!("{ns}/"));
             }
             if ns.is_none() || include_system {
@@ -191,40 +178,6 @@ pub struct DryRun {
     pub stages: Vec<Vec<usize>>,
 }
 
-/// The template `name` names, as seen from namespace `ns`.
-pub fn resolve(r: &impl Read, ns: &str, name: &str) -> Result<Template, ServiceError> {
-    let (scope, bare) = match name.split_once(':') {
-        Some((s, n)) => (Some(s.to_ascii_uppercase()), n),
-        None => (None, name),
-    };
-    let user = TemplateId {
-        namespace: Some(ns.to_string()),
-        name: bare.to_string(),
-    };
-    let system = TemplateId {
-        namespace: None,
-        name: bare.to_string(),
-    };
-    let ids = match scope.as_deref() {
-        Some("SYSTEM") => vec![system],
-        Some("USER") => vec![user],
-        None => vec![user, system],
-        Some(other) => {
-            return Err(ServiceError::invalid(
-                "template",
-                format!("unknown scope '{other}': use SYSTEM:<name>, USER:<name> or <name>"),
-            ));
-        }
-    };
-    for id in &ids {
-        id.check()?;
-        if let Some(found) = r.get::<StoredTemplate>(Table::Templates, &id.key())? {
-            return Ok(found.template);
-        }
-    }
-    Err(ServiceError::TemplateNotFound(ids[0].to_string()))
-}
-
 /// Solves the layout and plans the operation of `request`, touching nothing.
 pub async fn dry_run(
     store: &Store,
@@ -232,7 +185,7 @@ pub async fn dry_run(
     ns: String,
     request: PlanRequest,
 ) -> Result<DryRun, ServiceError> {
-    namespaces::check_name(&ns)?;
+    namespace::check_name(&ns)?;
     use crate::model::plan::ClusterOperation as Op;
     if matches!(request.operation, Op::Expand | Op::Shrink) {
         return Err(ServiceError::invalid(
@@ -269,8 +222,8 @@ pub async fn dry_run(
             let ns = ns.clone();
             store
                 .read(move |r| {
-                    namespaces::require(r, &ns)?;
-                    resolve(r, &ns, &name)
+                    catalog::require_namespace(r, &ns)?;
+                    catalog::resolve_template(r, &ns, &name)
                 })
                 .await?
         }

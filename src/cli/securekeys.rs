@@ -1,14 +1,14 @@
-//! Admin commands: the secure store and the janitor.
+//! `ebb secure`: the namespace's secure keys.
 
 use std::io::Read;
 
 use reqwest::Method;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, json};
 
+use super::args::SecureCmd;
 use super::client::{CliError, Client};
-use super::commands::{done, list, split_pair};
-use super::output::{self, out, table, text, timestamp};
-use super::{JanitorCmd, SecureCmd};
+use super::input::split_pair;
+use super::output::{self, done, list, out, table, text, timestamp};
 
 pub fn secure(client: &Client, json: bool, cmd: SecureCmd) -> Result<(), CliError> {
     let path = |ns: &str, name: &str| format!("/v3/namespaces/{ns}/securekeys/{name}");
@@ -81,83 +81,4 @@ pub fn secure(client: &Client, json: bool, cmd: SecureCmd) -> Result<(), CliErro
         );
     }
     Ok(())
-}
-
-pub fn janitor(client: &Client, json: bool, cmd: JanitorCmd) -> Result<(), CliError> {
-    match cmd {
-        JanitorCmd::Run { dry_run } => {
-            let path = format!("/v3/janitor/run?dryRun={dry_run}");
-            let sweep = client.call(Method::POST, &path, None)?;
-            if json {
-                output::json(&sweep);
-            } else {
-                show_sweep(&sweep);
-            }
-        }
-        JanitorCmd::Show => {
-            let v = client.get("/v3/janitor")?;
-            if json {
-                output::json(&v);
-                return Ok(());
-            }
-            let s = &v["settings"];
-            let every = s["interval"]
-                .as_u64()
-                .map_or("never".to_string(), |i| format!("every {i}s"));
-            let mode = if s["delete"] == true {
-                "deletes orphans"
-            } else {
-                "reports orphans"
-            };
-            out!("schedule: {every}, {mode}");
-            if v["last"].is_null() {
-                out!("no sweep yet");
-            } else {
-                show_sweep(&v["last"]);
-            }
-        }
-    }
-    Ok(())
-}
-
-fn show_sweep(sweep: &Value) {
-    let mode = if sweep["dryRun"] == true {
-        "dry run"
-    } else {
-        "acting"
-    };
-    out!(
-        "sweep at {} ({}, {mode})",
-        timestamp(&sweep["started"]),
-        text(&sweep["trigger"])
-    );
-    let accounts: Vec<Vec<String>> = list(&sweep["accounts"])
-        .iter()
-        .map(|a| {
-            vec![
-                text(&a["provisioner"]),
-                text(&a["account"]),
-                a["listed"].to_string(),
-                a["error"].as_str().unwrap_or("").to_string(),
-            ]
-        })
-        .collect();
-    table(&["PROVISIONER", "ACCOUNT", "LISTED", "ERROR"], &accounts);
-    let orphans = list(&sweep["orphans"]);
-    if orphans.is_empty() {
-        out!("no orphans");
-        return;
-    }
-    let rows: Vec<Vec<String>> = orphans
-        .iter()
-        .map(|o| {
-            vec![
-                text(&o["action"]),
-                text(&o["provisioner"]),
-                text(&o["id"]),
-                text(&o["reason"]),
-            ]
-        })
-        .collect();
-    table(&["ACTION", "PROVISIONER", "ID", "REASON"], &rows);
 }

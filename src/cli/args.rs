@@ -1,0 +1,549 @@
+//! The command line's arguments: every command, subcommand and flag (clap derive types).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Default address of the server, for `serve --bind` and the client's `--server`.
+pub const DEFAULT_BIND: &str = "127.0.0.1:11015";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "ebb",
+    version,
+    about = "A runtime for ephemeral clusters",
+    propagate_version = true
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub client: ClientArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options shared by every command.
+#[derive(Debug, Clone, Args)]
+pub struct ClientArgs {
+    /// URL of the ebb server.
+    #[arg(
+        long,
+        env = "EBB_SERVER",
+        default_value = "http://127.0.0.1:11015",
+        global = true
+    )]
+    pub server: String,
+    /// Bearer token: sent by client commands; `serve` requires it on every request.
+    #[arg(long, env = "EBB_TOKEN", global = true, hide_env_values = true)]
+    pub token: Option<String>,
+    /// Print the server's JSON instead of tables.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the ebb server.
+    Serve(ServeArgs),
+    /// Manage namespaces.
+    #[command(subcommand, alias = "ns")]
+    Namespace(NamespaceCmd),
+    /// List the provisioners the server offers.
+    #[command(subcommand)]
+    Provisioner(ProvisionerCmd),
+    /// Manage compute profiles.
+    #[command(subcommand)]
+    Profile(Box<ProfileCmd>),
+    /// Manage preferences (instance, namespace, app or program level).
+    #[command(subcommand, alias = "preference")]
+    Pref(PrefCmd),
+    /// Deploy and manage apps.
+    #[command(subcommand)]
+    App(AppCmd),
+    /// Start, watch and manage program runs and their clusters.
+    #[command(subcommand)]
+    Run(RunCmd),
+    /// Manage cluster templates.
+    #[command(subcommand)]
+    Template(TemplateCmd),
+    /// Show the layout and task plan of a cluster operation without running anything.
+    Plan(PlanArgs),
+    /// Keep secrets (cloud keys, passwords) that profiles refer to as ${secure(name)}.
+    #[command(subcommand)]
+    Secure(SecureCmd),
+    /// Sweep the clouds for resources with ebb's tags that no run accounts for.
+    #[command(subcommand)]
+    Janitor(JanitorCmd),
+    /// Launches a program detached from the server (used by the server itself).
+    #[command(hide = true)]
+    Shim { run_dir: PathBuf },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SecureCmd {
+    /// List a namespace's secure keys (names and metadata, never data).
+    List {
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+    },
+    /// Show a secure key's metadata.
+    Get {
+        name: String,
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+    },
+    /// Create or replace a secure key. The secret is read from standard input (or a file), so
+    /// it shows in neither the shell's history nor the process list.
+    Put {
+        name: String,
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+        #[arg(long)]
+        description: Option<String>,
+        /// Read the secret from this file instead of standard input.
+        #[arg(long, value_name = "FILE")]
+        data_file: Option<PathBuf>,
+        /// Metadata to keep with the key.
+        #[arg(long = "property", value_name = "NAME=VALUE")]
+        properties: Vec<String>,
+    },
+    /// Delete a secure key.
+    Delete {
+        name: String,
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum JanitorCmd {
+    /// Sweep now: report orphans and delete them (only report with --dry-run).
+    Run {
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Show the janitor's settings and its last sweep.
+    Show,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Directory of the store and everything the server keeps.
+    #[arg(long, env = "EBB_DATA_DIR", default_value = "./ebb-data")]
+    pub data_dir: PathBuf,
+    /// Directory of what programs and provisioners work in: programs' working directories,
+    /// `local` sandboxes, the `sim` cloud's files. Kept apart from the data dir, which holds
+    /// the store and the secure key (default: `<data-dir>-work`, next to it).
+    #[arg(long, env = "EBB_WORK_DIR")]
+    pub work_dir: Option<PathBuf>,
+    /// A host name clients use to reach the server (its DNS name behind a proxy, say).
+    /// Requests addressed to any other name are refused, so a web page cannot reach the API by
+    /// pointing a name of its own at this address. IP addresses and `localhost` always work.
+    #[arg(
+        long = "allowed-host",
+        env = "EBB_ALLOWED_HOSTS",
+        value_delimiter = ',',
+        value_name = "NAME"
+    )]
+    pub allowed_hosts: Vec<String>,
+    /// Address to listen on (port 0 picks a free port, logged at start).
+    #[arg(long, env = "EBB_BIND", default_value = DEFAULT_BIND)]
+    pub bind: String,
+    /// Log format.
+    #[arg(long, env = "EBB_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+    /// HTTP worker threads (default: one per core).
+    #[arg(long, env = "EBB_WORKERS")]
+    pub workers: Option<usize>,
+    /// This server's name, tagged (ebb:server) on every cloud resource it makes; its janitor
+    /// only touches resources carrying it. Default: a unique name made on first start and kept
+    /// in the store. Set it when a rebuilt store must still know the resources of the old one.
+    #[arg(long, env = "EBB_SERVER_NAME")]
+    pub server_name: Option<String>,
+    /// The key that encrypts the secure store, created owner-only on first start. Keep it
+    /// out of the store's backups (default: secure.key in the data dir).
+    #[arg(long, env = "EBB_SECURE_KEY_FILE")]
+    pub secure_key_file: Option<PathBuf>,
+    /// How often the janitor sweeps the clouds for resources with ebb's tags that the store
+    /// does not account for ("off" or 0 for never).
+    #[arg(long, env = "EBB_JANITOR_INTERVAL", default_value = "10m", value_parser = parse_interval)]
+    pub janitor_interval: Interval,
+    /// Let scheduled sweeps delete what they find (else they only report it).
+    #[arg(long, env = "EBB_JANITOR_DELETE")]
+    pub janitor_delete: bool,
+    /// Read the bearer token every request must carry from this file (owner-only), so it
+    /// shows in no process list. `--token`/`EBB_TOKEN` give it directly instead.
+    #[arg(long, env = "EBB_TOKEN_FILE")]
+    pub token_file: Option<PathBuf>,
+    #[arg(skip)]
+    pub token: Option<String>,
+}
+
+/// A period, or none (`off`).
+#[derive(Debug, Clone, Copy)]
+pub struct Interval(pub Option<std::time::Duration>);
+
+/// A duration such as `10m`, or `off`.
+fn parse_interval(text: &str) -> Result<Interval, String> {
+    if text.eq_ignore_ascii_case("off") {
+        return Ok(Interval(None));
+    }
+    ebb_spi::parse_duration(text).map(|d| Interval(Some(d)))
+}
+
+#[derive(Debug, Subcommand)]
+pub enum NamespaceCmd {
+    /// List namespaces.
+    List,
+    /// Show one namespace.
+    Get { name: String },
+    /// Create a namespace (or update its description).
+    Create {
+        name: String,
+        #[arg(long)]
+        description: Option<String>,
+    },
+    /// Delete a namespace and its preferences (it must hold no profiles).
+    Delete { name: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ProvisionerCmd {
+    /// List provisioners.
+    List,
+    /// Show a provisioner and its properties.
+    Get { name: String },
+}
+
+/// Names a profile: `SYSTEM:name`, `USER:name` or `name` (USER, in `--namespace`).
+#[derive(Debug, Clone, Args)]
+pub struct ProfileTarget {
+    /// Profile: SYSTEM:<name>, USER:<name>, or <name> (a USER profile).
+    pub profile: String,
+    /// Namespace of a USER profile.
+    #[arg(short, long, default_value = "default")]
+    pub namespace: String,
+}
+
+/// How to define a profile, from a file or from flags.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ProfileFlags {
+    /// JSON file with the profile body (as for PUT); flags given too override it.
+    #[arg(long, short)]
+    pub file: Option<PathBuf>,
+    /// Provisioner name (see `ebb provisioner list`).
+    #[arg(long)]
+    pub provisioner: Option<String>,
+    #[arg(long)]
+    pub label: Option<String>,
+    #[arg(long)]
+    pub description: Option<String>,
+    /// Editable property NAME=VALUE (runs may override it); repeat for more.
+    #[arg(long = "property", value_name = "NAME=VALUE")]
+    pub properties: Vec<String>,
+    /// Fixed property NAME=VALUE (runs may not override it); repeat for more.
+    #[arg(long = "fixed-property", value_name = "NAME=VALUE")]
+    pub fixed_properties: Vec<String>,
+    /// Remove a property; repeat for more.
+    #[arg(long = "remove-property", value_name = "NAME")]
+    pub remove_properties: Vec<String>,
+    /// Keep the cluster this long after a failed run (e.g. 30m, 8h; 0 = tear down at once).
+    #[arg(long, value_name = "DURATION")]
+    pub keepalive_failed: Option<String>,
+    /// Keep the cluster this long after a run stopped with keepalive.
+    #[arg(long, value_name = "DURATION")]
+    pub keepalive_killed: Option<String>,
+    /// Longest a cluster may live (e.g. 4h).
+    #[arg(long, value_name = "DURATION", conflicts_with = "no_timeout")]
+    pub timeout: Option<String>,
+    /// Remove the timeout: clusters may live as long as their run.
+    #[arg(long)]
+    pub no_timeout: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ProfileCmd {
+    /// List profiles: a namespace's, or the SYSTEM ones.
+    List(#[command(flatten)] ScopedList),
+    /// Show a profile.
+    Get(#[command(flatten)] ProfileTarget),
+    /// Show whether a profile is ENABLED or DISABLED.
+    Status(#[command(flatten)] ProfileTarget),
+    /// Create a profile (fails if it exists).
+    Create {
+        #[command(flatten)]
+        target: ProfileTarget,
+        #[command(flatten)]
+        flags: ProfileFlags,
+    },
+    /// Change an existing profile.
+    Edit {
+        #[command(flatten)]
+        target: ProfileTarget,
+        #[command(flatten)]
+        flags: ProfileFlags,
+    },
+    /// Delete a profile (it must be disabled and assigned nowhere).
+    Delete(#[command(flatten)] ProfileTarget),
+    /// Enable a profile.
+    Enable(#[command(flatten)] ProfileTarget),
+    /// Disable a profile.
+    Disable(#[command(flatten)] ProfileTarget),
+    /// Show how a profile has been used: runs by status, live nodes, node-hours.
+    Usage(#[command(flatten)] ProfileTarget),
+    /// Show every namespace, app and program where a profile is assigned.
+    Assignments(#[command(flatten)] ProfileTarget),
+}
+
+/// Which of a scoped entity (profiles, templates) to list.
+#[derive(Debug, Clone, Args)]
+pub struct ScopedList {
+    #[arg(short, long, default_value = "default")]
+    pub namespace: String,
+    /// List the SYSTEM ones only.
+    #[arg(long, conflicts_with = "include_system")]
+    pub system: bool,
+    /// Also list the SYSTEM ones.
+    #[arg(long)]
+    pub include_system: bool,
+}
+
+impl ScopedList {
+    /// The API path that lists `kind` (`profiles`, `templates`).
+    pub fn path(&self, kind: &str) -> String {
+        if self.system {
+            format!("/v3/{kind}")
+        } else {
+            format!(
+                "/v3/namespaces/{}/{kind}?includeSystem={}",
+                self.namespace, self.include_system
+            )
+        }
+    }
+}
+
+/// Which preferences: the instance's, a namespace's, an app's or a program's.
+#[derive(Debug, Clone, Args)]
+pub struct PrefTarget {
+    /// Namespace; without it, the instance-level preferences.
+    #[arg(short, long)]
+    pub namespace: Option<String>,
+    /// App in the namespace.
+    #[arg(long, requires = "namespace")]
+    pub app: Option<String>,
+    /// Program of the app.
+    #[arg(long, requires = "app")]
+    pub program: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// Template: SYSTEM:<name>, USER:<name>, or <name> (the namespace's, else SYSTEM).
+    #[arg(long)]
+    pub template: String,
+    /// Provisioner the nodes are for.
+    #[arg(long, default_value = "local")]
+    pub provisioner: String,
+    /// Nodes in the cluster.
+    #[arg(long, default_value_t = 3)]
+    pub nodes: u32,
+    /// create, delete, start-services, stop-services or restart-services.
+    #[arg(long, default_value = "create")]
+    pub operation: String,
+    /// Services of the cluster (default: the template's); repeat for more.
+    #[arg(long = "service")]
+    pub services: Vec<String>,
+    #[arg(long)]
+    pub hardware_type: Option<String>,
+    #[arg(long)]
+    pub image_type: Option<String>,
+    #[arg(short, long, default_value = "default")]
+    pub namespace: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TemplateCmd {
+    /// List templates: a namespace's, or the SYSTEM ones.
+    List(#[command(flatten)] ScopedList),
+    /// Show a template: SYSTEM:<name>, USER:<name> or <name>.
+    Get {
+        template: String,
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+    },
+    /// Create or replace a template from a JSON file.
+    Put {
+        template: String,
+        #[arg(long, short)]
+        file: PathBuf,
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+    },
+    /// Delete a template.
+    Delete {
+        template: String,
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AppCmd {
+    /// Deploy (create or replace) an app from a JSON file.
+    Deploy {
+        /// The app spec: {"description", "config", "programs": [...]}.
+        file: PathBuf,
+        /// App name (default: the file name without its extension).
+        #[arg(long)]
+        name: Option<String>,
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+    },
+    /// List the apps of a namespace.
+    List {
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+    },
+    /// Show an app and its programs.
+    Get {
+        name: String,
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+    },
+    /// Delete an app (refused while one of its runs holds a cluster).
+    Delete {
+        name: String,
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RunCmd {
+    /// Start a run of NAMESPACE/APP/PROGRAM.
+    Start {
+        /// The program: NAMESPACE/APP/PROGRAM.
+        program: String,
+        /// Runtime argument KEY=VALUE; repeat for more (e.g. system.profile.name=USER:dev).
+        #[arg(long = "arg", value_name = "KEY=VALUE")]
+        args: Vec<String>,
+        /// Follow the run until its cluster is gone (or kept WAITING), print the program's
+        /// output, and exit with the program's exit status.
+        #[arg(long)]
+        wait: bool,
+    },
+    /// List runs of NAMESPACE/APP/PROGRAM, or of a whole namespace with --namespace.
+    List {
+        /// The program: NAMESPACE/APP/PROGRAM.
+        #[arg(required_unless_present = "namespace")]
+        program: Option<String>,
+        /// List every run in this namespace instead.
+        #[arg(short, long, conflicts_with = "program")]
+        namespace: Option<String>,
+        /// Only runs in this program or cluster status (RUNNING, WAITING...).
+        #[arg(long)]
+        status: Option<String>,
+        #[arg(long)]
+        limit: Option<usize>,
+    },
+    /// Show a run: NAMESPACE/APP/PROGRAM/RUN.
+    Get { run: String },
+    /// Stop a run; with --keepalive its cluster is kept for the profile's keepalive.killed.
+    Stop {
+        run: String,
+        #[arg(long)]
+        keepalive: bool,
+    },
+    /// Deprovision a WAITING cluster now (--force: record a stuck one as deprovisioned).
+    Deprovision {
+        run: String,
+        #[arg(long)]
+        force: bool,
+    },
+    /// Run an operation on a live (PROVISIONED or WAITING) cluster: expand, shrink,
+    /// start-services, stop-services, restart-services or configure.
+    Cluster {
+        run: String,
+        #[arg(value_parser = ["expand", "shrink", "start-services", "stop-services", "restart-services", "configure"])]
+        operation: String,
+        /// expand: nodes to add; shrink: nodes to remove.
+        #[arg(long)]
+        nodes: Option<u32>,
+        /// shrink: this node goes (repeatable).
+        #[arg(long, value_name = "NODE")]
+        remove: Vec<String>,
+        /// configure: the new config, as JSON text or @FILE.
+        #[arg(long, value_name = "JSON|@FILE")]
+        config: Option<String>,
+        /// Wait for the operation to end and show it; exit 1 if it failed.
+        #[arg(long)]
+        wait: bool,
+    },
+    /// Move a WAITING cluster's deadline.
+    Extend {
+        run: String,
+        /// Keep it this long from now (e.g. 30m, 2h).
+        #[arg(
+            long,
+            value_name = "DURATION",
+            required_unless_present = "until",
+            conflicts_with = "until"
+        )]
+        by: Option<String>,
+        /// Keep it until this time (epoch seconds).
+        #[arg(long, value_name = "EPOCH_SECONDS")]
+        until: Option<u64>,
+    },
+    /// Print the program's stdout and stderr.
+    Logs { run: String },
+    /// Show the operations on the run's cluster as a timeline: each task with its attempts.
+    Ops {
+        run: String,
+        /// Only this operation.
+        #[arg(long)]
+        op: Option<u32>,
+    },
+    /// Print the run's history of events.
+    Events {
+        run: String,
+        /// Keep printing new events until the run's cluster is gone.
+        #[arg(long, short)]
+        follow: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PrefCmd {
+    /// Show preferences.
+    Get {
+        #[command(flatten)]
+        target: PrefTarget,
+        /// Merge in the levels above (the instance's, for a namespace).
+        #[arg(long)]
+        resolved: bool,
+    },
+    /// Set preferences KEY=VALUE (added to those set, unless --replace).
+    Set {
+        #[command(flatten)]
+        target: PrefTarget,
+        #[arg(value_name = "KEY=VALUE", required = true)]
+        pairs: Vec<String>,
+        /// Replace every preference at this level instead of adding.
+        #[arg(long)]
+        replace: bool,
+    },
+    /// Delete the given keys, or every preference at this level when none are given.
+    Delete {
+        #[command(flatten)]
+        target: PrefTarget,
+        #[arg(value_name = "KEY")]
+        keys: Vec<String>,
+    },
+}

@@ -1,0 +1,261 @@
+//! `ebb profile`: profiles, their status, usage and assignments.
+
+use reqwest::Method;
+use serde_json::{Map, Value, json};
+
+use super::args::{ProfileCmd, ProfileFlags, ProfileTarget};
+use super::client::{CliError, Client};
+use super::input::{duration, profile_path, split_pair};
+use super::output::{self, done, list, out, rows, table, text};
+
+pub fn profile(client: &Client, json: bool, cmd: ProfileCmd) -> Result<(), CliError> {
+    match cmd {
+        ProfileCmd::List(scope) => {
+            let v = client.get(&scope.path("profiles"))?;
+            if json {
+                output::json(&v);
+                return Ok(());
+            }
+            let rows: Vec<Vec<String>> = list(&v)
+                .iter()
+                .map(|p| {
+                    vec![
+                        format!("{}:{}", text(&p["scope"]), text(&p["name"])),
+                        text(&p["status"]),
+                        text(&p["provisioner"]["name"]),
+                        output::seconds(&p["keepalive"]["failed"]),
+                        output::seconds(&p["keepalive"]["killed"]),
+                        output::seconds(&p["timeout"]),
+                        text(&p["label"]),
+                    ]
+                })
+                .collect();
+            table(
+                &[
+                    "PROFILE",
+                    "STATUS",
+                    "PROVISIONER",
+                    "KEEP FAILED",
+                    "KEEP KILLED",
+                    "TIMEOUT",
+                    "LABEL",
+                ],
+                &rows,
+            );
+            Ok(())
+        }
+        ProfileCmd::Get(target) => show_profile(json, &client.get(&profile_path(&target)?)?),
+        ProfileCmd::Status(target) => {
+            let v = client.get(&format!("{}/status", profile_path(&target)?))?;
+            if json {
+                output::json(&v)
+            } else {
+                out!("{}", text(&v))
+            }
+            Ok(())
+        }
+        ProfileCmd::Create { target, flags } => {
+            let path = profile_path(&target)?;
+            if client.get_opt(&path)?.is_some() {
+                return Err(CliError::Usage(format!(
+                    "profile '{}' already exists; use `ebb profile edit`",
+                    target.profile
+                )));
+            }
+            let body = profile_body(None, &flags)?;
+            show_profile(json, &client.call(Method::PUT, &path, Some(&body))?)
+        }
+        ProfileCmd::Edit { target, flags } => {
+            let path = profile_path(&target)?;
+            let current = client.get(&path)?;
+            let body = profile_body(Some(&current), &flags)?;
+            show_profile(json, &client.call(Method::PUT, &path, Some(&body))?)
+        }
+        ProfileCmd::Delete(target) => {
+            client.call(Method::DELETE, &profile_path(&target)?, None)?;
+            done(json, &format!("profile '{}' deleted", target.profile))
+        }
+        ProfileCmd::Enable(target) => set_status(client, json, &target, "enable"),
+        ProfileCmd::Disable(target) => set_status(client, json, &target, "disable"),
+        ProfileCmd::Usage(target) => usage(client, json, &profile_path(&target)?),
+        ProfileCmd::Assignments(target) => assignments(client, json, &profile_path(&target)?),
+    }
+}
+
+/// POSTs `verb` (`enable` or `disable`) to a profile and reports its new status.
+fn set_status(
+    client: &Client,
+    json: bool,
+    target: &ProfileTarget,
+    verb: &str,
+) -> Result<(), CliError> {
+    let v = client.call(
+        Method::POST,
+        &format!("{}/{verb}", profile_path(target)?),
+        None,
+    )?;
+    if json {
+        output::json(&v);
+    } else {
+        out!("profile '{}' is {}", target.profile, text(&v["status"]));
+    }
+    Ok(())
+}
+
+/// Builds a PUT body: from `current` (for edit) or the file, then the flags on top.
+fn profile_body(current: Option<&Value>, flags: &ProfileFlags) -> Result<Value, CliError> {
+    let mut body: Map<String, Value> = match (&flags.file, current) {
+        (Some(path), _) => {
+            let text = std::fs::read_to_string(path).map_err(|e| CliError::File {
+                path: path.display().to_string(),
+                reason: e.to_string(),
+            })?;
+            let v: Value = serde_json::from_str(&text).map_err(|e| CliError::File {
+                path: path.display().to_string(),
+                reason: format!("not valid JSON: {e}"),
+            })?;
+            v.as_object().cloned().ok_or_else(|| CliError::File {
+                path: path.display().to_string(),
+                reason: "must hold a JSON object".into(),
+            })?
+        }
+        (None, Some(current)) => current.as_object().cloned().unwrap_or_default(),
+        (None, None) => Map::new(),
+    };
+    // What GET returns but PUT does not take.
+    for read_only in ["scope", "status", "created", "name"] {
+        body.remove(read_only);
+    }
+    if let Some(p) = &flags.provisioner {
+        let keep = body
+            .get("provisioner")
+            .and_then(|v| v.get("name"))
+            .and_then(Value::as_str)
+            == Some(p.as_str());
+        if !keep {
+            body.insert("provisioner".into(), json!({ "name": p, "properties": [] }));
+        }
+    }
+    let Some(provisioner) = body.get_mut("provisioner").and_then(Value::as_object_mut) else {
+        return Err(CliError::Usage(
+            "a profile needs a provisioner: give --provisioner NAME or --file FILE".into(),
+        ));
+    };
+    let props = provisioner.entry("properties").or_insert_with(|| json!([]));
+    let Some(props) = props.as_array_mut() else {
+        return Err(CliError::Usage(
+            "provisioner.properties must be a list".into(),
+        ));
+    };
+    for name in &flags.remove_properties {
+        props.retain(|p| p["name"].as_str() != Some(name));
+    }
+    for (pairs, editable) in [(&flags.properties, true), (&flags.fixed_properties, false)] {
+        for pair in pairs {
+            let (name, value) = split_pair(pair)?;
+            props.retain(|p| p["name"].as_str() != Some(name));
+            props.push(json!({ "name": name, "value": value, "isEditable": editable }));
+        }
+    }
+    for (field, value) in [("label", &flags.label), ("description", &flags.description)] {
+        if let Some(v) = value {
+            body.insert(field.into(), json!(v));
+        }
+    }
+    let keepalive = body
+        .entry("keepalive")
+        .or_insert_with(|| json!({ "killed": 0, "failed": 0 }));
+    for (field, value) in [
+        ("failed", &flags.keepalive_failed),
+        ("killed", &flags.keepalive_killed),
+    ] {
+        if let Some(v) = value {
+            keepalive[field] = json!(duration(&format!("--keepalive-{field}"), v)?);
+        }
+    }
+    if let Some(t) = &flags.timeout {
+        body.insert("timeout".into(), json!(duration("--timeout", t)?));
+    }
+    if flags.no_timeout {
+        body.insert("timeout".into(), Value::Null);
+    }
+    Ok(Value::Object(body))
+}
+
+fn show_profile(json: bool, p: &Value) -> Result<(), CliError> {
+    if json {
+        output::json(p);
+        return Ok(());
+    }
+    out!("profile:      {}:{}", text(&p["scope"]), text(&p["name"]));
+    out!("label:        {}", text(&p["label"]));
+    out!("description:  {}", text(&p["description"]));
+    out!("status:       {}", text(&p["status"]));
+    out!("provisioner:  {}", text(&p["provisioner"]["name"]));
+    out!(
+        "keepalive:    failed {}, killed {}",
+        output::seconds(&p["keepalive"]["failed"]),
+        output::seconds(&p["keepalive"]["killed"])
+    );
+    out!("timeout:      {}", output::seconds(&p["timeout"]));
+    let rows: Vec<Vec<String>> = list(&p["provisioner"]["properties"])
+        .iter()
+        .map(|prop| {
+            let editable = if prop["isEditable"].as_bool() == Some(false) {
+                "fixed"
+            } else {
+                "editable"
+            };
+            vec![
+                text(&prop["name"]),
+                text(&prop["value"]),
+                editable.to_string(),
+            ]
+        })
+        .collect();
+    if !rows.is_empty() {
+        out!();
+        table(&["PROPERTY", "VALUE", "RUNS MAY OVERRIDE"], &rows);
+    }
+    Ok(())
+}
+
+pub fn usage(client: &Client, json: bool, profile_path: &str) -> Result<(), CliError> {
+    let v = client.get(&format!("{profile_path}/usage"))?;
+    if json {
+        output::json(&v);
+        return Ok(());
+    }
+    out!("profile:     {}", text(&v["profile"]));
+    let runs: Vec<String> = v["runs"]
+        .as_object()
+        .map(|m| m.iter().map(|(k, n)| format!("{k} {n}")).collect())
+        .unwrap_or_default();
+    out!(
+        "runs:        {}",
+        if runs.is_empty() {
+            "none".into()
+        } else {
+            runs.join(", ")
+        }
+    );
+    out!("active runs: {}", list(&v["activeRuns"]).len());
+    out!("nodes now:   {}", text(&v["nodesNow"]));
+    out!("node-hours:  {:.3}", v["nodeHours"].as_f64().unwrap_or(0.0));
+    Ok(())
+}
+
+pub fn assignments(client: &Client, json: bool, profile_path: &str) -> Result<(), CliError> {
+    let v = client.get(&format!("{profile_path}/assignments"))?;
+    if json {
+        output::json(&v);
+        return Ok(());
+    }
+    let places = rows(&list(&v), &["level", "namespace", "app", "program"]);
+    if places.is_empty() {
+        out!("(assigned nowhere)");
+    } else {
+        table(&["LEVEL", "NAMESPACE", "APP", "PROGRAM"], &places);
+    }
+    Ok(())
+}

@@ -1,0 +1,161 @@
+//! What the task runner, the automator and the remote launcher share: a task's spec, how
+//! one attempt ended, and the facts an attempt reports.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use ebb_spi::Provisioner;
+
+use super::deps::Deps;
+use crate::model::plan::{ClusterOperation, ClusterTask, NodeRecord};
+use crate::model::template::Template;
+use crate::store::{Read, StoreError, Table};
+
+/// Attempts of a node task (create, confirm, delete) before the operation fails.
+const NODE_ATTEMPTS: u32 = 3;
+
+/// How much longer than the retry budget one node-task attempt may take before it times out.
+const NODE_GRACE: Duration = Duration::from_secs(60);
+
+/// Everything a task needs.
+#[derive(Debug, Clone)]
+pub struct TaskSpec {
+    /// The operation's id in the audit log.
+    pub op: u32,
+    pub operation: ClusterOperation,
+    pub task: ClusterTask,
+    /// Attempts already recorded (by a run of this operation before a restart).
+    pub prior_attempts: u32,
+    /// The last of those that failed (one a restart cut short does not count).
+    pub prior_failure: Option<u32>,
+    /// Whether the same operation deletes this task's node afterwards (a stop that keeps
+    /// failing is then noted and passed over).
+    pub node_goes: bool,
+    pub template: Option<Arc<Template>>,
+    /// Every node's services.
+    pub layout: BTreeMap<String, BTreeSet<String>>,
+    /// The cluster's config, as this operation applies it.
+    pub config: serde_json::Value,
+    pub run: String,
+    pub provisioner: Arc<dyn Provisioner>,
+    pub context: Arc<ebb_spi::Context>,
+    pub budget: Duration,
+    pub cancel: Arc<AtomicBool>,
+}
+
+impl TaskSpec {
+    pub fn node(&self) -> &str {
+        &self.task.node
+    }
+
+    /// How many attempts the task gets and how long each may take.
+    pub fn policy(&self) -> (u32, Duration) {
+        let action = self
+            .task
+            .action
+            .service_action()
+            .zip(self.task.service.as_ref())
+            .and_then(|(kind, service)| {
+                self.template
+                    .as_ref()?
+                    .services
+                    .get(service)?
+                    .actions
+                    .get(&kind)
+            });
+        match action {
+            Some(a) => (a.attempts(), a.timeout()),
+            None => (NODE_ATTEMPTS, self.budget + NODE_GRACE),
+        }
+    }
+}
+
+/// How one attempt ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AttemptOutcome {
+    Done {
+        result: BTreeMap<String, String>,
+        output: Option<String>,
+    },
+    Cancelled,
+    Failed {
+        message: String,
+        /// Whether another attempt may help.
+        retry: bool,
+        output: Option<String>,
+    },
+}
+
+impl AttemptOutcome {
+    pub fn done() -> Self {
+        AttemptOutcome::Done {
+            result: BTreeMap::new(),
+            output: None,
+        }
+    }
+
+    pub fn failed(message: impl Into<String>, retry: bool) -> Self {
+        AttemptOutcome::Failed {
+            message: message.into(),
+            retry,
+            output: None,
+        }
+    }
+}
+
+/// Merges `facts` into node `node`'s properties, where every later task sees them.
+pub async fn merge_properties(
+    deps: &Deps,
+    run: &str,
+    node: &str,
+    facts: BTreeMap<String, String>,
+) -> Result<(), StoreError> {
+    let key = format!("{run}/{node}");
+    deps.store
+        .write(move |tx| {
+            if let Some(mut r) = tx.get::<NodeRecord>(Table::Resources, &key)? {
+                r.properties.extend(facts);
+                tx.put(Table::Resources, &key, &r)?;
+            }
+            Ok::<_, StoreError>(())
+        })
+        .await
+}
+
+/// Bytes of an attempt's output kept in the audit log.
+pub const TAIL: usize = 2048;
+
+/// The end of `text`, at most [`TAIL`] bytes.
+pub fn tail_of(text: &str) -> String {
+    let mut start = text.len().saturating_sub(TAIL);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    text[start..].trim().to_string()
+}
+
+/// `key=value` lines; blank lines and `#` comments are skipped.
+pub fn parse_facts(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .filter(|(k, _)| !k.is_empty())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn facts_are_key_value_lines() {
+        let facts = parse_facts("# reported\nport = 2181\n\nbroken line\nleader=n1\n=x\n");
+        assert_eq!(facts.len(), 2);
+        assert_eq!(facts["port"], "2181");
+        assert_eq!(facts["leader"], "n1");
+    }
+}

@@ -1,0 +1,50 @@
+//! What the actors share: the store, the provisioners, the directories, this server's name.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::runtime::registry::Registry;
+use crate::store::Store;
+use crate::store::events::Notifier;
+use crate::store::secure::Cipher;
+
+/// What the actors share.
+#[derive(Debug, Clone)]
+pub struct Deps {
+    pub store: Store,
+    pub registry: Arc<Registry>,
+    pub data_dir: PathBuf,
+    /// Where programs and provisioners work (programs' working directories, `local`
+    /// sandboxes, the `sim` cloud): apart from the store and the secure key.
+    pub work_dir: PathBuf,
+    pub notifier: Notifier,
+    /// The `ebb` executable, which also serves as the program launcher (`ebb shim`).
+    pub exe: PathBuf,
+    /// This server's name, tagged on every resource it makes ([`ebb_spi::TAG_SERVER`]): its
+    /// janitor only touches resources carrying it.
+    pub server_name: String,
+    /// Opens the secure store, to resolve `${secure(name)}` properties.
+    pub cipher: Arc<Cipher>,
+}
+
+impl Deps {
+    /// Where run `run` keeps its program's files (launch, exit status, logs, cluster.json).
+    pub fn run_dir(&self, run: &str) -> PathBuf {
+        self.data_dir.join("runs").join(run)
+    }
+
+    /// The working directory of run `run`'s program when no node gives it one.
+    pub fn program_dir(&self, run: &str) -> PathBuf {
+        self.work_dir.join("runs").join(run).join("program")
+    }
+
+    /// The working directory of service scripts on `node` of run `run` when the node gives
+    /// none.
+    pub fn node_work_dir(&self, run: &str, node: &str) -> PathBuf {
+        self.work_dir
+            .join("runs")
+            .join(run)
+            .join("nodes")
+            .join(node)
+    }
+}

@@ -1,0 +1,116 @@
+//! The runtime's handle: spawns a supervisor per live run and routes commands to it.
+
+use actix::prelude::*;
+
+use super::deps::Deps;
+use super::supervisor::{self, ClusterCommand, Command, RunSupervisor, Supervisors};
+use crate::model::run::{RunError, RunKey, RunRecord};
+use crate::model::time;
+use crate::rules::lifecycle::{self, Event};
+use crate::rules::resize::Change;
+use crate::runtime::error::RuntimeError;
+use crate::store::{Read, StoreError, Table};
+
+/// A handle on the runtime: spawns supervisors and routes commands to them.
+#[derive(Debug, Clone)]
+pub struct Runtime {
+    deps: Deps,
+    arbiter: ArbiterHandle,
+    supervisors: Supervisors,
+}
+
+impl Runtime {
+    /// A runtime whose actors live on `arbiter`.
+    pub fn new(deps: Deps, arbiter: ArbiterHandle) -> Self {
+        Self {
+            deps,
+            arbiter,
+            supervisors: Supervisors::default(),
+        }
+    }
+
+    pub fn deps(&self) -> &Deps {
+        &self.deps
+    }
+
+    /// Starts the supervisor of `run`.
+    pub fn spawn(&self, run: RunRecord) {
+        let id = run.key.run.clone();
+        let (deps, live) = (self.deps.clone(), self.supervisors.clone());
+        let addr = RunSupervisor::start_in_arbiter(&self.arbiter, move |_| {
+            RunSupervisor::new(deps, live, run)
+        });
+        self.supervisors.insert(id, addr);
+    }
+
+    /// Starts a supervisor for every run the store says is live. Returns how many.
+    pub async fn resume(&self) -> Result<usize, StoreError> {
+        let runs: Vec<RunRecord> = self
+            .deps
+            .store
+            .read(|r| {
+                let mut runs = Vec::new();
+                for (key, _) in r.scan::<serde_json::Value>(Table::Active, "")? {
+                    if let Some(run) = r.get::<RunRecord>(Table::Runs, &key)? {
+                        runs.push(run);
+                    }
+                }
+                Ok::<_, StoreError>(runs)
+            })
+            .await?;
+        let live: Vec<RunRecord> = runs
+            .into_iter()
+            .filter(RunRecord::needs_supervisor)
+            .collect();
+        let count = live.len();
+        for run in live {
+            self.spawn(run);
+        }
+        Ok(count)
+    }
+
+    /// Starts an admin's operation on run `key`'s cluster; returns the operation's id. A run
+    /// without a supervisor has no cluster to work on.
+    pub async fn cluster(&self, run: &RunRecord, change: Change) -> Result<u32, RuntimeError> {
+        let addr = self.supervisors.get(&run.key.run);
+        let refused = || RunError::WrongState {
+            run: run.key.run.clone(),
+            action: "changed",
+            reason: format!(
+                "its cluster is {}; operations need a PROVISIONED or WAITING cluster",
+                run.cluster
+                    .status
+                    .map_or("not started".to_string(), |s| s.to_string())
+            ),
+        };
+        let Some(addr) = addr else {
+            return Err(refused().into());
+        };
+        match addr.send(ClusterCommand(change)).await {
+            Ok(answer) => answer,
+            Err(_) => Err(refused().into()),
+        }
+    }
+
+    /// Sends a command (`Stop`, `Deprovision`, `Extend`, `ForceDeprovision`) to run `key`.
+    /// A run without a supervisor (ended or orphaned) is changed here directly.
+    pub async fn command(&self, key: RunKey, event: Event) -> Result<RunRecord, RuntimeError> {
+        let addr = self.supervisors.get(&key.run);
+        if let Some(addr) = addr
+            && let Ok(answer) = addr.send(Command(event.clone())).await
+        {
+            return answer;
+        }
+        let store_key = key.key();
+        let run: RunRecord = self
+            .deps
+            .store
+            .read(move |r| r.get(Table::Runs, &store_key))
+            .await?
+            .ok_or_else(|| RuntimeError::RunNotFound(key.run.clone()))?;
+        let leftovers = event == Event::ForceDeprovision;
+        let t = lifecycle::on(&run, event, time::now_secs())?;
+        supervisor::persist(&self.deps, &t, leftovers).await?;
+        Ok(t.run)
+    }
+}

@@ -1,0 +1,294 @@
+//! The catalog: reads and cascades that cross tables, shared by the resource services so that
+//! no service calls another.
+//!
+//! Each function runs inside the caller's store read or write, so a check and the write it
+//! guards are one transaction: "the namespace exists" and "the app is put" cannot be split by
+//! a concurrent delete.
+
+use std::collections::BTreeMap;
+
+use crate::model::app::{App, Program};
+use crate::model::namespace::{DEFAULT, Namespace};
+use crate::model::preference::{Assignment, Scope, check_keys};
+use crate::model::profile::{ProfileId, ProfileStatus, StoredProfile};
+use crate::model::property::{Level, PROFILE_KEY, Values, references};
+use crate::model::run::RunKey;
+use crate::model::template::{StoredTemplate, Template, TemplateId};
+use crate::rules::resolve;
+use crate::service::error::ServiceError;
+use crate::store::secure::{self, StoredKey};
+use crate::store::{Read, StoreError, Table, Txn};
+
+/// Fails with 404 unless namespace `name` exists.
+pub fn require_namespace(r: &impl Read, name: &str) -> Result<Namespace, ServiceError> {
+    r.get(Table::Namespaces, name)?
+        .ok_or_else(|| ServiceError::NamespaceNotFound(name.to_string()))
+}
+
+/// The key of app `app` of namespace `ns` in the apps table.
+pub fn app_key(ns: &str, app: &str) -> String {
+    format!("{ns}/{app}")
+}
+
+/// App `app` of namespace `ns`, or a 404-class error (after checking the namespace).
+pub fn require_app(r: &impl Read, ns: &str, app: &str) -> Result<App, ServiceError> {
+    require_namespace(r, ns)?;
+    r.get(Table::Apps, &app_key(ns, app))?
+        .ok_or_else(|| ServiceError::AppNotFound {
+            namespace: ns.to_string(),
+            app: app.to_string(),
+        })
+}
+
+/// Program `program` of app `app`, or a 404-class error.
+pub fn require_program(
+    r: &impl Read,
+    ns: &str,
+    app: &str,
+    program_type: &str,
+    program: &str,
+) -> Result<(App, Program), ServiceError> {
+    let found = require_app(r, ns, app)?;
+    let p = found
+        .programs
+        .iter()
+        .find(|p| p.name == program && p.program_type == program_type)
+        .cloned()
+        .ok_or_else(|| ServiceError::ProgramNotFound {
+            namespace: ns.to_string(),
+            app: app.to_string(),
+            program: program.to_string(),
+        })?;
+    Ok((found, p))
+}
+
+/// Whether namespace `ns` holds apps (which block deleting it).
+pub fn app_names(r: &impl Read, ns: &str) -> Result<Vec<String>, ServiceError> {
+    Ok(r.scan::<serde_json::Value>(Table::Apps, &format!("{ns}/"))?
+        .into_iter()
+        .map(|(k, _)| k[ns.len() + 1..].to_string())
+        .collect())
+}
+
+/// The names of the secure keys namespace `ns` holds.
+pub fn secure_key_names(r: &impl Read, ns: &str) -> Result<Vec<String>, ServiceError> {
+    Ok(r.scan::<StoredKey>(Table::SecureKeys, &format!("{ns}/"))?
+        .into_iter()
+        .map(|(_, k)| k.meta.name)
+        .collect())
+}
+
+/// Checks that every key `properties` refer to exists in namespace `ns`, so a run that would
+/// fail for a missing secret is refused when it is started.
+pub fn check_secure_keys_exist<'a>(
+    r: &impl Read,
+    ns: &str,
+    properties: impl IntoIterator<Item = (&'a String, &'a String)>,
+) -> Result<(), ServiceError> {
+    for (property, value) in properties {
+        for name in references(value).map_err(|e| ServiceError::invalid(property.clone(), e))? {
+            if r.get::<StoredKey>(Table::SecureKeys, &secure::key(ns, &name))?
+                .is_none()
+            {
+                return Err(ServiceError::invalid(
+                    property.clone(),
+                    format!(
+                        "secure key '{name}' does not exist in namespace '{ns}'; create it with PUT /v3/namespaces/{ns}/securekeys/{name}"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Profile `id` as stored, if it exists.
+pub fn stored_profile(
+    r: &impl Read,
+    id: &ProfileId,
+) -> Result<Option<StoredProfile>, ServiceError> {
+    Ok(r.get(Table::Profiles, &id.key())?)
+}
+
+/// The live runs using profile `id` (they block deleting it).
+pub fn active_runs_of_profile(r: &impl Read, id: &ProfileId) -> Result<Vec<String>, StoreError> {
+    let mut out = Vec::new();
+    for (key, value) in r.scan::<serde_json::Value>(Table::Active, "")? {
+        let Some(run) = RunKey::from_key(&key) else {
+            continue;
+        };
+        let profile = value.get("profile").and_then(|p| p.as_str()).unwrap_or("");
+        if ProfileId::parse_scoped(&run.namespace, profile).as_ref() == Ok(id) {
+            out.push(run.run);
+        }
+    }
+    Ok(out)
+}
+
+/// The template `name` names, as seen from namespace `ns`.
+pub fn resolve_template(r: &impl Read, ns: &str, name: &str) -> Result<Template, ServiceError> {
+    let (scope, bare) = match name.split_once(':') {
+        Some((s, n)) => (Some(s.to_ascii_uppercase()), n),
+        None => (None, name),
+    };
+    let user = TemplateId {
+        namespace: Some(ns.to_string()),
+        name: bare.to_string(),
+    };
+    let system = TemplateId {
+        namespace: None,
+        name: bare.to_string(),
+    };
+    let ids = match scope.as_deref() {
+        Some("SYSTEM") => vec![system],
+        Some("USER") => vec![user],
+        None => vec![user, system],
+        Some(other) => {
+            return Err(ServiceError::invalid(
+                "template",
+                format!("unknown scope '{other}': use SYSTEM:<name>, USER:<name> or <name>"),
+            ));
+        }
+    };
+    for id in &ids {
+        id.check()?;
+        if let Some(found) = r.get::<StoredTemplate>(Table::Templates, &id.key())? {
+            return Ok(found.template);
+        }
+    }
+    Err(ServiceError::TemplateNotFound(ids[0].to_string()))
+}
+
+/// Fails with 404 unless the namespace, app or program `scope` belongs to exists.
+pub fn require_scope(r: &impl Read, scope: &Scope) -> Result<(), ServiceError> {
+    match scope {
+        Scope::Instance => {}
+        Scope::Namespace(ns) => {
+            require_namespace(r, ns)?;
+        }
+        Scope::App { namespace, app } => {
+            require_app(r, namespace, app)?;
+        }
+        Scope::Program {
+            namespace,
+            app,
+            program_type,
+            program,
+        } => {
+            require_program(r, namespace, app, program_type, program)?;
+        }
+    }
+    Ok(())
+}
+
+/// The preferences kept at `scope` (none is an empty set).
+pub fn preferences(r: &impl Read, scope: &Scope) -> Result<Values, ServiceError> {
+    Ok(r.get(Table::Preferences, &scope.key())?.unwrap_or_default())
+}
+
+/// Checks the values of one level of namespace `namespace` the way preferences are checked:
+/// keys, property overrides, and any profile assignment. For an app's deploy-time config.
+pub fn check_level(
+    r: &impl Read,
+    namespace: &str,
+    level: Level,
+    values: &Values,
+) -> Result<(), ServiceError> {
+    check_keys(values)?;
+    check_profile_assignment(r, namespace, level, values)
+}
+
+/// Checks a profile assignment in `values`: well-formed, allowed at this level, existing and
+/// enabled. Also checks the shape of property overrides.
+pub fn check_profile_assignment(
+    r: &impl Read,
+    namespace: &str,
+    level: Level,
+    values: &Values,
+) -> Result<(), ServiceError> {
+    resolve::check_overrides(level, values)?;
+    if !values.contains_key(PROFILE_KEY) {
+        return Ok(());
+    }
+    let chosen = resolve::choose_profile(namespace, &[(level, values)])?;
+    let stored =
+        stored_profile(r, &chosen.id)?.ok_or(ServiceError::ProfileNotFound(chosen.id.clone()))?;
+    if stored.profile.status == ProfileStatus::Disabled {
+        return Err(ServiceError::ProfileDisabled(chosen.id));
+    }
+    Ok(())
+}
+
+/// Every place profile `id` is assigned: preferences at every level and app configurations.
+pub fn assignments(r: &impl Read, id: &ProfileId) -> Result<Vec<Assignment>, ServiceError> {
+    let mut places = Vec::new();
+    for (key, values) in r.scan::<Values>(Table::Preferences, "")? {
+        let Some(scope) = Scope::from_key(&key) else {
+            continue;
+        };
+        let Some(assigned) = values.get(PROFILE_KEY) else {
+            continue;
+        };
+        let namespace = scope.namespace().unwrap_or(DEFAULT);
+        if ProfileId::parse_scoped(namespace, assigned).as_ref() == Ok(id) {
+            let (app, program) = match &scope {
+                Scope::App { app, .. } => (Some(app.clone()), None),
+                Scope::Program { app, program, .. } => (Some(app.clone()), Some(program.clone())),
+                _ => (None, None),
+            };
+            places.push(Assignment {
+                level: scope.level(),
+                namespace: scope.namespace().map(str::to_string),
+                app,
+                program,
+            });
+        }
+    }
+    for (_, app) in r.scan::<App>(Table::Apps, "")? {
+        if let Some(assigned) = app.config.get(PROFILE_KEY)
+            && ProfileId::parse_scoped(&app.namespace, assigned).as_ref() == Ok(id)
+        {
+            places.push(Assignment {
+                level: Level::App,
+                namespace: Some(app.namespace.clone()),
+                app: Some(app.name.clone()),
+                program: None,
+            });
+        }
+    }
+    Ok(places)
+}
+
+/// Removes the preferences of app `app` in `ns` and of its programs.
+pub fn delete_app_preferences(tx: &mut Txn, ns: &str, app: &str) -> Result<(), ServiceError> {
+    tx.delete(
+        Table::Preferences,
+        &Scope::App {
+            namespace: ns.to_string(),
+            app: app.to_string(),
+        }
+        .key(),
+    );
+    delete_prefix(tx, &format!("program/{ns}/{app}/"))
+}
+
+fn delete_prefix(tx: &mut Txn, prefix: &str) -> Result<(), ServiceError> {
+    let keys: Vec<String> = tx
+        .scan::<BTreeMap<String, String>>(Table::Preferences, prefix)?
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    for key in keys {
+        tx.delete(Table::Preferences, &key);
+    }
+    Ok(())
+}
+
+/// Removes the preferences of namespace `ns` and of everything in it.
+pub fn delete_namespace_preferences(tx: &mut Txn, ns: &str) -> Result<(), ServiceError> {
+    tx.delete(Table::Preferences, &Scope::Namespace(ns.to_string()).key());
+    for prefix in [format!("app/{ns}/"), format!("program/{ns}/")] {
+        delete_prefix(tx, &prefix)?;
+    }
+    Ok(())
+}
