@@ -14,6 +14,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::plan::{Action, ClusterOperation, ClusterTask, NodeRecord, ResourceStatus};
 
+/// How a cluster operation ended, as its planner reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpOutcome {
+    Done,
+    Failed(String),
+    Cancelled,
+}
+
 /// Where an operation is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]

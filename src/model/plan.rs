@@ -126,6 +126,35 @@ pub enum ClusterOperation {
 }
 
 impl ClusterOperation {
+    /// Whether the run's lifecycle drives operations of this kind (admins drive the others).
+    pub fn is_lifecycle(self) -> bool {
+        match self {
+            ClusterOperation::Create | ClusterOperation::Delete => true,
+            ClusterOperation::Expand
+            | ClusterOperation::Shrink
+            | ClusterOperation::StartServices
+            | ClusterOperation::StopServices
+            | ClusterOperation::RestartServices
+            | ClusterOperation::Configure => false,
+        }
+    }
+
+    /// Whether a failed operation of this kind is undone. Teardowns (delete, shrink, stop)
+    /// are not: they carry on as far as they can, and a delete never recreates what it
+    /// removed.
+    pub fn undoable(self) -> bool {
+        match self {
+            ClusterOperation::Delete
+            | ClusterOperation::Shrink
+            | ClusterOperation::StopServices => false,
+            ClusterOperation::Create
+            | ClusterOperation::Expand
+            | ClusterOperation::StartServices
+            | ClusterOperation::RestartServices
+            | ClusterOperation::Configure => true,
+        }
+    }
+
     /// The name the API and the audit log use.
     pub fn name(self) -> &'static str {
         match self {

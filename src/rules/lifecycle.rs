@@ -20,6 +20,8 @@ use crate::model::run::{
 /// Something that happened to a run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
+    /// The run is refused as it is recorded (its program's concurrency limit is reached).
+    Reject(String),
     /// The supervisor takes up a PENDING run.
     Begin,
     /// The create operation made every node.
@@ -120,6 +122,16 @@ pub fn on(run: &RunRecord, event: Event, now: u64) -> Result<Transition, RunErro
     let mut next = run.clone();
     let state = (run.status, run.cluster.status);
     let t = match (state, event) {
+        // Pending --Reject--> Rejected, with no cluster
+        ((P::Pending, None), Event::Reject(message)) => {
+            next.status = P::Rejected;
+            next.end = Some(now);
+            next.failure = Some(Failure {
+                kind: FailureKind::Provisioning,
+                message: message.clone(),
+            });
+            Transition::new(next).note(format!("run REJECTED: {message}"))
+        }
         // Pending --Begin--> Starting/Provisioning
         ((P::Pending, None), Event::Begin) => {
             next.status = P::Starting;
@@ -529,6 +541,14 @@ mod tests {
             (
                 P::Pending,
                 None,
+                Event::Reject("limit".into()),
+                P::Rejected,
+                None,
+                &[],
+            ),
+            (
+                P::Pending,
+                None,
                 Event::Begin,
                 P::Starting,
                 Some(C::Provisioning),
@@ -895,5 +915,88 @@ mod tests {
             [Effect::DeleteCluster]
         );
         assert_eq!(resume(&run(P::Failed, Some(C::Waiting))), []);
+    }
+
+    /// Every state a record can be in, and every event: `on` answers each pair without
+    /// panicking, and what it accepts is a consistent record.
+    #[test]
+    fn every_state_and_event_is_answered_consistently() {
+        let statuses = [
+            P::Pending,
+            P::Starting,
+            P::Running,
+            P::Completed,
+            P::Failed,
+            P::Killed,
+            P::Rejected,
+        ];
+        let clusters = [
+            None,
+            Some(C::Provisioning),
+            Some(C::Provisioned),
+            Some(C::Waiting),
+            Some(C::Deprovisioning),
+            Some(C::Deprovisioned),
+            Some(C::Orphaned),
+        ];
+        let events = [
+            Event::Reject("limit".into()),
+            Event::Begin,
+            Event::Provisioned,
+            Event::ProvisionFailed("x".into()),
+            Event::CreateStopped,
+            Event::Launched,
+            Event::LaunchFailed("x".into()),
+            Event::Exited(Exit {
+                code: Some(0),
+                signal: None,
+            }),
+            Event::Stop { keepalive: false },
+            Event::Stop { keepalive: true },
+            Event::TimedOut,
+            Event::Expired,
+            Event::Deprovision,
+            Event::Extend { expire_at: NOW + 5 },
+            Event::Deprovisioned,
+            Event::DeprovisionFailed("x".into()),
+            Event::ForceDeprovision,
+        ];
+        let (mut accepted, mut refused) = (0, 0);
+        for status in statuses {
+            for cluster in clusters {
+                for event in events.clone() {
+                    let pair = format!("{status:?}/{cluster:?} --{event:?}-->");
+                    let Ok(t) = on(&run(status, cluster), event, NOW) else {
+                        refused += 1;
+                        continue;
+                    };
+                    accepted += 1;
+                    let next = &t.run;
+                    if t.effects.contains(&Effect::DeleteCluster) {
+                        assert_eq!(next.cluster.status, Some(C::Deprovisioning), "{pair}");
+                    }
+                    if t.effects.contains(&Effect::CreateCluster) {
+                        assert_eq!(next.cluster.status, Some(C::Provisioning), "{pair}");
+                    }
+                    if next.status != status && next.status.is_end() {
+                        assert_eq!(next.end, Some(NOW), "{pair}: an end has a time");
+                    }
+                    if next.cluster.status == Some(C::Waiting) {
+                        assert!(next.cluster.expires_at.is_some(), "{pair}: WAITING expires");
+                    }
+                    if next != &run(status, cluster) {
+                        assert!(!t.notes.is_empty(), "{pair}: a change is in the history");
+                    }
+                }
+            }
+        }
+        assert_eq!(
+            accepted + refused,
+            statuses.len() * clusters.len() * events.len()
+        );
+        assert!(
+            accepted > 40 && refused > 300,
+            "{accepted} accepted, {refused} refused"
+        );
     }
 }

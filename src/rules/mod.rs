@@ -1,7 +1,11 @@
 //! Pure decisions over plain data, no IO: profile resolution ([`resolve`]), the layout
 //! [`solver`], cluster operation [`plan`]s and the per-resource lifecycle, the run
-//! [`lifecycle`], and cluster [`resize`]s.
+//! [`lifecycle`], the [`admission`] of cluster operations, an operation's [`outcome`] (and
+//! rollback), and cluster [`resize`]s.
+
+pub mod admission;
 pub mod lifecycle;
+pub mod outcome;
 pub mod plan;
 pub mod resize;
 pub mod resolve;

@@ -8,9 +8,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Deserialize;
 
 use crate::model::invalid::Invalid;
+use crate::model::operation::OpOutcome;
 use crate::model::plan::ClusterOperation;
 use crate::model::run::RunRecord;
 use crate::model::template::NodeTypes;
+use crate::rules::lifecycle::Transition;
 use crate::rules::solver::{Budget, NodeLayout, Request, SolveError, solve, solve_within};
 
 /// The body of `POST .../runs/{run}/cluster`.
@@ -376,6 +378,37 @@ fn shrink(run: &RunRecord, request: &ClusterRequest, base: Change) -> Result<Cha
     Ok(change)
 }
 
+/// The run once an admin's operation ended: on success it takes the cluster's new shape (its
+/// nodes, their services and types, and a configure's config); either way its history says
+/// how the operation ended.
+pub fn finished(run: &RunRecord, change: Change, outcome: &OpOutcome) -> Transition {
+    let name = change.operation.name();
+    let mut run = run.clone();
+    let note = match outcome {
+        OpOutcome::Done => {
+            let kept = |n: &String| change.final_nodes.contains(n);
+            run.layout = change.layout.into_iter().filter(|(n, _)| kept(n)).collect();
+            run.node_types = change
+                .node_types
+                .into_iter()
+                .filter(|(n, _)| kept(n))
+                .collect();
+            run.cluster.nodes = change.final_nodes;
+            if change.operation == ClusterOperation::Configure {
+                run.config = Some(change.config);
+            }
+            format!("cluster {name} done: {} node(s)", run.cluster.nodes.len())
+        }
+        OpOutcome::Failed(e) => format!("cluster {name} failed: {e}"),
+        OpOutcome::Cancelled => format!("cluster {name} cancelled"),
+    };
+    Transition {
+        run,
+        effects: Vec::new(),
+        notes: vec![note],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -533,5 +566,42 @@ mod tests {
         )
         .expect("configure");
         assert_eq!(c.config, json!({"heap": "2g"}));
+    }
+
+    #[test]
+    fn a_finished_operation_gives_the_run_its_new_shape_only_on_success() {
+        let r = run();
+        let grow =
+            change(&r, &request(json!({"operation": "expand", "nodes": 2})), 64).expect("change");
+        let t = finished(&r, grow.clone(), &OpOutcome::Done);
+        assert_eq!(t.run.cluster.nodes.len(), 6);
+        assert_eq!(t.run.layout.len(), 6);
+        assert_eq!(t.run.node_types.len(), 6);
+        assert!(t.effects.is_empty());
+        assert_eq!(t.notes, vec!["cluster expand done: 6 node(s)".to_string()]);
+        for outcome in [OpOutcome::Failed("boom".into()), OpOutcome::Cancelled] {
+            let t = finished(&r, grow.clone(), &outcome);
+            assert_eq!(t.run, r, "{outcome:?} leaves the run as it was");
+            assert!(t.notes[0].starts_with("cluster expand "), "{:?}", t.notes);
+        }
+        let grown = finished(&r, grow, &OpOutcome::Done).run;
+        let shrink = change(
+            &grown,
+            &request(json!({"operation": "shrink", "nodes": 2})),
+            64,
+        )
+        .expect("shrink");
+        let t = finished(&grown, shrink, &OpOutcome::Done);
+        assert_eq!(t.run.cluster.nodes.len(), 4);
+        assert_eq!(t.run.layout.len(), 4, "the leaving nodes' services go too");
+        assert_eq!(t.run.node_types.len(), 4);
+        let configure = change(
+            &r,
+            &request(json!({"operation": "configure", "config": {"tickTime": 3000}})),
+            64,
+        )
+        .expect("configure");
+        let t = finished(&r, configure, &OpOutcome::Done);
+        assert_eq!(t.run.config, Some(json!({"tickTime": 3000})));
     }
 }

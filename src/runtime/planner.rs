@@ -26,13 +26,14 @@ use super::attempt::TaskSpec;
 use super::deps::Deps;
 use super::task::{TaskDone, TaskOutcome, TaskRunner};
 use crate::model::operation::{
-    self, AttemptRecord, AttemptStatus, OpStatus, OperationRecord, Snapshot, TaskStatus,
+    self, AttemptRecord, AttemptStatus, OpOutcome, OpStatus, OperationRecord, Snapshot, TaskStatus,
 };
 use crate::model::plan::{
     Action, ClusterOperation, ClusterTask, NodeRecord, PlanNode, Progress, ResourceStatus,
 };
 use crate::model::template::Template;
 use crate::model::time::now_f64;
+use crate::rules::outcome::{self, Phase, Resume};
 use crate::rules::plan::cluster;
 use crate::store::audit;
 use crate::store::events::{self, EventKind};
@@ -40,14 +41,6 @@ use crate::store::{Read, StoreError, Table, Txn};
 
 /// The error of an attempt a restart cut short.
 const INTERRUPTED: &str = "interrupted by a restart";
-
-/// What the planner reports to whoever started it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OpOutcome {
-    Done,
-    Failed(String),
-    Cancelled,
-}
 
 /// Sent once, when the operation ends.
 #[derive(Debug, Message)]
@@ -114,7 +107,8 @@ struct Current {
     /// The last of those that failed, per task (not counting one a restart cut short).
     prior_failure: Vec<Option<u32>>,
     config: serde_json::Value,
-    /// When this is a rollback: the error of the operation it undoes.
+    /// When this is a rollback a restart interrupted: the error of the operation it undoes
+    /// (the planner begins in [`Phase::Undoing`]).
     undoing: Option<String>,
 }
 
@@ -149,6 +143,10 @@ pub struct Planner {
     prepared: Option<Prepared>,
     cancel: Arc<AtomicBool>,
     failure: Option<String>,
+    /// Where the operation is, as `rules::outcome` keeps it.
+    phase: Phase,
+    /// The rollback recorded with the operation's end, to run next.
+    rollback: Option<OperationRecord>,
     /// A write is under way; nothing is scheduled until it lands.
     writing: bool,
     report: Recipient<OpDone>,
@@ -164,6 +162,8 @@ impl Planner {
             prepared: None,
             cancel: Arc::new(AtomicBool::new(false)),
             failure: None,
+            phase: Phase::Forward,
+            rollback: None,
             writing: false,
             report,
             reported: false,
@@ -184,7 +184,11 @@ impl Planner {
 
     fn begin(&mut self, begun: Result<Begin, StoreError>, ctx: &mut Context<Self>) {
         match begun {
-            Ok(Begin::Run(current)) => {
+            Ok(Begin::Run(mut current)) => {
+                self.phase = match current.undoing.take() {
+                    Some(error) => Phase::Undoing { error },
+                    None => Phase::Forward,
+                };
                 self.current = Some(*current);
                 self.schedule(ctx);
             }
@@ -271,15 +275,48 @@ impl Planner {
         }
     }
 
-    /// Nothing runs any more: record how the operation ended, then roll it back or report.
+    /// Nothing runs any more: the operation's end is decided by `rules::outcome`.
     fn conclude(&mut self, ctx: &mut Context<Self>) {
+        if self.current.is_none() {
+            return;
+        }
+        let settled = outcome::Event::Settled {
+            failure: self.failure.take(),
+            cancelled: self.cancel.load(Ordering::SeqCst),
+        };
+        self.step(settled, ctx);
+    }
+
+    /// Feeds `event` to the operation's end rules and carries out what they say.
+    fn step(&mut self, event: outcome::Event, ctx: &mut Context<Self>) {
+        let phase = std::mem::replace(&mut self.phase, Phase::Ended);
+        let (phase, effects) = outcome::on(self.spec.operation, phase, event);
+        self.phase = phase;
+        for effect in effects {
+            match effect {
+                outcome::Effect::Record {
+                    status,
+                    error,
+                    rollback,
+                } => self.record_end(status, error, rollback, ctx),
+                outcome::Effect::RunRollback => self.run_rollback(ctx),
+                outcome::Effect::Report(outcome) => self.finish(outcome, ctx),
+            }
+        }
+    }
+
+    /// Records the end of the current operation and, with `rollback`, its rollback (kept
+    /// for [`Self::run_rollback`]); then tells the rules how the write went.
+    fn record_end(
+        &mut self,
+        status: OpStatus,
+        error: Option<String>,
+        rollback: bool,
+        ctx: &mut Context<Self>,
+    ) {
         let Some(cur) = self.current.take() else {
             return;
         };
-        let cancelled = self.cancel.load(Ordering::SeqCst);
-        let failure = self.failure.take();
-        let rollback =
-            failure.is_some() && !cancelled && cur.undoing.is_none() && undoable(cur.op.operation);
         let deps = self.deps.clone();
         let (layout, template) = (self.spec.layout.clone(), self.spec.template.clone());
         let previous = self.spec.previous_config.clone();
@@ -287,13 +324,7 @@ impl Planner {
         let done: BTreeSet<usize> = (0..cur.progress.len())
             .filter(|i| cur.progress[*i] == Progress::Done)
             .collect();
-        let error = match (&failure, cancelled) {
-            (Some(f), _) => Some(f.clone()),
-            (None, true) => Some("cancelled by a stop request".to_string()),
-            (None, false) => None,
-        };
-        let mut op = cur.op.clone();
-        let undoing = cur.undoing.clone();
+        let mut op = cur.op;
         self.writing = true;
         let write = async move {
             let saved = deps
@@ -301,47 +332,26 @@ impl Planner {
                 .write(move |tx| {
                     let now = now_f64();
                     let nodes = node_records(tx, &run)?;
-                    op.status = if error.is_some() {
-                        OpStatus::Failed
-                    } else {
-                        OpStatus::Succeeded
-                    };
+                    op.status = status;
                     op.finished = Some(now);
-                    op.error = error.clone();
+                    op.error = error;
                     op.after = Some(Snapshot::take(&nodes, &layout, &op_config(&op), now));
                     let mut next = None;
                     if rollback {
-                        let empty = Template::default();
-                        let template = template.as_deref().unwrap_or(&empty);
-                        let completed = completed(&op.tasks, &done, &nodes);
-                        let tasks = cluster::rollback(template, &op.tasks, &completed);
-                        let id = audit::next_id(tx, &run)?;
-                        op.rolled_back_by = Some(id);
-                        let undo = OperationRecord {
-                            id,
-                            operation: op.operation,
-                            status: OpStatus::Running,
-                            rollback_of: Some(op.id),
-                            rolled_back_by: None,
-                            request: serde_json::json!({ "config": previous }),
-                            created: now,
-                            finished: None,
-                            error: None,
-                            tasks,
-                            before: op.after.clone(),
-                            after: None,
-                        };
-                        let note = format!(
-                            "operation {} ({}) failed; rolling back as operation {id} ({} tasks)",
-                            op.id,
-                            op.operation.name(),
-                            undo.tasks.len()
-                        );
-                        record(tx, &run, &undo, note)?;
+                        let undo = record_rollback(
+                            tx,
+                            &run,
+                            &mut op,
+                            template.as_deref(),
+                            &done,
+                            &nodes,
+                            previous,
+                            now,
+                        )?;
                         next = Some(undo);
                     }
                     tx.put(Table::Operations, &audit::op_key(&run, op.id), &op)?;
-                    Ok::<_, StoreError>((op, next))
+                    Ok::<_, StoreError>((op.id, next))
                 })
                 .await;
             (saved, deps)
@@ -349,48 +359,76 @@ impl Planner {
         ctx.wait(write.into_actor(self).map(move |(saved, deps), act, ctx| {
             act.writing = false;
             deps.notifier.notify(&act.spec.run);
-            let (op, next) = match saved {
-                Ok(v) => v,
-                Err(e) => {
-                    let message = format!("cannot record the operation's end: {e}");
-                    return act.finish(OpOutcome::Failed(message), ctx);
+            let event = match saved {
+                Ok((id, next)) => {
+                    act.rollback = next;
+                    outcome::Event::Recorded { id }
                 }
+                Err(e) => outcome::Event::NotRecorded(e.to_string()),
             };
-            if let Some(undo) = next {
-                let size = undo.tasks.len();
-                act.current = Some(Current {
-                    op: undo,
-                    progress: vec![Progress::Waiting; size],
-                    prior: vec![0; size],
-                    prior_failure: vec![None; size],
-                    config: act.spec.previous_config.clone(),
-                    undoing: op.error.clone(),
-                });
-                return act.schedule(ctx);
-            }
-            let outcome = match (undoing, op.error) {
-                (Some(original), None) => {
-                    OpOutcome::Failed(format!("{original} (rolled back by operation {})", op.id))
-                }
-                (Some(original), Some(e)) => {
-                    OpOutcome::Failed(format!("{original}; the rollback failed too: {e}"))
-                }
-                (None, None) => OpOutcome::Done,
-                (None, Some(_)) if cancelled => OpOutcome::Cancelled,
-                (None, Some(e)) => OpOutcome::Failed(e),
-            };
-            act.finish(outcome, ctx);
+            act.step(event, ctx);
         }));
+    }
+
+    /// Runs the rollback [`Self::record_end`] recorded.
+    fn run_rollback(&mut self, ctx: &mut Context<Self>) {
+        let Some(undo) = self.rollback.take() else {
+            return;
+        };
+        let size = undo.tasks.len();
+        self.current = Some(Current {
+            op: undo,
+            progress: vec![Progress::Waiting; size],
+            prior: vec![0; size],
+            prior_failure: vec![None; size],
+            config: self.spec.previous_config.clone(),
+            undoing: None,
+        });
+        self.schedule(ctx);
     }
 }
 
-/// Whether a failed operation of this kind is undone. Teardowns (delete, shrink, stop) are
-/// not: they carry on as far as they can, and a delete never recreates what it removed.
-fn undoable(operation: ClusterOperation) -> bool {
-    !matches!(
-        operation,
-        ClusterOperation::Delete | ClusterOperation::Shrink | ClusterOperation::StopServices
-    )
+/// Records the rollback of `op`, which failed: the inverse plan of the tasks that completed
+/// (and of every node whose resource may exist), as a new operation with `rollbackOf`.
+#[allow(clippy::too_many_arguments)]
+fn record_rollback(
+    tx: &mut Txn<'_>,
+    run: &str,
+    op: &mut OperationRecord,
+    template: Option<&Template>,
+    done: &BTreeSet<usize>,
+    nodes: &[NodeRecord],
+    previous: serde_json::Value,
+    now: f64,
+) -> Result<OperationRecord, StoreError> {
+    let empty = Template::default();
+    let template = template.unwrap_or(&empty);
+    let completed = completed(&op.tasks, done, nodes);
+    let tasks = cluster::rollback(template, &op.tasks, &completed);
+    let id = audit::next_id(tx, run)?;
+    op.rolled_back_by = Some(id);
+    let undo = OperationRecord {
+        id,
+        operation: op.operation,
+        status: OpStatus::Running,
+        rollback_of: Some(op.id),
+        rolled_back_by: None,
+        request: serde_json::json!({ "config": previous }),
+        created: now,
+        finished: None,
+        error: None,
+        tasks,
+        before: op.after.clone(),
+        after: None,
+    };
+    let note = format!(
+        "operation {} ({}) failed; rolling back as operation {id} ({} tasks)",
+        op.id,
+        op.operation.name(),
+        undo.tasks.len()
+    );
+    record(tx, run, &undo, note)?;
+    Ok(undo)
 }
 
 /// Writes a new operation's record, with a note in the run's history.
@@ -536,33 +574,24 @@ pub async fn prepare(deps: Deps, spec: OpSpec) -> Result<Prepared, StoreError> {
                 let undo = op
                     .rolled_back_by
                     .and_then(|id| ops.iter().find(|o| o.id == id));
-                match (op.status, undo) {
-                    (OpStatus::Running, _) => {
-                        return Ok(Begin::Run(Box::new(carry_on(
-                            tx,
-                            &run,
-                            op,
-                            spec.config,
-                            None,
-                        )?)));
+                let how = outcome::resume(
+                    spec.operation,
+                    op.status,
+                    undo.map(|u| u.status),
+                    op.error.as_deref(),
+                );
+                match (how, undo) {
+                    (Resume::CarryOn, _) => {
+                        let cur = carry_on(tx, &run, op, spec.config, None)?;
+                        return Ok(Begin::Run(Box::new(cur)));
                     }
-                    (OpStatus::Succeeded, _) => return Ok(Begin::Report(OpOutcome::Done)),
-                    (OpStatus::Failed, Some(undo)) if undo.status == OpStatus::Running => {
+                    (Resume::CarryOnRollback, Some(undo)) => {
                         let previous = spec.previous_config.clone();
-                        return Ok(Begin::Run(Box::new(carry_on(
-                            tx,
-                            &run,
-                            undo,
-                            previous,
-                            op.error.clone(),
-                        )?)));
+                        let cur = carry_on(tx, &run, undo, previous, op.error.clone())?;
+                        return Ok(Begin::Run(Box::new(cur)));
                     }
-                    (OpStatus::Failed, Some(_)) if spec.operation != ClusterOperation::Delete => {
-                        let error = op.error.clone().unwrap_or_default();
-                        return Ok(Begin::Report(OpOutcome::Failed(error)));
-                    }
-                    // A delete that failed is tried anew; so is anything else.
-                    _ => {}
+                    (Resume::Report(outcome), _) => return Ok(Begin::Report(outcome)),
+                    (Resume::Start | Resume::CarryOnRollback, _) => {}
                 }
             }
             let tasks = {

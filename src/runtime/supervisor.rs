@@ -17,14 +17,15 @@ use actix::prelude::*;
 use ebb_spi::resource::{DEFAULT_RETRY_BUDGET, RETRY_BUDGET};
 
 use super::deps::Deps;
-use super::planner::{self as planner, Cancel, OpDone, OpOutcome, OpSpec, Planner};
+use super::planner::{self as planner, Cancel, OpDone, OpSpec, Planner};
 use super::program::{self, LaunchFile, Started};
-use crate::model::operation::{OpStatus, OperationRecord};
+use crate::model::operation::{OpOutcome, OpStatus, OperationRecord};
 use crate::model::plan::{ClusterOperation, NodeRecord, ResourceStatus};
-use crate::model::run::{ClusterStatus, Exit, ProgramStatus, RunError, RunRecord};
+use crate::model::run::{Exit, ProgramStatus, RunError, RunRecord};
 use crate::model::time;
+use crate::rules::admission::{self, Slot};
 use crate::rules::lifecycle::{self, Effect, Event, Transition};
-use crate::rules::resize::Change;
+use crate::rules::resize::{self, Change};
 use crate::runtime::error::RuntimeError;
 use crate::store::audit;
 use crate::store::events::{self, EventKind};
@@ -54,6 +55,21 @@ pub struct ClusterCommand(pub Change);
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
 struct Deadline;
+
+/// What the admission rules leave to the caller of [`RunSupervisor::admit`].
+#[derive(Debug, PartialEq, Eq)]
+enum Admitted {
+    Nothing,
+    /// Start the admin's operation.
+    Start,
+    /// Refuse the admin's request, for this reason.
+    Refused(String),
+}
+
+/// Sent to itself when an operation the admission rules let start could not be.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+struct NotStarted(ClusterOperation, String);
 
 /// The live supervisors by run id; a supervisor takes itself out when it stops.
 #[derive(Debug, Clone, Default)]
@@ -87,12 +103,10 @@ pub struct RunSupervisor {
     timer: Option<SpawnHandle>,
     /// Set while the effects `lifecycle::resume` asked for are performed after a restart.
     resuming: bool,
-    /// The operation the planner runs.
-    running: Option<ClusterOperation>,
+    /// The cluster operation running and the one waiting, as `rules::admission` keeps them.
+    slot: Slot,
     /// What an admin's operation changes once it succeeds.
     pending: Option<Change>,
-    /// A lifecycle operation waiting for an admin's operation to stop.
-    queued: Option<ClusterOperation>,
 }
 
 impl RunSupervisor {
@@ -105,9 +119,8 @@ impl RunSupervisor {
             planner: None,
             timer: None,
             resuming: false,
-            running: None,
+            slot: Slot::default(),
             pending: None,
-            queued: None,
         }
     }
 
@@ -148,12 +161,14 @@ impl RunSupervisor {
     fn perform(&mut self, effects: &[Effect], ctx: &mut Context<Self>) {
         for effect in effects {
             match effect {
-                Effect::CreateCluster => self.start_lifecycle_op(ClusterOperation::Create, ctx),
-                Effect::DeleteCluster => self.start_lifecycle_op(ClusterOperation::Delete, ctx),
+                Effect::CreateCluster => {
+                    self.admit(admission::Event::Lifecycle(ClusterOperation::Create), ctx);
+                }
+                Effect::DeleteCluster => {
+                    self.admit(admission::Event::Lifecycle(ClusterOperation::Delete), ctx);
+                }
                 Effect::CancelCreate | Effect::CancelDelete => {
-                    if let Some(planner) = self.planner.take() {
-                        planner.do_send(Cancel);
-                    }
+                    self.admit(admission::Event::CancelLifecycle, ctx);
                 }
                 Effect::Launch => self.launch(ctx),
                 Effect::Kill => {
@@ -178,27 +193,43 @@ impl RunSupervisor {
         }
     }
 
-    /// Starts the create or delete the lifecycle asks for; an admin's operation still running
-    /// is cancelled first and the lifecycle's waits for it to stop.
-    fn start_lifecycle_op(&mut self, operation: ClusterOperation, ctx: &mut Context<Self>) {
-        if let Some(planner) = &self.planner
-            && self.running.is_some_and(|r| !is_lifecycle(r))
-        {
-            planner.do_send(Cancel);
-            self.queued = Some(operation);
-            return;
+    /// Feeds `event` to the admission rules and carries out what they say, except starting
+    /// an admin's operation or refusing it, which the answer leaves to the caller.
+    fn admit(&mut self, event: admission::Event, ctx: &mut Context<Self>) -> Admitted {
+        let (slot, effects) = admission::on(self.slot, event);
+        self.slot = slot;
+        let mut answer = Admitted::Nothing;
+        for effect in effects {
+            match effect {
+                admission::Effect::Start(operation) if operation.is_lifecycle() => {
+                    self.start_lifecycle_op(operation, ctx);
+                }
+                admission::Effect::Start(_) => answer = Admitted::Start,
+                admission::Effect::Cancel => {
+                    if let Some(planner) = &self.planner {
+                        planner.do_send(Cancel);
+                    }
+                }
+                admission::Effect::Refuse(reason) => answer = Admitted::Refused(reason),
+                admission::Effect::Lifecycle(event) => {
+                    if let Err(e) = self.apply(event, ctx) {
+                        tracing::warn!(run.id = %self.run.key.run, error = %e, "operation result does not apply");
+                    }
+                }
+                admission::Effect::Changed(outcome) => self.cluster_op_done(outcome, ctx),
+            }
         }
+        answer
+    }
+
+    /// Starts the create or delete the admission rules let start.
+    fn start_lifecycle_op(&mut self, operation: ClusterOperation, ctx: &mut Context<Self>) {
         let Some(spec) = self.op_spec(operation, None, self.resuming) else {
-            let message = format!("provisioner '{}' is not installed", self.run.provisioner);
-            let event = match operation {
-                ClusterOperation::Delete => Event::DeprovisionFailed(message),
-                _ => Event::ProvisionFailed(message),
-            };
-            ctx.address().do_send(ProgramNews(event));
+            let reason = format!("provisioner '{}' is not installed", self.run.provisioner);
+            ctx.notify(NotStarted(operation, reason));
             return;
         };
         let report = ctx.address().recipient();
-        self.running = Some(operation);
         self.planner = Some(Planner::new(self.deps.clone(), spec, report).start());
     }
 
@@ -284,31 +315,7 @@ impl RunSupervisor {
         let Some(change) = self.pending.take() else {
             return;
         };
-        let name = change.operation.name();
-        let mut run = self.run.clone();
-        let note = match outcome {
-            OpOutcome::Done => {
-                let kept = |n: &String| change.final_nodes.contains(n);
-                run.layout = change.layout.into_iter().filter(|(n, _)| kept(n)).collect();
-                run.node_types = change
-                    .node_types
-                    .into_iter()
-                    .filter(|(n, _)| kept(n))
-                    .collect();
-                run.cluster.nodes = change.final_nodes;
-                if change.operation == ClusterOperation::Configure {
-                    run.config = Some(change.config);
-                }
-                format!("cluster {name} done: {} node(s)", run.cluster.nodes.len())
-            }
-            OpOutcome::Failed(e) => format!("cluster {name} failed: {e}"),
-            OpOutcome::Cancelled => format!("cluster {name} cancelled"),
-        };
-        let t = Transition {
-            run,
-            effects: Vec::new(),
-            notes: vec![note],
-        };
+        let t = resize::finished(&self.run, change, &outcome);
         let deps = self.deps.clone();
         let t2 = t.clone();
         ctx.wait(
@@ -320,14 +327,6 @@ impl RunSupervisor {
 
     /// After a restart: carries on with an admin's operation that was running.
     fn resume_cluster_op(&mut self, ctx: &mut Context<Self>) {
-        if self.planner.is_some()
-            || !matches!(
-                self.run.cluster.status,
-                Some(ClusterStatus::Provisioned | ClusterStatus::Waiting)
-            )
-        {
-            return;
-        }
         let (deps, run) = (self.deps.clone(), self.run.key.run.clone());
         ctx.wait(
             async move {
@@ -346,7 +345,7 @@ impl RunSupervisor {
                     .rollback_of
                     .and_then(|id| ops.iter().find(|o| o.id == id))
                     .unwrap_or(last);
-                if is_lifecycle(original.operation) {
+                if original.operation.is_lifecycle() {
                     return;
                 }
                 let Some(change) = Change::from_request(original.operation, &original.request)
@@ -354,11 +353,24 @@ impl RunSupervisor {
                     tracing::warn!(run.id = %act.run.key.run, operation = original.id, "cannot read an interrupted operation's request");
                     return;
                 };
-                if let Some(spec) = act.op_spec(original.operation, Some(&change), true) {
-                    let report = ctx.address().recipient();
-                    act.running = Some(original.operation);
-                    act.pending = Some(change);
-                    act.planner = Some(Planner::new(act.deps.clone(), spec, report).start());
+                let resume = admission::Event::Resume {
+                    operation: original.operation,
+                    cluster: act.run.cluster.status,
+                };
+                if act.admit(resume, ctx) != Admitted::Start {
+                    return;
+                }
+                match act.op_spec(original.operation, Some(&change), true) {
+                    Some(spec) => {
+                        let report = ctx.address().recipient();
+                        act.pending = Some(change);
+                        act.planner = Some(Planner::new(act.deps.clone(), spec, report).start());
+                    }
+                    None => {
+                        let reason = format!("provisioner '{}' is not installed", act.run.provisioner);
+                        let operation = original.operation;
+                        act.admit(admission::Event::NotStarted { operation, reason }, ctx);
+                    }
                 }
             }),
         );
@@ -513,33 +525,26 @@ impl Handler<OpDone> for RunSupervisor {
 
     fn handle(&mut self, done: OpDone, ctx: &mut Context<Self>) {
         self.planner = None;
-        self.running = None;
-        if !is_lifecycle(done.operation) {
-            self.cluster_op_done(done.outcome, ctx);
-            if let Some(queued) = self.queued.take() {
-                self.start_lifecycle_op(queued, ctx);
-            }
-            return;
-        }
-        let event = match (done.operation, done.outcome) {
-            (ClusterOperation::Create, OpOutcome::Done) => Event::Provisioned,
-            (ClusterOperation::Create, OpOutcome::Failed(m)) => Event::ProvisionFailed(m),
-            (ClusterOperation::Create, OpOutcome::Cancelled) => Event::CreateStopped,
-            (ClusterOperation::Delete, OpOutcome::Done) => Event::Deprovisioned,
-            (ClusterOperation::Delete, OpOutcome::Failed(m)) => Event::DeprovisionFailed(m),
-            (ClusterOperation::Delete, OpOutcome::Cancelled) => return,
-            _ => return,
+        let done = admission::Event::Done {
+            operation: done.operation,
+            outcome: done.outcome,
         };
-        if let Err(e) = self.apply(event, ctx) {
-            tracing::warn!(run.id = %self.run.key.run, error = %e, "operation result does not apply");
-        }
+        self.admit(done, ctx);
+    }
+}
+
+impl Handler<NotStarted> for RunSupervisor {
+    type Result = ();
+
+    fn handle(&mut self, NotStarted(operation, reason): NotStarted, ctx: &mut Context<Self>) {
+        self.admit(admission::Event::NotStarted { operation, reason }, ctx);
     }
 }
 
 impl Handler<ClusterCommand> for RunSupervisor {
     type Result = AtomicResponse<Self, Result<u32, RuntimeError>>;
 
-    fn handle(&mut self, cmd: ClusterCommand, _: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, cmd: ClusterCommand, ctx: &mut Context<Self>) -> Self::Result {
         let refuse = |run: &str, reason: String| {
             AtomicResponse::new(Box::pin(fut::ready(Err(RunError::WrongState {
                 run: run.to_string(),
@@ -549,33 +554,28 @@ impl Handler<ClusterCommand> for RunSupervisor {
             .into()))))
         };
         let id = self.run.key.run.clone();
-        match self.run.cluster.status {
-            Some(ClusterStatus::Provisioned | ClusterStatus::Waiting) => {}
-            status => {
-                let status = status.map_or("not started".to_string(), |s| s.to_string());
-                return refuse(
-                    &id,
-                    format!(
-                        "its cluster is {status}; operations need a PROVISIONED or WAITING cluster"
-                    ),
-                );
-            }
-        }
-        if let Some(running) = self.running {
-            return refuse(
-                &id,
-                format!("a {} operation is running on its cluster", running.name()),
-            );
-        }
         let change = cmd.0;
-        let Some(spec) = self.op_spec(change.operation, Some(&change), false) else {
-            return refuse(
-                &id,
-                format!("provisioner '{}' is not installed", self.run.provisioner),
-            );
+        let operation = change.operation;
+        let asked = admission::Event::Admin {
+            operation,
+            cluster: self.run.cluster.status,
+        };
+        match self.admit(asked, ctx) {
+            Admitted::Start => {}
+            Admitted::Refused(reason) => return refuse(&id, reason),
+            Admitted::Nothing => return refuse(&id, "no operation could start".into()),
+        }
+        let Some(spec) = self.op_spec(operation, Some(&change), false) else {
+            let reason = format!("provisioner '{}' is not installed", self.run.provisioner);
+            let not_started = admission::Event::NotStarted { operation, reason };
+            return match self.admit(not_started, ctx) {
+                Admitted::Refused(reason) => refuse(&id, reason),
+                Admitted::Start | Admitted::Nothing => {
+                    refuse(&id, "no operation could start".into())
+                }
+            };
         };
         // Running from here: a second request waits for this one (the response is atomic).
-        self.running = Some(change.operation);
         let deps = self.deps.clone();
         let spec2 = spec.clone();
         AtomicResponse::new(Box::pin(
@@ -585,7 +585,8 @@ impl Handler<ClusterCommand> for RunSupervisor {
                     let prepared = match prepared {
                         Ok(p) => p,
                         Err(e) => {
-                            act.running = None;
+                            let reason = format!("cannot record the operation: {e}");
+                            act.admit(admission::Event::NotStarted { operation, reason }, ctx);
                             return Err(RuntimeError::Store(e));
                         }
                     };
@@ -614,14 +615,6 @@ impl Handler<Deadline> for RunSupervisor {
             _ => self.arm_timer(ctx),
         }
     }
-}
-
-/// Whether the run's lifecycle drives operations of this kind (admins drive the others).
-fn is_lifecycle(operation: ClusterOperation) -> bool {
-    matches!(
-        operation,
-        ClusterOperation::Create | ClusterOperation::Delete
-    )
 }
 
 /// Persists a transition: the record, the active index, and the notes as history.

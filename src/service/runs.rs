@@ -20,6 +20,7 @@ use crate::model::property::{Level, Origin, Values, redact};
 use crate::model::run::{
     ClusterStatus, Exit, Failure, Launch, ProgramStatus, RunError, RunKey, RunRecord,
 };
+use crate::rules::lifecycle::{self, Event};
 use crate::rules::resolve;
 use crate::runtime::handle::Runtime;
 use crate::runtime::program::{STDERR, STDOUT};
@@ -336,7 +337,7 @@ fn record_start(
     } = resolved;
     let (layout, node_types) = layout;
     let now = time::now_secs();
-    let mut run = RunRecord {
+    let run = RunRecord {
         key: key.clone(),
         status: ProgramStatus::Pending,
         starting: now,
@@ -378,21 +379,12 @@ fn record_start(
             active,
             run: key.run.clone(),
         };
-        run.status = ProgramStatus::Rejected;
-        run.end = Some(now);
-        run.failure = Some(Failure {
-            kind: crate::model::run::FailureKind::Provisioning,
-            message: refusal.to_string(),
-        });
-        tx.put(Table::Runs, &key.key(), &run)?;
+        let t = lifecycle::on(&run, Event::Reject(refusal.to_string()), now)?;
+        tx.put(Table::Runs, &key.key(), &t.run)?;
         index(tx, &key)?;
-        events::append(
-            tx,
-            &key.run,
-            events::EventKind::Status,
-            None,
-            format!("run REJECTED: {refusal}"),
-        )?;
+        for note in t.notes {
+            events::append(tx, &key.run, events::EventKind::Status, None, note)?;
+        }
         return Ok(Recorded::Rejected(refusal));
     }
     tx.put(Table::Runs, &key.key(), &run)?;
