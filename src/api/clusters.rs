@@ -6,8 +6,8 @@ use serde::Deserialize;
 use crate::api::body::Json;
 use crate::api::state::{Reply, RunPath, State, ok};
 use crate::model::run::RunKey;
-use crate::service::runs::{self as runs};
-use crate::service::templates::{self as templates, PlanRequest};
+use crate::service::templates::{self, PlanRequest};
+use crate::service::{history, runs};
 
 pub async fn dry_run(
     state: State,
@@ -26,7 +26,7 @@ pub async fn run_cluster(
 }
 
 pub async fn run_operations(state: State, path: web::Path<RunPath>) -> Reply {
-    ok(&runs::operations(&state.runtime, path.into_inner().into()).await?)
+    ok(&history::operations(&state.runtime, path.into_inner().into()).await?)
 }
 
 #[derive(Debug, Deserialize)]
@@ -46,5 +46,5 @@ pub async fn run_operation(state: State, path: web::Path<OperationPath>) -> Repl
         program: p.program,
         run: p.run,
     };
-    ok(&runs::operation(&state.runtime, key, p.op).await?)
+    ok(&history::operation(&state.runtime, key, p.op).await?)
 }

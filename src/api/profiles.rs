@@ -7,7 +7,6 @@ use crate::api::error::ApiError;
 use crate::api::state::{Reply, State, flag, ok};
 use crate::model::profile::{ProfileId, ProfileSpec, ProfileStatus};
 use crate::service::profiles;
-use crate::service::runs::{self as runs};
 
 /// The profile a path names: `/v3/profiles/{name}` (SYSTEM) or
 /// `/v3/namespaces/{ns}/profiles/{name}` (USER).
@@ -59,9 +58,9 @@ pub async fn disable_profile(state: State, id: ProfilePath) -> Reply {
 }
 
 pub async fn profile_usage(state: State, id: ProfilePath) -> Reply {
-    ok(&runs::usage(&state.runtime, id.0).await?)
+    ok(&profiles::usage(&state.runtime, id.0).await?)
 }
 
 pub async fn profile_assignments(state: State, id: ProfilePath) -> Reply {
-    ok(&runs::assignments(&state.runtime, id.0).await?)
+    ok(&profiles::assignments(&state.runtime, id.0).await?)
 }

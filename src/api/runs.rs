@@ -11,7 +11,8 @@ use crate::api::state::{ProgramPath, Reply, RunPath, State, flag, ok, query};
 use crate::model::property::Values;
 use crate::model::run::RunKey;
 use crate::rules::lifecycle::Event;
-use crate::service::runs::{self as runs, RunFilter};
+use crate::service::history;
+use crate::service::runs::{self, RunFilter};
 
 /// Longest a request may wait for new events.
 const MAX_WAIT: Duration = Duration::from_secs(60);
@@ -128,7 +129,7 @@ pub async fn extend_run(state: State, path: web::Path<RunPath>, body: Json<Exten
 }
 
 pub async fn run_logs(state: State, path: web::Path<RunPath>) -> Reply {
-    ok(&runs::logs(&state.runtime, path.into_inner().into()).await?)
+    ok(&history::logs(&state.runtime, path.into_inner().into()).await?)
 }
 
 pub async fn run_events(state: State, path: web::Path<RunPath>, req: HttpRequest) -> Reply {
@@ -155,5 +156,5 @@ pub async fn run_events(state: State, path: web::Path<RunPath>, req: HttpRequest
             Some(d)
         }
     };
-    ok(&runs::history(&state.runtime, path.into_inner().into(), after, wait).await?)
+    ok(&history::history(&state.runtime, path.into_inner().into(), after, wait).await?)
 }

@@ -16,3 +16,4 @@ pub mod run;
 pub mod secure;
 pub mod template;
 pub mod time;
+pub mod view;

@@ -10,9 +10,11 @@ use std::fmt;
 use ebb_spi::Properties;
 use serde::{Deserialize, Serialize};
 
+use crate::model::invalid::Invalid;
 use crate::model::profile::Keepalive;
 use crate::model::property::{EffectiveProperty, Values};
 use crate::model::template::NodeTypes;
+use crate::model::{names, namespace};
 
 /// Program status, as CDAP names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -137,6 +139,15 @@ pub struct RunKey {
 }
 
 impl RunKey {
+    /// Checks every part of the key, before anything is keyed, allocated or a path is made
+    /// with it.
+    pub fn check(&self) -> Result<(), Invalid> {
+        namespace::check_name(&self.namespace)?;
+        names::check("app", &self.app)?;
+        names::check("program", &self.program)?;
+        names::check("run", &self.run)
+    }
+
     /// Key of the run in `Runs` and `Active`.
     pub fn key(&self) -> String {
         format!(

@@ -376,7 +376,11 @@ mod tests {
     /// The expected answer for a (slot, event) pair, written out as a table.
     fn expected(state: &str, event: &str) -> (Slot, Vec<Effect>) {
         use Effect::*;
-        let from = slots().into_iter().find(|(n, _)| *n == state).unwrap().1;
+        let from = slots()
+            .into_iter()
+            .find(|(n, _)| *n == state)
+            .expect("a slot")
+            .1;
         let same = |effects: Vec<Effect>| (from, effects);
         let unfit = |s: &str| {
             Refuse(format!(

@@ -247,7 +247,11 @@ mod tests {
 
     /// The expected answer for an undoable operation (a create), written out.
     fn expected(phase: &str, event: &str) -> (Phase, Vec<Effect>) {
-        let from = phases().into_iter().find(|(n, _)| *n == phase).unwrap().1;
+        let from = phases()
+            .into_iter()
+            .find(|(n, _)| *n == phase)
+            .expect("a phase")
+            .1;
         let record = |undoing: Option<&str>, error: Option<&str>, cancelled, rollback| {
             let status = if error.is_some() {
                 OpStatus::Failed

@@ -367,7 +367,13 @@ fn judge(resource: &Resource, known: &HashMap<String, Known>, now: u64) -> Optio
         Some(ClusterStatus::Orphaned) => {
             return Some(format!("its run {run_id} gave up deleting it (ORPHANED)"));
         }
-        _ => {}
+        None
+        | Some(
+            ClusterStatus::Provisioning
+            | ClusterStatus::Provisioned
+            | ClusterStatus::Waiting
+            | ClusterStatus::Deprovisioning,
+        ) => {}
     }
     if let Some(deadline) = run.deadline()
         && now > deadline + AGE_GRACE.as_secs()

@@ -326,7 +326,10 @@ impl Program {
                     .map_err(|e| e.to_string())?;
                 match remote::parse_status(&out.stdout_text()) {
                     Some(ProgramState::Running | ProgramState::Starting) => {}
-                    _ => return Ok(()),
+                    None
+                    | Some(ProgramState::None | ProgramState::Exited(_) | ProgramState::Lost) => {
+                        return Ok(());
+                    }
                 }
                 if started.elapsed() >= grace {
                     session

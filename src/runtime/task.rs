@@ -531,7 +531,11 @@ fn adopt(record: Option<&NodeRecord>, resource: &Resource, now: u64) -> Progress
     r.adopt(resource, now);
     let note = match r.status {
         ResourceStatus::Created => format!("created {}", describe_resource(resource)),
-        _ => format!("create accepted: {} is pending", resource.id),
+        ResourceStatus::RequestingCreate
+        | ResourceStatus::PollingCreate
+        | ResourceStatus::RequestingDelete
+        | ResourceStatus::PollingDelete
+        | ResourceStatus::Deleted => format!("create accepted: {} is pending", resource.id),
     };
     Progress::Save(r, note)
 }

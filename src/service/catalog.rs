@@ -7,12 +7,13 @@
 
 use std::collections::BTreeMap;
 
-use crate::model::app::{App, Program};
+use crate::model::app::{App, Program, WORKFLOWS};
 use crate::model::namespace::{DEFAULT, Namespace};
+use crate::model::plan::NodeRecord;
 use crate::model::preference::{Assignment, Scope, check_keys};
 use crate::model::profile::{ProfileId, ProfileStatus, StoredProfile};
 use crate::model::property::{Level, PROFILE_KEY, Values, references};
-use crate::model::run::RunKey;
+use crate::model::run::{RunKey, RunRecord};
 use crate::model::template::{StoredTemplate, Template, TemplateId};
 use crate::rules::resolve;
 use crate::service::error::ServiceError;
@@ -291,4 +292,19 @@ pub fn delete_namespace_preferences(tx: &mut Txn, ns: &str) -> Result<(), Servic
         delete_prefix(tx, &prefix)?;
     }
     Ok(())
+}
+
+/// The node records of run `run`.
+pub fn nodes_of(r: &impl Read, run: &str) -> Result<Vec<NodeRecord>, StoreError> {
+    Ok(r.scan::<NodeRecord>(Table::Resources, &format!("{run}/"))?
+        .into_iter()
+        .map(|(_, n)| n)
+        .collect())
+}
+
+/// Run `key`, or a 404-class error (after checking its namespace, app and program).
+pub fn require_run(r: &impl Read, key: &RunKey) -> Result<RunRecord, ServiceError> {
+    require_program(r, &key.namespace, &key.app, WORKFLOWS, &key.program)?;
+    r.get::<RunRecord>(Table::Runs, &key.key())?
+        .ok_or_else(|| ServiceError::RunNotFound(key.run.clone()))
 }

@@ -1,12 +1,14 @@
 //! The services: one module per resource. Each validates a request, then applies its rules
 //! inside one store write, so check-then-write is atomic. Services never call each other:
 //! what crosses tables (does the namespace exist, which apps does it hold, where is a profile
-//! assigned) is in [`catalog`]. [`error`] is the layer's error.
+//! assigned) is in [`catalog`]. A run's history, operations and logs are in [`history`].
+//! [`error`] is the layer's error.
 
 pub mod apps;
 pub mod builtin;
 pub mod catalog;
 pub mod error;
+pub mod history;
 pub mod namespaces;
 pub mod preferences;
 pub mod profiles;

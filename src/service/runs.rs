@@ -6,33 +6,22 @@
 //! secret-looking values.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
-
-use serde::Serialize;
 
 use crate::model::app::{Program, WORKFLOWS};
 use crate::model::namespace;
-use crate::model::operation::{OperationRecord, OperationView};
-use crate::model::plan::{NodeRecord, ResourceStatus};
-use crate::model::preference::{Assignment, Scope};
-use crate::model::profile::{ProfileId, ProfileStatus};
-use crate::model::property::{Level, Origin, Values, redact};
-use crate::model::run::{
-    ClusterStatus, Exit, Failure, Launch, ProgramStatus, RunError, RunKey, RunRecord,
-};
+use crate::model::preference::Scope;
+use crate::model::profile::ProfileStatus;
+use crate::model::property::{Level, Origin, Values};
+use crate::model::run::{ClusterStatus, Launch, ProgramStatus, RunError, RunKey, RunRecord};
+use crate::model::view::RunView;
 use crate::rules::lifecycle::{self, Event};
 use crate::rules::resolve;
 use crate::runtime::handle::Runtime;
-use crate::runtime::program::{STDERR, STDOUT};
 use crate::service::catalog;
 use crate::service::error::ServiceError;
-use crate::store::audit;
-use crate::store::events::{self, RunEvent};
+use crate::store::events::{self};
 use crate::store::{Read, Reader, StoreError, Table, Txn};
 use crate::{model::names, model::time};
-
-/// Most bytes of each log stream `logs` returns (the end of it).
-const MAX_LOG_BYTES: u64 = 1 << 20;
 
 /// Which runs a list shows.
 #[derive(Debug, Clone, Default)]
@@ -59,15 +48,6 @@ pub struct RunPage {
     pub next: Option<String>,
 }
 
-fn check_key(key: &RunKey) -> Result<(), ServiceError> {
-    namespace::check_name(&key.namespace)?;
-    names::check("app", &key.app)?;
-    names::check("program", &key.program)?;
-    // Before anything is keyed, allocated or a path is made with it.
-    names::check("run", &key.run)?;
-    Ok(())
-}
-
 fn prefs(r: &impl Read, scope: Scope) -> Result<Values, StoreError> {
     Ok(r.get(Table::Preferences, &scope.key())?.unwrap_or_default())
 }
@@ -87,7 +67,7 @@ pub async fn start(
         program,
         run: uuid::Uuid::now_v7().to_string(),
     };
-    check_key(&key)?;
+    key.check()?;
     resolve::check_overrides(Level::Runtime, &args)?;
     let registry = runtime.deps().registry.clone();
     let store = &runtime.deps().store;
@@ -418,128 +398,6 @@ fn index(tx: &mut Txn, key: &RunKey) -> Result<(), StoreError> {
     tx.put(Table::RunIndex, &entry, &key.key())
 }
 
-/// A property as a run shows it.
-#[derive(Debug, Clone, Serialize)]
-pub struct PropertyView {
-    pub name: String,
-    pub value: String,
-    pub origin: Origin,
-}
-
-/// A node as a run shows it.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct NodeView {
-    pub name: String,
-    pub id: Option<String>,
-    pub status: ResourceStatus,
-    pub ip_address: Option<String>,
-    pub create_time: Option<u64>,
-    pub delete_time: Option<u64>,
-    pub properties: BTreeMap<String, String>,
-}
-
-/// The cluster of a run as shown.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ClusterView {
-    pub status: Option<ClusterStatus>,
-    pub expires_at: Option<u64>,
-    pub end: Option<u64>,
-    pub num_nodes: Option<usize>,
-    pub nodes: Vec<NodeView>,
-}
-
-/// A run as the API returns it.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RunView {
-    pub runid: String,
-    pub namespace: String,
-    pub app: String,
-    pub program: String,
-    pub status: ProgramStatus,
-    pub starting: u64,
-    pub start: Option<u64>,
-    pub end: Option<u64>,
-    pub properties: Values,
-    pub profile: String,
-    pub profile_properties: Vec<PropertyView>,
-    pub cluster: ClusterView,
-    pub failure: Option<Failure>,
-    pub exit: Option<Exit>,
-    pub stopping: bool,
-}
-
-fn view(run: RunRecord, nodes: Vec<NodeRecord>) -> RunView {
-    let args = run
-        .args
-        .iter()
-        .map(|(k, v)| (k.clone(), redact(k, v).to_string()))
-        .collect();
-    let profile_properties = run
-        .profile_properties
-        .iter()
-        .map(|p| PropertyView {
-            name: p.name.clone(),
-            value: redact(&p.name, &p.value).to_string(),
-            origin: p.origin,
-        })
-        .collect();
-    let nodes = nodes
-        .into_iter()
-        .map(|n| NodeView {
-            name: n.node,
-            id: n.id,
-            status: n.status,
-            ip_address: n.address,
-            create_time: n.create_time,
-            delete_time: n.delete_time,
-            properties: n
-                .properties
-                .iter()
-                .map(|(k, v)| (k.clone(), redact(k, v).to_string()))
-                .collect(),
-        })
-        .collect();
-    RunView {
-        runid: run.key.run,
-        namespace: run.key.namespace,
-        app: run.key.app,
-        program: run.key.program,
-        status: run.status,
-        starting: run.starting,
-        start: run.start,
-        end: run.end,
-        properties: args,
-        profile: run.profile,
-        profile_properties,
-        cluster: ClusterView {
-            status: run.cluster.status,
-            expires_at: run.cluster.expires_at,
-            end: run.cluster.end,
-            num_nodes: run.cluster.status.map(|_| run.cluster.nodes.len()),
-            nodes,
-        },
-        failure: run.failure,
-        exit: run.exit,
-        stopping: run.stop.is_some() && !run.status.is_end(),
-    }
-}
-
-fn nodes_of(r: &impl Read, run: &str) -> Result<Vec<NodeRecord>, StoreError> {
-    Ok(r.scan::<NodeRecord>(Table::Resources, &format!("{run}/"))?
-        .into_iter()
-        .map(|(_, n)| n)
-        .collect())
-}
-
-fn require_run(r: &impl Read, key: &RunKey) -> Result<RunRecord, ServiceError> {
-    catalog::require_program(r, &key.namespace, &key.app, WORKFLOWS, &key.program)?;
-    r.get::<RunRecord>(Table::Runs, &key.key())?
-        .ok_or_else(|| ServiceError::RunNotFound(key.run.clone()))
-}
-
 fn matches(run: &RunRecord, filter: &RunFilter) -> bool {
     filter.status.as_ref().is_none_or(|s| {
         let s = s.to_ascii_uppercase();
@@ -602,8 +460,8 @@ fn list_page(
     let runs = runs
         .into_iter()
         .map(|run| {
-            let nodes = nodes_of(r, &run.key.run)?;
-            Ok(view(run, nodes))
+            let nodes = catalog::nodes_of(r, &run.key.run)?;
+            Ok(RunView::new(run, nodes))
         })
         .collect::<Result<Vec<_>, ServiceError>>()?;
     Ok(RunPage { runs, next })
@@ -677,35 +535,14 @@ pub async fn list_namespace(
 
 /// Run `key`.
 pub async fn get(runtime: &Runtime, key: RunKey) -> Result<RunView, ServiceError> {
-    check_key(&key)?;
+    key.check()?;
     runtime
         .deps()
         .store
         .read(move |r| {
-            let run = require_run(r, &key)?;
-            let nodes = nodes_of(r, &key.run)?;
-            Ok(view(run, nodes))
-        })
-        .await
-}
-
-/// The operations on run `key`'s cluster, oldest first, with their tasks and attempts.
-pub async fn operations(
-    runtime: &Runtime,
-    key: RunKey,
-) -> Result<Vec<OperationView>, ServiceError> {
-    check_key(&key)?;
-    runtime
-        .deps()
-        .store
-        .read(move |r| {
-            require_run(r, &key)?;
-            let mut out = Vec::new();
-            for op in audit::operations(r, &key.run)? {
-                let attempts = audit::attempts(r, &key.run, op.id)?;
-                out.push(OperationView::new(op, attempts));
-            }
-            Ok(out)
+            let run = catalog::require_run(r, &key)?;
+            let nodes = catalog::nodes_of(r, &key.run)?;
+            Ok(RunView::new(run, nodes))
         })
         .await
 }
@@ -717,11 +554,11 @@ pub async fn cluster_operation(
     key: RunKey,
     request: crate::rules::resize::ClusterRequest,
 ) -> Result<serde_json::Value, ServiceError> {
-    check_key(&key)?;
+    key.check()?;
     let run = runtime
         .deps()
         .store
-        .read(move |r| require_run(r, &key))
+        .read(move |r| catalog::require_run(r, &key))
         .await?;
     let max_nodes = runtime
         .deps()
@@ -752,207 +589,19 @@ pub async fn cluster_operation(
     Ok(serde_json::json!({ "id": id, "operation": operation }))
 }
 
-/// Operation `id` on run `key`'s cluster.
-pub async fn operation(
-    runtime: &Runtime,
-    key: RunKey,
-    id: String,
-) -> Result<OperationView, ServiceError> {
-    check_key(&key)?;
-    let not_found = |run: &str, id: &str| ServiceError::OperationNotFound {
-        run: run.to_string(),
-        id: id.to_string(),
-    };
-    let number: u32 = id.parse().map_err(|_| not_found(&key.run, &id))?;
-    runtime
-        .deps()
-        .store
-        .read(move |r| {
-            require_run(r, &key)?;
-            let op: OperationRecord = r
-                .get(Table::Operations, &audit::op_key(&key.run, number))?
-                .ok_or_else(|| not_found(&key.run, &id))?;
-            let attempts = audit::attempts(r, &key.run, op.id)?;
-            Ok(OperationView::new(op, attempts))
-        })
-        .await
-}
-
 /// Sends a command to run `key` and returns the run as it is after it.
 pub async fn command(
     runtime: &Runtime,
     key: RunKey,
     event: crate::rules::lifecycle::Event,
 ) -> Result<RunView, ServiceError> {
-    check_key(&key)?;
+    key.check()?;
     let k = key.clone();
     runtime
         .deps()
         .store
-        .read(move |r| require_run(r, &k).map(|_| ()))
+        .read(move |r| catalog::require_run(r, &k).map(|_| ()))
         .await?;
     runtime.command(key.clone(), event).await?;
     get(runtime, key).await
-}
-
-/// The program's output so far.
-#[derive(Debug, Clone, Serialize)]
-pub struct Logs {
-    pub stdout: String,
-    pub stderr: String,
-}
-
-fn tail(path: &std::path::Path) -> std::io::Result<String> {
-    use std::io::{Read as _, Seek, SeekFrom};
-    let mut file = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(String::new()),
-        Err(e) => return Err(e),
-    };
-    let len = file.metadata()?.len();
-    if len > MAX_LOG_BYTES {
-        file.seek(SeekFrom::Start(len - MAX_LOG_BYTES))?;
-    }
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes)?;
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
-}
-
-/// The program's stdout and stderr (the last MiB of each).
-pub async fn logs(runtime: &Runtime, key: RunKey) -> Result<Logs, ServiceError> {
-    check_key(&key)?;
-    let dir = runtime.deps().run_dir(&key.run);
-    runtime
-        .deps()
-        .store
-        .read(move |r| {
-            require_run(r, &key)?;
-            let read = |name: &str| {
-                tail(&dir.join(name))
-                    .map_err(|e| StoreError::Storage(format!("cannot read the {name}: {e}")))
-            };
-            Ok(Logs {
-                stdout: read(STDOUT)?,
-                stderr: read(STDERR)?,
-            })
-        })
-        .await
-}
-
-/// The run's history after sequence `after`. With `wait`, waits up to that long for at
-/// least one new event while the run is live.
-pub async fn history(
-    runtime: &Runtime,
-    key: RunKey,
-    after: u64,
-    wait: Option<Duration>,
-) -> Result<Vec<RunEvent>, ServiceError> {
-    check_key(&key)?;
-    let deadline = wait.map(|w| tokio::time::Instant::now() + w);
-    loop {
-        // Dropped when the request ends, however it ends (a run not found, a client gone
-        // mid-wait), and with it the run's entry when nobody else waits on it.
-        let subscription = runtime.deps().notifier.subscribe(&key.run);
-        let notified = subscription.notify.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        let k = key.clone();
-        let (events, live) = runtime
-            .deps()
-            .store
-            .read(move |r| {
-                let run = require_run(r, &k)?;
-                Ok::<_, ServiceError>((events::list(r, &k.run, after)?, run.needs_supervisor()))
-            })
-            .await?;
-        let Some(deadline) = deadline else {
-            return Ok(events);
-        };
-        if !events.is_empty() || !live || tokio::time::Instant::now() >= deadline {
-            return Ok(events);
-        }
-        let _ = tokio::time::timeout_at(deadline, notified).await;
-    }
-}
-
-/// How a profile has been used.
-#[derive(Debug, Clone, Default, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Usage {
-    pub profile: String,
-    /// Runs by program status, ended runs and live ones alike.
-    pub runs: BTreeMap<String, usize>,
-    /// Runs that still hold (or may hold) a cluster.
-    pub active_runs: Vec<String>,
-    /// Nodes that exist right now.
-    pub nodes_now: usize,
-    /// Node-seconds from each node's recorded create time to its delete time (or now).
-    pub node_seconds: u64,
-    pub node_hours: f64,
-}
-
-/// Usage of profile `id`, from the run records and node records.
-pub async fn usage(runtime: &Runtime, id: ProfileId) -> Result<Usage, ServiceError> {
-    runtime
-        .deps()
-        .store
-        .read(move |r| {
-            catalog::stored_profile(r, &id)?
-                .ok_or_else(|| ServiceError::ProfileNotFound(id.clone()))?;
-            let now = time::now_secs();
-            let mut usage = Usage {
-                profile: id.scoped_name(),
-                ..Default::default()
-            };
-            for run in runs_of_profile(r, &id)? {
-                *usage.runs.entry(run.status.to_string()).or_default() += 1;
-                if run.is_active() {
-                    usage.active_runs.push(run.key.run.clone());
-                }
-                for node in nodes_of(r, &run.key.run)? {
-                    if node.id.is_some()
-                        && node.create_time.is_some()
-                        && node.status != ResourceStatus::Deleted
-                    {
-                        usage.nodes_now += 1;
-                    }
-                    if let Some(created) = node.create_time {
-                        let ended = node.delete_time.unwrap_or(now);
-                        usage.node_seconds += ended.saturating_sub(created);
-                    }
-                }
-            }
-            usage.node_hours = usage.node_seconds as f64 / 3600.0;
-            Ok(usage)
-        })
-        .await
-}
-
-/// Every run that used profile `id`.
-fn runs_of_profile(r: &impl Read, id: &ProfileId) -> Result<Vec<RunRecord>, StoreError> {
-    let prefix = match id.scope {
-        crate::model::profile::Scope::System => String::new(),
-        crate::model::profile::Scope::User => format!("{}/", id.namespace),
-    };
-    Ok(r.scan::<RunRecord>(Table::Runs, &prefix)?
-        .into_iter()
-        .map(|(_, run)| run)
-        .filter(|run| ProfileId::parse_scoped(&run.key.namespace, &run.profile).as_ref() == Ok(id))
-        .collect())
-}
-
-/// Where profile `id` is assigned.
-pub async fn assignments(
-    runtime: &Runtime,
-    id: ProfileId,
-) -> Result<Vec<Assignment>, ServiceError> {
-    runtime
-        .deps()
-        .store
-        .read(move |r| {
-            catalog::stored_profile(r, &id)?
-                .ok_or_else(|| ServiceError::ProfileNotFound(id.clone()))?;
-            catalog::assignments(r, &id)
-        })
-        .await
 }

@@ -1,0 +1,196 @@
+use super::*;
+use serde_json::json;
+
+fn example() -> serde_json::Value {
+    json!({
+        "description": "ZooKeeper, one master, workers",
+        "services": {
+            "base": {"actions": {"install": {"type": "shell", "script": "mkdir -p base"}}},
+            "zookeeper": {"dependencies": {"install": {"requires": ["base"]}},
+                          "actions": {"start": {"type": "shell", "script": "echo zk"}}},
+            "master": {"dependencies": {"runtime": {"requires": ["zookeeper"]}}},
+            "worker": {"dependencies": {"runtime": {"requires": ["master"]}}}
+        },
+        "hardwareTypes": {"small": {"local": {}}, "large": {"local": {}}},
+        "imageTypes": {"debian12": {"local": {}}},
+        "compatibility": {"services": ["base", "zookeeper", "master", "worker"], "hardwareTypes": ["small", "large"], "imageTypes": ["debian12"]},
+        "defaults": {"services": ["base", "zookeeper", "master", "worker"], "hardwareType": "small", "imageType": "debian12"},
+        "constraints": {
+            "size": {"min": 1, "max": 1000},
+            "layout": {"mustCoexist": [["base", "worker"]], "cantCoexist": [["master", "worker"]]},
+            "services": {"master": {"quantities": {"min": 1, "max": 1}, "hardwareTypes": ["large"]},
+                         "zookeeper": {"quantities": {"min": 1, "max": 3}, "odd": true}}
+        }
+    })
+}
+
+fn parse(v: serde_json::Value) -> Result<Template, String> {
+    serde_json::from_value(v).map_err(|e| e.to_string())
+}
+
+#[test]
+fn the_example_is_valid_and_orders_its_services() {
+    let t = parse(example()).expect("parses");
+    t.validate().expect("valid");
+    assert_eq!(
+        t.predecessors("worker", "runtime"),
+        BTreeSet::from(["master"])
+    );
+    assert_eq!(
+        t.predecessors("zookeeper", "install"),
+        BTreeSet::from(["base"])
+    );
+}
+
+#[test]
+fn bad_templates_are_refused_naming_the_field() {
+    let cases: Vec<(serde_json::Value, &str, &str)> = vec![
+        (
+            json!({"services": {"a": {"dependencies": {"runtime": {"requires": ["ghost"]}}}}}),
+            "services.a.dependencies.runtime.requires[0]",
+            "no service provides it",
+        ),
+        (
+            json!({"services": {"a": {"dependencies": {"runtime": {"requires": ["b"]}}},
+                             "b": {"dependencies": {"runtime": {"requires": ["c"]}}},
+                             "c": {"dependencies": {"runtime": {"uses": ["a"]}}}}}),
+            "services (dependencies.runtime)",
+            "a → b → c → a",
+        ),
+        (
+            json!({"services": {"a": {"dependencies": {"install": {"requires": ["a"]}}}}}),
+            "services.a.dependencies.install.requires[0]",
+            "itself",
+        ),
+        (
+            json!({"services": {"a": {"actions": {"start": {"type": "shell", "script": " "}}}}}),
+            "services.a.actions.start.script",
+            "must not be empty",
+        ),
+        (
+            json!({"services": {"a": {"actions": {"start": {"type": "shell", "script": "x", "timeout": "8d"}}}}}),
+            "services.a.actions.start.timeout",
+            "at most 7days",
+        ),
+        (
+            json!({"services": {"a": {}}, "compatibility": {"services": ["b"]}}),
+            "compatibility.services[0]",
+            "'b' is not a service",
+        ),
+        (
+            json!({"services": {"a": {}}, "defaults": {"hardwareType": "huge"}}),
+            "defaults.hardwareType[0]",
+            "'huge' is not defined",
+        ),
+        (
+            json!({"services": {"a": {}, "b": {}}, "compatibility": {"services": ["a"]}, "defaults": {"services": ["b"]}}),
+            "defaults.services[0]",
+            "not in compatibility.services",
+        ),
+        (
+            json!({"constraints": {"size": {"min": 5, "max": 2}}}),
+            "constraints.size",
+            "above max",
+        ),
+        (
+            json!({"services": {"a": {}}, "constraints": {"layout": {"cantCoexist": [["a"]]}}}),
+            "constraints.layout.cantCoexist[0]",
+            "at least two",
+        ),
+        (
+            json!({"services": {"a": {}}, "constraints": {"services": {"a": {"ratio": {"min": 0.5, "max": 0.2}}}}}),
+            "constraints.services.a.ratio",
+            "min <= max",
+        ),
+        (
+            json!({"services": {"a": {}}, "constraints": {"services": {"a": {"quantities": {"min": 2, "max": 2}, "odd": true}}}}),
+            "constraints.services.a.odd",
+            "even",
+        ),
+        (
+            json!({"services": {"a": {}}, "constraints": {"services": {"z": {}}}}),
+            "constraints.services.z",
+            "not a service",
+        ),
+    ];
+    for (body, field, fragment) in cases {
+        let t = parse(body.clone()).expect("parses");
+        match t.validate() {
+            Err(Invalid { field: f, message }) => {
+                assert_eq!(f, field, "{body}");
+                assert!(message.contains(fragment), "{body}: {message}");
+            }
+            other => panic!("{body}: expected Invalid, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn unknown_fields_and_automators_are_refused_when_parsing() {
+    assert!(parse(json!({"servics": {}})).is_err());
+    let err = parse(json!({"services": {"a": {"actions": {"start": {"type": "chef"}}}}}))
+        .expect_err("unknown automator");
+    assert!(err.contains("chef"), "{err}");
+    let err =
+        parse(json!({"services": {"a": {"actions": {"boot": {"type": "shell", "script": "x"}}}}}))
+            .expect_err("unknown action");
+    assert!(err.contains("boot"), "{err}");
+}
+
+#[test]
+fn provides_satisfies_requires() {
+    let t = parse(json!({"services": {
+        "zk": {"dependencies": {"provides": ["coordination"]}},
+        "app": {"dependencies": {"runtime": {"requires": ["coordination"]}}}}}))
+    .expect("parses");
+    t.validate().expect("valid");
+    assert_eq!(t.predecessors("app", "runtime"), BTreeSet::from(["zk"]));
+}
+
+#[test]
+fn size_limits_are_named_and_cycles_are_found_without_recursion() {
+    let chain = |count: usize, close: bool| {
+        let services: serde_json::Map<String, serde_json::Value> = (0..count)
+            .map(|i| {
+                let dep = if i > 0 {
+                    format!("s{}", i - 1)
+                } else if close {
+                    format!("s{}", count - 1)
+                } else {
+                    return ("s0".to_string(), json!({}));
+                };
+                (
+                    format!("s{i}"),
+                    json!({"dependencies": {"runtime": {"requires": [dep]}}}),
+                )
+            })
+            .collect();
+        parse(json!({ "services": services })).expect("parses")
+    };
+    chain(MAX_SERVICES, false)
+        .validate()
+        .expect("a long chain is fine");
+    let err = chain(MAX_SERVICES, true).validate().expect_err("cycle");
+    assert!(
+        err.to_string()
+            .contains("dependency cycle: s0 → s127 → s126"),
+        "{err}"
+    );
+    let err = chain(MAX_SERVICES + 1, false)
+        .validate()
+        .expect_err("too many");
+    assert_eq!(
+        err.to_string(),
+        "services: has 129 services, more than the limit of 128"
+    );
+    // The cycle check alone, on a chain far past the limit: no stack overflow.
+    assert!(chain(20_000, true).cycle("runtime").is_some());
+    let names: Vec<String> = (0..17).map(|i| format!("s{i}")).collect();
+    let t = parse(json!({
+        "services": names.iter().map(|n| (n.clone(), json!({}))).collect::<serde_json::Map<_, _>>(),
+        "constraints": {"layout": {"cantCoexist": [names]}}
+    }))
+    .expect("parses");
+    let err = t.validate().expect_err("too many constrained");
+    assert!(err.to_string().contains("17 constrained services"), "{err}");
+}

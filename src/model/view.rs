@@ -1,0 +1,145 @@
+//! What the API returns for a run, its logs and a profile's usage; the CLI reads the same
+//! types. Secrets are redacted on the way in ([`RunView::new`]).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::plan::{NodeRecord, ResourceStatus};
+use crate::model::property::{Origin, Values, redact};
+use crate::model::run::{ClusterStatus, Exit, Failure, ProgramStatus, RunRecord};
+
+/// A property as a run shows it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PropertyView {
+    pub name: String,
+    pub value: String,
+    pub origin: Origin,
+}
+
+/// A node as a run shows it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeView {
+    pub name: String,
+    pub id: Option<String>,
+    pub status: ResourceStatus,
+    pub ip_address: Option<String>,
+    pub create_time: Option<u64>,
+    pub delete_time: Option<u64>,
+    pub properties: BTreeMap<String, String>,
+}
+
+/// The cluster of a run as shown.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterView {
+    pub status: Option<ClusterStatus>,
+    pub expires_at: Option<u64>,
+    pub end: Option<u64>,
+    pub num_nodes: Option<usize>,
+    pub nodes: Vec<NodeView>,
+}
+
+/// A run as the API returns it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunView {
+    pub runid: String,
+    pub namespace: String,
+    pub app: String,
+    pub program: String,
+    pub status: ProgramStatus,
+    pub starting: u64,
+    pub start: Option<u64>,
+    pub end: Option<u64>,
+    pub properties: Values,
+    pub profile: String,
+    pub profile_properties: Vec<PropertyView>,
+    pub cluster: ClusterView,
+    pub failure: Option<Failure>,
+    pub exit: Option<Exit>,
+    pub stopping: bool,
+}
+
+impl RunView {
+    /// Run `run` with its nodes `nodes`, as shown: secret values masked.
+    pub fn new(run: RunRecord, nodes: Vec<NodeRecord>) -> RunView {
+        let args = run
+            .args
+            .iter()
+            .map(|(k, v)| (k.clone(), redact(k, v).to_string()))
+            .collect();
+        let profile_properties = run
+            .profile_properties
+            .iter()
+            .map(|p| PropertyView {
+                name: p.name.clone(),
+                value: redact(&p.name, &p.value).to_string(),
+                origin: p.origin,
+            })
+            .collect();
+        let nodes = nodes
+            .into_iter()
+            .map(|n| NodeView {
+                name: n.node,
+                id: n.id,
+                status: n.status,
+                ip_address: n.address,
+                create_time: n.create_time,
+                delete_time: n.delete_time,
+                properties: n
+                    .properties
+                    .iter()
+                    .map(|(k, v)| (k.clone(), redact(k, v).to_string()))
+                    .collect(),
+            })
+            .collect();
+        RunView {
+            runid: run.key.run,
+            namespace: run.key.namespace,
+            app: run.key.app,
+            program: run.key.program,
+            status: run.status,
+            starting: run.starting,
+            start: run.start,
+            end: run.end,
+            properties: args,
+            profile: run.profile,
+            profile_properties,
+            cluster: ClusterView {
+                status: run.cluster.status,
+                expires_at: run.cluster.expires_at,
+                end: run.cluster.end,
+                num_nodes: run.cluster.status.map(|_| run.cluster.nodes.len()),
+                nodes,
+            },
+            failure: run.failure,
+            exit: run.exit,
+            stopping: run.stop.is_some() && !run.status.is_end(),
+        }
+    }
+}
+
+/// The program's output so far.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Logs {
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// How a profile has been used.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    pub profile: String,
+    /// Runs by program status, ended runs and live ones alike.
+    pub runs: BTreeMap<String, usize>,
+    /// Runs that still hold (or may hold) a cluster.
+    pub active_runs: Vec<String>,
+    /// Nodes that exist right now.
+    pub nodes_now: usize,
+    /// Node-seconds from each node's recorded create time to its delete time (or now).
+    pub node_seconds: u64,
+    pub node_hours: f64,
+}

@@ -1,0 +1,517 @@
+//! The run lifecycle as a pure function: `on(run, event, now) -> (run', effects, notes)`.
+//!
+//! The supervisor persists the new record (with the notes as history events) and only then
+//! carries out the effects, so a crash between the two replays the effects from the store
+//! ([`resume`]). Commands that are wrong for the current state are refused with a typed
+//! [`RunError`], which the API maps to 409 (or 400 for a bad value).
+//!
+//! ```text
+//! PENDING ─Begin→ STARTING/PROVISIONING ─Provisioned→ STARTING/PROVISIONED ─Launched→ RUNNING/PROVISIONED
+//!   RUNNING ─Exited→ COMPLETED → DEPROVISIONING | FAILED/KILLED → WAITING (keepalive) | DEPROVISIONING
+//!   WAITING ─Expired|Deprovision|TimedOut→ DEPROVISIONING ─Deprovisioned→ DEPROVISIONED
+//!                                         DEPROVISIONING ─DeprovisionFailed→ ORPHANED
+//! ```
+
+use crate::model::run::{
+    ClusterStatus as C, Exit, Failure, FailureKind, ProgramStatus as P, RunError, RunRecord, Stop,
+    StopReason,
+};
+
+/// Every program status: the arms that apply whatever the program's status say so by name,
+/// so a new status does not compile until this list (and each such arm) is thought over.
+macro_rules! any_status {
+    () => {
+        P::Pending | P::Starting | P::Running | P::Completed | P::Failed | P::Killed | P::Rejected
+    };
+}
+
+/// Every cluster status, the same way.
+macro_rules! any_cluster {
+    () => {
+        None | Some(
+            C::Provisioning
+                | C::Provisioned
+                | C::Waiting
+                | C::Deprovisioning
+                | C::Deprovisioned
+                | C::Orphaned,
+        )
+    };
+}
+
+/// Every (program, cluster) state.
+macro_rules! any_state {
+    () => {
+        (any_status!(), any_cluster!())
+    };
+}
+
+/// Something that happened to a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// The run is refused as it is recorded (its program's concurrency limit is reached).
+    Reject(String),
+    /// The supervisor takes up a PENDING run.
+    Begin,
+    /// The create operation made every node.
+    Provisioned,
+    /// The create operation gave up.
+    ProvisionFailed(String),
+    /// The create operation stopped early because it was cancelled.
+    CreateStopped,
+    /// The program process started.
+    Launched,
+    /// The program could not be started.
+    LaunchFailed(String),
+    /// The program ended.
+    Exited(Exit),
+    /// `POST .../stop`.
+    Stop { keepalive: bool },
+    /// The profile's timeout passed.
+    TimedOut,
+    /// A WAITING cluster's `expiresAt` passed.
+    Expired,
+    /// `POST .../deprovision`.
+    Deprovision,
+    /// `POST .../extend`.
+    Extend { expire_at: u64 },
+    /// The delete operation removed every node.
+    Deprovisioned,
+    /// The delete operation gave up.
+    DeprovisionFailed(String),
+    /// `POST .../deprovision?force=true`.
+    ForceDeprovision,
+}
+
+/// What the supervisor must do after persisting a transition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    /// Run (or resume) the create operation.
+    CreateCluster,
+    /// Ask the running create operation to stop after its in-flight calls.
+    CancelCreate,
+    /// Launch the program, or re-attach to it if it was launched already.
+    Launch,
+    /// Stop the program.
+    Kill,
+    /// Run (or resume) the delete operation.
+    DeleteCluster,
+    /// Abandon the running delete operation.
+    CancelDelete,
+    /// The run needs no supervisor any more.
+    Finish,
+}
+
+/// The outcome of one event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transition {
+    pub run: RunRecord,
+    pub effects: Vec<Effect>,
+    /// What changed, for the run's history.
+    pub notes: Vec<String>,
+}
+
+impl Transition {
+    fn new(run: RunRecord) -> Self {
+        Self {
+            run,
+            effects: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    fn effect(mut self, effect: Effect) -> Self {
+        self.effects.push(effect);
+        self
+    }
+
+    fn note(mut self, note: impl Into<String>) -> Self {
+        self.notes.push(note.into());
+        self
+    }
+}
+
+fn wrong(run: &RunRecord, action: &'static str, reason: impl Into<String>) -> RunError {
+    RunError::WrongState {
+        run: run.key.run.clone(),
+        action,
+        reason: reason.into(),
+    }
+}
+
+fn status_text(run: &RunRecord) -> String {
+    match run.cluster.status {
+        Some(c) => format!("the run is {} and its cluster {c}", run.status),
+        None => format!("the run is {}", run.status),
+    }
+}
+
+/// Applies `event` to `run` at time `now` (epoch seconds).
+// The arms for "any other state" name every state (`any_state!`), so earlier arms have
+// already taken some of what they name.
+#[allow(unreachable_patterns)]
+pub fn on(run: &RunRecord, event: Event, now: u64) -> Result<Transition, RunError> {
+    let mut next = run.clone();
+    let state = (run.status, run.cluster.status);
+    let t = match (state, event) {
+        // Pending --Reject--> Rejected, with no cluster
+        ((P::Pending, None), Event::Reject(message)) => {
+            next.status = P::Rejected;
+            next.end = Some(now);
+            next.failure = Some(Failure {
+                kind: FailureKind::Provisioning,
+                message: message.clone(),
+            });
+            Transition::new(next).note(format!("run REJECTED: {message}"))
+        }
+        // Pending --Begin--> Starting/Provisioning
+        ((P::Pending, None), Event::Begin) => {
+            next.status = P::Starting;
+            next.cluster.status = Some(C::Provisioning);
+            Transition::new(next)
+                .note("run STARTING, cluster PROVISIONING")
+                .effect(Effect::CreateCluster)
+        }
+        // Starting/Provisioning --Provisioned--> Starting/Provisioned, or straight to teardown
+        // when a stop came in while the last node was being made.
+        ((P::Starting, Some(C::Provisioning)), Event::Provisioned) => match run.stop {
+            Some(stop) => end_program(next, now, killed(stop), None, 0),
+            None => {
+                next.cluster.status = Some(C::Provisioned);
+                Transition::new(next)
+                    .note("cluster PROVISIONED; launching the program")
+                    .effect(Effect::Launch)
+            }
+        },
+        // Starting/Provisioning --ProvisionFailed--> Failed, Deprovisioning
+        ((P::Starting, Some(C::Provisioning)), Event::ProvisionFailed(message)) => {
+            let outcome = match run.stop {
+                Some(stop) => killed(stop),
+                None => (
+                    P::Failed,
+                    Some(Failure {
+                        kind: FailureKind::Provisioning,
+                        message,
+                    }),
+                ),
+            };
+            end_program(next, now, outcome, None, 0)
+        }
+        // Starting/Provisioning --CreateStopped--> Killed, Deprovisioning
+        ((P::Starting, Some(C::Provisioning)), Event::CreateStopped) => {
+            let stop = run.stop.unwrap_or(Stop {
+                reason: StopReason::Requested,
+                keepalive: false,
+            });
+            end_program(next, now, killed(stop), None, 0)
+        }
+        // Starting/Provisioned --Launched--> Running
+        ((P::Starting, Some(C::Provisioned)), Event::Launched) => {
+            next.status = P::Running;
+            next.start = Some(now);
+            let t = Transition::new(next).note("run RUNNING");
+            match run.stop {
+                Some(_) => t.effect(Effect::Kill),
+                None => t,
+            }
+        }
+        // Starting/Provisioned --LaunchFailed--> Failed, kept as after a program failure
+        ((P::Starting, Some(C::Provisioned)), Event::LaunchFailed(message)) => {
+            let keep = run.keepalive.failed;
+            let failure = Failure {
+                kind: FailureKind::Program,
+                message: format!("the program could not be started: {message}"),
+            };
+            end_program(next, now, (P::Failed, Some(failure)), None, keep)
+        }
+        // Running --Exited--> Completed | Failed | Killed
+        ((P::Starting | P::Running, Some(C::Provisioned)), Event::Exited(exit)) => {
+            let (outcome, keep) = match run.stop {
+                Some(stop) => {
+                    let keep = if stop.keepalive {
+                        run.keepalive.killed
+                    } else {
+                        0
+                    };
+                    (killed(stop), keep)
+                }
+                None if exit.success() => ((P::Completed, None), 0),
+                None => {
+                    let failure = Failure {
+                        kind: FailureKind::Program,
+                        message: format!("the program {exit}"),
+                    };
+                    ((P::Failed, Some(failure)), run.keepalive.failed)
+                }
+            };
+            end_program(next, now, outcome, Some(exit), keep)
+        }
+        // Pending --Stop|TimedOut--> Killed, Deprovisioned (nothing was made)
+        ((P::Pending, None), event @ (Event::Stop { .. } | Event::TimedOut)) => {
+            let stop = stop_for(&event);
+            let (status, failure) = killed(stop);
+            next.status = status;
+            next.failure = failure;
+            next.end = Some(now);
+            next.stop = Some(stop);
+            next.cluster.status = Some(C::Deprovisioned);
+            next.cluster.end = Some(now);
+            Transition::new(next)
+                .note(format!(
+                    "run {status} before provisioning began; nothing to deprovision"
+                ))
+                .effect(Effect::Finish)
+        }
+        // Starting|Running --Stop|TimedOut--> same state with a stop recorded
+        (
+            (P::Starting | P::Running, Some(cluster @ (C::Provisioning | C::Provisioned))),
+            event @ (Event::Stop { .. } | Event::TimedOut),
+        ) => {
+            if matches!(event, Event::Stop { .. }) && run.stop.is_some() {
+                return Err(wrong(run, "stopped", "it is already stopping"));
+            }
+            let stop = stop_for(&event);
+            next.stop = Some(stop);
+            let note = match stop.reason {
+                StopReason::Requested => "stop requested",
+                StopReason::Timeout => "the profile's timeout passed; stopping",
+            };
+            let effect = if cluster == C::Provisioning {
+                Effect::CancelCreate
+            } else {
+                Effect::Kill
+            };
+            Transition::new(next).note(note).effect(effect)
+        }
+        (any_state!(), Event::Stop { .. }) => {
+            return Err(wrong(
+                run,
+                "stopped",
+                format!(
+                    "{}; the program already ended{}",
+                    status_text(run),
+                    if run.cluster.status == Some(C::Waiting) {
+                        " (deprovision the WAITING cluster instead)"
+                    } else {
+                        ""
+                    }
+                ),
+            ));
+        }
+        // Waiting --Expired|TimedOut|Deprovision--> Deprovisioning
+        (
+            (any_status!(), Some(C::Waiting)),
+            event @ (Event::Expired | Event::TimedOut | Event::Deprovision),
+        ) => {
+            next.cluster.status = Some(C::Deprovisioning);
+            next.cluster.expires_at = None;
+            let why = match event {
+                Event::Expired => "keepalive expired",
+                Event::TimedOut => "the profile's timeout passed",
+                _ => "deprovision requested",
+            };
+            Transition::new(next)
+                .note(format!("{why}; cluster DEPROVISIONING"))
+                .effect(Effect::DeleteCluster)
+        }
+        // Stale timers are harmless elsewhere.
+        (any_state!(), Event::Expired | Event::TimedOut) => Transition::new(next),
+        (any_state!(), Event::Deprovision) => {
+            return Err(wrong(
+                run,
+                "deprovisioned",
+                format!(
+                    "{}; only a WAITING cluster can be deprovisioned by hand (use force=true for one stuck DEPROVISIONING or ORPHANED)",
+                    status_text(run)
+                ),
+            ));
+        }
+        // Waiting --Extend--> Waiting with a new expiresAt
+        ((any_status!(), Some(C::Waiting)), Event::Extend { expire_at }) => {
+            if expire_at <= now {
+                return Err(RunError::ExpireInPast {
+                    now,
+                    given: expire_at,
+                });
+            }
+            if let Some(deadline) = run.deadline()
+                && expire_at > deadline
+            {
+                return Err(RunError::ExpireBeyondTimeout { deadline });
+            }
+            let limit = now.saturating_add(crate::model::profile::MAX_SECONDS);
+            if expire_at > limit {
+                return Err(RunError::ExpireTooFar {
+                    limit,
+                    given: expire_at,
+                });
+            }
+            next.cluster.expires_at = Some(expire_at);
+            Transition::new(next).note(format!("keepalive extended to {expire_at}"))
+        }
+        (any_state!(), Event::Extend { .. }) => {
+            return Err(wrong(
+                run,
+                "extended",
+                format!(
+                    "{}; only a WAITING cluster can be extended",
+                    status_text(run)
+                ),
+            ));
+        }
+        // Deprovisioning --Deprovisioned--> Deprovisioned
+        ((any_status!(), Some(C::Deprovisioning)), Event::Deprovisioned) => {
+            next.cluster.status = Some(C::Deprovisioned);
+            next.cluster.end = Some(now);
+            Transition::new(next)
+                .note("cluster DEPROVISIONED")
+                .effect(Effect::Finish)
+        }
+        // Deprovisioning --DeprovisionFailed--> Orphaned
+        ((any_status!(), Some(C::Deprovisioning)), Event::DeprovisionFailed(message)) => {
+            next.cluster.status = Some(C::Orphaned);
+            next.cluster.end = Some(now);
+            if next.failure.is_none() {
+                next.failure = Some(Failure {
+                    kind: FailureKind::Deprovisioning,
+                    message: message.clone(),
+                });
+            }
+            Transition::new(next)
+                .note(format!("cluster ORPHANED: {message}"))
+                .effect(Effect::Finish)
+        }
+        // Deprovisioning|Orphaned --ForceDeprovision--> Deprovisioned
+        ((any_status!(), Some(C::Deprovisioning | C::Orphaned)), Event::ForceDeprovision) => {
+            next.cluster.status = Some(C::Deprovisioned);
+            next.cluster.end = Some(now);
+            Transition::new(next)
+                .note("cluster recorded DEPROVISIONED by a forced deprovision")
+                .effect(Effect::CancelDelete)
+                .effect(Effect::Finish)
+        }
+        (any_state!(), Event::ForceDeprovision) => {
+            return Err(wrong(
+                run,
+                "force-deprovisioned",
+                format!(
+                    "{}; force applies to a cluster stuck DEPROVISIONING or ORPHANED",
+                    status_text(run)
+                ),
+            ));
+        }
+        (any_state!(), event) => {
+            return Err(wrong(
+                run,
+                "changed",
+                format!("{} and {event:?} does not apply", status_text(run)),
+            ));
+        }
+    };
+    Ok(t)
+}
+
+/// The stop that `event` (Stop or TimedOut) records. A timeout never keeps the cluster.
+fn stop_for(event: &Event) -> Stop {
+    match event {
+        Event::Stop { keepalive } => Stop {
+            reason: StopReason::Requested,
+            keepalive: *keepalive,
+        },
+        _ => Stop {
+            reason: StopReason::Timeout,
+            keepalive: false,
+        },
+    }
+}
+
+/// The end status a stop gives the program.
+fn killed(stop: Stop) -> (P, Option<Failure>) {
+    let failure = (stop.reason == StopReason::Timeout).then(|| Failure {
+        kind: FailureKind::Timeout,
+        message: "the profile's timeout passed before the run finished".into(),
+    });
+    (P::Killed, failure)
+}
+
+/// Ends the program with `outcome` and keeps the cluster `keep` seconds (bounded by the
+/// profile's timeout), or deprovisions it now.
+fn end_program(
+    mut run: RunRecord,
+    now: u64,
+    (status, failure): (P, Option<Failure>),
+    exit: Option<Exit>,
+    keep: u64,
+) -> Transition {
+    run.status = status;
+    run.end = Some(now);
+    run.exit = exit;
+    if run.failure.is_none() {
+        run.failure = failure;
+    }
+    let mut note = format!("run {status}");
+    if let Some(f) = &run.failure {
+        note.push_str(&format!(" ({}: {})", f.kind, f.message));
+    }
+    let provisioned = run.cluster.status == Some(C::Provisioned);
+    let expires = now.saturating_add(keep);
+    let expires = run.deadline().map_or(expires, |d| expires.min(d));
+    if provisioned && keep > 0 && expires > now {
+        run.cluster.status = Some(C::Waiting);
+        run.cluster.expires_at = Some(expires);
+        Transition::new(run)
+            .note(note)
+            .note(format!("cluster WAITING until {expires}"))
+    } else {
+        run.cluster.status = Some(C::Deprovisioning);
+        Transition::new(run)
+            .note(note)
+            .note("cluster DEPROVISIONING")
+            .effect(Effect::DeleteCluster)
+    }
+}
+
+/// What a supervisor taking up `run` after a restart must do to continue where it was.
+pub fn resume(run: &RunRecord) -> Vec<Effect> {
+    match (run.status, run.cluster.status) {
+        (P::Starting, Some(C::Provisioning)) => vec![Effect::CreateCluster],
+        (P::Starting, Some(C::Provisioned)) | (P::Running, Some(C::Provisioned)) => {
+            let mut effects = vec![Effect::Launch];
+            if run.stop.is_some() {
+                effects.push(Effect::Kill);
+            }
+            effects
+        }
+        (any_status!(), Some(C::Deprovisioning)) => vec![Effect::DeleteCluster],
+        (any_status!(), Some(C::Deprovisioned | C::Orphaned)) => vec![Effect::Finish],
+        (any_status!(), None | Some(C::Provisioning | C::Provisioned | C::Waiting)) => Vec::new(),
+    }
+}
+
+/// The next deadline of `run` and the event it fires: a WAITING cluster's `expiresAt`, or the
+/// profile's timeout while the run or its cluster is live.
+pub fn next_deadline(run: &RunRecord) -> Option<(u64, Event)> {
+    let timeout = run.deadline().map(|d| (d, Event::TimedOut));
+    match run.cluster.status {
+        Some(C::Waiting) => {
+            let expiry = run.cluster.expires_at.map(|e| (e, Event::Expired));
+            match (expiry, timeout) {
+                (Some(e), Some(t)) if t.0 < e.0 => Some(t),
+                (Some(e), _) => Some(e),
+                (None, t) => t,
+            }
+        }
+        None | Some(C::Provisioning | C::Provisioned)
+            if !run.status.is_end() && run.stop.is_none_or(|s| s.reason != StopReason::Timeout) =>
+        {
+            timeout
+        }
+        None
+        | Some(
+            C::Provisioning | C::Provisioned | C::Deprovisioning | C::Deprovisioned | C::Orphaned,
+        ) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,100 @@
+//! Snapshots of the plans for every built-in template: the layout the solver picks and every
+//! operation's tasks, as text under `tests/snapshots/plans/`. A change to the solver or the
+//! planner that alters a shipped plan fails here until the snapshot is reviewed and rewritten
+//! (`EBB_UPDATE_SNAPSHOTS=1 cargo nextest run snapshots`).
+
+use super::*;
+use std::fmt::Write as _;
+
+fn render(tasks: &[ClusterTask]) -> String {
+    let mut out = String::new();
+    for t in tasks {
+        let what = match &t.service {
+            Some(s) => format!("{:?} {s}", t.action),
+            None => format!("{:?}", t.action),
+        };
+        let deps: Vec<String> = t.depends_on.iter().map(|d| format!("#{d}")).collect();
+        let _ = writeln!(
+            out,
+            "#{:<3} {:<9} {:<24} <- {}",
+            t.id,
+            t.node,
+            what.to_lowercase(),
+            deps.join(" ")
+        );
+    }
+    for (i, stage) in stages(tasks).iter().enumerate() {
+        let ids: Vec<String> = stage.iter().map(|d| format!("#{d}")).collect();
+        let _ = writeln!(out, "stage {:<2} {}", i + 1, ids.join(" "));
+    }
+    out
+}
+
+#[test]
+fn shipped_template_plans_match_their_snapshots() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/plans");
+    let update = std::env::var_os("EBB_UPDATE_SNAPSHOTS").is_some();
+    let mut stale = Vec::new();
+    for (id, template) in crate::model::builtin::templates().expect("built-ins") {
+        let names = ebb_spi::resource::node_names(4);
+        let solved = crate::rules::solver::solve(
+            &template,
+            &crate::rules::solver::Request {
+                provisioner: "local".into(),
+                nodes: 4,
+                ..Default::default()
+            },
+        )
+        .expect("solved");
+        let nodes: Vec<PlanNode> = names
+            .iter()
+            .zip(&solved)
+            .map(|(n, l)| PlanNode {
+                name: n.clone(),
+                services: l.services.clone(),
+            })
+            .collect();
+        let mut text = String::from("layout\n");
+        for (n, l) in names.iter().zip(&solved) {
+            let services: Vec<&str> = l.services.iter().map(String::as_str).collect();
+            let _ = writeln!(
+                text,
+                "  {n:<9} {} {} {}",
+                l.hardware_type,
+                l.image_type,
+                services.join(",")
+            );
+        }
+        let changed: BTreeSet<String> = ["worker-3".to_string()].into();
+        for op in [
+            ClusterOperation::Create,
+            ClusterOperation::Delete,
+            ClusterOperation::RestartServices,
+            ClusterOperation::Configure,
+            ClusterOperation::Expand,
+            ClusterOperation::Shrink,
+        ] {
+            let _ = writeln!(
+                text,
+                "\n{} (changed: worker-3 for expand and shrink)",
+                op.name()
+            );
+            text.push_str(&render(&plan_change(op, &template, &nodes, &changed)));
+        }
+        let file = dir.join(format!("{}.txt", id.name));
+        if update {
+            std::fs::create_dir_all(&dir).expect("snapshot dir");
+            std::fs::write(&file, &text).expect("write snapshot");
+            continue;
+        }
+        let expected = std::fs::read_to_string(&file).unwrap_or_default();
+        if expected != text {
+            stale.push(format!("{}:\n{text}", file.display()));
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "plans differ from their snapshots; review, then rewrite with EBB_UPDATE_SNAPSHOTS=1:\n{}",
+        stale.join("\n")
+    );
+}

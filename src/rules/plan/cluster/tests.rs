@@ -1,0 +1,250 @@
+use super::*;
+use serde_json::json;
+
+fn template() -> Template {
+    let t: Template = serde_json::from_value(json!({
+        "services": {
+            "base": {"actions": {"install": {"type": "shell", "script": "i"}}},
+            "zk": {"dependencies": {"install": {"requires": ["base"]}},
+                   "actions": {"install": {"type": "shell", "script": "i"}, "start": {"type": "shell", "script": "s"}, "stop": {"type": "shell", "script": "x"}}},
+            "master": {"dependencies": {"runtime": {"requires": ["zk"]}},
+                       "actions": {"initialize": {"type": "shell", "script": "n"}, "start": {"type": "shell", "script": "s"}, "stop": {"type": "shell", "script": "x"}}},
+            "worker": {"dependencies": {"runtime": {"requires": ["master"]}},
+                       "actions": {"start": {"type": "shell", "script": "s"}, "stop": {"type": "shell", "script": "x"}}}
+        }
+    }))
+    .expect("template");
+    t.validate().expect("valid");
+    t
+}
+
+fn nodes() -> Vec<PlanNode> {
+    let node = |name: &str, services: &[&str]| PlanNode {
+        name: name.into(),
+        services: services.iter().map(|s| s.to_string()).collect(),
+    };
+    vec![
+        node("n1", &["base", "master"]),
+        node("n2", &["base", "zk", "worker"]),
+        node("n3", &["base", "zk", "worker"]),
+    ]
+}
+
+fn find<'a>(
+    tasks: &'a [ClusterTask],
+    node: &str,
+    action: Action,
+    service: Option<&str>,
+) -> &'a ClusterTask {
+    tasks
+        .iter()
+        .find(|t| t.node == node && t.action == action && t.service.as_deref() == service)
+        .unwrap_or_else(|| panic!("no {action:?} {service:?} on {node}"))
+}
+
+/// Whether `b` is reachable from `a`.
+pub(super) fn before(tasks: &[ClusterTask], a: usize, b: usize) -> bool {
+    let mut stack = vec![b];
+    let mut seen = BTreeSet::new();
+    while let Some(t) = stack.pop() {
+        if t == a {
+            return true;
+        }
+        if seen.insert(t) {
+            stack.extend(tasks[t].depends_on.iter().copied());
+        }
+    }
+    false
+}
+
+#[test]
+fn plans_past_the_size_limits_are_refused_before_they_are_built() {
+    let t = template();
+    let layout = |n: usize| -> Vec<PlanNode> {
+        (0..n)
+            .map(|i| PlanNode {
+                name: format!("n{i}"),
+                services: ["base", "zk", "master", "worker"]
+                    .into_iter()
+                    .map(String::from)
+                    .collect(),
+            })
+            .collect()
+    };
+    check_size(ClusterOperation::Create, &t, &layout(100)).expect("fits");
+    let err = check_size(ClusterOperation::Create, &t, &layout(1_000)).expect_err("tasks");
+    assert!(err.contains("more than the limit of 10000"), "{err}");
+    let err = check_size(ClusterOperation::RestartServices, &t, &layout(340)).expect_err("edges");
+    assert!(err.contains("dependencies"), "{err}");
+}
+
+#[test]
+fn create_orders_services_across_nodes() {
+    let t = template();
+    let tasks = plan(ClusterOperation::Create, &t, &nodes());
+    let id = |n, a, s| find(&tasks, n, a, s).id;
+    // Node steps, then installs in install-dependency order across nodes.
+    assert!(before(
+        &tasks,
+        id("n2", Action::Bootstrap, None),
+        id("n2", Action::Install, Some("zk"))
+    ));
+    assert!(before(
+        &tasks,
+        id("n1", Action::Install, Some("base")),
+        id("n2", Action::Install, Some("zk"))
+    ));
+    // Runtime: zk starts everywhere before master initializes; master starts before workers.
+    for n in ["n2", "n3"] {
+        assert!(before(
+            &tasks,
+            id(n, Action::Start, Some("zk")),
+            id("n1", Action::Initialize, Some("master"))
+        ));
+        assert!(before(
+            &tasks,
+            id("n1", Action::Start, Some("master")),
+            id(n, Action::Start, Some("worker"))
+        ));
+    }
+    // Steps without an action are walked through, not planned.
+    assert!(tasks.iter().all(|t| t.action != Action::Configure));
+    assert!(
+        !tasks
+            .iter()
+            .any(|t| t.action == Action::Install && t.service.as_deref() == Some("worker"))
+    );
+    // Transitively reduced: no edge is implied by another path.
+    for task in &tasks {
+        for &d in &task.depends_on {
+            let others = task.depends_on.iter().filter(|&&o| o != d);
+            assert!(
+                !others.clone().any(|&o| before(&tasks, d, o)),
+                "edge {d}→{} is implied",
+                task.id
+            );
+        }
+    }
+    // Ids follow a topological order.
+    assert!(tasks.iter().all(|t| t.depends_on.iter().all(|d| *d < t.id)));
+    let stages = stages(&tasks);
+    assert_eq!(stages.iter().map(Vec::len).sum::<usize>(), tasks.len());
+    for stage in &stages {
+        let nodes: BTreeSet<&str> = stage.iter().map(|i| tasks[*i].node.as_str()).collect();
+        assert_eq!(nodes.len(), stage.len(), "one task per node per stage");
+    }
+}
+
+#[test]
+fn delete_stops_in_reverse_then_deletes() {
+    let t = template();
+    let tasks = plan(ClusterOperation::Delete, &t, &nodes());
+    let id = |n, a, s| find(&tasks, n, a, s).id;
+    for n in ["n2", "n3"] {
+        assert!(before(
+            &tasks,
+            id(n, Action::Stop, Some("worker")),
+            id("n1", Action::Stop, Some("master"))
+        ));
+        assert!(before(
+            &tasks,
+            id("n1", Action::Stop, Some("master")),
+            id(n, Action::Stop, Some("zk"))
+        ));
+        assert!(before(
+            &tasks,
+            id(n, Action::Stop, Some("zk")),
+            id(n, Action::Delete, None)
+        ));
+    }
+    assert!(
+        tasks
+            .iter()
+            .all(|t| !matches!(t.action, Action::Create | Action::Install | Action::Start))
+    );
+}
+
+#[test]
+fn rollback_undoes_completed_work_in_reverse() {
+    let t = template();
+    let tasks = plan(ClusterOperation::Create, &t, &nodes());
+    let id = |n, a, s| find(&tasks, n, a, s).id;
+    // Everything up to and including zk's start on n2 and n3 completed; master failed.
+    let completed: BTreeSet<usize> = tasks
+        .iter()
+        .filter(|x| !matches!(x.service.as_deref(), Some("master" | "worker")))
+        .map(|x| x.id)
+        .collect();
+    assert!(completed.contains(&id("n2", Action::Start, Some("zk"))));
+    let undo = rollback(&t, &tasks, &completed);
+    let u = |n, a, s| find(&undo, n, a, s).id;
+    for n in ["n2", "n3"] {
+        assert!(before(
+            &undo,
+            u(n, Action::Stop, Some("zk")),
+            u(n, Action::Delete, None)
+        ));
+    }
+    assert!(
+        undo.iter().all(|x| x.action != Action::Remove),
+        "no service here has a remove action"
+    );
+    let deletes = undo.iter().filter(|x| x.action == Action::Delete).count();
+    assert_eq!(deletes, 3, "one delete per created node");
+    assert!(
+        undo.iter()
+            .all(|x| x.action != Action::Start && x.action != Action::Install)
+    );
+}
+
+#[test]
+fn names_are_the_serialized_names() {
+    for a in [
+        Action::Create,
+        Action::Confirm,
+        Action::Bootstrap,
+        Action::Install,
+        Action::Configure,
+        Action::Initialize,
+        Action::Start,
+        Action::Stop,
+        Action::Remove,
+        Action::Delete,
+    ] {
+        assert_eq!(serde_json::to_value(a).expect("json"), a.name());
+    }
+    for op in [
+        ClusterOperation::Create,
+        ClusterOperation::Delete,
+        ClusterOperation::Expand,
+        ClusterOperation::Shrink,
+        ClusterOperation::StartServices,
+        ClusterOperation::StopServices,
+        ClusterOperation::RestartServices,
+        ClusterOperation::Configure,
+    ] {
+        assert_eq!(serde_json::to_value(op).expect("json"), op.name());
+    }
+}
+
+#[test]
+fn restart_stops_everything_before_starting() {
+    let t = template();
+    let tasks = plan(ClusterOperation::RestartServices, &t, &nodes());
+    let stops: Vec<usize> = tasks
+        .iter()
+        .filter(|t| t.action == Action::Stop)
+        .map(|t| t.id)
+        .collect();
+    let starts: Vec<usize> = tasks
+        .iter()
+        .filter(|t| t.action == Action::Start)
+        .map(|t| t.id)
+        .collect();
+    assert_eq!((stops.len(), starts.len()), (5, 5));
+    assert!(
+        stops
+            .iter()
+            .all(|s| starts.iter().all(|t| before(&tasks, *s, *t)))
+    );
+}

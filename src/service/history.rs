@@ -1,0 +1,138 @@
+//! What a run did: its history of events, its cluster's operations with their tasks and
+//! attempts, and its program's logs.
+
+use std::time::Duration;
+
+use crate::model::operation::{OperationRecord, OperationView};
+use crate::model::run::RunKey;
+use crate::model::view::Logs;
+use crate::runtime::handle::Runtime;
+use crate::runtime::program::{STDERR, STDOUT};
+use crate::service::catalog;
+use crate::service::error::ServiceError;
+use crate::store::audit;
+use crate::store::events::{self, RunEvent};
+use crate::store::{Read, StoreError, Table};
+
+/// Most bytes of each log stream `logs` returns (the end of it).
+const MAX_LOG_BYTES: u64 = 1 << 20;
+
+/// The operations on run `key`'s cluster, oldest first, with their tasks and attempts.
+pub async fn operations(
+    runtime: &Runtime,
+    key: RunKey,
+) -> Result<Vec<OperationView>, ServiceError> {
+    key.check()?;
+    runtime
+        .deps()
+        .store
+        .read(move |r| {
+            catalog::require_run(r, &key)?;
+            let mut out = Vec::new();
+            for op in audit::operations(r, &key.run)? {
+                let attempts = audit::attempts(r, &key.run, op.id)?;
+                out.push(OperationView::new(op, attempts));
+            }
+            Ok(out)
+        })
+        .await
+}
+
+/// Operation `id` on run `key`'s cluster.
+pub async fn operation(
+    runtime: &Runtime,
+    key: RunKey,
+    id: String,
+) -> Result<OperationView, ServiceError> {
+    key.check()?;
+    let not_found = |run: &str, id: &str| ServiceError::OperationNotFound {
+        run: run.to_string(),
+        id: id.to_string(),
+    };
+    let number: u32 = id.parse().map_err(|_| not_found(&key.run, &id))?;
+    runtime
+        .deps()
+        .store
+        .read(move |r| {
+            catalog::require_run(r, &key)?;
+            let op: OperationRecord = r
+                .get(Table::Operations, &audit::op_key(&key.run, number))?
+                .ok_or_else(|| not_found(&key.run, &id))?;
+            let attempts = audit::attempts(r, &key.run, op.id)?;
+            Ok(OperationView::new(op, attempts))
+        })
+        .await
+}
+
+fn tail(path: &std::path::Path) -> std::io::Result<String> {
+    use std::io::{Read as _, Seek, SeekFrom};
+    let mut file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(String::new()),
+        Err(e) => return Err(e),
+    };
+    let len = file.metadata()?.len();
+    if len > MAX_LOG_BYTES {
+        file.seek(SeekFrom::Start(len - MAX_LOG_BYTES))?;
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// The program's stdout and stderr (the last MiB of each).
+pub async fn logs(runtime: &Runtime, key: RunKey) -> Result<Logs, ServiceError> {
+    key.check()?;
+    let dir = runtime.deps().run_dir(&key.run);
+    runtime
+        .deps()
+        .store
+        .read(move |r| {
+            catalog::require_run(r, &key)?;
+            let read = |name: &str| {
+                tail(&dir.join(name))
+                    .map_err(|e| StoreError::Storage(format!("cannot read the {name}: {e}")))
+            };
+            Ok(Logs {
+                stdout: read(STDOUT)?,
+                stderr: read(STDERR)?,
+            })
+        })
+        .await
+}
+
+/// The run's history after sequence `after`. With `wait`, waits up to that long for at
+/// least one new event while the run is live.
+pub async fn history(
+    runtime: &Runtime,
+    key: RunKey,
+    after: u64,
+    wait: Option<Duration>,
+) -> Result<Vec<RunEvent>, ServiceError> {
+    key.check()?;
+    let deadline = wait.map(|w| tokio::time::Instant::now() + w);
+    loop {
+        // Dropped when the request ends, however it ends (a run not found, a client gone
+        // mid-wait), and with it the run's entry when nobody else waits on it.
+        let subscription = runtime.deps().notifier.subscribe(&key.run);
+        let notified = subscription.notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let k = key.clone();
+        let (events, live) = runtime
+            .deps()
+            .store
+            .read(move |r| {
+                let run = catalog::require_run(r, &k)?;
+                Ok::<_, ServiceError>((events::list(r, &k.run, after)?, run.needs_supervisor()))
+            })
+            .await?;
+        let Some(deadline) = deadline else {
+            return Ok(events);
+        };
+        if !events.is_empty() || !live || tokio::time::Instant::now() >= deadline {
+            return Ok(events);
+        }
+        let _ = tokio::time::timeout_at(deadline, notified).await;
+    }
+}
