@@ -19,6 +19,10 @@ pub enum CliError {
     Usage(String),
     #[error("cannot read {path}: {reason}")]
     File { path: String, reason: String },
+    #[error(
+        "the server's answer is not what this ebb expects ({0}); are client and server the same version?"
+    )]
+    Answer(String),
 }
 
 /// The ebb REST API, as seen from the CLI.
@@ -48,6 +52,11 @@ impl Client {
             req = req.bearer_auth(token);
         }
         req
+    }
+
+    /// GETs `path` and reads the answer as a `T` (one of the model's view types).
+    pub fn get_as<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<T, CliError> {
+        serde_json::from_value(self.get(path)?).map_err(|e| CliError::Answer(e.to_string()))
     }
 
     /// Sends a request and returns the JSON answer, or the server's error message.

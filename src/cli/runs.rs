@@ -11,6 +11,9 @@ use super::args::RunCmd;
 use super::client::{CliError, Client};
 use super::input::{duration, read_json, split_pair};
 use super::output::{self, list, out, rows, table, text};
+use crate::model::operation::OpStatus;
+use crate::model::run::{ClusterStatus, ProgramStatus};
+use crate::model::view::RunView;
 
 /// How long each long-poll for new events waits on the server.
 const POLL: &str = "30s";
@@ -116,33 +119,7 @@ pub fn run(client: &Client, json: bool, cmd: RunCmd) -> Result<u8, CliError> {
             program,
             args,
             wait,
-        } => {
-            let path = program_path(&program)?;
-            let mut body = Map::new();
-            for pair in &args {
-                let (k, v) = split_pair(pair)?;
-                body.insert(k.to_string(), json!(v));
-            }
-            let v = client.call(
-                Method::POST,
-                &format!("{path}/start"),
-                Some(&Value::Object(body)),
-            )?;
-            let id = text(&v["runId"]);
-            let full = format!("{program}/{id}");
-            if !wait {
-                if json {
-                    output::json(&v);
-                } else {
-                    out!("{full}");
-                }
-                return Ok(0);
-            }
-            if !json {
-                out!("run {full}");
-            }
-            follow(client, json, &format!("{path}/runs/{id}"), &full)
-        }
+        } => start(client, json, &program, &args, wait),
         RunCmd::List {
             program,
             namespace,
@@ -152,40 +129,11 @@ pub fn run(client: &Client, json: bool, cmd: RunCmd) -> Result<u8, CliError> {
             let base = match (&program, &namespace) {
                 (Some(p), _) => format!("{}/runs", program_path(p)?),
                 (None, Some(ns)) => format!("/v3/namespaces/{ns}/runs"),
-                (None, None) => unreachable!("clap requires one"),
+                (None, None) => {
+                    return Err(CliError::Usage("give a program or --namespace".into()));
+                }
             };
-            let mut query = Vec::new();
-            if let Some(s) = status {
-                query.push(format!("status={s}"));
-            }
-            if let Some(l) = limit {
-                query.push(format!("limit={l}"));
-            }
-            let v = client.get(&format!("{base}?{}", query.join("&")))?;
-            if json {
-                output::json(&v);
-                return Ok(0);
-            }
-            let rows: Vec<Vec<String>> = list(&v)
-                .iter()
-                .map(|r| {
-                    vec![
-                        format!(
-                            "{}/{}/{}/{}",
-                            text(&r["namespace"]),
-                            text(&r["app"]),
-                            text(&r["program"]),
-                            text(&r["runid"])
-                        ),
-                        text(&r["status"]),
-                        text(&r["cluster"]["status"]),
-                        text(&r["profile"]),
-                        text(&r["starting"]),
-                    ]
-                })
-                .collect();
-            table(&["RUN", "STATUS", "CLUSTER", "PROFILE", "STARTING"], &rows);
-            Ok(0)
+            list_runs(client, json, &base, status, limit).map(|()| 0)
         }
         RunCmd::Get { run } => {
             show_run(json, &client.get(&run_path(&run)?)?);
@@ -193,12 +141,8 @@ pub fn run(client: &Client, json: bool, cmd: RunCmd) -> Result<u8, CliError> {
         }
         RunCmd::Stop { run, keepalive } => {
             let body = json!({ "keepalive": keepalive });
-            let v = client.call(
-                Method::POST,
-                &format!("{}/stop", run_path(&run)?),
-                Some(&body),
-            )?;
-            show_run(json, &v);
+            let path = format!("{}/stop", run_path(&run)?);
+            show_run(json, &client.call(Method::POST, &path, Some(&body))?);
             Ok(0)
         }
         RunCmd::Deprovision { run, force } => {
@@ -210,7 +154,7 @@ pub fn run(client: &Client, json: bool, cmd: RunCmd) -> Result<u8, CliError> {
             let expire_at = match (by, until) {
                 (Some(by), _) => crate::model::time::now_secs() + duration("--by", &by)?,
                 (None, Some(until)) => until,
-                (None, None) => unreachable!("clap requires one"),
+                (None, None) => return Err(CliError::Usage("give --by or --until".into())),
             };
             let body = json!({ "expireAt": expire_at });
             let path = format!("{}/extend", run_path(&run)?);
@@ -234,65 +178,10 @@ pub fn run(client: &Client, json: bool, cmd: RunCmd) -> Result<u8, CliError> {
             config,
             wait,
         } => {
-            let path = run_path(&run)?;
-            let mut body = json!({ "operation": operation });
-            if let Some(n) = nodes {
-                body["nodes"] = json!(n);
-            }
-            if !remove.is_empty() {
-                body["remove"] = json!(remove);
-            }
-            if let Some(c) = config {
-                body["config"] = match c.strip_prefix('@') {
-                    Some(file) => read_json(Path::new(file))?,
-                    None => serde_json::from_str(&c).map_err(|e| {
-                        CliError::Usage(format!(
-                            "--config is not JSON ({e}); give JSON text or @FILE"
-                        ))
-                    })?,
-                };
-            }
-            let v = client.call(Method::POST, &format!("{path}/cluster"), Some(&body))?;
-            let id = v["id"].as_u64().unwrap_or_default();
-            if !wait {
-                if json {
-                    output::json(&v);
-                } else {
-                    out!(
-                        "operation {id} ({operation}) started; `ebb run ops {run} --op {id}` shows it"
-                    );
-                }
-                return Ok(0);
-            }
-            let op = loop {
-                let op = client.get(&format!("{path}/operations/{id}"))?;
-                if op["status"] != "RUNNING" {
-                    break op;
-                }
-                std::thread::sleep(Duration::from_millis(200));
-            };
-            if json {
-                output::json(&op);
-            } else {
-                print_operation(&op);
-            }
-            Ok(if op["status"] == "SUCCEEDED" { 0 } else { 1 })
+            let body = cluster_body(&operation, nodes, remove, config)?;
+            cluster(client, json, &run, &operation, &body, wait)
         }
-        RunCmd::Ops { run, op } => {
-            let path = run_path(&run)?;
-            let v = match op {
-                Some(id) => json!([client.get(&format!("{path}/operations/{id}"))?]),
-                None => client.get(&format!("{path}/operations"))?,
-            };
-            if json {
-                output::json(&if op.is_some() { v[0].clone() } else { v });
-            } else {
-                for op in list(&v) {
-                    print_operation(&op);
-                }
-            }
-            Ok(0)
-        }
+        RunCmd::Ops { run, op } => ops(client, json, &run, op).map(|()| 0),
         RunCmd::Events { run, follow: keep } => {
             let path = run_path(&run)?;
             if keep {
@@ -309,6 +198,164 @@ pub fn run(client: &Client, json: bool, cmd: RunCmd) -> Result<u8, CliError> {
             Ok(0)
         }
     }
+}
+
+/// `ebb run start`: starts a run, and with `wait` follows it to its end.
+fn start(
+    client: &Client,
+    json: bool,
+    program: &str,
+    args: &[String],
+    wait: bool,
+) -> Result<u8, CliError> {
+    let path = program_path(program)?;
+    let mut body = Map::new();
+    for pair in args {
+        let (k, v) = split_pair(pair)?;
+        body.insert(k.to_string(), json!(v));
+    }
+    let v = client.call(
+        Method::POST,
+        &format!("{path}/start"),
+        Some(&Value::Object(body)),
+    )?;
+    let id = text(&v["runId"]);
+    let full = format!("{program}/{id}");
+    if !wait {
+        if json {
+            output::json(&v);
+        } else {
+            out!("{full}");
+        }
+        return Ok(0);
+    }
+    if !json {
+        out!("run {full}");
+    }
+    follow(client, json, &format!("{path}/runs/{id}"), &full)
+}
+
+/// `ebb run list`: the runs under `base`, newest first.
+fn list_runs(
+    client: &Client,
+    json: bool,
+    base: &str,
+    status: Option<String>,
+    limit: Option<usize>,
+) -> Result<(), CliError> {
+    let mut query = Vec::new();
+    if let Some(s) = status {
+        query.push(format!("status={s}"));
+    }
+    if let Some(l) = limit {
+        query.push(format!("limit={l}"));
+    }
+    let path = format!("{base}?{}", query.join("&"));
+    if json {
+        output::json(&client.get(&path)?);
+        return Ok(());
+    }
+    let runs: Vec<RunView> = client.get_as(&path)?;
+    let rows: Vec<Vec<String>> = runs
+        .iter()
+        .map(|r| {
+            vec![
+                format!("{}/{}/{}/{}", r.namespace, r.app, r.program, r.runid),
+                r.status.to_string(),
+                r.cluster.status.map(|c| c.to_string()).unwrap_or_default(),
+                r.profile.clone(),
+                r.starting.to_string(),
+            ]
+        })
+        .collect();
+    table(&["RUN", "STATUS", "CLUSTER", "PROFILE", "STARTING"], &rows);
+    Ok(())
+}
+
+/// The body of `POST .../cluster` from `ebb run cluster`'s flags.
+fn cluster_body(
+    operation: &str,
+    nodes: Option<u32>,
+    remove: Vec<String>,
+    config: Option<String>,
+) -> Result<Value, CliError> {
+    let mut body = json!({ "operation": operation });
+    if let Some(n) = nodes {
+        body["nodes"] = json!(n);
+    }
+    if !remove.is_empty() {
+        body["remove"] = json!(remove);
+    }
+    if let Some(c) = config {
+        body["config"] = match c.strip_prefix('@') {
+            Some(file) => read_json(Path::new(file))?,
+            None => serde_json::from_str(&c).map_err(|e| {
+                CliError::Usage(format!(
+                    "--config is not JSON ({e}); give JSON text or @FILE"
+                ))
+            })?,
+        };
+    }
+    Ok(body)
+}
+
+/// `ebb run cluster`: starts an admin's operation, and with `wait` waits for its end (exit
+/// status 0 only if it succeeded).
+fn cluster(
+    client: &Client,
+    json: bool,
+    run: &str,
+    operation: &str,
+    body: &Value,
+    wait: bool,
+) -> Result<u8, CliError> {
+    let path = run_path(run)?;
+    let v = client.call(Method::POST, &format!("{path}/cluster"), Some(body))?;
+    let id = v["id"].as_u64().unwrap_or_default();
+    if !wait {
+        if json {
+            output::json(&v);
+        } else {
+            out!("operation {id} ({operation}) started; `ebb run ops {run} --op {id}` shows it");
+        }
+        return Ok(0);
+    }
+    let op = loop {
+        let op = client.get(&format!("{path}/operations/{id}"))?;
+        let status: OpStatus = serde_json::from_value(op["status"].clone())
+            .map_err(|e| CliError::Answer(e.to_string()))?;
+        match status {
+            OpStatus::Running => std::thread::sleep(Duration::from_millis(200)),
+            OpStatus::Succeeded | OpStatus::Failed => break (op, status),
+        }
+    };
+    let (op, status) = op;
+    if json {
+        output::json(&op);
+    } else {
+        print_operation(&op);
+    }
+    Ok(match status {
+        OpStatus::Succeeded => 0,
+        OpStatus::Running | OpStatus::Failed => 1,
+    })
+}
+
+/// `ebb run ops`: a run's cluster operations, or one of them.
+fn ops(client: &Client, json: bool, run: &str, op: Option<u32>) -> Result<(), CliError> {
+    let path = run_path(run)?;
+    let v = match op {
+        Some(id) => json!([client.get(&format!("{path}/operations/{id}"))?]),
+        None => client.get(&format!("{path}/operations"))?,
+    };
+    if json {
+        output::json(&if op.is_some() { v[0].clone() } else { v });
+    } else {
+        for op in list(&v) {
+            print_operation(&op);
+        }
+    }
+    Ok(())
 }
 
 fn print_logs(v: &Value) {
@@ -357,21 +404,16 @@ fn follow(client: &Client, json: bool, path: &str, name: &str) -> Result<u8, Cli
     };
     loop {
         print_new(&format!("&wait={POLL}"))?;
-        let run = client.get(path)?;
-        let status = text(&run["status"]);
-        let ended = matches!(
-            status.as_str(),
-            "COMPLETED" | "FAILED" | "KILLED" | "REJECTED"
-        );
-        if ended && !printed_logs && !json && run["start"].is_u64() {
+        let run: RunView = client.get_as(path)?;
+        let ended = run.status.is_end();
+        if ended && !printed_logs && !json && run.start.is_some() {
             printed_logs = true;
             let logs = client.get(&format!("{path}/logs"))?;
             out!("---- program output ----");
             print_logs(&logs);
             out!("------------------------");
         }
-        let cluster = text(&run["cluster"]["status"]);
-        if ended && matches!(cluster.as_str(), "DEPROVISIONED" | "ORPHANED" | "WAITING") {
+        if ended && followed_to_the_end(run.cluster.status) {
             print_new("")?;
             if !json {
                 summary(&run, name);
@@ -381,37 +423,51 @@ fn follow(client: &Client, json: bool, path: &str, name: &str) -> Result<u8, Cli
     }
 }
 
-fn summary(run: &Value, name: &str) {
-    let status = text(&run["status"]);
-    let cluster = text(&run["cluster"]["status"]);
-    match run["failure"].as_object() {
-        Some(f) => out!(
-            "run {status} ({}: {})",
-            text(&f["kind"]),
-            text(&f["message"])
-        ),
-        None => out!("run {status}"),
+/// Whether `run start --wait` stops following a run whose program ended, once its cluster
+/// is this: gone, given up on, or kept WAITING.
+fn followed_to_the_end(cluster: Option<ClusterStatus>) -> bool {
+    match cluster {
+        Some(ClusterStatus::Deprovisioned | ClusterStatus::Orphaned | ClusterStatus::Waiting) => {
+            true
+        }
+        None
+        | Some(
+            ClusterStatus::Provisioning
+            | ClusterStatus::Provisioned
+            | ClusterStatus::Deprovisioning,
+        ) => false,
     }
-    if cluster == "WAITING" {
-        out!(
+}
+
+fn summary(run: &RunView, name: &str) {
+    match &run.failure {
+        Some(f) => out!("run {} ({}: {})", run.status, f.kind, f.message),
+        None => out!("run {}", run.status),
+    }
+    match run.cluster.status {
+        Some(ClusterStatus::Waiting) => out!(
             "cluster WAITING until {}; keep it longer with `ebb run extend {name} --by 1h`, tear it down with `ebb run deprovision {name}`",
-            super::output::timestamp(&run["cluster"]["expiresAt"])
-        );
-    } else {
-        out!("cluster {cluster}");
+            super::output::timestamp(&json!(run.cluster.expires_at))
+        ),
+        Some(cluster) => out!("cluster {cluster}"),
+        None => out!("cluster -"),
     }
 }
 
 /// The exit status `run start --wait` reports: the program's own, 1 for a failure without
 /// one, 130 for a stopped run.
-fn exit_status(run: &Value) -> u8 {
-    if let Some(code) = run["exit"]["code"].as_i64() {
+fn exit_status(run: &RunView) -> u8 {
+    if let Some(code) = run.exit.as_ref().and_then(|e| e.code) {
         return u8::try_from(code).unwrap_or(1);
     }
-    match text(&run["status"]).as_str() {
-        "COMPLETED" => 0,
-        "KILLED" => 130,
-        _ => 1,
+    match run.status {
+        ProgramStatus::Completed => 0,
+        ProgramStatus::Killed => 130,
+        ProgramStatus::Pending
+        | ProgramStatus::Starting
+        | ProgramStatus::Running
+        | ProgramStatus::Failed
+        | ProgramStatus::Rejected => 1,
     }
 }
 
