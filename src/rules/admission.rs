@@ -237,139 +237,40 @@ mod tests {
     /// Every kind of event, with the clusters that decide an admin's request.
     fn events() -> Vec<(&'static str, Event)> {
         let fit = Some(ClusterStatus::Provisioned);
-        let waiting = Some(ClusterStatus::Waiting);
         let unfit = Some(ClusterStatus::Deprovisioning);
+        let admin = |cluster| Event::Admin {
+            operation: Shrink,
+            cluster,
+        };
+        let resume = |operation, cluster| Event::Resume { operation, cluster };
+        let not_started = |operation| Event::NotStarted {
+            operation,
+            reason: "r".into(),
+        };
+        let done = |operation, outcome| Event::Done { operation, outcome };
         let failed = || OpOutcome::Failed("boom".into());
         vec![
             ("lifecycle create", Event::Lifecycle(Create)),
             ("lifecycle delete", Event::Lifecycle(Delete)),
             ("cancel", Event::CancelLifecycle),
-            (
-                "admin fit",
-                Event::Admin {
-                    operation: Shrink,
-                    cluster: fit,
-                },
-            ),
-            (
-                "admin waiting",
-                Event::Admin {
-                    operation: Shrink,
-                    cluster: waiting,
-                },
-            ),
-            (
-                "admin unfit",
-                Event::Admin {
-                    operation: Shrink,
-                    cluster: unfit,
-                },
-            ),
-            (
-                "admin unstarted",
-                Event::Admin {
-                    operation: Shrink,
-                    cluster: None,
-                },
-            ),
-            (
-                "resume admin",
-                Event::Resume {
-                    operation: Shrink,
-                    cluster: fit,
-                },
-            ),
-            (
-                "resume admin unfit",
-                Event::Resume {
-                    operation: Shrink,
-                    cluster: unfit,
-                },
-            ),
-            (
-                "resume lifecycle",
-                Event::Resume {
-                    operation: Create,
-                    cluster: fit,
-                },
-            ),
-            (
-                "not started create",
-                Event::NotStarted {
-                    operation: Create,
-                    reason: "r".into(),
-                },
-            ),
-            (
-                "not started delete",
-                Event::NotStarted {
-                    operation: Delete,
-                    reason: "r".into(),
-                },
-            ),
-            (
-                "not started admin",
-                Event::NotStarted {
-                    operation: Shrink,
-                    reason: "r".into(),
-                },
-            ),
-            (
-                "create done",
-                Event::Done {
-                    operation: Create,
-                    outcome: OpOutcome::Done,
-                },
-            ),
-            (
-                "create failed",
-                Event::Done {
-                    operation: Create,
-                    outcome: failed(),
-                },
-            ),
-            (
-                "create cancelled",
-                Event::Done {
-                    operation: Create,
-                    outcome: OpOutcome::Cancelled,
-                },
-            ),
-            (
-                "delete done",
-                Event::Done {
-                    operation: Delete,
-                    outcome: OpOutcome::Done,
-                },
-            ),
-            (
-                "delete failed",
-                Event::Done {
-                    operation: Delete,
-                    outcome: failed(),
-                },
-            ),
-            (
-                "delete cancelled",
-                Event::Done {
-                    operation: Delete,
-                    outcome: OpOutcome::Cancelled,
-                },
-            ),
-            (
-                "admin done",
-                Event::Done {
-                    operation: Expand,
-                    outcome: OpOutcome::Done,
-                },
-            ),
-            (
-                "admin failed",
-                Event::Done {
-                    operation: Expand,
-                    outcome: failed(),
-                },
-            ),
+            ("admin fit", admin(fit)),
+            ("admin waiting", admin(Some(ClusterStatus::Waiting))),
+            ("admin unfit", admin(unfit)),
+            ("admin unstarted", admin(None)),
+            ("resume admin", resume(Shrink, fit)),
+            ("resume admin unfit", resume(Shrink, unfit)),
+            ("resume lifecycle", resume(Create, fit)),
+            ("not started create", not_started(Create)),
+            ("not started delete", not_started(Delete)),
+            ("not started admin", not_started(Shrink)),
+            ("create done", done(Create, OpOutcome::Done)),
+            ("create failed", done(Create, failed())),
+            ("create cancelled", done(Create, OpOutcome::Cancelled)),
+            ("delete done", done(Delete, OpOutcome::Done)),
+            ("delete failed", done(Delete, failed())),
+            ("delete cancelled", done(Delete, OpOutcome::Cancelled)),
+            ("admin done", done(Expand, OpOutcome::Done)),
+            ("admin failed", done(Expand, failed())),
         ]
     }
 

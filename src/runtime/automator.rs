@@ -10,7 +10,7 @@
 //! runner's; this module runs one attempt.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::attempt::{AttemptOutcome, TAIL, TaskSpec, parse_facts};
 use super::deps::Deps;
@@ -104,42 +104,9 @@ async fn attempt_once(
     let cluster_file = node_dir.join(format!("{}.cluster.json", spec.node()));
     let result_file = node_dir.join(format!("{}.result", spec.node()));
     let log_path = node_dir.join(format!("{}.log", spec.node()));
-    let layout = &spec.layout;
-    let cluster = serde_json::json!({
-        "run": spec.run,
-        "config": spec.config,
-        "nodes": nodes.iter().map(|n| serde_json::json!({
-            "name": n.node, "id": n.id, "ipAddress": n.address, "properties": n.properties,
-            "services": layout.get(&n.node).cloned().unwrap_or_default(),
-        })).collect::<Vec<_>>(),
-    });
-    let with = |f: &str| {
-        layout
-            .iter()
-            .filter(|(_, s)| s.contains(f))
-            .map(|(n, _)| n.clone())
-            .collect::<Vec<_>>()
-            .join(",")
-    };
-    let mut env: BTreeMap<&str, String> = BTreeMap::new();
-    env.insert("EBB_RUN_ID", spec.run.clone());
-    env.insert("EBB_NODE", spec.node().to_string());
-    env.insert("EBB_CONFIG", spec.config.to_string());
-    env.insert("EBB_RESULT_FILE", result_file.display().to_string());
-    env.insert("EBB_SERVICE", service.to_string());
-    env.insert("EBB_ACTION", action.to_string());
-    env.insert(
-        "EBB_NODES",
-        layout.keys().cloned().collect::<Vec<_>>().join(","),
-    );
-    env.insert("EBB_SERVICE_NODES", with(service));
-    env.insert("EBB_CLUSTER_FILE", cluster_file.display().to_string());
-    if let Some(address) = me.and_then(|n| n.address.clone()) {
-        env.insert("EBB_NODE_ADDRESS", address);
-    }
-    if let Some(dir) = &work_dir {
-        env.insert(ebb_local::sandbox::WORK_DIR_ENV, dir.display().to_string());
-    }
+    let cluster = cluster_doc(spec, &nodes);
+    let files = (result_file.as_path(), cluster_file.as_path());
+    let env = script_env(spec, service, action, me, files, work_dir.as_deref());
     if let Some(node) = me.and_then(|me| super::remote::Node::of(&spec.context, &spec.run, me)) {
         let node = node.map_err(fail)?;
         let env = env
@@ -213,6 +180,61 @@ async fn attempt_once(
     }
     let message = format!("the script exited with {status}");
     Err((message, tail))
+}
+
+/// What a script reads as `EBB_CLUSTER_FILE`: the run, its config, and every node with its
+/// address, properties and services.
+fn cluster_doc(spec: &TaskSpec, nodes: &[NodeRecord]) -> serde_json::Value {
+    let layout = &spec.layout;
+    serde_json::json!({
+        "run": spec.run,
+        "config": spec.config,
+        "nodes": nodes.iter().map(|n| serde_json::json!({
+            "name": n.node, "id": n.id, "ipAddress": n.address, "properties": n.properties,
+            "services": layout.get(&n.node).cloned().unwrap_or_default(),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// The `EBB_*` environment of `service`'s `action` script on the task's node `me`, with
+/// its result and cluster files `(result, cluster)`.
+fn script_env(
+    spec: &TaskSpec,
+    service: &str,
+    action: &str,
+    me: Option<&NodeRecord>,
+    (result_file, cluster_file): (&Path, &Path),
+    work_dir: Option<&Path>,
+) -> BTreeMap<&'static str, String> {
+    let layout = &spec.layout;
+    let with = |f: &str| {
+        layout
+            .iter()
+            .filter(|(_, s)| s.contains(f))
+            .map(|(n, _)| n.clone())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let mut env: BTreeMap<&str, String> = BTreeMap::new();
+    env.insert("EBB_RUN_ID", spec.run.clone());
+    env.insert("EBB_NODE", spec.node().to_string());
+    env.insert("EBB_CONFIG", spec.config.to_string());
+    env.insert("EBB_RESULT_FILE", result_file.display().to_string());
+    env.insert("EBB_SERVICE", service.to_string());
+    env.insert("EBB_ACTION", action.to_string());
+    env.insert(
+        "EBB_NODES",
+        layout.keys().cloned().collect::<Vec<_>>().join(","),
+    );
+    env.insert("EBB_SERVICE_NODES", with(service));
+    env.insert("EBB_CLUSTER_FILE", cluster_file.display().to_string());
+    if let Some(address) = me.and_then(|n| n.address.clone()) {
+        env.insert("EBB_NODE_ADDRESS", address);
+    }
+    if let Some(dir) = work_dir {
+        env.insert(ebb_local::sandbox::WORK_DIR_ENV, dir.display().to_string());
+    }
+    env
 }
 
 /// The end (at most [`TAIL`] bytes) of what was appended to `log` after byte `from`.

@@ -343,24 +343,7 @@ async fn resource_task(
         }
         let now = now_millis();
         // Persist, then act: record that a create or delete is about to be requested.
-        let before = match &step {
-            Step::Create => {
-                let mut r = record.clone().unwrap_or_else(|| {
-                    NodeRecord::new(spec.node(), ResourceStatus::RequestingCreate, now)
-                });
-                r.attempts += 1;
-                Some((r, (tries == 0).then_some("create requested")))
-            }
-            Step::Delete(_) => {
-                let mut r = record.clone().expect("a delete step has a record");
-                if r.status != ResourceStatus::RequestingDelete {
-                    r.enter(ResourceStatus::RequestingDelete, now);
-                }
-                r.attempts += 1;
-                Some((r, (tries == 0).then_some("delete requested")))
-            }
-            _ => None,
-        };
+        let before = announcement(spec, &step, record.as_ref(), tries, now);
         if let Some((r, note)) = before {
             let notes: Vec<(EventKind, String)> = note
                 .map(|n| (EventKind::Task, n.to_string()))
@@ -371,30 +354,7 @@ async fn resource_task(
             }
             record = Some(r);
         }
-        let ctx = &spec.context;
-        let outcome: Result<Progress, ProvisionError> = match &step {
-            Step::Find => spec
-                .provisioner
-                .find(ctx, &identity)
-                .await
-                .map(|found| found_resource(kind, record.as_ref(), found, now_millis())),
-            Step::Create => spec
-                .provisioner
-                .create(ctx, &identity)
-                .await
-                .map(|r| adopt(record.as_ref(), &r, now_millis())),
-            Step::Describe(id) => spec
-                .provisioner
-                .describe(ctx, id)
-                .await
-                .map(|found| described(kind, record.as_ref(), id, found, now_millis())),
-            Step::Delete(id) => spec
-                .provisioner
-                .delete(ctx, id)
-                .await
-                .map(|()| Progress::Again),
-            Step::Done => unreachable!("handled above"),
-        };
+        let outcome = call(spec, kind, &identity, &step, record.as_ref()).await;
         match outcome {
             Ok(Progress::Save(r, note)) => {
                 tries = 0;
@@ -428,52 +388,125 @@ async fn resource_task(
             }
             Ok(Progress::Gone(message)) => return AttemptOutcome::failed(message, true),
             Err(e) => {
-                // A provider's message may quote what it was given: never keep a secret.
-                let e = ProvisionError {
-                    message: ctx.redact(&e.message),
-                    ..e
-                };
                 tries += 1;
                 let since = record.as_ref().map_or(now, |r| r.since_ms);
-                let delay = if e.retryable {
-                    retries.delay(tries, since, now_millis(), fastrand::f64())
-                } else {
-                    None
-                };
-                let step_name = step_name(&step);
-                match delay {
-                    Some(delay) => {
-                        let message = format!(
-                            "{step_name} failed (try {tries}), retrying in {}: {}",
-                            humantime::format_duration(Duration::from_millis(
-                                delay.as_millis() as u64
-                            )),
-                            e.message
-                        );
-                        if let Err(e) =
-                            note(deps, &spec.run, spec.node(), EventKind::Retry, &message).await
-                        {
-                            return progress_failure(e);
-                        }
-                        tokio::time::sleep(delay).await;
-                    }
-                    None => {
-                        let message = if e.retryable {
-                            format!(
-                                "{step_name} kept failing for {} ({tries} tries): {}",
-                                humantime::format_duration(spec.budget),
-                                e.message
-                            )
-                        } else {
-                            format!("{step_name} failed: {}", e.message)
-                        };
-                        // A spent budget may pass; a fatal error will not.
-                        return AttemptOutcome::failed(message, e.retryable);
-                    }
+                if let Err(ended) = retry(deps, spec, &step, e, tries, since, &retries).await {
+                    return ended;
                 }
             }
         }
     }
+}
+
+/// The record to persist before `step` asks the provider to create or delete something:
+/// the intent, so a crash during the call leaves a trace to find the resource by. `None` for
+/// steps that change nothing outside.
+fn announcement(
+    spec: &TaskSpec,
+    step: &Step,
+    record: Option<&NodeRecord>,
+    tries: u32,
+    now: u64,
+) -> Option<(NodeRecord, Option<&'static str>)> {
+    match step {
+        Step::Create => {
+            let mut r = record.cloned().unwrap_or_else(|| {
+                NodeRecord::new(spec.node(), ResourceStatus::RequestingCreate, now)
+            });
+            r.attempts += 1;
+            Some((r, (tries == 0).then_some("create requested")))
+        }
+        Step::Delete(_) => {
+            let mut r = record.cloned().expect("a delete step has a record");
+            if r.status != ResourceStatus::RequestingDelete {
+                r.enter(ResourceStatus::RequestingDelete, now);
+            }
+            r.attempts += 1;
+            Some((r, (tries == 0).then_some("delete requested")))
+        }
+        Step::Find | Step::Describe(_) | Step::Done => None,
+    }
+}
+
+/// Makes the provider call `step` asks for, and reads what it taught us.
+async fn call(
+    spec: &TaskSpec,
+    kind: TaskKind,
+    identity: &ResourceKey,
+    step: &Step,
+    record: Option<&NodeRecord>,
+) -> Result<Progress, ProvisionError> {
+    let ctx = &spec.context;
+    match step {
+        Step::Find => spec
+            .provisioner
+            .find(ctx, identity)
+            .await
+            .map(|found| found_resource(kind, record, found, now_millis())),
+        Step::Create => spec
+            .provisioner
+            .create(ctx, identity)
+            .await
+            .map(|r| adopt(record, &r, now_millis())),
+        Step::Describe(id) => spec
+            .provisioner
+            .describe(ctx, id)
+            .await
+            .map(|found| described(kind, record, id, found, now_millis())),
+        Step::Delete(id) => spec
+            .provisioner
+            .delete(ctx, id)
+            .await
+            .map(|()| Progress::Again),
+        Step::Done => Ok(Progress::Again),
+    }
+}
+
+/// After the `tries`-th failed call of `step`: waits its backoff (noting the retry in the
+/// run's history), or ends the attempt when the error is fatal or the budget is spent.
+async fn retry(
+    deps: &Deps,
+    spec: &TaskSpec,
+    step: &Step,
+    e: ProvisionError,
+    tries: u32,
+    since: u64,
+    retries: &Backoff,
+) -> Result<(), AttemptOutcome> {
+    // A provider's message may quote what it was given: never keep a secret.
+    let e = ProvisionError {
+        message: spec.context.redact(&e.message),
+        ..e
+    };
+    let delay = if e.retryable {
+        retries.delay(tries, since, now_millis(), fastrand::f64())
+    } else {
+        None
+    };
+    let step_name = step_name(step);
+    let Some(delay) = delay else {
+        let message = if e.retryable {
+            format!(
+                "{step_name} kept failing for {} ({tries} tries): {}",
+                humantime::format_duration(spec.budget),
+                e.message
+            )
+        } else {
+            format!("{step_name} failed: {}", e.message)
+        };
+        // A spent budget may pass; a fatal error will not.
+        return Err(AttemptOutcome::failed(message, e.retryable));
+    };
+    let message = format!(
+        "{step_name} failed (try {tries}), retrying in {}: {}",
+        humantime::format_duration(Duration::from_millis(delay.as_millis() as u64)),
+        e.message
+    );
+    note(deps, &spec.run, spec.node(), EventKind::Retry, &message)
+        .await
+        .map_err(progress_failure)?;
+    tokio::time::sleep(delay).await;
+    Ok(())
 }
 
 fn step_name(step: &Step) -> &'static str {

@@ -186,6 +186,73 @@ pub async fn delete(store: &Store, id: ProfileId) -> Result<Profile, ServiceErro
         .await
 }
 
+
+/// Usage of profile `id`, from the run records and node records.
+pub async fn usage(runtime: &Runtime, id: ProfileId) -> Result<Usage, ServiceError> {
+    runtime
+        .deps()
+        .store
+        .read(move |r| {
+            catalog::stored_profile(r, &id)?
+                .ok_or_else(|| ServiceError::ProfileNotFound(id.clone()))?;
+            let now = time::now_secs();
+            let mut usage = Usage {
+                profile: id.scoped_name(),
+                ..Default::default()
+            };
+            for run in runs_of_profile(r, &id)? {
+                *usage.runs.entry(run.status.to_string()).or_default() += 1;
+                if run.is_active() {
+                    usage.active_runs.push(run.key.run.clone());
+                }
+                for node in catalog::nodes_of(r, &run.key.run)? {
+                    if node.id.is_some()
+                        && node.create_time.is_some()
+                        && node.status != ResourceStatus::Deleted
+                    {
+                        usage.nodes_now += 1;
+                    }
+                    if let Some(created) = node.create_time {
+                        let ended = node.delete_time.unwrap_or(now);
+                        usage.node_seconds += ended.saturating_sub(created);
+                    }
+                }
+            }
+            usage.node_hours = usage.node_seconds as f64 / 3600.0;
+            Ok(usage)
+        })
+        .await
+}
+
+/// Every run that used profile `id`.
+fn runs_of_profile(r: &impl Read, id: &ProfileId) -> Result<Vec<RunRecord>, StoreError> {
+    let prefix = match id.scope {
+        crate::model::profile::Scope::System => String::new(),
+        crate::model::profile::Scope::User => format!("{}/", id.namespace),
+    };
+    Ok(r.scan::<RunRecord>(Table::Runs, &prefix)?
+        .into_iter()
+        .map(|(_, run)| run)
+        .filter(|run| ProfileId::parse_scoped(&run.key.namespace, &run.profile).as_ref() == Ok(id))
+        .collect())
+}
+
+/// Where profile `id` is assigned.
+pub async fn assignments(
+    runtime: &Runtime,
+    id: ProfileId,
+) -> Result<Vec<Assignment>, ServiceError> {
+    runtime
+        .deps()
+        .store
+        .read(move |r| {
+            catalog::stored_profile(r, &id)?
+                .ok_or_else(|| ServiceError::ProfileNotFound(id.clone()))?;
+            catalog::assignments(r, &id)
+        })
+        .await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,70 +323,4 @@ mod tests {
             assert!(err.contains(field), "{json}: '{err}' does not name {field}");
         }
     }
-}
-
-/// Usage of profile `id`, from the run records and node records.
-pub async fn usage(runtime: &Runtime, id: ProfileId) -> Result<Usage, ServiceError> {
-    runtime
-        .deps()
-        .store
-        .read(move |r| {
-            catalog::stored_profile(r, &id)?
-                .ok_or_else(|| ServiceError::ProfileNotFound(id.clone()))?;
-            let now = time::now_secs();
-            let mut usage = Usage {
-                profile: id.scoped_name(),
-                ..Default::default()
-            };
-            for run in runs_of_profile(r, &id)? {
-                *usage.runs.entry(run.status.to_string()).or_default() += 1;
-                if run.is_active() {
-                    usage.active_runs.push(run.key.run.clone());
-                }
-                for node in catalog::nodes_of(r, &run.key.run)? {
-                    if node.id.is_some()
-                        && node.create_time.is_some()
-                        && node.status != ResourceStatus::Deleted
-                    {
-                        usage.nodes_now += 1;
-                    }
-                    if let Some(created) = node.create_time {
-                        let ended = node.delete_time.unwrap_or(now);
-                        usage.node_seconds += ended.saturating_sub(created);
-                    }
-                }
-            }
-            usage.node_hours = usage.node_seconds as f64 / 3600.0;
-            Ok(usage)
-        })
-        .await
-}
-
-/// Every run that used profile `id`.
-fn runs_of_profile(r: &impl Read, id: &ProfileId) -> Result<Vec<RunRecord>, StoreError> {
-    let prefix = match id.scope {
-        crate::model::profile::Scope::System => String::new(),
-        crate::model::profile::Scope::User => format!("{}/", id.namespace),
-    };
-    Ok(r.scan::<RunRecord>(Table::Runs, &prefix)?
-        .into_iter()
-        .map(|(_, run)| run)
-        .filter(|run| ProfileId::parse_scoped(&run.key.namespace, &run.profile).as_ref() == Ok(id))
-        .collect())
-}
-
-/// Where profile `id` is assigned.
-pub async fn assignments(
-    runtime: &Runtime,
-    id: ProfileId,
-) -> Result<Vec<Assignment>, ServiceError> {
-    runtime
-        .deps()
-        .store
-        .read(move |r| {
-            catalog::stored_profile(r, &id)?
-                .ok_or_else(|| ServiceError::ProfileNotFound(id.clone()))?;
-            catalog::assignments(r, &id)
-        })
-        .await
 }
