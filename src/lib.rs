@@ -8,15 +8,16 @@
 //! ```text
 //! server.rs  wiring: start-up, shutdown, the serve configuration
 //! api | cli  HTTP routes per resource and the one error table | the `ebb` command line
-//! service    one module per resource: validation and check-then-write rules in the store
+//! service    one module per resource: validation and check-then-write rules in the store;
+//!            the catalog for what crosses tables
 //! runtime    actors (supervisor per run, planner per operation, task runner per node task),
 //!            program launch, the janitor, the provisioner registry
 //! store      the redb store and its group-committing writer, tables, the audit and event
 //!            logs, the secure store's cipher
 //! rules      pure decisions: profile resolution, layout solver, plans, the run lifecycle,
-//!            cluster resizes
+//!            the admission of cluster operations, an operation's outcome, cluster resizes
 //! model      plain types and their validation: names, profiles, properties, templates,
-//!            runs, operations, plans, built-in files
+//!            runs, operations, plans, the views the API returns, built-in files
 //! ```
 //! Provisioners live in their own crates under `provisioners/` (the SPI and one per plugin).
 

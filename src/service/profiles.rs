@@ -186,7 +186,6 @@ pub async fn delete(store: &Store, id: ProfileId) -> Result<Profile, ServiceErro
         .await
 }
 
-
 /// Usage of profile `id`, from the run records and node records.
 pub async fn usage(runtime: &Runtime, id: ProfileId) -> Result<Usage, ServiceError> {
     runtime
