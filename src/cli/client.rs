@@ -56,7 +56,7 @@ impl Client {
 
     /// GETs `path` and reads the answer as a `T` (one of the model's view types).
     pub fn get_as<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<T, CliError> {
-        serde_json::from_value(self.get(path)?).map_err(|e| CliError::Answer(e.to_string()))
+        read_answer(self.get(path)?)
     }
 
     /// Sends a request and returns the JSON answer, or the server's error message.
@@ -103,6 +103,11 @@ impl Client {
             Err(e) => Err(e),
         }
     }
+}
+
+/// Reads (part of) a server's answer as a `T`, one of the model's types.
+pub fn read_answer<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, CliError> {
+    serde_json::from_value(v).map_err(|e| CliError::Answer(e.to_string()))
 }
 
 fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {

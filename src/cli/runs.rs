@@ -8,7 +8,7 @@ use reqwest::Method;
 use serde_json::{Map, Value, json};
 
 use super::args::RunCmd;
-use super::client::{CliError, Client};
+use super::client::{CliError, Client, read_answer};
 use super::input::{duration, read_json, split_pair};
 use super::output::{self, list, out, rows, table, text};
 use crate::model::operation::OpStatus;
@@ -322,8 +322,7 @@ fn cluster(
     }
     let op = loop {
         let op = client.get(&format!("{path}/operations/{id}"))?;
-        let status: OpStatus = serde_json::from_value(op["status"].clone())
-            .map_err(|e| CliError::Answer(e.to_string()))?;
+        let status: OpStatus = read_answer(op["status"].clone())?;
         match status {
             OpStatus::Running => std::thread::sleep(Duration::from_millis(200)),
             OpStatus::Succeeded | OpStatus::Failed => break (op, status),

@@ -90,6 +90,12 @@ fn unfit(cluster: Option<ClusterStatus>) -> Option<String> {
     ))
 }
 
+/// Whether an admin's operation a restart interrupted may carry on: nothing else runs and
+/// the cluster takes operations.
+pub fn may_resume(slot: Slot, cluster: Option<ClusterStatus>) -> bool {
+    slot.running.is_none() && unfit(cluster).is_none()
+}
+
 /// What the lifecycle hears when its operation ends; a cancelled delete says nothing (the
 /// run has finished, or is being deprovisioned by force).
 fn lifecycle_event(operation: ClusterOperation, outcome: OpOutcome) -> Option<lifecycle::Event> {
@@ -157,7 +163,7 @@ pub fn on(slot: Slot, event: Event) -> (Slot, Vec<Effect>) {
             (Slot { running, ..slot }, vec![Effect::Start(operation)])
         }
         Event::Resume { operation, cluster } => {
-            if slot.running.is_some() || operation.is_lifecycle() || unfit(cluster).is_some() {
+            if operation.is_lifecycle() || !may_resume(slot, cluster) {
                 return (slot, Vec::new());
             }
             let running = Some(operation);

@@ -224,25 +224,29 @@ impl RunSupervisor {
 
     /// Starts the create or delete the admission rules let start.
     fn start_lifecycle_op(&mut self, operation: ClusterOperation, ctx: &mut Context<Self>) {
-        let Some(spec) = self.op_spec(operation, None, self.resuming) else {
-            let reason = format!("provisioner '{}' is not installed", self.run.provisioner);
-            ctx.notify(NotStarted(operation, reason));
-            return;
+        let spec = match self.op_spec(operation, None, self.resuming) {
+            Ok(spec) => spec,
+            Err(reason) => return ctx.notify(NotStarted(operation, reason)),
         };
         let report = ctx.address().recipient();
         self.planner = Some(Planner::new(self.deps.clone(), spec, report).start());
     }
 
     /// What `operation` works on: the run's cluster as it is, or as `change` makes it; `resume`
-    /// carries on with one a restart interrupted. `None` when the run's provisioner is not
-    /// installed.
+    /// carries on with one a restart interrupted. Fails, saying so, when the run's
+    /// provisioner is not installed.
     fn op_spec(
         &self,
         operation: ClusterOperation,
         change: Option<&Change>,
         resume: bool,
-    ) -> Option<OpSpec> {
-        let provisioner = self.deps.registry.get(&self.run.provisioner).cloned()?;
+    ) -> Result<OpSpec, String> {
+        let Some(provisioner) = self.deps.registry.get(&self.run.provisioner).cloned() else {
+            return Err(format!(
+                "provisioner '{}' is not installed",
+                self.run.provisioner
+            ));
+        };
         let properties = self.run.properties();
         let budget = properties
             .get(RETRY_BUDGET.name)
@@ -273,7 +277,7 @@ impl RunSupervisor {
                 .collect(),
             None => BTreeMap::new(),
         };
-        Some(OpSpec {
+        Ok(OpSpec {
             operation,
             resume,
             run: self.run.key.run.clone(),
@@ -327,6 +331,10 @@ impl RunSupervisor {
 
     /// After a restart: carries on with an admin's operation that was running.
     fn resume_cluster_op(&mut self, ctx: &mut Context<Self>) {
+        // Read the audit log only when the rules could let an operation carry on.
+        if !admission::may_resume(self.slot, self.run.cluster.status) {
+            return;
+        }
         let (deps, run) = (self.deps.clone(), self.run.key.run.clone());
         ctx.wait(
             async move {
@@ -361,13 +369,12 @@ impl RunSupervisor {
                     return;
                 }
                 match act.op_spec(original.operation, Some(&change), true) {
-                    Some(spec) => {
+                    Ok(spec) => {
                         let report = ctx.address().recipient();
                         act.pending = Some(change);
                         act.planner = Some(Planner::new(act.deps.clone(), spec, report).start());
                     }
-                    None => {
-                        let reason = format!("provisioner '{}' is not installed", act.run.provisioner);
+                    Err(reason) => {
                         let operation = original.operation;
                         act.admit(admission::Event::NotStarted { operation, reason }, ctx);
                     }
@@ -565,15 +572,17 @@ impl Handler<ClusterCommand> for RunSupervisor {
             Admitted::Refused(reason) => return refuse(&id, reason),
             Admitted::Nothing => return refuse(&id, "no operation could start".into()),
         }
-        let Some(spec) = self.op_spec(operation, Some(&change), false) else {
-            let reason = format!("provisioner '{}' is not installed", self.run.provisioner);
-            let not_started = admission::Event::NotStarted { operation, reason };
-            return match self.admit(not_started, ctx) {
-                Admitted::Refused(reason) => refuse(&id, reason),
-                Admitted::Start | Admitted::Nothing => {
-                    refuse(&id, "no operation could start".into())
-                }
-            };
+        let spec = match self.op_spec(operation, Some(&change), false) {
+            Ok(spec) => spec,
+            Err(reason) => {
+                let not_started = admission::Event::NotStarted { operation, reason };
+                return match self.admit(not_started, ctx) {
+                    Admitted::Refused(reason) => refuse(&id, reason),
+                    Admitted::Start | Admitted::Nothing => {
+                        refuse(&id, "no operation could start".into())
+                    }
+                };
+            }
         };
         // Running from here: a second request waits for this one (the response is atomic).
         let deps = self.deps.clone();

@@ -192,8 +192,7 @@ pub async fn usage(runtime: &Runtime, id: ProfileId) -> Result<Usage, ServiceErr
         .deps()
         .store
         .read(move |r| {
-            catalog::stored_profile(r, &id)?
-                .ok_or_else(|| ServiceError::ProfileNotFound(id.clone()))?;
+            require(r, &id)?;
             let now = time::now_secs();
             let mut usage = Usage {
                 profile: id.scoped_name(),
@@ -245,8 +244,7 @@ pub async fn assignments(
         .deps()
         .store
         .read(move |r| {
-            catalog::stored_profile(r, &id)?
-                .ok_or_else(|| ServiceError::ProfileNotFound(id.clone()))?;
+            require(r, &id)?;
             catalog::assignments(r, &id)
         })
         .await
