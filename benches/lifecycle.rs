@@ -9,6 +9,8 @@
 //! events until `cluster DEPROVISIONED`; latency is measured by the client from the start
 //! request to that event's arrival.
 
+#[allow(dead_code)]
+#[path = "../tests/support/mod.rs"]
 mod support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -17,60 +19,30 @@ use std::time::Instant;
 
 use serde_json::json;
 
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+use support::bench::{Bench, env_usize, wait_for_event};
+use support::runs::start;
 
 fn main() {
     let runs = env_usize("EBB_BENCH_RUNS", 1000);
     let clients = env_usize("EBB_BENCH_CLIENTS", 10);
-    let base =
-        std::env::var("EBB_BENCH_DIR").unwrap_or_else(|_| env!("CARGO_TARGET_TMPDIR").into());
-    let dir = tempfile::tempdir_in(base).expect("tempdir");
-    let data = dir.path().join("data");
-    // The simulated cloud's files are the cloud, not ebb's: they may live elsewhere.
-    let sim_base = std::env::var("EBB_BENCH_SIM_DIR").ok();
-    let sim_dir = sim_base.map(|b| tempfile::tempdir_in(b).expect("sim tempdir"));
-    let sim = sim_dir
-        .as_ref()
-        .map_or_else(|| dir.path().join("sim"), |d| d.path().to_path_buf());
+    let bench = Bench::start(3);
+    let server = Arc::new(bench.server);
 
-    let server = support::Server::start(&data, clients);
-    server.put(
-        "/v3/namespaces/default/profiles/bench",
-        json!({"provisioner": {"name": "sim", "properties": [
-            {"name": "nodes", "value": "3"},
-            {"name": "stateDir", "value": sim.to_str().expect("utf-8")}
-        ]}}),
-    );
-    server.put(
-        "/v3/namespaces/default/apps/bench",
-        json!({"config": {"system.profile.name": "bench"},
-               "programs": [{"type": "workflows", "name": "p", "command": ["true"]}]}),
-    );
-    let server = Arc::new(server);
-
-    let program = "/v3/namespaces/default/apps/bench/workflows/p".to_string();
     let next = Arc::new(AtomicUsize::new(0));
     let latencies = Arc::new(Mutex::new(Vec::with_capacity(runs)));
     let started = Instant::now();
     let workers: Vec<_> = (0..clients)
         .map(|_| {
-            let (server, program, next, latencies) = (
+            let (server, next, latencies) = (
                 Arc::clone(&server),
-                program.clone(),
                 Arc::clone(&next),
                 Arc::clone(&latencies),
             );
             std::thread::spawn(move || {
                 while next.fetch_add(1, Ordering::SeqCst) < runs {
                     let t0 = Instant::now();
-                    let res = server.post(&format!("{program}/start"), json!({}));
-                    let id = res["runId"].as_str().expect("runId");
-                    support::wait_for_event(&server, &program, id, "cluster DEPROVISIONED");
+                    let run = start(&server, "bench", json!({}));
+                    wait_for_event(&server, &run, "cluster DEPROVISIONED");
                     latencies.lock().expect("latencies").push(t0.elapsed());
                 }
             })

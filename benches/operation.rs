@@ -8,18 +8,16 @@
 //! log (planned → last task recorded) and the client's time from the start request to the
 //! `cluster PROVISIONED` event. `EBB_BENCH_NODES` changes the size, `EBB_BENCH_DIR` the disk.
 
+#[allow(dead_code)]
+#[path = "../tests/support/mod.rs"]
 mod support;
 
 use std::time::Instant;
 
 use serde_json::{Value, json};
 
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+use support::bench::{Bench, env_usize, wait_for_event};
+use support::runs::{operations, start};
 
 fn seconds(op: &Value) -> f64 {
     op["finished"].as_f64().expect("finished") - op["created"].as_f64().expect("created")
@@ -33,40 +31,17 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn main() {
     let nodes = env_usize("EBB_BENCH_NODES", 334);
     let repeat = env_usize("EBB_BENCH_REPEAT", 5);
-    let base =
-        std::env::var("EBB_BENCH_DIR").unwrap_or_else(|_| env!("CARGO_TARGET_TMPDIR").into());
-    let dir = tempfile::tempdir_in(base).expect("tempdir");
-    let server = support::Server::start(&dir.path().join("data"), 2);
-    let sim = dir.path().join("sim");
-    server.put(
-        "/v3/namespaces/default/profiles/wide",
-        json!({"provisioner": {"name": "sim", "properties": [
-            {"name": "nodes", "value": nodes.to_string()},
-            {"name": "stateDir", "value": sim.to_str().expect("utf-8")}
-        ]}}),
-    );
-    server.put(
-        "/v3/namespaces/default/apps/bench",
-        json!({"config": {"system.profile.name": "wide"},
-               "programs": [{"type": "workflows", "name": "p", "command": ["true"]}]}),
-    );
-    let program = "/v3/namespaces/default/apps/bench/workflows/p";
+    let bench = Bench::start(nodes);
+    let server = &bench.server;
     let (mut creates, mut deletes, mut clients) = (Vec::new(), Vec::new(), Vec::new());
     let mut tasks = 0;
     for _ in 0..repeat {
         let t0 = Instant::now();
-        let res = server.post(&format!("{program}/start"), json!({}));
-        let run = res["runId"].as_str().expect("runId").to_string();
-        support::wait_for_event(
-            &server,
-            program,
-            &run,
-            "cluster PROVISIONED; launching the program",
-        );
+        let run = start(server, "bench", json!({}));
+        wait_for_event(server, &run, "cluster PROVISIONED; launching the program");
         clients.push(t0.elapsed().as_secs_f64());
-        support::wait_for_event(&server, program, &run, "cluster DEPROVISIONED");
-        let ops = server.get(&format!("{program}/runs/{run}/operations"));
-        let ops = ops.as_array().expect("operations");
+        wait_for_event(server, &run, "cluster DEPROVISIONED");
+        let ops = operations(server, &run);
         assert_eq!(ops[0]["status"], "SUCCEEDED", "{}", ops[0]["error"]);
         tasks = ops[0]["tasks"].as_array().expect("tasks").len();
         creates.push(seconds(&ops[0]));

@@ -12,12 +12,13 @@
 //!            the catalog for what crosses tables
 //! runtime    actors (supervisor per run, planner per operation, task runner per node task),
 //!            program launch, the janitor, the provisioner registry
-//! store      the redb store and its group-committing writer, tables, the audit and event
-//!            logs, the secure store's cipher
+//! store      the redb store and its group-committing writer, tables and their keys, the
+//!            audit and event logs, the secure store's cipher
 //! rules      pure decisions: profile resolution, layout solver, plans, the run lifecycle,
 //!            the admission of cluster operations, an operation's outcome, cluster resizes
 //! model      plain types and their validation: names, profiles, properties, templates,
-//!            runs, operations, plans, the views the API returns, built-in files
+//!            runs, operations, plans, events, sweeps, the views the API returns and the CLI
+//!            reads, built-in files
 //! ```
 //! Provisioners live in their own crates under `provisioners/` (the SPI and one per plugin).
 

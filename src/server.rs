@@ -48,7 +48,7 @@ pub struct Config {
     /// The key file of the secure store; `None` for `secure.key` in the data dir.
     pub secure_key_file: Option<PathBuf>,
     /// How the janitor sweeps on its own.
-    pub janitor: crate::runtime::janitor::Settings,
+    pub janitor: crate::model::sweep::Settings,
 }
 
 /// Why the server could not start or stop cleanly.
@@ -80,7 +80,7 @@ pub enum ServerError {
 /// Runs the server until it is told to stop. Must run inside an actix system.
 pub async fn run(config: Config) -> Result<(), ServerError> {
     // Catch signals from the very start, so a SIGTERM during start-up is a clean stop too.
-    let mut signals = Signals::install().map_err(ServerError::Signals)?;
+    let signals = Signals::install().map_err(ServerError::Signals)?;
     // A bad token file stops the start before anything is opened or resumed.
     let token = auth_token(&config)?.map(|t| api::TokenHash::new(&t));
     // Everything the server makes is its own: the store, the key, run directories, sandboxes.
@@ -89,15 +89,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     crate::runtime::confine::not_dumpable();
     // Programs and scripts run in other directories: every path handed to them (the cluster
     // file, the result file) must not depend on the server's working directory.
-    let data_dir = std::path::absolute(&config.data_dir).unwrap_or(config.data_dir.clone());
-    let work_dir = match &config.work_dir {
-        Some(dir) => std::path::absolute(dir).unwrap_or(dir.clone()),
-        None => crate::runtime::confine::default_work_dir(&data_dir),
-    };
-    crate::runtime::confine::private_dir(&data_dir)
-        .map_err(|e| ServerError::Dir(data_dir.clone(), e))?;
-    crate::runtime::confine::private_dir(&work_dir)
-        .map_err(|e| ServerError::Dir(work_dir.clone(), e))?;
+    let (data_dir, work_dir) = directories(&config)?;
     let store = Store::open(&data_dir)?;
     crate::runtime::confine::private_file(store.path())
         .map_err(|e| ServerError::Dir(store.path().to_path_buf(), e))?;
@@ -109,11 +101,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         .unwrap_or_else(|| config.data_dir.join("secure.key"));
     let cipher = Arc::new(Cipher::load_or_create(&key_file)?);
     let registry = Arc::new(Registry::builtin());
-    namespaces::ensure_default(&store).await?;
-    let profiles = builtin::load(&store, &registry).await?;
-    tracing::info!(profiles = profiles.len(), "built-in profiles loaded");
-    let templates = crate::service::templates::load_builtin(&store).await?;
-    tracing::info!(templates, "built-in templates loaded");
+    load_builtins(&store, &registry).await?;
 
     let server_name = server_name(&store, config.server_name.clone()).await?;
     tracing::info!(server.name = %server_name, "server name");
@@ -145,6 +133,46 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         token,
         allowed_hosts: Arc::from(config.allowed_hosts.clone()),
     };
+    let served = serve(state, &config, signals).await?;
+    // Actors stop where they are: every step they took is already in the store, and programs
+    // run on in their own process groups; the next start resumes them.
+    arbiter.stop();
+    let _ = tokio::task::spawn_blocking(move || arbiter.join()).await;
+    store.close().await?;
+    tracing::info!("store flushed; stopped");
+    served.map_err(ServerError::Serve)
+}
+
+/// The data and work directories as absolute paths, made owner-only.
+fn directories(config: &Config) -> Result<(PathBuf, PathBuf), ServerError> {
+    let data_dir = std::path::absolute(&config.data_dir).unwrap_or(config.data_dir.clone());
+    let work_dir = match &config.work_dir {
+        Some(dir) => std::path::absolute(dir).unwrap_or(dir.clone()),
+        None => crate::runtime::confine::default_work_dir(&data_dir),
+    };
+    for dir in [&data_dir, &work_dir] {
+        crate::runtime::confine::private_dir(dir).map_err(|e| ServerError::Dir(dir.clone(), e))?;
+    }
+    Ok((data_dir, work_dir))
+}
+
+/// The default namespace and the built-in profiles and templates.
+async fn load_builtins(store: &Store, registry: &Registry) -> Result<(), ServerError> {
+    namespaces::ensure_default(store).await?;
+    let profiles = builtin::load(store, registry).await?;
+    tracing::info!(profiles = profiles.len(), "built-in profiles loaded");
+    let templates = crate::service::templates::load_builtin(store).await?;
+    tracing::info!(templates, "built-in templates loaded");
+    Ok(())
+}
+
+/// Serves the API on `config.bind` until a signal: the first finishes requests in flight, a
+/// second cuts them off. Fails only when the address cannot be bound.
+async fn serve(
+    state: AppState,
+    config: &Config,
+    mut signals: Signals,
+) -> Result<std::io::Result<()>, ServerError> {
     let data = web::Data::new(state);
     let mut server = HttpServer::new(move || {
         App::new()
@@ -183,14 +211,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
             }
         }
     });
-    let served = server.await;
-    // Actors stop where they are: every step they took is already in the store, and programs
-    // run on in their own process groups; the next start resumes them.
-    arbiter.stop();
-    let _ = tokio::task::spawn_blocking(move || arbiter.join()).await;
-    store.close().await?;
-    tracing::info!("store flushed; stopped");
-    served.map_err(ServerError::Serve)
+    Ok(server.await)
 }
 
 /// The bearer token: `--token-file`'s content, or `--token`/`EBB_TOKEN`; not both. A token
@@ -299,7 +320,7 @@ impl From<ServeArgs> for Config {
             workers: args.workers,
             server_name: args.server_name,
             secure_key_file: args.secure_key_file,
-            janitor: crate::runtime::janitor::Settings {
+            janitor: crate::model::sweep::Settings {
                 interval: args
                     .janitor_interval
                     .0

@@ -3,6 +3,7 @@
 use actix_web::{HttpRequest, web};
 
 use crate::api::state::{Reply, State, flag, ok};
+use crate::model::sweep::JanitorView;
 use crate::service::error::ServiceError;
 
 pub async fn health() -> Reply {
@@ -23,7 +24,10 @@ pub async fn get_provisioner(state: State, name: web::Path<String>) -> Reply {
 
 pub async fn get_janitor(state: State) -> Reply {
     let last = state.janitor.last().await?;
-    ok(&serde_json::json!({"settings": state.janitor.settings, "last": last}))
+    ok(&JanitorView {
+        settings: state.janitor.settings,
+        last,
+    })
 }
 
 pub async fn run_janitor(state: State, req: HttpRequest) -> Reply {

@@ -6,9 +6,10 @@ use reqwest::Method;
 use serde_json::Value;
 
 use super::args::AppCmd;
-use super::client::{CliError, Client};
+use super::client::{CliError, Client, read_answer};
 use super::input::read_json;
-use super::output::{self, done, list, out, table, text};
+use super::output::{self, done, out, table};
+use crate::model::app::App;
 
 pub fn app(client: &Client, json: bool, cmd: AppCmd) -> Result<(), CliError> {
     match cmd {
@@ -24,7 +25,7 @@ pub fn app(client: &Client, json: bool, cmd: AppCmd) -> Result<(), CliError> {
             };
             let path = format!("/v3/namespaces/{namespace}/apps/{name}");
             let v = client.call(Method::PUT, &path, Some(&body))?;
-            show_app(json, &v);
+            show_app(json, v)?;
         }
         AppCmd::List { namespace } => {
             let v = client.get(&format!("/v3/namespaces/{namespace}/apps"))?;
@@ -32,18 +33,12 @@ pub fn app(client: &Client, json: bool, cmd: AppCmd) -> Result<(), CliError> {
                 output::json(&v);
                 return Ok(());
             }
-            let rows: Vec<Vec<String>> = list(&v)
+            let apps: Vec<App> = read_answer(v)?;
+            let rows: Vec<Vec<String>> = apps
                 .iter()
                 .map(|a| {
-                    let programs: Vec<String> = list(&a["programs"])
-                        .iter()
-                        .map(|p| text(&p["name"]))
-                        .collect();
-                    vec![
-                        text(&a["name"]),
-                        programs.join(", "),
-                        text(&a["description"]),
-                    ]
+                    let programs: Vec<&str> = a.programs.iter().map(|p| p.name.as_str()).collect();
+                    vec![a.name.clone(), programs.join(", "), a.description.clone()]
                 })
                 .collect();
             table(&["APP", "PROGRAMS", "DESCRIPTION"], &rows);
@@ -51,8 +46,8 @@ pub fn app(client: &Client, json: bool, cmd: AppCmd) -> Result<(), CliError> {
         AppCmd::Get { name, namespace } => {
             show_app(
                 json,
-                &client.get(&format!("/v3/namespaces/{namespace}/apps/{name}"))?,
-            );
+                client.get(&format!("/v3/namespaces/{namespace}/apps/{name}"))?,
+            )?;
         }
         AppCmd::Delete { name, namespace } => {
             let path = format!("/v3/namespaces/{namespace}/apps/{name}");
@@ -70,34 +65,30 @@ fn app_name(file: &Path) -> Result<String, CliError> {
         .ok_or_else(|| CliError::Usage("cannot take an app name from the file; pass --name".into()))
 }
 
-fn show_app(json: bool, a: &Value) {
+fn show_app(json: bool, answer: Value) -> Result<(), CliError> {
     if json {
-        output::json(a);
-        return;
+        output::json(&answer);
+        return Ok(());
     }
-    out!(
-        "app:         {}/{}",
-        text(&a["namespace"]),
-        text(&a["name"])
-    );
-    out!("description: {}", text(&a["description"]));
-    if let Some(config) = a["config"].as_object().filter(|c| !c.is_empty()) {
-        for (k, v) in config {
-            out!("config:      {k}={}", text(v));
-        }
+    let a: App = read_answer(answer)?;
+    out!("app:         {}/{}", a.namespace, a.name);
+    out!("description: {}", a.description);
+    for (k, v) in &a.config {
+        out!("config:      {k}={v}");
     }
     out!();
-    let rows: Vec<Vec<String>> = list(&a["programs"])
+    let rows: Vec<Vec<String>> = a
+        .programs
         .iter()
         .map(|p| {
-            let command: Vec<String> = list(&p["command"]).iter().map(text).collect();
             vec![
-                text(&p["type"]),
-                text(&p["name"]),
-                text(&p["maxConcurrentRuns"]),
-                command.join(" "),
+                p.program_type.clone(),
+                p.name.clone(),
+                p.max_concurrent_runs.map_or("-".into(), |n| n.to_string()),
+                p.command.join(" "),
             ]
         })
         .collect();
     table(&["TYPE", "PROGRAM", "MAX RUNS", "COMMAND"], &rows);
+    Ok(())
 }

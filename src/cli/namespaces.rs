@@ -4,17 +4,19 @@ use reqwest::Method;
 use serde_json::json;
 
 use super::args::NamespaceCmd;
-use super::client::{CliError, Client};
-use super::output::{self, done, list, out, table, text};
+use super::client::{CliError, Client, read_answer};
+use super::output::{self, done, out, table};
+use crate::model::namespace::Namespace;
 
 pub fn namespace(client: &Client, json: bool, cmd: NamespaceCmd) -> Result<(), CliError> {
     let v = match cmd {
         NamespaceCmd::List => {
             let v = client.get("/v3/namespaces")?;
             if !json {
-                let rows = list(&v)
-                    .iter()
-                    .map(|n| vec![text(&n["name"]), text(&n["description"])])
+                let namespaces: Vec<Namespace> = read_answer(v)?;
+                let rows = namespaces
+                    .into_iter()
+                    .map(|n| vec![n.name, n.description])
                     .collect::<Vec<_>>();
                 table(&["NAME", "DESCRIPTION"], &rows);
                 return Ok(());
@@ -37,12 +39,9 @@ pub fn namespace(client: &Client, json: bool, cmd: NamespaceCmd) -> Result<(), C
     };
     if json {
         output::json(&v);
-    } else {
-        out!(
-            "name:        {}\ndescription: {}",
-            text(&v["name"]),
-            text(&v["description"])
-        );
+        return Ok(());
     }
+    let ns: Namespace = read_answer(v)?;
+    out!("name:        {}\ndescription: {}", ns.name, ns.description);
     Ok(())
 }

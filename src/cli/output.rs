@@ -70,16 +70,16 @@ pub fn text(v: &Value) -> String {
 }
 
 /// Seconds as a short human duration (`8h`, `1h 30m`, `0s`); null as "none".
-pub fn seconds(v: &Value) -> String {
-    match v.as_u64() {
+pub fn seconds(v: Option<u64>) -> String {
+    match v {
         Some(s) => humantime::format_duration(std::time::Duration::from_secs(s)).to_string(),
         None => "none".into(),
     }
 }
 
 /// An epoch-seconds value as a UTC time (`2026-11-22T15:04:17Z`).
-pub fn timestamp(v: &Value) -> String {
-    match v.as_u64() {
+pub fn timestamp(v: Option<u64>) -> String {
+    match v {
         Some(s) => humantime::format_rfc3339_seconds(
             std::time::UNIX_EPOCH + std::time::Duration::from_secs(s),
         )

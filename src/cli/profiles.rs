@@ -4,9 +4,11 @@ use reqwest::Method;
 use serde_json::{Map, Value, json};
 
 use super::args::{ProfileCmd, ProfileFlags, ProfileTarget};
-use super::client::{CliError, Client};
+use super::client::{CliError, Client, read_answer};
 use super::input::{duration, profile_path, split_pair};
 use super::output::{self, done, list, out, rows, table, text};
+use crate::model::profile::Profile;
+use crate::model::view::Usage;
 
 pub fn profile(client: &Client, json: bool, cmd: ProfileCmd) -> Result<(), CliError> {
     match cmd {
@@ -16,17 +18,18 @@ pub fn profile(client: &Client, json: bool, cmd: ProfileCmd) -> Result<(), CliEr
                 output::json(&v);
                 return Ok(());
             }
-            let rows: Vec<Vec<String>> = list(&v)
+            let profiles: Vec<Profile> = read_answer(v)?;
+            let rows: Vec<Vec<String>> = profiles
                 .iter()
                 .map(|p| {
                     vec![
-                        format!("{}:{}", text(&p["scope"]), text(&p["name"])),
-                        text(&p["status"]),
-                        text(&p["provisioner"]["name"]),
-                        output::seconds(&p["keepalive"]["failed"]),
-                        output::seconds(&p["keepalive"]["killed"]),
-                        output::seconds(&p["timeout"]),
-                        text(&p["label"]),
+                        format!("{}:{}", p.scope, p.name),
+                        p.status.to_string(),
+                        p.provisioner.name.clone(),
+                        output::seconds(Some(p.keepalive.failed)),
+                        output::seconds(Some(p.keepalive.killed)),
+                        output::seconds(p.timeout),
+                        p.label.clone(),
                     ]
                 })
                 .collect();
@@ -44,7 +47,7 @@ pub fn profile(client: &Client, json: bool, cmd: ProfileCmd) -> Result<(), CliEr
             );
             Ok(())
         }
-        ProfileCmd::Get(target) => show_profile(json, &client.get(&profile_path(&target)?)?),
+        ProfileCmd::Get(target) => show_profile(json, client.get(&profile_path(&target)?)?),
         ProfileCmd::Status(target) => {
             let v = client.get(&format!("{}/status", profile_path(&target)?))?;
             if json {
@@ -63,13 +66,13 @@ pub fn profile(client: &Client, json: bool, cmd: ProfileCmd) -> Result<(), CliEr
                 )));
             }
             let body = profile_body(None, &flags)?;
-            show_profile(json, &client.call(Method::PUT, &path, Some(&body))?)
+            show_profile(json, client.call(Method::PUT, &path, Some(&body))?)
         }
         ProfileCmd::Edit { target, flags } => {
             let path = profile_path(&target)?;
             let current = client.get(&path)?;
             let body = profile_body(Some(&current), &flags)?;
-            show_profile(json, &client.call(Method::PUT, &path, Some(&body))?)
+            show_profile(json, client.call(Method::PUT, &path, Some(&body))?)
         }
         ProfileCmd::Delete(target) => {
             client.call(Method::DELETE, &profile_path(&target)?, None)?;
@@ -97,7 +100,8 @@ fn set_status(
     if json {
         output::json(&v);
     } else {
-        out!("profile '{}' is {}", target.profile, text(&v["status"]));
+        let profile: Profile = read_answer(v)?;
+        out!("profile '{}' is {}", target.profile, profile.status);
     }
     Ok(())
 }
@@ -182,35 +186,34 @@ fn profile_body(current: Option<&Value>, flags: &ProfileFlags) -> Result<Value, 
     Ok(Value::Object(body))
 }
 
-fn show_profile(json: bool, p: &Value) -> Result<(), CliError> {
+fn show_profile(json: bool, answer: Value) -> Result<(), CliError> {
     if json {
-        output::json(p);
+        output::json(&answer);
         return Ok(());
     }
-    out!("profile:      {}:{}", text(&p["scope"]), text(&p["name"]));
-    out!("label:        {}", text(&p["label"]));
-    out!("description:  {}", text(&p["description"]));
-    out!("status:       {}", text(&p["status"]));
-    out!("provisioner:  {}", text(&p["provisioner"]["name"]));
+    let p: Profile = read_answer(answer)?;
+    out!("profile:      {}:{}", p.scope, p.name);
+    out!("label:        {}", p.label);
+    out!("description:  {}", p.description);
+    out!("status:       {}", p.status);
+    out!("provisioner:  {}", p.provisioner.name);
     out!(
         "keepalive:    failed {}, killed {}",
-        output::seconds(&p["keepalive"]["failed"]),
-        output::seconds(&p["keepalive"]["killed"])
+        output::seconds(Some(p.keepalive.failed)),
+        output::seconds(Some(p.keepalive.killed))
     );
-    out!("timeout:      {}", output::seconds(&p["timeout"]));
-    let rows: Vec<Vec<String>> = list(&p["provisioner"]["properties"])
+    out!("timeout:      {}", output::seconds(p.timeout));
+    let rows: Vec<Vec<String>> = p
+        .provisioner
+        .properties
         .iter()
         .map(|prop| {
-            let editable = if prop["isEditable"].as_bool() == Some(false) {
-                "fixed"
-            } else {
+            let editable = if prop.is_editable {
                 "editable"
+            } else {
+                "fixed"
             };
-            vec![
-                text(&prop["name"]),
-                text(&prop["value"]),
-                editable.to_string(),
-            ]
+            vec![prop.name.clone(), prop.value.clone(), editable.to_string()]
         })
         .collect();
     if !rows.is_empty() {
@@ -226,11 +229,9 @@ pub fn usage(client: &Client, json: bool, profile_path: &str) -> Result<(), CliE
         output::json(&v);
         return Ok(());
     }
-    out!("profile:     {}", text(&v["profile"]));
-    let runs: Vec<String> = v["runs"]
-        .as_object()
-        .map(|m| m.iter().map(|(k, n)| format!("{k} {n}")).collect())
-        .unwrap_or_default();
+    let usage: Usage = read_answer(v)?;
+    out!("profile:     {}", usage.profile);
+    let runs: Vec<String> = usage.runs.iter().map(|(k, n)| format!("{k} {n}")).collect();
     out!(
         "runs:        {}",
         if runs.is_empty() {
@@ -239,9 +240,9 @@ pub fn usage(client: &Client, json: bool, profile_path: &str) -> Result<(), CliE
             runs.join(", ")
         }
     );
-    out!("active runs: {}", list(&v["activeRuns"]).len());
-    out!("nodes now:   {}", text(&v["nodesNow"]));
-    out!("node-hours:  {:.3}", v["nodeHours"].as_f64().unwrap_or(0.0));
+    out!("active runs: {}", usage.active_runs.len());
+    out!("nodes now:   {}", usage.nodes_now);
+    out!("node-hours:  {:.3}", usage.node_hours);
     Ok(())
 }
 

@@ -10,83 +10,82 @@ use serde_json::{Map, Value, json};
 use super::args::RunCmd;
 use super::client::{CliError, Client, read_answer};
 use super::input::{duration, read_json, split_pair};
-use super::output::{self, list, out, rows, table, text};
-use crate::model::operation::OpStatus;
+use super::output::{self, out, table, text};
+use crate::model::event::RunEvent;
+use crate::model::operation::{OpStatus, OperationView, TaskView};
 use crate::model::run::{ClusterStatus, ProgramStatus};
-use crate::model::view::RunView;
+use crate::model::view::{Logs, RunView};
 
 /// How long each long-poll for new events waits on the server.
 const POLL: &str = "30s";
 
 /// One operation as a timeline: a header, then each task by when it first started, with its
 /// offset from the operation's start, how long it took and how many attempts it needed.
-fn print_operation(op: &Value) {
-    let created = op["created"].as_f64().unwrap_or(0.0);
-    let took = op["finished"]
-        .as_f64()
-        .map(|f| format!(" in {:.2}s", f - created))
+fn print_operation(op: &OperationView) {
+    let took = op
+        .finished
+        .map(|f| format!(" in {:.2}s", f - op.created))
         .unwrap_or_default();
-    let undo = op["rollbackOf"]
-        .as_u64()
+    let undo = op
+        .rollback_of
         .map(|id| format!(" (rollback of operation {id})"))
         .unwrap_or_default();
     out!(
         "operation {} {} {}{took}{undo}, {} tasks",
-        text(&op["id"]),
-        text(&op["operation"]),
-        text(&op["status"]),
-        list(&op["tasks"]).len()
+        op.id,
+        op.operation.name(),
+        op.status,
+        op.tasks.len()
     );
-    if let Some(e) = op["error"].as_str() {
+    if let Some(e) = &op.error {
         out!("  error: {e}");
     }
-    let mut tasks = list(&op["tasks"]);
-    let first = |t: &Value| {
-        list(&t["attempts"])
-            .first()
-            .and_then(|a| a["started"].as_f64())
-            .unwrap_or(f64::MAX)
-    };
+    let mut tasks: Vec<&TaskView> = op.tasks.iter().collect();
+    let first = |t: &TaskView| t.attempts.first().map_or(f64::MAX, |a| a.started);
     tasks.sort_by(|a, b| first(a).total_cmp(&first(b)));
-    let rows: Vec<Vec<String>> = tasks
-        .iter()
-        .map(|t| {
-            let attempts = list(&t["attempts"]);
-            let start = attempts.first().and_then(|a| a["started"].as_f64());
-            let end = attempts.last().and_then(|a| a["finished"].as_f64());
-            let at = start.map_or("-".to_string(), |s| format!("+{:.2}s", s - created));
-            let took = match (start, end) {
-                (Some(s), Some(e)) => format!("{:.2}s", e - s),
-                _ => "-".to_string(),
-            };
-            let task = match t["service"].as_str() {
-                Some(s) => format!("{} {s}", text(&t["action"])),
-                None => text(&t["action"]),
-            };
-            let tries: Vec<String> = attempts
-                .iter()
-                .map(|a| text(&a["status"]).to_lowercase().replace('_', "-"))
-                .collect();
-            let error = attempts
-                .last()
-                .and_then(|a| a["error"].as_str())
-                .unwrap_or_default();
-            vec![
-                at,
-                took,
-                text(&t["node"]),
-                task,
-                text(&t["status"]),
-                tries.join(","),
-                error.chars().take(80).collect(),
-            ]
-        })
-        .collect();
+    let rows: Vec<Vec<String>> = tasks.iter().map(|t| task_row(t, op.created)).collect();
     table(
         &["AT", "TOOK", "NODE", "TASK", "STATUS", "ATTEMPTS", "ERROR"],
         &rows,
     );
     out!();
+}
+
+/// A task's row in an operation's timeline; `created` is when the operation began.
+fn task_row(t: &TaskView, created: f64) -> Vec<String> {
+    let start = t.attempts.first().map(|a| a.started);
+    let end = t.attempts.last().and_then(|a| a.finished);
+    let at = start.map_or("-".to_string(), |s| format!("+{:.2}s", s - created));
+    let took = match (start, end) {
+        (Some(s), Some(e)) => format!("{:.2}s", e - s),
+        _ => "-".to_string(),
+    };
+    let task = match &t.service {
+        Some(s) => format!("{} {s}", t.action),
+        None => t.action.to_string(),
+    };
+    let tries: Vec<String> = t
+        .attempts
+        .iter()
+        .map(|a| match a.status {
+            Some(status) => status.to_string().to_lowercase().replace('_', "-"),
+            None => "-".to_string(),
+        })
+        .collect();
+    let error = t
+        .attempts
+        .last()
+        .and_then(|a| a.error.as_deref())
+        .unwrap_or_default();
+    vec![
+        at,
+        took,
+        t.node.clone(),
+        task,
+        t.status.to_string(),
+        tries.join(","),
+        error.chars().take(80).collect(),
+    ]
 }
 
 /// `NS/APP/PROGRAM` as an API path.
@@ -135,20 +134,15 @@ pub fn run(client: &Client, json: bool, cmd: RunCmd) -> Result<u8, CliError> {
             };
             list_runs(client, json, &base, status, limit).map(|()| 0)
         }
-        RunCmd::Get { run } => {
-            show_run(json, &client.get(&run_path(&run)?)?);
-            Ok(0)
-        }
+        RunCmd::Get { run } => show_run(json, client.get(&run_path(&run)?)?).map(|()| 0),
         RunCmd::Stop { run, keepalive } => {
             let body = json!({ "keepalive": keepalive });
             let path = format!("{}/stop", run_path(&run)?);
-            show_run(json, &client.call(Method::POST, &path, Some(&body))?);
-            Ok(0)
+            show_run(json, client.call(Method::POST, &path, Some(&body))?).map(|()| 0)
         }
         RunCmd::Deprovision { run, force } => {
             let path = format!("{}/deprovision?force={force}", run_path(&run)?);
-            show_run(json, &client.call(Method::POST, &path, None)?);
-            Ok(0)
+            show_run(json, client.call(Method::POST, &path, None)?).map(|()| 0)
         }
         RunCmd::Extend { run, by, until } => {
             let expire_at = match (by, until) {
@@ -158,15 +152,14 @@ pub fn run(client: &Client, json: bool, cmd: RunCmd) -> Result<u8, CliError> {
             };
             let body = json!({ "expireAt": expire_at });
             let path = format!("{}/extend", run_path(&run)?);
-            show_run(json, &client.call(Method::POST, &path, Some(&body))?);
-            Ok(0)
+            show_run(json, client.call(Method::POST, &path, Some(&body))?).map(|()| 0)
         }
         RunCmd::Logs { run } => {
             let v = client.get(&format!("{}/logs", run_path(&run)?))?;
             if json {
                 output::json(&v);
             } else {
-                print_logs(&v);
+                print_logs(&read_answer(v)?);
             }
             Ok(0)
         }
@@ -191,9 +184,8 @@ pub fn run(client: &Client, json: bool, cmd: RunCmd) -> Result<u8, CliError> {
             if json {
                 output::json(&v);
             } else {
-                for e in list(&v) {
-                    print_event(&e);
-                }
+                let events: Vec<RunEvent> = read_answer(v)?;
+                events.iter().for_each(print_event);
             }
             Ok(0)
         }
@@ -320,21 +312,20 @@ fn cluster(
         }
         return Ok(0);
     }
-    let op = loop {
-        let op = client.get(&format!("{path}/operations/{id}"))?;
-        let status: OpStatus = read_answer(op["status"].clone())?;
-        match status {
+    let (answer, op) = loop {
+        let answer = client.get(&format!("{path}/operations/{id}"))?;
+        let op: OperationView = read_answer(answer.clone())?;
+        match op.status {
             OpStatus::Running => std::thread::sleep(Duration::from_millis(200)),
-            OpStatus::Succeeded | OpStatus::Failed => break (op, status),
+            OpStatus::Succeeded | OpStatus::Failed => break (answer, op),
         }
     };
-    let (op, status) = op;
     if json {
-        output::json(&op);
+        output::json(&answer);
     } else {
         print_operation(&op);
     }
-    Ok(match status {
+    Ok(match op.status {
         OpStatus::Succeeded => 0,
         OpStatus::Running | OpStatus::Failed => 1,
     })
@@ -344,44 +335,47 @@ fn cluster(
 fn ops(client: &Client, json: bool, run: &str, op: Option<u32>) -> Result<(), CliError> {
     let path = run_path(run)?;
     let v = match op {
-        Some(id) => json!([client.get(&format!("{path}/operations/{id}"))?]),
+        Some(id) => client.get(&format!("{path}/operations/{id}"))?,
         None => client.get(&format!("{path}/operations"))?,
     };
     if json {
-        output::json(&if op.is_some() { v[0].clone() } else { v });
-    } else {
-        for op in list(&v) {
-            print_operation(&op);
-        }
+        output::json(&v);
+        return Ok(());
+    }
+    let ops: Vec<OperationView> = match op {
+        Some(_) => vec![read_answer(v)?],
+        None => read_answer(v)?,
+    };
+    for op in &ops {
+        print_operation(op);
     }
     Ok(())
 }
 
-fn print_logs(v: &Value) {
-    let stdout = text(&v["stdout"]);
-    let stderr = text(&v["stderr"]);
-    for line in stdout.lines() {
+fn print_logs(logs: &Logs) {
+    for line in logs.stdout.lines() {
         out!("{line}");
     }
-    for line in stderr.lines() {
+    for line in logs.stderr.lines() {
         out!("[stderr] {line}");
     }
 }
 
-fn clock(time: &Value) -> String {
-    let secs = time.as_f64().unwrap_or(0.0);
+/// Epoch seconds as a time of day (UTC), to the millisecond.
+fn clock(secs: f64) -> String {
     let t = UNIX_EPOCH + Duration::from_secs_f64(secs.max(0.0));
     let stamp = humantime::format_rfc3339_millis(t).to_string();
     // 2026-11-22T10:00:01.234Z → 10:00:01.234
     stamp.get(11..23).unwrap_or(&stamp).to_string()
 }
 
-fn print_event(e: &Value) {
-    let node = e["node"]
-        .as_str()
+fn print_event(e: &RunEvent) {
+    let node = e
+        .node
+        .as_deref()
         .map(|n| format!("node {n}: "))
         .unwrap_or_default();
-    out!("{}  {}{}", clock(&e["time"]), node, text(&e["message"]));
+    out!("{}  {}{}", clock(e.time), node, e.message);
 }
 
 /// Follows run `path` until its cluster is gone or kept WAITING, printing each event (and
@@ -390,13 +384,13 @@ fn follow(client: &Client, json: bool, path: &str, name: &str) -> Result<u8, Cli
     let mut after = 0u64;
     let mut printed_logs = false;
     let mut print_new = |wait: &str| -> Result<(), CliError> {
-        let events = client.get(&format!("{path}/events?after={after}{wait}"))?;
-        for e in list(&events) {
-            after = after.max(e["seq"].as_u64().unwrap_or(after));
+        let events: Vec<RunEvent> = client.get_as(&format!("{path}/events?after={after}{wait}"))?;
+        for e in &events {
+            after = after.max(e.seq);
             if json {
-                out!("{}", e);
+                out!("{}", serde_json::to_value(e).unwrap_or_default());
             } else {
-                print_event(&e);
+                print_event(e);
             }
         }
         Ok(())
@@ -407,7 +401,7 @@ fn follow(client: &Client, json: bool, path: &str, name: &str) -> Result<u8, Cli
         let ended = run.status.is_end();
         if ended && !printed_logs && !json && run.start.is_some() {
             printed_logs = true;
-            let logs = client.get(&format!("{path}/logs"))?;
+            let logs: Logs = client.get_as(&format!("{path}/logs"))?;
             out!("---- program output ----");
             print_logs(&logs);
             out!("------------------------");
@@ -446,7 +440,7 @@ fn summary(run: &RunView, name: &str) {
     match run.cluster.status {
         Some(ClusterStatus::Waiting) => out!(
             "cluster WAITING until {}; keep it longer with `ebb run extend {name} --by 1h`, tear it down with `ebb run deprovision {name}`",
-            super::output::timestamp(&json!(run.cluster.expires_at))
+            super::output::timestamp(run.cluster.expires_at)
         ),
         Some(cluster) => out!("cluster {cluster}"),
         None => out!("cluster -"),
@@ -470,57 +464,69 @@ fn exit_status(run: &RunView) -> u8 {
     }
 }
 
-fn show_run(json: bool, r: &Value) {
+/// A run as `ebb run get` (and stop, deprovision, extend) print it.
+fn show_run(json: bool, answer: Value) -> Result<(), CliError> {
     if json {
-        output::json(r);
-        return;
+        output::json(&answer);
+        return Ok(());
     }
+    let r: RunView = read_answer(answer)?;
     out!(
         "run:      {}/{}/{}/{}",
-        text(&r["namespace"]),
-        text(&r["app"]),
-        text(&r["program"]),
-        text(&r["runid"])
+        r.namespace,
+        r.app,
+        r.program,
+        r.runid
     );
-    out!(
-        "status:   {}{}",
-        text(&r["status"]),
-        if r["stopping"].as_bool() == Some(true) {
-            " (stopping)"
-        } else {
-            ""
-        }
-    );
-    out!("profile:  {}", text(&r["profile"]));
+    let stopping = if r.stopping { " (stopping)" } else { "" };
+    out!("status:   {}{stopping}", r.status);
+    out!("profile:  {}", r.profile);
+    let when = |t: Option<u64>| t.map_or("-".to_string(), |t| t.to_string());
     out!(
         "starting: {}  start: {}  end: {}",
-        text(&r["starting"]),
-        text(&r["start"]),
-        text(&r["end"])
+        r.starting,
+        when(r.start),
+        when(r.end)
     );
-    if let Some(code) = r["exit"]["code"].as_i64() {
+    if let Some(code) = r.exit.as_ref().and_then(|e| e.code) {
         out!("exit:     {code}");
     }
-    if let Some(f) = r["failure"].as_object() {
-        out!("failure:  {}: {}", text(&f["kind"]), text(&f["message"]));
+    if let Some(f) = &r.failure {
+        out!("failure:  {}: {}", f.kind, f.message);
     }
-    let c = &r["cluster"];
+    let c = &r.cluster;
     out!(
         "cluster:  {}{}",
-        text(&c["status"]),
-        c["expiresAt"]
-            .as_u64()
+        c.status.map_or("-".to_string(), |s| s.to_string()),
+        c.expires_at
             .map(|t| format!(" until {t}"))
             .unwrap_or_default()
     );
-    let nodes = rows(&list(&c["nodes"]), &["name", "id", "status", "ipAddress"]);
+    let nodes: Vec<Vec<String>> = c
+        .nodes
+        .iter()
+        .map(|n| {
+            let or_dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+            vec![
+                n.name.clone(),
+                or_dash(&n.id),
+                n.status.to_string(),
+                or_dash(&n.ip_address),
+            ]
+        })
+        .collect();
     if !nodes.is_empty() {
         out!();
         table(&["NODE", "ID", "STATUS", "ADDRESS"], &nodes);
     }
-    let props = rows(&list(&r["profileProperties"]), &["name", "value", "origin"]);
+    let props: Vec<Vec<String>> = r
+        .profile_properties
+        .iter()
+        .map(|p| vec![p.name.clone(), p.value.clone(), p.origin.to_string()])
+        .collect();
     if !props.is_empty() {
         out!();
         table(&["PROPERTY", "VALUE", "SET BY"], &props);
     }
+    Ok(())
 }

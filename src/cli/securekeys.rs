@@ -6,9 +6,10 @@ use reqwest::Method;
 use serde_json::{Map, json};
 
 use super::args::SecureCmd;
-use super::client::{CliError, Client};
+use super::client::{CliError, Client, read_answer};
 use super::input::split_pair;
-use super::output::{self, done, list, out, table, text, timestamp};
+use super::output::{self, done, out, table, timestamp};
+use crate::model::secure::KeyMetadata;
 
 pub fn secure(client: &Client, json: bool, cmd: SecureCmd) -> Result<(), CliError> {
     let path = |ns: &str, name: &str| format!("/v3/namespaces/{ns}/securekeys/{name}");
@@ -16,13 +17,14 @@ pub fn secure(client: &Client, json: bool, cmd: SecureCmd) -> Result<(), CliErro
         SecureCmd::List { namespace } => {
             let v = client.get(&format!("/v3/namespaces/{namespace}/securekeys"))?;
             if !json {
-                let rows: Vec<Vec<String>> = list(&v)
+                let keys: Vec<KeyMetadata> = read_answer(v)?;
+                let rows: Vec<Vec<String>> = keys
                     .iter()
                     .map(|k| {
                         vec![
-                            text(&k["name"]),
-                            text(&k["description"]),
-                            timestamp(&json!(k["createdEpochMs"].as_u64().unwrap_or(0) / 1000)),
+                            k.name.clone(),
+                            k.description.clone(),
+                            timestamp(Some(k.created_epoch_ms / 1000)),
                         ]
                     })
                     .collect();
@@ -72,13 +74,14 @@ pub fn secure(client: &Client, json: bool, cmd: SecureCmd) -> Result<(), CliErro
     };
     if json {
         output::json(&v);
-    } else {
-        out!(
-            "name:        {}\ndescription: {}\ncreated:     {}",
-            text(&v["name"]),
-            text(&v["description"]),
-            timestamp(&json!(v["createdEpochMs"].as_u64().unwrap_or(0) / 1000))
-        );
+        return Ok(());
     }
+    let key: KeyMetadata = read_answer(v)?;
+    out!(
+        "name:        {}\ndescription: {}\ncreated:     {}",
+        key.name,
+        key.description,
+        timestamp(Some(key.created_epoch_ms / 1000))
+    );
     Ok(())
 }

@@ -1,11 +1,12 @@
 //! `ebb provisioner` and `ebb janitor`: what the server offers, and its sweeps of leftovers.
 
 use reqwest::Method;
-use serde_json::Value;
 
 use super::args::{JanitorCmd, ProvisionerCmd};
-use super::client::{CliError, Client};
+use super::client::{CliError, Client, read_answer};
 use super::output::{self, list, out, table, text, timestamp};
+use crate::model::sweep::{JanitorView, Sweep};
+use crate::model::view::ProvisionerDetail;
 
 pub fn provisioner(client: &Client, json: bool, cmd: ProvisionerCmd) -> Result<(), CliError> {
     match cmd {
@@ -15,9 +16,10 @@ pub fn provisioner(client: &Client, json: bool, cmd: ProvisionerCmd) -> Result<(
                 output::json(&v);
                 return Ok(());
             }
-            let rows: Vec<Vec<String>> = list(&v)
-                .iter()
-                .map(|p| vec![text(&p["name"]), text(&p["label"]), text(&p["description"])])
+            let provisioners: Vec<ProvisionerDetail> = read_answer(v)?;
+            let rows: Vec<Vec<String>> = provisioners
+                .into_iter()
+                .map(|p| vec![p.name, p.label, p.description])
                 .collect();
             table(&["NAME", "LABEL", "DESCRIPTION"], &rows);
         }
@@ -27,14 +29,11 @@ pub fn provisioner(client: &Client, json: bool, cmd: ProvisionerCmd) -> Result<(
                 output::json(&v);
                 return Ok(());
             }
-            out!(
-                "{} ({})\n{}\n",
-                text(&v["name"]),
-                text(&v["label"]),
-                text(&v["description"])
-            );
+            let p: ProvisionerDetail = read_answer(v)?;
+            out!("{} ({})\n{}\n", p.name, p.label, p.description);
+            // The widget's own format: groups of properties with their widget attributes.
             let mut rows = Vec::new();
-            for group in list(&v["configuration-groups"]) {
+            for group in list(&p.configuration_groups) {
                 for p in list(&group["properties"]) {
                     rows.push(vec![
                         text(&p["name"]),
@@ -62,7 +61,7 @@ pub fn janitor(client: &Client, json: bool, cmd: JanitorCmd) -> Result<(), CliEr
             if json {
                 output::json(&sweep);
             } else {
-                show_sweep(&sweep);
+                show_sweep(&read_answer(sweep)?);
             }
         }
         JanitorCmd::Show => {
@@ -71,62 +70,59 @@ pub fn janitor(client: &Client, json: bool, cmd: JanitorCmd) -> Result<(), CliEr
                 output::json(&v);
                 return Ok(());
             }
-            let s = &v["settings"];
-            let every = s["interval"]
-                .as_u64()
+            let janitor: JanitorView = read_answer(v)?;
+            let every = janitor
+                .settings
+                .interval
                 .map_or("never".to_string(), |i| format!("every {i}s"));
-            let mode = if s["delete"] == true {
+            let mode = if janitor.settings.delete {
                 "deletes orphans"
             } else {
                 "reports orphans"
             };
             out!("schedule: {every}, {mode}");
-            if v["last"].is_null() {
-                out!("no sweep yet");
-            } else {
-                show_sweep(&v["last"]);
+            match &janitor.last {
+                None => out!("no sweep yet"),
+                Some(sweep) => show_sweep(sweep),
             }
         }
     }
     Ok(())
 }
 
-fn show_sweep(sweep: &Value) {
-    let mode = if sweep["dryRun"] == true {
-        "dry run"
-    } else {
-        "acting"
-    };
+fn show_sweep(sweep: &Sweep) {
+    let mode = if sweep.dry_run { "dry run" } else { "acting" };
     out!(
         "sweep at {} ({}, {mode})",
-        timestamp(&sweep["started"]),
-        text(&sweep["trigger"])
+        timestamp(Some(sweep.started)),
+        sweep.trigger
     );
-    let accounts: Vec<Vec<String>> = list(&sweep["accounts"])
+    let accounts: Vec<Vec<String>> = sweep
+        .accounts
         .iter()
         .map(|a| {
             vec![
-                text(&a["provisioner"]),
-                text(&a["account"]),
-                a["listed"].to_string(),
-                a["error"].as_str().unwrap_or("").to_string(),
+                a.provisioner.clone(),
+                a.account.clone(),
+                a.listed.to_string(),
+                a.error.clone().unwrap_or_default(),
             ]
         })
         .collect();
     table(&["PROVISIONER", "ACCOUNT", "LISTED", "ERROR"], &accounts);
-    let orphans = list(&sweep["orphans"]);
-    if orphans.is_empty() {
+    if sweep.orphans.is_empty() {
         out!("no orphans");
         return;
     }
-    let rows: Vec<Vec<String>> = orphans
+    let rows: Vec<Vec<String>> = sweep
+        .orphans
         .iter()
         .map(|o| {
             vec![
-                text(&o["action"]),
-                text(&o["provisioner"]),
-                text(&o["id"]),
-                text(&o["reason"]),
+                o.action.clone(),
+                o.provisioner.clone(),
+                o.id.clone(),
+                o.reason.clone(),
             ]
         })
         .collect();

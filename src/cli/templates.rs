@@ -1,33 +1,34 @@
 //! `ebb template` and `ebb plan`: cluster templates, and the dry run of a cluster plan.
 
 use reqwest::Method;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::args::{PlanArgs, TemplateCmd};
-use super::client::{CliError, Client};
+use super::client::{CliError, Client, read_answer};
 use super::input::{read_json, scoped_path};
-use super::output::{self, done, list, out, rows, table, text};
+use super::output::{self, done, out, table};
+use crate::model::template::StoredTemplate;
+use crate::model::view::DryRun;
 
 pub fn template(client: &Client, json: bool, cmd: TemplateCmd) -> Result<(), CliError> {
     let v = match cmd {
         TemplateCmd::List(scope) => {
             let v = client.get(&scope.path("templates"))?;
             if !json {
-                let mut items = list(&v);
-                for t in &mut items {
-                    t["services"] = json!(
-                        t["services"].as_object().map(|m| m
-                            .keys()
-                            .cloned()
-                            .collect::<Vec<_>>()
-                            .join(", "))
-                    );
-                    t["name"] = json!(format!("{}:{}", text(&t["scope"]), text(&t["name"])));
-                }
-                table(
-                    &["TEMPLATE", "SERVICES", "DESCRIPTION"],
-                    &rows(&items, &["name", "services", "description"]),
-                );
+                let templates: Vec<StoredTemplate> = read_answer(v)?;
+                let rows: Vec<Vec<String>> = templates
+                    .iter()
+                    .map(|t| {
+                        let services: Vec<&str> =
+                            t.template.services.keys().map(String::as_str).collect();
+                        vec![
+                            format!("{}:{}", t.scope, t.name),
+                            services.join(", "),
+                            t.template.description.clone(),
+                        ]
+                    })
+                    .collect();
+                table(&["TEMPLATE", "SERVICES", "DESCRIPTION"], &rows);
                 return Ok(());
             }
             v
@@ -80,36 +81,36 @@ pub fn plan(client: &Client, json: bool, args: PlanArgs) -> Result<(), CliError>
         output::json(&v);
         return Ok(());
     }
-    let mut layout = list(&v["layout"]);
-    for n in &mut layout {
-        n["services"] = json!(
-            list(&n["services"])
-                .iter()
-                .map(text)
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
-    table(
-        &["NODE", "HARDWARE", "IMAGE", "SERVICES"],
-        &rows(&layout, &["node", "hardwareType", "imageType", "services"]),
-    );
-    let tasks = list(&v["tasks"]);
-    let describe = |id: &Value| {
-        let t = &tasks[id.as_u64().unwrap_or(0) as usize];
-        match t["service"].as_str() {
-            Some(s) => format!("{} {s}@{}", text(&t["action"]), text(&t["node"])),
-            None => format!("{} {}", text(&t["action"]), text(&t["node"])),
-        }
+    let plan: DryRun = read_answer(v)?;
+    let layout: Vec<Vec<String>> = plan
+        .layout
+        .iter()
+        .map(|n| {
+            let services: Vec<&str> = n.services.iter().map(String::as_str).collect();
+            vec![
+                n.node.clone(),
+                n.hardware_type.clone(),
+                n.image_type.clone(),
+                services.join(", "),
+            ]
+        })
+        .collect();
+    table(&["NODE", "HARDWARE", "IMAGE", "SERVICES"], &layout);
+    let describe = |id: &usize| match plan.tasks.get(*id) {
+        Some(t) => match &t.service {
+            Some(s) => format!("{} {s}@{}", t.action, t.node),
+            None => format!("{} {}", t.action, t.node),
+        },
+        None => format!("task {id}"),
     };
     out!();
     out!(
         "{} tasks in {} stages (stages are for reading; tasks start as soon as what they depend on is done):",
-        tasks.len(),
-        list(&v["stages"]).len()
+        plan.tasks.len(),
+        plan.stages.len()
     );
-    for (i, stage) in list(&v["stages"]).iter().enumerate() {
-        let names: Vec<String> = list(stage).iter().map(describe).collect();
+    for (i, stage) in plan.stages.iter().enumerate() {
+        let names: Vec<String> = stage.iter().map(describe).collect();
         out!("{:>3}. {}", i + 1, names.join(", "));
     }
     Ok(())

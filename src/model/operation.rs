@@ -50,6 +50,8 @@ pub enum TaskStatus {
     Failed,
 }
 
+display_as_serde!(OpStatus, AttemptStatus, TaskStatus);
+
 /// One node of a cluster snapshot.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -188,8 +190,8 @@ pub fn task_status(attempts: &[AttemptRecord], op_running: bool) -> TaskStatus {
     }
 }
 
-/// One task of an operation, as the API shows it.
-#[derive(Debug, Clone, Serialize)]
+/// One task of an operation, as the API shows it and the CLI reads it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskView {
     pub id: usize,
@@ -201,22 +203,22 @@ pub struct TaskView {
     pub attempts: Vec<AttemptRecord>,
 }
 
-/// One operation, as the API shows it.
-#[derive(Debug, Clone, Serialize)]
+/// One operation, as the API shows it and the CLI reads it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct OperationView {
     pub id: u32,
     pub operation: ClusterOperation,
     pub status: OpStatus,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollback_of: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rolled_back_by: Option<u32>,
-    #[serde(skip_serializing_if = "serde_json::Value::is_null")]
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub request: serde_json::Value,
     pub created: f64,
     pub finished: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     pub tasks: Vec<TaskView>,
     pub before: Option<Snapshot>,

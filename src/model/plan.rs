@@ -44,6 +44,8 @@ pub enum Action {
     Delete,
 }
 
+display_as_serde!(Action);
+
 impl Action {
     /// The name the API and the audit log use.
     pub fn name(self) -> &'static str {
@@ -191,6 +193,8 @@ pub enum ResourceStatus {
     PollingDelete,
     Deleted,
 }
+
+display_as_serde!(ResourceStatus);
 
 /// One node's resource, as the store keeps it (`Resources` table, key `<run>/<node>`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -32,6 +32,8 @@ pub enum Scope {
     User,
 }
 
+display_as_serde!(Scope);
+
 /// Whether a profile may be assigned and used by new runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]

@@ -58,6 +58,8 @@ pub enum Origin {
     Level(Level),
 }
 
+display_as_serde!(Origin);
+
 /// One level's key/values.
 pub type Values = BTreeMap<String, String>;
 

@@ -57,16 +57,6 @@ pub enum ClusterStatus {
     Orphaned,
 }
 
-macro_rules! display_as_serde {
-    ($($t:ty),*) => {$(
-        impl fmt::Display for $t {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                let v = serde_json::to_value(self).map_err(|_| fmt::Error)?;
-                f.write_str(v.as_str().unwrap_or_default())
-            }
-        }
-    )*};
-}
 display_as_serde!(ProgramStatus, ClusterStatus, FailureKind);
 
 /// What kind of failure ended a run.

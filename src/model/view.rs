@@ -1,11 +1,11 @@
 //! What the API returns for a run, its logs and a profile's usage; the CLI reads the same
 //! types. Secrets are redacted on the way in ([`RunView::new`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::plan::{NodeRecord, ResourceStatus};
+use crate::model::plan::{ClusterTask, NodeRecord, ResourceStatus};
 use crate::model::property::{Origin, Values, redact};
 use crate::model::run::{ClusterStatus, Exit, Failure, ProgramStatus, RunRecord};
 
@@ -142,4 +142,33 @@ pub struct Usage {
     /// Node-seconds from each node's recorded create time to its delete time (or now).
     pub node_seconds: u64,
     pub node_hours: f64,
+}
+
+/// A provisioner as `/v3/provisioners` shows it: its configuration groups are its widget's
+/// (`widgets/<name>.json`, CDAP's plugin widget format), as written.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ProvisionerDetail {
+    pub name: String,
+    pub label: String,
+    pub description: String,
+    #[serde(rename = "configuration-groups")]
+    pub configuration_groups: serde_json::Value,
+}
+
+/// One node of a planned layout.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedNode {
+    pub node: String,
+    pub hardware_type: String,
+    pub image_type: String,
+    pub services: BTreeSet<String>,
+}
+
+/// What `POST .../plan` answers: the layout, the tasks and their stages (for reading).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DryRun {
+    pub layout: Vec<PlannedNode>,
+    pub tasks: Vec<ClusterTask>,
+    pub stages: Vec<Vec<usize>>,
 }

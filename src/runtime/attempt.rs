@@ -11,6 +11,7 @@ use ebb_spi::Provisioner;
 use super::deps::Deps;
 use crate::model::plan::{ClusterOperation, ClusterTask, NodeRecord};
 use crate::model::template::Template;
+use crate::store::keys;
 use crate::store::{Read, StoreError, Table};
 
 /// Attempts of a node task (create, confirm, delete) before the operation fails.
@@ -112,7 +113,7 @@ pub async fn merge_properties(
     node: &str,
     facts: BTreeMap<String, String>,
 ) -> Result<(), StoreError> {
-    let key = format!("{run}/{node}");
+    let key = keys::node(run, node);
     deps.store
         .write(move |tx| {
             if let Some(mut r) = tx.get::<NodeRecord>(Table::Resources, &key)? {

@@ -16,7 +16,8 @@ use super::attempt::{AttemptOutcome, TAIL, TaskSpec, parse_facts};
 use super::deps::Deps;
 use crate::model::plan::NodeRecord;
 use crate::model::template::Action as Script;
-use crate::store::{Read, Table};
+use crate::store::keys;
+use crate::store::{Read, StoreError, Table};
 
 /// Runs one attempt of the service task `spec` (install, configure, initialize, start, stop,
 /// remove). What the script writes to `$EBB_RESULT_FILE` as `key=value` lines becomes the
@@ -82,31 +83,17 @@ async fn attempt_once(
     script: &str,
 ) -> Result<(BTreeMap<String, String>, String), (String, String)> {
     let fail = |m: String| (m, String::new());
-    let prefix = format!("{}/", spec.run);
-    let nodes: Vec<NodeRecord> = deps
-        .store
-        .read(move |r| r.scan::<NodeRecord>(Table::Resources, &prefix))
+    let nodes = cluster_nodes(deps, &spec.run)
         .await
-        .map_err(|e| fail(e.to_string()))?
-        .into_iter()
-        .map(|(_, n)| n)
-        .filter(NodeRecord::may_exist)
-        .collect();
+        .map_err(|e| fail(e.to_string()))?;
     let me = nodes.iter().find(|n| n.node == spec.node());
-    let run_dir = deps.run_dir(&spec.run);
-    let node_dir = run_dir.join("nodes");
     let work_dir: Option<PathBuf> = me
         .and_then(|n| n.properties.get("workDir"))
         .map(PathBuf::from);
-    let cwd = work_dir
-        .clone()
-        .unwrap_or_else(|| deps.node_work_dir(&spec.run, spec.node()));
-    let cluster_file = node_dir.join(format!("{}.cluster.json", spec.node()));
-    let result_file = node_dir.join(format!("{}.result", spec.node()));
-    let log_path = node_dir.join(format!("{}.log", spec.node()));
+    let files = NodeFiles::of(deps, spec);
     let cluster = cluster_doc(spec, &nodes);
-    let files = (result_file.as_path(), cluster_file.as_path());
-    let env = script_env(spec, service, action, me, files, work_dir.as_deref());
+    let paths = (files.result.as_path(), files.cluster.as_path());
+    let env = script_env(spec, service, action, me, paths, work_dir.as_deref());
     if let Some(node) = me.and_then(|me| super::remote::Node::of(&spec.context, &spec.run, me)) {
         let node = node.map_err(fail)?;
         let env = env
@@ -117,36 +104,91 @@ async fn attempt_once(
         let cluster_json =
             serde_json::to_string_pretty(&cluster).map_err(|e| fail(e.to_string()))?;
         let name = format!("{service}.{action}");
-        return super::remote::attempt(deps, &node, &name, script, &cluster_json, &env, &log_path)
+        return super::remote::attempt(deps, &node, &name, script, &cluster_json, &env, &files.log)
             .await;
     }
-    let (nodes_dir, dir, log_file) = (node_dir.clone(), cwd.clone(), log_path.clone());
-    let results = result_file.clone();
-    let log = tokio::task::spawn_blocking(move || -> std::io::Result<std::fs::File> {
-        std::fs::create_dir_all(&nodes_dir)?;
-        std::fs::create_dir_all(&dir)?;
-        match std::fs::remove_file(&results) {
+    let cwd = work_dir.unwrap_or_else(|| deps.node_work_dir(&spec.run, spec.node()));
+    run_local(script, &cwd, env, cluster, files).await
+}
+
+/// The nodes of `run` that may exist.
+async fn cluster_nodes(deps: &Deps, run: &str) -> Result<Vec<NodeRecord>, StoreError> {
+    let prefix = keys::of_run(run);
+    Ok(deps
+        .store
+        .read(move |r| r.scan::<NodeRecord>(Table::Resources, &prefix))
+        .await?
+        .into_iter()
+        .map(|(_, n)| n)
+        .filter(NodeRecord::may_exist)
+        .collect())
+}
+
+/// A node's files on the server: the cluster document and result file a script is given, and
+/// the log its output is appended to.
+struct NodeFiles {
+    dir: PathBuf,
+    cluster: PathBuf,
+    result: PathBuf,
+    log: PathBuf,
+}
+
+impl NodeFiles {
+    fn of(deps: &Deps, spec: &TaskSpec) -> NodeFiles {
+        let dir = deps.run_dir(&spec.run).join("nodes");
+        let node = spec.node();
+        NodeFiles {
+            cluster: dir.join(format!("{node}.cluster.json")),
+            result: dir.join(format!("{node}.result")),
+            log: dir.join(format!("{node}.log")),
+            dir,
+        }
+    }
+
+    /// Makes the node's directories, removes an old result file, writes `cluster` and opens
+    /// the log for appending.
+    fn prepare(&self, cwd: &Path, cluster: &serde_json::Value) -> std::io::Result<std::fs::File> {
+        std::fs::create_dir_all(&self.dir)?;
+        std::fs::create_dir_all(cwd)?;
+        match std::fs::remove_file(&self.result) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
             _ => {}
         }
         std::fs::write(
-            &cluster_file,
-            serde_json::to_vec_pretty(&cluster).map_err(std::io::Error::other)?,
+            &self.cluster,
+            serde_json::to_vec_pretty(cluster).map_err(std::io::Error::other)?,
         )?;
         std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(&log_file)
+            .open(&self.log)
+    }
+}
+
+/// Runs `script` under `sh -c` on this machine in `cwd`, in its own process group, its output
+/// appended to the node's log; the facts it wrote and its output's tail.
+async fn run_local(
+    script: &str,
+    cwd: &Path,
+    env: BTreeMap<&'static str, String>,
+    cluster: serde_json::Value,
+    files: NodeFiles,
+) -> Result<(BTreeMap<String, String>, String), (String, String)> {
+    let fail = |m: String| (m, String::new());
+    let dir = cwd.to_path_buf();
+    let (files, log) = tokio::task::spawn_blocking(move || {
+        let log = files.prepare(&dir, &cluster);
+        (files, log)
     })
     .await
-    .map_err(|e| fail(e.to_string()))?
-    .map_err(|e| fail(format!("cannot prepare the node directory: {e}")))?;
+    .map_err(|e| fail(e.to_string()))?;
+    let log = log.map_err(|e| fail(format!("cannot prepare the node directory: {e}")))?;
     let start_len = log.metadata().map(|m| m.len()).unwrap_or(0);
     let err = log.try_clone().map_err(|e| fail(e.to_string()))?;
     let mut child = tokio::process::Command::new("sh")
         .arg("-c")
         .arg(script)
-        .current_dir(&cwd)
+        .current_dir(cwd)
         .env_clear()
         .envs(super::program::passed_env())
         .envs(env)
@@ -166,8 +208,8 @@ async fn attempt_once(
     guard.0 = None;
     let status = status.map_err(|e| fail(e.to_string()))?;
     let tail = tokio::task::spawn_blocking(move || {
-        let tail = output_since(&log_path, start_len);
-        let facts = std::fs::read_to_string(&result_file)
+        let tail = output_since(&files.log, start_len);
+        let facts = std::fs::read_to_string(&files.result)
             .map(|text| parse_facts(&text))
             .unwrap_or_default();
         (tail, facts)

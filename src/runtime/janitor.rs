@@ -15,15 +15,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ebb_spi::{Context, Provisioner, Resource, ResourceState, TAG_NODE, TAG_RUN, TAG_SERVER};
-use serde::{Deserialize, Serialize};
 
+use crate::model::event::EventKind;
 use crate::model::plan::{NodeRecord, ResourceStatus};
 use crate::model::profile::StoredProfile;
 use crate::model::run::{ClusterStatus, RunRecord};
+use crate::model::sweep::{AccountSweep, Orphan, SOURCES_SHOWN, Settings, Sweep};
 use crate::model::time::now_secs;
 use crate::runtime::deps::Deps;
 use crate::runtime::error::RuntimeError;
-use crate::store::events::{self, EventKind};
+use crate::store::events;
+use crate::store::keys;
 use crate::store::{Read, StoreError, Table};
 
 /// Where the last sweep is kept in the `Meta` table.
@@ -32,70 +34,6 @@ const LAST: &str = "janitor/last";
 /// A run is not judged too old until this long after its profile's timeout: its own timer
 /// and the cloud-side fail-safe come first.
 pub const AGE_GRACE: Duration = Duration::from_secs(15 * 60);
-
-/// How the janitor runs on its own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Settings {
-    /// Seconds between scheduled sweeps; `None`: no scheduled sweeps.
-    pub interval: Option<u64>,
-    /// Whether scheduled sweeps delete what they find (else they only report).
-    pub delete: bool,
-}
-
-/// What one sweep saw and did.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Sweep {
-    /// Epoch seconds.
-    pub started: u64,
-    pub finished: u64,
-    /// `schedule` or `request`.
-    pub trigger: String,
-    /// Whether orphans were only reported.
-    pub dry_run: bool,
-    pub accounts: Vec<AccountSweep>,
-    pub orphans: Vec<Orphan>,
-}
-
-/// One account listed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AccountSweep {
-    pub provisioner: String,
-    pub account: String,
-    /// The profiles (and runs) that point at it: the first [`SOURCES_SHOWN`].
-    pub sources: Vec<String>,
-    /// How many more point at it.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub more_sources: usize,
-    /// Resources carrying ebb's tags seen there.
-    pub listed: usize,
-    /// Why it could not be listed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-/// How many sources an account lists by name.
-pub const SOURCES_SHOWN: usize = 20;
-
-fn is_zero(n: &usize) -> bool {
-    *n == 0
-}
-
-/// A resource nothing in the store accounts for.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Orphan {
-    pub provisioner: String,
-    pub account: String,
-    pub id: String,
-    pub run: String,
-    pub node: Option<String>,
-    pub reason: String,
-    /// `reported`, `deleted`, or `delete failed: ...`.
-    pub action: String,
-}
 
 /// An account to list, and a context that reaches it.
 struct Target {
@@ -156,6 +94,41 @@ impl Janitor {
         let _one = self.running.lock().await;
         let started = now_secs();
         let targets = self.targets().await?;
+        let (accounts, seen) = self.list(&targets).await;
+        let runs: BTreeSet<String> = seen
+            .iter()
+            .filter_map(|(_, r)| r.tags.get(TAG_RUN).cloned())
+            .collect();
+        let known = self.deps.store.read(move |r| known_runs(r, &runs)).await?;
+        let now = now_secs();
+        let mut orphans = Vec::new();
+        for (i, resource) in seen {
+            let t = &targets[i];
+            let Some(reason) = judge(&resource, &known, now) else {
+                continue;
+            };
+            orphans.push(take(t, resource, reason, dry_run).await);
+        }
+        self.tell_runs(&orphans, &known).await?;
+        let sweep = Sweep {
+            started,
+            finished: now_secs(),
+            trigger: trigger.to_string(),
+            dry_run,
+            accounts,
+            orphans,
+        };
+        let kept = sweep.clone();
+        self.deps
+            .store
+            .write(move |tx| tx.put(Table::Meta, LAST, &kept))
+            .await?;
+        Ok(sweep)
+    }
+
+    /// Lists every target's account: what each holds that this server made, and a summary per
+    /// account (a listing that fails is kept as its error).
+    async fn list(&self, targets: &[Target]) -> (Vec<AccountSweep>, Vec<(usize, Resource)>) {
         let mut accounts = Vec::new();
         let mut seen: Vec<(usize, Resource)> = Vec::new();
         for (i, t) in targets.iter().enumerate() {
@@ -187,75 +160,33 @@ impl Janitor {
                 error,
             });
         }
-        let runs: BTreeSet<String> = seen
-            .iter()
-            .filter_map(|(_, r)| r.tags.get(TAG_RUN).cloned())
-            .collect();
-        let known = self.deps.store.read(move |r| known_runs(r, &runs)).await?;
-        let now = now_secs();
-        let mut orphans = Vec::new();
-        for (i, resource) in seen {
-            let t = &targets[i];
-            let Some(reason) = judge(&resource, &known, now) else {
-                continue;
-            };
-            let action = match (&t.context, dry_run) {
-                (_, true) => "reported".to_string(),
-                (Ok(ctx), false) => match t.provisioner.delete(ctx, &resource.id).await {
-                    Ok(()) => "deleted".to_string(),
-                    Err(e) => format!("delete failed: {}", ctx.redact(&e.message)),
-                },
-                (Err(e), false) => format!("delete failed: {e}"),
-            };
-            tracing::warn!(
-                provisioner = t.provisioner.spec().name,
-                id = %resource.id,
-                %reason,
-                %action,
-                "janitor found an orphan"
-            );
-            orphans.push(Orphan {
-                provisioner: t.provisioner.spec().name.to_string(),
-                account: t.account.clone(),
-                id: resource.id.clone(),
-                run: resource.tags.get(TAG_RUN).cloned().unwrap_or_default(),
-                node: resource.tags.get(TAG_NODE).cloned(),
-                reason,
-                action,
-            });
-        }
-        // A run the store knows hears what the janitor did to its resources.
+        (accounts, seen)
+    }
+
+    /// A run the store knows hears what the janitor did to its resources.
+    async fn tell_runs(
+        &self,
+        orphans: &[Orphan],
+        known: &HashMap<String, Known>,
+    ) -> Result<(), StoreError> {
         let notes: Vec<Orphan> = orphans
             .iter()
             .filter(|o| known.contains_key(&o.run) && o.action != "reported")
             .cloned()
             .collect();
-        if !notes.is_empty() {
-            self.deps
-                .store
-                .write(move |tx| {
-                    for o in &notes {
-                        let message = format!("janitor: {} {} ({})", o.action, o.id, o.reason);
-                        events::append(tx, &o.run, EventKind::Task, o.node.as_deref(), message)?;
-                    }
-                    Ok::<_, StoreError>(())
-                })
-                .await?;
+        if notes.is_empty() {
+            return Ok(());
         }
-        let sweep = Sweep {
-            started,
-            finished: now_secs(),
-            trigger: trigger.to_string(),
-            dry_run,
-            accounts,
-            orphans,
-        };
-        let kept = sweep.clone();
         self.deps
             .store
-            .write(move |tx| tx.put(Table::Meta, LAST, &kept))
-            .await?;
-        Ok(sweep)
+            .write(move |tx| {
+                for o in &notes {
+                    let message = format!("janitor: {} {} ({})", o.action, o.id, o.reason);
+                    events::append(tx, &o.run, EventKind::Task, o.node.as_deref(), message)?;
+                }
+                Ok::<_, StoreError>(())
+            })
+            .await
     }
 
     /// Whether this server made `r`: it carries this server's name. A resource without a
@@ -326,6 +257,34 @@ impl Janitor {
     }
 }
 
+/// Deletes orphan `resource` of target `t` (or only reports it on a dry run) and logs it.
+async fn take(t: &Target, resource: Resource, reason: String, dry_run: bool) -> Orphan {
+    let action = match (&t.context, dry_run) {
+        (_, true) => "reported".to_string(),
+        (Ok(ctx), false) => match t.provisioner.delete(ctx, &resource.id).await {
+            Ok(()) => "deleted".to_string(),
+            Err(e) => format!("delete failed: {}", ctx.redact(&e.message)),
+        },
+        (Err(e), false) => format!("delete failed: {e}"),
+    };
+    tracing::warn!(
+        provisioner = t.provisioner.spec().name,
+        id = %resource.id,
+        %reason,
+        %action,
+        "janitor found an orphan"
+    );
+    Orphan {
+        provisioner: t.provisioner.spec().name.to_string(),
+        account: t.account.clone(),
+        run: resource.tags.get(TAG_RUN).cloned().unwrap_or_default(),
+        node: resource.tags.get(TAG_NODE).cloned(),
+        id: resource.id,
+        reason,
+        action,
+    }
+}
+
 /// What the store knows of a run a resource names.
 struct Known {
     run: RunRecord,
@@ -345,7 +304,7 @@ fn known_runs(
             continue;
         }
         let nodes = r
-            .scan::<NodeRecord>(Table::Resources, &format!("{}/", run.key.run))?
+            .scan::<NodeRecord>(Table::Resources, &keys::of_run(&run.key.run))?
             .into_iter()
             .map(|(_, n)| (n.node.clone(), n))
             .collect();

@@ -9,7 +9,8 @@
 //! - [`attempt`]: what the task runner, the automator and the remote launcher share.
 //! - [`handle`]: the [`Runtime`] handle that spawns supervisors and routes commands to them;
 //!   [`deps`]: what the actors share.
-//! - [`program`]: launching the program detached, re-attaching after a restart.
+//! - [`program`]: launching the program detached, re-attaching after a restart; [`launch`]:
+//!   what it is launched with, here or on a remote master.
 //! - [`remote`]: the same, and service scripts, on nodes reached over SSH.
 //!
 //! The runtime never decides a transition itself; `rules::lifecycle` and `rules::plan` do. It never
@@ -22,6 +23,7 @@ pub mod deps;
 pub mod error;
 pub mod handle;
 pub mod janitor;
+pub mod launch;
 pub mod native;
 pub mod planner;
 pub mod program;

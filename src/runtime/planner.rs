@@ -25,6 +25,7 @@ use ebb_spi::Provisioner;
 use super::attempt::TaskSpec;
 use super::deps::Deps;
 use super::task::{TaskDone, TaskOutcome, TaskRunner};
+use crate::model::event::EventKind;
 use crate::model::operation::{
     self, AttemptRecord, AttemptStatus, OpOutcome, OpStatus, OperationRecord, Snapshot, TaskStatus,
 };
@@ -36,7 +37,8 @@ use crate::model::time::now_f64;
 use crate::rules::outcome::{self, Phase, Resume};
 use crate::rules::plan::cluster;
 use crate::store::audit;
-use crate::store::events::{self, EventKind};
+use crate::store::events;
+use crate::store::keys;
 use crate::store::{Read, StoreError, Table, Txn};
 
 /// The error of an attempt a restart cut short.
@@ -350,7 +352,7 @@ impl Planner {
                         )?;
                         next = Some(undo);
                     }
-                    tx.put(Table::Operations, &audit::op_key(&run, op.id), &op)?;
+                    tx.put(Table::Operations, &keys::operation(&run, op.id), &op)?;
                     Ok::<_, StoreError>((op.id, next))
                 })
                 .await;
@@ -438,7 +440,7 @@ fn record(
     op: &OperationRecord,
     note: String,
 ) -> Result<(), StoreError> {
-    tx.put(Table::Operations, &audit::op_key(run, op.id), op)?;
+    tx.put(Table::Operations, &keys::operation(run, op.id), op)?;
     events::append(tx, run, EventKind::Status, None, note)
 }
 
@@ -471,7 +473,7 @@ fn completed(
 }
 
 fn node_records<R: Read + ?Sized>(r: &R, run: &str) -> Result<Vec<NodeRecord>, StoreError> {
-    Ok(r.scan::<NodeRecord>(Table::Resources, &format!("{run}/"))?
+    Ok(r.scan::<NodeRecord>(Table::Resources, &keys::of_run(run))?
         .into_iter()
         .map(|(_, n)| n)
         .collect())
@@ -486,7 +488,7 @@ fn record_instant(deps: &Deps, run: &str, cur: &Current, instant: &[usize]) {
         .map(|i| {
             let mut a = AttemptRecord::open(now, now);
             a.finish(AttemptStatus::Succeeded, None, now);
-            let key = audit::attempt_key(run, cur.op.id, *i, cur.prior[*i] + 1);
+            let key = keys::attempt(run, cur.op.id, *i, cur.prior[*i] + 1);
             (key, a)
         })
         .collect();
@@ -563,93 +565,108 @@ pub async fn prepare(deps: Deps, spec: OpSpec) -> Result<Prepared, StoreError> {
     let begun = deps
         .store
         .write(move |tx| -> Result<Begin, StoreError> {
-            let ops = audit::operations(tx, &run)?;
-            let nodes = node_records(tx, &run)?;
             if spec.resume
-                && let Some(op) = ops
-                    .iter()
-                    .rev()
-                    .find(|o| o.operation == spec.operation && o.rollback_of.is_none())
+                && let Some(begin) = resume(tx, &run, &spec)?
             {
-                let undo = op
-                    .rolled_back_by
-                    .and_then(|id| ops.iter().find(|o| o.id == id));
-                let how = outcome::resume(
-                    spec.operation,
-                    op.status,
-                    undo.map(|u| u.status),
-                    op.error.as_deref(),
-                );
-                match (how, undo) {
-                    (Resume::CarryOn, _) => {
-                        let cur = carry_on(tx, &run, op, spec.config, None)?;
-                        return Ok(Begin::Run(Box::new(cur)));
-                    }
-                    (Resume::CarryOnRollback, Some(undo)) => {
-                        let previous = spec.previous_config.clone();
-                        let cur = carry_on(tx, &run, undo, previous, op.error.clone())?;
-                        return Ok(Begin::Run(Box::new(cur)));
-                    }
-                    (Resume::Report(outcome), _) => return Ok(Begin::Report(outcome)),
-                    (Resume::Start | Resume::CarryOnRollback, _) => {}
-                }
+                return Ok(begin);
             }
-            let tasks = {
-                let empty = Template::default();
-                let template = spec.template.as_deref().unwrap_or(&empty);
-                cluster::plan_change(
-                    spec.operation,
-                    template,
-                    &plan_nodes(&spec, &nodes),
-                    &spec.changed,
-                )
-            };
-            let now = now_f64();
-            let id = audit::next_id(tx, &run)?;
-            let mut request = spec.request.clone();
-            if let serde_json::Value::Object(m) = &mut request {
-                m.insert("config".into(), spec.config.clone());
-            } else if request.is_null() {
-                request = serde_json::json!({ "config": spec.config });
-            }
-            let op = OperationRecord {
-                id,
-                operation: spec.operation,
-                status: OpStatus::Running,
-                rollback_of: None,
-                rolled_back_by: None,
-                request,
-                created: now,
-                finished: None,
-                error: None,
-                before: Some(Snapshot::take(
-                    &nodes,
-                    &spec.layout,
-                    &spec.previous_config,
-                    now,
-                )),
-                after: None,
-                tasks,
-            };
-            let note = format!(
-                "operation {id} ({}) planned: {} tasks",
-                op.operation.name(),
-                op.tasks.len()
-            );
-            record(tx, &run, &op, note)?;
-            let size = op.tasks.len();
-            Ok(Begin::Run(Box::new(Current {
-                op,
-                progress: vec![Progress::Waiting; size],
-                prior: vec![0; size],
-                prior_failure: vec![None; size],
-                config: spec.config,
-                undoing: None,
-            })))
+            plan_new(tx, &run, spec)
         })
         .await?;
     deps.notifier.notify(&run_id);
     Ok(Prepared(begun, context))
+}
+
+/// How a restarted server takes up `spec`'s operation, if it was begun before: carry it (or
+/// its rollback) on, or report how it ended. `None`: plan it anew.
+fn resume(tx: &mut Txn<'_>, run: &str, spec: &OpSpec) -> Result<Option<Begin>, StoreError> {
+    let ops = audit::operations(tx, run)?;
+    let Some(op) = ops
+        .iter()
+        .rev()
+        .find(|o| o.operation == spec.operation && o.rollback_of.is_none())
+    else {
+        return Ok(None);
+    };
+    let undo = op
+        .rolled_back_by
+        .and_then(|id| ops.iter().find(|o| o.id == id));
+    let how = outcome::resume(
+        spec.operation,
+        op.status,
+        undo.map(|u| u.status),
+        op.error.as_deref(),
+    );
+    Ok(match (how, undo) {
+        (Resume::CarryOn, _) => {
+            let cur = carry_on(tx, run, op, spec.config.clone(), None)?;
+            Some(Begin::Run(Box::new(cur)))
+        }
+        (Resume::CarryOnRollback, Some(undo)) => {
+            let previous = spec.previous_config.clone();
+            let cur = carry_on(tx, run, undo, previous, op.error.clone())?;
+            Some(Begin::Run(Box::new(cur)))
+        }
+        (Resume::Report(outcome), _) => Some(Begin::Report(outcome)),
+        (Resume::Start | Resume::CarryOnRollback, _) => None,
+    })
+}
+
+/// Plans `spec`'s operation over the run's nodes and records it as running.
+fn plan_new(tx: &mut Txn<'_>, run: &str, spec: OpSpec) -> Result<Begin, StoreError> {
+    let nodes = node_records(tx, run)?;
+    let tasks = {
+        let empty = Template::default();
+        let template = spec.template.as_deref().unwrap_or(&empty);
+        cluster::plan_change(
+            spec.operation,
+            template,
+            &plan_nodes(&spec, &nodes),
+            &spec.changed,
+        )
+    };
+    let now = now_f64();
+    let id = audit::next_id(tx, run)?;
+    let mut request = spec.request.clone();
+    if let serde_json::Value::Object(m) = &mut request {
+        m.insert("config".into(), spec.config.clone());
+    } else if request.is_null() {
+        request = serde_json::json!({ "config": spec.config });
+    }
+    let op = OperationRecord {
+        id,
+        operation: spec.operation,
+        status: OpStatus::Running,
+        rollback_of: None,
+        rolled_back_by: None,
+        request,
+        created: now,
+        finished: None,
+        error: None,
+        before: Some(Snapshot::take(
+            &nodes,
+            &spec.layout,
+            &spec.previous_config,
+            now,
+        )),
+        after: None,
+        tasks,
+    };
+    let note = format!(
+        "operation {id} ({}) planned: {} tasks",
+        op.operation.name(),
+        op.tasks.len()
+    );
+    record(tx, run, &op, note)?;
+    let size = op.tasks.len();
+    Ok(Begin::Run(Box::new(Current {
+        op,
+        progress: vec![Progress::Waiting; size],
+        prior: vec![0; size],
+        prior_failure: vec![None; size],
+        config: spec.config,
+        undoing: None,
+    })))
 }
 
 /// The operation's context with its `${secure(name)}` properties resolved in the run's
@@ -708,7 +725,7 @@ fn carry_on(
         {
             let mut closed = last.clone();
             closed.finish(AttemptStatus::Failed, Some(INTERRUPTED.into()), now);
-            let key = audit::attempt_key(run, op.id, *task, tried.len() as u32);
+            let key = keys::attempt(run, op.id, *task, tried.len() as u32);
             tx.put(Table::Attempts, &key, &closed)?;
         }
     }

@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use ebb_spi::Provisioner;
-use serde::Serialize;
 
 pub use super::native::Native;
+use crate::model::view::ProvisionerDetail;
 
 /// Widgets of the built-in provisioners, by name.
 const WIDGETS: &[(&str, &str)] = &[
@@ -28,16 +28,6 @@ const WIDGETS: &[(&str, &str)] = &[
         include_str!("../../widgets/gcp-dataproc.json"),
     ),
 ];
-
-/// A provisioner as `/v3/provisioners` shows it.
-#[derive(Debug, Clone, Serialize)]
-pub struct ProvisionerDetail {
-    pub name: String,
-    pub label: String,
-    pub description: String,
-    #[serde(rename = "configuration-groups")]
-    pub configuration_groups: serde_json::Value,
-}
 
 #[derive(Debug)]
 struct Entry {

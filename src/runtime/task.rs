@@ -23,12 +23,13 @@ use super::attempt::{AttemptOutcome, TaskSpec, merge_properties};
 use super::deps::Deps;
 use std::collections::BTreeMap;
 
+use crate::model::event::EventKind;
 use crate::model::operation::{AttemptRecord, AttemptStatus};
 use crate::model::plan::{Action, NodeRecord, ResourceStatus, TaskKind};
 use crate::model::time::{now_f64, now_millis};
 use crate::rules::plan::resource::{Backoff, Step, next_step};
-use crate::store::audit;
-use crate::store::events::{self, EventKind};
+use crate::store::events;
+use crate::store::keys;
 use crate::store::{Read, StoreError, Table};
 
 /// The longest pause between two attempts.
@@ -105,7 +106,7 @@ pub async fn run(deps: &Deps, spec: &TaskSpec) -> TaskOutcome {
         if spec.cancel.load(Ordering::SeqCst) {
             return TaskOutcome::Cancelled;
         }
-        let key = audit::attempt_key(&spec.run, spec.op, spec.task.id, attempt);
+        let key = keys::attempt(&spec.run, spec.op, spec.task.id, attempt);
         let mut record = AttemptRecord::open(queued, now_f64());
         if let Err(e) = audit(deps, spec, &key, &record, None).await {
             return store_failure(e);
@@ -248,7 +249,7 @@ async fn execute(deps: &Deps, spec: &TaskSpec, last_failure: Option<u32>) -> Att
 /// failed attempt, so a restart in the middle confirms the replacement instead of replacing it
 /// again.
 async fn recreate(deps: &Deps, spec: &TaskSpec, failed: u32) -> AttemptOutcome {
-    let key = format!("{}/{}", spec.run, spec.node());
+    let key = keys::node(&spec.run, spec.node());
     let k = key.clone();
     let record = match deps
         .store
@@ -313,7 +314,7 @@ async fn resource_task(
     kind: TaskKind,
     generation: u32,
 ) -> AttemptOutcome {
-    let store_key = format!("{}/{}", spec.run, spec.node());
+    let store_key = keys::node(&spec.run, spec.node());
     let key = store_key.clone();
     let mut record: Option<NodeRecord> = match deps
         .store

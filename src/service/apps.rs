@@ -13,6 +13,7 @@ use crate::model::property::Level;
 use crate::model::time;
 use crate::service::catalog;
 use crate::service::error::ServiceError;
+use crate::store::keys;
 use crate::store::{Read, Store, Table};
 
 /// Deploys (creates or replaces) app `name` in `ns`.
@@ -31,7 +32,7 @@ pub async fn put(
             catalog::check_level(tx, &ns, Level::App, &spec.config)?;
             let now = time::now_secs();
             let created = tx
-                .get::<App>(Table::Apps, &catalog::app_key(&ns, &name))?
+                .get::<App>(Table::Apps, &keys::app(&ns, &name))?
                 .map_or(now, |a| a.created);
             let app = App {
                 name,
@@ -42,11 +43,7 @@ pub async fn put(
                 created,
                 updated: now,
             };
-            tx.put(
-                Table::Apps,
-                &catalog::app_key(&app.namespace, &app.name),
-                &app,
-            )?;
+            tx.put(Table::Apps, &keys::app(&app.namespace, &app.name), &app)?;
             Ok(app)
         })
         .await
@@ -66,7 +63,7 @@ pub async fn list(store: &Store, ns: String) -> Result<Vec<App>, ServiceError> {
     store
         .read(move |r| {
             catalog::require_namespace(r, &ns)?;
-            Ok(r.scan::<App>(Table::Apps, &format!("{ns}/"))?
+            Ok(r.scan::<App>(Table::Apps, &keys::in_namespace(&ns))?
                 .into_iter()
                 .map(|(_, a)| a)
                 .collect())
@@ -81,7 +78,7 @@ pub async fn delete(store: &Store, ns: String, name: String) -> Result<App, Serv
         .write(move |tx| {
             let app = catalog::require_app(tx, &ns, &name)?;
             let active: Vec<String> = tx
-                .scan::<serde_json::Value>(Table::Active, &format!("{ns}/{name}/"))?
+                .scan::<serde_json::Value>(Table::Active, &keys::app_runs(&ns, &name))?
                 .into_iter()
                 .filter_map(|(k, _)| k.rsplit('/').next().map(str::to_string))
                 .collect();
@@ -93,7 +90,7 @@ pub async fn delete(store: &Store, ns: String, name: String) -> Result<App, Serv
                 });
             }
             catalog::delete_app_preferences(tx, &ns, &name)?;
-            tx.delete(Table::Apps, &catalog::app_key(&ns, &name));
+            tx.delete(Table::Apps, &keys::app(&ns, &name));
             Ok(app)
         })
         .await

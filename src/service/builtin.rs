@@ -10,6 +10,7 @@ use crate::model::profile::{ProfileId, SYSTEM_NAMESPACE, StoredProfile};
 use crate::runtime::registry::Registry;
 use crate::service::error::ServiceError;
 use crate::service::profiles::upsert;
+use crate::store::keys;
 use crate::store::{Read, Store, Table};
 
 /// Writes the built-in profiles to the store.
@@ -19,7 +20,7 @@ pub async fn load(store: &Store, registry: &Registry) -> Result<Vec<ProfileId>, 
         .write(move |tx| {
             let ids: Vec<ProfileId> = profiles.iter().map(|(id, _)| id.clone()).collect();
             for (key, mut stored) in
-                tx.scan::<StoredProfile>(Table::Profiles, &format!("{SYSTEM_NAMESPACE}/"))?
+                tx.scan::<StoredProfile>(Table::Profiles, &keys::in_namespace(SYSTEM_NAMESPACE))?
             {
                 if stored.builtin && !ids.iter().any(|id| id.name == stored.profile.name) {
                     stored.builtin = false;

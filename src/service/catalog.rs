@@ -17,7 +17,8 @@ use crate::model::run::{RunKey, RunRecord};
 use crate::model::template::{StoredTemplate, Template, TemplateId};
 use crate::rules::resolve;
 use crate::service::error::ServiceError;
-use crate::store::secure::{self, StoredKey};
+use crate::store::keys;
+use crate::store::secure::StoredKey;
 use crate::store::{Read, StoreError, Table, Txn};
 
 /// Fails with 404 unless namespace `name` exists.
@@ -26,15 +27,10 @@ pub fn require_namespace(r: &impl Read, name: &str) -> Result<Namespace, Service
         .ok_or_else(|| ServiceError::NamespaceNotFound(name.to_string()))
 }
 
-/// The key of app `app` of namespace `ns` in the apps table.
-pub fn app_key(ns: &str, app: &str) -> String {
-    format!("{ns}/{app}")
-}
-
 /// App `app` of namespace `ns`, or a 404-class error (after checking the namespace).
 pub fn require_app(r: &impl Read, ns: &str, app: &str) -> Result<App, ServiceError> {
     require_namespace(r, ns)?;
-    r.get(Table::Apps, &app_key(ns, app))?
+    r.get(Table::Apps, &keys::app(ns, app))?
         .ok_or_else(|| ServiceError::AppNotFound {
             namespace: ns.to_string(),
             app: app.to_string(),
@@ -65,18 +61,22 @@ pub fn require_program(
 
 /// Whether namespace `ns` holds apps (which block deleting it).
 pub fn app_names(r: &impl Read, ns: &str) -> Result<Vec<String>, ServiceError> {
-    Ok(r.scan::<serde_json::Value>(Table::Apps, &format!("{ns}/"))?
-        .into_iter()
-        .map(|(k, _)| k[ns.len() + 1..].to_string())
-        .collect())
+    Ok(
+        r.scan::<serde_json::Value>(Table::Apps, &keys::in_namespace(ns))?
+            .into_iter()
+            .map(|(k, _)| k[ns.len() + 1..].to_string())
+            .collect(),
+    )
 }
 
 /// The names of the secure keys namespace `ns` holds.
 pub fn secure_key_names(r: &impl Read, ns: &str) -> Result<Vec<String>, ServiceError> {
-    Ok(r.scan::<StoredKey>(Table::SecureKeys, &format!("{ns}/"))?
-        .into_iter()
-        .map(|(_, k)| k.meta.name)
-        .collect())
+    Ok(
+        r.scan::<StoredKey>(Table::SecureKeys, &keys::in_namespace(ns))?
+            .into_iter()
+            .map(|(_, k)| k.meta.name)
+            .collect(),
+    )
 }
 
 /// Checks that every key `properties` refer to exists in namespace `ns`, so a run that would
@@ -88,7 +88,7 @@ pub fn check_secure_keys_exist<'a>(
 ) -> Result<(), ServiceError> {
     for (property, value) in properties {
         for name in references(value).map_err(|e| ServiceError::invalid(property.clone(), e))? {
-            if r.get::<StoredKey>(Table::SecureKeys, &secure::key(ns, &name))?
+            if r.get::<StoredKey>(Table::SecureKeys, &keys::secure_key(ns, &name))?
                 .is_none()
             {
                 return Err(ServiceError::invalid(
@@ -296,7 +296,7 @@ pub fn delete_namespace_preferences(tx: &mut Txn, ns: &str) -> Result<(), Servic
 
 /// The node records of run `run`.
 pub fn nodes_of(r: &impl Read, run: &str) -> Result<Vec<NodeRecord>, StoreError> {
-    Ok(r.scan::<NodeRecord>(Table::Resources, &format!("{run}/"))?
+    Ok(r.scan::<NodeRecord>(Table::Resources, &keys::of_run(run))?
         .into_iter()
         .map(|(_, n)| n)
         .collect())

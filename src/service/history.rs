@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::model::event::RunEvent;
 use crate::model::operation::{OperationRecord, OperationView};
 use crate::model::run::RunKey;
 use crate::model::view::Logs;
@@ -11,7 +12,8 @@ use crate::runtime::program::{STDERR, STDOUT};
 use crate::service::catalog;
 use crate::service::error::ServiceError;
 use crate::store::audit;
-use crate::store::events::{self, RunEvent};
+use crate::store::events;
+use crate::store::keys;
 use crate::store::{Read, StoreError, Table};
 
 /// Most bytes of each log stream `logs` returns (the end of it).
@@ -56,7 +58,7 @@ pub async fn operation(
         .read(move |r| {
             catalog::require_run(r, &key)?;
             let op: OperationRecord = r
-                .get(Table::Operations, &audit::op_key(&key.run, number))?
+                .get(Table::Operations, &keys::operation(&key.run, number))?
                 .ok_or_else(|| not_found(&key.run, &id))?;
             let attempts = audit::attempts(r, &key.run, op.id)?;
             Ok(OperationView::new(op, attempts))

@@ -8,6 +8,7 @@ use crate::model::profile::SYSTEM_NAMESPACE;
 use crate::model::time::now_secs;
 use crate::service::catalog;
 use crate::service::error::ServiceError;
+use crate::store::keys;
 use crate::store::{Read, Store, Table, Txn};
 
 /// Creates `default` if it is missing. Run at start-up.
@@ -92,7 +93,7 @@ pub async fn delete(store: &Store, name: String) -> Result<Namespace, ServiceErr
         .write(move |tx| {
             let ns = catalog::require_namespace(tx, &name)?;
             let profiles: Vec<String> = tx
-                .scan::<serde_json::Value>(Table::Profiles, &format!("{name}/"))?
+                .scan::<serde_json::Value>(Table::Profiles, &keys::in_namespace(&name))?
                 .into_iter()
                 .map(|(key, _)| key[name.len() + 1..].to_string())
                 .collect();

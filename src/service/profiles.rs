@@ -16,6 +16,7 @@ use crate::runtime::handle::Runtime;
 use crate::runtime::registry::Registry;
 use crate::service::catalog;
 use crate::service::error::ServiceError;
+use crate::store::keys;
 use crate::store::{Read, Store, StoreError, Table, Txn};
 
 fn require(r: &impl Read, id: &ProfileId) -> Result<StoredProfile, ServiceError> {
@@ -109,10 +110,10 @@ pub async fn list(
             let mut prefixes = Vec::new();
             if let Some(ns) = &namespace {
                 catalog::require_namespace(r, ns)?;
-                prefixes.push(format!("{ns}/"));
+                prefixes.push(keys::in_namespace(ns));
             }
             if namespace.is_none() || include_system {
-                prefixes.push(format!("{SYSTEM_NAMESPACE}/"));
+                prefixes.push(keys::in_namespace(SYSTEM_NAMESPACE));
             }
             let mut out = Vec::new();
             for prefix in prefixes {

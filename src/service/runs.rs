@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 use crate::model::app::{Program, WORKFLOWS};
+use crate::model::event::EventKind;
 use crate::model::namespace;
 use crate::model::preference::Scope;
 use crate::model::profile::ProfileStatus;
@@ -20,6 +21,7 @@ use crate::runtime::handle::Runtime;
 use crate::service::catalog;
 use crate::service::error::ServiceError;
 use crate::store::events::{self};
+use crate::store::keys;
 use crate::store::{Read, Reader, StoreError, Table, Txn};
 use crate::{model::names, model::time};
 
@@ -348,7 +350,7 @@ fn record_start(
     let active = tx
         .scan::<serde_json::Value>(
             Table::Active,
-            &format!("{}/{}/{}/", key.namespace, key.app, key.program),
+            &keys::program_runs(&key.namespace, &key.app, &key.program),
         )?
         .len();
     if let Some(max) = program.max_concurrent_runs
@@ -363,7 +365,7 @@ fn record_start(
         tx.put(Table::Runs, &key.key(), &t.run)?;
         index(tx, &key)?;
         for note in t.notes {
-            events::append(tx, &key.run, events::EventKind::Status, None, note)?;
+            events::append(tx, &key.run, EventKind::Status, None, note)?;
         }
         return Ok(Recorded::Rejected(refusal));
     }
@@ -381,7 +383,7 @@ fn record_start(
     events::append(
         tx,
         &key.run,
-        events::EventKind::Status,
+        EventKind::Status,
         None,
         format!(
             "run PENDING with profile {} ({origin}), {} node(s)",
@@ -394,7 +396,7 @@ fn record_start(
 
 /// Adds run `key` to its namespace's run index.
 fn index(tx: &mut Txn, key: &RunKey) -> Result<(), StoreError> {
-    let entry = format!("{}/{}", key.namespace, key.run);
+    let entry = keys::run_index(&key.namespace, &key.run);
     tx.put(Table::RunIndex, &entry, &key.key())
 }
 
@@ -509,8 +511,8 @@ pub async fn list_program(
         .store
         .read(move |r| {
             catalog::require_program(r, &ns, &app_name, WORKFLOWS, &program)?;
-            let prefix = format!("{ns}/{app_name}/{program}/");
-            list_page(r, Some(&prefix), &format!("{ns}/"), &filter)
+            let prefix = keys::program_runs(&ns, &app_name, &program);
+            list_page(r, Some(&prefix), &keys::in_namespace(&ns), &filter)
         })
         .await
 }

@@ -16,7 +16,8 @@ use crate::model::secure::{KeyMetadata, KeySpec};
 use crate::model::time::now_millis;
 use crate::service::catalog;
 use crate::service::error::ServiceError;
-use crate::store::secure::{self, Cipher, StoredKey};
+use crate::store::keys;
+use crate::store::secure::{Cipher, StoredKey};
 use crate::store::{Read, Store, Table};
 
 fn check(ns: &str, name: &str) -> Result<(), ServiceError> {
@@ -36,7 +37,7 @@ pub async fn put(
     if spec.data.is_empty() {
         return Err(ServiceError::invalid("data", "must not be empty"));
     }
-    let key = secure::key(&ns, &name);
+    let key = keys::secure_key(&ns, &name);
     let sealed = cipher
         .seal(&key, spec.data.as_bytes())
         .map_err(ServiceError::Internal)?;
@@ -61,7 +62,7 @@ pub async fn put(
 
 fn require(r: &impl Read, ns: &str, name: &str) -> Result<StoredKey, ServiceError> {
     catalog::require_namespace(r, ns)?;
-    r.get(Table::SecureKeys, &secure::key(ns, name))?
+    r.get(Table::SecureKeys, &keys::secure_key(ns, name))?
         .ok_or_else(|| ServiceError::SecureKeyNotFound {
             namespace: ns.to_string(),
             name: name.to_string(),
@@ -80,10 +81,12 @@ pub async fn list(store: &Store, ns: String) -> Result<Vec<KeyMetadata>, Service
     store
         .read(move |r| {
             catalog::require_namespace(r, &ns)?;
-            Ok(r.scan::<StoredKey>(Table::SecureKeys, &format!("{ns}/"))?
-                .into_iter()
-                .map(|(_, k)| k.meta)
-                .collect())
+            Ok(
+                r.scan::<StoredKey>(Table::SecureKeys, &keys::in_namespace(&ns))?
+                    .into_iter()
+                    .map(|(_, k)| k.meta)
+                    .collect(),
+            )
         })
         .await
 }
@@ -94,7 +97,7 @@ pub async fn delete(store: &Store, ns: String, name: String) -> Result<KeyMetada
     store
         .write(move |tx| {
             let existing = require(tx, &ns, &name)?;
-            tx.delete(Table::SecureKeys, &secure::key(&ns, &name));
+            tx.delete(Table::SecureKeys, &keys::secure_key(&ns, &name));
             Ok(existing.meta)
         })
         .await

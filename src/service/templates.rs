@@ -4,15 +4,17 @@
 //! SYSTEM profiles. The files in `profiles/templates/*.json` are compiled in and written as
 //! SYSTEM templates at every start-up; they cannot be replaced or deleted over the API.
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use crate::model::builtin;
 use crate::model::namespace;
 use crate::model::profile::{SYSTEM_NAMESPACE, Scope};
 use crate::model::template::{StoredTemplate, Template, TemplateId};
 use crate::model::time::now_secs;
+use crate::model::view::{DryRun, PlannedNode};
 use crate::service::catalog;
 use crate::service::error::ServiceError;
+use crate::store::keys;
 use crate::store::{Read, Store, Table};
 
 fn require(r: &impl Read, id: &TemplateId) -> Result<StoredTemplate, ServiceError> {
@@ -101,10 +103,10 @@ pub async fn list(
             let mut prefixes = Vec::new();
             if let Some(ns) = &ns {
                 catalog::require_namespace(r, ns)?;
-                prefixes.push(format!("{ns}/"));
+                prefixes.push(keys::in_namespace(ns));
             }
             if ns.is_none() || include_system {
-                prefixes.push(format!("{SYSTEM_NAMESPACE}/"));
+                prefixes.push(keys::in_namespace(SYSTEM_NAMESPACE));
             }
             let mut out = Vec::new();
             for prefix in prefixes {
@@ -159,23 +161,6 @@ pub struct PlanRequest {
 
 fn create() -> crate::model::plan::ClusterOperation {
     crate::model::plan::ClusterOperation::Create
-}
-
-/// One node of a planned layout.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PlannedNode {
-    pub node: String,
-    #[serde(flatten)]
-    pub layout: crate::rules::solver::NodeLayout,
-}
-
-/// What `POST .../plan` answers.
-#[derive(Debug, Clone, Serialize)]
-pub struct DryRun {
-    pub layout: Vec<PlannedNode>,
-    pub tasks: Vec<crate::model::plan::ClusterTask>,
-    pub stages: Vec<Vec<usize>>,
 }
 
 /// Solves the layout and plans the operation of `request`, touching nothing.
@@ -262,13 +247,18 @@ fn plan_dry_run(
     let layout: Vec<PlannedNode> = names
         .into_iter()
         .zip(solved)
-        .map(|(node, layout)| PlannedNode { node, layout })
+        .map(|(node, layout)| PlannedNode {
+            node,
+            hardware_type: layout.hardware_type,
+            image_type: layout.image_type,
+            services: layout.services,
+        })
         .collect();
     let nodes: Vec<crate::model::plan::PlanNode> = layout
         .iter()
         .map(|n| crate::model::plan::PlanNode {
             name: n.node.clone(),
-            services: n.layout.services.clone(),
+            services: n.services.clone(),
         })
         .collect();
     crate::rules::plan::cluster::check_size(request.operation, template, &nodes)

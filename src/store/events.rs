@@ -9,39 +9,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
+use crate::model::event::{EventKind, RunEvent};
+use crate::store::keys;
 use crate::store::{Read, StoreError, Table, Txn};
-
-/// What an event is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum EventKind {
-    /// The run or its cluster changed status.
-    Status,
-    /// A node-level task did something.
-    Task,
-    /// A call failed and will be retried.
-    Retry,
-    /// Something failed.
-    Error,
-    /// The program started, ended or was signalled.
-    Program,
-}
-
-/// One entry of a run's history.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RunEvent {
-    /// Orders events; pass the last one seen as `after` to read only newer ones.
-    pub seq: u64,
-    /// Epoch seconds, with milliseconds.
-    pub time: f64,
-    pub kind: EventKind,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node: Option<String>,
-    pub message: String,
-}
 
 static LAST_SEQ: AtomicU64 = AtomicU64::new(0);
 
@@ -80,12 +52,12 @@ pub fn append(
         node: node.map(str::to_string),
         message: message.into(),
     };
-    tx.put(Table::Events, &format!("{run}/{seq:020}"), &event)
+    tx.put(Table::Events, &keys::event(run, seq), &event)
 }
 
 /// The events of run `run` after sequence `after`, oldest first.
 pub fn list(r: &impl Read, run: &str, after: u64) -> Result<Vec<RunEvent>, StoreError> {
-    Ok(r.scan::<RunEvent>(Table::Events, &format!("{run}/"))?
+    Ok(r.scan::<RunEvent>(Table::Events, &keys::of_run(run))?
         .into_iter()
         .map(|(_, e)| e)
         .filter(|e| e.seq > after)

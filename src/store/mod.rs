@@ -13,6 +13,7 @@
 
 pub mod audit;
 pub mod events;
+pub mod keys;
 pub mod secure;
 mod table;
 mod txn;
@@ -171,15 +172,15 @@ fn prepare(db: &Database, path: &Path) -> Result<(), StoreError> {
 fn migrate_to_2(tx: &redb::WriteTransaction) -> Result<(), StoreError> {
     let runs: Vec<String> = {
         let t = tx.open_table(Table::Runs.def())?;
-        let mut keys = Vec::new();
+        let mut found = Vec::new();
         for entry in redb::ReadableTable::iter(&t)? {
-            keys.push(entry?.0.value().to_string());
+            found.push(entry?.0.value().to_string());
         }
-        keys
+        found
     };
     let mut index = tx.open_table(Table::RunIndex.def())?;
     for key in runs {
-        if let Some(entry) = index_key(&key) {
+        if let Some(entry) = keys::run_index_of(&key) {
             let value = serde_json::to_vec(&key).expect("a string serializes");
             index.insert(entry.as_str(), value.as_slice())?;
         }
@@ -188,13 +189,6 @@ fn migrate_to_2(tx: &redb::WriteTransaction) -> Result<(), StoreError> {
     let version = serde_json::to_vec(&2u64).expect("a number serializes");
     meta.insert(SCHEMA_KEY, version.as_slice())?;
     Ok(())
-}
-
-/// The `RunIndex` key of the run stored under `runs_key` (`<ns>/<app>/<program>/<run>`).
-pub fn index_key(runs_key: &str) -> Option<String> {
-    let (ns, rest) = runs_key.split_once('/')?;
-    let run = rest.rsplit('/').next()?;
-    Some(format!("{ns}/{run}"))
 }
 
 /// Writes a schema version into the store at `data_dir` (which must not be open). For tests

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::model::names;
 use crate::model::property::{is_reference, substitute};
 use crate::model::secure::KeyMetadata;
-use crate::store::{Read, Table};
+use crate::store::{Read, Table, keys};
 
 /// Why the server key cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -193,10 +193,6 @@ pub struct StoredKey {
     pub sealed: Sealed,
 }
 
-pub fn key(ns: &str, name: &str) -> String {
-    format!("{ns}/{name}")
-}
-
 /// Properties with their references resolved, and the secret values they now hold.
 #[derive(Clone, Default)]
 pub struct Resolved {
@@ -237,7 +233,7 @@ pub fn resolve(
         }
         let resolved = substitute(value.trim(), |name| {
             names::check("secure key name", name).map_err(|e| e.to_string())?;
-            let label = key(ns, name);
+            let label = keys::secure_key(ns, name);
             let stored: StoredKey = r
                 .get(Table::SecureKeys, &label)
                 .map_err(|e| e.to_string())?

@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::harness::{Options, Server};
-use super::moto::*;
-use super::runs_support::*;
+use crate::support::moto::*;
+use crate::support::runs::*;
+use crate::support::server::{Options, Server};
 
 fn run_id(path: &str) -> &str {
     path.rsplit('/').next().expect("run id")
@@ -314,7 +314,7 @@ fn the_janitor_terminates_an_instance_with_ebbs_tags_whose_run_the_store_does_no
     );
 
     let (code, out, err) =
-        super::harness::run_ebb(&["--server", &server.url, "janitor", "run"], &[], None);
+        crate::support::server::run_ebb(&["--server", &server.url, "janitor", "run"], &[], None);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains(&stray) && out.contains("deleted"), "{out}");
     let state = |id: &str| {

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::harness::{Server, run_ebb};
+use crate::support::server::{Server, run_ebb};
 
 fn ebb(s: &Server, args: &[&str]) -> (i32, String, String) {
     let mut all = vec!["--server", s.url.as_str()];
@@ -288,7 +288,7 @@ fn an_unreachable_server_is_a_clear_error() {
 fn a_closed_output_pipe_is_not_a_crash() {
     let dir = tempfile::tempdir().expect("tempdir");
     let s = Server::start(&dir);
-    let mut child = std::process::Command::new(crate::harness::EBB)
+    let mut child = std::process::Command::new(crate::support::server::EBB)
         .args(["--server", &s.url, "provisioner", "get", "sim"])
         .env_remove("EBB_TOKEN")
         .stdout(std::process::Stdio::piped())

@@ -3,10 +3,13 @@
 //! retried, timed out, and finally rolled back leaving nothing behind; a node that fails to
 //! boot deleted and created anew.
 
+use std::path::PathBuf;
+
 use serde_json::{Value, json};
 
-use super::harness::{Server, assert_error, profile_body};
-use super::runs_support::*;
+use crate::support::profiles::{profile_body, sim_profile};
+use crate::support::runs::*;
+use crate::support::server::{Server, assert_error};
 
 /// Creates template `name` and a `local` profile of the same name using it on `nodes` nodes.
 fn template_profile(server: &Server, name: &str, template: Value, nodes: &str) {
@@ -214,7 +217,7 @@ fn a_failing_service_is_retried_then_rolled_back_leaving_nothing() {
     // The lifecycle's delete found nothing left to do.
     assert_eq!(ops.len(), 3, "{ops:?}");
     assert_eq!(ops[2]["tasks"], json!([]));
-    assert_dead(&super::harness::work_dir(dir.path()).join("local/db.pids"));
+    assert_dead(&crate::support::server::work_dir(dir.path()).join("local/db.pids"));
     assert_no_sandboxes(dir.path());
 }
 
@@ -256,7 +259,7 @@ fn a_flaky_action_is_retried_and_a_hung_one_times_out() {
             .is_some_and(|e| e.contains("timed out"))
     );
     // The timed-out attempt's processes were killed with it.
-    assert_dead(&super::harness::work_dir(dir.path()).join("local/hung.pids"));
+    assert_dead(&crate::support::server::work_dir(dir.path()).join("local/hung.pids"));
     assert_no_sandboxes(dir.path());
 }
 
@@ -333,6 +336,74 @@ fn cluster_op(server: &Server, run: &str, body: Value) -> u64 {
     reply["id"].as_u64().expect("id")
 }
 
+/// Expands live run `run` by one node: the new node comes up, the old ones are reconfigured
+/// after it exists.
+fn expand_by_one(server: &Server, run: &str, sandbox: &impl Fn(&str) -> PathBuf) {
+    let id = cluster_op(server, run, json!({"operation": "expand", "nodes": 1}));
+    assert_error(
+        server.post_json(
+            &format!("{run}/cluster"),
+            json!({"operation": "restart-services"}),
+        ),
+        409,
+        "a expand operation is running",
+    );
+    let expand = wait_op(server, run, id);
+    assert_eq!(expand["status"], "SUCCEEDED", "{expand}");
+    assert_eq!(tasks(&expand, "create", None).len(), 1);
+    assert_eq!(tasks(&expand, "create", None)[0]["node"], "worker-2");
+    assert_before(
+        &tasks(&expand, "confirm", None),
+        &tasks(&expand, "configure", Some("svc")),
+    );
+    // The run takes the cluster's new shape once the operation has ended.
+    wait_until(server, run, std::time::Duration::from_secs(10), |r| {
+        r["cluster"]["numNodes"] == 3
+    });
+    let conf = std::fs::read_to_string(sandbox("master").join("conf")).expect("conf");
+    assert!(
+        conf.contains("worker-2"),
+        "the master knows the new node: {conf}"
+    );
+}
+
+/// Configures `run`'s cluster: svc stops, takes the new config and starts again, on every
+/// node.
+fn configure_everywhere(server: &Server, run: &str, sandbox: &impl Fn(&str) -> PathBuf) {
+    let id = cluster_op(
+        server,
+        run,
+        json!({"operation": "configure", "config": {"v": 2}}),
+    );
+    let configure = wait_op(server, run, id);
+    assert_eq!(configure["status"], "SUCCEEDED", "{configure}");
+    assert_eq!(tasks(&configure, "configure", Some("svc")).len(), 3);
+    assert_per_node(&configure, ("stop", "configure"), "svc");
+    assert_per_node(&configure, ("configure", "start"), "svc");
+    let conf = std::fs::read_to_string(sandbox("worker-1").join("conf")).expect("conf");
+    assert!(conf.contains(r#"{"v":2}"#), "{conf}");
+}
+
+/// Shrinks `run`'s cluster by one: the newest node goes, the rest learn of it.
+fn shrink_by_one(server: &Server, run: &str, sandbox: &impl Fn(&str) -> PathBuf) {
+    let id = cluster_op(server, run, json!({"operation": "shrink", "nodes": 1}));
+    let shrink = wait_op(server, run, id);
+    assert_eq!(shrink["status"], "SUCCEEDED", "{shrink}");
+    assert_eq!(tasks(&shrink, "delete", None)[0]["node"], "worker-2");
+    assert_before(
+        &tasks(&shrink, "stop", Some("svc")),
+        &tasks(&shrink, "delete", None),
+    );
+    assert_before(
+        &tasks(&shrink, "delete", None),
+        &tasks(&shrink, "configure", Some("svc")),
+    );
+    assert!(!sandbox("worker-2").exists());
+    wait_until(server, run, std::time::Duration::from_secs(10), |r| {
+        r["cluster"]["numNodes"] == 2
+    });
+}
+
 #[test]
 fn admins_expand_configure_shrink_and_restart_a_live_cluster() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -361,7 +432,7 @@ fn admins_expand_configure_shrink_and_restart_a_live_cluster() {
     });
     let sandbox = |node: &str| {
         let id = run.rsplit('/').next().expect("id");
-        super::harness::work_dir(dir.path())
+        crate::support::server::work_dir(dir.path())
             .join("local")
             .join(id)
             .join(node)
@@ -386,65 +457,9 @@ fn admins_expand_configure_shrink_and_restart_a_live_cluster() {
     }
     assert_eq!(operations(&server, &run).len(), 1);
 
-    // Expand by one: the new node comes up, the old ones are reconfigured after it exists.
-    let id = cluster_op(&server, &run, json!({"operation": "expand", "nodes": 1}));
-    assert_error(
-        server.post_json(
-            &format!("{run}/cluster"),
-            json!({"operation": "restart-services"}),
-        ),
-        409,
-        "a expand operation is running",
-    );
-    let expand = wait_op(&server, &run, id);
-    assert_eq!(expand["status"], "SUCCEEDED", "{expand}");
-    assert_eq!(tasks(&expand, "create", None).len(), 1);
-    assert_eq!(tasks(&expand, "create", None)[0]["node"], "worker-2");
-    assert_before(
-        &tasks(&expand, "confirm", None),
-        &tasks(&expand, "configure", Some("svc")),
-    );
-    // The run takes the cluster's new shape once the operation has ended.
-    wait_until(&server, &run, std::time::Duration::from_secs(10), |r| {
-        r["cluster"]["numNodes"] == 3
-    });
-    let conf = std::fs::read_to_string(sandbox("master").join("conf")).expect("conf");
-    assert!(
-        conf.contains("worker-2"),
-        "the master knows the new node: {conf}"
-    );
-
-    // Configure: svc stops, takes the new config, starts again, on every node.
-    let id = cluster_op(
-        &server,
-        &run,
-        json!({"operation": "configure", "config": {"v": 2}}),
-    );
-    let configure = wait_op(&server, &run, id);
-    assert_eq!(configure["status"], "SUCCEEDED", "{configure}");
-    assert_eq!(tasks(&configure, "configure", Some("svc")).len(), 3);
-    assert_per_node(&configure, ("stop", "configure"), "svc");
-    assert_per_node(&configure, ("configure", "start"), "svc");
-    let conf = std::fs::read_to_string(sandbox("worker-1").join("conf")).expect("conf");
-    assert!(conf.contains(r#"{"v":2}"#), "{conf}");
-
-    // Shrink by one: the newest node goes, the rest learn of it.
-    let id = cluster_op(&server, &run, json!({"operation": "shrink", "nodes": 1}));
-    let shrink = wait_op(&server, &run, id);
-    assert_eq!(shrink["status"], "SUCCEEDED", "{shrink}");
-    assert_eq!(tasks(&shrink, "delete", None)[0]["node"], "worker-2");
-    assert_before(
-        &tasks(&shrink, "stop", Some("svc")),
-        &tasks(&shrink, "delete", None),
-    );
-    assert_before(
-        &tasks(&shrink, "delete", None),
-        &tasks(&shrink, "configure", Some("svc")),
-    );
-    assert!(!sandbox("worker-2").exists());
-    wait_until(&server, &run, std::time::Duration::from_secs(10), |r| {
-        r["cluster"]["numNodes"] == 2
-    });
+    expand_by_one(&server, &run, &sandbox);
+    configure_everywhere(&server, &run, &sandbox);
+    shrink_by_one(&server, &run, &sandbox);
 
     let id = cluster_op(&server, &run, json!({"operation": "restart-services"}));
     assert_eq!(wait_op(&server, &run, id)["status"], "SUCCEEDED");

@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::harness::{Options, Server};
-use super::runs_support::*;
+use crate::support::profiles::sim_profile;
+use crate::support::runs::*;
+use crate::support::server::{Options, Server};
 
 /// A data dir, a sim cloud, and a marker file each program run appends its run id to.
 struct Scenario {

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::gcp_standin::*;
-use super::harness::{Options, Server};
-use super::runs_support::*;
+use crate::support::gcp::*;
+use crate::support::runs::*;
+use crate::support::server::{Options, Server};
 
 /// The stand-in's resources under `key` (`instances`, `deletedInstances`, `clusters`,
 /// `deletedClusters`) labelled with run `run`.

@@ -5,11 +5,12 @@
 use std::path::Path;
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
-use super::harness::{Options, Server};
-use super::runs_support::*;
-use super::sshd::Sshd;
+use crate::support::profiles::put_profile;
+use crate::support::runs::*;
+use crate::support::server::{Options, Server};
+use crate::support::sshd::Sshd;
 
 /// Keeps the sshd's client key in the secure store of `default` as `ssh-key`.
 fn put_key(server: &Server, sshd: &Sshd) {
@@ -85,6 +86,43 @@ fn put_template(server: &Server, provisioner: &str) {
     assert_eq!(code, 200, "{body}");
 }
 
+/// Asserts every kv action of operation `create` ran on its own node's address, over SSH.
+#[track_caller]
+fn assert_ran_on_each_node(create: &Value) {
+    for (node, address) in [
+        ("master", "127.0.1.11"),
+        ("worker-1", "127.0.1.12"),
+        ("worker-2", "127.0.1.13"),
+    ] {
+        let install = create["tasks"]
+            .as_array()
+            .expect("tasks")
+            .iter()
+            .find(|t| t["node"] == node && t["action"] == "install" && t["service"] == "kv")
+            .unwrap_or_else(|| panic!("no kv install on {node}: {create}"));
+        let output = install["attempts"][0]["output"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            output.contains(&format!("install kv on {node} via")) && output.contains(address),
+            "{node}: {install}"
+        );
+        let start = create["tasks"]
+            .as_array()
+            .expect("tasks")
+            .iter()
+            .find(|t| t["node"] == node && t["action"] == "start" && t["service"] == "kv")
+            .expect("kv start");
+        assert!(
+            start["attempts"][0]["output"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("kv started, pid"),
+            "{start}"
+        );
+    }
+}
+
 #[test]
 fn services_come_up_over_ssh_and_the_program_runs_on_the_master() {
     let sshd = Sshd::start(&["127.0.1.11", "127.0.1.12", "127.0.1.13"]);
@@ -122,38 +160,7 @@ fn services_come_up_over_ssh_and_the_program_runs_on_the_master() {
     let ops = operations(&server, &run);
     let create = &ops[0];
     assert_eq!(create["status"], "SUCCEEDED", "{create}");
-    for (node, address) in [
-        ("master", "127.0.1.11"),
-        ("worker-1", "127.0.1.12"),
-        ("worker-2", "127.0.1.13"),
-    ] {
-        let install = create["tasks"]
-            .as_array()
-            .expect("tasks")
-            .iter()
-            .find(|t| t["node"] == node && t["action"] == "install" && t["service"] == "kv")
-            .unwrap_or_else(|| panic!("no kv install on {node}: {create}"));
-        let output = install["attempts"][0]["output"]
-            .as_str()
-            .unwrap_or_default();
-        assert!(
-            output.contains(&format!("install kv on {node} via")) && output.contains(address),
-            "{node}: {install}"
-        );
-        let start = create["tasks"]
-            .as_array()
-            .expect("tasks")
-            .iter()
-            .find(|t| t["node"] == node && t["action"] == "start" && t["service"] == "kv")
-            .expect("kv start");
-        assert!(
-            start["attempts"][0]["output"]
-                .as_str()
-                .unwrap_or_default()
-                .contains("kv started, pid"),
-            "{start}"
-        );
-    }
+    assert_ran_on_each_node(create);
     assert!(
         sshd.log().contains("Accepted publickey for"),
         "sshd let ebb in with its key: {}",
@@ -359,7 +366,7 @@ fn stopping_a_run_stops_its_remote_program() {
 #[cfg(feature = "gcp")]
 #[test]
 fn gcp_compute_nodes_run_services_and_the_program_over_ssh() {
-    use super::gcp_standin::{Gcp, gcp_profile};
+    use crate::support::gcp::{Gcp, gcp_profile};
     let sshd = Sshd::start(&["127.0.1.71", "127.0.1.72"]);
     let gcp = Gcp::start();
     gcp.config(json!({"natPrefix": "127.0.1.", "natStart": 71}));

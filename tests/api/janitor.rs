@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::harness::{Options, Server, run_ebb};
-use super::runs_support::*;
+use crate::support::profiles::sim_profile;
+use crate::support::runs::*;
+use crate::support::server::{Options, Server, run_ebb};
 
 fn named(name: &str) -> Options {
     Options {

@@ -1,13 +1,8 @@
 //! Integration tests: the real `ebb` binary, a real store, HTTP on loopback.
 //! One test binary (modules below) to keep link time down.
 
-#[cfg(feature = "gcp")]
-mod gcp_standin;
-mod harness;
-#[cfg(feature = "aws")]
-mod moto;
-mod runs_support;
-mod sshd;
+#[path = "../support/mod.rs"]
+mod support;
 
 #[cfg(feature = "aws")]
 mod aws;

@@ -2,7 +2,8 @@
 
 use serde_json::json;
 
-use crate::harness::{Server, assert_error, profile_body};
+use crate::support::profiles::profile_body;
+use crate::support::server::{Server, assert_error};
 
 #[test]
 fn create_list_get_update_delete() {

@@ -2,7 +2,8 @@
 
 use serde_json::{Value, json};
 
-use crate::harness::{Server, assert_error, profile_body};
+use crate::support::profiles::profile_body;
+use crate::support::server::{Server, assert_error};
 
 const P: &str = "/v3/namespaces/default/profiles";
 
@@ -239,10 +240,8 @@ fn built_in_profiles_cannot_be_changed_or_deleted() {
     );
 }
 
-#[test]
-fn bad_input_is_400_naming_the_field() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let s = Server::start(&dir);
+/// Profile bodies a PUT refuses, each with the message fragment naming its field.
+fn bad_bodies() -> Vec<(Value, &'static str)> {
     let with = |extra: Value| {
         let mut body = profile_body("local", &[("nodes", "2", true)]);
         for (k, v) in extra.as_object().expect("object") {
@@ -250,7 +249,7 @@ fn bad_input_is_400_naming_the_field() {
         }
         body
     };
-    let cases: Vec<(Value, &str)> = vec![
+    vec![
         (
             profile_body("nope", &[]),
             "provisioner.name: provisioner 'nope' does not exist",
@@ -318,7 +317,14 @@ fn bad_input_is_400_naming_the_field() {
             "provisioner.properties[0].value: expected a string, number or boolean",
         ),
         (json!([1, 2]), "body: must be a JSON object, got an array"),
-    ];
+    ]
+}
+
+#[test]
+fn bad_input_is_400_naming_the_field() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = Server::start(&dir);
+    let cases = bad_bodies();
     for (body, fragment) in cases {
         let fragment = fragment.replace("provider", "provisioner");
         assert_error(s.put(&format!("{P}/p"), body.clone()), 400, &fragment);

@@ -1,6 +1,6 @@
 //! The provisioner registry and its widgets.
 
-use crate::harness::{Server, assert_error};
+use crate::support::server::{Server, assert_error};
 
 #[test]
 fn list_and_get_show_specs_and_widgets() {

@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::harness::{Server, assert_error, profile_body, run_ebb};
-use super::runs_support::*;
+use crate::support::profiles::{profile_body, sim_profile};
+use crate::support::runs::*;
+use crate::support::server::{Server, assert_error, run_ebb};
 
 const LONG: Duration = Duration::from_secs(60);
 
@@ -210,8 +211,9 @@ fn a_local_cluster_gives_each_node_a_sandbox_and_removes_it() {
         "{addresses:?}"
     );
     assert!(nodes.iter().all(|n| n["status"] == "DELETED"), "{nodes:?}");
-    let seen = std::fs::read_to_string(super::harness::work_dir(dir.path()).join("local/seen"))
-        .expect("the program wrote");
+    let seen =
+        std::fs::read_to_string(crate::support::server::work_dir(dir.path()).join("local/seen"))
+            .expect("the program wrote");
     assert!(
         seen.contains("/master") && seen.contains(addresses[0]),
         "{seen}"
@@ -222,7 +224,7 @@ fn a_local_cluster_gives_each_node_a_sandbox_and_removes_it() {
 #[test]
 fn a_relative_data_dir_still_gives_programs_a_readable_cluster_file() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let options = super::harness::Options {
+    let options = crate::support::server::Options {
         cwd: Some(dir.path().to_path_buf()),
         ..Default::default()
     };

@@ -1,9 +1,10 @@
 //! Start-up, shutdown, durability, restart, store version, auth and the generic HTTP errors.
 
+use crate::support::profiles::profile_body;
 use serde_json::json;
 
-use crate::harness::{
-    EBB, Options, Server, assert_error, profile_body, run_ebb, serve_fails, spawn_and_wait,
+use crate::support::server::{
+    EBB, Options, Server, assert_error, run_ebb, serve_fails, spawn_and_wait,
 };
 
 #[test]
@@ -181,7 +182,7 @@ fn env_vars_configure_the_server() {
         .status();
     assert_eq!(health.as_u16(), 200);
     assert!(data.join("ebb.redb").is_file(), "store not in EBB_DATA_DIR");
-    crate::harness::signal(child.id(), "TERM");
+    crate::support::server::signal(child.id(), "TERM");
     assert_eq!(child.wait().expect("wait").code(), Some(0));
 }
 
@@ -206,7 +207,7 @@ fn defaults_work_with_no_flags() {
         out.contains("SYSTEM:local") && out.contains("SYSTEM:native"),
         "{out}"
     );
-    crate::harness::signal(child.id(), "INT");
+    crate::support::server::signal(child.id(), "INT");
     assert_eq!(
         child.wait().expect("wait").code(),
         Some(0),

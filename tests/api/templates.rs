@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use super::harness::{Server, assert_error, run_ebb};
+use crate::support::server::{Server, assert_error, run_ebb};
 
 #[test]
 fn built_in_and_user_templates() {

@@ -2,50 +2,17 @@
 //! `tests/support/moto/setup.sh` makes): what each call answers, as the framework relies on.
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime};
 
 use ebb_aws::Ec2;
 use ebb_spi::{Context, Provisioner, ResourceKey, ResourceState, TAG_SERVER};
 
-struct Moto(Child, String);
+#[path = "../../../tests/support/process.rs"]
+mod process;
 
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn moto() -> Moto {
-    let support = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/support/moto");
-    let setup = Command::new(support.join("setup.sh"))
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("run tests/support/moto/setup.sh");
-    assert!(
-        setup.status.success(),
-        "setup.sh failed: the tests need moto[server]"
-    );
-    let python = String::from_utf8(setup.stdout).expect("utf-8");
-    let mut child = Command::new(python.trim())
-        .arg(support.join("server.py"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start moto");
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.take().expect("stdout")),
-        &mut line,
-    )
-    .expect("moto's first line");
-    let port = line
-        .trim()
-        .strip_prefix("listening ")
-        .expect("port")
-        .to_string();
-    Moto(child, format!("http://127.0.0.1:{port}"))
+/// The moto server, killed when dropped, and its URL.
+fn moto() -> (process::Process, String) {
+    process::start_moto(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.."))
 }
 
 fn context(url: &str, extra: &[(&str, &str)]) -> Context {

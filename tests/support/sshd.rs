@@ -2,12 +2,14 @@
 //! addresses (each one a "machine"), with a fresh host key and a client key it accepts.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use super::process::Process;
 
 /// A running sshd. Killed when dropped.
 pub struct Sshd {
-    child: Child,
+    _process: Process,
     pub dir: tempfile::TempDir,
     pub port: u16,
     pub addresses: Vec<String>,
@@ -84,17 +86,19 @@ impl Sshd {
             }
             std::fs::write(&config, text).expect("sshd_config");
             let log = std::fs::File::create(dir.path().join("sshd.log")).expect("log");
-            let mut child = Command::new("/usr/sbin/sshd")
-                .args(["-D", "-e", "-f"])
-                .arg(&config)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(log)
-                .spawn()
-                .expect("sshd starts");
+            let mut child = Process(
+                Command::new("/usr/sbin/sshd")
+                    .args(["-D", "-e", "-f"])
+                    .arg(&config)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(log)
+                    .spawn()
+                    .expect("sshd starts"),
+            );
             let started = Instant::now();
             let up = loop {
-                if let Ok(Some(_)) = child.try_wait() {
+                if let Ok(Some(_)) = child.0.try_wait() {
                     break false; // the port was taken meanwhile; try another
                 }
                 if addresses
@@ -118,7 +122,7 @@ impl Sshd {
                     .collect::<Vec<_>>()
                     .join(" ");
                 return Sshd {
-                    child,
+                    _process: child,
                     port,
                     addresses: addresses.iter().map(|a| a.to_string()).collect(),
                     user,
@@ -159,12 +163,5 @@ impl Sshd {
     /// What sshd logged.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("sshd.log")).unwrap_or_default()
-    }
-}
-
-impl Drop for Sshd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }

@@ -1,13 +1,15 @@
 //! The local stand-in for the Compute Engine and Dataproc REST APIs
 //! (`tests/support/gcp/server.py`, Python's standard library only), started per test.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::harness::Server;
+use super::process::{Process, start_listener};
+use super::profiles::put_profile;
+use super::server::Server;
 
 pub const PROJECT: &str = "ebb-test";
 pub const ZONE: &str = "us-central1-a";
@@ -15,7 +17,7 @@ pub const REGION: &str = "us-central1";
 
 /// A running stand-in. Killed when dropped.
 pub struct Gcp {
-    child: Child,
+    _process: Process,
     pub url: String,
     http: reqwest::blocking::Client,
 }
@@ -23,25 +25,15 @@ pub struct Gcp {
 impl Gcp {
     pub fn start() -> Gcp {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/gcp/server.py");
-        let mut child = Command::new("python3")
-            .arg(&script)
+        let mut cmd = Command::new("python3");
+        cmd.arg(&script)
             .args(["--delay", "0.3"])
             .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("the tests need python3 for the Google Cloud stand-in");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("the stand-in prints its port");
-        let port = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("the stand-in did not start: {line}"));
+            .stderr(Stdio::inherit());
+        let (process, url) = start_listener(cmd, "listening on ", Duration::from_secs(30));
         Gcp {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
+            _process: process,
+            url,
             http: reqwest::blocking::Client::new(),
         }
     }
@@ -90,13 +82,6 @@ impl Gcp {
     }
 }
 
-impl Drop for Gcp {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Creates USER profile `name` for `provisioner` against the stand-in; `props` add or replace.
 pub fn gcp_profile(
     server: &Server,
@@ -116,5 +101,5 @@ pub fn gcp_profile(
     } else {
         base.extend([("region", REGION), ("zone", ZONE)]);
     }
-    super::runs_support::put_profile(server, name, provisioner, &base, props, timeout);
+    put_profile(server, name, provisioner, &base, props, timeout);
 }

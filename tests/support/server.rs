@@ -288,15 +288,6 @@ pub fn assert_error(reply: (u16, Value), code: u16, fragment: &str) {
     );
 }
 
-/// A minimal valid profile body.
-pub fn profile_body(provisioner: &str, props: &[(&str, &str, bool)]) -> Value {
-    let props: Vec<Value> = props
-        .iter()
-        .map(|(n, v, e)| serde_json::json!({"name": n, "value": v, "isEditable": e}))
-        .collect();
-    serde_json::json!({"provisioner": {"name": provisioner, "properties": props}})
-}
-
 impl Server {
     pub fn post_json(&self, path: &str, body: Value) -> (u16, Value) {
         self.send(reqwest::Method::POST, path, Some(body.to_string()), None)

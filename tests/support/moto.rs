@@ -2,15 +2,14 @@
 //! free 127.0.0.1 port, from the virtualenv `tests/support/moto/setup.sh` makes (it installs
 //! moto the first time; a test fails loudly if it cannot).
 
-use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::harness::Server;
+use super::process::{Process, start_moto};
+use super::profiles::put_profile;
+use super::server::Server;
 
 /// An AMI moto knows, so that its AMI check (on, as in EC2) passes.
 pub const AMI: &str = "ami-1e749f67";
@@ -18,56 +17,19 @@ pub const REGION: &str = "us-east-1";
 /// The secret the tests keep in ebb's secure store; no ebb answer may ever contain it.
 pub const SECRET: &str = "ebb-test-secret-7c1f9a2e";
 
-fn support() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/moto")
-}
-
-/// The python of the moto virtualenv, made if missing.
-fn python() -> PathBuf {
-    let out = Command::new(support().join("setup.sh"))
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("run tests/support/moto/setup.sh");
-    assert!(
-        out.status.success(),
-        "tests/support/moto/setup.sh failed ({}): the aws-ec2 tests need python3 with venv and PyPI access to install moto[server]",
-        out.status
-    );
-    PathBuf::from(String::from_utf8(out.stdout).expect("utf-8").trim())
-}
-
 /// A running moto server; killed when dropped.
 pub struct Moto {
-    child: Child,
+    _process: Process,
     pub url: String,
     http: reqwest::blocking::Client,
 }
 
 impl Moto {
     pub fn start() -> Moto {
-        let mut child = Command::new(python())
-            .arg(support().join("server.py"))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start moto");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut first = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut first);
-            let _ = tx.send(first);
-        });
-        let line = rx
-            .recv_timeout(Duration::from_secs(90))
-            .expect("moto did not start within 90 s");
-        let port = line
-            .trim()
-            .strip_prefix("listening ")
-            .unwrap_or_else(|| panic!("moto said {line:?}"));
+        let (process, url) = start_moto(Path::new(env!("CARGO_MANIFEST_DIR")));
         Moto {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
+            _process: process,
+            url,
             http: reqwest::blocking::Client::builder()
                 .timeout(Duration::from_secs(30))
                 .build()
@@ -191,13 +153,6 @@ fn encode(text: &str) -> String {
         .collect()
 }
 
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Keeps [`SECRET`] in the secure store of `default` as `aws-secret`.
 pub fn put_secret(server: &Server) {
     let (code, body) = server.put(
@@ -225,5 +180,5 @@ pub fn aws_profile(
         ("instanceType", "t3.micro"),
         ("nodes", "3"),
     ];
-    super::runs_support::put_profile(server, name, "aws-ec2", &base, props, timeout);
+    put_profile(server, name, "aws-ec2", &base, props, timeout);
 }

@@ -1,4 +1,4 @@
-//! Helpers for run tests: apps, sim profiles, starting runs, waiting, and reading the sim
+//! Helpers for run tests: apps, starting runs, waiting, and reading the sim
 //! cloud's state directory.
 
 use std::path::{Path, PathBuf};
@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::harness::Server;
+use super::server::Server;
 
 /// Deploys app `app` in `default` with one program `p` running `script` under `sh -c`.
 pub fn deploy(server: &Server, app: &str, script: &str, extra: Value) -> Value {
@@ -20,32 +20,6 @@ pub fn deploy(server: &Server, app: &str, script: &str, extra: Value) -> Value {
     );
     assert_eq!(code, 200, "{body}");
     body
-}
-
-/// Creates USER profile `name` in `default` for the sim provisioner.
-pub fn sim_profile(
-    server: &Server,
-    name: &str,
-    state_dir: &Path,
-    props: &[(&str, &str)],
-    keepalive_failed: u64,
-    timeout: Option<u64>,
-) {
-    let mut properties = vec![
-        json!({"name": "stateDir", "value": state_dir.to_str().expect("utf-8"), "isEditable": true}),
-    ];
-    for (k, v) in props {
-        properties.push(json!({"name": k, "value": v, "isEditable": true}));
-    }
-    let mut body = json!({
-        "provisioner": {"name": "sim", "properties": properties},
-        "keepalive": {"failed": keepalive_failed, "killed": 60},
-    });
-    if let Some(t) = timeout {
-        body["timeout"] = json!(t);
-    }
-    let (code, reply) = server.put(&format!("/v3/namespaces/default/profiles/{name}"), body);
-    assert_eq!(code, 200, "{reply}");
 }
 
 /// The path of program `p` of `app`.
@@ -165,7 +139,7 @@ pub fn assert_clean(state_dir: &Path, runs: &[&str], nodes: usize) {
 /// Asserts the `local` provisioner left no sandbox in the work dir of the server on `data_dir`.
 #[track_caller]
 pub fn assert_no_sandboxes(data_dir: &Path) {
-    let left: Vec<_> = std::fs::read_dir(super::harness::work_dir(data_dir).join("local"))
+    let left: Vec<_> = std::fs::read_dir(super::server::work_dir(data_dir).join("local"))
         .expect("local dir")
         .flatten()
         .filter(|e| e.path().is_dir())
@@ -236,34 +210,4 @@ pub fn files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
         }
     }
     out
-}
-
-/// Creates USER profile `name` in `default` for `provisioner`: `base` properties, then
-/// `overrides` added or replacing them; keepalive 0; `timeout` seconds if given.
-pub fn put_profile(
-    server: &Server,
-    name: &str,
-    provisioner: &str,
-    base: &[(&str, &str)],
-    overrides: &[(&str, &str)],
-    timeout: Option<u64>,
-) {
-    let mut all: Vec<(&str, &str)> = base.to_vec();
-    for (k, v) in overrides {
-        all.retain(|(n, _)| n != k);
-        all.push((k, v));
-    }
-    let properties: Vec<Value> = all
-        .iter()
-        .map(|(k, v)| json!({"name": k, "value": v, "isEditable": true}))
-        .collect();
-    let mut body = json!({
-        "provisioner": {"name": provisioner, "properties": properties},
-        "keepalive": {"failed": 0, "killed": 0},
-    });
-    if let Some(t) = timeout {
-        body["timeout"] = json!(t);
-    }
-    let (code, reply) = server.put(&format!("/v3/namespaces/default/profiles/{name}"), body);
-    assert_eq!(code, 200, "{reply}");
 }

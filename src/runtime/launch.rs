@@ -1,0 +1,159 @@
+//! What the supervisor launches a run's program with: its launch file (command, environment,
+//! working directory and `cluster.json`) on this host, or the program on a remote master
+//! reached over SSH.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::deps::Deps;
+use super::program::LaunchFile;
+use crate::model::plan::{NodeRecord, ResourceStatus};
+use crate::model::run::RunRecord;
+use crate::store::keys;
+use crate::store::{Read, StoreError, Table};
+
+/// What to launch for `run`: its command, environment and working directory on the master
+/// node, with `cluster.json` written beside it.
+pub(super) async fn launch_file(deps: &Deps, run: &RunRecord) -> std::io::Result<LaunchFile> {
+    let prefix = keys::of_run(&run.key.run);
+    let nodes: Vec<NodeRecord> = deps
+        .store
+        .read(move |r| r.scan::<NodeRecord>(Table::Resources, &prefix))
+        .await
+        .map_err(std::io::Error::other)?
+        .into_iter()
+        .map(|(_, n)| n)
+        .filter(|n| n.status == ResourceStatus::Created)
+        .collect();
+    let dir = deps.run_dir(&run.key.run);
+    std::fs::create_dir_all(&dir)?;
+    let cluster_file = dir.join("cluster.json");
+    let cluster = serde_json::json!({
+        "run": run.key.run,
+        "profile": run.profile,
+        "provisioner": run.provisioner,
+        "nodes": nodes.iter().map(|n| serde_json::json!({
+            "name": n.node,
+            "id": n.id,
+            "ipAddress": n.address,
+            "properties": n.properties,
+        })).collect::<Vec<_>>(),
+    });
+    std::fs::write(
+        &cluster_file,
+        serde_json::to_vec_pretty(&cluster).map_err(std::io::Error::other)?,
+    )?;
+    let master = run
+        .cluster
+        .nodes
+        .first()
+        .and_then(|m| nodes.iter().find(|n| &n.node == m));
+    let work_dir = master
+        .and_then(|m| m.properties.get("workDir"))
+        .map(PathBuf::from);
+    let mut env: BTreeMap<String, String> = run.launch.env.clone();
+    let mut set = |k: &str, v: String| {
+        env.insert(k.to_string(), v);
+    };
+    set("EBB_RUN_ID", run.key.run.clone());
+    set("EBB_NAMESPACE", run.key.namespace.clone());
+    set("EBB_APP", run.key.app.clone());
+    set("EBB_PROGRAM", run.key.program.clone());
+    set("EBB_CLUSTER_FILE", cluster_file.display().to_string());
+    set(
+        "EBB_ARGS",
+        serde_json::to_string(&run.args).map_err(std::io::Error::other)?,
+    );
+    if let Some(master) = master {
+        set("EBB_NODE", master.node.clone());
+        if let Some(address) = &master.address {
+            set("EBB_NODE_ADDRESS", address.clone());
+        }
+    }
+    if let Some(work_dir) = &work_dir {
+        set(
+            ebb_local::sandbox::WORK_DIR_ENV,
+            work_dir.display().to_string(),
+        );
+    }
+    Ok(LaunchFile {
+        command: run.launch.command.clone(),
+        env,
+        cwd: work_dir.unwrap_or_else(|| deps.program_dir(&run.key.run)),
+    })
+}
+
+/// The run's program on its master, when the master is reached over SSH; secure references
+/// in `context` are resolved here, in memory.
+pub(super) async fn remote_program(
+    deps: &Deps,
+    run: &RunRecord,
+    context: ebb_spi::Context,
+) -> Option<Result<super::remote::Program, String>> {
+    let master = run.cluster.nodes.first()?.clone();
+    let key = keys::node(&run.key.run, &master);
+    let (cipher, namespace) = (Arc::clone(&deps.cipher), run.key.namespace.clone());
+    let found = deps
+        .store
+        .read(move |r| {
+            let Some(record) = r.get::<NodeRecord>(Table::Resources, &key)? else {
+                return Ok(None);
+            };
+            if !record.properties.contains_key(ebb_spi::FACT_SSH) {
+                return Ok(None);
+            }
+            let resolved =
+                crate::store::secure::resolve(r, &cipher, &namespace, &context.properties)
+                    .map(|res| res.into_context(context));
+            Ok::<_, StoreError>(Some((record, resolved)))
+        })
+        .await;
+    let (record, context) = match found {
+        Ok(None) => return None,
+        Ok(Some(x)) => x,
+        Err(e) => return Some(Err(format!("cannot read the master's record: {e}"))),
+    };
+    let context = match context {
+        Ok(c) => c,
+        Err(e) => return Some(Err(e)),
+    };
+    let node = super::remote::Node::of(&context, &run.key.run, &record)?;
+    Some(node.map(|node| super::remote::Program {
+        node,
+        run_dir: deps.run_dir(&run.key.run),
+    }))
+}
+
+/// Launches the run's program on its remote master (unless it was launched before), trying
+/// a few times when the master cannot be reached.
+pub(super) async fn launch_remote(
+    deps: &Deps,
+    run: &RunRecord,
+    program: &super::remote::Program,
+) -> Result<(), String> {
+    let launch = launch_file(deps, run).await.map_err(|e| e.to_string())?;
+    let cluster_json = std::fs::read_to_string(deps.run_dir(&run.key.run).join("cluster.json"))
+        .map_err(|e| format!("cannot read cluster.json: {e}"))?;
+    let mut env = launch.env;
+    env.remove("EBB_CLUSTER_FILE");
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match program
+            .launch(deps, &launch.command, &env, &cluster_json)
+            .await
+        {
+            Ok(launched) => {
+                tracing::info!(run.id = %run.key.run, node = %program.node.target, ?launched, "program on a remote master");
+                return Ok(());
+            }
+            Err(e) if tries >= 5 => return Err(e),
+            Err(e) => {
+                tracing::warn!(run.id = %run.key.run, error = %e, "cannot launch the program yet");
+                tokio::time::sleep(Duration::from_secs(2 * tries)).await;
+            }
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! The key of every table's records, built here and nowhere else. Keys are `/`-joined paths
+//! whose prefixes group what is read together: a namespace's records, a program's runs, a
+//! run's nodes, events, operations and attempts. Numbers are zero-padded so that keys sort
+//! as the numbers do.
+//!
+//! A model id that names a record spells its own key, and this module only hands it on:
+//! `Namespaces` by name, `Profiles` by [`ProfileId::key`], `Templates` by
+//! [`TemplateId::key`], `Preferences` by [`Scope::key`], `Runs` and `Active` by
+//! [`RunKey::key`].
+//!
+//! [`ProfileId::key`]: crate::model::profile::ProfileId::key
+//! [`TemplateId::key`]: crate::model::template::TemplateId::key
+//! [`Scope::key`]: crate::model::preference::Scope::key
+//! [`RunKey::key`]: crate::model::run::RunKey::key
+
+/// The prefix of namespace `ns`'s records in `Apps`, `Profiles`, `Templates`, `SecureKeys`,
+/// `Runs`, `Active` and `RunIndex`.
+pub fn in_namespace(ns: &str) -> String {
+    format!("{ns}/")
+}
+
+/// `Apps`: app `app` of namespace `ns`.
+pub fn app(ns: &str, app: &str) -> String {
+    format!("{ns}/{app}")
+}
+
+/// The prefix of app `app`'s runs in `Runs` and `Active`.
+pub fn app_runs(ns: &str, app: &str) -> String {
+    format!("{ns}/{app}/")
+}
+
+/// The prefix of program `program`'s runs in `Runs` and `Active`.
+pub fn program_runs(ns: &str, app: &str, program: &str) -> String {
+    format!("{ns}/{app}/{program}/")
+}
+
+/// `SecureKeys`: secure key `name` of namespace `ns`.
+pub fn secure_key(ns: &str, name: &str) -> String {
+    format!("{ns}/{name}")
+}
+
+/// `RunIndex`: run `run` of namespace `ns` (run ids follow time, so a namespace's runs list
+/// newest first from the end).
+pub fn run_index(ns: &str, run: &str) -> String {
+    format!("{ns}/{run}")
+}
+
+/// The `RunIndex` entry of the run stored in `Runs` under `runs_key`
+/// (`<ns>/<app>/<program>/<run>`).
+pub fn run_index_of(runs_key: &str) -> Option<String> {
+    let (ns, rest) = runs_key.split_once('/')?;
+    let run = rest.rsplit('/').next()?;
+    Some(run_index(ns, run))
+}
+
+/// The prefix of run `run`'s records in `Resources`, `Events`, `Operations` and `Attempts`.
+pub fn of_run(run: &str) -> String {
+    format!("{run}/")
+}
+
+/// `Resources`: node `node` of run `run`.
+pub fn node(run: &str, node: &str) -> String {
+    format!("{run}/{node}")
+}
+
+/// `Events`: event `seq` of run `run`.
+pub fn event(run: &str, seq: u64) -> String {
+    format!("{run}/{seq:020}")
+}
+
+/// `Operations`: operation `id` of run `run`.
+pub fn operation(run: &str, id: u32) -> String {
+    format!("{run}/{id:06}")
+}
+
+/// The prefix of operation `op`'s attempts in `Attempts`.
+pub fn attempts_of(run: &str, op: u32) -> String {
+    format!("{run}/{op:06}/")
+}
+
+/// `Attempts`: attempt `attempt` (from 1) of task `task` of operation `op`.
+pub fn attempt(run: &str, op: u32, task: usize, attempt: u32) -> String {
+    format!("{run}/{op:06}/{task:06}/{attempt:03}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbered_keys_sort_as_their_numbers() {
+        assert!(operation("r", 9) < operation("r", 10));
+        assert!(attempt("r", 1, 9, 2) < attempt("r", 1, 10, 1));
+        assert!(attempt("r", 1, 3, 9) < attempt("r", 1, 3, 10));
+        assert!(event("r", 9) < event("r", 10));
+        assert!(attempt("r", 1, 3, 1).starts_with(&attempts_of("r", 1)));
+        assert!(node("r", "master").starts_with(&of_run("r")));
+    }
+
+    #[test]
+    fn the_run_index_entry_is_the_namespace_and_the_run() {
+        assert_eq!(
+            run_index_of("ns/app/p/0190-a").as_deref(),
+            Some("ns/0190-a")
+        );
+        assert_eq!(run_index_of("nothing"), None);
+    }
+}

@@ -1,0 +1,82 @@
+//! What the benchmarks that drive a real `ebb serve` share: their settings from the
+//! environment, and a server with a sim profile and an app whose program does nothing.
+
+use std::path::PathBuf;
+
+use serde_json::json;
+
+use super::profiles::{profile_body, put_profile_body};
+use super::server::{Options, Server};
+
+/// A benchmark's setting `name` from the environment, else `default`.
+pub fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A server on a data dir under `EBB_BENCH_DIR` (default: the target directory) and app
+/// `bench`, whose program `p` runs `true` on `nodes` nodes of the zero-latency sim cloud, kept
+/// under `EBB_BENCH_SIM_DIR` (default: beside the data dir). Both directories go when dropped.
+pub struct Bench {
+    pub server: Server,
+    _dirs: (tempfile::TempDir, Option<tempfile::TempDir>),
+}
+
+impl Bench {
+    pub fn start(nodes: usize) -> Bench {
+        let base =
+            std::env::var("EBB_BENCH_DIR").unwrap_or_else(|_| env!("CARGO_TARGET_TMPDIR").into());
+        let dir = tempfile::tempdir_in(base).expect("tempdir");
+        // The simulated cloud's files are the cloud, not ebb's: they may live elsewhere.
+        let sim_dir = std::env::var("EBB_BENCH_SIM_DIR")
+            .ok()
+            .map(|b| tempfile::tempdir_in(b).expect("sim tempdir"));
+        let sim: PathBuf = sim_dir
+            .as_ref()
+            .map_or_else(|| dir.path().join("sim"), |d| d.path().to_path_buf());
+        let options = Options {
+            env: vec![("EBB_LOG".into(), "warn,ebb::server=info".into())],
+            ..Options::default()
+        };
+        let server = Server::start_at(&dir.path().join("data"), options);
+        let nodes = nodes.to_string();
+        let sim = sim.to_str().expect("utf-8");
+        put_profile_body(
+            &server,
+            "bench",
+            profile_body("sim", &[("nodes", &nodes, false), ("stateDir", sim, false)]),
+        );
+        let (code, body) = server.put(
+            "/v3/namespaces/default/apps/bench",
+            json!({"config": {"system.profile.name": "bench"},
+                   "programs": [{"type": "workflows", "name": "p", "command": ["true"]}]}),
+        );
+        assert_eq!(code, 200, "{body}");
+        Bench {
+            server,
+            _dirs: (dir, sim_dir),
+        }
+    }
+}
+
+/// Long-polls the events of run `path` until one whose message is `until`; panics on a
+/// failure.
+pub fn wait_for_event(server: &Server, path: &str, until: &str) {
+    let mut after = 0u64;
+    loop {
+        let (code, events) = server.get(&format!("{path}/events?after={after}&wait=10s"));
+        assert_eq!(code, 200, "{events}");
+        for e in events.as_array().expect("list") {
+            after = e["seq"].as_u64().unwrap_or(after);
+            if e["message"] == until {
+                return;
+            }
+            assert!(
+                !e["message"].as_str().unwrap_or("").contains("FAILED"),
+                "run {path} failed: {e}"
+            );
+        }
+    }
+}

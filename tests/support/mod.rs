@@ -1,0 +1,23 @@
+//! What the integration tests and the benchmarks share:
+//! - `server`: the real `ebb serve` on loopback, and the `ebb` CLI;
+//! - `profiles`: profile bodies; `runs`: apps, runs, waiting, and the sim cloud's files;
+//! - `bench`: the benchmarks' server, profile and app;
+//! - `process`: child processes, and stand-ins that print their port;
+//! - the stand-ins for clouds and machines: moto for EC2 (`moto`), the Google Cloud stand-in
+//!   (`gcp`) and OpenSSH (`sshd`).
+//!
+//! `tests/api/main.rs` and each benchmark include it with `#[path]`; a provisioner crate's
+//! tests include `process.rs` alone.
+
+// Only the benchmarks use it.
+#[allow(dead_code)]
+pub mod bench;
+#[cfg(feature = "gcp")]
+pub mod gcp;
+#[cfg(feature = "aws")]
+pub mod moto;
+pub mod process;
+pub mod profiles;
+pub mod runs;
+pub mod server;
+pub mod sshd;

@@ -1,0 +1,67 @@
+//! Child processes the tests start: killed when dropped, and the stand-ins that print the port
+//! they listen on as their first line. Standard library only, so that a provisioner crate's own
+//! tests can include this file too (`#[path]`).
+// Each crate that includes this file uses part of it.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// A child process, killed (and reaped) when dropped.
+pub struct Process(pub Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Spawns `cmd` with its stdout piped and waits up to `limit` for its first line, which must be
+/// `{prefix}{port}`; returns the process and `http://127.0.0.1:{port}`. Panics saying what the
+/// process printed if it does not.
+pub fn start_listener(mut cmd: Command, prefix: &str, limit: Duration) -> (Process, String) {
+    let mut child = Process(
+        cmd.stdout(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{cmd:?}: {e}")),
+    );
+    let stdout = child.0.stdout.take().expect("stdout piped");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut first = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut first);
+        let _ = tx.send(first);
+    });
+    let line = rx
+        .recv_timeout(limit)
+        .unwrap_or_else(|_| panic!("{cmd:?} did not start within {limit:?}"));
+    let port = line
+        .trim()
+        .strip_prefix(prefix)
+        .unwrap_or_else(|| panic!("{cmd:?} said {line:?}"));
+    (child, format!("http://127.0.0.1:{port}"))
+}
+
+/// Starts the moto server (`tests/support/moto/server.py` under the repository `root`), the
+/// EC2 stand-in, from the virtualenv `tests/support/moto/setup.sh` makes: it installs moto the
+/// first time, and the test fails loudly if it cannot.
+pub fn start_moto(root: &Path) -> (Process, String) {
+    let support = root.join("tests/support/moto");
+    let out = Command::new(support.join("setup.sh"))
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("run tests/support/moto/setup.sh");
+    assert!(
+        out.status.success(),
+        "tests/support/moto/setup.sh failed ({}): the aws-ec2 tests need python3 with venv and PyPI access to install moto[server]",
+        out.status
+    );
+    let python = PathBuf::from(String::from_utf8(out.stdout).expect("utf-8").trim());
+    let mut cmd = Command::new(python);
+    cmd.arg(support.join("server.py")).stderr(Stdio::null());
+    start_listener(cmd, "listening ", Duration::from_secs(90))
+}
