@@ -61,8 +61,8 @@ fn task_row(t: &TaskView, created: f64) -> Vec<String> {
         _ => "-".to_string(),
     };
     let task = match &t.service {
-        Some(s) => format!("{} {s}", t.action),
-        None => t.action.to_string(),
+        Some(s) => format!("{} {s}", t.action.name()),
+        None => t.action.name().to_string(),
     };
     let tries: Vec<String> = t
         .attempts

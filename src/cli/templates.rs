@@ -98,8 +98,8 @@ pub fn plan(client: &Client, json: bool, args: PlanArgs) -> Result<(), CliError>
     table(&["NODE", "HARDWARE", "IMAGE", "SERVICES"], &layout);
     let describe = |id: &usize| match plan.tasks.get(*id) {
         Some(t) => match &t.service {
-            Some(s) => format!("{} {s}@{}", t.action, t.node),
-            None => format!("{} {}", t.action, t.node),
+            Some(s) => format!("{} {s}@{}", t.action.name(), t.node),
+            None => format!("{} {}", t.action.name(), t.node),
         },
         None => format!("task {id}"),
     };

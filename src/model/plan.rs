@@ -44,8 +44,6 @@ pub enum Action {
     Delete,
 }
 
-display_as_serde!(Action);
-
 impl Action {
     /// The name the API and the audit log use.
     pub fn name(self) -> &'static str {

@@ -11,7 +11,7 @@ use crate::model::app::{App, Program, WORKFLOWS};
 use crate::model::namespace::{DEFAULT, Namespace};
 use crate::model::plan::NodeRecord;
 use crate::model::preference::{Assignment, Scope, check_keys};
-use crate::model::profile::{ProfileId, ProfileStatus, StoredProfile};
+use crate::model::profile::{ProfileId, ProfileStatus, SYSTEM_NAMESPACE, StoredProfile};
 use crate::model::property::{Level, PROFILE_KEY, Values, references};
 use crate::model::run::{RunKey, RunRecord};
 use crate::model::template::{StoredTemplate, Template, TemplateId};
@@ -25,6 +25,24 @@ use crate::store::{Read, StoreError, Table, Txn};
 pub fn require_namespace(r: &impl Read, name: &str) -> Result<Namespace, ServiceError> {
     r.get(Table::Namespaces, name)?
         .ok_or_else(|| ServiceError::NamespaceNotFound(name.to_string()))
+}
+
+/// The key prefixes a scoped list reads, in order: namespace `ns`'s own records (after
+/// checking it exists), then the SYSTEM ones when `ns` is `None` or `include_system`.
+pub fn scoped_prefixes(
+    r: &impl Read,
+    ns: Option<&str>,
+    include_system: bool,
+) -> Result<Vec<String>, ServiceError> {
+    let mut prefixes = Vec::new();
+    if let Some(ns) = ns {
+        require_namespace(r, ns)?;
+        prefixes.push(keys::in_namespace(ns));
+    }
+    if ns.is_none() || include_system {
+        prefixes.push(keys::in_namespace(SYSTEM_NAMESPACE));
+    }
+    Ok(prefixes)
 }
 
 /// App `app` of namespace `ns`, or a 404-class error (after checking the namespace).

@@ -6,8 +6,7 @@ use crate::model::namespace;
 use crate::model::plan::ResourceStatus;
 use crate::model::preference::Assignment;
 use crate::model::profile::{
-    Profile, ProfileId, ProfileSpec, ProfileStatus, SYSTEM_NAMESPACE, Scope, StoredProfile,
-    ValidSpec,
+    Profile, ProfileId, ProfileSpec, ProfileStatus, Scope, StoredProfile, ValidSpec,
 };
 use crate::model::run::RunRecord;
 use crate::model::time::{self, now_secs};
@@ -16,7 +15,6 @@ use crate::runtime::handle::Runtime;
 use crate::runtime::registry::Registry;
 use crate::service::catalog;
 use crate::service::error::ServiceError;
-use crate::store::keys;
 use crate::store::{Read, Store, StoreError, Table, Txn};
 
 fn require(r: &impl Read, id: &ProfileId) -> Result<StoredProfile, ServiceError> {
@@ -107,14 +105,7 @@ pub async fn list(
     }
     store
         .read(move |r| {
-            let mut prefixes = Vec::new();
-            if let Some(ns) = &namespace {
-                catalog::require_namespace(r, ns)?;
-                prefixes.push(keys::in_namespace(ns));
-            }
-            if namespace.is_none() || include_system {
-                prefixes.push(keys::in_namespace(SYSTEM_NAMESPACE));
-            }
+            let prefixes = catalog::scoped_prefixes(r, namespace.as_deref(), include_system)?;
             let mut out = Vec::new();
             for prefix in prefixes {
                 out.extend(

@@ -8,13 +8,12 @@ use serde::Deserialize;
 
 use crate::model::builtin;
 use crate::model::namespace;
-use crate::model::profile::{SYSTEM_NAMESPACE, Scope};
+use crate::model::profile::Scope;
 use crate::model::template::{StoredTemplate, Template, TemplateId};
 use crate::model::time::now_secs;
 use crate::model::view::{DryRun, PlannedNode};
 use crate::service::catalog;
 use crate::service::error::ServiceError;
-use crate::store::keys;
 use crate::store::{Read, Store, Table};
 
 fn require(r: &impl Read, id: &TemplateId) -> Result<StoredTemplate, ServiceError> {
@@ -100,14 +99,7 @@ pub async fn list(
     }
     store
         .read(move |r| {
-            let mut prefixes = Vec::new();
-            if let Some(ns) = &ns {
-                catalog::require_namespace(r, ns)?;
-                prefixes.push(keys::in_namespace(ns));
-            }
-            if ns.is_none() || include_system {
-                prefixes.push(keys::in_namespace(SYSTEM_NAMESPACE));
-            }
+            let prefixes = catalog::scoped_prefixes(r, ns.as_deref(), include_system)?;
             let mut out = Vec::new();
             for prefix in prefixes {
                 out.extend(
