@@ -7,7 +7,7 @@
 //! finishes every queued write and flushes before the process exits 0.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,9 +21,10 @@ use crate::runtime::registry::Registry;
 use crate::runtime::{Deps, Runtime};
 use crate::service::error::ServiceError;
 use crate::service::{builtin, namespaces};
+use crate::store::etcd::Endpoints;
 use crate::store::events::Notifier;
 use crate::store::secure::Cipher;
-use crate::store::{Store, StoreError};
+use crate::store::{Location, Store, StoreError};
 
 /// How long in-flight requests get to finish after the first shutdown signal.
 const GRACE: Duration = Duration::from_secs(10);
@@ -32,6 +33,10 @@ const GRACE: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone)]
 pub struct Config {
     pub data_dir: PathBuf,
+    /// Where the state is kept: `None` for the redb file in the data dir.
+    pub etcd: Option<EtcdConfig>,
+    /// How long an ended run's history is kept; `None` for ever.
+    pub history_retention: Option<std::time::Duration>,
     /// Host names, besides IP addresses and `localhost`, that requests may be addressed to.
     pub allowed_hosts: Vec<String>,
     /// Where programs and provisioners work; `None` for `<data-dir>-work`.
@@ -49,6 +54,14 @@ pub struct Config {
     pub secure_key_file: Option<PathBuf>,
     /// How the janitor sweeps on its own.
     pub janitor: crate::model::sweep::Settings,
+}
+
+/// The etcd cluster a server keeps its state in, as given.
+#[derive(Debug, Clone)]
+pub struct EtcdConfig {
+    /// Client URLs, comma-separated; `None` when none were given.
+    pub endpoints: Option<String>,
+    pub prefix: String,
 }
 
 /// Why the server could not start or stop cleanly.
@@ -73,8 +86,45 @@ pub enum ServerError {
     KeyFile(#[from] crate::store::secure::KeyFileError),
     #[error("cannot prepare {0}: {1}")]
     Dir(PathBuf, std::io::Error),
+    #[error(
+        "the data dir {0} is in use by another process; stop the other ebb server or choose another --data-dir"
+    )]
+    DataDirInUse(PathBuf),
+    #[error(
+        "the secure store key {0} is not the key this installation's secure keys are sealed with; every server of an installation must use the same key file (copy it from the first server, or pass --secure-key-file)"
+    )]
+    OtherKey(PathBuf),
+    #[error("--etcd-endpoints: {0}")]
+    Etcd(String),
     #[error("--token-file {0}: {1}")]
     TokenFile(PathBuf, String),
+}
+
+/// Holds the data dir for this server: its run directories and key are its own.
+fn lock_data_dir(data_dir: &Path) -> Result<std::fs::File, ServerError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = data_dir.join("server.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| ServerError::Dir(path, e))?;
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive)
+        .map_err(|_| ServerError::DataDirInUse(data_dir.to_path_buf()))?;
+    Ok(file)
+}
+
+/// Where the store is.
+fn location(config: &Config, data_dir: &Path) -> Result<Location, ServerError> {
+    Ok(match &config.etcd {
+        None => Location::Redb(data_dir.to_path_buf()),
+        Some(etcd) => Location::Etcd(
+            Endpoints::parse(etcd.endpoints.as_deref().unwrap_or(""), &etcd.prefix)
+                .map_err(ServerError::Etcd)?,
+        ),
+    })
 }
 
 /// Runs the server until it is told to stop. Must run inside an actix system.
@@ -90,16 +140,29 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     // Programs and scripts run in other directories: every path handed to them (the cluster
     // file, the result file) must not depend on the server's working directory.
     let (data_dir, work_dir) = directories(&config)?;
-    let store = Store::open(&data_dir)?;
-    crate::runtime::confine::private_file(store.path())
-        .map_err(|e| ServerError::Dir(store.path().to_path_buf(), e))?;
+    let location = location(&config, &data_dir)?;
+    // The redb file locks the data dir; with the store elsewhere, a lock file does.
+    let _lock = match &location {
+        Location::Redb(_) => None,
+        Location::Etcd(_) => Some(lock_data_dir(&data_dir)?),
+    };
+    let store = tokio::task::spawn_blocking(move || Store::open_at(&location))
+        .await
+        .map_err(|e| StoreError::Storage(format!("opening the store failed: {e}")))??;
+    if let Some(file) = store.file() {
+        crate::runtime::confine::private_file(file)
+            .map_err(|e| ServerError::Dir(file.to_path_buf(), e))?;
+    }
     let config = Config { data_dir, ..config };
-    tracing::info!(store.path = %store.path().display(), "store opened");
+    tracing::info!(store = %store.describe(), "store opened");
     let key_file = config
         .secure_key_file
         .clone()
         .unwrap_or_else(|| config.data_dir.join("secure.key"));
     let cipher = Arc::new(Cipher::load_or_create(&key_file)?);
+    if !crate::store::secure::same_key_as_installation(&store, Arc::clone(&cipher)).await? {
+        return Err(ServerError::OtherKey(key_file));
+    }
     let registry = Arc::new(Registry::builtin());
     load_builtins(&store, &registry).await?;
 
@@ -109,7 +172,8 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     let exe = std::env::current_exe().map_err(ServerError::Exe)?;
     let arbiter = Arbiter::new();
     let deps = Deps {
-        store: store.clone(),
+        // Runs pause while the store cannot be reached, and carry on when it is back.
+        store: store.patient(),
         registry: Arc::clone(&registry),
         data_dir: config.data_dir.clone(),
         work_dir,
@@ -120,6 +184,12 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     };
     let janitor = Janitor::new(deps.clone(), config.janitor);
     arbiter.spawn(janitor.clone().run_on_schedule());
+    if let Some(retention) = config.history_retention {
+        arbiter.spawn(crate::runtime::retention::run_on_schedule(
+            store.patient(),
+            retention,
+        ));
+    }
     let runtime = Runtime::new(deps, arbiter.handle());
     let resumed = runtime.resume().await?;
     tracing::info!(runs = resumed, "live runs resumed");
@@ -267,7 +337,7 @@ async fn server_name(store: &Store, given: Option<String>) -> Result<String, Ser
                 return Ok::<_, ServiceError>(name);
             }
             tx.put(crate::store::Table::Meta, SERVER_NAME_KEY, &made)?;
-            Ok(made)
+            Ok(made.clone())
         })
         .await?;
     Ok(name)
@@ -312,6 +382,11 @@ impl From<ServeArgs> for Config {
     fn from(args: ServeArgs) -> Config {
         Config {
             data_dir: args.data_dir,
+            etcd: (args.store == crate::cli::StoreKind::Etcd).then(|| EtcdConfig {
+                endpoints: args.etcd_endpoints,
+                prefix: args.etcd_prefix,
+            }),
+            history_retention: args.history_retention.0.filter(|d| !d.is_zero()),
             work_dir: args.work_dir,
             allowed_hosts: args.allowed_hosts,
             bind: args.bind,

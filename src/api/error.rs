@@ -125,7 +125,10 @@ fn runtime_status(e: &RuntimeError) -> StatusCode {
 /// same request may succeed later. A store that is damaged or from a newer ebb is a 500.
 fn store_status(e: &StoreError) -> StatusCode {
     match e {
-        StoreError::Closed | StoreError::Storage(_) => StatusCode::SERVICE_UNAVAILABLE,
+        StoreError::Closed
+        | StoreError::Storage(_)
+        | StoreError::Unavailable { .. }
+        | StoreError::Contended { .. } => StatusCode::SERVICE_UNAVAILABLE,
         StoreError::Open { .. }
         | StoreError::InUse { .. }
         | StoreError::SchemaTooNew { .. }

@@ -73,6 +73,9 @@ pub enum Command {
     /// Sweep the clouds for resources with ebb's tags that no run accounts for.
     #[command(subcommand)]
     Janitor(JanitorCmd),
+    /// Work on a store directly, with every server on it stopped.
+    #[command(subcommand)]
+    Store(StoreCmd),
     /// Launches a program detached from the server (used by the server itself).
     #[command(hide = true)]
     Shim { run_dir: PathBuf },
@@ -133,11 +136,35 @@ pub enum LogFormat {
     Json,
 }
 
+/// Which store a server keeps its state in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StoreKind {
+    /// One file in the data directory: one server.
+    Redb,
+    /// An etcd cluster, which several servers of one installation share.
+    Etcd,
+}
+
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// Directory of the store and everything the server keeps.
+    /// Directory of the store (with --store redb) and everything the server keeps.
     #[arg(long, env = "EBB_DATA_DIR", default_value = "./ebb-data")]
     pub data_dir: PathBuf,
+    /// Where the server keeps its state: `redb`, a file in the data directory, or `etcd`,
+    /// shared by every server of an installation (see --etcd-endpoints).
+    #[arg(long, env = "EBB_STORE", value_enum, default_value = "redb")]
+    pub store: StoreKind,
+    /// etcd's client URLs, comma-separated (with --store etcd).
+    #[arg(long, env = "EBB_ETCD_ENDPOINTS", value_name = "URLS")]
+    pub etcd_endpoints: Option<String>,
+    /// The key prefix of this installation in etcd: installations sharing an etcd cluster
+    /// use different prefixes.
+    #[arg(long, env = "EBB_ETCD_PREFIX", default_value = "/ebb")]
+    pub etcd_prefix: String,
+    /// How long the history of an ended run is kept (its record, events and audit log)
+    /// before it is compacted; profile usage totals are kept ("off" keeps it for ever).
+    #[arg(long, env = "EBB_HISTORY_RETENTION", default_value = "30d", value_parser = parse_interval)]
+    pub history_retention: Interval,
     /// Directory of what programs and provisioners work in: programs' working directories,
     /// `local` sandboxes, the `sim` cloud's files. Kept apart from the data dir, which holds
     /// the store and the secure key (default: `<data-dir>-work`, next to it).
@@ -184,6 +211,30 @@ pub struct ServeArgs {
     pub token_file: Option<PathBuf>,
     #[arg(skip)]
     pub token: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum StoreCmd {
+    /// Copy an installation into another store (e.g. from redb to etcd), with every server of
+    /// both stopped. A target that holds anything is refused unless --force; the counts of
+    /// every table are compared at the end.
+    Copy {
+        /// The store to copy: `redb:DATA_DIR` or `etcd:URL[,URL...]`.
+        #[arg(long, value_name = "STORE")]
+        from: String,
+        /// The store to copy into: `redb:DATA_DIR` or `etcd:URL[,URL...]`.
+        #[arg(long, value_name = "STORE")]
+        to: String,
+        /// The installation's key prefix when --from is etcd.
+        #[arg(long, default_value = "/ebb")]
+        from_prefix: String,
+        /// The installation's key prefix when --to is etcd.
+        #[arg(long, default_value = "/ebb")]
+        to_prefix: String,
+        /// Replace whatever the target holds.
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 /// A period, or none (`off`).

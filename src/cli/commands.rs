@@ -6,10 +6,13 @@ use super::{apps, namespaces, preferences, profiles, runs, securekeys, system, t
 
 /// Runs a client command; the result is the process's exit code.
 pub fn run(args: &ClientArgs, command: Command) -> Result<u8, CliError> {
+    if let Command::Store(cmd) = command {
+        return super::store::run(cmd).map(|()| 0);
+    }
     let client = Client::new(args)?;
     let json = args.json;
     match command {
-        Command::Serve(_) | Command::Shim { .. } => {
+        Command::Serve(_) | Command::Shim { .. } | Command::Store(_) => {
             Err(CliError::Usage("not a client command".into()))
         }
         Command::Namespace(cmd) => namespaces::namespace(&client, json, cmd).map(|()| 0),

@@ -15,6 +15,7 @@ mod preferences;
 mod profiles;
 mod runs;
 mod securekeys;
+mod store;
 mod system;
 mod templates;
 

@@ -260,4 +260,12 @@ impl NodeRecord {
     pub fn may_exist(&self) -> bool {
         self.status != ResourceStatus::Deleted
     }
+
+    /// Seconds the resource has existed, from its recorded create time to its delete time
+    /// (or `now`); 0 if it was never created.
+    pub fn seconds(&self, now: u64) -> u64 {
+        self.create_time.map_or(0, |created| {
+            self.delete_time.unwrap_or(now).saturating_sub(created)
+        })
+    }
 }

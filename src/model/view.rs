@@ -142,6 +142,18 @@ pub struct Usage {
     /// Node-seconds from each node's recorded create time to its delete time (or now).
     pub node_seconds: u64,
     pub node_hours: f64,
+    /// Of `runs`, those whose history was compacted after the retention period.
+    #[serde(default)]
+    pub compacted_runs: usize,
+}
+
+/// What a profile's compacted runs leave behind: their count by program status and their
+/// node-seconds, kept when their history goes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeptUsage {
+    pub runs: BTreeMap<String, usize>,
+    pub node_seconds: u64,
 }
 
 /// A provisioner as `/v3/provisioners` shows it: its configuration groups are its widget's

@@ -117,7 +117,7 @@ pub async fn merge_properties(
     deps.store
         .write(move |tx| {
             if let Some(mut r) = tx.get::<NodeRecord>(Table::Resources, &key)? {
-                r.properties.extend(facts);
+                r.properties.extend(facts.clone());
                 tx.put(Table::Resources, &key, &r)?;
             }
             Ok::<_, StoreError>(())

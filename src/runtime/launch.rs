@@ -106,7 +106,7 @@ pub(super) async fn remote_program(
             }
             let resolved =
                 crate::store::secure::resolve(r, &cipher, &namespace, &context.properties)
-                    .map(|res| res.into_context(context));
+                    .map(|res| res.into_context(context.clone()));
             Ok::<_, StoreError>(Some((record, resolved)))
         })
         .await;

@@ -29,6 +29,7 @@ pub mod planner;
 pub mod program;
 pub mod registry;
 pub mod remote;
+pub mod retention;
 pub mod supervisor;
 pub mod task;
 

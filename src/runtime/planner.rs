@@ -326,7 +326,7 @@ impl Planner {
         let done: BTreeSet<usize> = (0..cur.progress.len())
             .filter(|i| cur.progress[*i] == Progress::Done)
             .collect();
-        let mut op = cur.op;
+        let op = cur.op;
         self.writing = true;
         let write = async move {
             let saved = deps
@@ -334,9 +334,10 @@ impl Planner {
                 .write(move |tx| {
                     let now = now_f64();
                     let nodes = node_records(tx, &run)?;
+                    let mut op = op.clone();
                     op.status = status;
                     op.finished = Some(now);
-                    op.error = error;
+                    op.error = error.clone();
                     op.after = Some(Snapshot::take(&nodes, &layout, &op_config(&op), now));
                     let mut next = None;
                     if rollback {
@@ -347,7 +348,7 @@ impl Planner {
                             template.as_deref(),
                             &done,
                             &nodes,
-                            previous,
+                            previous.clone(),
                             now,
                         )?;
                         next = Some(undo);
@@ -492,17 +493,20 @@ fn record_instant(deps: &Deps, run: &str, cur: &Current, instant: &[usize]) {
             (key, a)
         })
         .collect();
-    let store = deps.store.clone();
-    actix::spawn(async move {
-        let _ = store
-            .write(move |tx| {
-                for (key, a) in &records {
-                    tx.put(Table::Attempts, key, a)?;
-                }
-                Ok::<_, StoreError>(())
-            })
-            .await;
-    });
+    // They need not be written together: a few at a time keeps each write small.
+    for records in records.chunks(crate::store::SPLIT_WRITES) {
+        let (store, records) = (deps.store.clone(), records.to_vec());
+        actix::spawn(async move {
+            let _ = store
+                .write(move |tx| {
+                    for (key, a) in &records {
+                        tx.put(Table::Attempts, key, a)?;
+                    }
+                    Ok::<_, StoreError>(())
+                })
+                .await;
+        });
+    }
 }
 
 /// The nodes an operation plans over, as the store shows them now: every planned node for a
@@ -570,7 +574,7 @@ pub async fn prepare(deps: Deps, spec: OpSpec) -> Result<Prepared, StoreError> {
             {
                 return Ok(begin);
             }
-            plan_new(tx, &run, spec)
+            plan_new(tx, &run, spec.clone())
         })
         .await?;
     deps.notifier.notify(&run_id);

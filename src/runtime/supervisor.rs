@@ -639,7 +639,7 @@ pub async fn persist(deps: &Deps, t: &Transition, leftovers: bool) -> Result<(),
             if !run.is_active() {
                 tx.delete(Table::Active, &key);
             }
-            for note in notes {
+            for note in &notes {
                 events::append(tx, &run.key.run, EventKind::Status, None, note)?;
             }
             if leftovers {

@@ -207,8 +207,8 @@ async fn audit(
     deps.store
         .write(move |tx| {
             tx.put(Table::Attempts, &key, &record)?;
-            if let Some((kind, message)) = note {
-                events::append(tx, &run, kind, Some(&node), message)?;
+            if let Some((kind, message)) = &note {
+                events::append(tx, &run, *kind, Some(&node), message)?;
             }
             Ok::<_, StoreError>(())
         })
@@ -671,8 +671,8 @@ async fn save(
     deps.store
         .write(move |tx| {
             tx.put(Table::Resources, &key, &record)?;
-            for (kind, message) in notes {
-                events::append(tx, &run_id, kind, Some(&record.node), message)?;
+            for (kind, message) in &notes {
+                events::append(tx, &run_id, *kind, Some(&record.node), message)?;
             }
             Ok::<_, StoreError>(())
         })
@@ -690,7 +690,7 @@ async fn note(
 ) -> Result<(), StoreError> {
     let (run_id, node, message) = (run.to_string(), node.to_string(), message.to_string());
     deps.store
-        .write(move |tx| events::append(tx, &run_id, kind, Some(&node), message))
+        .write(move |tx| events::append(tx, &run_id, kind, Some(&node), &message))
         .await?;
     deps.notifier.notify(run);
     Ok(())

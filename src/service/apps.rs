@@ -35,11 +35,11 @@ pub async fn put(
                 .get::<App>(Table::Apps, &keys::app(&ns, &name))?
                 .map_or(now, |a| a.created);
             let app = App {
-                name,
-                namespace: ns,
-                description: spec.description.unwrap_or_default(),
-                config: spec.config,
-                programs: spec.programs,
+                name: name.clone(),
+                namespace: ns.clone(),
+                description: spec.description.clone().unwrap_or_default(),
+                config: spec.config.clone(),
+                programs: spec.programs.clone(),
                 created,
                 updated: now,
             };
@@ -84,8 +84,8 @@ pub async fn delete(store: &Store, ns: String, name: String) -> Result<App, Serv
                 .collect();
             if !active.is_empty() {
                 return Err(ServiceError::AppActive {
-                    namespace: ns,
-                    app: name,
+                    namespace: ns.clone(),
+                    app: name.clone(),
                     runs: active,
                 });
             }

@@ -27,8 +27,8 @@ pub async fn load(store: &Store, registry: &Registry) -> Result<Vec<ProfileId>, 
                     tx.put(Table::Profiles, &key, &stored)?;
                 }
             }
-            for (id, spec) in profiles {
-                upsert(tx, &id, spec, true)?;
+            for (id, spec) in &profiles {
+                upsert(tx, id, spec.clone(), true)?;
             }
             Ok(ids)
         })

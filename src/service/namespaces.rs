@@ -50,13 +50,13 @@ pub async fn put(
         .write(
             move |tx| match tx.get::<Namespace>(Table::Namespaces, &name)? {
                 Some(mut ns) => {
-                    if let Some(description) = spec.description {
-                        ns.description = description;
+                    if let Some(description) = &spec.description {
+                        ns.description = description.clone();
                         tx.put(Table::Namespaces, &name, &ns)?;
                     }
                     Ok(ns)
                 }
-                None => put_new(tx, &name, spec.description.unwrap_or_default()),
+                None => put_new(tx, &name, spec.description.clone().unwrap_or_default()),
             },
         )
         .await
@@ -99,7 +99,7 @@ pub async fn delete(store: &Store, name: String) -> Result<Namespace, ServiceErr
                 .collect();
             if !profiles.is_empty() {
                 return Err(ServiceError::NamespaceNotEmpty {
-                    namespace: name,
+                    namespace: name.clone(),
                     kind: "profiles",
                     names: profiles,
                 });
@@ -107,7 +107,7 @@ pub async fn delete(store: &Store, name: String) -> Result<Namespace, ServiceErr
             let apps = catalog::app_names(tx, &name)?;
             if !apps.is_empty() {
                 return Err(ServiceError::NamespaceNotEmpty {
-                    namespace: name,
+                    namespace: name.clone(),
                     kind: "apps",
                     names: apps,
                 });
@@ -115,7 +115,7 @@ pub async fn delete(store: &Store, name: String) -> Result<Namespace, ServiceErr
             let keys = catalog::secure_key_names(tx, &name)?;
             if !keys.is_empty() {
                 return Err(ServiceError::NamespaceNotEmpty {
-                    namespace: name,
+                    namespace: name.clone(),
                     kind: "secure keys",
                     names: keys,
                 });

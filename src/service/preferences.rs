@@ -45,7 +45,7 @@ pub async fn put(store: &Store, scope: Scope, values: Values) -> Result<Values, 
             } else {
                 tx.put(Table::Preferences, &scope.key(), &values)?;
             }
-            Ok(values)
+            Ok(values.clone())
         })
         .await
 }

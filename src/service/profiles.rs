@@ -10,7 +10,7 @@ use crate::model::profile::{
 };
 use crate::model::run::RunRecord;
 use crate::model::time::{self, now_secs};
-use crate::model::view::Usage;
+use crate::model::view::{KeptUsage, Usage};
 use crate::runtime::handle::Runtime;
 use crate::runtime::registry::Registry;
 use crate::service::catalog;
@@ -78,9 +78,9 @@ pub async fn put(
                 catalog::require_namespace(tx, &id.namespace)?;
             }
             if catalog::stored_profile(tx, &id)?.is_some_and(|s| s.builtin) {
-                return Err(ServiceError::BuiltinProfile(id));
+                return Err(ServiceError::BuiltinProfile(id.clone()));
             }
-            upsert(tx, &id, valid, false)
+            upsert(tx, &id, valid.clone(), false)
         })
         .await
 }
@@ -131,12 +131,12 @@ pub async fn set_status(
             let mut stored = require(tx, &id)?;
             if stored.profile.status == status {
                 return Err(ServiceError::ProfileStatusUnchanged {
-                    profile: id,
+                    profile: id.clone(),
                     status,
                 });
             }
             if status == ProfileStatus::Disabled && id == ProfileId::native() {
-                return Err(ServiceError::NativeProfile(id));
+                return Err(ServiceError::NativeProfile(id.clone()));
             }
             stored.profile.status = status;
             tx.put(Table::Profiles, &id.key(), &stored)?;
@@ -153,10 +153,10 @@ pub async fn delete(store: &Store, id: ProfileId) -> Result<Profile, ServiceErro
         .write(move |tx| {
             let stored = require(tx, &id)?;
             if stored.builtin {
-                return Err(ServiceError::BuiltinProfile(id));
+                return Err(ServiceError::BuiltinProfile(id.clone()));
             }
             if stored.profile.status == ProfileStatus::Enabled {
-                return Err(ServiceError::ProfileEnabled(id));
+                return Err(ServiceError::ProfileEnabled(id.clone()));
             }
             let places: Vec<String> = catalog::assignments(tx, &id)?
                 .iter()
@@ -164,13 +164,16 @@ pub async fn delete(store: &Store, id: ProfileId) -> Result<Profile, ServiceErro
                 .collect();
             if !places.is_empty() {
                 return Err(ServiceError::ProfileAssigned {
-                    profile: id,
+                    profile: id.clone(),
                     places,
                 });
             }
             let runs = catalog::active_runs_of_profile(tx, &id)?;
             if !runs.is_empty() {
-                return Err(ServiceError::ProfileInUse { profile: id, runs });
+                return Err(ServiceError::ProfileInUse {
+                    profile: id.clone(),
+                    runs,
+                });
             }
             tx.delete(Table::Profiles, &id.key());
             Ok(stored.profile)
@@ -202,11 +205,16 @@ pub async fn usage(runtime: &Runtime, id: ProfileId) -> Result<Usage, ServiceErr
                     {
                         usage.nodes_now += 1;
                     }
-                    if let Some(created) = node.create_time {
-                        let ended = node.delete_time.unwrap_or(now);
-                        usage.node_seconds += ended.saturating_sub(created);
-                    }
+                    usage.node_seconds += node.seconds(now);
                 }
+            }
+            // Runs whose history was compacted count through their kept totals.
+            if let Some(kept) = r.get::<KeptUsage>(Table::Usage, &id.key())? {
+                for (status, count) in &kept.runs {
+                    *usage.runs.entry(status.clone()).or_default() += count;
+                }
+                usage.node_seconds += kept.node_seconds;
+                usage.compacted_runs = kept.runs.values().sum();
             }
             usage.node_hours = usage.node_seconds as f64 / 3600.0;
             Ok(usage)

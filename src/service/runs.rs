@@ -72,7 +72,8 @@ pub async fn start(
     key.check()?;
     resolve::check_overrides(Level::Runtime, &args)?;
     let registry = runtime.deps().registry.clone();
-    let store = &runtime.deps().store;
+    // A request answers 503 when the store cannot be reached, rather than wait as runs do.
+    let store = &runtime.deps().store.impatient();
     // A run without a template is recorded in one write. With one, the write hands back what
     // it resolved, the layout is solved outside it (the solver never holds the store's
     // writer), and the next write records the run if what was solved for still holds.
@@ -80,7 +81,7 @@ pub async fn start(
     for _ in 0..MAX_START_TRIES {
         let (r, k, a) = (registry.clone(), key.clone(), args.clone());
         let outcome = store
-            .write(move |tx| record_start(tx, &r, k, a, solved))
+            .write(move |tx| record_start(tx, &r, k.clone(), a.clone(), solved.clone()))
             .await?;
         match outcome {
             Recorded::Started(run) => {

@@ -55,7 +55,7 @@ pub async fn put(
         .write(move |tx| {
             catalog::require_namespace(tx, &ns)?;
             tx.put(Table::SecureKeys, &key, &value)?;
-            Ok(meta)
+            Ok(meta.clone())
         })
         .await
 }

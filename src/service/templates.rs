@@ -74,7 +74,7 @@ pub async fn put(
             if existing.as_ref().is_some_and(|e| e.builtin) {
                 return Err(ServiceError::BuiltinTemplate(id.to_string()));
             }
-            let value = stored(&id, template, existing.as_ref(), false);
+            let value = stored(&id, template.clone(), existing.as_ref(), false);
             tx.put(Table::Templates, &id.key(), &value)?;
             Ok(value)
         })
@@ -270,9 +270,9 @@ pub async fn load_builtin(store: &Store) -> Result<usize, ServiceError> {
     store
         .write(move |tx| {
             let count = templates.len();
-            for (id, template) in templates {
+            for (id, template) in &templates {
                 let existing: Option<StoredTemplate> = tx.get(Table::Templates, &id.key())?;
-                let value = stored(&id, template, existing.as_ref(), true);
+                let value = stored(id, template.clone(), existing.as_ref(), true);
                 tx.put(Table::Templates, &id.key(), &value)?;
             }
             Ok(count)

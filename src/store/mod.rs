@@ -1,211 +1,160 @@
-//! The durable store: one redb file, `<data-dir>/ebb.redb`.
+//! The durable store: JSON documents in a few string-keyed tables ([`Table`]), on one of two
+//! backends behind one [`Backend`] trait:
 //!
-//! Values are JSON documents in a few string-keyed tables ([`Table`]). Reads run on tokio's
-//! blocking pool in their own read transactions. Writes go to one writer thread
-//! ([`writer`]), which gathers every write queued while the previous commit ran into one
-//! transaction (group commit), and answers each caller only after that transaction is durable
-//! on disk.
+//! - **redb** ([`redb`], the embedded default): one file `<data-dir>/ebb.redb`, one writer
+//!   thread that commits every write queued meanwhile in one fsync'd transaction (group commit).
+//! - **etcd** ([`etcd`], for several servers): the same tables as key prefixes; each write is
+//!   one etcd transaction that compares the mod revision of everything it read (optimistic
+//!   concurrency, retried on conflict), answered once a quorum committed it.
 //!
 //! A write is a closure over a [`Txn`]: it reads, decides, and stages puts and deletes. The
 //! staged writes are applied only if the closure returns `Ok`, so a write that fails changes
-//! nothing, even when it shares a commit with others. This module never decides what is valid;
-//! the services above it do, inside their write closures, so check-then-write is atomic.
+//! nothing, even when it shares a commit with others. A backend may run a closure again (a
+//! conflict on etcd), so closures are `Fn` and must not act outside the store. This module
+//! never decides what is valid; the services above it do, inside their write closures, so
+//! check-then-write is atomic.
 
 pub mod audit;
+mod backend;
+pub mod copy;
+pub mod etcd;
 pub mod events;
+mod job;
 pub mod keys;
+pub mod redb;
 pub mod secure;
 mod table;
 mod txn;
-mod writer;
-pub use table::{StoreError, Table};
+pub use table::{SCHEMA_KEY, SCHEMA_VERSION, SPLIT_WRITES, StoreError, Table};
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
+
+use backend::Backend;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use redb::{Database, ReadableDatabase};
 use tokio::sync::oneshot;
 
+pub use redb::{FILE_NAME, write_schema_version};
+
+/// Writes a schema version into the store at `location` (which no server may have open): for
+/// tests of the version check and for future migrations. Blocking.
+pub fn write_schema_version_at(location: &Location, version: u64) -> Result<(), StoreError> {
+    match location {
+        Location::Redb(dir) => write_schema_version(dir, version),
+        Location::Etcd(endpoints) => etcd::write_schema_version(endpoints, version),
+    }
+}
 pub use txn::{Page, Read, Reader, Txn};
 
-/// The layout of the store this build writes. Bump it with a migration when the layout
-/// changes; a store with a newer version is refused rather than misread.
-pub const SCHEMA_VERSION: u64 = 2;
+/// Which backend to open, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// The redb file in this data directory.
+    Redb(std::path::PathBuf),
+    /// An etcd cluster: its client endpoints and the key prefix of this installation.
+    Etcd(etcd::Endpoints),
+}
 
-/// File name of the store inside the data directory.
-pub const FILE_NAME: &str = "ebb.redb";
-
-const SCHEMA_KEY: &str = "schema_version";
-
-/// A handle on the open store. Cheap to clone; all clones share one writer.
+/// A handle on the open store. Cheap to clone; all clones share one backend.
 #[derive(Debug, Clone)]
 pub struct Store {
-    db: Arc<Database>,
-    writer: writer::Handle,
-    path: PathBuf,
+    backend: Arc<dyn Backend>,
     closed: Arc<AtomicBool>,
+    patient: bool,
 }
 
 impl Store {
-    /// Opens (or creates) the store in `data_dir`, checks its schema version and starts the
-    /// writer thread. Blocking: call it before serving, not from an async worker.
-    pub fn open(data_dir: &Path) -> Result<Store, StoreError> {
-        let path = data_dir.join(FILE_NAME);
-        let open_err = |message: String| StoreError::Open {
-            path: path.clone(),
-            message,
+    /// Opens (or creates) the store at `location`, checks its schema version and starts what
+    /// it needs. Blocking: call it before serving, not from an async worker.
+    pub fn open_at(location: &Location) -> Result<Store, StoreError> {
+        let backend: Arc<dyn Backend> = match location {
+            Location::Redb(dir) => Arc::new(redb::open(dir)?),
+            Location::Etcd(endpoints) => Arc::new(etcd::open(endpoints)?),
         };
-        std::fs::create_dir_all(data_dir).map_err(|e| open_err(e.to_string()))?;
-        let db = match Database::create(&path) {
-            Ok(db) => db,
-            Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
-                return Err(StoreError::InUse { path });
-            }
-            Err(e) => return Err(open_err(e.to_string())),
-        };
-        prepare(&db, &path)?;
-        let db = Arc::new(db);
-        let writer = writer::spawn(Arc::clone(&db)).map_err(|e| open_err(e.to_string()))?;
         Ok(Store {
-            db,
-            writer,
-            path,
+            backend,
             closed: Arc::new(AtomicBool::new(false)),
+            patient: false,
         })
     }
 
-    /// Path of the store file.
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// Opens (or creates) the redb store in `data_dir`.
+    pub fn open(data_dir: &Path) -> Result<Store, StoreError> {
+        Store::open_at(&Location::Redb(data_dir.to_path_buf()))
     }
 
-    /// Runs `f` in a read transaction on the blocking pool.
-    pub async fn read<T, E, F>(&self, f: F) -> Result<T, E>
-    where
-        F: FnOnce(&Reader) -> Result<T, E> + Send + 'static,
-        T: Send + 'static,
-        E: From<StoreError> + Send + 'static,
-    {
-        let db = Arc::clone(&self.db);
-        let task = tokio::task::spawn_blocking(move || {
-            let tx = db.begin_read().map_err(StoreError::from)?;
-            f(&Reader::new(&tx))
-        });
-        match task.await {
-            Ok(result) => result,
-            Err(join) => Err(StoreError::Storage(format!("read task failed: {join}")).into()),
+    /// The same store, but every read and write waits while the store cannot be reached
+    /// instead of failing: for the runtime, whose runs pause until it is back.
+    pub fn patient(&self) -> Store {
+        Store {
+            patient: true,
+            ..self.clone()
         }
     }
 
-    /// Queues `f` for the writer thread and waits until its writes are durable.
-    ///
-    /// `f` may read (its reads see the writes of earlier closures in the same commit and its
-    /// own staged writes), then stage writes; if it returns `Err`, none of its writes happen.
-    pub async fn write<T, E, F>(&self, f: F) -> Result<T, E>
+    /// The same store, failing soon when the store cannot be reached: for requests.
+    pub fn impatient(&self) -> Store {
+        Store {
+            patient: false,
+            ..self.clone()
+        }
+    }
+
+    /// The store's file, if it is one (redb).
+    pub fn file(&self) -> Option<&Path> {
+        self.backend.file()
+    }
+
+    /// The store, for messages.
+    pub fn describe(&self) -> String {
+        self.backend.describe()
+    }
+
+    /// Runs `f` over a snapshot, off the async workers. `f` may run more than once (a read
+    /// cut off while the store could not be reached); its last outcome is answered.
+    pub async fn read<T, E, F>(&self, f: F) -> Result<T, E>
     where
-        F: FnOnce(&mut Txn) -> Result<T, E> + Send + 'static,
+        F: Fn(&Reader) -> Result<T, E> + Send + 'static,
         T: Send + 'static,
         E: From<StoreError> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
-        self.writer.submit(writer::job(f, reply))?;
-        match answer.await {
-            Ok(result) => result,
-            Err(_) => Err(StoreError::Closed.into()),
-        }
+        self.backend.read(job::read(f, reply), self.patient);
+        answer
+            .await
+            .unwrap_or_else(|_| Err(StoreError::Storage("the read was dropped".into()).into()))
     }
 
-    /// Finishes every queued write, stops the writer and flushes the file. Later writes fail
-    /// with [`StoreError::Closed`]. Calling it twice is harmless.
+    /// Runs `f` in a write and waits until its writes are committed.
+    ///
+    /// `f` may read (its reads see its own staged writes, and on redb the writes of earlier
+    /// closures in the same commit), then stage writes; if it returns `Err`, none of its
+    /// writes happen. It may run more than once; its last outcome is answered.
+    pub async fn write<T, E, F>(&self, f: F) -> Result<T, E>
+    where
+        F: Fn(&mut Txn) -> Result<T, E> + Send + 'static,
+        T: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+    {
+        let (reply, answer) = oneshot::channel();
+        self.backend.write(job::write(f, reply), self.patient);
+        answer
+            .await
+            .unwrap_or_else(|_| Err(StoreError::Closed.into()))
+    }
+
+    /// Finishes every queued write and stops the backend. Later writes fail with
+    /// [`StoreError::Closed`]. Calling it twice is harmless.
     pub async fn close(&self) -> Result<(), StoreError> {
         if self.closed.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
-        self.writer.shutdown().await
+        self.backend
+            .close()
+            .await
+            .unwrap_or(Err(StoreError::Closed))
     }
-}
-
-/// Creates missing tables and checks or records the schema version, in one transaction.
-fn prepare(db: &Database, path: &Path) -> Result<(), StoreError> {
-    let tx = db.begin_write()?;
-    let found: Option<u64> =
-        {
-            let meta = tx.open_table(Table::Meta.def())?;
-            let value = redb::ReadableTable::get(&meta, SCHEMA_KEY)?;
-            match value {
-                None => None,
-                Some(bytes) => Some(serde_json::from_slice(bytes.value()).map_err(|e| {
-                    StoreError::Corrupt {
-                        table: Table::Meta,
-                        key: SCHEMA_KEY.into(),
-                        message: e.to_string(),
-                    }
-                })?),
-            }
-        };
-    match found {
-        Some(found) if found > SCHEMA_VERSION => {
-            tx.abort()?;
-            return Err(StoreError::SchemaTooNew {
-                path: path.to_path_buf(),
-                found,
-                supported: SCHEMA_VERSION,
-            });
-        }
-        Some(SCHEMA_VERSION) => {}
-        Some(_) => migrate_to_2(&tx)?,
-        None => {
-            let mut meta = tx.open_table(Table::Meta.def())?;
-            let version = serde_json::to_vec(&SCHEMA_VERSION).expect("a number serializes");
-            meta.insert(SCHEMA_KEY, version.as_slice())?;
-        }
-    }
-    for table in Table::ALL {
-        tx.open_table(table.def())?;
-    }
-    tx.commit()?;
-    Ok(())
-}
-
-/// Version 1 to 2: the run index, built from every run there is.
-fn migrate_to_2(tx: &redb::WriteTransaction) -> Result<(), StoreError> {
-    let runs: Vec<String> = {
-        let t = tx.open_table(Table::Runs.def())?;
-        let mut found = Vec::new();
-        for entry in redb::ReadableTable::iter(&t)? {
-            found.push(entry?.0.value().to_string());
-        }
-        found
-    };
-    let mut index = tx.open_table(Table::RunIndex.def())?;
-    for key in runs {
-        if let Some(entry) = keys::run_index_of(&key) {
-            let value = serde_json::to_vec(&key).expect("a string serializes");
-            index.insert(entry.as_str(), value.as_slice())?;
-        }
-    }
-    let mut meta = tx.open_table(Table::Meta.def())?;
-    let version = serde_json::to_vec(&2u64).expect("a number serializes");
-    meta.insert(SCHEMA_KEY, version.as_slice())?;
-    Ok(())
-}
-
-/// Writes a schema version into the store at `data_dir` (which must not be open). For tests
-/// of the version check and for future migrations.
-pub fn write_schema_version(data_dir: &Path, version: u64) -> Result<(), StoreError> {
-    let db = Database::create(data_dir.join(FILE_NAME)).map_err(|e| StoreError::Open {
-        path: data_dir.to_path_buf(),
-        message: e.to_string(),
-    })?;
-    let tx = db.begin_write()?;
-    {
-        let mut meta = tx.open_table(Table::Meta.def())?;
-        let bytes = serde_json::to_vec(&version).expect("a number serializes");
-        meta.insert(SCHEMA_KEY, bytes.as_slice())?;
-    }
-    tx.commit()?;
-    Ok(())
 }
 
 #[cfg(test)]

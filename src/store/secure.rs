@@ -215,6 +215,35 @@ impl Resolved {
     }
 }
 
+/// The `Meta` key of a value sealed with the installation's key file, which tells a server
+/// whether its key file is the installation's.
+const KEY_CHECK: &str = "secure_key_check";
+
+/// What [`KEY_CHECK`] seals.
+const KEY_CHECK_VALUE: &[u8] = b"ebb secure store";
+
+/// Whether `cipher` is the key the installation's secure keys are sealed with. The first
+/// server of an installation records that it is; every later one (and every other server on
+/// the same etcd) must use the same key file.
+pub async fn same_key_as_installation(
+    store: &crate::store::Store,
+    cipher: std::sync::Arc<Cipher>,
+) -> Result<bool, crate::store::StoreError> {
+    store
+        .write(move |tx| {
+            if let Some(sealed) = tx.get::<Sealed>(Table::Meta, KEY_CHECK)? {
+                return Ok(cipher.open(KEY_CHECK, &sealed).as_deref()
+                    == std::str::from_utf8(KEY_CHECK_VALUE).ok());
+            }
+            let sealed = cipher
+                .seal(KEY_CHECK, KEY_CHECK_VALUE)
+                .map_err(crate::store::StoreError::Storage)?;
+            tx.put(Table::Meta, KEY_CHECK, &sealed)?;
+            Ok(true)
+        })
+        .await
+}
+
 /// Resolves the references in `properties` with the keys of namespace `ns`.
 pub fn resolve(
     r: &impl Read,

@@ -1,8 +1,17 @@
-//! The tables of the store and its errors: what every backend shares.
+//! The tables of the store, its schema version and its errors: what every backend shares.
 
 use std::path::PathBuf;
 
-use redb::TableDefinition;
+/// The layout of the store this build writes. Bump it with a migration when the layout
+/// changes; a store with a newer version is refused rather than misread.
+pub const SCHEMA_VERSION: u64 = 2;
+
+/// The `Meta` key of the schema version.
+pub const SCHEMA_KEY: &str = "schema_version";
+
+/// How many records a write that may be split into several stages in each: etcd takes a
+/// transaction of at most `etcd::MIN_TXN_OPS` operations, two per record written.
+pub const SPLIT_WRITES: usize = 200;
 
 /// The tables of the store. Keys are strings; values are JSON.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -36,11 +45,14 @@ pub enum Table {
     /// Every run of a namespace by `<namespace>/<run>` (run ids follow time), its value the
     /// run's key in `Runs`: lists a namespace's runs newest first, a page at a time.
     RunIndex,
+    /// What the compacted runs of each profile leave behind (`KeptUsage`), by the profile's
+    /// key in `Profiles`.
+    Usage,
 }
 
 impl Table {
     /// Every table, created when the store is opened.
-    pub const ALL: [Table; 14] = [
+    pub const ALL: [Table; 15] = [
         Table::Meta,
         Table::Namespaces,
         Table::Profiles,
@@ -55,10 +67,12 @@ impl Table {
         Table::Attempts,
         Table::SecureKeys,
         Table::RunIndex,
+        Table::Usage,
     ];
 
-    pub(super) fn def(self) -> TableDefinition<'static, &'static str, &'static [u8]> {
-        TableDefinition::new(match self {
+    /// The table's name in every backend: a redb table, an etcd key prefix.
+    pub fn name(self) -> &'static str {
+        match self {
             Table::Meta => "meta",
             Table::Namespaces => "namespaces",
             Table::Profiles => "profiles",
@@ -73,29 +87,42 @@ impl Table {
             Table::Attempts => "attempts",
             Table::SecureKeys => "secure_keys",
             Table::RunIndex => "run_index",
-        })
+            Table::Usage => "usage",
+        }
+    }
+
+    /// The table named `name`.
+    pub fn named(name: &str) -> Option<Table> {
+        Table::ALL.into_iter().find(|t| t.name() == name)
     }
 }
 
 /// Errors of the store layer.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
-    #[error("cannot open the store at {path}: {message}")]
-    Open { path: PathBuf, message: String },
+    #[error("cannot open {store}: {message}")]
+    Open { store: String, message: String },
     #[error(
         "the store at {path} is in use by another process; stop the other ebb server or choose another --data-dir"
     )]
     InUse { path: PathBuf },
     #[error(
-        "the store at {path} has schema version {found}, but this ebb understands versions up to {supported}; run a newer ebb"
+        "{store} has schema version {found}, but this ebb understands versions up to {supported}; run a newer ebb"
     )]
     SchemaTooNew {
-        path: PathBuf,
+        store: String,
         found: u64,
         supported: u64,
     },
     #[error("storage error: {0}")]
     Storage(String),
+    /// The store's server cannot be reached (etcd down or partitioned away); nothing was
+    /// written. Worth retrying.
+    #[error("{store} cannot be reached: {message}")]
+    Unavailable { store: String, message: String },
+    /// Other writers kept changing what a write read, through every retry.
+    #[error("{store} is busy: a write conflicted with others {tries} times; try again")]
+    Contended { store: String, tries: u32 },
     #[error("stored value {table:?}/{key} cannot be read: {message}")]
     Corrupt {
         table: Table,
@@ -106,24 +133,9 @@ pub enum StoreError {
     Closed,
 }
 
-impl From<redb::Error> for StoreError {
-    fn from(e: redb::Error) -> Self {
-        StoreError::Storage(e.to_string())
+impl StoreError {
+    /// Whether the store could not be reached at all, so waiting may help.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, StoreError::Unavailable { .. })
     }
 }
-
-macro_rules! storage_errors {
-    ($($t:ty),*) => {$(
-        impl From<$t> for StoreError {
-            fn from(e: $t) -> Self {
-                StoreError::Storage(e.to_string())
-            }
-        }
-    )*};
-}
-storage_errors!(
-    redb::TransactionError,
-    redb::TableError,
-    redb::StorageError,
-    redb::CommitError
-);

@@ -1,16 +1,38 @@
-//! Typed access to the tables inside a transaction: JSON values under string keys.
+//! Typed access to the tables inside a transaction: JSON values under string keys, the same
+//! on every backend.
 //!
-//! [`Reader`] reads a snapshot. [`Txn`] reads the live write transaction and stages writes in
-//! an overlay that its own reads see; the writer applies the overlay only when the closure that
-//! staged it succeeded.
+//! A backend provides raw reads ([`Source`]). [`Reader`] reads a snapshot through one. [`Txn`]
+//! reads a write in progress and stages writes in an overlay that its own reads see; the
+//! backend applies the overlay only when the closure that staged it succeeded.
 
 use std::collections::BTreeMap;
 
-use redb::{ReadTransaction, ReadableTable, WriteTransaction};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::table::{StoreError, Table};
+
+/// Raw reads of one backend's view of the store: a snapshot, or a write in progress.
+pub(super) trait Source {
+    /// The bytes under `key`, if any.
+    fn get(&self, table: Table, key: &str) -> Result<Option<Vec<u8>>, StoreError>;
+
+    /// Every entry whose key starts with `prefix`, in key order.
+    fn scan(&self, table: Table, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError>;
+
+    /// At most `count` entries whose key starts with `prefix` and sorts before `end`, last
+    /// key first.
+    fn scan_back(
+        &self,
+        table: Table,
+        prefix: &str,
+        end: &str,
+        count: usize,
+    ) -> Result<Vec<(String, Vec<u8>)>, StoreError>;
+}
+
+/// The staged writes of one closure: `None` removes the key.
+pub(super) type Staged = BTreeMap<(Table, String), Option<Vec<u8>>>;
 
 /// Reading tables: implemented by a snapshot ([`Reader`]) and by a write in progress
 /// ([`Txn`]), so service checks read the same way in both.
@@ -29,12 +51,18 @@ pub trait Read {
 /// Read access to a snapshot of the store.
 #[derive(Debug)]
 pub struct Reader<'a> {
-    tx: &'a ReadTransaction,
+    src: &'a dyn Source,
 }
 
 impl<'a> Reader<'a> {
-    pub(super) fn new(tx: &'a ReadTransaction) -> Self {
-        Self { tx }
+    pub(super) fn new(src: &'a dyn Source) -> Self {
+        Self { src }
+    }
+}
+
+impl std::fmt::Debug for dyn Source + '_ {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Source")
     }
 }
 
@@ -59,31 +87,28 @@ impl Reader<'_> {
         budget: usize,
         mut keep: impl FnMut(&str, &V) -> bool,
     ) -> Result<Page<V>, StoreError> {
-        let t = self.tx.open_table(table.def())?;
         let end = match before {
             Some(b) if b.starts_with(prefix) => b.to_string(),
             // Every key under the prefix sorts before the prefix with a character above any a
             // key holds.
             _ => format!("{prefix}\u{10ffff}"),
         };
+        let rows = self
+            .src
+            .scan_back(table, prefix, &end, budget.saturating_add(1))?;
         let mut entries = Vec::new();
         let mut last = None;
-        for (read, entry) in t.range::<&str>(prefix..end.as_str())?.rev().enumerate() {
-            let (k, v) = entry?;
-            let key = k.value();
-            if !key.starts_with(prefix) {
-                break;
-            }
+        for (read, (key, bytes)) in rows.into_iter().enumerate() {
             if entries.len() == limit || read == budget {
                 return Ok(Page {
                     entries,
                     next: last,
                 });
             }
-            let value: V = decode(table, key, v.value())?;
-            last = Some(key.to_string());
-            if keep(key, &value) {
-                entries.push((key.to_string(), value));
+            let value: V = decode(table, &key, &bytes)?;
+            last = Some(key.clone());
+            if keep(&key, &value) {
+                entries.push((key, value));
             }
         }
         Ok(Page {
@@ -95,8 +120,8 @@ impl Reader<'_> {
 
 impl Read for Reader<'_> {
     fn get<V: DeserializeOwned>(&self, table: Table, key: &str) -> Result<Option<V>, StoreError> {
-        let t = self.tx.open_table(table.def())?;
-        get_raw(&t, key)?
+        self.src
+            .get(table, key)?
             .map(|b| decode(table, key, &b))
             .transpose()
     }
@@ -106,8 +131,8 @@ impl Read for Reader<'_> {
         table: Table,
         prefix: &str,
     ) -> Result<Vec<(String, V)>, StoreError> {
-        let t = self.tx.open_table(table.def())?;
-        scan_raw(&t, prefix)?
+        self.src
+            .scan(table, prefix)?
             .into_iter()
             .map(|(k, b)| decode(table, &k, &b).map(|v| (k, v)))
             .collect()
@@ -116,16 +141,21 @@ impl Read for Reader<'_> {
 
 /// A write in progress: reads see the transaction plus this write's own staged changes.
 pub struct Txn<'a> {
-    tx: &'a WriteTransaction,
-    staged: BTreeMap<(Table, String), Option<Vec<u8>>>,
+    src: &'a dyn Source,
+    staged: Staged,
 }
 
 impl<'a> Txn<'a> {
-    pub(super) fn new(tx: &'a WriteTransaction) -> Self {
+    pub(super) fn new(src: &'a dyn Source) -> Self {
         Self {
-            tx,
+            src,
             staged: BTreeMap::new(),
         }
+    }
+
+    /// What the closure staged, for the backend to apply.
+    pub(super) fn into_staged(self) -> Staged {
+        self.staged
     }
 }
 
@@ -141,10 +171,7 @@ impl Read for Txn<'_> {
     fn get<V: DeserializeOwned>(&self, table: Table, key: &str) -> Result<Option<V>, StoreError> {
         let raw = match self.staged.get(&(table, key.to_string())) {
             Some(staged) => staged.clone(),
-            None => {
-                let t = self.tx.open_table(table.def())?;
-                get_raw(&t, key)?
-            }
+            None => self.src.get(table, key)?,
         };
         raw.map(|b| decode(table, key, &b)).transpose()
     }
@@ -154,10 +181,8 @@ impl Read for Txn<'_> {
         table: Table,
         prefix: &str,
     ) -> Result<Vec<(String, V)>, StoreError> {
-        let mut merged: BTreeMap<String, Vec<u8>> = {
-            let t = self.tx.open_table(table.def())?;
-            scan_raw(&t, prefix)?.into_iter().collect()
-        };
+        let mut merged: BTreeMap<String, Vec<u8>> =
+            self.src.scan(table, prefix)?.into_iter().collect();
         for ((t, key), value) in &self.staged {
             if *t != table || !key.starts_with(prefix) {
                 continue;
@@ -195,49 +220,6 @@ impl Txn<'_> {
     pub fn delete(&mut self, table: Table, key: &str) {
         self.staged.insert((table, key.to_string()), None);
     }
-
-    /// Applies the staged writes to the transaction.
-    pub(super) fn apply(self) -> Result<(), StoreError> {
-        let mut current: Option<(Table, redb::Table<'_, &'static str, &'static [u8]>)> = None;
-        for ((table, key), value) in self.staged {
-            if current.as_ref().map(|(t, _)| *t) != Some(table) {
-                current = Some((table, self.tx.open_table(table.def())?));
-            }
-            let (_, t) = current.as_mut().expect("opened just above");
-            match value {
-                Some(bytes) => {
-                    t.insert(key.as_str(), bytes.as_slice())?;
-                }
-                None => {
-                    t.remove(key.as_str())?;
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-fn get_raw<T: ReadableTable<&'static str, &'static [u8]>>(
-    t: &T,
-    key: &str,
-) -> Result<Option<Vec<u8>>, StoreError> {
-    Ok(t.get(key)?.map(|v| v.value().to_vec()))
-}
-
-fn scan_raw<T: ReadableTable<&'static str, &'static [u8]>>(
-    t: &T,
-    prefix: &str,
-) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
-    let mut out = Vec::new();
-    for entry in t.range(prefix..)? {
-        let (k, v) = entry?;
-        let key = k.value();
-        if !key.starts_with(prefix) {
-            break;
-        }
-        out.push((key.to_string(), v.value().to_vec()));
-    }
-    Ok(out)
 }
 
 fn decode<V: DeserializeOwned>(table: Table, key: &str, bytes: &[u8]) -> Result<V, StoreError> {

@@ -56,7 +56,7 @@ fn a_lost_store_leaves_nothing_invisible_and_another_servers_resources_are_left_
     let lost = start(&server, "a", json!({"system.profile.name": "p"}));
     running(&server, &lost);
     server.kill();
-    std::fs::remove_dir_all(&data).expect("lose the store");
+    crate::support::server::lose_store(&data);
 
     // A new store with the same profile: its janitor finds the lost cluster.
     let server = Server::start_at(&data, Options::default());
@@ -133,7 +133,7 @@ fn a_scheduled_sweep_acts_on_its_own_and_leaves_live_runs_alone() {
     assert!(orphans(&sweep).is_empty(), "a live run's nodes: {sweep:#}");
     assert_eq!(sweep["accounts"][0]["listed"], 2, "{sweep:#}");
     server.kill();
-    std::fs::remove_dir_all(&data).expect("lose the store");
+    crate::support::server::lose_store(&data);
 
     let server = Server::start_at(
         &data,

@@ -9,6 +9,7 @@ mod aws;
 mod cli;
 mod clusters;
 mod crash;
+mod etcd;
 #[cfg(feature = "gcp")]
 mod gcp;
 mod hosts;

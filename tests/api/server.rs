@@ -133,7 +133,8 @@ fn sigkill_loses_no_acknowledged_write() {
 fn a_store_with_a_newer_schema_is_refused_with_a_clear_message() {
     let dir = tempfile::tempdir().expect("tempdir");
     assert_eq!(Server::start(&dir).terminate().code(), Some(0));
-    ebb::store::write_schema_version(dir.path(), ebb::store::SCHEMA_VERSION + 1)
+    let location = crate::support::server::store_location(dir.path());
+    ebb::store::write_schema_version_at(&location, ebb::store::SCHEMA_VERSION + 1)
         .expect("bump version");
     let stderr = serve_fails("127.0.0.1:0", dir.path());
     assert!(

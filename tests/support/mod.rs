@@ -3,6 +3,8 @@
 //! - `profiles`: profile bodies; `runs`: apps, runs, waiting, and the sim cloud's files;
 //! - `bench`: the benchmarks' server, profile and app;
 //! - `process`: child processes, and stand-ins that print their port;
+//! - `etcd`: real etcd servers, and the etcd store of every test server with
+//!   `EBB_TEST_STORE=etcd`;
 //! - the stand-ins for clouds and machines: moto for EC2 (`moto`), the Google Cloud stand-in
 //!   (`gcp`) and OpenSSH (`sshd`).
 //!
@@ -12,6 +14,7 @@
 // Only the benchmarks use it.
 #[allow(dead_code)]
 pub mod bench;
+pub mod etcd;
 #[cfg(feature = "gcp")]
 pub mod gcp;
 #[cfg(feature = "aws")]

@@ -64,6 +64,11 @@ impl Server {
         .arg("--data-dir")
         .arg(data_dir)
         .args(&options.args)
+        .args(if options.args.iter().any(|a| a == "--store") {
+            Vec::new()
+        } else {
+            store_args(data_dir)
+        })
         .args(if options.args.iter().any(|a| a == "--work-dir") {
             Vec::new()
         } else {
@@ -80,6 +85,8 @@ impl Server {
         .env_remove("EBB_TOKEN")
         .env_remove("EBB_BIND")
         .env_remove("EBB_DATA_DIR")
+        .env_remove("EBB_STORE")
+        .env_remove("EBB_ETCD_ENDPOINTS")
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
         if let Some(token) = &options.token {
@@ -253,9 +260,48 @@ pub fn run_ebb(args: &[&str], envs: &[(&str, &str)], cwd: Option<&Path>) -> (i32
 /// Runs `ebb serve` that must refuse to start; returns what it printed on stderr.
 #[track_caller]
 /// Runs `ebb serve` on `data_dir` with `args`, which must make it fail; returns its stderr.
+/// The `ebb serve` arguments of the test store for `data_dir`: none for redb, the shared etcd
+/// and the directory's prefix for etcd.
+pub fn store_args(data_dir: &Path) -> Vec<String> {
+    if super::etcd::enabled() {
+        super::etcd::serve_args(data_dir)
+    } else {
+        Vec::new()
+    }
+}
+
+/// Loses the data dir and the store of the server on it (the server must be stopped).
+pub fn lose_store(data_dir: &Path) {
+    std::fs::remove_dir_all(data_dir).expect("lose the data dir");
+    if super::etcd::enabled() {
+        super::etcd::delete_installation(&format!("{}/", super::etcd::prefix_of(data_dir)));
+    }
+}
+
+/// Where the test store of `data_dir` is, for the library's store functions.
+pub fn store_location(data_dir: &Path) -> ebb::store::Location {
+    if super::etcd::enabled() {
+        ebb::store::Location::Etcd(
+            ebb::store::etcd::Endpoints::parse(
+                &super::etcd::shared().endpoints(),
+                &super::etcd::prefix_of(data_dir),
+            )
+            .expect("endpoints"),
+        )
+    } else {
+        ebb::store::Location::Redb(data_dir.to_path_buf())
+    }
+}
+
 pub fn serve_fails_with(data_dir: &Path, args: &[&str]) -> String {
+    let store = if args.contains(&"--store") {
+        Vec::new()
+    } else {
+        store_args(data_dir)
+    };
     let data_dir = data_dir.to_str().expect("utf-8 path");
     let mut all = vec!["serve", "--bind", "127.0.0.1:0", "--data-dir", data_dir];
+    all.extend(store.iter().map(String::as_str));
     all.extend_from_slice(args);
     let (code, _, stderr) = run_ebb(&all, &[], None);
     assert_eq!(code, 1, "serve should have failed: {stderr}");
@@ -263,12 +309,11 @@ pub fn serve_fails_with(data_dir: &Path, args: &[&str]) -> String {
 }
 
 pub fn serve_fails(bind: &str, data_dir: &Path) -> String {
+    let store = store_args(data_dir);
     let data_dir = data_dir.to_str().expect("utf-8 path");
-    let (code, _, stderr) = run_ebb(
-        &["serve", "--bind", bind, "--data-dir", data_dir],
-        &[],
-        None,
-    );
+    let mut all = vec!["serve", "--bind", bind, "--data-dir", data_dir];
+    all.extend(store.iter().map(String::as_str));
+    let (code, _, stderr) = run_ebb(&all, &[], None);
     assert_eq!(code, 1, "serve should have failed: {stderr}");
     stderr
 }

@@ -1,0 +1,166 @@
+//! History retention (`--history-retention`, 30 days by default): the record, events, node
+//! records and audit log of a run that ended longer ago are compacted away. What the run
+//! counts for in its profile's usage (its status, its node-seconds) is kept in the `Usage`
+//! table, in the same write that drops its record, so a usage total never loses or doubles a
+//! run.
+//!
+//! Compaction is crash-safe in two steps: one write moves the run's usage and drops its record
+//! and index entry, leaving a marker (`Meta`, `compacting/<run>`); then its history goes a
+//! few records per write, and the marker last. A sweep finishes any marked run first.
+
+use std::time::Duration;
+
+use crate::model::plan::NodeRecord;
+use crate::model::profile::ProfileId;
+use crate::model::run::RunRecord;
+use crate::model::time::now_secs;
+use crate::model::view::KeptUsage;
+use crate::store::{Read, SPLIT_WRITES, Store, StoreError, Table, keys};
+
+/// The `Meta` prefix of the markers of runs whose history is being dropped.
+const COMPACTING: &str = "compacting/";
+
+/// Most runs one sweep compacts; the next sweep takes the rest.
+const RUNS_PER_SWEEP: usize = 500;
+
+/// The tables that hold a run's history under `<run>/`.
+const HISTORY: [Table; 4] = [
+    Table::Events,
+    Table::Resources,
+    Table::Operations,
+    Table::Attempts,
+];
+
+/// How often to sweep for a retention period: a quarter of it, between a second and an hour.
+pub fn interval(retention: Duration) -> Duration {
+    (retention / 4).clamp(Duration::from_secs(1), Duration::from_secs(3600))
+}
+
+/// Sweeps for ever, every [`interval`].
+pub async fn run_on_schedule(store: Store, retention: Duration) {
+    loop {
+        tokio::time::sleep(interval(retention)).await;
+        match sweep(&store, retention).await {
+            Ok(0) => {}
+            Ok(runs) => tracing::info!(runs, "compacted the history of ended runs"),
+            Err(e) => tracing::warn!(error = %e, "history compaction failed; it is retried"),
+        }
+    }
+}
+
+/// Compacts every run that ended more than `retention` ago (up to [`RUNS_PER_SWEEP`]), after
+/// finishing any compaction a crash interrupted. Returns how many runs it compacted.
+pub async fn sweep(store: &Store, retention: Duration) -> Result<usize, StoreError> {
+    let cutoff = now_secs().saturating_sub(retention.as_secs());
+    let (marked, ended) = store
+        .read(move |r| {
+            let marked: Vec<String> = r
+                .scan::<String>(Table::Meta, COMPACTING)?
+                .into_iter()
+                .map(|(_, run)| run)
+                .collect();
+            let ended: Vec<String> = r
+                .scan::<RunRecord>(Table::Runs, "")?
+                .into_iter()
+                .filter(|(_, run)| !run.is_active() && run.end.unwrap_or(run.starting) < cutoff)
+                .take(RUNS_PER_SWEEP)
+                .map(|(key, _)| key)
+                .collect();
+            Ok::<_, StoreError>((marked, ended))
+        })
+        .await?;
+    for run in marked {
+        drop_history(store, &run).await?;
+    }
+    let mut compacted = 0;
+    for key in ended {
+        if let Some(run) = keep_usage(store, key, cutoff).await? {
+            drop_history(store, &run).await?;
+            compacted += 1;
+        }
+    }
+    Ok(compacted)
+}
+
+/// Moves run `key`'s usage into its profile's kept totals and drops its record, if it still
+/// ended before `cutoff`; returns its run id.
+async fn keep_usage(store: &Store, key: String, cutoff: u64) -> Result<Option<String>, StoreError> {
+    store
+        .write(move |tx| {
+            let Some(run) = tx.get::<RunRecord>(Table::Runs, &key)? else {
+                return Ok(None);
+            };
+            if run.is_active() || run.end.unwrap_or(run.starting) >= cutoff {
+                return Ok(None);
+            }
+            let id = &run.key.run;
+            let now = now_secs();
+            let node_seconds: u64 = tx
+                .scan::<NodeRecord>(Table::Resources, &keys::of_run(id))?
+                .iter()
+                .map(|(_, n)| n.seconds(now))
+                .sum();
+            if let Ok(profile) = ProfileId::parse_scoped(&run.key.namespace, &run.profile) {
+                let mut kept: KeptUsage = tx.get(Table::Usage, &profile.key())?.unwrap_or_default();
+                *kept.runs.entry(run.status.to_string()).or_default() += 1;
+                kept.node_seconds += node_seconds;
+                tx.put(Table::Usage, &profile.key(), &kept)?;
+            }
+            tx.delete(Table::Runs, &key);
+            tx.delete(Table::Active, &key);
+            if let Some(index) = keys::run_index_of(&key) {
+                tx.delete(Table::RunIndex, &index);
+            }
+            tx.put(Table::Meta, &format!("{COMPACTING}{id}"), id)?;
+            Ok(Some(id.clone()))
+        })
+        .await
+}
+
+/// Drops run `run`'s history a few records per write, then its marker.
+async fn drop_history(store: &Store, run: &str) -> Result<(), StoreError> {
+    for table in HISTORY {
+        loop {
+            let prefix = keys::of_run(run);
+            let dropped = store
+                .write(move |tx| {
+                    let found: Vec<String> = tx
+                        .scan::<serde_json::Value>(table, &prefix)?
+                        .into_iter()
+                        .take(SPLIT_WRITES)
+                        .map(|(k, _)| k)
+                        .collect();
+                    for key in &found {
+                        tx.delete(table, key);
+                    }
+                    Ok::<_, StoreError>(found.len())
+                })
+                .await?;
+            if dropped < SPLIT_WRITES {
+                break;
+            }
+        }
+    }
+    let marker = format!("{COMPACTING}{run}");
+    store
+        .write(move |tx| {
+            tx.delete(Table::Meta, &marker);
+            Ok::<_, StoreError>(())
+        })
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sweep_interval_follows_the_retention_within_bounds() {
+        assert_eq!(interval(Duration::from_secs(1)), Duration::from_secs(1));
+        assert_eq!(interval(Duration::from_secs(40)), Duration::from_secs(10));
+        assert_eq!(
+            interval(Duration::from_secs(30 * 86_400)),
+            Duration::from_secs(3600)
+        );
+    }
+}

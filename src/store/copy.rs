@@ -1,0 +1,130 @@
+//! Copying an installation from one store to another (`ebb store copy`), with every server of
+//! both stopped: from a redb file to etcd when an installation grows to several servers, or
+//! between etcd prefixes.
+//!
+//! Every table is copied as it is, a few records per write, except the target's own schema
+//! version. A target that holds anything is refused unless forced, and then emptied first.
+//! The counts of every table are compared at the end.
+
+use std::collections::BTreeMap;
+
+use super::{SCHEMA_KEY, SPLIT_WRITES, Store, StoreError, Table};
+use crate::store::Read;
+
+/// Why a copy did not happen or did not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum CopyError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(
+        "{target} already holds an installation ({records} records); pass --force to replace it"
+    )]
+    NotEmpty { target: String, records: usize },
+    #[error(
+        "table {table}: {source_count} records in the source but {target_count} in the target after copying"
+    )]
+    Mismatch {
+        table: &'static str,
+        source_count: usize,
+        target_count: usize,
+    },
+}
+
+/// How many records of each table were copied.
+pub type Copied = BTreeMap<&'static str, usize>;
+
+/// Copies every record of `from` into `to`; see the module's documentation.
+pub async fn copy(from: &Store, to: &Store, force: bool) -> Result<Copied, CopyError> {
+    let existing = count(to).await?;
+    let records: usize = existing.values().sum();
+    if records > 0 {
+        if !force {
+            return Err(CopyError::NotEmpty {
+                target: to.describe(),
+                records,
+            });
+        }
+        for table in Table::ALL {
+            empty(to, table).await?;
+        }
+    }
+    let mut copied = Copied::new();
+    for table in Table::ALL {
+        let entries = from
+            .read(move |r| r.scan::<serde_json::Value>(table, ""))
+            .await?;
+        let entries: Vec<(String, serde_json::Value)> = entries
+            .into_iter()
+            .filter(|(key, _)| !is_own(table, key))
+            .collect();
+        for part in entries.chunks(SPLIT_WRITES) {
+            let part = part.to_vec();
+            to.write(move |tx| {
+                for (key, value) in &part {
+                    tx.put(table, key, value)?;
+                }
+                Ok::<_, StoreError>(())
+            })
+            .await?;
+        }
+        copied.insert(table.name(), entries.len());
+    }
+    let landed = count(to).await?;
+    for (table, source_count) in &copied {
+        let target_count = landed.get(table).copied().unwrap_or(0);
+        if target_count != *source_count {
+            return Err(CopyError::Mismatch {
+                table,
+                source_count: *source_count,
+                target_count,
+            });
+        }
+    }
+    Ok(copied)
+}
+
+/// A record every store keeps of its own: its schema version.
+fn is_own(table: Table, key: &str) -> bool {
+    table == Table::Meta && key == SCHEMA_KEY
+}
+
+/// The records of each table, not counting the store's own.
+async fn count(store: &Store) -> Result<Copied, StoreError> {
+    store
+        .read(|r| {
+            let mut counts = Copied::new();
+            for table in Table::ALL {
+                let n = r
+                    .scan::<serde_json::Value>(table, "")?
+                    .iter()
+                    .filter(|(key, _)| !is_own(table, key))
+                    .count();
+                counts.insert(table.name(), n);
+            }
+            Ok(counts)
+        })
+        .await
+}
+
+/// Deletes every record of `table` but the store's own, a few per write.
+async fn empty(store: &Store, table: Table) -> Result<(), StoreError> {
+    let keys: Vec<String> = store
+        .read(move |r| r.scan::<serde_json::Value>(table, ""))
+        .await?
+        .into_iter()
+        .map(|(k, _)| k)
+        .filter(|k| !is_own(table, k))
+        .collect();
+    for part in keys.chunks(SPLIT_WRITES) {
+        let part = part.to_vec();
+        store
+            .write(move |tx| {
+                for key in &part {
+                    tx.delete(table, key);
+                }
+                Ok::<_, StoreError>(())
+            })
+            .await?;
+    }
+    Ok(())
+}

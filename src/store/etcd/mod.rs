@@ -1,0 +1,480 @@
+//! The distributed backend: an etcd cluster (`--store etcd`), shared by every server of an
+//! installation.
+//!
+//! Each table is a key prefix, `<prefix>/<table>/<key>`. A read runs at one revision of etcd
+//! (the first key it reads pins it), so it sees one consistent snapshot. A write closure runs
+//! over such a snapshot and becomes one etcd transaction ([`commit`]) that compares the mod
+//! revision of every key the closure read and of every range it scanned, so it commits only if
+//! none of that changed meanwhile; if something did, the closure runs again on fresh reads.
+//! A write is answered only after etcd committed it on a quorum.
+//!
+//! When etcd cannot be reached, an impatient caller (an API request) fails after a short
+//! grace with [`StoreError::Unavailable`], which names etcd; a patient one (the runtime)
+//! waits until etcd is back, so a run pauses where it is and never acts on a step it could
+//! not record.
+
+mod commit;
+mod shared;
+mod view;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use etcd_client::{Client, Compare, CompareOp, ConnectOptions, KvClient, Txn, TxnOp};
+use tokio::sync::oneshot;
+
+use super::backend::Backend;
+use super::job::{ReadJob, Verdict, WriteJob};
+use super::table::{SCHEMA_KEY, SCHEMA_VERSION, StoreError, Table};
+use super::txn::Txn as StoreTxn;
+use shared::{Keys, MARKER_LIFE, Shared, classify, now_micros};
+use view::View;
+
+/// The key prefix of an installation when none is given.
+pub const DEFAULT_PREFIX: &str = "/ebb";
+
+/// The fewest operations etcd must accept in one transaction (its `--max-txn-ops`, 128 by
+/// default). A write's transaction holds one compare per key it read and one or two
+/// operations per key it writes; the largest of ebb's (a namespace's deletion, a cluster
+/// operation's start) stay under this.
+pub const MIN_TXN_OPS: usize = 1024;
+
+/// How long an impatient read or write rides out an unreachable etcd (a leader election
+/// takes about a second) before it fails.
+const GRACE: Duration = Duration::from_secs(3);
+
+/// How many times a write runs again after conflicting with other writers.
+const MAX_CONFLICTS: u32 = 64;
+
+/// Longest pause between two tries while etcd cannot be reached.
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
+
+/// Where an installation's store is: etcd's client URLs and this installation's key prefix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoints {
+    pub urls: Vec<String>,
+    pub prefix: String,
+}
+
+impl Endpoints {
+    /// Parses a comma-separated list of `http://host:port` client URLs and a key prefix.
+    pub fn parse(urls: &str, prefix: &str) -> Result<Endpoints, String> {
+        let urls: Vec<String> = urls
+            .split(',')
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            .map(str::to_string)
+            .collect();
+        if urls.is_empty() {
+            return Err("no etcd endpoint given: pass --etcd-endpoints http://HOST:PORT".into());
+        }
+        if urls.len() > 16 {
+            return Err(format!("{} etcd endpoints given; at most 16", urls.len()));
+        }
+        for url in &urls {
+            let rest = url.strip_prefix("http://").ok_or_else(|| {
+                format!("etcd endpoint '{url}' must start with http:// (TLS to etcd is not supported yet)")
+            })?;
+            let (host, port) = rest.rsplit_once(':').ok_or_else(|| {
+                format!("etcd endpoint '{url}' has no port: write http://HOST:PORT")
+            })?;
+            if host.is_empty() || port.parse::<u16>().is_err() || url.len() > 256 {
+                return Err(format!("etcd endpoint '{url}' is not http://HOST:PORT"));
+            }
+        }
+        let prefix = prefix.trim_end_matches('/');
+        if !prefix.starts_with('/')
+            || prefix.len() > 128
+            || !prefix
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "/-_.".contains(c))
+        {
+            return Err(format!(
+                "etcd prefix '{prefix}' must start with '/' and hold only letters, digits, '/', '-', '_' and '.' (at most 128)"
+            ));
+        }
+        Ok(Endpoints {
+            urls,
+            prefix: prefix.to_string(),
+        })
+    }
+
+    fn describe(&self) -> String {
+        format!("etcd at {} (prefix {})", self.urls.join(","), self.prefix)
+    }
+}
+
+/// The open etcd store.
+#[derive(Debug)]
+pub(super) struct Etcd {
+    shared: Arc<Shared>,
+    /// Stops the backend's runtime thread when dropped.
+    _stop: oneshot::Sender<()>,
+}
+
+/// Connects to etcd, checks that it takes transactions as large as ebb's and the store's
+/// schema version, and starts the backend's runtime. Blocking.
+pub(super) fn open(endpoints: &Endpoints) -> Result<Etcd, StoreError> {
+    let describe = endpoints.describe();
+    let open_err = |message: String| StoreError::Open {
+        store: describe.clone(),
+        message,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("ebb-etcd")
+        .enable_all()
+        .build()
+        .map_err(|e| open_err(e.to_string()))?;
+    let handle = runtime.handle().clone();
+    let (stop, stopped) = oneshot::channel::<()>();
+    std::thread::Builder::new()
+        .name("ebb-etcd-runtime".into())
+        .spawn(move || {
+            runtime.block_on(async {
+                let _ = stopped.await;
+            });
+            runtime.shutdown_timeout(Duration::from_secs(1));
+        })
+        .map_err(|e| open_err(e.to_string()))?;
+    let kv = handle
+        .block_on(connect(endpoints))
+        .map_err(|e| open_err(format!("cannot connect: {e}")))?;
+    let shared = Arc::new(Shared {
+        kv,
+        handle,
+        keys: Keys {
+            root: endpoints.prefix.clone(),
+        },
+        describe: describe.clone(),
+        closed: AtomicBool::new(false),
+        in_flight: AtomicUsize::new(0),
+    });
+    shared
+        .check_txn_limit()
+        .map_err(|e| open_err(e.to_string()))?;
+    shared.prepare()?;
+    let sweeper = Arc::clone(&shared);
+    shared
+        .handle
+        .spawn(async move { sweeper.sweep_markers().await });
+    Ok(Etcd {
+        shared,
+        _stop: stop,
+    })
+}
+
+async fn connect(endpoints: &Endpoints) -> Result<KvClient, etcd_client::Error> {
+    let options = ConnectOptions::new()
+        .with_connect_timeout(Duration::from_secs(2))
+        .with_timeout(Duration::from_secs(5))
+        .with_keep_alive(Duration::from_secs(2), Duration::from_secs(2))
+        .with_require_leader(true);
+    let client = Client::connect(&endpoints.urls, Some(options)).await?;
+    Ok(client
+        .kv_client()
+        .max_decoding_message_size(view::MAX_RESPONSE))
+}
+
+/// Writes a schema version into the installation at `endpoints`; see
+/// [`crate::store::write_schema_version_at`].
+pub(super) fn write_schema_version(endpoints: &Endpoints, version: u64) -> Result<(), StoreError> {
+    let describe = endpoints.describe();
+    let failed = |e: etcd_client::Error| classify(&describe, &e);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| StoreError::Storage(e.to_string()))?;
+    let keys = Keys {
+        root: endpoints.prefix.clone(),
+    };
+    runtime.block_on(async {
+        let mut kv = connect(endpoints).await.map_err(failed)?;
+        let value = serde_json::to_vec(&version).expect("a number serializes");
+        kv.put(keys.of(Table::Meta, SCHEMA_KEY), value, None)
+            .await
+            .map_err(failed)?;
+        Ok(())
+    })
+}
+
+impl Shared {
+    /// Refuses an etcd that would refuse ebb's larger transactions, with the flag that fixes it.
+    fn check_txn_limit(&self) -> Result<(), StoreError> {
+        let key = self.keys.of(Table::Meta, SCHEMA_KEY);
+        let compares: Vec<Compare> = (0..MIN_TXN_OPS)
+            .map(|_| Compare::mod_revision(key.clone(), CompareOp::Greater, -1))
+            .collect();
+        let mut kv = self.kv();
+        match self
+            .handle
+            .block_on(async move { kv.txn(Txn::new().when(compares)).await })
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.to_string().contains("too many operations") => {
+                Err(StoreError::Storage(format!(
+                    "etcd refuses transactions of {MIN_TXN_OPS} operations; start every etcd member with --max-txn-ops={MIN_TXN_OPS} or more"
+                )))
+            }
+            Err(e) => Err(self.unavailable(&e)),
+        }
+    }
+
+    /// Records the schema version in an empty store, or checks the one recorded.
+    fn prepare(&self) -> Result<(), StoreError> {
+        let key = self.keys.of(Table::Meta, SCHEMA_KEY);
+        let version = serde_json::to_vec(&SCHEMA_VERSION).expect("a number serializes");
+        let txn = Txn::new()
+            .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(key.clone(), version, None)])
+            .or_else([TxnOp::get(key.clone(), None)]);
+        let mut kv = self.kv();
+        let response = self
+            .handle
+            .block_on(async move { kv.txn(txn).await })
+            .map_err(|e| self.unavailable(&e))?;
+        if response.succeeded() {
+            return Ok(());
+        }
+        let found = response
+            .op_responses()
+            .into_iter()
+            .find_map(|r| match r {
+                etcd_client::TxnOpResponse::Get(g) => g.kvs().first().map(|kv| kv.value().to_vec()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        let found: u64 = serde_json::from_slice(&found).map_err(|e| StoreError::Corrupt {
+            table: Table::Meta,
+            key: SCHEMA_KEY.into(),
+            message: e.to_string(),
+        })?;
+        if found > SCHEMA_VERSION {
+            return Err(StoreError::SchemaTooNew {
+                store: self.describe.clone(),
+                found,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        if found < SCHEMA_VERSION {
+            return Err(StoreError::Open {
+                store: self.describe.clone(),
+                message: format!(
+                    "it has schema version {found}, older than any etcd store ebb wrote; copy the installation anew with `ebb store copy`"
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Deletes commit markers older than [`MARKER_LIFE`], once a minute.
+    async fn sweep_markers(self: Arc<Self>) {
+        let mut every = tokio::time::interval(Duration::from_secs(60));
+        loop {
+            every.tick().await;
+            if self.closed.load(Ordering::SeqCst) {
+                return;
+            }
+            let cutoff = now_micros().saturating_sub(MARKER_LIFE.as_micros() as u64);
+            let (from, to) = self.keys.markers_before(cutoff);
+            let options = etcd_client::DeleteOptions::new().with_range(to);
+            if let Err(e) = self.kv().delete(from, Some(options)).await {
+                tracing::debug!(error = %e, "commit markers not swept this time");
+            }
+        }
+    }
+
+    /// Runs a write until it commits, is refused, or fails for good.
+    fn write(&self, mut job: Box<dyn WriteJob>, patient: bool) {
+        let started = Instant::now();
+        let mut conflicts = 0u32;
+        let mut waits = 0u32;
+        // A commit whose answer was lost: its marker tells whether it went through.
+        let mut unsure: Option<Vec<u8>> = None;
+        loop {
+            if let Some(marker) = unsure.take() {
+                match self.exists(&marker) {
+                    Ok(true) => return job.finish(Ok(())),
+                    Ok(false) => {}
+                    Err(e) => {
+                        if self.wait(&e, patient, started, &mut waits) {
+                            unsure = Some(marker);
+                            continue;
+                        }
+                        return job.finish(Err(e));
+                    }
+                }
+            }
+            let view = View::new(self);
+            let mut txn = StoreTxn::new(&view);
+            let verdict = job.run(&mut txn);
+            let staged = txn.into_staged();
+            if let Some(e) = view.failure() {
+                if self.wait(&e, patient, started, &mut waits) {
+                    continue;
+                }
+                return job.finish(Err(e));
+            }
+            if verdict == Verdict::Refused {
+                return job.finish(Ok(()));
+            }
+            match commit::commit(self, &view, staged) {
+                Ok(commit::Outcome::Committed) => return job.finish(Ok(())),
+                Ok(commit::Outcome::Conflict) => {
+                    conflicts += 1;
+                    if conflicts >= MAX_CONFLICTS {
+                        return job.finish(Err(StoreError::Contended {
+                            store: self.describe.clone(),
+                            tries: conflicts,
+                        }));
+                    }
+                    std::thread::sleep(Duration::from_micros(fastrand::u64(
+                        0..1_000 * u64::from(conflicts.min(20)),
+                    )));
+                }
+                Err(commit::Failed { error, marker }) => {
+                    if self.wait(&error, patient, started, &mut waits) {
+                        unsure = marker;
+                        continue;
+                    }
+                    return job.finish(Err(error));
+                }
+            }
+        }
+    }
+
+    /// Whether to try again after `e`: only when etcd could not be reached, and then after a
+    /// pause, for ever if `patient`, else within [`GRACE`].
+    fn wait(&self, e: &StoreError, patient: bool, started: Instant, waits: &mut u32) -> bool {
+        if !e.is_unavailable() || self.closed.load(Ordering::SeqCst) {
+            return false;
+        }
+        if !patient && started.elapsed() >= GRACE {
+            return false;
+        }
+        *waits += 1;
+        if *waits == 1 || (*waits).is_multiple_of(30) {
+            tracing::warn!(error = %e, patient, "waiting for etcd");
+        }
+        let pause = Duration::from_millis(50 * 2u64.pow((*waits).min(6)));
+        std::thread::sleep(pause.min(MAX_BACKOFF));
+        true
+    }
+
+    fn exists(&self, key: &[u8]) -> Result<bool, StoreError> {
+        let mut kv = self.kv();
+        let key = key.to_vec();
+        let options = etcd_client::GetOptions::new().with_count_only();
+        self.handle
+            .block_on(async move { kv.get(key, Some(options)).await })
+            .map(|r| r.count() > 0)
+            .map_err(|e| self.unavailable(&e))
+    }
+
+    fn read(&self, mut job: Box<dyn ReadJob>, patient: bool) {
+        let started = Instant::now();
+        let mut waits = 0u32;
+        loop {
+            let view = View::new(self);
+            job.run(&view);
+            match view.failure() {
+                None => return job.finish(None),
+                Some(e) => {
+                    if self.wait(&e, patient, started, &mut waits) {
+                        continue;
+                    }
+                    return job.finish(Some(e));
+                }
+            }
+        }
+    }
+}
+
+/// Counts a job in flight while it lives, so closing can wait for it.
+struct InFlight(Arc<Shared>);
+
+impl InFlight {
+    fn enter(shared: &Arc<Shared>) -> Option<InFlight> {
+        shared.in_flight.fetch_add(1, Ordering::SeqCst);
+        if shared.closed.load(Ordering::SeqCst) {
+            shared.in_flight.fetch_sub(1, Ordering::SeqCst);
+            return None;
+        }
+        Some(InFlight(Arc::clone(shared)))
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Backend for Etcd {
+    fn read(&self, job: Box<dyn ReadJob>, patient: bool) {
+        let Some(guard) = InFlight::enter(&self.shared) else {
+            return job.finish(Some(StoreError::Closed));
+        };
+        self.shared.handle.spawn_blocking(move || {
+            guard.0.read(job, patient);
+            drop(guard);
+        });
+    }
+
+    fn write(&self, job: Box<dyn WriteJob>, patient: bool) {
+        let Some(guard) = InFlight::enter(&self.shared) else {
+            return job.finish(Err(StoreError::Closed));
+        };
+        self.shared.handle.spawn_blocking(move || {
+            guard.0.write(job, patient);
+            drop(guard);
+        });
+    }
+
+    fn close(&self) -> oneshot::Receiver<Result<(), StoreError>> {
+        let (done, answer) = oneshot::channel();
+        self.shared.closed.store(true, Ordering::SeqCst);
+        let shared = Arc::clone(&self.shared);
+        self.shared.handle.spawn(async move {
+            while shared.in_flight.load(Ordering::SeqCst) > 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            let _ = done.send(Ok(()));
+        });
+        answer
+    }
+
+    fn describe(&self) -> String {
+        self.shared.describe.clone()
+    }
+
+    fn file(&self) -> Option<&std::path::Path> {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_are_http_urls_with_ports_and_a_clean_prefix() {
+        let e =
+            Endpoints::parse("http://127.0.0.1:2379, http://10.0.0.2:2379", "/ebb/").expect("ok");
+        assert_eq!(e.urls.len(), 2);
+        assert_eq!(e.prefix, "/ebb");
+        for (urls, prefix, needle) in [
+            ("", "/ebb", "no etcd endpoint"),
+            ("127.0.0.1:2379", "/ebb", "http://"),
+            ("https://h:2379", "/ebb", "http://"),
+            ("http://h", "/ebb", "no port"),
+            ("http://h:99999", "/ebb", "HOST:PORT"),
+            ("http://h:2379", "ebb", "must start with '/'"),
+            ("http://h:2379", "/e b", "must start with '/'"),
+        ] {
+            let e = Endpoints::parse(urls, prefix).expect_err(urls);
+            assert!(e.contains(needle), "{urls} {prefix}: {e}");
+        }
+    }
+}

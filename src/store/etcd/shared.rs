@@ -1,0 +1,129 @@
+//! What every job of the etcd backend shares: the client, the runtime it runs on, the
+//! installation's keys, and how a failed call becomes a store error.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::time::Duration;
+
+use etcd_client::KvClient;
+use tokio::runtime::Handle;
+
+use crate::store::table::{StoreError, Table};
+
+/// What every job of the backend uses.
+pub(super) struct Shared {
+    pub(super) kv: KvClient,
+    pub(super) handle: Handle,
+    pub(super) keys: Keys,
+    pub(super) describe: String,
+    pub(super) closed: AtomicBool,
+    pub(super) in_flight: AtomicUsize,
+}
+
+/// The etcd keys of an installation.
+#[derive(Debug, Clone)]
+pub(super) struct Keys {
+    pub(super) root: String,
+}
+
+impl Keys {
+    /// The etcd key of `key` in `table`.
+    pub(super) fn of(&self, table: Table, key: &str) -> Vec<u8> {
+        format!("{}/{}/{key}", self.root, table.name()).into_bytes()
+    }
+
+    /// The start of `table`'s keys in etcd, for taking the table's keys apart.
+    pub(super) fn table_start(&self, table: Table) -> usize {
+        self.root.len() + table.name().len() + 2
+    }
+
+    /// The key whose mod revision grows whenever a key of `table` is deleted: a write that
+    /// scanned the table compares it, since a deleted key leaves no revision to compare.
+    pub(super) fn deleted(&self, table: Table) -> Vec<u8> {
+        format!("{}/~deleted/{}", self.root, table.name()).into_bytes()
+    }
+
+    /// The prefix of the chunks of a large value under `key` in `table` (each chunk is
+    /// `<base>\0<generation>\0<n>`).
+    pub(super) fn chunks(&self, table: Table, key: &str) -> Vec<u8> {
+        format!("{}/~chunks/{}/{key}", self.root, table.name()).into_bytes()
+    }
+
+    /// The marker a write's transaction leaves, so a write whose answer was lost can tell
+    /// whether it committed. Markers sort by time and are swept after [`MARKER_LIFE`].
+    pub(super) fn marker(&self, id: &str) -> Vec<u8> {
+        format!("{}/~commits/{:020}-{id}", self.root, now_micros()).into_bytes()
+    }
+
+    pub(super) fn markers_before(&self, micros: u64) -> (Vec<u8>, Vec<u8>) {
+        (
+            format!("{}/~commits/", self.root).into_bytes(),
+            format!("{}/~commits/{micros:020}", self.root).into_bytes(),
+        )
+    }
+}
+
+/// How long a commit marker is kept.
+pub(super) const MARKER_LIFE: Duration = Duration::from_secs(600);
+
+pub(super) fn now_micros() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("store", &self.describe)
+            .field("in_flight", &self.in_flight)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    pub(super) fn unavailable(&self, e: &etcd_client::Error) -> StoreError {
+        classify(&self.describe, e)
+    }
+
+    pub(super) fn kv(&self) -> KvClient {
+        self.kv.clone()
+    }
+}
+
+/// A failed call to etcd as a store error: unreachable (worth waiting for) or not.
+pub(super) fn classify(describe: &str, e: &etcd_client::Error) -> StoreError {
+    use tonic::Code;
+    let transient = match e {
+        etcd_client::Error::GRpcStatus(status) => !matches!(
+            status.code(),
+            Code::InvalidArgument
+                | Code::FailedPrecondition
+                | Code::OutOfRange
+                | Code::ResourceExhausted
+                | Code::PermissionDenied
+                | Code::Unauthenticated
+                | Code::NotFound
+                | Code::AlreadyExists
+                | Code::Unimplemented
+        ),
+        etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_) => true,
+        _ => false,
+    };
+    let message = match e {
+        etcd_client::Error::GRpcStatus(status) => status.message().to_string(),
+        other => other.to_string(),
+    };
+    if transient {
+        StoreError::Unavailable {
+            store: describe.to_string(),
+            message,
+        }
+    } else if message.contains("request is too large") {
+        StoreError::Storage(format!(
+            "{describe} refused a write as too large ({message}); start etcd with a larger --max-request-bytes"
+        ))
+    } else {
+        StoreError::Storage(format!("{describe}: {message}"))
+    }
+}

@@ -1,0 +1,256 @@
+//! One closure's view of etcd: every read at one revision (the first read pins it), the keys
+//! and ranges it read (what its commit compares), and the first failure, if etcd could not be
+//! reached.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+
+use etcd_client::{GetOptions, KeyValue, SortOrder, SortTarget};
+
+use super::shared::Shared;
+use crate::store::table::{StoreError, Table};
+use crate::store::txn::Source;
+
+/// Largest answer etcd may send for one read.
+pub(super) const MAX_RESPONSE: usize = 64 << 20;
+
+/// Keys fetched per request of a scan.
+const PAGE: i64 = 256;
+
+/// The first byte of a value kept in chunks: never the first byte of JSON.
+pub(super) const CHUNKED: u8 = 0;
+
+/// Where a large value's chunks are: their generation and count, and the value's length.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub(super) struct Pointer {
+    pub(super) generation: String,
+    pub(super) chunks: usize,
+    pub(super) len: usize,
+}
+
+/// What a closure read, for its commit to compare.
+#[derive(Debug, Default)]
+pub(super) struct ReadSet {
+    /// Each key read on its own, and its mod revision then (0: absent).
+    pub(super) keys: BTreeMap<Vec<u8>, i64>,
+    /// Each table scanned, and the prefixes scanned in it.
+    pub(super) ranges: BTreeMap<Table, BTreeSet<String>>,
+}
+
+/// A closure's view of etcd.
+pub(super) struct View<'a> {
+    shared: &'a Shared,
+    revision: RefCell<i64>,
+    reads: RefCell<ReadSet>,
+    failure: RefCell<Option<StoreError>>,
+}
+
+impl<'a> View<'a> {
+    pub(super) fn new(shared: &'a Shared) -> Self {
+        Self {
+            shared,
+            revision: RefCell::new(0),
+            reads: RefCell::new(ReadSet::default()),
+            failure: RefCell::new(None),
+        }
+    }
+
+    /// The revision the reads saw (0 if there were none).
+    pub(super) fn revision(&self) -> i64 {
+        *self.revision.borrow()
+    }
+
+    pub(super) fn reads(&self) -> std::cell::Ref<'_, ReadSet> {
+        self.reads.borrow()
+    }
+
+    /// The first failure to reach etcd, if any: the closure's outcome cannot be trusted.
+    pub(super) fn failure(&self) -> Option<StoreError> {
+        self.failure.borrow().clone()
+    }
+
+    /// One range request at the pinned revision (pinning it on the first).
+    fn range(&self, key: Vec<u8>, options: GetOptions) -> Result<Vec<KeyValue>, StoreError> {
+        if let Some(e) = self.failure() {
+            return Err(e);
+        }
+        let options = options.with_revision(self.revision());
+        let mut kv = self.shared.kv();
+        let answer = self
+            .shared
+            .handle
+            .block_on(async move { kv.get(key, Some(options)).await });
+        match answer {
+            Ok(mut response) => {
+                if self.revision() == 0
+                    && let Some(header) = response.header()
+                {
+                    *self.revision.borrow_mut() = header.revision();
+                }
+                Ok(response.take_kvs())
+            }
+            Err(e) => {
+                let e = self.shared.unavailable(&e);
+                *self.failure.borrow_mut() = Some(e.clone());
+                Err(e)
+            }
+        }
+    }
+
+    /// The value as stored: itself, or put together from its chunks.
+    fn value(&self, table: Table, key: &str, stored: &[u8]) -> Result<Vec<u8>, StoreError> {
+        if stored.first() != Some(&CHUNKED) {
+            return Ok(stored.to_vec());
+        }
+        let corrupt = |message: String| StoreError::Corrupt {
+            table,
+            key: key.to_string(),
+            message,
+        };
+        let pointer: Pointer =
+            serde_json::from_slice(&stored[1..]).map_err(|e| corrupt(e.to_string()))?;
+        let mut base = self.shared.keys.chunks(table, key);
+        base.push(0);
+        base.extend_from_slice(pointer.generation.as_bytes());
+        base.push(0);
+        let mut value = Vec::with_capacity(pointer.len.min(MAX_RESPONSE));
+        let mut chunks = 0;
+        self.pages(base, |kv| {
+            value.extend_from_slice(kv.value());
+            chunks += 1;
+        })?;
+        if chunks != pointer.chunks || value.len() != pointer.len {
+            return Err(corrupt(format!(
+                "{chunks} of its {} chunks ({} of {} bytes) are in etcd",
+                pointer.chunks,
+                value.len(),
+                pointer.len
+            )));
+        }
+        Ok(value)
+    }
+
+    /// Every key under `prefix` (etcd keys), a page at a time, in key order.
+    fn pages(&self, prefix: Vec<u8>, mut each: impl FnMut(&KeyValue)) -> Result<(), StoreError> {
+        let end = prefix_end(&prefix);
+        let mut from = prefix;
+        loop {
+            let kvs = self.range(
+                from.clone(),
+                GetOptions::new().with_range(end.clone()).with_limit(PAGE),
+            )?;
+            for kv in &kvs {
+                each(kv);
+            }
+            match kvs.last() {
+                Some(last) if kvs.len() as i64 == PAGE => {
+                    from = last.key().to_vec();
+                    from.push(0);
+                }
+                _ => return Ok(()),
+            }
+        }
+    }
+
+    fn table_key(&self, table: Table, kv: &KeyValue) -> Result<String, StoreError> {
+        let start = self.shared.keys.table_start(table);
+        kv.key()
+            .get(start..)
+            .and_then(|k| std::str::from_utf8(k).ok())
+            .map(str::to_string)
+            .ok_or_else(|| StoreError::Storage("etcd returned a key outside its range".into()))
+    }
+}
+
+/// The first key after every key that starts with `prefix`.
+pub(super) fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    // Only 0xff bytes: everything from the prefix on.
+    vec![0]
+}
+
+impl Source for View<'_> {
+    fn get(&self, table: Table, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let etcd_key = self.shared.keys.of(table, key);
+        let kvs = self.range(etcd_key.clone(), GetOptions::new())?;
+        let found = kvs.first();
+        self.reads
+            .borrow_mut()
+            .keys
+            .insert(etcd_key, found.map_or(0, KeyValue::mod_revision));
+        found
+            .map(|kv| self.value(table, key, kv.value()))
+            .transpose()
+    }
+
+    fn scan(&self, table: Table, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        self.reads
+            .borrow_mut()
+            .ranges
+            .entry(table)
+            .or_default()
+            .insert(prefix.to_string());
+        let mut raw = Vec::new();
+        let mut bad = None;
+        self.pages(self.shared.keys.of(table, prefix), |kv| {
+            match self.table_key(table, kv) {
+                Ok(key) => raw.push((key, kv.value().to_vec())),
+                Err(e) => bad = Some(e),
+            }
+        })?;
+        if let Some(e) = bad {
+            return Err(e);
+        }
+        raw.into_iter()
+            .map(|(key, stored)| {
+                let value = self.value(table, &key, &stored)?;
+                Ok((key, value))
+            })
+            .collect()
+    }
+
+    fn scan_back(
+        &self,
+        table: Table,
+        prefix: &str,
+        end: &str,
+        count: usize,
+    ) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        self.reads
+            .borrow_mut()
+            .ranges
+            .entry(table)
+            .or_default()
+            .insert(prefix.to_string());
+        let options = GetOptions::new()
+            .with_range(self.shared.keys.of(table, end))
+            .with_sort(SortTarget::Key, SortOrder::Descend)
+            .with_limit(i64::try_from(count).unwrap_or(i64::MAX));
+        let kvs = self.range(self.shared.keys.of(table, prefix), options)?;
+        kvs.iter()
+            .map(|kv| {
+                let key = self.table_key(table, kv)?;
+                let value = self.value(table, &key, kv.value())?;
+                Ok((key, value))
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prefix_ends_after_its_last_key() {
+        assert_eq!(prefix_end(b"/ebb/runs/"), b"/ebb/runs0".to_vec());
+        assert_eq!(prefix_end(b"a\xff"), b"b".to_vec());
+        assert_eq!(prefix_end(b"\xff"), vec![0]);
+    }
+}

@@ -1,0 +1,353 @@
+//! The etcd store itself, on real etcd servers whatever `EBB_TEST_STORE` says: optimistic
+//! concurrency between two servers' stores, large values, etcd going away and coming back,
+//! a three-member cluster losing a member, and copying an installation from redb to etcd.
+
+use std::time::{Duration, Instant};
+
+use ebb::store::etcd::Endpoints;
+use ebb::store::{Location, Read, Store, StoreError, Table};
+use serde_json::json;
+
+use crate::support::etcd::Cluster;
+use crate::support::profiles::sim_profile;
+use crate::support::runs::{assert_clean, calls, deploy, start, sub, wait_deprovisioned};
+use crate::support::server::{Options, Server, run_ebb};
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+fn open(cluster: &Cluster, prefix: &str) -> Store {
+    let endpoints = Endpoints::parse(&cluster.endpoints(), prefix).expect("endpoints");
+    Store::open_at(&Location::Etcd(endpoints)).expect("open etcd store")
+}
+
+/// Two stores on one installation (as two servers would hold) add to one counter and insert
+/// under a limit, concurrently: every write that was answered OK counts once, and the limit
+/// a check-then-write enforces holds across both.
+#[test]
+fn concurrent_writers_from_two_stores_lose_nothing_and_keep_limits() {
+    let cluster = Cluster::start(1);
+    let (a, b) = (open(&cluster, "/race"), open(&cluster, "/race"));
+    rt().block_on(async {
+        let mut handles = Vec::new();
+        for i in 0..120 {
+            let store = if i % 2 == 0 { a.clone() } else { b.clone() };
+            handles.push(tokio::spawn(async move {
+                store
+                    .write(move |tx| {
+                        let n: u64 = tx.get(Table::Meta, "counter")?.unwrap_or(0);
+                        tx.put(Table::Meta, "counter", &(n + 1))?;
+                        // At most 10 entries under "slot/": the scan is part of what is compared.
+                        let taken = tx.scan::<u64>(Table::Meta, "slot/")?.len();
+                        if taken < 10 {
+                            tx.put(Table::Meta, &format!("slot/{i:03}"), &i)?;
+                        }
+                        Ok::<_, StoreError>(())
+                    })
+                    .await
+            }));
+        }
+        for h in handles {
+            h.await.expect("join").expect("write");
+        }
+        let (counter, slots) = a
+            .read(|r| {
+                let n: Option<u64> = r.get(Table::Meta, "counter")?;
+                Ok::<_, StoreError>((n, r.scan::<u64>(Table::Meta, "slot/")?.len()))
+            })
+            .await
+            .expect("read");
+        assert_eq!(counter, Some(120), "every increment counted once");
+        assert_eq!(slots, 10, "the limit held across both stores");
+        // A delete in a scanned range conflicts too: freeing one slot lets exactly one in.
+        a.write(|tx| {
+            let first = tx.scan::<u64>(Table::Meta, "slot/")?[0].0.clone();
+            tx.delete(Table::Meta, &first);
+            Ok::<_, StoreError>(())
+        })
+        .await
+        .expect("free a slot");
+        let mut handles = Vec::new();
+        for i in 200..210 {
+            let store = if i % 2 == 0 { a.clone() } else { b.clone() };
+            handles.push(tokio::spawn(async move {
+                store
+                    .write(move |tx| {
+                        if tx.scan::<u64>(Table::Meta, "slot/")?.len() < 10 {
+                            tx.put(Table::Meta, &format!("slot/{i:03}"), &i)?;
+                        }
+                        Ok::<_, StoreError>(())
+                    })
+                    .await
+            }));
+        }
+        for h in handles {
+            h.await.expect("join").expect("write");
+        }
+        let slots = b
+            .read(|r| r.scan::<u64>(Table::Meta, "slot/"))
+            .await
+            .expect("read");
+        assert_eq!(slots.len(), 10, "{slots:?}");
+    });
+}
+
+/// A value larger than etcd takes in one request is split across keys and read back whole;
+/// rewriting it small leaves no chunk behind.
+#[test]
+fn a_large_value_is_split_never_truncated() {
+    let cluster = Cluster::start(1);
+    let store = open(&cluster, "/large");
+    let big: String = (0..3_000_000u32)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect();
+    rt().block_on(async {
+        let value = big.clone();
+        store
+            .write(move |tx| tx.put(Table::Operations, "run/000001", &value))
+            .await
+            .expect("write a 3 MB value");
+        let back: Option<String> = store
+            .read(|r| r.get(Table::Operations, "run/000001"))
+            .await
+            .expect("read");
+        assert_eq!(back.as_deref().map(str::len), Some(big.len()));
+        assert!(
+            back.as_deref() == Some(big.as_str()),
+            "the value came back changed"
+        );
+        let scanned: Vec<(String, String)> = store
+            .read(|r| r.scan(Table::Operations, "run/"))
+            .await
+            .expect("scan");
+        assert_eq!(scanned.len(), 1);
+        assert_eq!(scanned[0].1.len(), big.len());
+        store
+            .write(|tx| tx.put(Table::Operations, "run/000001", &"small"))
+            .await
+            .expect("rewrite");
+    });
+    let chunks = crate::support::etcd::count_keys(&cluster, "/large/~chunks/");
+    assert_eq!(chunks, 0, "chunks of the old value were left behind");
+}
+
+/// etcd stops for a while: an impatient write (a request's) fails naming etcd, a patient one
+/// (a run's) waits and lands once etcd is back.
+#[test]
+fn writes_wait_for_etcd_or_fail_naming_it() {
+    let mut cluster = Cluster::start(1);
+    let store = open(&cluster, "/away");
+    let runtime = rt();
+    cluster.kill_member(0);
+    let failed = runtime
+        .block_on(store.write(|tx| tx.put(Table::Meta, "k", &1)))
+        .expect_err("etcd is down");
+    assert!(
+        matches!(failed, StoreError::Unavailable { .. }),
+        "{failed:?}"
+    );
+    assert!(
+        failed.to_string().contains("etcd at http://127.0.0.1:"),
+        "{failed}"
+    );
+    let patient = store.patient();
+    let pending =
+        runtime.spawn(async move { patient.write(|tx| tx.put(Table::Meta, "k", &2)).await });
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        !pending.is_finished(),
+        "a patient write gave up while etcd was down"
+    );
+    cluster.start_member(0);
+    cluster.wait_healthy();
+    runtime
+        .block_on(pending)
+        .expect("join")
+        .expect("the patient write landed once etcd was back");
+    let k: Option<u64> = runtime
+        .block_on(store.read(|r| r.get(Table::Meta, "k")))
+        .expect("read");
+    assert_eq!(k, Some(2));
+}
+
+/// Runs on a server whose etcd stops for 20 s mid-provisioning: requests get 503s naming
+/// etcd meanwhile, then every run finishes, each node made and deleted exactly once.
+#[test]
+fn etcd_stopped_mid_provisioning_pauses_runs_and_loses_nothing() {
+    let mut cluster = Cluster::start(1);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (data, sim) = (sub(&dir, "data"), sub(&dir, "sim"));
+    let server = Server::start_at(&data, etcd_options(&cluster.endpoints(), "/paused"));
+    sim_profile(
+        &server,
+        "p",
+        &sim,
+        &[("nodes", "2"), ("createLatency", "1s")],
+        0,
+        None,
+    );
+    deploy(&server, "a", "sleep 0.2", json!({}));
+    let runs: Vec<String> = (0..4)
+        .map(|_| start(&server, "a", json!({"system.profile.name": "p"})))
+        .collect();
+    let started = Instant::now();
+    while !calls(&sim).iter().any(|c| c["op"] == "create") {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no create call"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    cluster.kill_member(0);
+    let down = Instant::now();
+    let (code, body) = server.get("/v3/namespaces/default/profiles");
+    assert_eq!(code, 503, "{body}");
+    assert!(
+        body["message"].as_str().is_some_and(|m| m.contains("etcd")),
+        "{body}"
+    );
+    std::thread::sleep(Duration::from_secs(20).saturating_sub(down.elapsed()));
+    cluster.start_member(0);
+    cluster.wait_healthy();
+    for run in &runs {
+        let done = wait_deprovisioned(&server, run);
+        assert_eq!(done["status"], "COMPLETED", "{done}");
+    }
+    let ids: Vec<&str> = runs.iter().map(String::as_str).collect();
+    assert_clean(&sim, &ids, 2);
+}
+
+/// A three-member etcd loses a member mid-run: nothing changes for the runs.
+#[test]
+fn a_three_member_etcd_losing_a_member_changes_nothing() {
+    let mut cluster = Cluster::start(3);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (data, sim) = (sub(&dir, "data"), sub(&dir, "sim"));
+    let server = Server::start_at(&data, etcd_options(&cluster.endpoints(), "/three"));
+    sim_profile(
+        &server,
+        "p",
+        &sim,
+        &[("nodes", "2"), ("createLatency", "300ms")],
+        0,
+        None,
+    );
+    deploy(&server, "a", "sleep 0.5", json!({}));
+    let runs: Vec<String> = (0..4)
+        .map(|_| start(&server, "a", json!({"system.profile.name": "p"})))
+        .collect();
+    std::thread::sleep(Duration::from_millis(400));
+    cluster.kill_member(0);
+    let (code, body) = server.get("/v3/namespaces/default/profiles");
+    assert_eq!(code, 200, "{body}");
+    let more = start(&server, "a", json!({"system.profile.name": "p"}));
+    for run in runs.iter().chain([&more]) {
+        let done = wait_deprovisioned(&server, run);
+        assert_eq!(done["status"], "COMPLETED", "{done}");
+    }
+    let mut ids: Vec<&str> = runs.iter().map(String::as_str).collect();
+    ids.push(&more);
+    assert_clean(&sim, &ids, 2);
+}
+
+/// `ebb store copy` moves an installation from its redb file to etcd: the copy refuses a
+/// target that holds anything unless forced, and a server on etcd then shows everything.
+#[test]
+fn an_installation_moves_from_redb_to_etcd() {
+    let cluster = Cluster::start(1);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = sub(&dir, "data");
+    let redb = Options {
+        args: vec!["--store".into(), "redb".into()],
+        ..Options::default()
+    };
+    let server = Server::start_at(&data, redb.clone());
+    let (code, body) = server.put(
+        "/v3/namespaces/default/securekeys/pw",
+        json!({"data": "s3cret", "description": "a password"}),
+    );
+    assert_eq!(code, 200, "{body}");
+    deploy(&server, "a", "echo hi", json!({}));
+    let run = start(
+        &server,
+        "a",
+        json!({"system.profile.name": "SYSTEM:native"}),
+    );
+    assert_eq!(wait_deprovisioned(&server, &run)["status"], "COMPLETED");
+    let (_, events_before) = server.get(&format!("{run}/events"));
+
+    // With the server up, its redb file is held: the copy refuses to read it.
+    let from = format!("redb:{}", data.display());
+    let to = format!("etcd:{}", cluster.endpoints());
+    let copy = |extra: &[&str]| {
+        let mut args = vec![
+            "store",
+            "copy",
+            "--from",
+            &from,
+            "--to",
+            &to,
+            "--to-prefix",
+            "/moved",
+        ];
+        args.extend_from_slice(extra);
+        run_ebb(&args, &[], None)
+    };
+    let (code, _, err) = copy(&[]);
+    assert_ne!(code, 0);
+    assert!(err.contains("in use by another process"), "{err}");
+    assert_eq!(server.terminate().code(), Some(0));
+
+    let (code, out, err) = copy(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("runs") && out.contains("secure_keys"), "{out}");
+    let (code, _, err) = copy(&[]);
+    assert_ne!(code, 0, "a second copy into a non-empty target");
+    assert!(err.contains("--force"), "{err}");
+    let (code, _, err) = copy(&["--force"]);
+    assert_eq!(code, 0, "{err}");
+
+    let server = Server::start_at(&data, etcd_options(&cluster.endpoints(), "/moved"));
+    let (code, moved) = server.get(&run);
+    assert_eq!(code, 200, "{moved}");
+    assert_eq!(moved["status"], "COMPLETED");
+    let (_, events_after) = server.get(&format!("{run}/events"));
+    assert_eq!(events_before, events_after);
+    let (code, key) = server.get("/v3/namespaces/default/securekeys/pw");
+    assert_eq!(code, 200, "{key}");
+    // The installation's secure keys are sealed with the data dir's key file: a server with
+    // another key file is refused, naming the fix.
+    let other = sub(&dir, "other");
+    let endpoints = cluster.endpoints();
+    let stderr = crate::support::server::serve_fails_with(
+        &other,
+        &[
+            "--store",
+            "etcd",
+            "--etcd-endpoints",
+            &endpoints,
+            "--etcd-prefix",
+            "/moved",
+        ],
+    );
+    assert!(stderr.contains("same key file"), "{stderr}");
+}
+
+fn etcd_options(endpoints: &str, prefix: &str) -> Options {
+    Options {
+        args: vec![
+            "--store".into(),
+            "etcd".into(),
+            "--etcd-endpoints".into(),
+            endpoints.into(),
+            "--etcd-prefix".into(),
+            prefix.into(),
+        ],
+        ..Options::default()
+    }
+}
