@@ -138,11 +138,12 @@ pub(super) fn open(endpoints: &Endpoints) -> Result<Etcd, StoreError> {
             runtime.shutdown_timeout(Duration::from_secs(1));
         })
         .map_err(|e| open_err(e.to_string()))?;
-    let kv = handle
-        .block_on(connect(endpoints))
+    let clients = handle
+        .block_on(connect_each(endpoints))
         .map_err(|e| open_err(format!("cannot connect: {e}")))?;
     let shared = Arc::new(Shared {
-        kv,
+        clients,
+        current: AtomicUsize::new(0),
         handle,
         keys: Keys {
             root: endpoints.prefix.clone(),
@@ -165,13 +166,22 @@ pub(super) fn open(endpoints: &Endpoints) -> Result<Etcd, StoreError> {
     })
 }
 
-async fn connect(endpoints: &Endpoints) -> Result<KvClient, etcd_client::Error> {
+/// A client for each endpoint.
+async fn connect_each(endpoints: &Endpoints) -> Result<Vec<KvClient>, etcd_client::Error> {
+    let mut clients = Vec::with_capacity(endpoints.urls.len());
+    for url in &endpoints.urls {
+        clients.push(connect(std::slice::from_ref(url)).await?);
+    }
+    Ok(clients)
+}
+
+async fn connect(urls: &[String]) -> Result<KvClient, etcd_client::Error> {
     let options = ConnectOptions::new()
         .with_connect_timeout(Duration::from_secs(2))
         .with_timeout(Duration::from_secs(5))
         .with_keep_alive(Duration::from_secs(2), Duration::from_secs(2))
         .with_require_leader(true);
-    let client = Client::connect(&endpoints.urls, Some(options)).await?;
+    let client = Client::connect(urls, Some(options)).await?;
     Ok(client
         .kv_client()
         .max_decoding_message_size(view::MAX_RESPONSE))
@@ -190,7 +200,7 @@ pub(super) fn write_schema_version(endpoints: &Endpoints, version: u64) -> Resul
         root: endpoints.prefix.clone(),
     };
     runtime.block_on(async {
-        let mut kv = connect(endpoints).await.map_err(failed)?;
+        let mut kv = connect(&endpoints.urls).await.map_err(failed)?;
         let value = serde_json::to_vec(&version).expect("a number serializes");
         kv.put(keys.of(Table::Meta, SCHEMA_KEY), value, None)
             .await
@@ -354,6 +364,7 @@ impl Shared {
             return false;
         }
         *waits += 1;
+        self.failover();
         if *waits == 1 || (*waits).is_multiple_of(30) {
             tracing::warn!(error = %e, patient, "waiting for etcd");
         }

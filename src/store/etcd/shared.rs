@@ -1,7 +1,7 @@
 //! What every job of the etcd backend shares: the client, the runtime it runs on, the
 //! installation's keys, and how a failed call becomes a store error.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use etcd_client::KvClient;
@@ -11,7 +11,10 @@ use crate::store::table::{StoreError, Table};
 
 /// What every job of the backend uses.
 pub(super) struct Shared {
-    pub(super) kv: KvClient,
+    /// One client per endpoint: a call goes to the current one, and a failure to reach it
+    /// moves on to the next ([`Shared::failover`]), so a dead member is left at once.
+    pub(super) clients: Vec<KvClient>,
+    pub(super) current: AtomicUsize,
     pub(super) handle: Handle,
     pub(super) keys: Keys,
     pub(super) describe: String,
@@ -87,7 +90,15 @@ impl Shared {
     }
 
     pub(super) fn kv(&self) -> KvClient {
-        self.kv.clone()
+        let i = self.current.load(Ordering::Relaxed) % self.clients.len();
+        self.clients[i].clone()
+    }
+
+    /// Moves calls to the next endpoint, after the current one could not be reached.
+    pub(super) fn failover(&self) {
+        if self.clients.len() > 1 {
+            self.current.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 
