@@ -382,7 +382,7 @@ impl From<ServeArgs> for Config {
     fn from(args: ServeArgs) -> Config {
         Config {
             data_dir: args.data_dir,
-            etcd: (args.store == crate::cli::StoreKind::Etcd).then(|| EtcdConfig {
+            etcd: (args.store == crate::cli::StoreKind::Etcd).then_some(EtcdConfig {
                 endpoints: args.etcd_endpoints,
                 prefix: args.etcd_prefix,
             }),

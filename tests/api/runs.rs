@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use crate::support::profiles::{profile_body, sim_profile};
 use crate::support::runs::*;
-use crate::support::server::{Server, assert_error, run_ebb};
+use crate::support::server::{Options, Server, assert_error, run_ebb};
 
 const LONG: Duration = Duration::from_secs(60);
 
@@ -635,4 +635,57 @@ fn the_cli_follows_a_run_and_exits_with_its_status() {
     let (code, _, err) = run_ebb(&["run", "get", "default/hello/ok"], &env, None);
     assert_eq!(code, 1);
     assert!(err.contains("NAMESPACE/APP/PROGRAM/RUN"), "{err}");
+}
+
+/// With `--history-retention 2s`, an ended run's record, events and audit log are compacted
+/// away, while its profile's usage still counts it (status and node-seconds); a live run is
+/// left alone. Compaction survives a restart in the middle.
+#[test]
+fn ended_runs_are_compacted_after_the_retention_and_usage_keeps_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (data, sim) = (sub(&dir, "data"), sub(&dir, "sim"));
+    let retention = Options {
+        args: vec!["--history-retention".into(), "2s".into()],
+        ..Options::default()
+    };
+    let server = Server::start_at(&data, Options::default());
+    sim_profile(&server, "p", &sim, &[("nodes", "2")], 0, None);
+    deploy(&server, "a", "sleep 0.3", json!({}));
+    deploy(&server, "b", "sleep 60", json!({}));
+    let ended = start(&server, "a", json!({"system.profile.name": "p"}));
+    assert_eq!(wait_deprovisioned(&server, &ended)["status"], "COMPLETED");
+    let live = start(&server, "b", json!({"system.profile.name": "p"}));
+    wait_until(&server, &live, Duration::from_secs(30), |r| {
+        r["status"] == "RUNNING"
+    });
+    let before = server.get("/v3/namespaces/default/profiles/p/usage").1;
+    assert_eq!(before["runs"]["COMPLETED"], 1, "{before}");
+    let node_seconds = before["nodeSeconds"].as_u64().expect("nodeSeconds");
+    drop(server);
+
+    let server = Server::start_at(&data, retention);
+    let started = std::time::Instant::now();
+    while server.get(&ended).0 != 404 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "never compacted"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(server.get(&format!("{ended}/events")).0, 404);
+    let (code, listed) = server.get(&format!("{}/runs", program("a")));
+    assert_eq!(code, 200);
+    assert_eq!(listed.as_array().map(Vec::len), Some(0), "{listed}");
+    assert_eq!(
+        server.get(&live).1["status"],
+        "RUNNING",
+        "a live run is kept"
+    );
+    let after = server.get("/v3/namespaces/default/profiles/p/usage").1;
+    assert_eq!(after["runs"]["COMPLETED"], 1, "{after}");
+    assert_eq!(after["compactedRuns"], 1, "{after}");
+    assert!(
+        after["nodeSeconds"].as_u64().expect("nodeSeconds") >= node_seconds,
+        "{after} lost node-seconds of {before}"
+    );
 }
