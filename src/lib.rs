@@ -12,8 +12,9 @@
 //!            the catalog for what crosses tables
 //! runtime    actors (supervisor per run, planner per operation, task runner per node task),
 //!            program launch, the janitor, the provisioner registry
-//! store      the redb store and its group-committing writer, tables and their keys, the
-//!            audit and event logs, the secure store's cipher
+//! store      one Backend trait, two backends: redb (redb/, a group-committing writer) and etcd
+//!            (etcd/, optimistic transactions); tables and their keys, the audit and event
+//!            logs, the secure store's cipher, copying an installation between stores
 //! rules      pure decisions: profile resolution, layout solver, plans, the run lifecycle,
 //!            the admission of cluster operations, an operation's outcome, cluster resizes
 //! model      plain types and their validation: names, profiles, properties, templates,
