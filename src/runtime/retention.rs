@@ -15,7 +15,7 @@ use crate::model::profile::ProfileId;
 use crate::model::run::RunRecord;
 use crate::model::time::now_secs;
 use crate::model::view::KeptUsage;
-use crate::store::{Read, SPLIT_WRITES, Store, StoreError, Table, keys};
+use crate::store::{Read, Store, StoreError, Table, keys};
 
 /// The `Meta` prefix of the markers of runs whose history is being dropped.
 const COMPACTING: &str = "compacting/";
@@ -117,29 +117,12 @@ async fn keep_usage(store: &Store, key: String, cutoff: u64) -> Result<Option<St
         .await
 }
 
-/// Drops run `run`'s history a few records per write, then its marker.
+/// Drops run `run`'s history a few records per write (an ended run's history no longer
+/// grows), then its marker.
 async fn drop_history(store: &Store, run: &str) -> Result<(), StoreError> {
     for table in HISTORY {
-        loop {
-            let prefix = keys::of_run(run);
-            let dropped = store
-                .write(move |tx| {
-                    let found: Vec<String> = tx
-                        .scan::<serde_json::Value>(table, &prefix)?
-                        .into_iter()
-                        .take(SPLIT_WRITES)
-                        .map(|(k, _)| k)
-                        .collect();
-                    for key in &found {
-                        tx.delete(table, key);
-                    }
-                    Ok::<_, StoreError>(found.len())
-                })
-                .await?;
-            if dropped < SPLIT_WRITES {
-                break;
-            }
-        }
+        let history = store.keys_under(table, &keys::of_run(run)).await?;
+        store.delete_in_batches(table, &history).await?;
     }
     let marker = format!("{COMPACTING}{run}");
     store

@@ -108,23 +108,7 @@ async fn count(store: &Store) -> Result<Copied, StoreError> {
 
 /// Deletes every record of `table` but the store's own, a few per write.
 async fn empty(store: &Store, table: Table) -> Result<(), StoreError> {
-    let keys: Vec<String> = store
-        .read(move |r| r.scan::<serde_json::Value>(table, ""))
-        .await?
-        .into_iter()
-        .map(|(k, _)| k)
-        .filter(|k| !is_own(table, k))
-        .collect();
-    for part in keys.chunks(SPLIT_WRITES) {
-        let part = part.to_vec();
-        store
-            .write(move |tx| {
-                for key in &part {
-                    tx.delete(table, key);
-                }
-                Ok::<_, StoreError>(())
-            })
-            .await?;
-    }
-    Ok(())
+    let mut keys = store.keys_under(table, "").await?;
+    keys.retain(|k| !is_own(table, k));
+    store.delete_in_batches(table, &keys).await
 }

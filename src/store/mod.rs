@@ -144,6 +144,31 @@ impl Store {
             .unwrap_or_else(|_| Err(StoreError::Closed.into()))
     }
 
+    /// The keys of `table` under `prefix`.
+    pub async fn keys_under(&self, table: Table, prefix: &str) -> Result<Vec<String>, StoreError> {
+        let prefix = prefix.to_string();
+        let entries = self
+            .read(move |r| r.scan::<serde_json::Value>(table, &prefix))
+            .await?;
+        Ok(entries.into_iter().map(|(key, _)| key).collect())
+    }
+
+    /// Deletes `keys` of `table`, [`SPLIT_WRITES`] per write: for clean-ups that need not be
+    /// one transaction (and could pass the size of one on etcd).
+    pub async fn delete_in_batches(&self, table: Table, keys: &[String]) -> Result<(), StoreError> {
+        for part in keys.chunks(SPLIT_WRITES) {
+            let part = part.to_vec();
+            self.write(move |tx| {
+                for key in &part {
+                    tx.delete(table, key);
+                }
+                Ok::<_, StoreError>(())
+            })
+            .await?;
+        }
+        Ok(())
+    }
+
     /// Finishes every queued write and stops the backend. Later writes fail with
     /// [`StoreError::Closed`]. Calling it twice is harmless.
     pub async fn close(&self) -> Result<(), StoreError> {

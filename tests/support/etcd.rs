@@ -62,12 +62,10 @@ wait $e
 "#;
 
 fn ensure_installed() {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/etcd/setup.sh");
-    let out = Command::new("sh").arg(&script).output().expect("sh runs");
-    assert!(
-        out.status.success(),
-        "these tests need etcd's server: {}",
-        String::from_utf8_lossy(&out.stderr)
+    super::process::ensure_installed(
+        Path::new(env!("CARGO_MANIFEST_DIR")),
+        "tests/support/etcd/setup.sh",
+        "etcd's server",
     );
 }
 

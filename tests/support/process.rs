@@ -46,6 +46,20 @@ pub fn start_listener(mut cmd: Command, prefix: &str, limit: Duration) -> (Proce
     (child, format!("http://127.0.0.1:{port}"))
 }
 
+/// Runs `script` (under the repository `root`), which installs what some tests need when it is
+/// missing; fails saying why those tests cannot run if it cannot.
+pub fn ensure_installed(root: &Path, script: &str, what: &str) {
+    let out = Command::new("sh")
+        .arg(root.join(script))
+        .output()
+        .expect("sh runs");
+    assert!(
+        out.status.success(),
+        "these tests need {what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Starts the moto server (`tests/support/moto/server.py` under the repository `root`), the
 /// EC2 stand-in, from the virtualenv `tests/support/moto/setup.sh` makes: it installs moto the
 /// first time, and the test fails loudly if it cannot.

@@ -32,12 +32,10 @@ fn run(cmd: &mut Command) -> String {
 
 /// Installs sshd when missing (tests/support/sshd/setup.sh), or fails saying why.
 fn ensure_installed() {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/sshd/setup.sh");
-    let out = Command::new("sh").arg(&script).output().expect("sh runs");
-    assert!(
-        out.status.success(),
-        "these tests need OpenSSH's server: {}",
-        String::from_utf8_lossy(&out.stderr)
+    super::process::ensure_installed(
+        Path::new(env!("CARGO_MANIFEST_DIR")),
+        "tests/support/sshd/setup.sh",
+        "OpenSSH's server",
     );
 }
 

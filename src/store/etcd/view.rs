@@ -152,6 +152,16 @@ impl<'a> View<'a> {
         }
     }
 
+    /// Records that the closure scanned `prefix` of `table`, for its commit to compare.
+    fn note_range(&self, table: Table, prefix: &str) {
+        self.reads
+            .borrow_mut()
+            .ranges
+            .entry(table)
+            .or_default()
+            .insert(prefix.to_string());
+    }
+
     fn table_key(&self, table: Table, kv: &KeyValue) -> Result<String, StoreError> {
         let start = self.shared.keys.table_start(table);
         kv.key()
@@ -190,12 +200,7 @@ impl Source for View<'_> {
     }
 
     fn scan(&self, table: Table, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
-        self.reads
-            .borrow_mut()
-            .ranges
-            .entry(table)
-            .or_default()
-            .insert(prefix.to_string());
+        self.note_range(table, prefix);
         let mut raw = Vec::new();
         let mut bad = None;
         self.pages(self.shared.keys.of(table, prefix), |kv| {
@@ -222,12 +227,7 @@ impl Source for View<'_> {
         end: &str,
         count: usize,
     ) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
-        self.reads
-            .borrow_mut()
-            .ranges
-            .entry(table)
-            .or_default()
-            .insert(prefix.to_string());
+        self.note_range(table, prefix);
         let options = GetOptions::new()
             .with_range(self.shared.keys.of(table, end))
             .with_sort(SortTarget::Key, SortOrder::Descend)
