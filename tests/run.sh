@@ -8,4 +8,5 @@ tests/support/etcd/setup.sh
 echo "== tests on redb"
 cargo nextest run --workspace "$@"
 echo "== the integration suite on etcd"
-EBB_TEST_STORE=etcd cargo nextest run -p ebb --test api "$@"
+# --workspace with a filter, not -p ebb: the same features as above, so nothing is rebuilt.
+EBB_TEST_STORE=etcd cargo nextest run --workspace -E 'binary_id(ebb::api)' "$@"
