@@ -32,5 +32,5 @@ pub async fn get_janitor(state: State) -> Reply {
 
 pub async fn run_janitor(state: State, req: HttpRequest) -> Reply {
     let dry_run = flag(&req, "dryRun")?;
-    ok(&state.janitor.sweep(dry_run, "request").await?)
+    ok(&state.janitor.sweep_now(dry_run).await?)
 }

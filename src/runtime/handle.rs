@@ -9,7 +9,7 @@ use crate::model::time;
 use crate::rules::lifecycle::{self, Event};
 use crate::rules::resize::Change;
 use crate::runtime::error::RuntimeError;
-use crate::store::{Read, StoreError, Table};
+use crate::store::{Read, Store, StoreError, Table};
 
 /// A handle on the runtime: spawns supervisors and routes commands to them.
 #[derive(Debug, Clone)]
@@ -31,6 +31,12 @@ impl Runtime {
 
     pub fn deps(&self) -> &Deps {
         &self.deps
+    }
+
+    /// The store as a request sees it: failing soon when the store cannot be reached, where
+    /// the runtime's own store waits until it is back.
+    pub fn store(&self) -> Store {
+        self.deps.store.impatient()
     }
 
     /// Starts the supervisor of `run`.
@@ -72,6 +78,7 @@ impl Runtime {
     /// Starts an admin's operation on run `key`'s cluster; returns the operation's id. A run
     /// without a supervisor has no cluster to work on.
     pub async fn cluster(&self, run: &RunRecord, change: Change) -> Result<u32, RuntimeError> {
+        self.store().reachable().await?;
         let addr = self.supervisors.get(&run.key.run);
         let refused = || RunError::WrongState {
             run: run.key.run.clone(),
@@ -94,7 +101,11 @@ impl Runtime {
 
     /// Sends a command (`Stop`, `Deprovision`, `Extend`, `ForceDeprovision`) to run `key`.
     /// A run without a supervisor (ended or orphaned) is changed here directly.
+    ///
+    /// When the store cannot be reached the command fails soon, before a supervisor takes it:
+    /// a supervisor writes patiently and would hold the request until the store is back.
     pub async fn command(&self, key: RunKey, event: Event) -> Result<RunRecord, RuntimeError> {
+        self.store().reachable().await?;
         let addr = self.supervisors.get(&key.run);
         if let Some(addr) = addr
             && let Ok(answer) = addr.send(Command(event.clone())).await
@@ -103,14 +114,17 @@ impl Runtime {
         }
         let store_key = key.key();
         let run: RunRecord = self
-            .deps
-            .store
+            .store()
             .read(move |r| r.get(Table::Runs, &store_key))
             .await?
             .ok_or_else(|| RuntimeError::RunNotFound(key.run.clone()))?;
         let leftovers = event == Event::ForceDeprovision;
         let t = lifecycle::on(&run, event, time::now_secs())?;
-        supervisor::persist(&self.deps, &t, leftovers).await?;
+        let deps = Deps {
+            store: self.store(),
+            ..self.deps.clone()
+        };
+        supervisor::persist(&deps, &t, leftovers).await?;
         Ok(t.run)
     }
 }

@@ -79,18 +79,26 @@ impl Janitor {
         }
     }
 
-    /// The last sweep, if there was one.
+    /// The last sweep, if there was one; fails soon when the store cannot be reached.
     pub async fn last(&self) -> Result<Option<Sweep>, RuntimeError> {
         Ok(self
             .deps
             .store
+            .impatient()
             .read(|r| r.get::<Sweep>(Table::Meta, LAST))
             .await?)
     }
 
+    /// Sweeps now, for a request: fails soon when the store cannot be reached (a sweep
+    /// writes patiently, and would hold the request until the store is back).
+    pub async fn sweep_now(&self, dry_run: bool) -> Result<Sweep, RuntimeError> {
+        self.deps.store.impatient().reachable().await?;
+        self.sweep(dry_run, "request").await
+    }
+
     /// Sweeps now: lists every account, judges what it holds, deletes orphans unless
     /// `dry_run`, and keeps the result.
-    pub async fn sweep(&self, dry_run: bool, trigger: &str) -> Result<Sweep, RuntimeError> {
+    async fn sweep(&self, dry_run: bool, trigger: &str) -> Result<Sweep, RuntimeError> {
         let _one = self.running.lock().await;
         let started = now_secs();
         let targets = self.targets().await?;

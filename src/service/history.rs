@@ -26,8 +26,7 @@ pub async fn operations(
 ) -> Result<Vec<OperationView>, ServiceError> {
     key.check()?;
     runtime
-        .deps()
-        .store
+        .store()
         .read(move |r| {
             catalog::require_run(r, &key)?;
             let mut out = Vec::new();
@@ -53,8 +52,7 @@ pub async fn operation(
     };
     let number: u32 = id.parse().map_err(|_| not_found(&key.run, &id))?;
     runtime
-        .deps()
-        .store
+        .store()
         .read(move |r| {
             catalog::require_run(r, &key)?;
             let op: OperationRecord = r
@@ -87,8 +85,7 @@ pub async fn logs(runtime: &Runtime, key: RunKey) -> Result<Logs, ServiceError> 
     key.check()?;
     let dir = runtime.deps().run_dir(&key.run);
     runtime
-        .deps()
-        .store
+        .store()
         .read(move |r| {
             catalog::require_run(r, &key)?;
             let read = |name: &str| {
@@ -122,8 +119,7 @@ pub async fn history(
         notified.as_mut().enable();
         let k = key.clone();
         let (events, live) = runtime
-            .deps()
-            .store
+            .store()
             .read(move |r| {
                 let run = catalog::require_run(r, &k)?;
                 Ok::<_, ServiceError>((events::list(r, &k.run, after)?, run.needs_supervisor()))

@@ -184,8 +184,7 @@ pub async fn delete(store: &Store, id: ProfileId) -> Result<Profile, ServiceErro
 /// Usage of profile `id`, from the run records and node records.
 pub async fn usage(runtime: &Runtime, id: ProfileId) -> Result<Usage, ServiceError> {
     runtime
-        .deps()
-        .store
+        .store()
         .read(move |r| {
             require(r, &id)?;
             let now = time::now_secs();
@@ -241,8 +240,7 @@ pub async fn assignments(
     id: ProfileId,
 ) -> Result<Vec<Assignment>, ServiceError> {
     runtime
-        .deps()
-        .store
+        .store()
         .read(move |r| {
             require(r, &id)?;
             catalog::assignments(r, &id)

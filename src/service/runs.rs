@@ -73,7 +73,7 @@ pub async fn start(
     resolve::check_overrides(Level::Runtime, &args)?;
     let registry = runtime.deps().registry.clone();
     // A request answers 503 when the store cannot be reached, rather than wait as runs do.
-    let store = &runtime.deps().store.impatient();
+    let store = &runtime.store();
     // A run without a template is recorded in one write. With one, the write hands back what
     // it resolved, the layout is solved outside it (the solver never holds the store's
     // writer), and the next write records the run if what was solved for still holds.
@@ -508,8 +508,7 @@ pub async fn list_program(
 ) -> Result<RunPage, ServiceError> {
     check_filter(&filter)?;
     runtime
-        .deps()
-        .store
+        .store()
         .read(move |r| {
             catalog::require_program(r, &ns, &app_name, WORKFLOWS, &program)?;
             let prefix = keys::program_runs(&ns, &app_name, &program);
@@ -527,8 +526,7 @@ pub async fn list_namespace(
     namespace::check_name(&ns)?;
     check_filter(&filter)?;
     runtime
-        .deps()
-        .store
+        .store()
         .read(move |r| {
             catalog::require_namespace(r, &ns)?;
             list_page(r, None, &format!("{ns}/"), &filter)
@@ -540,8 +538,7 @@ pub async fn list_namespace(
 pub async fn get(runtime: &Runtime, key: RunKey) -> Result<RunView, ServiceError> {
     key.check()?;
     runtime
-        .deps()
-        .store
+        .store()
         .read(move |r| {
             let run = catalog::require_run(r, &key)?;
             let nodes = catalog::nodes_of(r, &key.run)?;
@@ -559,8 +556,7 @@ pub async fn cluster_operation(
 ) -> Result<serde_json::Value, ServiceError> {
     key.check()?;
     let run = runtime
-        .deps()
-        .store
+        .store()
         .read(move |r| catalog::require_run(r, &key))
         .await?;
     let max_nodes = runtime
@@ -601,8 +597,7 @@ pub async fn command(
     key.check()?;
     let k = key.clone();
     runtime
-        .deps()
-        .store
+        .store()
         .read(move |r| catalog::require_run(r, &k).map(|_| ()))
         .await?;
     runtime.command(key.clone(), event).await?;

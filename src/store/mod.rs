@@ -126,6 +126,13 @@ impl Store {
             .unwrap_or_else(|_| Err(StoreError::Storage("the read was dropped".into()).into()))
     }
 
+    /// Whether the store answers now: one read of the schema version. An impatient store
+    /// fails soon with `Unavailable` when it cannot be reached.
+    pub async fn reachable(&self) -> Result<(), StoreError> {
+        self.read(|r| r.get::<u32>(Table::Meta, SCHEMA_KEY).map(|_| ()))
+            .await
+    }
+
     /// Runs `f` in a write and waits until its writes are committed.
     ///
     /// `f` may read (its reads see its own staged writes, and on redb the writes of earlier

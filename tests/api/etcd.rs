@@ -205,15 +205,32 @@ fn etcd_stopped_mid_provisioning_pauses_runs_and_loses_nothing() {
     }
     cluster.kill_member(0);
     let down = Instant::now();
-    let (code, body) = server.get("/v3/namespaces/default/profiles");
-    assert_eq!(code, 503, "{body}");
-    assert!(
-        body["message"].as_str().is_some_and(|m| m.contains("etcd")),
-        "{body}"
-    );
+    let run_path = runs[0].as_str();
+    let stop = format!("{run_path}/stop");
+    let events = format!("{run_path}/events");
+    // Reads, writes, commands to a run's supervisor and the janitor all answer soon.
+    for (method, path) in [
+        ("GET", "/v3/namespaces/default/profiles"),
+        ("GET", run_path),
+        ("GET", events.as_str()),
+        ("POST", stop.as_str()),
+        ("GET", "/v3/janitor"),
+        ("POST", "/v3/janitor/run"),
+    ] {
+        let (code, body) = match method {
+            "GET" => server.get(path),
+            _ => server.post(path),
+        };
+        assert_eq!(code, 503, "{method} {path}: {body}");
+        assert!(
+            body["message"].as_str().is_some_and(|m| m.contains("etcd")),
+            "{method} {path}: {body}"
+        );
+    }
     std::thread::sleep(Duration::from_secs(20).saturating_sub(down.elapsed()));
     cluster.start_member(0);
     cluster.wait_healthy();
+    // The stop that got a 503 did not happen: every run completes.
     for run in &runs {
         let done = wait_deprovisioned(&server, run);
         assert_eq!(done["status"], "COMPLETED", "{done}");
