@@ -348,12 +348,17 @@ fn record_start(
         node_types,
         config: None,
     };
-    let active = tx
-        .scan::<serde_json::Value>(
-            Table::Active,
-            &keys::program_runs(&key.namespace, &key.app, &key.program),
-        )?
-        .len();
+    // Only a limit reads the program's active runs: a scan makes this write conflict with
+    // every other start and end of the program's runs (on etcd, a retry each).
+    let active = match program.max_concurrent_runs {
+        Some(_) => tx
+            .scan::<serde_json::Value>(
+                Table::Active,
+                &keys::program_runs(&key.namespace, &key.app, &key.program),
+            )?
+            .len(),
+        None => 0,
+    };
     if let Some(max) = program.max_concurrent_runs
         && active >= max as usize
     {
