@@ -50,8 +50,10 @@ pub fn prefix_of(data_dir: &Path) -> String {
     format!("/ebb-test/{hash:016x}")
 }
 
-/// Runs etcd with the arguments given, and SIGKILLs it on SIGTERM or once the test process
-/// `EBB_TEST_PID` is gone.
+/// Runs etcd with the arguments given, and SIGKILLs it on SIGTERM (a member stopped, to be
+/// started again on its data) or once the test process `EBB_TEST_PID` is gone; then also
+/// removes the cluster's directory `EBB_TEST_ETCD_DIR`, which a process-wide cluster never
+/// drops (each member's write-ahead log takes over 60 MB).
 const WATCHDOG: &str = r#"
 etcd "$@" &
 e=$!
@@ -59,6 +61,7 @@ trap 'kill -9 $e 2>/dev/null; wait $e; exit 0' TERM
 while kill -0 "$EBB_TEST_PID" 2>/dev/null && kill -0 $e 2>/dev/null; do sleep 0.2; done
 kill -9 $e 2>/dev/null
 wait $e
+kill -0 "$EBB_TEST_PID" 2>/dev/null || rm -rf "$EBB_TEST_ETCD_DIR"
 "#;
 
 fn ensure_installed() {
@@ -133,6 +136,7 @@ impl Cluster {
             .arg(WATCHDOG)
             .arg("sh")
             .env("EBB_TEST_PID", std::process::id().to_string())
+            .env("EBB_TEST_ETCD_DIR", self.dir.path())
             .args(["--name", &m.name, "--data-dir"])
             .arg(&data)
             .args([
