@@ -128,7 +128,8 @@ fn store_status(e: &StoreError) -> StatusCode {
         StoreError::Closed
         | StoreError::Storage(_)
         | StoreError::Unavailable { .. }
-        | StoreError::Contended { .. } => StatusCode::SERVICE_UNAVAILABLE,
+        | StoreError::Contended { .. }
+        | StoreError::Fenced { .. } => StatusCode::SERVICE_UNAVAILABLE,
         StoreError::Open { .. }
         | StoreError::InUse { .. }
         | StoreError::SchemaTooNew { .. }

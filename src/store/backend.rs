@@ -2,7 +2,9 @@
 
 use std::path::Path;
 
-use tokio::sync::oneshot;
+use std::time::Duration;
+
+use tokio::sync::{oneshot, watch};
 
 use super::job::{ReadJob, WriteJob};
 use super::table::StoreError;
@@ -14,8 +16,23 @@ pub(super) trait Backend: Send + Sync + std::fmt::Debug {
     fn read(&self, job: Box<dyn ReadJob>, patient: bool);
 
     /// Runs `job` and commits what it staged, then answers it. A `patient` write waits out a
-    /// store that cannot be reached instead of failing.
-    fn write(&self, job: Box<dyn WriteJob>, patient: bool);
+    /// store that cannot be reached instead of failing. A `fence`d write commits only while
+    /// this server still owns the fence's run, and fails with [`StoreError::Fenced`] once it
+    /// does not.
+    fn write(&self, job: Box<dyn WriteJob>, patient: bool, fence: Option<&Fence>);
+
+    /// Takes a lease of `ttl` for this server and keeps it alive; answers its id. The keys of
+    /// live tables ([`super::Table::is_live`]) this server writes are bound to it. A backend
+    /// of one server (redb) has no leases and answers 0.
+    fn take_lease(&self, ttl: Duration) -> oneshot::Receiver<Result<i64, StoreError>>;
+
+    /// Ends lease `id` at once (one of an earlier run of this server): the keys bound to it go
+    /// now rather than when it times out.
+    fn end_lease(&self, id: i64) -> oneshot::Receiver<Result<(), StoreError>>;
+
+    /// The lease held now (0: none, or it ended), told anew when it changes; `None` on a
+    /// backend without leases.
+    fn lease(&self) -> Option<watch::Receiver<i64>>;
 
     /// Finishes every write under way; later ones fail with [`StoreError::Closed`].
     fn close(&self) -> oneshot::Receiver<Result<(), StoreError>>;
@@ -25,4 +42,13 @@ pub(super) trait Backend: Send + Sync + std::fmt::Debug {
 
     /// The store's file, if it is one.
     fn file(&self) -> Option<&Path>;
+}
+
+/// What a write for a run is conditional on: the run's owner record is still bound to the
+/// lease this server claimed it under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fence {
+    /// The run's key in `Runs` (and `Owners`).
+    pub run: String,
+    pub lease: i64,
 }

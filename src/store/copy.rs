@@ -3,7 +3,8 @@
 //! between etcd prefixes.
 //!
 //! Every table is copied as it is, a few records per write, except the target's own schema
-//! version. A target that holds anything is refused unless forced, and then emptied first.
+//! version and the tables of who is up now (servers and run owners: the servers that start on
+//! the target claim the runs anew). A target that holds anything is refused unless forced, and then emptied first.
 //! The counts of every table are compared at the end.
 
 use std::collections::BTreeMap;
@@ -44,12 +45,12 @@ pub async fn copy(from: &Store, to: &Store, force: bool) -> Result<Copied, CopyE
                 records,
             });
         }
-        for table in Table::ALL {
+        for table in copied_tables() {
             empty(to, table).await?;
         }
     }
     let mut copied = Copied::new();
-    for table in Table::ALL {
+    for table in copied_tables() {
         let entries = from
             .read(move |r| r.scan::<serde_json::Value>(table, ""))
             .await?;
@@ -83,6 +84,11 @@ pub async fn copy(from: &Store, to: &Store, force: bool) -> Result<Copied, CopyE
     Ok(copied)
 }
 
+/// The tables a copy carries over: all but the live ones.
+fn copied_tables() -> impl Iterator<Item = Table> {
+    Table::ALL.into_iter().filter(|t| !t.is_live())
+}
+
 /// A record every store keeps of its own: its schema version.
 fn is_own(table: Table, key: &str) -> bool {
     table == Table::Meta && key == SCHEMA_KEY
@@ -93,7 +99,7 @@ async fn count(store: &Store) -> Result<Copied, StoreError> {
     store
         .read(|r| {
             let mut counts = Copied::new();
-            for table in Table::ALL {
+            for table in copied_tables() {
                 let n = r
                     .scan::<serde_json::Value>(table, "")?
                     .iter()

@@ -31,6 +31,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use backend::Backend;
+pub use backend::Fence;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::oneshot;
@@ -62,6 +63,8 @@ pub struct Store {
     backend: Arc<dyn Backend>,
     closed: Arc<AtomicBool>,
     patient: bool,
+    /// What every write of this handle is conditional on, if anything.
+    fence: Option<Arc<Fence>>,
 }
 
 impl Store {
@@ -76,6 +79,7 @@ impl Store {
             backend,
             closed: Arc::new(AtomicBool::new(false)),
             patient: false,
+            fence: None,
         })
     }
 
@@ -99,6 +103,41 @@ impl Store {
             patient: false,
             ..self.clone()
         }
+    }
+
+    /// The same store, whose writes commit only while run `run` (its key in `Runs`) is still
+    /// owned under `lease`; see [`Fence`]. For a run's actors.
+    pub fn fenced(&self, run: &str, lease: i64) -> Store {
+        Store {
+            fence: Some(Arc::new(Fence {
+                run: run.to_string(),
+                lease,
+            })),
+            ..self.clone()
+        }
+    }
+
+    /// Takes this server's lease of `ttl` and keeps it alive; answers its id (0 on a store of
+    /// one server).
+    pub async fn take_lease(&self, ttl: std::time::Duration) -> Result<i64, StoreError> {
+        self.backend
+            .take_lease(ttl)
+            .await
+            .unwrap_or(Err(StoreError::Closed))
+    }
+
+    /// Ends lease `id` of an earlier run of this server, so what it owned is free at once.
+    pub async fn end_lease(&self, id: i64) -> Result<(), StoreError> {
+        self.backend
+            .end_lease(id)
+            .await
+            .unwrap_or(Err(StoreError::Closed))
+    }
+
+    /// The lease held now, told anew when it changes (0: it ended); `None` on a store of one
+    /// server.
+    pub fn lease(&self) -> Option<tokio::sync::watch::Receiver<i64>> {
+        self.backend.lease()
     }
 
     /// The store's file, if it is one (redb).
@@ -145,7 +184,8 @@ impl Store {
         E: From<StoreError> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
-        self.backend.write(job::write(f, reply), self.patient);
+        self.backend
+            .write(job::write(f, reply), self.patient, self.fence.as_deref());
         answer
             .await
             .unwrap_or_else(|_| Err(StoreError::Closed.into()))

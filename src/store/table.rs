@@ -48,11 +48,16 @@ pub enum Table {
     /// What the compacted runs of each profile leave behind (`KeptUsage`), by the profile's
     /// key in `Profiles`.
     Usage,
+    /// The servers of the installation that are up, by name.
+    Servers,
+    /// The owner of each live run (the server whose actors carry it on), by the run's key in
+    /// `Runs`.
+    Owners,
 }
 
 impl Table {
     /// Every table, created when the store is opened.
-    pub const ALL: [Table; 15] = [
+    pub const ALL: [Table; 17] = [
         Table::Meta,
         Table::Namespaces,
         Table::Profiles,
@@ -68,6 +73,8 @@ impl Table {
         Table::SecureKeys,
         Table::RunIndex,
         Table::Usage,
+        Table::Servers,
+        Table::Owners,
     ];
 
     /// The table's name in every backend: a redb table, an etcd key prefix.
@@ -88,7 +95,16 @@ impl Table {
             Table::SecureKeys => "secure_keys",
             Table::RunIndex => "run_index",
             Table::Usage => "usage",
+            Table::Servers => "servers",
+            Table::Owners => "owners",
         }
+    }
+
+    /// Whether the table says who is up now rather than what the installation holds. On etcd
+    /// its keys are bound to the writing server's lease, so they go when that server does; a
+    /// copy of the installation leaves them out.
+    pub fn is_live(self) -> bool {
+        matches!(self, Table::Servers | Table::Owners)
     }
 
     /// The table named `name`.
@@ -131,6 +147,10 @@ pub enum StoreError {
     },
     #[error("the store is shut down")]
     Closed,
+    /// A write for a run this server no longer owns (its lease ended and another server may
+    /// have claimed the run): nothing was written, and nothing more may be done for the run.
+    #[error("run {run} is no longer owned by this server")]
+    Fenced { run: String },
 }
 
 impl StoreError {

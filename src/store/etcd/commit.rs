@@ -12,11 +12,12 @@
 
 use std::collections::BTreeSet;
 
-use etcd_client::{Compare, CompareOp, DeleteOptions, Txn, TxnOp};
+use etcd_client::{Compare, CompareOp, DeleteOptions, PutOptions, Txn, TxnOp, TxnOpResponse};
 
 use super::shared::Shared;
 use super::view::{CHUNKED, Pointer, View};
-use crate::store::table::StoreError;
+use crate::store::backend::Fence;
+use crate::store::table::{StoreError, Table};
 use crate::store::txn::Staged;
 
 /// Largest value written as one etcd value; larger ones are split into chunks this size.
@@ -47,11 +48,21 @@ impl From<StoreError> for Failed {
     }
 }
 
-pub(super) fn commit(shared: &Shared, view: &View<'_>, staged: Staged) -> Result<Outcome, Failed> {
+pub(super) fn commit(
+    shared: &Shared,
+    view: &View<'_>,
+    staged: Staged,
+    fence: Option<&Fence>,
+) -> Result<Outcome, Failed> {
     if staged.is_empty() {
         return Ok(Outcome::Committed);
     }
-    let compares = compares(shared, view);
+    let mut compares = compares(shared, view);
+    let fence_key = fence.map(|f| shared.keys.of(Table::Owners, &f.run));
+    if let (Some(fence), Some(key)) = (fence, &fence_key) {
+        compares.push(Compare::lease(key.clone(), CompareOp::Equal, fence.lease));
+    }
+    let lease = *shared.lease.borrow();
     let mut ops = Vec::with_capacity(staged.len() * 2 + 2);
     let mut deleted_from = BTreeSet::new();
     for ((table, key), value) in staged {
@@ -68,6 +79,21 @@ pub(super) fn commit(shared: &Shared, view: &View<'_>, staged: Staged) -> Result
                 deleted_from.insert(table);
                 ops.push(TxnOp::delete(etcd_key, None));
                 ops.push(delete_range(chunks, chunks_end));
+            }
+            Some(bytes) if table.is_live() => {
+                // Who is up now goes with the server that wrote it.
+                if lease == 0 {
+                    return Err(StoreError::Storage(format!(
+                        "a write to {} needs this server's lease, and it holds none",
+                        table.name()
+                    ))
+                    .into());
+                }
+                ops.push(TxnOp::put(
+                    etcd_key,
+                    bytes,
+                    Some(PutOptions::new().with_lease(lease)),
+                ));
             }
             Some(bytes) if bytes.len() <= CHUNK => {
                 ops.push(TxnOp::put(etcd_key, bytes, None));
@@ -93,17 +119,37 @@ pub(super) fn commit(shared: &Shared, view: &View<'_>, staged: Staged) -> Result
         .keys
         .marker(&uuid::Uuid::now_v7().simple().to_string());
     ops.push(TxnOp::put(marker.clone(), Vec::new(), None));
-    let txn = Txn::new().when(compares).and_then(ops);
+    let mut txn = Txn::new().when(compares).and_then(ops);
+    if let Some(key) = &fence_key {
+        // On failure, the owner record tells a lost run from a conflict.
+        txn = txn.or_else([TxnOp::get(key.clone(), None)]);
+    }
     let mut kv = shared.kv();
     match shared.handle.block_on(async move { kv.txn(txn).await }) {
         Ok(response) if response.succeeded() => Ok(Outcome::Committed),
-        Ok(_) => Ok(Outcome::Conflict),
+        Ok(response) => match fence {
+            Some(fence) if !still_owned(&response, fence.lease) => {
+                Err(StoreError::Fenced {
+                    run: fence.run.clone(),
+                }
+                .into())
+            }
+            _ => Ok(Outcome::Conflict),
+        },
         Err(e) => {
             let error = shared.unavailable(&e);
             let marker = error.is_unavailable().then_some(marker);
             Err(Failed { error, marker })
         }
     }
+}
+
+/// Whether the owner record a failed fenced transaction read back is still bound to `lease`.
+fn still_owned(response: &etcd_client::TxnResponse, lease: i64) -> bool {
+    response.op_responses().iter().any(|r| match r {
+        TxnOpResponse::Get(get) => get.kvs().first().is_some_and(|kv| kv.lease() == lease),
+        _ => false,
+    })
 }
 
 /// The compares of everything `view` read.

@@ -14,6 +14,7 @@
 //! not record.
 
 mod commit;
+mod lease;
 mod shared;
 mod view;
 
@@ -21,10 +22,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use etcd_client::{Client, Compare, CompareOp, ConnectOptions, KvClient, Txn, TxnOp};
+use etcd_client::{
+    Client, Compare, CompareOp, ConnectOptions, KvClient, LeaseClient, Txn, TxnOp,
+};
 use tokio::sync::oneshot;
 
-use super::backend::Backend;
+use super::backend::{Backend, Fence};
 use super::job::{ReadJob, Verdict, WriteJob};
 use super::table::{SCHEMA_KEY, SCHEMA_VERSION, StoreError, Table};
 use super::txn::Txn as StoreTxn;
@@ -138,12 +141,14 @@ pub(super) fn open(endpoints: &Endpoints) -> Result<Etcd, StoreError> {
             runtime.shutdown_timeout(Duration::from_secs(1));
         })
         .map_err(|e| open_err(e.to_string()))?;
-    let clients = handle
+    let (clients, leases) = handle
         .block_on(connect_each(endpoints))
         .map_err(|e| open_err(format!("cannot connect: {e}")))?;
     let shared = Arc::new(Shared {
         clients,
+        leases,
         current: AtomicUsize::new(0),
+        lease: tokio::sync::watch::Sender::new(0),
         handle,
         keys: Keys {
             root: endpoints.prefix.clone(),
@@ -166,25 +171,31 @@ pub(super) fn open(endpoints: &Endpoints) -> Result<Etcd, StoreError> {
     })
 }
 
-/// A client for each endpoint.
-async fn connect_each(endpoints: &Endpoints) -> Result<Vec<KvClient>, etcd_client::Error> {
+/// The clients of each endpoint.
+async fn connect_each(
+    endpoints: &Endpoints,
+) -> Result<(Vec<KvClient>, Vec<LeaseClient>), etcd_client::Error> {
     let mut clients = Vec::with_capacity(endpoints.urls.len());
+    let mut leases = Vec::with_capacity(endpoints.urls.len());
     for url in &endpoints.urls {
-        clients.push(connect(std::slice::from_ref(url)).await?);
+        let client = connect(std::slice::from_ref(url)).await?;
+        leases.push(client.lease_client());
+        clients.push(
+            client
+                .kv_client()
+                .max_decoding_message_size(view::MAX_RESPONSE),
+        );
     }
-    Ok(clients)
+    Ok((clients, leases))
 }
 
-async fn connect(urls: &[String]) -> Result<KvClient, etcd_client::Error> {
+async fn connect(urls: &[String]) -> Result<Client, etcd_client::Error> {
     let options = ConnectOptions::new()
         .with_connect_timeout(Duration::from_secs(2))
         .with_timeout(Duration::from_secs(5))
         .with_keep_alive(Duration::from_secs(2), Duration::from_secs(2))
         .with_require_leader(true);
-    let client = Client::connect(urls, Some(options)).await?;
-    Ok(client
-        .kv_client()
-        .max_decoding_message_size(view::MAX_RESPONSE))
+    Client::connect(urls, Some(options)).await
 }
 
 /// Writes a schema version into the installation at `endpoints`; see
@@ -200,7 +211,7 @@ pub(super) fn write_schema_version(endpoints: &Endpoints, version: u64) -> Resul
         root: endpoints.prefix.clone(),
     };
     runtime.block_on(async {
-        let mut kv = connect(&endpoints.urls).await.map_err(failed)?;
+        let mut kv = connect(&endpoints.urls).await.map_err(failed)?.kv_client();
         let value = serde_json::to_vec(&version).expect("a number serializes");
         kv.put(keys.of(Table::Meta, SCHEMA_KEY), value, None)
             .await
@@ -296,7 +307,7 @@ impl Shared {
     }
 
     /// Runs a write until it commits, is refused, or fails for good.
-    fn write(&self, mut job: Box<dyn WriteJob>, patient: bool) {
+    fn write(&self, mut job: Box<dyn WriteJob>, patient: bool, fence: Option<&Fence>) {
         let started = Instant::now();
         let mut conflicts = 0u32;
         let mut waits = 0u32;
@@ -329,7 +340,7 @@ impl Shared {
             if verdict == Verdict::Refused {
                 return job.finish(Ok(()));
             }
-            match commit::commit(self, &view, staged) {
+            match commit::commit(self, &view, staged, fence) {
                 Ok(commit::Outcome::Committed) => return job.finish(Ok(())),
                 Ok(commit::Outcome::Conflict) => {
                     conflicts += 1;
@@ -433,14 +444,37 @@ impl Backend for Etcd {
         });
     }
 
-    fn write(&self, job: Box<dyn WriteJob>, patient: bool) {
+    fn write(&self, job: Box<dyn WriteJob>, patient: bool, fence: Option<&Fence>) {
         let Some(guard) = InFlight::enter(&self.shared) else {
             return job.finish(Err(StoreError::Closed));
         };
+        let fence = fence.cloned();
         self.shared.handle.spawn_blocking(move || {
-            guard.0.write(job, patient);
+            guard.0.write(job, patient, fence.as_ref());
             drop(guard);
         });
+    }
+
+    fn take_lease(&self, ttl: Duration) -> oneshot::Receiver<Result<i64, StoreError>> {
+        let (done, answer) = oneshot::channel();
+        let shared = Arc::clone(&self.shared);
+        self.shared.handle.spawn(async move {
+            let _ = done.send(shared.take_lease(ttl).await);
+        });
+        answer
+    }
+
+    fn end_lease(&self, id: i64) -> oneshot::Receiver<Result<(), StoreError>> {
+        let (done, answer) = oneshot::channel();
+        let shared = Arc::clone(&self.shared);
+        self.shared.handle.spawn(async move {
+            let _ = done.send(shared.revoke(id).await);
+        });
+        answer
+    }
+
+    fn lease(&self) -> Option<tokio::sync::watch::Receiver<i64>> {
+        Some(self.shared.lease.subscribe())
     }
 
     fn close(&self) -> oneshot::Receiver<Result<(), StoreError>> {

@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use etcd_client::KvClient;
+use etcd_client::{KvClient, LeaseClient};
 use tokio::runtime::Handle;
 
 use crate::store::table::{StoreError, Table};
@@ -14,7 +14,11 @@ pub(super) struct Shared {
     /// One client per endpoint: a call goes to the current one, and a failure to reach it
     /// moves on to the next ([`Shared::failover`]), so a dead member is left at once.
     pub(super) clients: Vec<KvClient>,
+    /// The lease clients, one per endpoint like `clients`.
+    pub(super) leases: Vec<LeaseClient>,
     pub(super) current: AtomicUsize,
+    /// This server's lease (0: none yet, or it ended).
+    pub(super) lease: tokio::sync::watch::Sender<i64>,
     pub(super) handle: Handle,
     pub(super) keys: Keys,
     pub(super) describe: String,
@@ -92,6 +96,11 @@ impl Shared {
     pub(super) fn kv(&self) -> KvClient {
         let i = self.current.load(Ordering::Relaxed) % self.clients.len();
         self.clients[i].clone()
+    }
+
+    pub(super) fn lease_client(&self) -> LeaseClient {
+        let i = self.current.load(Ordering::Relaxed) % self.leases.len();
+        self.leases[i].clone()
     }
 
     /// Moves calls to the next endpoint, after the current one could not be reached.

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use redb::{Database, ReadableDatabase, ReadableTable, WriteTransaction};
 use tokio::sync::oneshot;
 
-use super::backend::Backend;
+use super::backend::{Backend, Fence};
 use super::job::{ReadJob, WriteJob};
 use super::table::{SCHEMA_KEY, SCHEMA_VERSION, StoreError, Table};
 
@@ -69,12 +69,29 @@ impl Backend for Redb {
         });
     }
 
-    fn write(&self, job: Box<dyn WriteJob>, _patient: bool) {
+    // One server: it owns every run, and nothing can fence it.
+    fn write(&self, job: Box<dyn WriteJob>, _patient: bool, _fence: Option<&Fence>) {
         self.writer.submit(job);
     }
 
     fn close(&self) -> oneshot::Receiver<Result<(), StoreError>> {
         self.writer.shutdown()
+    }
+
+    fn take_lease(&self, _ttl: std::time::Duration) -> oneshot::Receiver<Result<i64, StoreError>> {
+        let (done, answer) = oneshot::channel();
+        let _ = done.send(Ok(0));
+        answer
+    }
+
+    fn end_lease(&self, _id: i64) -> oneshot::Receiver<Result<(), StoreError>> {
+        let (done, answer) = oneshot::channel();
+        let _ = done.send(Ok(()));
+        answer
+    }
+
+    fn lease(&self) -> Option<tokio::sync::watch::Receiver<i64>> {
+        None
     }
 
     fn describe(&self) -> String {
