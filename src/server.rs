@@ -52,6 +52,10 @@ pub struct Config {
     pub server_name: Option<String>,
     /// The key file of the secure store; `None` for `secure.key` in the data dir.
     pub secure_key_file: Option<PathBuf>,
+    /// On etcd: the time to live of this server's lease.
+    pub lease_ttl: std::time::Duration,
+    /// On etcd: where the other servers reach this one; `None` for its listening address.
+    pub advertise_url: Option<String>,
     /// How the janitor sweeps on its own.
     pub janitor: crate::model::sweep::Settings,
 }
@@ -166,8 +170,20 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     let registry = Arc::new(Registry::builtin());
     load_builtins(&store, &registry).await?;
 
-    let server_name = server_name(&store, config.server_name.clone()).await?;
+    // With several servers (etcd) the name given is each server's own; what their resources
+    // are tagged with is the installation's, kept in the store.
+    let shared = config.etcd.is_some();
+    let given = config.server_name.clone().filter(|n| !n.trim().is_empty());
+    let server_name = server_name(&store, if shared { None } else { given.clone() }).await?;
     tracing::info!(server.name = %server_name, "server name");
+    let member = match (shared, given) {
+        (false, _) => server_name.clone(),
+        (true, Some(name)) => {
+            crate::model::names::check("--server-name", &name).map_err(ServiceError::from)?;
+            name
+        }
+        (true, None) => default_member_name(&config.bind),
+    };
 
     let exe = std::env::current_exe().map_err(ServerError::Exe)?;
     let arbiter = Arbiter::new();
@@ -181,6 +197,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         exe,
         server_name,
         cipher: Arc::clone(&cipher),
+        member: crate::runtime::deps::Member::new(&member),
     };
     let janitor = Janitor::new(deps.clone(), config.janitor);
     arbiter.spawn(janitor.clone().run_on_schedule());
@@ -191,8 +208,11 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         ));
     }
     let runtime = Runtime::new(deps, arbiter.handle());
-    let resumed = runtime.resume().await?;
-    tracing::info!(runs = resumed, "live runs resumed");
+    if !shared {
+        // One server owns every run; with several, each claims its share once it has joined.
+        let resumed = runtime.resume().await?;
+        tracing::info!(runs = resumed, "live runs resumed");
+    }
 
     let state = AppState {
         store: store.clone(),
@@ -203,7 +223,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         token,
         allowed_hosts: Arc::from(config.allowed_hosts.clone()),
     };
-    let served = serve(state, &config, signals).await?;
+    let served = serve(state, &config, signals, &arbiter).await?;
     // Actors stop where they are: every step they took is already in the store, and programs
     // run on in their own process groups; the next start resumes them.
     arbiter.stop();
@@ -242,7 +262,9 @@ async fn serve(
     state: AppState,
     config: &Config,
     mut signals: Signals,
+    arbiter: &Arbiter,
 ) -> Result<std::io::Result<()>, ServerError> {
+    let runtime = state.runtime.clone();
     let data = web::Data::new(state);
     let mut server = HttpServer::new(move || {
         App::new()
@@ -267,6 +289,17 @@ async fn serve(
     for addr in &addrs {
         tracing::info!(addr = %addr, url = %format!("http://{addr}"), "listening");
     }
+    // Join the installation before answering: a start needs this server's lease.
+    let membership = crate::runtime::membership::Settings {
+        url: config
+            .advertise_url
+            .clone()
+            .or_else(|| addrs.first().map(|a| format!("http://{a}")))
+            .unwrap_or_default(),
+        ttl: config.lease_ttl,
+    };
+    crate::runtime::membership::join(runtime.deps(), &membership).await?;
+    arbiter.spawn(crate::runtime::membership::run(runtime, membership));
     let server = server.run();
     let handle = server.handle();
     actix_web::rt::spawn(async move {
@@ -319,6 +352,24 @@ const SERVER_NAME_KEY: &str = "server_name";
 /// The server's name: `given`, else the one kept in the store, else a new unique one (kept).
 /// Two servers left at their defaults never share a name, so neither's janitor takes the
 /// other's resources for its own.
+/// A server's name among several when none is given: its host's name and its port.
+fn default_member_name(bind: &str) -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let port = bind.rsplit(':').next().unwrap_or_default();
+    let name: String = format!("{}-{port}", host.trim())
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(crate::model::names::MAX_LEN)
+        .collect();
+    name.trim_matches('-').to_string()
+}
+
 async fn server_name(store: &Store, given: Option<String>) -> Result<String, ServerError> {
     if let Some(name) = given.filter(|n| !n.trim().is_empty()) {
         crate::model::names::check("--server-name", &name).map_err(ServiceError::from)?;
@@ -395,6 +446,8 @@ impl From<ServeArgs> for Config {
             workers: args.workers,
             server_name: args.server_name,
             secure_key_file: args.secure_key_file,
+            lease_ttl: args.lease_ttl,
+            advertise_url: args.advertise_url,
             janitor: crate::model::sweep::Settings {
                 interval: args
                     .janitor_interval

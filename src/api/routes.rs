@@ -35,6 +35,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 resource(&format!("{PROGRAM}/runs/{{run}}/operations/{{op}}")).get(run_operation),
             )
             .service(resource("/health").get(health))
+            .service(resource("/servers").get(list_servers))
             .service(resource("/namespaces").get(list_namespaces))
             .service(
                 resource("/namespaces/{ns}")

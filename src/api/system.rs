@@ -1,4 +1,5 @@
-//! Routes of the server itself: health, the provisioners it offers, its janitor.
+//! Routes of the server itself: health, the servers of the installation, the provisioners it
+//! offers, its janitor.
 
 use actix_web::{HttpRequest, web};
 
@@ -8,6 +9,10 @@ use crate::service::error::ServiceError;
 
 pub async fn health() -> Reply {
     ok(&serde_json::json!({"status": "ok"}))
+}
+
+pub async fn list_servers(state: State) -> Reply {
+    ok(&crate::service::servers::list(&state.store).await?)
 }
 
 pub async fn list_provisioners(state: State) -> Reply {

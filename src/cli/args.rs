@@ -73,6 +73,9 @@ pub enum Command {
     /// Sweep the clouds for resources with ebb's tags that no run accounts for.
     #[command(subcommand)]
     Janitor(JanitorCmd),
+    /// The servers of the installation.
+    #[command(subcommand)]
+    Server(ServerCmd),
     /// Work on a store directly, with every server on it stopped.
     #[command(subcommand)]
     Store(StoreCmd),
@@ -115,6 +118,12 @@ pub enum SecureCmd {
         #[arg(short, long, default_value = "default")]
         namespace: String,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ServerCmd {
+    /// List the servers that are up: address, lease, last heartbeat, runs owned, version.
+    List,
 }
 
 #[derive(Debug, Subcommand)]
@@ -189,11 +198,22 @@ pub struct ServeArgs {
     /// HTTP worker threads (default: one per core).
     #[arg(long, env = "EBB_WORKERS")]
     pub workers: Option<usize>,
-    /// This server's name, tagged (ebb:server) on every cloud resource it makes; its janitor
-    /// only touches resources carrying it. Default: a unique name made on first start and kept
-    /// in the store. Set it when a rebuilt store must still know the resources of the old one.
+    /// This server's name. On the embedded store it is tagged (ebb:server) on every cloud
+    /// resource the server makes, and its janitor only touches resources carrying it (default:
+    /// a unique name made on first start and kept in the store; set it when a rebuilt store
+    /// must still know the resources of the old one). On etcd it names the server among the
+    /// servers of the installation, which must differ (default: <host name>-<port>); resources
+    /// are then tagged with the installation's name, kept in the store.
     #[arg(long, env = "EBB_SERVER_NAME")]
     pub server_name: Option<String>,
+    /// On etcd: the time to live of this server's lease. When the server stops answering for
+    /// this long, the other servers take its runs over.
+    #[arg(long, env = "EBB_LEASE_TTL", default_value = "10s", value_parser = parse_lease_ttl)]
+    pub lease_ttl: std::time::Duration,
+    /// On etcd: the URL the other servers reach this one's API at (default: http:// and the
+    /// address it listens on).
+    #[arg(long, env = "EBB_ADVERTISE_URL")]
+    pub advertise_url: Option<String>,
     /// The key that encrypts the secure store, created owner-only on first start. Keep it
     /// out of the store's backups (default: secure.key in the data dir).
     #[arg(long, env = "EBB_SECURE_KEY_FILE")]
@@ -597,4 +617,13 @@ pub enum PrefCmd {
         #[arg(value_name = "KEY")]
         keys: Vec<String>,
     },
+}
+
+/// A lease's time to live: 2 s to 5 min (a shorter one expires on a busy machine's pauses).
+fn parse_lease_ttl(s: &str) -> Result<std::time::Duration, String> {
+    let ttl = humantime::parse_duration(s).map_err(|e| format!("'{s}': {e}"))?;
+    if !(std::time::Duration::from_secs(2)..=std::time::Duration::from_secs(300)).contains(&ttl) {
+        return Err(format!("'{s}' is out of range: give 2s to 5m"));
+    }
+    Ok(ttl)
 }

@@ -25,5 +25,6 @@ pub fn run(args: &ClientArgs, command: Command) -> Result<u8, CliError> {
         Command::Plan(args) => templates::plan(&client, json, args).map(|()| 0),
         Command::Secure(cmd) => securekeys::secure(&client, json, cmd).map(|()| 0),
         Command::Janitor(cmd) => system::janitor(&client, json, cmd).map(|()| 0),
+        Command::Server(cmd) => system::server(&client, json, cmd).map(|()| 0),
     }
 }

@@ -1,12 +1,45 @@
-//! `ebb provisioner` and `ebb janitor`: what the server offers, and its sweeps of leftovers.
+//! `ebb server`, `ebb provisioner` and `ebb janitor`: the servers of the installation, what
+//! they offer, and their sweeps of leftovers.
 
 use reqwest::Method;
 
-use super::args::{JanitorCmd, ProvisionerCmd};
+use super::args::{JanitorCmd, ProvisionerCmd, ServerCmd};
 use super::client::{CliError, Client, read_answer};
 use super::output::{self, list, out, table, text, timestamp};
+use crate::model::server::ServerView;
 use crate::model::sweep::{JanitorView, Sweep};
 use crate::model::view::ProvisionerDetail;
+
+pub fn server(client: &Client, json: bool, cmd: ServerCmd) -> Result<(), CliError> {
+    match cmd {
+        ServerCmd::List => {
+            let v = client.get("/v3/servers")?;
+            if json {
+                output::json(&v);
+                return Ok(());
+            }
+            let servers: Vec<ServerView> = read_answer(v)?;
+            let rows: Vec<Vec<String>> = servers
+                .into_iter()
+                .map(|s| {
+                    vec![
+                        s.record.name,
+                        s.record.url,
+                        format!("{:x}", s.record.lease),
+                        timestamp(Some(s.record.heartbeat)),
+                        s.runs.to_string(),
+                        s.record.version,
+                    ]
+                })
+                .collect();
+            table(
+                &["NAME", "URL", "LEASE", "HEARTBEAT", "RUNS", "VERSION"],
+                &rows,
+            );
+        }
+    }
+    Ok(())
+}
 
 pub fn provisioner(client: &Client, json: bool, cmd: ProvisionerCmd) -> Result<(), CliError> {
     match cmd {

@@ -28,6 +28,7 @@ pub mod profile;
 pub mod property;
 pub mod run;
 pub mod secure;
+pub mod server;
 pub mod sweep;
 pub mod template;
 pub mod time;

@@ -60,6 +60,9 @@ pub struct RunView {
     pub failure: Option<Failure>,
     pub exit: Option<Exit>,
     pub stopping: bool,
+    /// The server that carries the run on while it is live (none once it ended).
+    #[serde(default)]
+    pub owner: Option<String>,
 }
 
 impl RunView {
@@ -117,7 +120,13 @@ impl RunView {
             failure: run.failure,
             exit: run.exit,
             stopping: run.stop.is_some() && !run.status.is_end(),
+            owner: None,
         }
+    }
+
+    /// The view, with the server that owns the run.
+    pub fn owned_by(self, owner: Option<String>) -> RunView {
+        RunView { owner, ..self }
     }
 }
 

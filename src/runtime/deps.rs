@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use crate::runtime::registry::Registry;
 use crate::store::Store;
@@ -25,6 +26,33 @@ pub struct Deps {
     pub server_name: String,
     /// Opens the secure store, to resolve `${secure(name)}` properties.
     pub cipher: Arc<Cipher>,
+    /// This server among the servers of its installation.
+    pub member: Member,
+}
+
+/// A server among the servers of an installation: its name, and the lease it holds now.
+#[derive(Debug, Clone)]
+pub struct Member {
+    pub name: Arc<str>,
+    lease: Arc<AtomicI64>,
+}
+
+impl Member {
+    pub fn new(name: &str) -> Member {
+        Member {
+            name: Arc::from(name),
+            lease: Arc::default(),
+        }
+    }
+
+    /// The lease held now: 0 on the embedded store, or while none is held.
+    pub fn lease(&self) -> i64 {
+        self.lease.load(Ordering::SeqCst)
+    }
+
+    pub fn set_lease(&self, lease: i64) {
+        self.lease.store(lease, Ordering::SeqCst);
+    }
 }
 
 impl Deps {

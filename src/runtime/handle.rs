@@ -40,13 +40,34 @@ impl Runtime {
     }
 
     /// Starts the supervisor of `run`.
+    ///
+    /// On a store shared by several servers every write its actors make is fenced on the lease
+    /// this server holds now, under which it owns the run.
     pub fn spawn(&self, run: RunRecord) {
         let id = run.key.run.clone();
-        let (deps, live) = (self.deps.clone(), self.supervisors.clone());
+        let mut deps = self.deps.clone();
+        let lease = deps.member.lease();
+        if lease != 0 {
+            deps.store = deps.store.fenced(&run.key.key(), lease);
+        }
+        let live = self.supervisors.clone();
         let addr = RunSupervisor::start_in_arbiter(&self.arbiter, move |_| {
             RunSupervisor::new(deps, live, run)
         });
         self.supervisors.insert(id, addr);
+    }
+
+    /// Whether this server runs a supervisor for run `run` (its id).
+    pub fn supervises(&self, run: &str) -> bool {
+        self.supervisors.get(run).is_some()
+    }
+
+    /// Stops every supervisor where it is: this server lost the lease it owned their runs
+    /// under.
+    pub fn abandon_all(&self) {
+        for addr in self.supervisors.all() {
+            addr.do_send(supervisor::Abandon);
+        }
     }
 
     /// Starts a supervisor for every run the store says is live. Returns how many.

@@ -24,6 +24,7 @@ pub mod error;
 pub mod handle;
 pub mod janitor;
 pub mod launch;
+pub mod membership;
 pub mod native;
 pub mod planner;
 pub mod program;

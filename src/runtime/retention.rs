@@ -108,6 +108,7 @@ async fn keep_usage(store: &Store, key: String, cutoff: u64) -> Result<Option<St
             }
             tx.delete(Table::Runs, &key);
             tx.delete(Table::Active, &key);
+            tx.delete(Table::Owners, &key);
             if let Some(index) = keys::run_index_of(&key) {
                 tx.delete(Table::RunIndex, &index);
             }

@@ -93,6 +93,11 @@ impl Supervisors {
     fn forget(&self, run: &str) {
         self.lock().remove(run);
     }
+
+    /// Every supervisor running now.
+    pub fn all(&self) -> Vec<Addr<RunSupervisor>> {
+        self.lock().values().cloned().collect()
+    }
 }
 
 /// The actor supervising one run.
@@ -488,6 +493,21 @@ impl Actor for RunSupervisor {
     }
 }
 
+/// Stops a supervisor where it is, writing nothing more: this server no longer owns its run,
+/// and another carries it on.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct Abandon;
+
+impl Handler<Abandon> for RunSupervisor {
+    type Result = ();
+
+    fn handle(&mut self, _: Abandon, ctx: &mut Context<Self>) {
+        tracing::warn!(run.id = %self.run.key.run, "run abandoned: this server no longer owns it");
+        ctx.stop();
+    }
+}
+
 impl Handler<Command> for RunSupervisor {
     type Result = AtomicResponse<Self, Result<RunRecord, RuntimeError>>;
 
@@ -638,6 +658,7 @@ pub async fn persist(deps: &Deps, t: &Transition, leftovers: bool) -> Result<(),
             tx.put(Table::Runs, &key, &run)?;
             if !run.is_active() {
                 tx.delete(Table::Active, &key);
+                tx.delete(Table::Owners, &key);
             }
             for note in &notes {
                 events::append(tx, &run.key.run, EventKind::Status, None, note)?;

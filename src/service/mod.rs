@@ -14,4 +14,5 @@ pub mod preferences;
 pub mod profiles;
 pub mod runs;
 pub mod secure;
+pub mod servers;
 pub mod templates;

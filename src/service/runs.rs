@@ -14,6 +14,7 @@ use crate::model::preference::Scope;
 use crate::model::profile::ProfileStatus;
 use crate::model::property::{Level, Origin, Values};
 use crate::model::run::{ClusterStatus, Launch, ProgramStatus, RunError, RunKey, RunRecord};
+use crate::model::server::Owner;
 use crate::model::view::RunView;
 use crate::rules::lifecycle::{self, Event};
 use crate::rules::resolve;
@@ -78,10 +79,17 @@ pub async fn start(
     // it resolved, the layout is solved outside it (the solver never holds the store's
     // writer), and the next write records the run if what was solved for still holds.
     let mut solved: Option<(Resolved, Layout)> = None;
+    // The server that accepts a start owns the run.
+    let member = &runtime.deps().member;
+    let owner = Owner {
+        server: member.name.to_string(),
+        lease: member.lease(),
+        since: crate::model::time::now_secs(),
+    };
     for _ in 0..MAX_START_TRIES {
-        let (r, k, a) = (registry.clone(), key.clone(), args.clone());
+        let (r, k, a, o) = (registry.clone(), key.clone(), args.clone(), owner.clone());
         let outcome = store
-            .write(move |tx| record_start(tx, &r, k.clone(), a.clone(), solved.clone()))
+            .write(move |tx| record_start(tx, &r, k.clone(), a.clone(), solved.clone(), &o))
             .await?;
         match outcome {
             Recorded::Started(run) => {
@@ -301,6 +309,7 @@ fn record_start(
     key: RunKey,
     args: Values,
     solved: Option<(Resolved, Layout)>,
+    owner: &Owner,
 ) -> Result<Recorded, ServiceError> {
     let resolved = resolve_start(tx, registry, &key, &args)?;
     let layout = match solved {
@@ -382,6 +391,7 @@ fn record_start(
         &key.key(),
         &serde_json::json!({ "profile": run.profile }),
     )?;
+    tx.put(Table::Owners, &key.key(), owner)?;
     let origin = match chosen.origin {
         Origin::Level(level) => format!("set by {level}"),
         Origin::Default | Origin::Profile => "the instance default".into(),
@@ -469,7 +479,8 @@ fn list_page(
         .into_iter()
         .map(|run| {
             let nodes = catalog::nodes_of(r, &run.key.run)?;
-            Ok(RunView::new(run, nodes))
+            let owner = owner_of(r, &run.key)?;
+            Ok(RunView::new(run, nodes).owned_by(owner))
         })
         .collect::<Result<Vec<_>, ServiceError>>()?;
     Ok(RunPage { runs, next })
@@ -547,9 +558,15 @@ pub async fn get(runtime: &Runtime, key: RunKey) -> Result<RunView, ServiceError
         .read(move |r| {
             let run = catalog::require_run(r, &key)?;
             let nodes = catalog::nodes_of(r, &key.run)?;
-            Ok(RunView::new(run, nodes))
+            let owner = owner_of(r, &key)?;
+            Ok(RunView::new(run, nodes).owned_by(owner))
         })
         .await
+}
+
+/// The server that owns run `key`, while it is live.
+fn owner_of(r: &impl Read, key: &RunKey) -> Result<Option<String>, StoreError> {
+    Ok(r.get::<Owner>(Table::Owners, &key.key())?.map(|o| o.server))
 }
 
 /// Starts an admin's operation on run `key`'s cluster (expand, shrink, start, stop or

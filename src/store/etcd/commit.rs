@@ -128,12 +128,10 @@ pub(super) fn commit(
     match shared.handle.block_on(async move { kv.txn(txn).await }) {
         Ok(response) if response.succeeded() => Ok(Outcome::Committed),
         Ok(response) => match fence {
-            Some(fence) if !still_owned(&response, fence.lease) => {
-                Err(StoreError::Fenced {
-                    run: fence.run.clone(),
-                }
-                .into())
+            Some(fence) if !still_owned(&response, fence.lease) => Err(StoreError::Fenced {
+                run: fence.run.clone(),
             }
+            .into()),
             _ => Ok(Outcome::Conflict),
         },
         Err(e) => {

@@ -22,9 +22,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, KvClient, LeaseClient, Txn, TxnOp,
-};
+use etcd_client::{Client, Compare, CompareOp, ConnectOptions, KvClient, LeaseClient, Txn, TxnOp};
 use tokio::sync::oneshot;
 
 use super::backend::{Backend, Fence};

@@ -1,0 +1,289 @@
+//! The servers of an installation, and which of them carries each live run on.
+//!
+//! On the embedded store there is one server, and it owns every run. On etcd each server
+//! holds a lease, kept alive while it runs, and registers under it (`Table::Servers`). A live
+//! run has an owner record (`Table::Owners`) bound to its owner's lease, and every write the
+//! run's actors make is fenced on it ([`crate::store::Fence`]). When a server's lease ends
+//! (a crash, a partition, a long pause), etcd deletes its records; the other servers find the
+//! runs left without an owner and claim them, each run first by the server it hashes to and,
+//! after a time to live, by any, and resume them exactly as after a restart. A server whose
+//! own lease ended abandons its runs where they are, then joins again and claims like any
+//! other.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use super::deps::Deps;
+use super::handle::Runtime;
+use crate::model::event::EventKind;
+use crate::model::run::RunRecord;
+use crate::model::server::{Owner, ServerRecord};
+use crate::model::time::now_secs;
+use crate::store::events;
+use crate::store::{Read, Store, StoreError, Table};
+
+/// How this server takes part.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Where the other servers and clients reach this server's API.
+    pub url: String,
+    /// The time to live of its lease: how long after it stops answering its runs go to others.
+    pub ttl: Duration,
+}
+
+/// Joins the installation: ends the lease of an earlier run of this server (same name), so
+/// what that one owned is free at once, takes a lease and registers under it.
+pub async fn join(deps: &Deps, settings: &Settings) -> Result<(), StoreError> {
+    let store = &deps.store;
+    let name = deps.member.name.to_string();
+    let key = name.clone();
+    let earlier = store
+        .read(move |r| r.get::<ServerRecord>(Table::Servers, &key))
+        .await?;
+    if let Some(earlier) = earlier.filter(|e| e.lease != 0)
+        && let Err(e) = store.end_lease(earlier.lease).await
+    {
+        tracing::debug!(lease = earlier.lease, error = %e, "the earlier lease was not ended");
+    }
+    let lease = store.take_lease(settings.ttl).await?;
+    deps.member.set_lease(lease);
+    let now = now_secs();
+    let record = ServerRecord {
+        name,
+        url: settings.url.clone(),
+        lease,
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        started: now,
+        heartbeat: now,
+    };
+    store
+        .write(move |tx| {
+            if lease == 0 {
+                // One server: any other record is of an earlier run under another name, and
+                // it owns every live run.
+                for (other, _) in tx.scan::<serde_json::Value>(Table::Servers, "")? {
+                    tx.delete(Table::Servers, &other);
+                }
+                let owner = Owner {
+                    server: record.name.clone(),
+                    lease: 0,
+                    since: now,
+                };
+                for (run, _) in tx.scan::<serde_json::Value>(Table::Active, "")? {
+                    tx.put(Table::Owners, &run, &owner)?;
+                }
+            }
+            tx.put(Table::Servers, &record.name, &record)
+        })
+        .await?;
+    tracing::info!(server = %deps.member.name, lease, "joined the installation");
+    Ok(())
+}
+
+/// Runs while the server does, on a store of several servers: says every half time to live
+/// that this server is up, claims the runs left without an owner, and when this server's
+/// lease ends abandons its runs and joins again. Returns at once on the embedded store.
+pub async fn run(runtime: Runtime, settings: Settings) {
+    let deps = runtime.deps().clone();
+    let Some(mut lease) = deps.store.lease() else {
+        return;
+    };
+    let mut orphaned: HashMap<String, Instant> = HashMap::new();
+    let mut tick = tokio::time::interval(settings.ttl / 2);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                if deps.member.lease() == 0 {
+                    continue;
+                }
+                if let Err(e) = heartbeat(&deps).await {
+                    tracing::warn!(error = %e, "heartbeat not written");
+                }
+                if let Err(e) = claim(&runtime, &mut orphaned, settings.ttl).await {
+                    tracing::warn!(error = %e, "orphaned runs not claimed this time");
+                }
+            }
+            changed = lease.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                if *lease.borrow_and_update() != 0 {
+                    continue;
+                }
+                deps.member.set_lease(0);
+                runtime.abandon_all();
+                rejoin(&deps, &settings).await;
+            }
+        }
+    }
+}
+
+/// Joins again after this server's lease ended, until it works.
+async fn rejoin(deps: &Deps, settings: &Settings) {
+    let mut pause = Duration::from_millis(200);
+    loop {
+        match join(deps, settings).await {
+            Ok(()) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot join the installation again yet");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(settings.ttl);
+            }
+        }
+    }
+}
+
+async fn heartbeat(deps: &Deps) -> Result<(), StoreError> {
+    let name = deps.member.name.to_string();
+    let lease = deps.member.lease();
+    deps.store
+        .write(move |tx| {
+            let Some(mut record) = tx.get::<ServerRecord>(Table::Servers, &name)? else {
+                return Ok(());
+            };
+            if record.lease != lease {
+                return Ok(());
+            }
+            record.heartbeat = now_secs();
+            tx.put(Table::Servers, &name, &record)
+        })
+        .await
+}
+
+/// What a claim round reads: the live runs, their owners, and the servers that are up.
+struct Census {
+    active: Vec<String>,
+    owners: BTreeMap<String, Owner>,
+    servers: Vec<String>,
+}
+
+async fn census(store: &Store) -> Result<Census, StoreError> {
+    store
+        .read(|r| {
+            let active = r
+                .scan::<serde_json::Value>(Table::Active, "")?
+                .into_iter()
+                .map(|(k, _)| k)
+                .collect();
+            let owners = r.scan::<Owner>(Table::Owners, "")?.into_iter().collect();
+            let servers = r
+                .scan::<ServerRecord>(Table::Servers, "")?
+                .into_iter()
+                .map(|(k, _)| k)
+                .collect();
+            Ok(Census {
+                active,
+                owners,
+                servers,
+            })
+        })
+        .await
+}
+
+/// One claim round: every live run without an owner is claimed by the server it hashes to
+/// among those up, or by any once it has gone `ttl` without one; a run this server owns but
+/// does not supervise (a supervisor stopped by a fenced write) gets one again.
+async fn claim(
+    runtime: &Runtime,
+    orphaned: &mut HashMap<String, Instant>,
+    ttl: Duration,
+) -> Result<(), StoreError> {
+    let deps = runtime.deps();
+    let me = deps.member.name.to_string();
+    let lease = deps.member.lease();
+    let census = census(&deps.store).await?;
+    orphaned.retain(|key, _| census.active.contains(key) && !census.owners.contains_key(key));
+    for key in &census.active {
+        let run_id = key.rsplit('/').next().unwrap_or(key);
+        match census.owners.get(key) {
+            Some(owner) if owner.server == me && owner.lease == lease => {
+                if !runtime.supervises(run_id) {
+                    take(runtime, key, None).await?;
+                }
+            }
+            Some(_) => {}
+            None => {
+                let since = *orphaned.entry(key.clone()).or_insert_with(Instant::now);
+                if preferred(key, &census.servers) == Some(me.as_str()) || since.elapsed() >= ttl {
+                    let owner = Owner {
+                        server: me.clone(),
+                        lease,
+                        since: now_secs(),
+                    };
+                    take(runtime, key, Some(owner)).await?;
+                    orphaned.remove(key);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The server a run without an owner goes to first: one of those up, by a hash of its key.
+fn preferred<'a>(key: &str, servers: &'a [String]) -> Option<&'a str> {
+    if servers.is_empty() {
+        return None;
+    }
+    // FNV-1a: the same on every server.
+    let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let i = usize::try_from(hash % servers.len() as u64).unwrap_or(0);
+    servers.get(i).map(String::as_str)
+}
+
+/// Takes run `key` on: records `claim` as its owner if given (only while it has none), then
+/// starts its supervisor, which resumes it as after a restart.
+async fn take(runtime: &Runtime, key: &str, claim: Option<Owner>) -> Result<(), StoreError> {
+    let key = key.to_string();
+    let run = runtime
+        .deps()
+        .store
+        .write(move |tx| {
+            if tx.get::<serde_json::Value>(Table::Active, &key)?.is_none() {
+                return Ok(None);
+            }
+            let Some(run) = tx.get::<RunRecord>(Table::Runs, &key)? else {
+                return Ok(None);
+            };
+            if let Some(owner) = &claim {
+                if tx.get::<Owner>(Table::Owners, &key)?.is_some() {
+                    return Ok(None);
+                }
+                tx.put(Table::Owners, &key, owner)?;
+                events::append(
+                    tx,
+                    &run.key.run,
+                    EventKind::Status,
+                    None,
+                    format!("server {} took the run over", owner.server),
+                )?;
+            }
+            Ok::<_, StoreError>(Some(run))
+        })
+        .await?;
+    if let Some(run) = run.filter(RunRecord::needs_supervisor) {
+        tracing::info!(run.id = %run.key.run, "taking the run over");
+        runtime.spawn(run);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_goes_first_to_the_same_server_everywhere() {
+        let servers: Vec<String> = ["a", "b", "c"].into_iter().map(String::from).collect();
+        let first = preferred("ns/app/p/run-1", &servers);
+        assert!(first.is_some());
+        assert_eq!(first, preferred("ns/app/p/run-1", &servers));
+        assert_eq!(preferred("x", &[]), None);
+        let spread: std::collections::BTreeSet<&str> = (0..64)
+            .filter_map(|i| preferred(&format!("ns/app/p/run-{i}"), &servers))
+            .collect();
+        assert_eq!(spread.len(), 3, "runs spread over every server");
+    }
+}
