@@ -170,19 +170,14 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     let registry = Arc::new(Registry::builtin());
     load_builtins(&store, &registry).await?;
 
-    // With several servers (etcd) the name given is each server's own; what their resources
-    // are tagged with is the installation's, kept in the store.
     let shared = config.etcd.is_some();
     let given = config.server_name.clone().filter(|n| !n.trim().is_empty());
-    let server_name = server_name(&store, if shared { None } else { given.clone() }).await?;
+    let server_name = server_name(&store, given.clone()).await?;
     tracing::info!(server.name = %server_name, "server name");
+    // Among several servers (etcd) each needs its own name: the one given, or its host's.
     let member = match (shared, given) {
-        (false, _) => server_name.clone(),
-        (true, Some(name)) => {
-            crate::model::names::check("--server-name", &name).map_err(ServiceError::from)?;
-            name
-        }
         (true, None) => default_member_name(&config.bind),
+        _ => server_name.clone(),
     };
 
     let exe = std::env::current_exe().map_err(ServerError::Exe)?;

@@ -198,12 +198,11 @@ pub struct ServeArgs {
     /// HTTP worker threads (default: one per core).
     #[arg(long, env = "EBB_WORKERS")]
     pub workers: Option<usize>,
-    /// This server's name. On the embedded store it is tagged (ebb:server) on every cloud
-    /// resource the server makes, and its janitor only touches resources carrying it (default:
-    /// a unique name made on first start and kept in the store; set it when a rebuilt store
-    /// must still know the resources of the old one). On etcd it names the server among the
-    /// servers of the installation, which must differ (default: <host name>-<port>); resources
-    /// are then tagged with the installation's name, kept in the store.
+    /// This server's name, tagged (ebb:server) on every cloud resource it makes; its janitor
+    /// only touches resources carrying it. Default: a unique name made on first start and kept
+    /// in the store. Set it when a rebuilt store must still know the resources of the old one.
+    /// On etcd it also names the server among the servers of the installation, which must
+    /// differ (default there: <host name>-<port>).
     #[arg(long, env = "EBB_SERVER_NAME")]
     pub server_name: Option<String>,
     /// On etcd: the time to live of this server's lease. When the server stops answering for
