@@ -21,4 +21,5 @@ mod provisioners;
 mod runs;
 mod security;
 mod server;
+mod servers;
 mod templates;

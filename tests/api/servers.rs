@@ -1,0 +1,195 @@
+//! Several servers as one installation, on a real etcd whatever `EBB_TEST_STORE` says: each
+//! registers under a lease, the server that accepts a start owns the run, and when an owner
+//! dies the others take its runs over and finish them with nothing made or deleted twice.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::etcd::Cluster;
+use crate::support::profiles::sim_profile;
+use crate::support::runs::{assert_clean, calls, deploy, start, sub, wait_deprovisioned};
+use crate::support::server::{Options, Server};
+
+/// The lease time to live the servers of these tests keep.
+const TTL: Duration = Duration::from_secs(3);
+
+/// Servers of one installation on `cluster`, each on its own data dir under `dir`, sharing
+/// the secure store's key file (as every server of an installation must).
+struct Installation {
+    endpoints: String,
+    prefix: String,
+    dir: PathBuf,
+}
+
+impl Installation {
+    fn new(cluster: &Cluster, dir: &Path, prefix: &str) -> Installation {
+        Installation {
+            endpoints: cluster.endpoints(),
+            prefix: prefix.to_string(),
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    fn server(&self, name: &str) -> Server {
+        let data = sub_dir(&self.dir, name);
+        let key = self.dir.join("secure.key");
+        Server::start_at(
+            &data,
+            Options {
+                args: vec![
+                    "--store".into(),
+                    "etcd".into(),
+                    "--etcd-endpoints".into(),
+                    self.endpoints.clone(),
+                    "--etcd-prefix".into(),
+                    self.prefix.clone(),
+                    "--server-name".into(),
+                    name.into(),
+                    "--lease-ttl".into(),
+                    format!("{}s", TTL.as_secs()),
+                    "--secure-key-file".into(),
+                    key.to_string_lossy().into_owned(),
+                ],
+                ..Options::default()
+            },
+        )
+    }
+}
+
+fn sub_dir(dir: &Path, name: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::create_dir_all(&path).expect("dir");
+    path
+}
+
+/// The names of the servers `server` lists.
+fn servers(server: &Server) -> Vec<String> {
+    let (code, body) = server.get("/v3/servers");
+    assert_eq!(code, 200, "{body}");
+    let mut names: Vec<String> = body
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|s| s["name"].as_str().expect("name").to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+fn events(server: &Server, run: &str) -> Vec<Value> {
+    let (code, body) = server.get(&format!("{run}/events"));
+    assert_eq!(code, 200, "{body}");
+    body.as_array().cloned().unwrap_or_default()
+}
+
+/// Three servers; the owner of four runs is SIGKILLed mid-provisioning: the other two take
+/// the runs over within the lease's time to live and a few seconds, every run completes, and
+/// the sim's call log shows each node created and deleted once.
+#[test]
+fn a_killed_owners_runs_are_taken_over_mid_provisioning() {
+    let cluster = Cluster::start(1);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sim = sub(&dir, "sim");
+    let install = Installation::new(&cluster, dir.path(), "/three-servers");
+    let s0 = install.server("s0");
+    let s1 = install.server("s1");
+    let s2 = install.server("s2");
+    assert_eq!(servers(&s1), ["s0", "s1", "s2"]);
+    sim_profile(
+        &s0,
+        "p",
+        &sim,
+        &[("nodes", "2"), ("createLatency", "1s")],
+        0,
+        None,
+    );
+    deploy(&s0, "a", "sleep 0.2", json!({}));
+    let runs: Vec<String> = (0..4)
+        .map(|_| start(&s0, "a", json!({"system.profile.name": "p"})))
+        .collect();
+    for run in &runs {
+        let (_, view) = s2.get(run);
+        assert_eq!(view["owner"], "s0", "{view}");
+    }
+    let started = Instant::now();
+    while !calls(&sim).iter().any(|c| c["op"] == "create") {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no create call"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    s0.kill();
+    let killed = Instant::now();
+
+    // Every run gets a new owner among the two left.
+    for run in &runs {
+        loop {
+            let (_, view) = s1.get(run);
+            let owner = view["owner"].as_str().unwrap_or_default().to_string();
+            if owner == "s1" || owner == "s2" || view["cluster"]["status"] == "DEPROVISIONED" {
+                break;
+            }
+            assert!(
+                killed.elapsed() < TTL + Duration::from_secs(10),
+                "run {run} not taken over: {view}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    assert_eq!(servers(&s2), ["s1", "s2"]);
+    for run in &runs {
+        let done = wait_deprovisioned(&s1, run);
+        assert_eq!(done["status"], "COMPLETED", "{done}");
+        assert!(done["owner"].is_null(), "an ended run has no owner: {done}");
+        let took = events(&s1, run)
+            .iter()
+            .filter(|e| {
+                e["message"]
+                    .as_str()
+                    .is_some_and(|m| m.ends_with("took the run over"))
+            })
+            .count();
+        assert_eq!(took, 1, "run {run} was taken over once");
+    }
+    let ids: Vec<&str> = runs.iter().map(String::as_str).collect();
+    assert_clean(&sim, &ids, 2);
+}
+
+/// Runs started on different servers are owned by the server that accepted each, and any
+/// server answers for any run.
+#[test]
+fn the_server_that_accepts_a_start_owns_the_run() {
+    let cluster = Cluster::start(1);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sim = sub(&dir, "sim");
+    let install = Installation::new(&cluster, dir.path(), "/two-servers");
+    let s0 = install.server("s0");
+    let s1 = install.server("s1");
+    sim_profile(&s0, "p", &sim, &[("nodes", "1")], 0, None);
+    deploy(&s0, "a", "sleep 0.5", json!({}));
+    let on0 = start(&s0, "a", json!({"system.profile.name": "p"}));
+    let on1 = start(&s1, "a", json!({"system.profile.name": "p"}));
+    let (_, v0) = s1.get(&on0);
+    let (_, v1) = s0.get(&on1);
+    assert_eq!(v0["owner"], "s0", "{v0}");
+    assert_eq!(v1["owner"], "s1", "{v1}");
+    let (code, list) = s0.get("/v3/servers");
+    assert_eq!(code, 200, "{list}");
+    for s in list.as_array().expect("list") {
+        assert_eq!(s["runs"], 1, "{s}");
+        assert!(s["lease"].as_i64().is_some_and(|l| l != 0), "{s}");
+        assert!(
+            s["url"]
+                .as_str()
+                .is_some_and(|u| u.starts_with("http://127.0.0.1:")),
+            "{s}"
+        );
+    }
+    for run in [&on0, &on1] {
+        let done = wait_deprovisioned(&s0, run);
+        assert_eq!(done["status"], "COMPLETED", "{done}");
+    }
+}
