@@ -65,6 +65,9 @@ display_as_serde!(ProgramStatus, ClusterStatus, FailureKind);
 pub enum FailureKind {
     Provisioning,
     Program,
+    /// The program ran on the host of a server that died; no other server can reach it.
+    #[serde(rename = "server-lost")]
+    ServerLost,
     Timeout,
     Deprovisioning,
 }
@@ -224,6 +227,10 @@ pub struct RunRecord {
     /// The cluster's config, once a `configure` operation set it (else the template's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<serde_json::Value>,
+    /// The server that launched (or is launching) the program, recorded before it does: a
+    /// program on that server's own host is out of reach of any other.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launcher: Option<String>,
 }
 
 impl RunRecord {

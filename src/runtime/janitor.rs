@@ -417,6 +417,7 @@ mod tests {
             layout: BTreeMap::new(),
             node_types: BTreeMap::new(),
             config: None,
+            launcher: None,
         }
     }
 

@@ -134,7 +134,12 @@ impl RunSupervisor {
     /// Applies `event`: transition, persist, then effects. Errors are the command's refusal.
     fn apply(&mut self, event: Event, ctx: &mut Context<Self>) -> Result<(), RunError> {
         let leftovers = event == Event::ForceDeprovision;
-        let t = lifecycle::on(&self.run, event, time::now_secs())?;
+        let mut t = lifecycle::on(&self.run, event, time::now_secs())?;
+        if t.effects.contains(&Effect::Launch) {
+            // Recorded before the launch: another server taking the run over then knows a
+            // program on this host is out of its reach.
+            t.run.launcher = Some(self.deps.member.name.to_string());
+        }
         if t.run == self.run && t.effects.is_empty() {
             return Ok(());
         }
@@ -399,7 +404,17 @@ impl RunSupervisor {
             let news = |e: Event| me.do_send(ProgramNews(e));
             let dir = deps.run_dir(&run.key.run);
             match remote_program(&deps, &run, context).await {
-                None => {}
+                None => {
+                    if let Some(other) = run
+                        .launcher
+                        .as_deref()
+                        .filter(|l| **l != *deps.member.name)
+                    {
+                        return news(Event::ProgramLost(format!(
+                            "the program ran on the host of server {other}, which is gone; no other server can reach it"
+                        )));
+                    }
+                }
                 Some(Err(e)) => return news(Event::LaunchFailed(e)),
                 Some(Ok(program)) => {
                     return match launch_remote(&deps, &run, &program).await {

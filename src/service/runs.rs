@@ -356,6 +356,7 @@ fn record_start(
         layout,
         node_types,
         config: None,
+        launcher: None,
     };
     // Only a limit reads the program's active runs: a scan makes this write conflict with
     // every other start and end of the program's runs (on etcd, a retry each).

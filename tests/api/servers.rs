@@ -9,7 +9,9 @@ use serde_json::{Value, json};
 
 use crate::support::etcd::Cluster;
 use crate::support::profiles::sim_profile;
-use crate::support::runs::{assert_clean, calls, deploy, start, sub, wait_deprovisioned};
+use crate::support::runs::{
+    assert_clean, calls, deploy, start, sub, wait_deprovisioned, wait_until,
+};
 use crate::support::server::{Options, Server};
 
 /// The lease time to live the servers of these tests keep.
@@ -192,4 +194,47 @@ fn the_server_that_accepts_a_start_owns_the_run() {
         let done = wait_deprovisioned(&s0, run);
         assert_eq!(done["status"], "COMPLETED", "{done}");
     }
+}
+
+/// The owner dies while one run's program runs on its host and another run's cluster is
+/// WAITING after a failure: the program is recorded lost (`server-lost`, never started
+/// again) and its cluster deprovisioned as the profile's keepalive says; the WAITING cluster
+/// still expires on time under its new owner.
+#[test]
+fn a_program_on_a_dead_servers_host_is_lost_and_waiting_clusters_still_expire() {
+    let cluster = Cluster::start(1);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sim = sub(&dir, "sim");
+    let marker = dir.path().join("started");
+    let install = Installation::new(&cluster, dir.path(), "/lost-program");
+    let s0 = install.server("s0");
+    let s1 = install.server("s1");
+    let _s2 = install.server("s2");
+    sim_profile(&s0, "p", &sim, &[("nodes", "1")], 0, None);
+    sim_profile(&s0, "w", &sim, &[("nodes", "1")], 4, None);
+    let script = format!("echo x >> {}; sleep 6", marker.display());
+    deploy(&s0, "long", &script, json!({}));
+    deploy(&s0, "fail", "exit 3", json!({}));
+    let long = start(&s0, "long", json!({"system.profile.name": "p"}));
+    let failed = start(&s0, "fail", json!({"system.profile.name": "w"}));
+    wait_until(&s1, &long, Duration::from_secs(30), |r| r["status"] == "RUNNING");
+    wait_until(&s1, &failed, Duration::from_secs(30), |r| {
+        r["cluster"]["status"] == "WAITING"
+    });
+    s0.kill();
+
+    let done = wait_deprovisioned(&s1, &long);
+    assert_eq!(done["status"], "FAILED", "{done}");
+    assert_eq!(done["failure"]["kind"], "server-lost", "{done}");
+    assert!(
+        done["failure"]["message"].as_str().is_some_and(|m| m.contains("s0")),
+        "{done}"
+    );
+    let starts = std::fs::read_to_string(&marker).expect("marker");
+    assert_eq!(starts.lines().count(), 1, "the program started once");
+
+    let expired = wait_deprovisioned(&s1, &failed);
+    assert_eq!(expired["status"], "FAILED", "{expired}");
+    assert_eq!(expired["failure"]["kind"], "program", "{expired}");
+    assert_clean(&sim, &[long.as_str(), failed.as_str()], 1);
 }

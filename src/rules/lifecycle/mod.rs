@@ -65,6 +65,8 @@ pub enum Event {
     LaunchFailed(String),
     /// The program ended.
     Exited(Exit),
+    /// The program ran on the host of a server that died, out of this server's reach.
+    ProgramLost(String),
     /// `POST .../stop`.
     Stop { keepalive: bool },
     /// The profile's timeout passed.
@@ -223,6 +225,21 @@ pub fn on(run: &RunRecord, event: Event, now: u64) -> Result<Transition, RunErro
                 message: format!("the program could not be started: {message}"),
             };
             end_program(next, now, (P::Failed, Some(failure)), None, keep)
+        }
+        // Starting|Running/Provisioned --ProgramLost--> Failed (killed if a stop was asked),
+        // kept as after a program failure
+        ((P::Starting | P::Running, Some(C::Provisioned)), Event::ProgramLost(message)) => {
+            let (outcome, keep) = match run.stop {
+                Some(stop) => (killed(stop), 0),
+                None => {
+                    let failure = Failure {
+                        kind: FailureKind::ServerLost,
+                        message,
+                    };
+                    ((P::Failed, Some(failure)), run.keepalive.failed)
+                }
+            };
+            end_program(next, now, outcome, None, keep)
         }
         // Running --Exited--> Completed | Failed | Killed
         ((P::Starting | P::Running, Some(C::Provisioned)), Event::Exited(exit)) => {

@@ -37,6 +37,7 @@ fn run(status: P, cluster: Option<C>) -> RunRecord {
         stop: None,
         node_types: Default::default(),
         config: None,
+        launcher: None,
         exit: None,
         template: None,
         layout: Default::default(),
