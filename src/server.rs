@@ -217,6 +217,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         janitor,
         token,
         allowed_hosts: Arc::from(config.allowed_hosts.clone()),
+        forwarder: api::forward::client(),
     };
     let served = serve(state, &config, signals, &arbiter).await?;
     // Actors stop where they are: every step they took is already in the store, and programs

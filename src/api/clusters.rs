@@ -1,6 +1,6 @@
 //! Routes of clusters: a plan's dry run, and the operations on a run's cluster.
 
-use actix_web::web;
+use actix_web::{HttpRequest, web};
 use serde::Deserialize;
 
 use crate::api::body::Json;
@@ -21,8 +21,11 @@ pub async fn run_cluster(
     state: State,
     path: web::Path<RunPath>,
     body: Json<crate::rules::resize::ClusterRequest>,
+    req: HttpRequest,
 ) -> Reply {
-    ok(&runs::cluster_operation(&state.runtime, path.into_inner().into(), body.0).await?)
+    let sent = serde_json::to_value(&body.0).ok();
+    let done = runs::cluster_operation(&state.runtime, path.into_inner().into(), body.0).await;
+    crate::api::forward::or_forward(&state, &req, sent, done).await
 }
 
 pub async fn run_operations(state: State, path: web::Path<RunPath>) -> Reply {

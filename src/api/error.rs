@@ -35,6 +35,9 @@ pub enum ApiError {
     Forbidden(String),
     #[error("{0}")]
     UnsupportedMediaType(String),
+    /// Another server that has to answer cannot be reached.
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 impl From<Invalid> for ApiError {
@@ -68,6 +71,7 @@ impl ApiError {
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 }
@@ -118,6 +122,10 @@ fn runtime_status(e: &RuntimeError) -> StatusCode {
         RuntimeError::RunNotFound(_) => StatusCode::NOT_FOUND,
         RuntimeError::Run(e) => run_status(e),
         RuntimeError::Store(e) => store_status(e),
+        // Ownership is moving (a forwarded command that met a non-owner): worth retrying.
+        RuntimeError::Elsewhere { .. } | RuntimeError::Unowned(_) => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
     }
 }
 

@@ -15,6 +15,7 @@ pub mod apps;
 pub mod body;
 pub mod clusters;
 pub mod error;
+pub mod forward;
 pub mod middleware;
 pub mod namespaces;
 pub mod origin;

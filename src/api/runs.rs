@@ -4,9 +4,11 @@ use std::time::Duration;
 
 use actix_web::{HttpRequest, web};
 use serde::Deserialize;
+use serde_json::json;
 
 use crate::api::body::{Json, OrDefault};
 use crate::api::error::ApiError;
+use crate::api::forward::or_forward;
 use crate::api::state::{ProgramPath, Reply, RunPath, State, flag, ok, query};
 use crate::model::property::Values;
 use crate::model::run::RunKey;
@@ -98,11 +100,16 @@ pub struct StopBody {
     keepalive: bool,
 }
 
-pub async fn stop_run(state: State, path: web::Path<RunPath>, body: OrDefault<StopBody>) -> Reply {
-    let event = Event::Stop {
-        keepalive: body.0.keepalive,
-    };
-    ok(&runs::command(&state.runtime, path.into_inner().into(), event).await?)
+pub async fn stop_run(
+    state: State,
+    path: web::Path<RunPath>,
+    body: OrDefault<StopBody>,
+    req: HttpRequest,
+) -> Reply {
+    let keepalive = body.0.keepalive;
+    let event = Event::Stop { keepalive };
+    let done = runs::command(&state.runtime, path.into_inner().into(), event).await;
+    or_forward(&state, &req, Some(json!({ "keepalive": keepalive })), done).await
 }
 
 pub async fn deprovision_run(state: State, path: web::Path<RunPath>, req: HttpRequest) -> Reply {
@@ -111,7 +118,8 @@ pub async fn deprovision_run(state: State, path: web::Path<RunPath>, req: HttpRe
     } else {
         Event::Deprovision
     };
-    ok(&runs::command(&state.runtime, path.into_inner().into(), event).await?)
+    let done = runs::command(&state.runtime, path.into_inner().into(), event).await;
+    or_forward(&state, &req, None, done).await
 }
 
 /// The body of `POST .../extend`.
@@ -121,11 +129,16 @@ pub struct ExtendBody {
     expire_at: u64,
 }
 
-pub async fn extend_run(state: State, path: web::Path<RunPath>, body: Json<ExtendBody>) -> Reply {
-    let event = Event::Extend {
-        expire_at: body.0.expire_at,
-    };
-    ok(&runs::command(&state.runtime, path.into_inner().into(), event).await?)
+pub async fn extend_run(
+    state: State,
+    path: web::Path<RunPath>,
+    body: Json<ExtendBody>,
+    req: HttpRequest,
+) -> Reply {
+    let expire_at = body.0.expire_at;
+    let event = Event::Extend { expire_at };
+    let done = runs::command(&state.runtime, path.into_inner().into(), event).await;
+    or_forward(&state, &req, Some(json!({ "expireAt": expire_at })), done).await
 }
 
 pub async fn run_logs(state: State, path: web::Path<RunPath>) -> Reply {

@@ -27,6 +27,8 @@ pub struct AppState {
     pub token: Option<TokenHash>,
     /// Host names (besides IP addresses and `localhost`) a request may be addressed to.
     pub allowed_hosts: Arc<[String]>,
+    /// Sends commands for runs other servers own on to them.
+    pub forwarder: reqwest::Client,
 }
 
 pub type State = web::Data<AppState>;

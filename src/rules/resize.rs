@@ -16,18 +16,18 @@ use crate::rules::lifecycle::Transition;
 use crate::rules::solver::{Budget, NodeLayout, Request, SolveError, solve, solve_within};
 
 /// The body of `POST .../runs/{run}/cluster`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ClusterRequest {
     pub operation: ClusterOperation,
     /// `expand`: how many nodes to add; `shrink`: how many to remove.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nodes: Option<u32>,
     /// `shrink`: which nodes to remove.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub remove: Vec<String>,
     /// `configure`: the new config (an object).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<serde_json::Value>,
 }
 

@@ -15,4 +15,14 @@ pub enum RuntimeError {
     /// The store could not record the change: nothing was changed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// Another server owns the run: the command goes to it, at `url`.
+    #[error("run '{run}' is owned by server {server} ({url})")]
+    Elsewhere {
+        run: String,
+        server: String,
+        url: String,
+    },
+    /// The run's owner is gone and no server has taken it over yet.
+    #[error("run '{0}' is being taken over by another server; try again in a few seconds")]
+    Unowned(String),
 }

@@ -5,6 +5,7 @@ use actix::prelude::*;
 use super::deps::Deps;
 use super::supervisor::{self, ClusterCommand, Command, RunSupervisor, Supervisors};
 use crate::model::run::{RunError, RunKey, RunRecord};
+use crate::model::server::{Owner, ServerRecord};
 use crate::model::time;
 use crate::rules::lifecycle::{self, Event};
 use crate::rules::resize::Change;
@@ -112,11 +113,43 @@ impl Runtime {
             ),
         };
         let Some(addr) = addr else {
+            self.owned_here(run).await?;
             return Err(refused().into());
         };
         match addr.send(ClusterCommand(change)).await {
             Ok(answer) => answer,
             Err(_) => Err(refused().into()),
+        }
+    }
+
+    /// Whether this server may change `run`, which it does not supervise: not when another
+    /// server owns it ([`RuntimeError::Elsewhere`], the command goes there), nor while a live
+    /// run on a shared store waits for a new owner.
+    async fn owned_here(&self, run: &RunRecord) -> Result<(), RuntimeError> {
+        let key = run.key.key();
+        let (owner, servers) = self
+            .store()
+            .read(move |r| {
+                let owner = r.get::<Owner>(Table::Owners, &key)?;
+                let server = match &owner {
+                    Some(o) => r.get::<ServerRecord>(Table::Servers, &o.server)?,
+                    None => None,
+                };
+                Ok::<_, StoreError>((owner, server))
+            })
+            .await?;
+        match (owner, servers) {
+            (Some(owner), server) if *owner.server != *self.deps.member.name => {
+                Err(RuntimeError::Elsewhere {
+                    run: run.key.run.clone(),
+                    url: server.map(|s| s.url).unwrap_or_default(),
+                    server: owner.server,
+                })
+            }
+            (None, _) if run.is_active() && self.deps.member.lease() != 0 => {
+                Err(RuntimeError::Unowned(run.key.run.clone()))
+            }
+            _ => Ok(()),
         }
     }
 
@@ -139,6 +172,7 @@ impl Runtime {
             .read(move |r| r.get(Table::Runs, &store_key))
             .await?
             .ok_or_else(|| RuntimeError::RunNotFound(key.run.clone()))?;
+        self.owned_here(&run).await?;
         let leftovers = event == Event::ForceDeprovision;
         let t = lifecycle::on(&run, event, time::now_secs())?;
         let deps = Deps {

@@ -405,10 +405,8 @@ impl RunSupervisor {
             let dir = deps.run_dir(&run.key.run);
             match remote_program(&deps, &run, context).await {
                 None => {
-                    if let Some(other) = run
-                        .launcher
-                        .as_deref()
-                        .filter(|l| **l != *deps.member.name)
+                    if let Some(other) =
+                        run.launcher.as_deref().filter(|l| **l != *deps.member.name)
                     {
                         return news(Event::ProgramLost(format!(
                             "the program ran on the host of server {other}, which is gone; no other server can reach it"

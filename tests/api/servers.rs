@@ -160,10 +160,11 @@ fn a_killed_owners_runs_are_taken_over_mid_provisioning() {
     assert_clean(&sim, &ids, 2);
 }
 
-/// Runs started on different servers are owned by the server that accepted each, and any
-/// server answers for any run.
+/// Runs started on different servers are owned by the server that accepted each; any server
+/// answers for any run, and a command sent to a server that does not own the run reaches the
+/// owner.
 #[test]
-fn the_server_that_accepts_a_start_owns_the_run() {
+fn the_server_that_accepts_a_start_owns_the_run_and_commands_reach_it() {
     let cluster = Cluster::start(1);
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sub(&dir, "sim");
@@ -171,7 +172,7 @@ fn the_server_that_accepts_a_start_owns_the_run() {
     let s0 = install.server("s0");
     let s1 = install.server("s1");
     sim_profile(&s0, "p", &sim, &[("nodes", "1")], 0, None);
-    deploy(&s0, "a", "sleep 0.5", json!({}));
+    deploy(&s0, "a", "sleep 30", json!({}));
     let on0 = start(&s0, "a", json!({"system.profile.name": "p"}));
     let on1 = start(&s1, "a", json!({"system.profile.name": "p"}));
     let (_, v0) = s1.get(&on0);
@@ -190,9 +191,18 @@ fn the_server_that_accepts_a_start_owns_the_run() {
             "{s}"
         );
     }
+    // Each run is stopped through the server that does not own it.
+    for (run, via) in [(&on0, &s1), (&on1, &s0)] {
+        wait_until(via, run, Duration::from_secs(30), |r| {
+            r["status"] == "RUNNING"
+        });
+        let (code, body) = via.post(&format!("{run}/stop"));
+        assert_eq!(code, 200, "{body}");
+        assert_eq!(body["stopping"], true, "{body}");
+    }
     for run in [&on0, &on1] {
         let done = wait_deprovisioned(&s0, run);
-        assert_eq!(done["status"], "COMPLETED", "{done}");
+        assert_eq!(done["status"], "KILLED", "{done}");
     }
 }
 
@@ -217,7 +227,9 @@ fn a_program_on_a_dead_servers_host_is_lost_and_waiting_clusters_still_expire() 
     deploy(&s0, "fail", "exit 3", json!({}));
     let long = start(&s0, "long", json!({"system.profile.name": "p"}));
     let failed = start(&s0, "fail", json!({"system.profile.name": "w"}));
-    wait_until(&s1, &long, Duration::from_secs(30), |r| r["status"] == "RUNNING");
+    wait_until(&s1, &long, Duration::from_secs(30), |r| {
+        r["status"] == "RUNNING"
+    });
     wait_until(&s1, &failed, Duration::from_secs(30), |r| {
         r["cluster"]["status"] == "WAITING"
     });
@@ -227,7 +239,9 @@ fn a_program_on_a_dead_servers_host_is_lost_and_waiting_clusters_still_expire() 
     assert_eq!(done["status"], "FAILED", "{done}");
     assert_eq!(done["failure"]["kind"], "server-lost", "{done}");
     assert!(
-        done["failure"]["message"].as_str().is_some_and(|m| m.contains("s0")),
+        done["failure"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("s0")),
         "{done}"
     );
     let starts = std::fs::read_to_string(&marker).expect("marker");

@@ -1,0 +1,87 @@
+//! Commands for a run that another server owns go to that server: the request is sent on to
+//! the owner's advertised URL, with the caller's token, and the owner's answer comes back as
+//! it is. A forwarded request is marked, and never forwarded again: a server that gets one for
+//! a run it does not own answers 503 (ownership is moving).
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse};
+use serde::Serialize;
+
+use super::error::ApiError;
+use super::state::{Reply, State, ok};
+use crate::runtime::error::RuntimeError;
+use crate::service::error::ServiceError;
+
+/// The header a forwarded request carries: the name of the server that forwarded it.
+pub const FORWARDED_BY: &str = "x-ebb-forwarded-by";
+
+/// How long the owner may take to answer a forwarded command.
+const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// A client for forwarded requests.
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(TIMEOUT)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap_or_default()
+}
+
+/// Answers `result`; when it says another server owns the run, answers with that server's
+/// answer to the same request, sent on with `body`.
+pub async fn or_forward<T: Serialize>(
+    state: &State,
+    req: &HttpRequest,
+    body: Option<serde_json::Value>,
+    result: Result<T, ServiceError>,
+) -> Reply {
+    match result {
+        Err(ServiceError::Runtime(RuntimeError::Elsewhere { run, server, url }))
+            if !url.is_empty() && !req.headers().contains_key(FORWARDED_BY) =>
+        {
+            forward(state, req, body, &run, &server, &url).await
+        }
+        other => ok(&other?),
+    }
+}
+
+async fn forward(
+    state: &State,
+    req: &HttpRequest,
+    body: Option<serde_json::Value>,
+    run: &str,
+    server: &str,
+    url: &str,
+) -> Reply {
+    let target = format!(
+        "{}{}",
+        url.trim_end_matches('/'),
+        req.uri().path_and_query().map_or("", |p| p.as_str())
+    );
+    let method = reqwest::Method::from_bytes(req.method().as_str().as_bytes())
+        .unwrap_or(reqwest::Method::POST);
+    let mut call = state
+        .forwarder
+        .request(method, &target)
+        .header(FORWARDED_BY, state.runtime.deps().member.name.as_ref());
+    if let Some(auth) = req.headers().get(actix_web::http::header::AUTHORIZATION) {
+        call = call.header(reqwest::header::AUTHORIZATION, auth.as_bytes());
+    }
+    if let Some(body) = body {
+        call = call.json(&body);
+    }
+    let unreachable = |e: String| {
+        ApiError::Unavailable(format!(
+            "run '{run}' is owned by server {server}, which cannot be reached at {url}: {e}"
+        ))
+    };
+    let answer = call.send().await.map_err(|e| unreachable(e.to_string()))?;
+    let status = StatusCode::from_u16(answer.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+    let bytes = answer
+        .bytes()
+        .await
+        .map_err(|e| unreachable(e.to_string()))?;
+    Ok(HttpResponse::build(status)
+        .content_type("application/json")
+        .body(bytes))
+}
