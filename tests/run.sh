@@ -9,4 +9,6 @@ echo "== tests on redb"
 cargo nextest run --workspace "$@"
 echo "== the integration suite on etcd"
 # --workspace with a filter, not -p ebb: the same features as above, so nothing is rebuilt.
-EBB_TEST_STORE=etcd cargo nextest run --workspace -E 'binary_id(ebb::api)' "$@"
+# The etcd store's own tests and the several-server tests run on etcd in the first pass already.
+EBB_TEST_STORE=etcd cargo nextest run --workspace \
+  -E 'binary_id(ebb::api) and not test(/^(etcd|servers)::/)' "$@"

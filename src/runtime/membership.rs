@@ -4,8 +4,9 @@
 //! holds a lease, kept alive while it runs, and registers under it (`Table::Servers`). A live
 //! run has an owner record (`Table::Owners`) bound to its owner's lease, and every write the
 //! run's actors make is fenced on it ([`crate::store::Fence`]). When a server's lease ends
-//! (a crash, a partition, a long pause), etcd deletes its records; the other servers find the
-//! runs left without an owner and claim them, each run first by the server it hashes to and,
+//! (a crash, a partition, a long pause), etcd deletes its records; the other servers, told by
+//! a watch (and every half time to live in any case), find the runs left without an owner and
+//! claim them, each run first by the server it hashes to and,
 //! after a time to live, by any, and resume them exactly as after a restart. A server whose
 //! own lease ended abandons its runs where they are, then joins again and claims like any
 //! other.
@@ -88,6 +89,10 @@ pub async fn run(runtime: Runtime, settings: Settings) {
     let Some(mut lease) = deps.store.lease() else {
         return;
     };
+    // A server's record goes with its lease, and its owner records with it: look at once.
+    let Some(mut gone) = deps.store.watch_deletes(Table::Servers) else {
+        return;
+    };
     let mut orphaned: HashMap<String, Instant> = HashMap::new();
     let mut tick = tokio::time::interval(settings.ttl / 2);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -99,6 +104,18 @@ pub async fn run(runtime: Runtime, settings: Settings) {
                 }
                 if let Err(e) = heartbeat(&deps).await {
                     tracing::warn!(error = %e, "heartbeat not written");
+                }
+                if let Err(e) = claim(&runtime, &mut orphaned, settings.ttl).await {
+                    tracing::warn!(error = %e, "orphaned runs not claimed this time");
+                }
+            }
+            changed = gone.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                gone.borrow_and_update();
+                if deps.member.lease() == 0 {
+                    continue;
                 }
                 if let Err(e) = claim(&runtime, &mut orphaned, settings.ttl).await {
                     tracing::warn!(error = %e, "orphaned runs not claimed this time");

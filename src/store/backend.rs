@@ -34,6 +34,10 @@ pub(super) trait Backend: Send + Sync + std::fmt::Debug {
     /// backend without leases.
     fn lease(&self) -> Option<watch::Receiver<i64>>;
 
+    /// A count that grows whenever keys of `table` are deleted (by anyone), for as long as the
+    /// receiver is held; `None` on a backend of one server.
+    fn watch_deletes(&self, table: super::Table) -> Option<watch::Receiver<u64>>;
+
     /// Finishes every write under way; later ones fail with [`StoreError::Closed`].
     fn close(&self) -> oneshot::Receiver<Result<(), StoreError>>;
 

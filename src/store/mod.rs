@@ -140,6 +140,12 @@ impl Store {
         self.backend.lease()
     }
 
+    /// A count that grows whenever keys of `table` are deleted, by any server; `None` on a
+    /// store of one server.
+    pub fn watch_deletes(&self, table: Table) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.backend.watch_deletes(table)
+    }
+
     /// The store's file, if it is one (redb).
     pub fn file(&self) -> Option<&Path> {
         self.backend.file()

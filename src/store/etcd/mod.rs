@@ -17,12 +17,15 @@ mod commit;
 mod lease;
 mod shared;
 mod view;
+mod watch;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use etcd_client::{Client, Compare, CompareOp, ConnectOptions, KvClient, LeaseClient, Txn, TxnOp};
+use etcd_client::{
+    Client, Compare, CompareOp, ConnectOptions, KvClient, LeaseClient, Txn, TxnOp, WatchClient,
+};
 use tokio::sync::oneshot;
 
 use super::backend::{Backend, Fence};
@@ -139,12 +142,13 @@ pub(super) fn open(endpoints: &Endpoints) -> Result<Etcd, StoreError> {
             runtime.shutdown_timeout(Duration::from_secs(1));
         })
         .map_err(|e| open_err(e.to_string()))?;
-    let (clients, leases) = handle
+    let (clients, leases, watches) = handle
         .block_on(connect_each(endpoints))
         .map_err(|e| open_err(format!("cannot connect: {e}")))?;
     let shared = Arc::new(Shared {
         clients,
         leases,
+        watches,
         current: AtomicUsize::new(0),
         lease: tokio::sync::watch::Sender::new(0),
         handle,
@@ -170,22 +174,25 @@ pub(super) fn open(endpoints: &Endpoints) -> Result<Etcd, StoreError> {
 }
 
 /// The clients of each endpoint.
-async fn connect_each(
-    endpoints: &Endpoints,
-) -> Result<(Vec<KvClient>, Vec<LeaseClient>), etcd_client::Error> {
+async fn connect_each(endpoints: &Endpoints) -> Result<Clients, etcd_client::Error> {
     let mut clients = Vec::with_capacity(endpoints.urls.len());
     let mut leases = Vec::with_capacity(endpoints.urls.len());
+    let mut watches = Vec::with_capacity(endpoints.urls.len());
     for url in &endpoints.urls {
         let client = connect(std::slice::from_ref(url)).await?;
         leases.push(client.lease_client());
+        watches.push(client.watch_client());
         clients.push(
             client
                 .kv_client()
                 .max_decoding_message_size(view::MAX_RESPONSE),
         );
     }
-    Ok((clients, leases))
+    Ok((clients, leases, watches))
 }
+
+/// Every endpoint's key-value, lease and watch clients.
+type Clients = (Vec<KvClient>, Vec<LeaseClient>, Vec<WatchClient>);
 
 async fn connect(urls: &[String]) -> Result<Client, etcd_client::Error> {
     let options = ConnectOptions::new()
@@ -473,6 +480,15 @@ impl Backend for Etcd {
 
     fn lease(&self) -> Option<tokio::sync::watch::Receiver<i64>> {
         Some(self.shared.lease.subscribe())
+    }
+
+    fn watch_deletes(&self, table: Table) -> Option<tokio::sync::watch::Receiver<u64>> {
+        let (deleted, heard) = tokio::sync::watch::channel(0);
+        let shared = Arc::clone(&self.shared);
+        self.shared
+            .handle
+            .spawn(async move { shared.watch_deletes(table, deleted).await });
+        Some(heard)
     }
 
     fn close(&self) -> oneshot::Receiver<Result<(), StoreError>> {

@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use etcd_client::{KvClient, LeaseClient};
+use etcd_client::{KvClient, LeaseClient, WatchClient};
 use tokio::runtime::Handle;
 
 use crate::store::table::{StoreError, Table};
@@ -14,8 +14,9 @@ pub(super) struct Shared {
     /// One client per endpoint: a call goes to the current one, and a failure to reach it
     /// moves on to the next ([`Shared::failover`]), so a dead member is left at once.
     pub(super) clients: Vec<KvClient>,
-    /// The lease clients, one per endpoint like `clients`.
+    /// The lease and watch clients, one per endpoint like `clients`.
     pub(super) leases: Vec<LeaseClient>,
+    pub(super) watches: Vec<WatchClient>,
     pub(super) current: AtomicUsize,
     /// This server's lease (0: none yet, or it ended).
     pub(super) lease: tokio::sync::watch::Sender<i64>,
@@ -101,6 +102,11 @@ impl Shared {
     pub(super) fn lease_client(&self) -> LeaseClient {
         let i = self.current.load(Ordering::Relaxed) % self.leases.len();
         self.leases[i].clone()
+    }
+
+    pub(super) fn watch_client(&self) -> WatchClient {
+        let i = self.current.load(Ordering::Relaxed) % self.watches.len();
+        self.watches[i].clone()
     }
 
     /// Moves calls to the next endpoint, after the current one could not be reached.

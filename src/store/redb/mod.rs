@@ -94,6 +94,10 @@ impl Backend for Redb {
         None
     }
 
+    fn watch_deletes(&self, _table: Table) -> Option<tokio::sync::watch::Receiver<u64>> {
+        None
+    }
+
     fn describe(&self) -> String {
         describe(&self.path)
     }
