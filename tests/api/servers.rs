@@ -12,7 +12,7 @@ use crate::support::profiles::sim_profile;
 use crate::support::runs::{
     assert_clean, calls, deploy, start, sub, wait_deprovisioned, wait_until,
 };
-use crate::support::server::{Options, Server};
+use crate::support::server::{Options, Server, signal};
 
 /// The lease time to live the servers of these tests keep.
 const TTL: Duration = Duration::from_secs(3);
@@ -251,4 +251,77 @@ fn a_program_on_a_dead_servers_host_is_lost_and_waiting_clusters_still_expire() 
     assert_eq!(expired["status"], "FAILED", "{expired}");
     assert_eq!(expired["failure"]["kind"], "program", "{expired}");
     assert_clean(&sim, &[long.as_str(), failed.as_str()], 1);
+}
+
+/// An owner paused (SIGSTOP) past its lease while it provisions loses its runs to the others;
+/// woken again (SIGCONT), it makes no cloud call for them and writes nothing: every node is
+/// created and deleted once, and the runs finish under their new owners.
+#[test]
+fn a_paused_owner_that_wakes_after_losing_its_lease_does_nothing_for_its_old_runs() {
+    let cluster = Cluster::start(1);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sim = sub(&dir, "sim");
+    let install = Installation::new(&cluster, dir.path(), "/paused-owner");
+    let s0 = install.server("s0");
+    let s1 = install.server("s1");
+    let _s2 = install.server("s2");
+    sim_profile(
+        &s0,
+        "p",
+        &sim,
+        &[("nodes", "3"), ("createLatency", "1s")],
+        0,
+        None,
+    );
+    deploy(&s0, "a", "true", json!({}));
+    let runs: Vec<String> = (0..3)
+        .map(|_| start(&s0, "a", json!({"system.profile.name": "p"})))
+        .collect();
+    let started = Instant::now();
+    while !calls(&sim).iter().any(|c| c["op"] == "create") {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no create call"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    signal(s0.pid(), "STOP");
+    for run in &runs {
+        wait_until(&s1, run, TTL + Duration::from_secs(10), |r| {
+            r["owner"] == "s1" || r["owner"] == "s2" || r["cluster"]["status"] == "DEPROVISIONED"
+        });
+    }
+    let woken = now_secs();
+    signal(s0.pid(), "CONT");
+    for run in &runs {
+        let done = wait_deprovisioned(&s1, run);
+        assert_eq!(done["status"], "COMPLETED", "{done}");
+    }
+    // Give the woken server time to try anything it still had in mind.
+    std::thread::sleep(Duration::from_secs(2));
+    let late: Vec<Value> = calls(&sim)
+        .into_iter()
+        .filter(|c| c["tags"]["ebb:server"] == "s0" && c["time"].as_f64() > Some(woken + 1.5))
+        .collect();
+    assert!(
+        late.is_empty(),
+        "the woken server called the cloud: {late:?}"
+    );
+    let ids: Vec<&str> = runs.iter().map(String::as_str).collect();
+    assert_clean(&sim, &ids, 3);
+    // It learnt its lease had ended and let its runs go (or had a write refused first).
+    let logs = s0.logs();
+    let said = |what: &str| logs.iter().any(|l| l.contains(what));
+    assert!(said("lease ended"), "{logs:#?}");
+    assert!(
+        said("run abandoned") || said("no longer owned"),
+        "{logs:#?}"
+    );
+}
+
+fn now_secs() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs_f64()
 }
