@@ -199,6 +199,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     if let Some(retention) = config.history_retention {
         arbiter.spawn(crate::runtime::retention::run_on_schedule(
             store.patient(),
+            deps.member.clone(),
             retention,
         ));
     }

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use ebb_spi::{Context, Provisioner, Resource, ResourceState, TAG_NODE, TAG_RUN, TAG_SERVER};
 
+use super::membership::{Duty, leads};
 use crate::model::event::EventKind;
 use crate::model::plan::{NodeRecord, ResourceStatus};
 use crate::model::profile::StoredProfile;
@@ -68,6 +69,15 @@ impl Janitor {
         };
         loop {
             tokio::time::sleep(Duration::from_secs(every)).await;
+            // One server of an installation sweeps on schedule.
+            match leads(&self.deps.store, &self.deps.member, Duty::Janitor).await {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot tell which server sweeps; retried");
+                    continue;
+                }
+            }
             match self.sweep(!self.settings.delete, "schedule").await {
                 Ok(s) => tracing::info!(
                     orphans = s.orphans.len(),
@@ -102,7 +112,8 @@ impl Janitor {
         let _one = self.running.lock().await;
         let started = now_secs();
         let targets = self.targets().await?;
-        let (accounts, seen) = self.list(&targets).await;
+        let ours = self.server_names().await?;
+        let (accounts, seen) = self.list(&targets, &ours).await;
         let runs: BTreeSet<String> = seen
             .iter()
             .filter_map(|(_, r)| r.tags.get(TAG_RUN).cloned())
@@ -136,7 +147,11 @@ impl Janitor {
 
     /// Lists every target's account: what each holds that this server made, and a summary per
     /// account (a listing that fails is kept as its error).
-    async fn list(&self, targets: &[Target]) -> (Vec<AccountSweep>, Vec<(usize, Resource)>) {
+    async fn list(
+        &self,
+        targets: &[Target],
+        ours: &BTreeSet<String>,
+    ) -> (Vec<AccountSweep>, Vec<(usize, Resource)>) {
         let mut accounts = Vec::new();
         let mut seen: Vec<(usize, Resource)> = Vec::new();
         for (i, t) in targets.iter().enumerate() {
@@ -151,7 +166,7 @@ impl Janitor {
             let (count, error) = match listed {
                 Ok(resources) => {
                     let mine: Vec<Resource> =
-                        resources.into_iter().filter(|r| self.is_ours(r)).collect();
+                        resources.into_iter().filter(|r| is_ours(r, ours)).collect();
                     let n = mine.len();
                     seen.extend(mine.into_iter().map(|r| (i, r)));
                     (n, None)
@@ -197,14 +212,24 @@ impl Janitor {
             .await
     }
 
-    /// Whether this server made `r`: it carries this server's name. A resource without a
-    /// server tag is never taken for this server's: it may be anyone's.
-    fn is_ours(&self, r: &Resource) -> bool {
-        r.tags.contains_key(TAG_RUN)
-            && r.tags
-                .get(TAG_SERVER)
-                .is_some_and(|s| *s == self.deps.server_name)
-            && r.state != ResourceState::Deleting
+    /// The names the servers of this installation tag their resources with: this server's,
+    /// and every other that ever joined it (a dead server's resources are still the
+    /// installation's).
+    async fn server_names(&self) -> Result<BTreeSet<String>, RuntimeError> {
+        let mine = self.deps.server_name.clone();
+        Ok(self
+            .deps
+            .store
+            .read(move |r| {
+                let mut names: BTreeSet<String> = r
+                    .scan::<String>(Table::Meta, crate::store::keys::MEMBERS)?
+                    .into_iter()
+                    .map(|(_, tag)| tag)
+                    .collect();
+                names.insert(mine.clone());
+                Ok::<_, StoreError>(names)
+            })
+            .await?)
     }
 
     /// Every account the profiles and live runs point at, once each.
@@ -291,6 +316,14 @@ async fn take(t: &Target, resource: Resource, reason: String, dry_run: bool) -> 
         reason,
         action,
     }
+}
+
+/// Whether a server of this installation made `r`: it carries one of their names. A
+/// resource without a server tag is never taken for ours: it may be anyone's.
+fn is_ours(r: &Resource, ours: &BTreeSet<String>) -> bool {
+    r.tags.contains_key(TAG_RUN)
+        && r.tags.get(TAG_SERVER).is_some_and(|s| ours.contains(s))
+        && r.state != ResourceState::Deleting
 }
 
 /// What the store knows of a run a resource names.

@@ -14,14 +14,14 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
-use super::deps::Deps;
+use super::deps::{Deps, Member};
 use super::handle::Runtime;
 use crate::model::event::EventKind;
 use crate::model::run::RunRecord;
 use crate::model::server::{Owner, ServerRecord};
 use crate::model::time::now_secs;
-use crate::store::events;
 use crate::store::{Read, Store, StoreError, Table};
+use crate::store::{events, keys};
 
 /// How this server takes part.
 #[derive(Debug, Clone)]
@@ -48,6 +48,8 @@ pub async fn join(deps: &Deps, settings: &Settings) -> Result<(), StoreError> {
     }
     let lease = store.take_lease(settings.ttl).await?;
     deps.member.set_lease(lease);
+    // The janitor of any server takes this one's resources for the installation's.
+    let tag = deps.server_name.clone();
     let now = now_secs();
     let record = ServerRecord {
         name,
@@ -74,6 +76,7 @@ pub async fn join(deps: &Deps, settings: &Settings) -> Result<(), StoreError> {
                     tx.put(Table::Owners, &run, &owner)?;
                 }
             }
+            tx.put(Table::Meta, &keys::member(&tag), &tag)?;
             tx.put(Table::Servers, &record.name, &record)
         })
         .await?;
@@ -134,6 +137,54 @@ pub async fn run(runtime: Runtime, settings: Settings) {
             }
         }
     }
+}
+
+/// An installation-wide duty that one server at a time performs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Duty {
+    /// The janitor's scheduled sweeps.
+    Janitor,
+    /// Compacting the history of ended runs.
+    Retention,
+}
+
+impl Duty {
+    fn name(self) -> &'static str {
+        match self {
+            Duty::Janitor => "janitor",
+            Duty::Retention => "retention",
+        }
+    }
+}
+
+/// Whether this server performs `duty` now: it holds the duty, or takes it because no server
+/// does. The record is bound to the holder's lease, so the duty moves when the holder dies.
+/// The one server of the embedded store always does.
+pub async fn leads(store: &Store, member: &Member, duty: Duty) -> Result<bool, StoreError> {
+    let lease = member.lease();
+    if store.lease().is_none() {
+        return Ok(true);
+    }
+    if lease == 0 {
+        return Ok(false);
+    }
+    let me = member.name.to_string();
+    store
+        .write(
+            move |tx| match tx.get::<Owner>(Table::Duties, duty.name())? {
+                Some(holder) => Ok(holder.server == me && holder.lease == lease),
+                None => {
+                    let holder = Owner {
+                        server: me.clone(),
+                        lease,
+                        since: now_secs(),
+                    };
+                    tx.put(Table::Duties, duty.name(), &holder)?;
+                    Ok(true)
+                }
+            },
+        )
+        .await
 }
 
 /// Joins again after this server's lease ended, until it works.

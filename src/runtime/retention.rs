@@ -10,6 +10,8 @@
 
 use std::time::Duration;
 
+use super::deps::Member;
+use super::membership::{Duty, leads};
 use crate::model::plan::NodeRecord;
 use crate::model::profile::ProfileId;
 use crate::model::run::RunRecord;
@@ -37,9 +39,18 @@ pub fn interval(retention: Duration) -> Duration {
 }
 
 /// Sweeps for ever, every [`interval`].
-pub async fn run_on_schedule(store: Store, retention: Duration) {
+pub async fn run_on_schedule(store: Store, member: Member, retention: Duration) {
     loop {
         tokio::time::sleep(interval(retention)).await;
+        // One server of an installation compacts.
+        match leads(&store, &member, Duty::Retention).await {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot tell which server compacts; retried");
+                continue;
+            }
+        }
         match sweep(&store, retention).await {
             Ok(0) => {}
             Ok(runs) => tracing::info!(runs, "compacted the history of ended runs"),

@@ -15,6 +15,15 @@
 
 /// The prefix of namespace `ns`'s records in `Apps`, `Profiles`, `Templates`, `SecureKeys`,
 /// `Runs`, `Active` and `RunIndex`.
+/// Where `Meta` keeps the names every server that joined the installation tags its
+/// resources with, one key each (`members/<tag>`).
+pub const MEMBERS: &str = "members/";
+
+/// The `Meta` key of a server's resource tag, under [`MEMBERS`].
+pub fn member(tag: &str) -> String {
+    format!("{MEMBERS}{tag}")
+}
+
 pub fn in_namespace(ns: &str) -> String {
     format!("{ns}/")
 }

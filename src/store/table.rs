@@ -53,11 +53,14 @@ pub enum Table {
     /// The owner of each live run (the server whose actors carry it on), by the run's key in
     /// `Runs`.
     Owners,
+    /// The server that performs each installation-wide duty (the janitor's schedule, history
+    /// retention), by duty: an election, won by the first to write while none holds it.
+    Duties,
 }
 
 impl Table {
     /// Every table, created when the store is opened.
-    pub const ALL: [Table; 17] = [
+    pub const ALL: [Table; 18] = [
         Table::Meta,
         Table::Namespaces,
         Table::Profiles,
@@ -75,6 +78,7 @@ impl Table {
         Table::Usage,
         Table::Servers,
         Table::Owners,
+        Table::Duties,
     ];
 
     /// The table's name in every backend: a redb table, an etcd key prefix.
@@ -97,6 +101,7 @@ impl Table {
             Table::Usage => "usage",
             Table::Servers => "servers",
             Table::Owners => "owners",
+            Table::Duties => "duties",
         }
     }
 
@@ -104,7 +109,7 @@ impl Table {
     /// its keys are bound to the writing server's lease, so they go when that server does; a
     /// copy of the installation leaves them out.
     pub fn is_live(self) -> bool {
-        matches!(self, Table::Servers | Table::Owners)
+        matches!(self, Table::Servers | Table::Owners | Table::Duties)
     }
 
     /// The table named `name`.

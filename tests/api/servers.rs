@@ -35,6 +35,11 @@ impl Installation {
     }
 
     fn server(&self, name: &str) -> Server {
+        self.server_with(name, &[])
+    }
+
+    /// A server with more `ebb serve` arguments.
+    fn server_with(&self, name: &str, more: &[&str]) -> Server {
         let data = sub_dir(&self.dir, name);
         let key = self.dir.join("secure.key");
         Server::start_at(
@@ -53,7 +58,10 @@ impl Installation {
                     format!("{}s", TTL.as_secs()),
                     "--secure-key-file".into(),
                     key.to_string_lossy().into_owned(),
-                ],
+                ]
+                .into_iter()
+                .chain(more.iter().map(|a| a.to_string()))
+                .collect(),
                 ..Options::default()
             },
         )
@@ -324,4 +332,39 @@ fn now_secs() -> f64 {
         .duration_since(std::time::UNIX_EPOCH)
         .expect("clock")
         .as_secs_f64()
+}
+
+/// The janitor's schedule runs on one server of the installation at a time, and moves to
+/// another when that one dies.
+#[test]
+fn one_server_sweeps_on_schedule_and_another_takes_over_when_it_dies() {
+    let cluster = Cluster::start(1);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let install = Installation::new(&cluster, dir.path(), "/one-janitor");
+    let every = ["--janitor-interval", "1s"];
+    let s0 = install.server_with("s0", &every);
+    let s1 = install.server_with("s1", &every);
+    let sweeps = |s: &Server| {
+        s.logs()
+            .iter()
+            .filter(|l| l.contains("janitor sweep done"))
+            .count()
+    };
+    std::thread::sleep(Duration::from_millis(3500));
+    let (n0, n1) = (sweeps(&s0), sweeps(&s1));
+    assert!(
+        (n0 > 0) != (n1 > 0),
+        "exactly one server sweeps: s0 {n0}, s1 {n1}"
+    );
+    let (leader, other) = if n0 > 0 { (s0, s1) } else { (s1, s0) };
+    leader.kill();
+    let before = sweeps(&other);
+    let killed = Instant::now();
+    while sweeps(&other) <= before {
+        assert!(
+            killed.elapsed() < TTL + Duration::from_secs(10),
+            "no other server took the janitor's schedule over"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
