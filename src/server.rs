@@ -56,6 +56,8 @@ pub struct Config {
     pub lease_ttl: std::time::Duration,
     /// On etcd: where the other servers reach this one; `None` for its listening address.
     pub advertise_url: Option<String>,
+    /// On etcd: SIGTERM hands this server's runs to the others before it stops.
+    pub drain: bool,
     /// How the janitor sweeps on its own.
     pub janitor: crate::model::sweep::Settings,
 }
@@ -219,6 +221,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         token,
         allowed_hosts: Arc::from(config.allowed_hosts.clone()),
         forwarder: api::forward::client(),
+        shutdown: Arc::default(),
     };
     let served = serve(state, &config, signals, &arbiter).await?;
     // Actors stop where they are: every step they took is already in the store, and programs
@@ -262,6 +265,7 @@ async fn serve(
     arbiter: &Arbiter,
 ) -> Result<std::io::Result<()>, ServerError> {
     let runtime = state.runtime.clone();
+    let shutdown = Arc::clone(&state.shutdown);
     let data = web::Data::new(state);
     let mut server = HttpServer::new(move || {
         App::new()
@@ -296,11 +300,27 @@ async fn serve(
         ttl: config.lease_ttl,
     };
     crate::runtime::membership::join(runtime.deps(), &membership).await?;
-    arbiter.spawn(crate::runtime::membership::run(runtime, membership));
+    arbiter.spawn(crate::runtime::membership::run(runtime.clone(), membership));
     let server = server.run();
     let handle = server.handle();
+    let drain = config.drain;
     actix_web::rt::spawn(async move {
-        signals.next().await;
+        tokio::select! {
+            () = signals.next() => {
+                if drain {
+                    // Hand the runs over first; a second signal stops at once.
+                    tokio::select! {
+                        drained = crate::runtime::membership::drain(&runtime) => {
+                            if let Err(e) = drained {
+                                tracing::error!(error = %e, "drain did not finish");
+                            }
+                        }
+                        () = signals.next() => tracing::warn!("drain cut short by a second signal"),
+                    }
+                }
+            }
+            () = shutdown.notified() => {}
+        }
         tracing::info!("shutting down: finishing requests in flight (signal again to force)");
         let graceful = handle.stop(true);
         tokio::select! {
@@ -445,6 +465,7 @@ impl From<ServeArgs> for Config {
             secure_key_file: args.secure_key_file,
             lease_ttl: args.lease_ttl,
             advertise_url: args.advertise_url,
+            drain: args.drain,
             janitor: crate::model::sweep::Settings {
                 interval: args
                     .janitor_interval

@@ -38,6 +38,9 @@ pub enum ApiError {
     /// Another server that has to answer cannot be reached.
     #[error("{0}")]
     Unavailable(String),
+    /// The request cannot be done in the server's present state.
+    #[error("{0}")]
+    Conflict(String),
 }
 
 impl From<Invalid> for ApiError {
@@ -72,6 +75,7 @@ impl ApiError {
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
         }
     }
 }
@@ -83,6 +87,7 @@ fn service_status(e: &ServiceError) -> StatusCode {
         ServiceError::Runtime(e) => runtime_status(e),
         ServiceError::NamespaceNotFound(_)
         | ServiceError::ProvisionerNotFound(_)
+        | ServiceError::ServerNotFound(_)
         | ServiceError::ProfileNotFound(_)
         | ServiceError::AppNotFound { .. }
         | ServiceError::ProgramNotFound { .. }
@@ -123,7 +128,7 @@ fn runtime_status(e: &RuntimeError) -> StatusCode {
         RuntimeError::Run(e) => run_status(e),
         RuntimeError::Store(e) => store_status(e),
         // Ownership is moving (a forwarded command that met a non-owner): worth retrying.
-        RuntimeError::Elsewhere { .. } | RuntimeError::Unowned(_) => {
+        RuntimeError::Elsewhere { .. } | RuntimeError::Unowned(_) | RuntimeError::Draining(_) => {
             StatusCode::SERVICE_UNAVAILABLE
         }
     }

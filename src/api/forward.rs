@@ -39,20 +39,27 @@ pub async fn or_forward<T: Serialize>(
         Err(ServiceError::Runtime(RuntimeError::Elsewhere { run, server, url }))
             if !url.is_empty() && !req.headers().contains_key(FORWARDED_BY) =>
         {
-            forward(state, req, body, &run, &server, &url).await
+            let owner = format!("run '{run}' is owned by server {server}, which");
+            forward(state, req, body, &owner, &url).await
         }
         other => ok(&other?),
     }
 }
 
-async fn forward(
+/// Sends `req` on to the server at `url` (`who`, for messages: "server s1, which") and answers
+/// with its answer; a request forwarded already is refused with a 503 instead.
+pub async fn forward(
     state: &State,
     req: &HttpRequest,
     body: Option<serde_json::Value>,
-    run: &str,
-    server: &str,
+    who: &str,
     url: &str,
 ) -> Reply {
+    if req.headers().contains_key(FORWARDED_BY) {
+        return Err(ApiError::Unavailable(format!(
+            "{who} is not this server; the request was forwarded here already"
+        )));
+    }
     let target = format!(
         "{}{}",
         url.trim_end_matches('/'),
@@ -70,11 +77,8 @@ async fn forward(
     if let Some(body) = body {
         call = call.json(&body);
     }
-    let unreachable = |e: String| {
-        ApiError::Unavailable(format!(
-            "run '{run}' is owned by server {server}, which cannot be reached at {url}: {e}"
-        ))
-    };
+    let unreachable =
+        |e: String| ApiError::Unavailable(format!("{who} cannot be reached at {url}: {e}"));
     let answer = call.send().await.map_err(|e| unreachable(e.to_string()))?;
     let status = StatusCode::from_u16(answer.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
     let bytes = answer

@@ -36,6 +36,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             )
             .service(resource("/health").get(health))
             .service(resource("/servers").get(list_servers))
+            .service(resource("/servers/{name}/drain").post(drain_server))
             .service(resource("/namespaces").get(list_namespaces))
             .service(
                 resource("/namespaces/{ns}")

@@ -29,6 +29,8 @@ pub struct AppState {
     pub allowed_hosts: Arc<[String]>,
     /// Sends commands for runs other servers own on to them.
     pub forwarder: reqwest::Client,
+    /// Told when the server should stop (after a drain asked over the API).
+    pub shutdown: Arc<tokio::sync::Notify>,
 }
 
 pub type State = web::Data<AppState>;

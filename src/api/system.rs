@@ -1,10 +1,15 @@
 //! Routes of the server itself: health, the servers of the installation, the provisioners it
 //! offers, its janitor.
 
-use actix_web::{HttpRequest, web};
+use std::sync::Arc;
 
+use actix_web::{HttpRequest, HttpResponse, web};
+
+use crate::api::error::ApiError;
+use crate::api::forward::forward;
 use crate::api::state::{Reply, State, flag, ok};
 use crate::model::sweep::JanitorView;
+use crate::runtime::membership::drain;
 use crate::service::error::ServiceError;
 
 pub async fn health() -> Reply {
@@ -13,6 +18,36 @@ pub async fn health() -> Reply {
 
 pub async fn list_servers(state: State) -> Reply {
     ok(&crate::service::servers::list(&state.store).await?)
+}
+
+/// `POST /v3/servers/{name}/drain`: the server hands its runs to the others, then stops.
+/// Sent to another server, the request goes on to the one named.
+pub async fn drain_server(state: State, name: web::Path<String>, req: HttpRequest) -> Reply {
+    let name = name.into_inner();
+    let member = &state.runtime.deps().member;
+    if *member.name != *name {
+        let servers = crate::service::servers::list(&state.store).await?;
+        let Some(server) = servers.into_iter().find(|s| s.record.name == name) else {
+            return Err(ServiceError::ServerNotFound(name).into());
+        };
+        let who = format!("server {name}, which");
+        return forward(&state, &req, None, &who, &server.record.url).await;
+    }
+    if state.store.lease().is_none() {
+        return Err(ApiError::Conflict(
+            "this server is the only one of its installation (embedded store): there is no other to hand its runs to; stop it with SIGTERM, and its runs resume when it starts again".into(),
+        ));
+    }
+    if !member.draining() {
+        let (runtime, shutdown) = (state.runtime.clone(), Arc::clone(&state.shutdown));
+        actix_web::rt::spawn(async move {
+            if let Err(e) = drain(&runtime).await {
+                tracing::error!(error = %e, "drain did not finish; stopping anyway");
+            }
+            shutdown.notify_one();
+        });
+    }
+    Ok(HttpResponse::Accepted().json(serde_json::json!({"name": name, "draining": true})))
 }
 
 pub async fn list_provisioners(state: State) -> Reply {

@@ -124,6 +124,8 @@ pub enum SecureCmd {
 pub enum ServerCmd {
     /// List the servers that are up: address, lease, last heartbeat, runs owned, version.
     List,
+    /// Hand a server's runs to the others, then stop it; waits until it is gone.
+    Drain { name: String },
 }
 
 #[derive(Debug, Subcommand)]
@@ -213,6 +215,11 @@ pub struct ServeArgs {
     /// address it listens on).
     #[arg(long, env = "EBB_ADVERTISE_URL")]
     pub advertise_url: Option<String>,
+    /// On etcd: on SIGTERM, hand this server's runs to the others before stopping (a run
+    /// whose program runs on this host is handed over once the program ends); a second
+    /// signal stops at once.
+    #[arg(long, env = "EBB_DRAIN")]
+    pub drain: bool,
     /// The key that encrypts the secure store, created owner-only on first start. Keep it
     /// out of the store's backups (default: secure.key in the data dir).
     #[arg(long, env = "EBB_SECURE_KEY_FILE")]

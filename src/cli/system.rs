@@ -37,6 +37,31 @@ pub fn server(client: &Client, json: bool, cmd: ServerCmd) -> Result<(), CliErro
                 &rows,
             );
         }
+        ServerCmd::Drain { name } => {
+            crate::model::names::check("server name", &name)
+                .map_err(|e| CliError::Usage(e.to_string()))?;
+            let v = client.call(Method::POST, &format!("/v3/servers/{name}/drain"), None)?;
+            if json {
+                output::json(&v);
+                return Ok(());
+            }
+            eprintln!("server {name} is draining: handing its runs to the others");
+            // Until it is gone from the list (it stops once it owns no run).
+            loop {
+                let servers: Vec<ServerView> = match client.get("/v3/servers") {
+                    Ok(v) => read_answer(v)?,
+                    // The server asked is the one that stopped.
+                    Err(CliError::Unreachable { .. }) => break,
+                    Err(e) => return Err(e),
+                };
+                match servers.iter().find(|s| s.record.name == name) {
+                    None => break,
+                    Some(s) => eprintln!("  {} run(s) left", s.runs),
+                }
+                std::thread::sleep(std::time::Duration::from_secs(1));
+            }
+            out!("server {name} drained and stopped");
+        }
     }
     Ok(())
 }

@@ -16,6 +16,9 @@ pub struct ServerRecord {
     /// When it joined, and when it last said it is up (epoch seconds).
     pub started: u64,
     pub heartbeat: u64,
+    /// Handing its runs to the others before it stops: it takes no new run.
+    #[serde(default)]
+    pub draining: bool,
 }
 
 /// Who carries a live run on (`Table::Owners`, by the run's key).

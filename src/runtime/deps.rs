@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 use crate::runtime::registry::Registry;
 use crate::store::Store;
@@ -35,6 +35,7 @@ pub struct Deps {
 pub struct Member {
     pub name: Arc<str>,
     lease: Arc<AtomicI64>,
+    draining: Arc<AtomicBool>,
 }
 
 impl Member {
@@ -42,6 +43,7 @@ impl Member {
         Member {
             name: Arc::from(name),
             lease: Arc::default(),
+            draining: Arc::default(),
         }
     }
 
@@ -52,6 +54,17 @@ impl Member {
 
     pub fn set_lease(&self, lease: i64) {
         self.lease.store(lease, Ordering::SeqCst);
+    }
+
+    /// Whether the server is handing its runs to the others before it stops: it takes no new
+    /// run then.
+    pub fn draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
+    }
+
+    /// Starts draining; false if it had started already.
+    pub fn start_draining(&self) -> bool {
+        !self.draining.swap(true, Ordering::SeqCst)
     }
 }
 

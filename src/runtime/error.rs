@@ -22,6 +22,9 @@ pub enum RuntimeError {
         server: String,
         url: String,
     },
+    /// This server is handing its runs to the others before it stops: it takes no new one.
+    #[error("server {0} is draining and takes no new run; start it on another server")]
+    Draining(String),
     /// The run's owner is gone and no server has taken it over yet.
     #[error("run '{0}' is being taken over by another server; try again in a few seconds")]
     Unowned(String),

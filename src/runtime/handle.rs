@@ -63,6 +63,17 @@ impl Runtime {
         self.supervisors.get(run).is_some()
     }
 
+    /// Stops run `run`'s supervisor where it is, and waits until it has stopped: another
+    /// server carries the run on.
+    pub async fn abandon(&self, run: &str) {
+        if let Some(addr) = self.supervisors.get(run) {
+            let _ = addr.send(supervisor::Abandon).await;
+            while self.supervisors.get(run).is_some() {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        }
+    }
+
     /// Stops every supervisor where it is: this server lost the lease it owned their runs
     /// under.
     pub fn abandon_all(&self) {

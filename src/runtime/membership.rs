@@ -58,6 +58,7 @@ pub async fn join(deps: &Deps, settings: &Settings) -> Result<(), StoreError> {
         version: env!("CARGO_PKG_VERSION").to_string(),
         started: now,
         heartbeat: now,
+        draining: deps.member.draining(),
     };
     store
         .write(move |tx| {
@@ -139,6 +140,77 @@ pub async fn run(runtime: Runtime, settings: Settings) {
     }
 }
 
+/// Hands this server's runs to the others (marking it draining first) and returns once it
+/// owns none: each run whose
+/// program does not run on this host is let go at once (its supervisor stopped where it is,
+/// its owner record deleted, so another server resumes it as after a restart); a run whose
+/// program this server launched is let go once the program has ended, so no run fails for
+/// the drain. Then ends the lease, so the others hear at once. Does nothing on the embedded
+/// store (its one server keeps its runs, which resume when it starts again).
+pub async fn drain(runtime: &Runtime) -> Result<(), StoreError> {
+    let deps = runtime.deps();
+    if deps.store.lease().is_none() {
+        return Ok(());
+    }
+    deps.member.start_draining();
+    heartbeat(deps).await?;
+    tracing::info!(server = %deps.member.name, "draining: handing runs to the other servers");
+    let mut pause = tokio::time::interval(Duration::from_millis(200));
+    loop {
+        pause.tick().await;
+        let lease = deps.member.lease();
+        if lease == 0 {
+            // The lease ended: the others have the runs already.
+            break;
+        }
+        let me = deps.member.name.to_string();
+        let owned: Vec<(String, RunRecord)> = deps
+            .store
+            .read(move |r| {
+                let mut owned = Vec::new();
+                for (key, owner) in r.scan::<Owner>(Table::Owners, "")? {
+                    if owner.server == me
+                        && let Some(run) = r.get::<RunRecord>(Table::Runs, &key)?
+                    {
+                        owned.push((key, run));
+                    }
+                }
+                Ok::<_, StoreError>(owned)
+            })
+            .await?;
+        if owned.is_empty() {
+            break;
+        }
+        for (key, run) in owned {
+            let launched_here = run.status == crate::model::run::ProgramStatus::Running
+                && run.launcher.as_deref() == Some(&*deps.member.name);
+            if launched_here {
+                continue;
+            }
+            runtime.abandon(&run.key.run).await;
+            let handed = key.clone();
+            deps.store
+                .fenced(&key, lease)
+                .write(move |tx| {
+                    tx.delete(Table::Owners, &handed);
+                    Ok::<_, StoreError>(())
+                })
+                .await
+                .or_else(|e| match e {
+                    StoreError::Fenced { .. } => Ok(()),
+                    e => Err(e),
+                })?;
+            tracing::info!(run.id = %run.key.run, "run handed to the other servers");
+        }
+    }
+    let lease = deps.member.lease();
+    if lease != 0 {
+        deps.store.end_lease(lease).await?;
+    }
+    tracing::info!(server = %deps.member.name, "drained: this server owns no run");
+    Ok(())
+}
+
 /// An installation-wide duty that one server at a time performs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Duty {
@@ -205,6 +277,7 @@ async fn rejoin(deps: &Deps, settings: &Settings) {
 async fn heartbeat(deps: &Deps) -> Result<(), StoreError> {
     let name = deps.member.name.to_string();
     let lease = deps.member.lease();
+    let draining = deps.member.draining();
     deps.store
         .write(move |tx| {
             let Some(mut record) = tx.get::<ServerRecord>(Table::Servers, &name)? else {
@@ -214,6 +287,7 @@ async fn heartbeat(deps: &Deps) -> Result<(), StoreError> {
                 return Ok(());
             }
             record.heartbeat = now_secs();
+            record.draining = draining;
             tx.put(Table::Servers, &name, &record)
         })
         .await
@@ -235,9 +309,11 @@ async fn census(store: &Store) -> Result<Census, StoreError> {
                 .map(|(k, _)| k)
                 .collect();
             let owners = r.scan::<Owner>(Table::Owners, "")?.into_iter().collect();
+            // A draining server takes no run.
             let servers = r
                 .scan::<ServerRecord>(Table::Servers, "")?
                 .into_iter()
+                .filter(|(_, s)| !s.draining)
                 .map(|(k, _)| k)
                 .collect();
             Ok(Census {
@@ -258,6 +334,9 @@ async fn claim(
     ttl: Duration,
 ) -> Result<(), StoreError> {
     let deps = runtime.deps();
+    if deps.member.draining() {
+        return Ok(());
+    }
     let me = deps.member.name.to_string();
     let lease = deps.member.lease();
     let census = census(&deps.store).await?;

@@ -355,6 +355,11 @@ async fn resource_task(
             }
             record = Some(r);
         }
+        // A server that may have lost the run (paused past its lease) calls nothing: another
+        // may have taken the run over and looked for the resource already.
+        if let Err(e) = deps.store.still_owned() {
+            return progress_failure(e);
+        }
         let outcome = call(spec, kind, &identity, &step, record.as_ref()).await;
         match outcome {
             Ok(Progress::Save(r, note)) => {

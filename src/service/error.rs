@@ -59,6 +59,8 @@ pub enum ServiceError {
     BuiltinTemplate(String),
     #[error("provisioner '{0}' not found")]
     ProvisionerNotFound(String),
+    #[error("server '{0}' is not up")]
+    ServerNotFound(String),
     #[error("{0} not found")]
     ProfileNotFound(ProfileId),
     #[error("{0} is built in and cannot be changed or deleted; create another profile instead")]

@@ -72,6 +72,10 @@ pub async fn start(
     };
     key.check()?;
     resolve::check_overrides(Level::Runtime, &args)?;
+    if runtime.deps().member.draining() {
+        let me = runtime.deps().member.name.to_string();
+        return Err(crate::runtime::error::RuntimeError::Draining(me).into());
+    }
     let registry = runtime.deps().registry.clone();
     // A request answers 503 when the store cannot be reached, rather than wait as runs do.
     let store = &runtime.store();

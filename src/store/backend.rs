@@ -30,6 +30,10 @@ pub(super) trait Backend: Send + Sync + std::fmt::Debug {
     /// now rather than when it times out.
     fn end_lease(&self, id: i64) -> oneshot::Receiver<Result<(), StoreError>>;
 
+    /// Whether lease `lease` is this server's and surely live now, by this host's clock:
+    /// renewed less than its time to live ago. Always on a backend without leases.
+    fn lease_live(&self, lease: i64) -> bool;
+
     /// The lease held now (0: none, or it ended), told anew when it changes; `None` on a
     /// backend without leases.
     fn lease(&self) -> Option<watch::Receiver<i64>>;

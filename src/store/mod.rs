@@ -117,6 +117,19 @@ impl Store {
         }
     }
 
+    /// For a fenced store: fails with [`StoreError::Fenced`] unless the fence's lease is still
+    /// this server's and surely live, by this host's clock (it was last renewed less than its time to live
+    /// ago; a process paused past that may have lost its runs). Checked right before an
+    /// outside call that another owner must not repeat.
+    pub fn still_owned(&self) -> Result<(), StoreError> {
+        match &self.fence {
+            Some(fence) if !self.backend.lease_live(fence.lease) => Err(StoreError::Fenced {
+                run: fence.run.clone(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
     /// Takes this server's lease of `ttl` and keeps it alive; answers its id (0 on a store of
     /// one server).
     pub async fn take_lease(&self, ttl: std::time::Duration) -> Result<i64, StoreError> {

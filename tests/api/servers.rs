@@ -368,3 +368,61 @@ fn one_server_sweeps_on_schedule_and_another_takes_over_when_it_dies() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// A server drained under load (asked through another server) hands every run to the other
+/// without failing one, waits for the program it launched to end, and exits; every run
+/// completes with each node made and deleted once.
+#[test]
+fn a_drain_under_load_hands_every_run_over_and_loses_none() {
+    let cluster = Cluster::start(1);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sim = sub(&dir, "sim");
+    let install = Installation::new(&cluster, dir.path(), "/drain");
+    let s0 = install.server("s0");
+    let s1 = install.server("s1");
+    sim_profile(
+        &s0,
+        "p",
+        &sim,
+        &[
+            ("nodes", "2"),
+            ("createLatency", "300ms"),
+            ("deleteLatency", "300ms"),
+        ],
+        0,
+        None,
+    );
+    deploy(&s0, "a", "sleep 1", json!({}));
+    let runs: Vec<String> = (0..6)
+        .map(|i| {
+            std::thread::sleep(Duration::from_millis(150 * i));
+            start(&s0, "a", json!({"system.profile.name": "p"}))
+        })
+        .collect();
+    let (code, body) = s1.post("/v3/servers/s0/drain");
+    assert_eq!(code, 202, "{body}");
+    // A draining server takes no new run.
+    let (code, body) = s0.post_json(
+        "/v3/namespaces/default/apps/a/workflows/p/start",
+        json!({"system.profile.name": "p"}),
+    );
+    assert_eq!(code, 503, "{body}");
+    let status = s0.wait_exit(Duration::from_secs(60));
+    assert!(status.success(), "{status:?}");
+    for run in &runs {
+        let done = wait_deprovisioned(&s1, run);
+        assert_eq!(done["status"], "COMPLETED", "{done}");
+    }
+    assert_eq!(servers(&s1), ["s1"]);
+    let taken = runs
+        .iter()
+        .filter(|run| {
+            events(&s1, run)
+                .iter()
+                .any(|e| e["message"] == "server s1 took the run over")
+        })
+        .count();
+    assert!(taken > 0, "no run was handed over");
+    let ids: Vec<&str> = runs.iter().map(String::as_str).collect();
+    assert_clean(&sim, &ids, 2);
+}

@@ -174,6 +174,22 @@ impl Server {
         child.wait().expect("wait")
     }
 
+    /// Waits until the server exits on its own, at most `limit`.
+    pub fn wait_exit(mut self, limit: Duration) -> ExitStatus {
+        let mut child = self.child.take().expect("running");
+        let started = std::time::Instant::now();
+        loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(
+                started.elapsed() < limit,
+                "the server did not exit within {limit:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// SIGKILL: the process gets no chance to clean up.
     pub fn kill(mut self) {
         let mut child = self.child.take().expect("running");

@@ -7,26 +7,52 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use etcd_client::Error;
 
 use super::shared::Shared;
 use crate::store::table::StoreError;
 
+/// Taken off the lease's time to live when judging it by this host's clock.
+const MARGIN: Duration = Duration::from_millis(250);
+
 impl Shared {
     /// Takes a lease of `ttl` and keeps it alive until it ends or the store closes.
     pub(super) async fn take_lease(self: Arc<Self>, ttl: Duration) -> Result<i64, StoreError> {
         let seconds = i64::try_from(ttl.as_secs().max(1)).unwrap_or(i64::MAX);
+        let sent = Instant::now();
         let granted = self
             .lease_client()
             .grant(seconds, None)
             .await
             .map_err(|e| self.unavailable(&e))?;
         let id = granted.id();
+        let ttl = Duration::from_secs(u64::try_from(granted.ttl()).unwrap_or(0)).min(ttl);
         self.lease.send_replace(id);
+        self.renewed(sent, ttl);
         tokio::spawn(Arc::clone(&self).keep(id, ttl));
         Ok(id)
+    }
+
+    /// The lease was renewed by a request sent at `sent`: etcd keeps it at least `ttl` from
+    /// then.
+    fn renewed(&self, sent: Instant, ttl: Duration) {
+        let until = sent + ttl.saturating_sub(MARGIN);
+        *self
+            .lease_deadline
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(until);
+    }
+
+    /// Whether `lease` is the one held and surely live now, by this host's clock.
+    pub(super) fn lease_live(&self, lease: i64) -> bool {
+        *self.lease.borrow() == lease
+            && self
+                .lease_deadline
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_some_and(|until| Instant::now() < until)
     }
 
     async fn keep(self: Arc<Self>, id: i64, ttl: Duration) {
@@ -36,8 +62,9 @@ impl Shared {
             if self.closed.load(Ordering::SeqCst) || *self.lease.borrow() != id {
                 return;
             }
+            let sent = Instant::now();
             match self.lease_client().keep_alive(id).await {
-                Ok(_) => {}
+                Ok(_) => self.renewed(sent, ttl),
                 Err(Error::LeaseKeepAliveError(message)) => {
                     tracing::warn!(lease = id, %message, "this server's etcd lease ended");
                     self.lease.send_if_modified(|held| {

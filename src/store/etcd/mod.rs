@@ -151,6 +151,7 @@ pub(super) fn open(endpoints: &Endpoints) -> Result<Etcd, StoreError> {
         watches,
         current: AtomicUsize::new(0),
         lease: tokio::sync::watch::Sender::new(0),
+        lease_deadline: std::sync::Mutex::new(None),
         handle,
         keys: Keys {
             root: endpoints.prefix.clone(),
@@ -480,6 +481,10 @@ impl Backend for Etcd {
 
     fn lease(&self) -> Option<tokio::sync::watch::Receiver<i64>> {
         Some(self.shared.lease.subscribe())
+    }
+
+    fn lease_live(&self, lease: i64) -> bool {
+        self.shared.lease_live(lease)
     }
 
     fn watch_deletes(&self, table: Table) -> Option<tokio::sync::watch::Receiver<u64>> {

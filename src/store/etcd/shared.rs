@@ -20,6 +20,9 @@ pub(super) struct Shared {
     pub(super) current: AtomicUsize,
     /// This server's lease (0: none yet, or it ended).
     pub(super) lease: tokio::sync::watch::Sender<i64>,
+    /// Until when the lease is surely live by this host's clock: its last renewal's sending
+    /// time plus its time to live, less a margin.
+    pub(super) lease_deadline: std::sync::Mutex<Option<std::time::Instant>>,
     pub(super) handle: Handle,
     pub(super) keys: Keys,
     pub(super) describe: String,

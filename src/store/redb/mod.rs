@@ -94,6 +94,10 @@ impl Backend for Redb {
         None
     }
 
+    fn lease_live(&self, _lease: i64) -> bool {
+        true
+    }
+
     fn watch_deletes(&self, _table: Table) -> Option<tokio::sync::watch::Receiver<u64>> {
         None
     }
