@@ -357,7 +357,7 @@ async fn resource_task(
         }
         // A server that may have lost the run (paused past its lease) calls nothing: another
         // may have taken the run over and looked for the resource already.
-        if let Err(e) = deps.store.still_owned() {
+        if let Err(e) = deps.store.still_owned().await {
             return progress_failure(e);
         }
         let outcome = call(spec, kind, &identity, &step, record.as_ref()).await;

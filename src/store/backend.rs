@@ -30,9 +30,8 @@ pub(super) trait Backend: Send + Sync + std::fmt::Debug {
     /// now rather than when it times out.
     fn end_lease(&self, id: i64) -> oneshot::Receiver<Result<(), StoreError>>;
 
-    /// Whether lease `lease` is this server's and surely live now, by this host's clock:
-    /// renewed less than its time to live ago. Always on a backend without leases.
-    fn lease_live(&self, lease: i64) -> bool;
+    /// How lease `lease` stands now: live on a backend without leases.
+    fn lease_state(&self, lease: i64) -> LeaseState;
 
     /// The lease held now (0: none, or it ended), told anew when it changes; `None` on a
     /// backend without leases.
@@ -59,4 +58,16 @@ pub struct Fence {
     /// The run's key in `Runs` (and `Owners`).
     pub run: String,
     pub lease: i64,
+}
+
+/// How a lease this server took stands, as far as it can tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseState {
+    /// Held, and renewed less than its time to live ago by this host's clock.
+    Live,
+    /// Held, but not renewed for its time to live (etcd unreachable, or this process was
+    /// paused): it may have ended.
+    Unsure,
+    /// Ended, or replaced by a newer one.
+    Lost,
 }

@@ -32,6 +32,7 @@ use std::sync::Arc;
 
 use backend::Backend;
 pub use backend::Fence;
+use backend::LeaseState;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::oneshot;
@@ -117,16 +118,26 @@ impl Store {
         }
     }
 
-    /// For a fenced store: fails with [`StoreError::Fenced`] unless the fence's lease is still
-    /// this server's and surely live, by this host's clock (it was last renewed less than its time to live
-    /// ago; a process paused past that may have lost its runs). Checked right before an
-    /// outside call that another owner must not repeat.
-    pub fn still_owned(&self) -> Result<(), StoreError> {
-        match &self.fence {
-            Some(fence) if !self.backend.lease_live(fence.lease) => Err(StoreError::Fenced {
-                run: fence.run.clone(),
-            }),
-            _ => Ok(()),
+    /// For a fenced store, right before an outside call another owner must not repeat: waits
+    /// until the fence's lease is surely live by this host's clock (renewed within its time
+    /// to live: not so while etcd cannot be reached, or right after this process was paused),
+    /// and fails with [`StoreError::Fenced`] once it is gone.
+    pub async fn still_owned(&self) -> Result<(), StoreError> {
+        let Some(fence) = &self.fence else {
+            return Ok(());
+        };
+        loop {
+            match self.backend.lease_state(fence.lease) {
+                LeaseState::Live => return Ok(()),
+                LeaseState::Lost => {
+                    return Err(StoreError::Fenced {
+                        run: fence.run.clone(),
+                    });
+                }
+                LeaseState::Unsure => {
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+            }
         }
     }
 

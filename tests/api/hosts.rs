@@ -13,7 +13,7 @@ use crate::support::server::{Options, Server};
 use crate::support::sshd::Sshd;
 
 /// Keeps the sshd's client key in the secure store of `default` as `ssh-key`.
-fn put_key(server: &Server, sshd: &Sshd) {
+pub(crate) fn put_key(server: &Server, sshd: &Sshd) {
     let (code, body) = server.put(
         "/v3/namespaces/default/securekeys/ssh-key",
         json!({"description": "the test sshd's client key", "data": sshd.client_key}),
@@ -22,7 +22,7 @@ fn put_key(server: &Server, sshd: &Sshd) {
 }
 
 /// Creates USER profile `name` for `hosts` on `sshd`'s addresses; `props` add or replace.
-fn hosts_profile(server: &Server, sshd: &Sshd, name: &str, props: &[(&str, &str)]) {
+pub(crate) fn hosts_profile(server: &Server, sshd: &Sshd, name: &str, props: &[(&str, &str)]) {
     let hosts = sshd.hosts();
     let remote = sshd.remote_dir();
     let base = [
@@ -34,7 +34,7 @@ fn hosts_profile(server: &Server, sshd: &Sshd, name: &str, props: &[(&str, &str)
 }
 
 /// Node directories left under the remote dir (`<run>/<node>`).
-fn node_dirs(remote: &Path) -> Vec<String> {
+pub(crate) fn node_dirs(remote: &Path) -> Vec<String> {
     let mut out = Vec::new();
     for run in std::fs::read_dir(remote).into_iter().flatten().flatten() {
         for node in std::fs::read_dir(run.path())

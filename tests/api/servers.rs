@@ -263,12 +263,16 @@ fn a_program_on_a_dead_servers_host_is_lost_and_waiting_clusters_still_expire() 
 
 /// An owner paused (SIGSTOP) past its lease while it provisions loses its runs to the others;
 /// woken again (SIGCONT), it makes no cloud call for them and writes nothing: every node is
-/// created and deleted once, and the runs finish under their new owners.
+/// created and deleted once, each program runs once, and the runs finish under their new
+/// owners. (It is paused once every create was made: a process paused between its last
+/// check and a call makes that one call when it wakes, which only a cloud's own idempotency,
+/// such as EC2's client token, can answer; the sim has none.)
 #[test]
 fn a_paused_owner_that_wakes_after_losing_its_lease_does_nothing_for_its_old_runs() {
     let cluster = Cluster::start(1);
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sub(&dir, "sim");
+    let marker = dir.path().join("programs");
     let install = Installation::new(&cluster, dir.path(), "/paused-owner");
     let s0 = install.server("s0");
     let s1 = install.server("s1");
@@ -277,19 +281,24 @@ fn a_paused_owner_that_wakes_after_losing_its_lease_does_nothing_for_its_old_run
         &s0,
         "p",
         &sim,
-        &[("nodes", "3"), ("createLatency", "1s")],
+        &[("nodes", "3"), ("createLatency", "2s")],
         0,
         None,
     );
-    deploy(&s0, "a", "true", json!({}));
+    deploy(
+        &s0,
+        "a",
+        &format!("echo x >> {}", marker.display()),
+        json!({}),
+    );
     let runs: Vec<String> = (0..3)
         .map(|_| start(&s0, "a", json!({"system.profile.name": "p"})))
         .collect();
     let started = Instant::now();
-    while !calls(&sim).iter().any(|c| c["op"] == "create") {
+    while calls(&sim).iter().filter(|c| c["op"] == "create").count() < 9 {
         assert!(
             started.elapsed() < Duration::from_secs(30),
-            "no create call"
+            "not every create was made"
         );
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -309,7 +318,11 @@ fn a_paused_owner_that_wakes_after_losing_its_lease_does_nothing_for_its_old_run
     std::thread::sleep(Duration::from_secs(2));
     let late: Vec<Value> = calls(&sim)
         .into_iter()
-        .filter(|c| c["tags"]["ebb:server"] == "s0" && c["time"].as_f64() > Some(woken + 1.5))
+        .filter(|c| {
+            c["time"].as_f64() > Some(woken)
+                && c["op"] == "create"
+                && c["tags"]["ebb:server"] == "s0"
+        })
         .collect();
     assert!(
         late.is_empty(),
@@ -317,6 +330,8 @@ fn a_paused_owner_that_wakes_after_losing_its_lease_does_nothing_for_its_old_run
     );
     let ids: Vec<&str> = runs.iter().map(String::as_str).collect();
     assert_clean(&sim, &ids, 3);
+    let programs = std::fs::read_to_string(&marker).unwrap_or_default();
+    assert_eq!(programs.lines().count(), 3, "each run's program ran once");
     // It learnt its lease had ended and let its runs go (or had a write refused first).
     let logs = s0.logs();
     let said = |what: &str| logs.iter().any(|l| l.contains(what));
@@ -425,4 +440,60 @@ fn a_drain_under_load_hands_every_run_over_and_loses_none() {
     assert!(taken > 0, "no run was handed over");
     let ids: Vec<&str> = runs.iter().map(String::as_str).collect();
     assert_clean(&sim, &ids, 2);
+}
+
+/// The owner dies while the run's program runs on a remote master over SSH: the program
+/// keeps running there, the new owner re-attaches to it (never launching it again) and
+/// records its exit status, and the nodes are cleaned.
+#[test]
+fn a_remote_program_keeps_running_and_is_reattached_by_the_new_owner() {
+    let sshd = crate::support::sshd::Sshd::start(&["127.0.1.81", "127.0.1.82"]);
+    let cluster = Cluster::start(1);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let install = Installation::new(&cluster, dir.path(), "/remote-program");
+    let s0 = install.server("s0");
+    let s1 = install.server("s1");
+    crate::hosts::put_key(&s0, &sshd);
+    crate::hosts::hosts_profile(&s0, &sshd, "machines", &[]);
+    let starts = dir.path().join("starts");
+    let gate = dir.path().join("gate");
+    deploy(
+        &s0,
+        "a",
+        &format!(
+            "echo started >> '{}'; echo before; while [ ! -e '{}' ]; do sleep 0.1; done; echo after; exit 3",
+            starts.display(),
+            gate.display()
+        ),
+        json!({}),
+    );
+    let run = start(&s0, "a", json!({"system.profile.name": "machines"}));
+    wait_until(&s1, &run, Duration::from_secs(60), |r| {
+        r["status"] == "RUNNING"
+    });
+    // Until the program has surely started on the master.
+    let started = Instant::now();
+    while !starts.exists() {
+        assert!(started.elapsed() < Duration::from_secs(30), "not started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    s0.kill();
+    wait_until(&s1, &run, TTL + Duration::from_secs(10), |r| {
+        r["owner"] == "s1"
+    });
+    std::fs::write(&gate, "").expect("gate");
+    let done = wait_deprovisioned(&s1, &run);
+    assert_eq!(done["status"], "FAILED", "{done}");
+    assert_eq!(done["exit"]["code"], 3, "{done}");
+    assert_eq!(done["failure"]["kind"], "program", "{done}");
+    let launched = std::fs::read_to_string(&starts).unwrap_or_default();
+    assert_eq!(launched.lines().count(), 1, "launched once");
+    // Its output flows on to the new owner, whole.
+    let (code, logs) = s1.get(&format!("{run}/logs"));
+    assert_eq!(code, 200, "{logs}");
+    assert!(logs.to_string().contains("before\\nafter\\n"), "{logs}");
+    assert_eq!(
+        crate::hosts::node_dirs(&sshd.remote_dir()),
+        Vec::<String>::new()
+    );
 }

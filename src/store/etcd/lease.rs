@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use etcd_client::Error;
 
 use super::shared::Shared;
+use crate::store::backend::LeaseState;
 use crate::store::table::StoreError;
 
 /// Taken off the lease's time to live when judging it by this host's clock.
@@ -45,14 +46,22 @@ impl Shared {
             .unwrap_or_else(|e| e.into_inner()) = Some(until);
     }
 
-    /// Whether `lease` is the one held and surely live now, by this host's clock.
-    pub(super) fn lease_live(&self, lease: i64) -> bool {
-        *self.lease.borrow() == lease
-            && self
-                .lease_deadline
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .is_some_and(|until| Instant::now() < until)
+    /// How `lease` stands: the one held and renewed within its time to live by this host's
+    /// clock, held but not renewed lately, or gone.
+    pub(super) fn lease_state(&self, lease: i64) -> LeaseState {
+        if *self.lease.borrow() != lease {
+            return LeaseState::Lost;
+        }
+        let renewed = self
+            .lease_deadline
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some_and(|until| Instant::now() < until);
+        if renewed {
+            LeaseState::Live
+        } else {
+            LeaseState::Unsure
+        }
     }
 
     async fn keep(self: Arc<Self>, id: i64, ttl: Duration) {

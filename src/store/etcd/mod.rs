@@ -28,7 +28,7 @@ use etcd_client::{
 };
 use tokio::sync::oneshot;
 
-use super::backend::{Backend, Fence};
+use super::backend::{Backend, Fence, LeaseState};
 use super::job::{ReadJob, Verdict, WriteJob};
 use super::table::{SCHEMA_KEY, SCHEMA_VERSION, StoreError, Table};
 use super::txn::Txn as StoreTxn;
@@ -483,8 +483,8 @@ impl Backend for Etcd {
         Some(self.shared.lease.subscribe())
     }
 
-    fn lease_live(&self, lease: i64) -> bool {
-        self.shared.lease_live(lease)
+    fn lease_state(&self, lease: i64) -> LeaseState {
+        self.shared.lease_state(lease)
     }
 
     fn watch_deletes(&self, table: Table) -> Option<tokio::sync::watch::Receiver<u64>> {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use redb::{Database, ReadableDatabase, ReadableTable, WriteTransaction};
 use tokio::sync::oneshot;
 
-use super::backend::{Backend, Fence};
+use super::backend::{Backend, Fence, LeaseState};
 use super::job::{ReadJob, WriteJob};
 use super::table::{SCHEMA_KEY, SCHEMA_VERSION, StoreError, Table};
 
@@ -94,8 +94,8 @@ impl Backend for Redb {
         None
     }
 
-    fn lease_live(&self, _lease: i64) -> bool {
-        true
+    fn lease_state(&self, _lease: i64) -> LeaseState {
+        LeaseState::Live
     }
 
     fn watch_deletes(&self, _table: Table) -> Option<tokio::sync::watch::Receiver<u64>> {
