@@ -231,7 +231,16 @@ pub struct RunRecord {
     /// program on that server's own host is out of reach of any other.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub launcher: Option<String>,
+    /// The [`RUN_FORMAT`] of the build that last wrote the record (0: before formats were
+    /// recorded).
+    #[serde(default)]
+    pub format: u32,
 }
+
+/// The format of run records this build writes. During a rolling upgrade servers of two
+/// builds share an installation: a server never takes over a run whose record a newer
+/// format wrote, since it might misread it.
+pub const RUN_FORMAT: u32 = 1;
 
 impl RunRecord {
     /// The cluster's config: the template's default config (an empty object without one).

@@ -451,6 +451,7 @@ mod tests {
             node_types: BTreeMap::new(),
             config: None,
             launcher: None,
+            format: 0,
         }
     }
 

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use super::deps::{Deps, Member};
 use super::handle::Runtime;
 use crate::model::event::EventKind;
-use crate::model::run::RunRecord;
+use crate::model::run::{RUN_FORMAT, RunRecord};
 use crate::model::server::{Owner, ServerRecord};
 use crate::model::time::now_secs;
 use crate::store::{Read, Store, StoreError, Table};
@@ -394,6 +394,10 @@ async fn take(runtime: &Runtime, key: &str, claim: Option<Owner>) -> Result<(), 
             let Some(run) = tx.get::<RunRecord>(Table::Runs, &key)? else {
                 return Ok(None);
             };
+            if run.format > RUN_FORMAT {
+                // Written by a newer build (a rolling upgrade): left to a server of that build.
+                return Ok(None);
+            }
             if let Some(owner) = &claim {
                 if tx.get::<Owner>(Table::Owners, &key)?.is_some() {
                     return Ok(None);

@@ -663,7 +663,8 @@ impl Handler<Deadline> for RunSupervisor {
 
 /// Persists a transition: the record, the active index, and the notes as history.
 pub async fn persist(deps: &Deps, t: &Transition, leftovers: bool) -> Result<(), StoreError> {
-    let run = t.run.clone();
+    let mut run = t.run.clone();
+    run.format = crate::model::run::RUN_FORMAT;
     let notes = t.notes.clone();
     deps.store
         .write(move |tx| {

@@ -361,6 +361,7 @@ fn record_start(
         node_types,
         config: None,
         launcher: None,
+        format: crate::model::run::RUN_FORMAT,
     };
     // Only a limit reads the program's active runs: a scan makes this write conflict with
     // every other start and end of the program's runs (on etcd, a retry each).

@@ -497,3 +497,56 @@ fn a_remote_program_keeps_running_and_is_reattached_by_the_new_owner() {
         Vec::<String>::new()
     );
 }
+
+/// During a rolling upgrade a server never takes over a run whose record a newer build wrote:
+/// the run waits for a server of that build (here: until its record is set back).
+#[test]
+fn a_run_recorded_by_a_newer_build_is_never_taken_over_by_an_older_server() {
+    use ebb::store::{Location, Read, Store, Table};
+    let cluster = Cluster::start(1);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sim = sub(&dir, "sim");
+    let install = Installation::new(&cluster, dir.path(), "/upgrade");
+    let s0 = install.server("s0");
+    let s1 = install.server("s1");
+    sim_profile(&s0, "p", &sim, &[("nodes", "1")], 60, None);
+    deploy(&s0, "a", "exit 1", json!({}));
+    let run = start(&s0, "a", json!({"system.profile.name": "p"}));
+    wait_until(&s1, &run, Duration::from_secs(30), |r| {
+        r["cluster"]["status"] == "WAITING"
+    });
+    s0.kill();
+    // Marked as written by a newer build, before s0's lease ends.
+    let endpoints =
+        ebb::store::etcd::Endpoints::parse(&install.endpoints, &install.prefix).expect("endpoints");
+    let store = Store::open_at(&Location::Etcd(endpoints)).expect("store");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let id = run.rsplit('/').next().expect("id").to_string();
+    let set_format = |format: u32| {
+        let id = id.clone();
+        rt.block_on(store.write(move |tx| {
+            let key = format!("default/a/p/{id}");
+            let mut record: Value = tx.get(Table::Runs, &key)?.expect("the run's record");
+            record["format"] = json!(format);
+            tx.put(Table::Runs, &key, &record)
+        }))
+        .expect("write");
+    };
+    set_format(999);
+    std::thread::sleep(TTL + Duration::from_secs(3));
+    let (_, view) = s1.get(&run);
+    assert!(view["owner"].is_null(), "an older server took it: {view}");
+    assert_eq!(view["cluster"]["status"], "WAITING", "{view}");
+    // A server of its build (here: the record set back) takes it.
+    set_format(1);
+    wait_until(&s1, &run, TTL + Duration::from_secs(10), |r| {
+        r["owner"] == "s1"
+    });
+    let (code, body) = s1.post(&format!("{run}/deprovision"));
+    assert_eq!(code, 200, "{body}");
+    let done = wait_deprovisioned(&s1, &run);
+    assert_eq!(done["status"], "FAILED", "{done}");
+}
