@@ -100,6 +100,9 @@ pub async fn logs(runtime: &Runtime, key: RunKey) -> Result<Logs, ServiceError> 
         .await
 }
 
+/// How often a long poll looks again for news of a run another server may own.
+const OTHERS_NEWS: Duration = Duration::from_millis(250);
+
 /// The run's history after sequence `after`. With `wait`, waits up to that long for at
 /// least one new event while the run is live.
 pub async fn history(
@@ -131,6 +134,13 @@ pub async fn history(
         if !events.is_empty() || !live || tokio::time::Instant::now() >= deadline {
             return Ok(events);
         }
-        let _ = tokio::time::timeout_at(deadline, notified).await;
+        // This server hears its own runs' news; with several servers the run may be another's,
+        // so it also looks again now and then.
+        let until = if runtime.deps().member.lease() != 0 {
+            deadline.min(tokio::time::Instant::now() + OTHERS_NEWS)
+        } else {
+            deadline
+        };
+        let _ = tokio::time::timeout_at(until, notified).await;
     }
 }

@@ -2,77 +2,20 @@
 //! registers under a lease, the server that accepts a start owns the run, and when an owner
 //! dies the others take its runs over and finish them with nothing made or deleted twice.
 
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use crate::support::etcd::Cluster;
+use crate::support::installation::Installation;
 use crate::support::profiles::sim_profile;
 use crate::support::runs::{
     assert_clean, calls, deploy, start, sub, wait_deprovisioned, wait_until,
 };
-use crate::support::server::{Options, Server, signal};
+use crate::support::server::{Server, signal};
 
 /// The lease time to live the servers of these tests keep.
 const TTL: Duration = Duration::from_secs(3);
-
-/// Servers of one installation on `cluster`, each on its own data dir under `dir`, sharing
-/// the secure store's key file (as every server of an installation must).
-struct Installation {
-    endpoints: String,
-    prefix: String,
-    dir: PathBuf,
-}
-
-impl Installation {
-    fn new(cluster: &Cluster, dir: &Path, prefix: &str) -> Installation {
-        Installation {
-            endpoints: cluster.endpoints(),
-            prefix: prefix.to_string(),
-            dir: dir.to_path_buf(),
-        }
-    }
-
-    fn server(&self, name: &str) -> Server {
-        self.server_with(name, &[])
-    }
-
-    /// A server with more `ebb serve` arguments.
-    fn server_with(&self, name: &str, more: &[&str]) -> Server {
-        let data = sub_dir(&self.dir, name);
-        let key = self.dir.join("secure.key");
-        Server::start_at(
-            &data,
-            Options {
-                args: vec![
-                    "--store".into(),
-                    "etcd".into(),
-                    "--etcd-endpoints".into(),
-                    self.endpoints.clone(),
-                    "--etcd-prefix".into(),
-                    self.prefix.clone(),
-                    "--server-name".into(),
-                    name.into(),
-                    "--lease-ttl".into(),
-                    format!("{}s", TTL.as_secs()),
-                    "--secure-key-file".into(),
-                    key.to_string_lossy().into_owned(),
-                ]
-                .into_iter()
-                .chain(more.iter().map(|a| a.to_string()))
-                .collect(),
-                ..Options::default()
-            },
-        )
-    }
-}
-
-fn sub_dir(dir: &Path, name: &str) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::create_dir_all(&path).expect("dir");
-    path
-}
 
 /// The names of the servers `server` lists.
 fn servers(server: &Server) -> Vec<String> {
@@ -102,7 +45,7 @@ fn a_killed_owners_runs_are_taken_over_mid_provisioning() {
     let cluster = Cluster::start(1);
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sub(&dir, "sim");
-    let install = Installation::new(&cluster, dir.path(), "/three-servers");
+    let install = Installation::new(&cluster, dir.path(), TTL, "/three-servers");
     let s0 = install.server("s0");
     let s1 = install.server("s1");
     let s2 = install.server("s2");
@@ -176,7 +119,7 @@ fn the_server_that_accepts_a_start_owns_the_run_and_commands_reach_it() {
     let cluster = Cluster::start(1);
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sub(&dir, "sim");
-    let install = Installation::new(&cluster, dir.path(), "/two-servers");
+    let install = Installation::new(&cluster, dir.path(), TTL, "/two-servers");
     let s0 = install.server("s0");
     let s1 = install.server("s1");
     sim_profile(&s0, "p", &sim, &[("nodes", "1")], 0, None);
@@ -224,7 +167,7 @@ fn a_program_on_a_dead_servers_host_is_lost_and_waiting_clusters_still_expire() 
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sub(&dir, "sim");
     let marker = dir.path().join("started");
-    let install = Installation::new(&cluster, dir.path(), "/lost-program");
+    let install = Installation::new(&cluster, dir.path(), TTL, "/lost-program");
     let s0 = install.server("s0");
     let s1 = install.server("s1");
     let _s2 = install.server("s2");
@@ -273,7 +216,7 @@ fn a_paused_owner_that_wakes_after_losing_its_lease_does_nothing_for_its_old_run
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sub(&dir, "sim");
     let marker = dir.path().join("programs");
-    let install = Installation::new(&cluster, dir.path(), "/paused-owner");
+    let install = Installation::new(&cluster, dir.path(), TTL, "/paused-owner");
     let s0 = install.server("s0");
     let s1 = install.server("s1");
     let _s2 = install.server("s2");
@@ -355,7 +298,7 @@ fn now_secs() -> f64 {
 fn one_server_sweeps_on_schedule_and_another_takes_over_when_it_dies() {
     let cluster = Cluster::start(1);
     let dir = tempfile::tempdir().expect("tempdir");
-    let install = Installation::new(&cluster, dir.path(), "/one-janitor");
+    let install = Installation::new(&cluster, dir.path(), TTL, "/one-janitor");
     let every = ["--janitor-interval", "1s"];
     let s0 = install.server_with("s0", &every);
     let s1 = install.server_with("s1", &every);
@@ -392,7 +335,7 @@ fn a_drain_under_load_hands_every_run_over_and_loses_none() {
     let cluster = Cluster::start(1);
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sub(&dir, "sim");
-    let install = Installation::new(&cluster, dir.path(), "/drain");
+    let install = Installation::new(&cluster, dir.path(), TTL, "/drain");
     let s0 = install.server("s0");
     let s1 = install.server("s1");
     sim_profile(
@@ -450,7 +393,7 @@ fn a_remote_program_keeps_running_and_is_reattached_by_the_new_owner() {
     let sshd = crate::support::sshd::Sshd::start(&["127.0.1.81", "127.0.1.82"]);
     let cluster = Cluster::start(1);
     let dir = tempfile::tempdir().expect("tempdir");
-    let install = Installation::new(&cluster, dir.path(), "/remote-program");
+    let install = Installation::new(&cluster, dir.path(), TTL, "/remote-program");
     let s0 = install.server("s0");
     let s1 = install.server("s1");
     crate::hosts::put_key(&s0, &sshd);
@@ -506,7 +449,7 @@ fn a_run_recorded_by_a_newer_build_is_never_taken_over_by_an_older_server() {
     let cluster = Cluster::start(1);
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sub(&dir, "sim");
-    let install = Installation::new(&cluster, dir.path(), "/upgrade");
+    let install = Installation::new(&cluster, dir.path(), TTL, "/upgrade");
     let s0 = install.server("s0");
     let s1 = install.server("s1");
     sim_profile(&s0, "p", &sim, &[("nodes", "1")], 60, None);

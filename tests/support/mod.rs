@@ -4,7 +4,7 @@
 //! - `bench`: the benchmarks' server, profile and app;
 //! - `process`: child processes, and stand-ins that print their port;
 //! - `etcd`: real etcd servers, and the etcd store of every test server with
-//!   `EBB_TEST_STORE=etcd`;
+//!   `EBB_TEST_STORE=etcd`; `installation`: several servers on one etcd;
 //! - the stand-ins for clouds and machines: moto for EC2 (`moto`), the Google Cloud stand-in
 //!   (`gcp`) and OpenSSH (`sshd`).
 //!
@@ -17,6 +17,7 @@ pub mod bench;
 pub mod etcd;
 #[cfg(feature = "gcp")]
 pub mod gcp;
+pub mod installation;
 #[cfg(feature = "aws")]
 pub mod moto;
 pub mod process;

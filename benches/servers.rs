@@ -1,0 +1,167 @@
+//! Several servers on one etcd (a member started here, its data under `TMPDIR`).
+//!
+//! 1. Throughput: lifecycles per second of a 3-node `sim` cluster (zero latency, an instant
+//!    program) with 1, 2 and 3 servers, the clients' starts spread over the servers; each
+//!    client long-polls its run's events on the server it started it on.
+//! 2. Failover: a server owning one run mid-provisioning is SIGKILLed; the failover time is
+//!    from the kill to the new owner's first step (its "took the run over" event), over
+//!    `EBB_BENCH_KILLS` kills (default 50), with a lease of 2 s (`--lease-ttl`).
+//!
+//! `cargo bench --bench servers` (`EBB_BENCH_RUNS`, default 300 per configuration;
+//! `EBB_BENCH_CLIENTS`, default 10).
+
+#[allow(dead_code)]
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::json;
+
+use support::bench::{env_usize, wait_for_event};
+use support::etcd::Cluster;
+use support::installation::Installation;
+use support::profiles::sim_profile;
+use support::runs::{calls, deploy, start};
+use support::server::Server;
+
+const TTL: Duration = Duration::from_secs(2);
+
+fn main() {
+    let runs = env_usize("EBB_BENCH_RUNS", 300);
+    let clients = env_usize("EBB_BENCH_CLIENTS", 10);
+    let kills = env_usize("EBB_BENCH_KILLS", 50);
+    let cluster = Cluster::start(1);
+    for n in 1..=3 {
+        throughput(&cluster, n, runs, clients);
+    }
+    failover(&cluster, kills);
+}
+
+fn throughput(cluster: &Cluster, servers: usize, runs: usize, clients: usize) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sim = dir.path().join("sim");
+    let install = Installation::new(cluster, dir.path(), TTL, &format!("/bench-{servers}"));
+    let up: Vec<Arc<Server>> = (0..servers)
+        .map(|i| Arc::new(install.server(&format!("s{i}"))))
+        .collect();
+    sim_profile(&up[0], "p", &sim, &[("nodes", "3")], 0, None);
+    deploy(&up[0], "a", "true", json!({}));
+    let next = Arc::new(AtomicUsize::new(0));
+    let latencies = Arc::new(Mutex::new(Vec::with_capacity(runs)));
+    let started = Instant::now();
+    let workers: Vec<_> = (0..clients)
+        .map(|c| {
+            let (up, next, latencies) = (up.clone(), Arc::clone(&next), Arc::clone(&latencies));
+            std::thread::spawn(move || {
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    if i >= runs {
+                        return;
+                    }
+                    let server = &up[(i + c) % up.len()];
+                    let t0 = Instant::now();
+                    let run = start(server, "a", json!({"system.profile.name": "p"}));
+                    wait_for_event(server, &run, "cluster DEPROVISIONED");
+                    latencies.lock().expect("latencies").push(t0.elapsed());
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().expect("client");
+    }
+    let elapsed = started.elapsed();
+    let mut l = latencies.lock().expect("latencies").clone();
+    l.sort();
+    println!(
+        "servers: {servers} server(s), {} runs of a 3-node sim cluster, {clients} clients: {:.0} lifecycles/s; p50 {:.1} ms, p99 {:.1} ms",
+        l.len(),
+        l.len() as f64 / elapsed.as_secs_f64(),
+        percentile(&l, 0.50).as_secs_f64() * 1e3,
+        percentile(&l, 0.99).as_secs_f64() * 1e3,
+    );
+}
+
+fn failover(cluster: &Cluster, kills: usize) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sim = dir.path().join("sim");
+    let install = Installation::new(cluster, dir.path(), TTL, "/bench-failover");
+    let keeper = install.server("keeper");
+    sim_profile(
+        &keeper,
+        "p",
+        &sim,
+        &[("nodes", "1"), ("createLatency", "30s")],
+        0,
+        None,
+    );
+    deploy(&keeper, "a", "true", json!({}));
+    let mut times = Vec::with_capacity(kills);
+    for k in 0..kills {
+        let victim = install.server(&format!("victim{k}"));
+        let run = start(&victim, "a", json!({"system.profile.name": "p"}));
+        let id = run.rsplit('/').next().expect("id").to_string();
+        let limit = Instant::now() + Duration::from_secs(30);
+        while !calls(&sim)
+            .iter()
+            .any(|c| c["op"] == "create" && c["tags"]["ebb:run"] == id.as_str())
+        {
+            assert!(Instant::now() < limit, "no create for run {id}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let killed = now_secs();
+        victim.kill();
+        let took = took_over_at(&keeper, &run);
+        times.push(Duration::from_secs_f64((took - killed).max(0.0)));
+        // The run ends at once: nothing more to measure on it.
+        let _ = keeper.post(&format!("{run}/stop"));
+    }
+    times.sort();
+    println!(
+        "failover: {} kills of the owner mid-provisioning, lease {} s: kill → new owner's first step p50 {:.2} s, p99 {:.2} s, max {:.2} s",
+        times.len(),
+        TTL.as_secs(),
+        percentile(&times, 0.50).as_secs_f64(),
+        percentile(&times, 0.99).as_secs_f64(),
+        times.last().copied().unwrap_or_default().as_secs_f64(),
+    );
+}
+
+/// When (epoch seconds) run `path`'s events say a server took it over.
+fn took_over_at(server: &Server, path: &str) -> f64 {
+    let limit = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, events) = server.get(&format!("{path}/events"));
+        let took = events.as_array().and_then(|events| {
+            events.iter().find_map(|e| {
+                let message = e["message"].as_str()?;
+                message
+                    .ends_with("took the run over")
+                    .then(|| e["time"].as_f64())?
+            })
+        });
+        if let Some(time) = took {
+            return time;
+        }
+        assert!(Instant::now() < limit, "run {path} was not taken over");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i]
+}
+
+fn now_secs() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}

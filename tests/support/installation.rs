@@ -1,0 +1,70 @@
+//! Several servers as one installation on a real etcd: each on its own data dir, all with
+//! the installation's key file, for the several-server tests and benchmark.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::etcd::Cluster;
+use super::server::{Options, Server};
+
+/// Servers of one installation on `cluster`, each on its own data dir under `dir`, sharing
+/// the secure store's key file (as every server of an installation must).
+pub struct Installation {
+    pub endpoints: String,
+    pub prefix: String,
+    dir: PathBuf,
+    ttl: Duration,
+}
+
+impl Installation {
+    /// Servers on `cluster` under key prefix `prefix`, with data dirs under `dir`, each
+    /// keeping a lease of `ttl`.
+    pub fn new(cluster: &Cluster, dir: &Path, ttl: Duration, prefix: &str) -> Installation {
+        Installation {
+            endpoints: cluster.endpoints(),
+            prefix: prefix.to_string(),
+            dir: dir.to_path_buf(),
+            ttl,
+        }
+    }
+
+    /// Starts server `name` (its data dir too, the first time).
+    pub fn server(&self, name: &str) -> Server {
+        self.server_with(name, &[])
+    }
+
+    /// A server with more `ebb serve` arguments.
+    pub fn server_with(&self, name: &str, more: &[&str]) -> Server {
+        let data = sub_dir(&self.dir, name);
+        let key = self.dir.join("secure.key");
+        Server::start_at(
+            &data,
+            Options {
+                args: vec![
+                    "--store".into(),
+                    "etcd".into(),
+                    "--etcd-endpoints".into(),
+                    self.endpoints.clone(),
+                    "--etcd-prefix".into(),
+                    self.prefix.clone(),
+                    "--server-name".into(),
+                    name.into(),
+                    "--lease-ttl".into(),
+                    format!("{}s", self.ttl.as_secs()),
+                    "--secure-key-file".into(),
+                    key.to_string_lossy().into_owned(),
+                ]
+                .into_iter()
+                .chain(more.iter().map(|a| a.to_string()))
+                .collect(),
+                ..Options::default()
+            },
+        )
+    }
+}
+
+fn sub_dir(dir: &Path, name: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::create_dir_all(&path).expect("dir");
+    path
+}
