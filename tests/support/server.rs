@@ -350,6 +350,24 @@ pub fn assert_error(reply: (u16, Value), code: u16, fragment: &str) {
 }
 
 impl Server {
+    /// `POST path` with `body`, or `None` when the server could not be reached or answer
+    /// (it was killed meanwhile, say).
+    pub fn try_post_json(&self, path: &str, body: Value) -> Option<(u16, Value)> {
+        let res = self
+            .http
+            .post(format!("{}{path}", self.url))
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .ok()?;
+        let code = res.status().as_u16();
+        let text = res.text().ok()?;
+        Some((
+            code,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        ))
+    }
+
     pub fn post_json(&self, path: &str, body: Value) -> (u16, Value) {
         self.send(reqwest::Method::POST, path, Some(body.to_string()), None)
     }
