@@ -380,6 +380,18 @@ fn preferred<'a>(key: &str, servers: &'a [String]) -> Option<&'a str> {
     servers.get(i).map(String::as_str)
 }
 
+/// The provisioner whose nodes live on the making server's own host.
+const LOCAL: &str = "local";
+
+/// Whether run `run` has nodes that may exist.
+fn made_nodes(r: &impl Read, run: &str) -> Result<bool, StoreError> {
+    Ok(
+        r.scan::<crate::model::plan::NodeRecord>(Table::Resources, &keys::of_run(run))?
+            .iter()
+            .any(|(_, n)| n.may_exist()),
+    )
+}
+
 /// Takes run `key` on: records `claim` as its owner if given (only while it has none), then
 /// starts its supervisor, which resumes it as after a restart.
 async fn take(runtime: &Runtime, key: &str, claim: Option<Owner>) -> Result<(), StoreError> {
@@ -410,6 +422,15 @@ async fn take(runtime: &Runtime, key: &str, claim: Option<Owner>) -> Result<(), 
                     None,
                     format!("server {} took the run over", owner.server),
                 )?;
+                if run.provisioner == LOCAL && made_nodes(tx, &run.key.run)? {
+                    events::append(
+                        tx,
+                        &run.key.run,
+                        EventKind::Status,
+                        None,
+                        "its local sandboxes are on the host of the server that made them, out of this server's reach: they stay there, and their nodes count as deleted",
+                    )?;
+                }
             }
             Ok::<_, StoreError>(Some(run))
         })

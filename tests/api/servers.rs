@@ -640,3 +640,29 @@ fn chaos_of_killed_and_restarted_servers_leaks_nothing_and_runs_nothing_twice() 
     let completed = runs.iter().filter(|r| r["status"] == "COMPLETED").count();
     assert!(completed > 0, "no run completed");
 }
+
+/// A `local` run whose owner dies: its sandboxes are on that server's host, out of reach of
+/// the new owner, and the run's events say so; the program is recorded lost and the run
+/// still ends.
+#[test]
+fn a_local_runs_sandboxes_on_a_dead_server_are_reported_out_of_reach() {
+    let cluster = Cluster::start(1);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let install = Installation::new(&cluster, dir.path(), TTL, "/local-sandboxes");
+    let s0 = install.server("s0");
+    let s1 = install.server("s1");
+    deploy(&s0, "a", "sleep 30", json!({}));
+    let run = start(&s0, "a", json!({"system.profile.name": "SYSTEM:local"}));
+    wait_until(&s1, &run, Duration::from_secs(30), |r| {
+        r["status"] == "RUNNING"
+    });
+    s0.kill();
+    let done = wait_deprovisioned(&s1, &run);
+    assert_eq!(done["failure"]["kind"], "server-lost", "{done}");
+    let said = events(&s1, &run).iter().any(|e| {
+        e["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("out of this server's reach"))
+    });
+    assert!(said, "{:?}", events(&s1, &run));
+}

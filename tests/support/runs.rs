@@ -78,7 +78,8 @@ pub fn calls(state_dir: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// Every instance the sim holds.
+/// Every instance the sim holds. A file the sim has just created and not yet written (it
+/// writes under its own lock, which this does not take) is one it does not hold yet.
 pub fn instances(state_dir: &Path) -> Vec<Value> {
     let Ok(entries) = std::fs::read_dir(state_dir.join("resources")) else {
         return Vec::new();
@@ -87,7 +88,9 @@ pub fn instances(state_dir: &Path) -> Vec<Value> {
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .map(|p| serde_json::from_slice(&std::fs::read(p).expect("read")).expect("instance"))
+        .map(|p| std::fs::read(p).expect("read"))
+        .filter(|bytes| !bytes.is_empty())
+        .map(|bytes| serde_json::from_slice(&bytes).expect("instance"))
         .collect()
 }
 
