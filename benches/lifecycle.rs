@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use serde_json::json;
 
-use support::bench::{Bench, env_usize, wait_for_event};
+use support::bench::{Bench, env_usize, percentile, wait_for_event};
 use support::runs::start;
 
 fn main() {
@@ -56,7 +56,7 @@ fn main() {
 
     let mut l = latencies.lock().expect("latencies").clone();
     l.sort();
-    let pct = |p: f64| l[((l.len() as f64 * p).ceil() as usize).clamp(1, l.len()) - 1];
+    let pct = |p: f64| percentile(&l, p);
     println!(
         "lifecycle: {} runs of a 3-node sim cluster, {} clients: {:.0} lifecycles/s; start→DEPROVISIONED p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms ({:.2} s in all)",
         l.len(),

@@ -16,15 +16,15 @@ mod support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use support::bench::{env_usize, wait_for_event};
+use support::bench::{env_usize, percentile, wait_for_event};
 use support::etcd::Cluster;
 use support::installation::Installation;
 use support::profiles::sim_profile;
-use support::runs::{calls, deploy, start};
+use support::runs::{deploy, now_secs, start, wait_for_calls};
 use support::server::Server;
 
 const TTL: Duration = Duration::from_secs(2);
@@ -104,14 +104,9 @@ fn failover(cluster: &Cluster, kills: usize) {
         let victim = install.server(&format!("victim{k}"));
         let run = start(&victim, "a", json!({"system.profile.name": "p"}));
         let id = run.rsplit('/').next().expect("id").to_string();
-        let limit = Instant::now() + Duration::from_secs(30);
-        while !calls(&sim)
-            .iter()
-            .any(|c| c["op"] == "create" && c["tags"]["ebb:run"] == id.as_str())
-        {
-            assert!(Instant::now() < limit, "no create for run {id}");
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        wait_for_calls(&sim, 1, "create", |c| {
+            c["op"] == "create" && c["tags"]["ebb:run"] == id.as_str()
+        });
         let killed = now_secs();
         victim.kill();
         let took = took_over_at(&keeper, &run);
@@ -149,19 +144,4 @@ fn took_over_at(server: &Server, path: &str) -> f64 {
         assert!(Instant::now() < limit, "run {path} was not taken over");
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let i = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
-    sorted[i]
-}
-
-fn now_secs() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
 }

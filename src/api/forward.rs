@@ -37,7 +37,7 @@ pub async fn or_forward<T: Serialize>(
 ) -> Reply {
     match result {
         Err(ServiceError::Runtime(RuntimeError::Elsewhere { run, server, url }))
-            if !url.is_empty() && !req.headers().contains_key(FORWARDED_BY) =>
+            if !url.is_empty() =>
         {
             let owner = format!("run '{run}' is owned by server {server}, which");
             forward(state, req, body, &owner, &url).await

@@ -33,12 +33,13 @@ pub async fn drain_server(state: State, name: web::Path<String>, req: HttpReques
         let who = format!("server {name}, which");
         return forward(&state, &req, None, &who, &server.record.url).await;
     }
-    if state.store.lease().is_none() {
+    if !state.store.shared() {
         return Err(ApiError::Conflict(
             "this server is the only one of its installation (embedded store): there is no other to hand its runs to; stop it with SIGTERM, and its runs resume when it starts again".into(),
         ));
     }
-    if !member.draining() {
+    // The first request starts the drain; a second one at the same time only answers.
+    if member.start_draining() {
         let (runtime, shutdown) = (state.runtime.clone(), Arc::clone(&state.shutdown));
         actix_web::rt::spawn(async move {
             if let Err(e) = drain(&runtime).await {

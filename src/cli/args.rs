@@ -213,7 +213,7 @@ pub struct ServeArgs {
     pub lease_ttl: std::time::Duration,
     /// On etcd: the URL the other servers reach this one's API at (default: http:// and the
     /// address it listens on).
-    #[arg(long, env = "EBB_ADVERTISE_URL")]
+    #[arg(long, env = "EBB_ADVERTISE_URL", value_parser = parse_advertise_url)]
     pub advertise_url: Option<String>,
     /// On etcd: on SIGTERM, hand this server's runs to the others before stopping (a run
     /// whose program runs on this host is handed over once the program ends); a second
@@ -632,4 +632,51 @@ fn parse_lease_ttl(s: &str) -> Result<std::time::Duration, String> {
         return Err(format!("'{s}' is out of range: give 2s to 5m"));
     }
     Ok(ttl)
+}
+
+/// An advertised URL: `http://` or `https://`, a host, no path; at most 256 characters.
+fn parse_advertise_url(s: &str) -> Result<String, String> {
+    let rest = s
+        .strip_prefix("http://")
+        .or_else(|| s.strip_prefix("https://"))
+        .ok_or_else(|| format!("'{s}' must start with http:// or https://"))?;
+    let host = rest.trim_end_matches('/');
+    if host.is_empty() || host.contains('/') || s.len() > 256 || s.chars().any(char::is_whitespace)
+    {
+        return Err(format!(
+            "'{s}' is not a server's URL: give http://HOST[:PORT], with no path"
+        ));
+    }
+    Ok(s.trim_end_matches('/').to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lease_ttls_and_advertised_urls_are_bounded() {
+        assert_eq!(
+            parse_lease_ttl("10s"),
+            Ok(std::time::Duration::from_secs(10))
+        );
+        for bad in ["1s", "6m", "ten"] {
+            assert!(parse_lease_ttl(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            parse_advertise_url("http://10.0.0.1:11015/"),
+            Ok("http://10.0.0.1:11015".to_string())
+        );
+        assert!(parse_advertise_url("https://ebb.example").is_ok());
+        let long = format!("http://{}", "a".repeat(300));
+        for bad in [
+            "10.0.0.1:11015",
+            "http://",
+            "http://h/v3",
+            "http://h x",
+            long.as_str(),
+        ] {
+            assert!(parse_advertise_url(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -157,7 +157,7 @@ impl Runtime {
                     server: owner.server,
                 })
             }
-            (None, _) if run.is_active() && self.deps.member.lease() != 0 => {
+            (None, _) if run.is_active() && self.deps.store.shared() => {
                 Err(RuntimeError::Unowned(run.key.run.clone()))
             }
             _ => Ok(()),

@@ -11,7 +11,7 @@
 //! own lease ended abandons its runs where they are, then joins again and claims like any
 //! other.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use super::deps::{Deps, Member};
@@ -101,55 +101,50 @@ pub async fn run(runtime: Runtime, settings: Settings) {
     let mut tick = tokio::time::interval(settings.ttl / 2);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tokio::select! {
-            _ = tick.tick() => {
-                if deps.member.lease() == 0 {
-                    continue;
-                }
-                if let Err(e) = heartbeat(&deps).await {
-                    tracing::warn!(error = %e, "heartbeat not written");
-                }
-                if let Err(e) = claim(&runtime, &mut orphaned, settings.ttl).await {
-                    tracing::warn!(error = %e, "orphaned runs not claimed this time");
-                }
-            }
+        // Every half time to live: a heartbeat and a look; when a server went: a look.
+        let due = tokio::select! {
+            _ = tick.tick() => true,
             changed = gone.changed() => {
                 if changed.is_err() {
                     return;
                 }
                 gone.borrow_and_update();
-                if deps.member.lease() == 0 {
-                    continue;
-                }
-                if let Err(e) = claim(&runtime, &mut orphaned, settings.ttl).await {
-                    tracing::warn!(error = %e, "orphaned runs not claimed this time");
-                }
+                false
             }
             changed = lease.changed() => {
                 if changed.is_err() {
                     return;
                 }
-                if *lease.borrow_and_update() != 0 {
-                    continue;
+                if *lease.borrow_and_update() == 0 {
+                    deps.member.set_lease(0);
+                    runtime.abandon_all();
+                    rejoin(&deps, &settings).await;
                 }
-                deps.member.set_lease(0);
-                runtime.abandon_all();
-                rejoin(&deps, &settings).await;
+                continue;
             }
+        };
+        if deps.member.lease() == 0 {
+            continue;
+        }
+        if due && let Err(e) = heartbeat(&deps).await {
+            tracing::warn!(error = %e, "heartbeat not written");
+        }
+        if let Err(e) = claim(&runtime, &mut orphaned, settings.ttl).await {
+            tracing::warn!(error = %e, "orphaned runs not claimed this time");
         }
     }
 }
 
 /// Hands this server's runs to the others (marking it draining first) and returns once it
-/// owns none: each run whose
-/// program does not run on this host is let go at once (its supervisor stopped where it is,
-/// its owner record deleted, so another server resumes it as after a restart); a run whose
-/// program this server launched is let go once the program has ended, so no run fails for
-/// the drain. Then ends the lease, so the others hear at once. Does nothing on the embedded
-/// store (its one server keeps its runs, which resume when it starts again).
+/// owns none. A run whose program does not run on this host is let go at once: its
+/// supervisor stopped where it is, its owner record deleted, so another server resumes it as
+/// after a restart. A run whose program this server launched is let go once the program has
+/// ended, so no run fails for the drain. Then ends the lease, so the others hear at once.
+/// Does nothing on the embedded store (its one server keeps its runs, which resume when it
+/// starts again).
 pub async fn drain(runtime: &Runtime) -> Result<(), StoreError> {
     let deps = runtime.deps();
-    if deps.store.lease().is_none() {
+    if !deps.store.shared() {
         return Ok(());
     }
     deps.member.start_draining();
@@ -182,8 +177,9 @@ pub async fn drain(runtime: &Runtime) -> Result<(), StoreError> {
             break;
         }
         for (key, run) in owned {
-            let launched_here = run.status == crate::model::run::ProgramStatus::Running
-                && run.launcher.as_deref() == Some(&*deps.member.name);
+            // Launched here (or being launched) and not ended: its program is on this host.
+            let launched_here =
+                !run.status.is_end() && run.launcher.as_deref() == Some(&*deps.member.name);
             if launched_here {
                 continue;
             }
@@ -234,7 +230,7 @@ impl Duty {
 /// The one server of the embedded store always does.
 pub async fn leads(store: &Store, member: &Member, duty: Duty) -> Result<bool, StoreError> {
     let lease = member.lease();
-    if store.lease().is_none() {
+    if !store.shared() {
         return Ok(true);
     }
     if lease == 0 {
@@ -295,7 +291,7 @@ async fn heartbeat(deps: &Deps) -> Result<(), StoreError> {
 
 /// What a claim round reads: the live runs, their owners, and the servers that are up.
 struct Census {
-    active: Vec<String>,
+    active: BTreeSet<String>,
     owners: BTreeMap<String, Owner>,
     servers: Vec<String>,
 }

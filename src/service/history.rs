@@ -136,7 +136,7 @@ pub async fn history(
         }
         // This server hears its own runs' news; with several servers the run may be another's,
         // so it also looks again now and then.
-        let until = if runtime.deps().member.lease() != 0 {
+        let until = if runtime.deps().store.shared() {
             deadline.min(tokio::time::Instant::now() + OTHERS_NEWS)
         } else {
             deadline

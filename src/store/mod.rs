@@ -158,6 +158,12 @@ impl Store {
             .unwrap_or(Err(StoreError::Closed))
     }
 
+    /// Whether several servers may share this store (etcd, with leases), rather than one
+    /// owning everything in it (redb).
+    pub fn shared(&self) -> bool {
+        self.backend.lease().is_some()
+    }
+
     /// The lease held now, told anew when it changes (0: it ended); `None` on a store of one
     /// server.
     pub fn lease(&self) -> Option<tokio::sync::watch::Receiver<i64>> {

@@ -61,15 +61,9 @@ impl Scenario {
     }
 
     /// Waits (up to 30 s) until the sim's call log has a call `op`.
+    #[track_caller]
     fn wait_for_call(&self, op: &str) {
-        let started = Instant::now();
-        while !calls(&self.sim).iter().any(|c| c["op"] == op) {
-            assert!(
-                started.elapsed() < Duration::from_secs(30),
-                "never saw a {op}"
-            );
-            std::thread::sleep(Duration::from_millis(2));
-        }
+        wait_for_call(&self.sim, op);
     }
 
     /// After a restart: the run ends `status`/DEPROVISIONED, ran once, and the sim is clean.

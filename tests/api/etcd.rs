@@ -10,7 +10,9 @@ use serde_json::json;
 
 use crate::support::etcd::Cluster;
 use crate::support::profiles::sim_profile;
-use crate::support::runs::{assert_clean, calls, deploy, start, sub, wait_deprovisioned};
+use crate::support::runs::{
+    assert_all_completed, assert_clean, deploy, start, sub, wait_deprovisioned, wait_for_call,
+};
 use crate::support::server::{Options, Server, run_ebb};
 
 fn rt() -> tokio::runtime::Runtime {
@@ -195,14 +197,7 @@ fn etcd_stopped_mid_provisioning_pauses_runs_and_loses_nothing() {
     let runs: Vec<String> = (0..4)
         .map(|_| start(&server, "a", json!({"system.profile.name": "p"})))
         .collect();
-    let started = Instant::now();
-    while !calls(&sim).iter().any(|c| c["op"] == "create") {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "no create call"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_for_call(&sim, "create");
     cluster.kill_member(0);
     let down = Instant::now();
     let run_path = runs[0].as_str();
@@ -231,12 +226,7 @@ fn etcd_stopped_mid_provisioning_pauses_runs_and_loses_nothing() {
     cluster.start_member(0);
     cluster.wait_healthy();
     // The stop that got a 503 did not happen: every run completes.
-    for run in &runs {
-        let done = wait_deprovisioned(&server, run);
-        assert_eq!(done["status"], "COMPLETED", "{done}");
-    }
-    let ids: Vec<&str> = runs.iter().map(String::as_str).collect();
-    assert_clean(&sim, &ids, 2);
+    assert_all_completed(&server, &runs, &sim, 2);
 }
 
 /// A three-member etcd loses a member mid-run: nothing changes for the runs.

@@ -10,7 +10,8 @@ use crate::support::etcd::Cluster;
 use crate::support::installation::Installation;
 use crate::support::profiles::sim_profile;
 use crate::support::runs::{
-    assert_clean, calls, deploy, start, sub, wait_deprovisioned, wait_until,
+    assert_all_completed, assert_clean, calls, deploy, now_secs, start, sub, wait_deprovisioned,
+    wait_for_call, wait_for_calls, wait_until,
 };
 use crate::support::server::{Server, signal};
 
@@ -66,14 +67,7 @@ fn a_killed_owners_runs_are_taken_over_mid_provisioning() {
         let (_, view) = s2.get(run);
         assert_eq!(view["owner"], "s0", "{view}");
     }
-    let started = Instant::now();
-    while !calls(&sim).iter().any(|c| c["op"] == "create") {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "no create call"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_for_call(&sim, "create");
     s0.kill();
     let killed = Instant::now();
 
@@ -237,14 +231,7 @@ fn a_paused_owner_that_wakes_after_losing_its_lease_does_nothing_for_its_old_run
     let runs: Vec<String> = (0..3)
         .map(|_| start(&s0, "a", json!({"system.profile.name": "p"})))
         .collect();
-    let started = Instant::now();
-    while calls(&sim).iter().filter(|c| c["op"] == "create").count() < 9 {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "not every create was made"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_for_calls(&sim, 9, "create", |c| c["op"] == "create");
     signal(s0.pid(), "STOP");
     for run in &runs {
         wait_until(&s1, run, TTL + Duration::from_secs(10), |r| {
@@ -283,13 +270,6 @@ fn a_paused_owner_that_wakes_after_losing_its_lease_does_nothing_for_its_old_run
         said("run abandoned") || said("no longer owned"),
         "{logs:#?}"
     );
-}
-
-fn now_secs() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_secs_f64()
 }
 
 /// The janitor's schedule runs on one server of the installation at a time, and moves to
@@ -697,21 +677,9 @@ fn a_killed_owners_runs_are_taken_over_mid_deprovisioning() {
             r["cluster"]["status"] == "DEPROVISIONING"
         });
     }
-    let started = Instant::now();
-    while !calls(&sim).iter().any(|c| c["op"] == "delete") {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "no delete call"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_for_call(&sim, "delete");
     s0.kill();
-    for run in &runs {
-        let done = wait_deprovisioned(&s1, run);
-        assert_eq!(done["status"], "COMPLETED", "{done}");
-    }
-    let ids: Vec<&str> = runs.iter().map(String::as_str).collect();
-    assert_clean(&sim, &ids, 2);
+    assert_all_completed(&s1, &runs, &sim, 2);
 }
 
 /// SIGTERM to a server started with `--drain` hands its runs over before it exits 0.

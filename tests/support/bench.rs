@@ -80,3 +80,12 @@ pub fn wait_for_event(server: &Server, path: &str, until: &str) {
         }
     }
 }
+
+/// The `p` quantile (0 to 1) of `sorted`; zero when empty.
+pub fn percentile(sorted: &[std::time::Duration], p: f64) -> std::time::Duration {
+    if sorted.is_empty() {
+        return std::time::Duration::ZERO;
+    }
+    let i = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i]
+}

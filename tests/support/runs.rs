@@ -69,6 +69,51 @@ pub fn wait_deprovisioned(server: &Server, path: &str) -> Value {
     })
 }
 
+/// Waits (up to 30 s) until the sim's call log holds `count` calls that `matches` (`what`
+/// names them in the failure).
+#[track_caller]
+pub fn wait_for_calls(
+    state_dir: &Path,
+    count: usize,
+    what: &str,
+    matches: impl Fn(&Value) -> bool,
+) {
+    let started = Instant::now();
+    while calls(state_dir).iter().filter(|c| matches(c)).count() < count {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "never saw {count} {what} call(s)"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Waits (up to 30 s) until the sim's call log has a call `op`.
+#[track_caller]
+pub fn wait_for_call(state_dir: &Path, op: &str) {
+    wait_for_calls(state_dir, 1, op, |c| c["op"] == op);
+}
+
+/// Waits until every one of `runs` is DEPROVISIONED and COMPLETED, then checks the sim cloud
+/// as [`assert_clean`] does.
+#[track_caller]
+pub fn assert_all_completed(server: &Server, runs: &[String], state_dir: &Path, nodes: usize) {
+    for run in runs {
+        let done = wait_deprovisioned(server, run);
+        assert_eq!(done["status"], "COMPLETED", "{done}");
+    }
+    let ids: Vec<&str> = runs.iter().map(String::as_str).collect();
+    assert_clean(state_dir, &ids, nodes);
+}
+
+/// The time now, in epoch seconds (as the sim and the run events give it).
+pub fn now_secs() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
 /// One line of the sim's call log.
 pub fn calls(state_dir: &Path) -> Vec<Value> {
     std::fs::read_to_string(state_dir.join("calls.jsonl"))
