@@ -45,6 +45,14 @@ pub struct Config {
     pub auth_token: Option<String>,
     /// A file holding the token (kept out of the process list); owner-only.
     pub token_file: Option<PathBuf>,
+    /// No tokens at all: every request is an instance admin's (loopback binds only).
+    pub no_auth: bool,
+    /// Serve plain HTTP on an address other hosts can reach.
+    pub insecure_http: bool,
+    /// The certificate chain and private key (PEM) to serve HTTPS with.
+    pub tls: Option<TlsFiles>,
+    /// A CA certificate (PEM) to trust for the other servers' HTTPS.
+    pub ca_cert: Option<PathBuf>,
     /// HTTP worker threads; `None` for one per core.
     pub workers: Option<usize>,
     /// This server's name, tagged on every resource it makes; `None` for the one kept in the
@@ -60,6 +68,13 @@ pub struct Config {
     pub drain: bool,
     /// How the janitor sweeps on its own.
     pub janitor: crate::model::sweep::Settings,
+}
+
+/// The PEM files `ebb serve` serves HTTPS with.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 /// The etcd cluster a server keeps its state in, as given.
@@ -104,6 +119,10 @@ pub enum ServerError {
     Etcd(String),
     #[error("--token-file {0}: {1}")]
     TokenFile(PathBuf, String),
+    #[error("{0}")]
+    Access(String),
+    #[error("{0}")]
+    Tls(String),
 }
 
 /// Holds the data dir for this server: its run directories and key are its own.
@@ -139,6 +158,17 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     let signals = Signals::install().map_err(ServerError::Signals)?;
     // A bad token file stops the start before anything is opened or resumed.
     let token = auth_token(&config)?.map(|t| api::TokenHash::new(&t));
+    if config.no_auth && token.is_some() {
+        return Err(ServerError::Access(
+            "--no-auth and a token (--token, EBB_TOKEN or --token-file) contradict each other; give one".into(),
+        ));
+    }
+    let tls = match &config.tls {
+        Some(files) => Some(
+            crate::api::tls::server_config(&files.cert, &files.key).map_err(ServerError::Tls)?,
+        ),
+        None => None,
+    };
     // Everything the server makes is its own: the store, the key, run directories, sandboxes.
     crate::runtime::confine::owner_only();
     // Programs run as this user: they must not read this process's memory or environment.
@@ -171,6 +201,20 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     }
     let registry = Arc::new(Registry::builtin());
     load_builtins(&store, &registry).await?;
+    let access = if config.no_auth {
+        api::guard::Access::Open
+    } else {
+        if token.is_none()
+            && let Some(path) =
+                crate::service::tokens::first_start(&store, &config.data_dir).await?
+        {
+            tracing::info!(
+                file = %path.display(),
+                "first start: an instance-admin token named admin is in this file (owner-only); the CLI reads it from there"
+            );
+        }
+        api::guard::Access::Tokens { fixed: token }
+    };
 
     let shared = config.etcd.is_some();
     let given = config.server_name.clone().filter(|n| !n.trim().is_empty());
@@ -218,12 +262,12 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         runtime,
         cipher,
         janitor,
-        token,
+        access,
         allowed_hosts: Arc::from(config.allowed_hosts.clone()),
-        forwarder: api::forward::client(),
+        forwarder: api::forward::client(config.ca_cert.as_deref()).map_err(ServerError::Tls)?,
         shutdown: Arc::default(),
     };
-    let served = serve(state, &config, signals, &arbiter).await?;
+    let served = serve(state, &config, tls, signals, &arbiter).await?;
     // Actors stop where they are: every step they took is already in the store, and programs
     // run on in their own process groups; the next start resumes them.
     arbiter.stop();
@@ -261,6 +305,7 @@ async fn load_builtins(store: &Store, registry: &Registry) -> Result<(), ServerE
 async fn serve(
     state: AppState,
     config: &Config,
+    tls: Option<rustls::ServerConfig>,
     mut signals: Signals,
     arbiter: &Arbiter,
 ) -> Result<std::io::Result<()>, ServerError> {
@@ -270,7 +315,6 @@ async fn serve(
     let mut server = HttpServer::new(move || {
         App::new()
             .app_data(data.clone())
-            .wrap(middleware::from_fn(api::authenticate))
             .wrap(middleware::from_fn(api::guard_origin))
             .wrap(middleware::from_fn(api::log_request))
             .configure(api::configure)
@@ -280,22 +324,26 @@ async fn serve(
     if let Some(workers) = config.workers {
         server = server.workers(workers);
     }
-    let server = server
-        .bind(&config.bind)
-        .map_err(|source| ServerError::Bind {
-            addr: config.bind.clone(),
-            source,
-        })?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let bound = match tls {
+        Some(tls) => server.bind_rustls_0_23(&config.bind, tls),
+        None => server.bind(&config.bind),
+    };
+    let server = bound.map_err(|source| ServerError::Bind {
+        addr: config.bind.clone(),
+        source,
+    })?;
     let addrs: Vec<SocketAddr> = server.addrs();
+    check_exposure(config, scheme, &addrs)?;
     for addr in &addrs {
-        tracing::info!(addr = %addr, url = %format!("http://{addr}"), "listening");
+        tracing::info!(addr = %addr, url = %format!("{scheme}://{addr}"), "listening");
     }
     // Join the installation before answering: a start needs this server's lease.
     let membership = crate::runtime::membership::Settings {
         url: config
             .advertise_url
             .clone()
-            .or_else(|| addrs.first().map(|a| format!("http://{a}")))
+            .or_else(|| addrs.first().map(|a| format!("{scheme}://{a}")))
             .unwrap_or_default(),
         ttl: config.lease_ttl,
     };
@@ -332,6 +380,30 @@ async fn serve(
         }
     });
     Ok(server.await)
+}
+
+/// Refuses what would expose the API to other hosts unprotected: plain HTTP on an address
+/// they can reach (unless `--insecure-http`), and `--no-auth` on any such address at all.
+fn check_exposure(config: &Config, scheme: &str, addrs: &[SocketAddr]) -> Result<(), ServerError> {
+    let exposed = addrs.iter().any(|a| !a.ip().is_loopback());
+    if exposed && config.no_auth {
+        return Err(ServerError::Access(format!(
+            "--no-auth is allowed only on a loopback address, and {} is not one; bind to 127.0.0.1 or drop --no-auth",
+            config.bind
+        )));
+    }
+    if exposed && scheme == "http" && !config.insecure_http {
+        return Err(ServerError::Access(format!(
+            "{} can be reached from other hosts, and tokens would cross the network in plain text; serve HTTPS with --tls-cert and --tls-key, or pass --insecure-http (behind a TLS proxy, say)",
+            config.bind
+        )));
+    }
+    if config.no_auth {
+        tracing::warn!(
+            "--no-auth: every request is an instance admin's; anyone on this host can use the API"
+        );
+    }
+    Ok(())
 }
 
 /// The bearer token: `--token-file`'s content, or `--token`/`EBB_TOKEN`; not both. A token
@@ -460,6 +532,13 @@ impl From<ServeArgs> for Config {
             bind: args.bind,
             auth_token: args.token,
             token_file: args.token_file,
+            no_auth: args.no_auth,
+            ca_cert: args.ca_cert,
+            insecure_http: args.insecure_http,
+            tls: match (args.tls_cert, args.tls_key) {
+                (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
+                _ => None,
+            },
             workers: args.workers,
             server_name: args.server_name,
             secure_key_file: args.secure_key_file,

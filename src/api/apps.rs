@@ -4,6 +4,7 @@ use actix_web::web;
 
 use crate::api::body::Json;
 use crate::api::state::{AppPath, ProgramPath, Reply, State, ok};
+use crate::model::access::{Act, Caller};
 use crate::model::app::AppSpec;
 use crate::service::apps;
 
@@ -16,14 +17,20 @@ pub async fn get_app(state: State, path: web::Path<AppPath>) -> Reply {
     ok(&apps::get(&state.store, p.ns, p.app).await?)
 }
 
-pub async fn put_app(state: State, path: web::Path<AppPath>, body: Json<AppSpec>) -> Reply {
+pub async fn put_app(
+    state: State,
+    caller: Caller,
+    path: web::Path<AppPath>,
+    body: Json<AppSpec>,
+) -> Reply {
     let p = path.into_inner();
-    ok(&apps::put(&state.store, p.ns, p.app, body.0).await?)
+    ok(&apps::put(&state.store, &caller, p.ns, p.app, body.0).await?)
 }
 
-pub async fn delete_app(state: State, path: web::Path<AppPath>) -> Reply {
+pub async fn delete_app(state: State, caller: Caller, path: web::Path<AppPath>) -> Reply {
     let p = path.into_inner();
-    ok(&apps::delete(&state.store, p.ns, p.app).await?)
+    let act = Act::new(&caller, "app.delete", Some(&p.ns), &p.app);
+    ok(&apps::delete(&state.store, act, p.ns, p.app).await?)
 }
 
 pub async fn get_program(state: State, path: web::Path<ProgramPath>) -> Reply {

@@ -5,6 +5,7 @@ use serde::Deserialize;
 
 use crate::api::body::Json;
 use crate::api::state::{Reply, RunPath, State, ok};
+use crate::model::access::{Act, Caller};
 use crate::model::run::RunKey;
 use crate::service::templates::{self, PlanRequest};
 use crate::service::{history, runs};
@@ -19,12 +20,15 @@ pub async fn dry_run(
 
 pub async fn run_cluster(
     state: State,
+    caller: Caller,
     path: web::Path<RunPath>,
     body: Json<crate::rules::resize::ClusterRequest>,
     req: HttpRequest,
 ) -> Reply {
     let sent = serde_json::to_value(&body.0).ok();
-    let done = runs::cluster_operation(&state.runtime, path.into_inner().into(), body.0).await;
+    let key: RunKey = path.into_inner().into();
+    let act = Act::new(&caller, "run.cluster", Some(&key.namespace), &key.run);
+    let done = runs::cluster_operation(&state.runtime, key, body.0, act).await;
     crate::api::forward::or_forward(&state, &req, sent, done).await
 }
 

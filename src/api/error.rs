@@ -94,7 +94,9 @@ fn service_status(e: &ServiceError) -> StatusCode {
         | ServiceError::RunNotFound(_)
         | ServiceError::OperationNotFound { .. }
         | ServiceError::TemplateNotFound(_)
-        | ServiceError::SecureKeyNotFound { .. } => StatusCode::NOT_FOUND,
+        | ServiceError::SecureKeyNotFound { .. }
+        | ServiceError::TokenNotFound(_) => StatusCode::NOT_FOUND,
+        ServiceError::NotAllowed(_) => StatusCode::FORBIDDEN,
         ServiceError::DefaultNamespace
         | ServiceError::BuiltinProfile(_)
         | ServiceError::NativeProfile(_)
@@ -106,6 +108,7 @@ fn service_status(e: &ServiceError) -> StatusCode {
         | ServiceError::ProfileAssigned { .. }
         | ServiceError::ProfileInUse { .. }
         | ServiceError::AppActive { .. }
+        | ServiceError::TokenExists(_)
         | ServiceError::Changed(_) => StatusCode::CONFLICT,
         ServiceError::Store(e) => store_status(e),
         ServiceError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -118,7 +121,10 @@ fn run_status(e: &RunError) -> StatusCode {
         | RunError::ExpireBeyondTimeout { .. }
         | RunError::ExpireTooFar { .. }
         | RunError::BadProperty { .. } => StatusCode::BAD_REQUEST,
-        RunError::WrongState { .. } | RunError::ConcurrencyLimit { .. } => StatusCode::CONFLICT,
+        RunError::WrongState { .. }
+        | RunError::ConcurrencyLimit { .. }
+        | RunError::Quota { .. } => StatusCode::CONFLICT,
+        RunError::HostPrograms { .. } => StatusCode::FORBIDDEN,
     }
 }
 

@@ -18,13 +18,21 @@ pub const FORWARDED_BY: &str = "x-ebb-forwarded-by";
 /// How long the owner may take to answer a forwarded command.
 const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// A client for forwarded requests.
-pub fn client() -> reqwest::Client {
-    reqwest::Client::builder()
+/// A client for forwarded requests, trusting CA certificate `ca` (PEM) besides the system's
+/// roots, for servers that serve HTTPS with certificates of their own CA.
+pub fn client(ca: Option<&std::path::Path>) -> Result<reqwest::Client, String> {
+    let mut builder = reqwest::Client::builder()
         .timeout(TIMEOUT)
-        .redirect(reqwest::redirect::Policy::none())
+        .redirect(reqwest::redirect::Policy::none());
+    if let Some(path) = ca {
+        let pem = std::fs::read(path).map_err(|e| format!("--ca-cert {}: {e}", path.display()))?;
+        let cert = reqwest::Certificate::from_pem(&pem)
+            .map_err(|e| format!("--ca-cert {}: {e}", path.display()))?;
+        builder = builder.add_root_certificate(cert);
+    }
+    builder
         .build()
-        .unwrap_or_default()
+        .map_err(|e| format!("cannot set up HTTP: {e}"))
 }
 
 /// Answers `result`; when it says another server owns the run, answers with that server's

@@ -1,4 +1,5 @@
-//! The middleware every request passes: the bearer token, the origin guard, the request log.
+//! The middleware every request passes: the origin guard, the request log. (Tokens and
+//! rights are checked per route, by [`guard`](crate::api::guard).)
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -8,32 +9,8 @@ use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::middleware::Next;
 use actix_web::web;
 
-use crate::api::error::ApiError;
 use crate::api::origin;
 use crate::api::state::AppState;
-
-/// Checks the bearer token, when the server has one.
-pub async fn authenticate(
-    req: ServiceRequest,
-    next: Next<impl MessageBody + 'static>,
-) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
-    let token = req
-        .app_data::<web::Data<AppState>>()
-        .and_then(|s| s.token.clone());
-    if let Some(token) = token
-        && req.path() != "/v3/health"
-    {
-        let given = req
-            .headers()
-            .get(actix_web::http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        if !given.is_some_and(|g| token.matches(g)) {
-            return Err(ApiError::Unauthorized.into());
-        }
-    }
-    next.call(req).await
-}
 
 /// Refuses what a web page, not a client of the API, would send (see [`origin`]).
 pub async fn guard_origin(

@@ -2,20 +2,22 @@
 //!
 //! Handlers are thin: extract, call a service, serialize. They never touch the store directly.
 //! Unknown paths answer a JSON 404 and known paths with a wrong method a JSON 405; every error
-//! goes through [`error::ApiError`]. When the server has a token, every path but
-//! `/v3/health` needs `Authorization: Bearer <token>`.
+//! goes through [`error::ApiError`]. Every path but `/v3/health` needs
+//! `Authorization: Bearer <token>` and the right its row of the route table names.
 //!
 //! - [`routes`]: the route table; one file of handlers per resource ([`namespaces`],
 //!   [`profiles`], [`preferences`], [`apps`], [`runs`], [`clusters`], [`templates`],
 //!   [`securekeys`], [`system`]);
 //! - [`state`]: what handlers reach; [`body`]: request bodies; [`error`]: the one error table;
-//! - [`middleware`] and [`origin`]: authentication, the origin guard, the request log.
+//! - [`guard`]: who calls and whether it may; [`middleware`] and [`origin`]: the origin
+//!   guard, the request log.
 
 pub mod apps;
 pub mod body;
 pub mod clusters;
 pub mod error;
 pub mod forward;
+pub mod guard;
 pub mod middleware;
 pub mod namespaces;
 pub mod origin;
@@ -27,9 +29,11 @@ pub mod securekeys;
 pub mod state;
 pub mod system;
 pub mod templates;
+pub mod tls;
 pub mod token;
+pub mod tokens;
 
-pub use middleware::{authenticate, guard_origin, log_request};
+pub use middleware::{guard_origin, log_request};
 pub use routes::configure;
 pub use state::AppState;
 pub use token::TokenHash;

@@ -4,11 +4,12 @@ use actix_web::web;
 
 use crate::api::body::OrDefault;
 use crate::api::state::{Reply, State, ok};
+use crate::model::access::{Act, Caller};
 use crate::model::namespace::NamespaceSpec;
 use crate::service::namespaces;
 
-pub async fn list_namespaces(state: State) -> Reply {
-    ok(&namespaces::list(&state.store).await?)
+pub async fn list_namespaces(state: State, caller: Caller) -> Reply {
+    ok(&namespaces::list(&state.store, &caller.grants).await?)
 }
 
 pub async fn get_namespace(state: State, ns: web::Path<String>) -> Reply {
@@ -17,12 +18,17 @@ pub async fn get_namespace(state: State, ns: web::Path<String>) -> Reply {
 
 pub async fn put_namespace(
     state: State,
+    caller: Caller,
     ns: web::Path<String>,
     body: OrDefault<NamespaceSpec>,
 ) -> Reply {
-    ok(&namespaces::put(&state.store, ns.into_inner(), body.0).await?)
+    let ns = ns.into_inner();
+    let act = Act::new(&caller, "namespace.put", Some(&ns), &ns);
+    ok(&namespaces::put(&state.store, act, ns, body.0).await?)
 }
 
-pub async fn delete_namespace(state: State, ns: web::Path<String>) -> Reply {
-    ok(&namespaces::delete(&state.store, ns.into_inner()).await?)
+pub async fn delete_namespace(state: State, caller: Caller, ns: web::Path<String>) -> Reply {
+    let ns = ns.into_inner();
+    let act = Act::new(&caller, "namespace.delete", Some(&ns), &ns);
+    ok(&namespaces::delete(&state.store, act, ns).await?)
 }

@@ -5,6 +5,7 @@ use actix_web::HttpRequest;
 use crate::api::body::Json;
 use crate::api::error::ApiError;
 use crate::api::state::{Reply, State, flag, ok};
+use crate::model::access::{Act, Caller};
 use crate::model::app::WORKFLOWS;
 use crate::model::namespace;
 use crate::model::preference::Scope as PrefScope;
@@ -38,11 +39,25 @@ pub async fn get_preferences(state: State, req: HttpRequest) -> Reply {
     ok(&preferences::get(&state.store, pref_scope(&req)?, resolved).await?)
 }
 
-pub async fn put_preferences(state: State, req: HttpRequest, body: Json<Values>) -> Reply {
-    ok(&preferences::put(&state.store, pref_scope(&req)?, body.0).await?)
+/// What `caller` does to the preferences at `scope`: a namespace's are its own changes.
+fn act(caller: &Caller, action: &str, scope: &PrefScope) -> Act {
+    Act::new(caller, action, scope.namespace(), &scope.key())
 }
 
-pub async fn delete_preferences(state: State, req: HttpRequest) -> Reply {
-    preferences::delete(&state.store, pref_scope(&req)?).await?;
+pub async fn put_preferences(
+    state: State,
+    caller: Caller,
+    req: HttpRequest,
+    body: Json<Values>,
+) -> Reply {
+    let scope = pref_scope(&req)?;
+    let act = act(&caller, "preferences.put", &scope);
+    ok(&preferences::put(&state.store, act, scope, body.0).await?)
+}
+
+pub async fn delete_preferences(state: State, caller: Caller, req: HttpRequest) -> Reply {
+    let scope = pref_scope(&req)?;
+    let act = act(&caller, "preferences.delete", &scope);
+    preferences::delete(&state.store, act, scope).await?;
     ok(&serde_json::json!({}))
 }

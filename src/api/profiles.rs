@@ -5,7 +5,8 @@ use actix_web::{FromRequest, HttpRequest};
 use crate::api::body::Json;
 use crate::api::error::ApiError;
 use crate::api::state::{Reply, State, flag, ok};
-use crate::model::profile::{ProfileId, ProfileSpec, ProfileStatus};
+use crate::model::access::{Act, Caller};
+use crate::model::profile::{ProfileId, ProfileSpec, ProfileStatus, Scope};
 use crate::service::profiles;
 
 /// The profile a path names: `/v3/profiles/{name}` (SYSTEM) or
@@ -37,24 +38,39 @@ pub async fn get_profile(state: State, id: ProfilePath) -> Reply {
     ok(&profiles::get(&state.store, id.0).await?)
 }
 
-pub async fn put_profile(state: State, id: ProfilePath, body: Json<ProfileSpec>) -> Reply {
-    ok(&profiles::put(&state.store, &state.registry, id.0, body.0).await?)
+/// What `caller` does to profile `id`: a USER profile's changes are its namespace's.
+fn act(caller: &Caller, action: &str, id: &ProfileId) -> Act {
+    let ns = (id.scope == Scope::User).then_some(id.namespace.as_str());
+    Act::new(caller, action, ns, &id.to_string())
 }
 
-pub async fn delete_profile(state: State, id: ProfilePath) -> Reply {
-    ok(&profiles::delete(&state.store, id.0).await?)
+pub async fn put_profile(
+    state: State,
+    caller: Caller,
+    id: ProfilePath,
+    body: Json<ProfileSpec>,
+) -> Reply {
+    let act = act(&caller, "profile.put", &id.0);
+    ok(&profiles::put(&state.store, &state.registry, act, id.0, body.0).await?)
+}
+
+pub async fn delete_profile(state: State, caller: Caller, id: ProfilePath) -> Reply {
+    let act = act(&caller, "profile.delete", &id.0);
+    ok(&profiles::delete(&state.store, act, id.0).await?)
 }
 
 pub async fn profile_status(state: State, id: ProfilePath) -> Reply {
     ok(&profiles::get(&state.store, id.0).await?.status)
 }
 
-pub async fn enable_profile(state: State, id: ProfilePath) -> Reply {
-    ok(&profiles::set_status(&state.store, id.0, ProfileStatus::Enabled).await?)
+pub async fn enable_profile(state: State, caller: Caller, id: ProfilePath) -> Reply {
+    let act = act(&caller, "profile.enable", &id.0);
+    ok(&profiles::set_status(&state.store, act, id.0, ProfileStatus::Enabled).await?)
 }
 
-pub async fn disable_profile(state: State, id: ProfilePath) -> Reply {
-    ok(&profiles::set_status(&state.store, id.0, ProfileStatus::Disabled).await?)
+pub async fn disable_profile(state: State, caller: Caller, id: ProfilePath) -> Reply {
+    let act = act(&caller, "profile.disable", &id.0);
+    ok(&profiles::set_status(&state.store, act, id.0, ProfileStatus::Disabled).await?)
 }
 
 pub async fn profile_usage(state: State, id: ProfilePath) -> Reply {

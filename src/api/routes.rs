@@ -1,12 +1,41 @@
-//! The route table: every path of the API, its methods and handlers, in the order the
-//! router tries them; JSON 404s and 405s for the rest.
+//! The route table: every path of the API, its methods, handlers and the right each needs, in
+//! the order the router tries them; JSON 404s and 405s for the rest.
+//!
+//! [`table`] is the one guard table: a route is registered from its row, with the right of
+//! that row checked before its handler runs ([`guard`](crate::api::guard)). A route without a
+//! row cannot exist, and the test of every route × role walks the same rows.
 
+use actix_web::http::Method;
 use actix_web::{HttpRequest, HttpResponse, Resource, web};
 
 use crate::api::error::ApiError;
+use crate::model::access::{Need, Role};
 
-/// Registers every route on `cfg`.
-pub fn configure(cfg: &mut web::ServiceConfig) {
+/// One row of the table: a method on a path (under `/v3`), the right it needs and its
+/// handler.
+#[derive(Debug, Clone)]
+pub struct Route {
+    pub method: Method,
+    pub path: &'static str,
+    pub need: Need,
+    to: fn() -> actix_web::Route,
+}
+
+/// The path of a program; runs hang below it.
+macro_rules! program {
+    ($tail:literal) => {
+        concat!("/namespaces/{ns}/apps/{app}/workflows/{program}", $tail)
+    };
+}
+
+const VIEW: Need = Need::Namespace(Role::Viewer);
+const OPERATE: Need = Need::Namespace(Role::Operator);
+const ADMIN: Need = Need::Namespace(Role::Admin);
+const INSTANCE: Need = Need::Instance;
+const TOKEN: Need = Need::Token;
+
+/// Every route of the API, in the order the router tries them.
+pub fn table() -> Vec<Route> {
     use crate::api::apps::*;
     use crate::api::clusters::*;
     use crate::api::namespaces::*;
@@ -16,123 +45,298 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     use crate::api::securekeys::*;
     use crate::api::system::*;
     use crate::api::templates::*;
-    cfg.service(
-        web::scope("/v3")
-            // Runs first: the router tries resources in order, and these are the busiest.
-            .service(resource(&format!("{PROGRAM}/runs/{{run}}/events")).get(run_events))
-            .service(resource(&format!("{PROGRAM}/runs/{{run}}")).get(get_run))
-            .service(resource(&format!("{PROGRAM}/start")).post(start_run))
-            .service(resource("/namespaces/{ns}/runs").get(list_namespace_runs))
-            .service(resource(PROGRAM).get(get_program))
-            .service(resource(&format!("{PROGRAM}/runs")).get(list_runs))
-            .service(resource(&format!("{PROGRAM}/runs/{{run}}/stop")).post(stop_run))
-            .service(resource(&format!("{PROGRAM}/runs/{{run}}/deprovision")).post(deprovision_run))
-            .service(resource(&format!("{PROGRAM}/runs/{{run}}/extend")).post(extend_run))
-            .service(resource(&format!("{PROGRAM}/runs/{{run}}/logs")).get(run_logs))
-            .service(resource(&format!("{PROGRAM}/runs/{{run}}/operations")).get(run_operations))
-            .service(resource(&format!("{PROGRAM}/runs/{{run}}/cluster")).post(run_cluster))
-            .service(
-                resource(&format!("{PROGRAM}/runs/{{run}}/operations/{{op}}")).get(run_operation),
-            )
-            .service(resource("/health").get(health))
-            .service(resource("/servers").get(list_servers))
-            .service(resource("/servers/{name}/drain").post(drain_server))
-            .service(resource("/namespaces").get(list_namespaces))
-            .service(
-                resource("/namespaces/{ns}")
-                    .get(get_namespace)
-                    .put(put_namespace)
-                    .delete(delete_namespace),
-            )
-            .service(resource("/provisioners").get(list_provisioners))
-            .service(resource("/provisioners/{name}").get(get_provisioner))
-            .service(resource("/profiles").get(list_profiles))
-            .service(resource("/namespaces/{ns}/profiles").get(list_profiles))
-            .service(
-                resource("/profiles/{name}")
-                    .get(get_profile)
-                    .put(put_profile)
-                    .delete(delete_profile),
-            )
-            .service(
-                resource("/namespaces/{ns}/profiles/{name}")
-                    .get(get_profile)
-                    .put(put_profile)
-                    .delete(delete_profile),
-            )
-            .service(resource("/profiles/{name}/status").get(profile_status))
-            .service(resource("/namespaces/{ns}/profiles/{name}/status").get(profile_status))
-            .service(resource("/profiles/{name}/enable").post(enable_profile))
-            .service(resource("/namespaces/{ns}/profiles/{name}/enable").post(enable_profile))
-            .service(resource("/profiles/{name}/disable").post(disable_profile))
-            .service(resource("/namespaces/{ns}/profiles/{name}/disable").post(disable_profile))
-            .service(
-                resource("/preferences")
-                    .get(get_preferences)
-                    .put(put_preferences)
-                    .delete(delete_preferences),
-            )
-            .service(
-                resource("/namespaces/{ns}/preferences")
-                    .get(get_preferences)
-                    .put(put_preferences)
-                    .delete(delete_preferences),
-            )
-            .service(resource("/profiles/{name}/usage").get(profile_usage))
-            .service(resource("/namespaces/{ns}/profiles/{name}/usage").get(profile_usage))
-            .service(resource("/profiles/{name}/assignments").get(profile_assignments))
-            .service(
-                resource("/namespaces/{ns}/profiles/{name}/assignments").get(profile_assignments),
-            )
-            .service(resource("/namespaces/{ns}/plan").post(dry_run))
-            .service(resource("/janitor").get(get_janitor))
-            .service(resource("/janitor/run").post(run_janitor))
-            .service(resource("/namespaces/{ns}/securekeys").get(list_secure_keys))
-            .service(
-                resource("/namespaces/{ns}/securekeys/{name}")
-                    .get(get_secure_key)
-                    .put(put_secure_key)
-                    .delete(delete_secure_key),
-            )
-            .service(resource("/templates").get(list_templates))
-            .service(resource("/namespaces/{ns}/templates").get(list_templates))
-            .service(
-                resource("/templates/{name}")
-                    .get(get_template)
-                    .put(put_template)
-                    .delete(delete_template),
-            )
-            .service(
-                resource("/namespaces/{ns}/templates/{name}")
-                    .get(get_template)
-                    .put(put_template)
-                    .delete(delete_template),
-            )
-            .service(resource("/namespaces/{ns}/apps").get(list_apps))
-            .service(
-                resource("/namespaces/{ns}/apps/{app}")
-                    .get(get_app)
-                    .put(put_app)
-                    .delete(delete_app),
-            )
-            .service(
-                resource("/namespaces/{ns}/apps/{app}/preferences")
-                    .get(get_preferences)
-                    .put(put_preferences)
-                    .delete(delete_preferences),
-            )
-            .service(
-                resource("/namespaces/{ns}/apps/{app}/workflows/{program}/preferences")
-                    .get(get_preferences)
-                    .put(put_preferences)
-                    .delete(delete_preferences),
-            ),
-    )
-    .default_service(web::to(no_route));
+    use crate::api::tokens::*;
+    let row =
+        |method: Method, path: &'static str, need: Need, to: fn() -> actix_web::Route| Route {
+            method,
+            path,
+            need,
+            to,
+        };
+    use Method as M;
+    vec![
+        // Runs first: the router tries resources in order, and these are the busiest.
+        row(M::GET, program!("/runs/{run}/events"), VIEW, || {
+            web::get().to(run_events)
+        }),
+        row(M::GET, program!("/runs/{run}"), VIEW, || {
+            web::get().to(get_run)
+        }),
+        row(M::POST, program!("/start"), OPERATE, || {
+            web::post().to(start_run)
+        }),
+        row(M::GET, "/namespaces/{ns}/runs", VIEW, || {
+            web::get().to(list_namespace_runs)
+        }),
+        row(M::GET, program!(""), VIEW, || web::get().to(get_program)),
+        row(M::GET, program!("/runs"), VIEW, || web::get().to(list_runs)),
+        row(M::POST, program!("/runs/{run}/stop"), OPERATE, || {
+            web::post().to(stop_run)
+        }),
+        row(
+            M::POST,
+            program!("/runs/{run}/deprovision"),
+            OPERATE,
+            || web::post().to(deprovision_run),
+        ),
+        row(M::POST, program!("/runs/{run}/extend"), OPERATE, || {
+            web::post().to(extend_run)
+        }),
+        row(M::GET, program!("/runs/{run}/logs"), VIEW, || {
+            web::get().to(run_logs)
+        }),
+        row(M::GET, program!("/runs/{run}/operations"), VIEW, || {
+            web::get().to(run_operations)
+        }),
+        row(M::POST, program!("/runs/{run}/cluster"), OPERATE, || {
+            web::post().to(run_cluster)
+        }),
+        row(
+            M::GET,
+            program!("/runs/{run}/operations/{op}"),
+            VIEW,
+            || web::get().to(run_operation),
+        ),
+        row(M::GET, "/health", Need::Public, || web::get().to(health)),
+        row(M::GET, "/servers", INSTANCE, || web::get().to(list_servers)),
+        row(M::POST, "/servers/{name}/drain", INSTANCE, || {
+            web::post().to(drain_server)
+        }),
+        row(M::GET, "/tokens", Need::AnyAdmin, || {
+            web::get().to(list_tokens)
+        }),
+        row(M::POST, "/tokens", Need::AnyAdmin, || {
+            web::post().to(create_token)
+        }),
+        row(M::DELETE, "/tokens/{name}", Need::AnyAdmin, || {
+            web::delete().to(revoke_token)
+        }),
+        // The namespace comes from the `namespace` query parameter: an admin of it reads its
+        // changes; without one, an instance admin reads the instance-wide ones.
+        row(M::GET, "/audit", ADMIN, || web::get().to(list_audit)),
+        // Every token lists the namespaces it has a role in.
+        row(M::GET, "/namespaces", TOKEN, || {
+            web::get().to(list_namespaces)
+        }),
+        row(M::GET, "/namespaces/{ns}", VIEW, || {
+            web::get().to(get_namespace)
+        }),
+        row(M::PUT, "/namespaces/{ns}", INSTANCE, || {
+            web::put().to(put_namespace)
+        }),
+        row(M::DELETE, "/namespaces/{ns}", INSTANCE, || {
+            web::delete().to(delete_namespace)
+        }),
+        row(M::GET, "/provisioners", TOKEN, || {
+            web::get().to(list_provisioners)
+        }),
+        row(M::GET, "/provisioners/{name}", TOKEN, || {
+            web::get().to(get_provisioner)
+        }),
+        row(M::GET, "/profiles", TOKEN, || web::get().to(list_profiles)),
+        row(M::GET, "/namespaces/{ns}/profiles", VIEW, || {
+            web::get().to(list_profiles)
+        }),
+        row(M::GET, "/profiles/{name}", TOKEN, || {
+            web::get().to(get_profile)
+        }),
+        row(M::PUT, "/profiles/{name}", INSTANCE, || {
+            web::put().to(put_profile)
+        }),
+        row(M::DELETE, "/profiles/{name}", INSTANCE, || {
+            web::delete().to(delete_profile)
+        }),
+        row(M::GET, "/namespaces/{ns}/profiles/{name}", VIEW, || {
+            web::get().to(get_profile)
+        }),
+        row(M::PUT, "/namespaces/{ns}/profiles/{name}", ADMIN, || {
+            web::put().to(put_profile)
+        }),
+        row(M::DELETE, "/namespaces/{ns}/profiles/{name}", ADMIN, || {
+            web::delete().to(delete_profile)
+        }),
+        row(M::GET, "/profiles/{name}/status", TOKEN, || {
+            web::get().to(profile_status)
+        }),
+        row(
+            M::GET,
+            "/namespaces/{ns}/profiles/{name}/status",
+            VIEW,
+            || web::get().to(profile_status),
+        ),
+        row(M::POST, "/profiles/{name}/enable", INSTANCE, || {
+            web::post().to(enable_profile)
+        }),
+        row(
+            M::POST,
+            "/namespaces/{ns}/profiles/{name}/enable",
+            ADMIN,
+            || web::post().to(enable_profile),
+        ),
+        row(M::POST, "/profiles/{name}/disable", INSTANCE, || {
+            web::post().to(disable_profile)
+        }),
+        row(
+            M::POST,
+            "/namespaces/{ns}/profiles/{name}/disable",
+            ADMIN,
+            || web::post().to(disable_profile),
+        ),
+        row(M::GET, "/preferences", TOKEN, || {
+            web::get().to(get_preferences)
+        }),
+        row(M::PUT, "/preferences", INSTANCE, || {
+            web::put().to(put_preferences)
+        }),
+        row(M::DELETE, "/preferences", INSTANCE, || {
+            web::delete().to(delete_preferences)
+        }),
+        row(M::GET, "/namespaces/{ns}/preferences", VIEW, || {
+            web::get().to(get_preferences)
+        }),
+        row(M::PUT, "/namespaces/{ns}/preferences", ADMIN, || {
+            web::put().to(put_preferences)
+        }),
+        row(M::DELETE, "/namespaces/{ns}/preferences", ADMIN, || {
+            web::delete().to(delete_preferences)
+        }),
+        // A SYSTEM profile's usage and assignments span every namespace.
+        row(M::GET, "/profiles/{name}/usage", INSTANCE, || {
+            web::get().to(profile_usage)
+        }),
+        row(
+            M::GET,
+            "/namespaces/{ns}/profiles/{name}/usage",
+            VIEW,
+            || web::get().to(profile_usage),
+        ),
+        row(M::GET, "/profiles/{name}/assignments", INSTANCE, || {
+            web::get().to(profile_assignments)
+        }),
+        row(
+            M::GET,
+            "/namespaces/{ns}/profiles/{name}/assignments",
+            VIEW,
+            || web::get().to(profile_assignments),
+        ),
+        // A dry run changes nothing.
+        row(M::POST, "/namespaces/{ns}/plan", VIEW, || {
+            web::post().to(dry_run)
+        }),
+        row(M::GET, "/janitor", INSTANCE, || web::get().to(get_janitor)),
+        row(M::POST, "/janitor/run", INSTANCE, || {
+            web::post().to(run_janitor)
+        }),
+        row(M::GET, "/namespaces/{ns}/securekeys", VIEW, || {
+            web::get().to(list_secure_keys)
+        }),
+        row(M::GET, "/namespaces/{ns}/securekeys/{name}", VIEW, || {
+            web::get().to(get_secure_key)
+        }),
+        row(M::PUT, "/namespaces/{ns}/securekeys/{name}", ADMIN, || {
+            web::put().to(put_secure_key)
+        }),
+        row(
+            M::DELETE,
+            "/namespaces/{ns}/securekeys/{name}",
+            ADMIN,
+            || web::delete().to(delete_secure_key),
+        ),
+        row(M::GET, "/templates", TOKEN, || {
+            web::get().to(list_templates)
+        }),
+        row(M::GET, "/namespaces/{ns}/templates", VIEW, || {
+            web::get().to(list_templates)
+        }),
+        row(M::GET, "/templates/{name}", TOKEN, || {
+            web::get().to(get_template)
+        }),
+        row(M::PUT, "/templates/{name}", INSTANCE, || {
+            web::put().to(put_template)
+        }),
+        row(M::DELETE, "/templates/{name}", INSTANCE, || {
+            web::delete().to(delete_template)
+        }),
+        row(M::GET, "/namespaces/{ns}/templates/{name}", VIEW, || {
+            web::get().to(get_template)
+        }),
+        row(M::PUT, "/namespaces/{ns}/templates/{name}", ADMIN, || {
+            web::put().to(put_template)
+        }),
+        row(
+            M::DELETE,
+            "/namespaces/{ns}/templates/{name}",
+            ADMIN,
+            || web::delete().to(delete_template),
+        ),
+        row(M::GET, "/namespaces/{ns}/apps", VIEW, || {
+            web::get().to(list_apps)
+        }),
+        row(M::GET, "/namespaces/{ns}/apps/{app}", VIEW, || {
+            web::get().to(get_app)
+        }),
+        row(M::PUT, "/namespaces/{ns}/apps/{app}", ADMIN, || {
+            web::put().to(put_app)
+        }),
+        row(M::DELETE, "/namespaces/{ns}/apps/{app}", ADMIN, || {
+            web::delete().to(delete_app)
+        }),
+        row(
+            M::GET,
+            "/namespaces/{ns}/apps/{app}/preferences",
+            VIEW,
+            || web::get().to(get_preferences),
+        ),
+        row(
+            M::PUT,
+            "/namespaces/{ns}/apps/{app}/preferences",
+            ADMIN,
+            || web::put().to(put_preferences),
+        ),
+        row(
+            M::DELETE,
+            "/namespaces/{ns}/apps/{app}/preferences",
+            ADMIN,
+            || web::delete().to(delete_preferences),
+        ),
+        row(M::GET, program!("/preferences"), VIEW, || {
+            web::get().to(get_preferences)
+        }),
+        row(M::PUT, program!("/preferences"), ADMIN, || {
+            web::put().to(put_preferences)
+        }),
+        row(M::DELETE, program!("/preferences"), ADMIN, || {
+            web::delete().to(delete_preferences)
+        }),
+    ]
 }
 
-/// The path of a program; runs hang below it.
-const PROGRAM: &str = "/namespaces/{ns}/apps/{app}/workflows/{program}";
+/// Registers every route of [`table`] on `cfg`: one resource per path, in the table's order,
+/// each checking its rows' rights before any handler runs.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    let table = table();
+    let mut paths: Vec<&'static str> = Vec::new();
+    for route in &table {
+        if !paths.contains(&route.path) {
+            paths.push(route.path);
+        }
+    }
+    let mut scope = web::scope("/v3");
+    for path in paths {
+        let rows: Vec<&Route> = table.iter().filter(|r| r.path == path).collect();
+        let needs: std::sync::Arc<[(Method, Need)]> =
+            rows.iter().map(|r| (r.method.clone(), r.need)).collect();
+        let mut resource = resource(path);
+        for row in rows {
+            resource = resource.route((row.to)());
+        }
+        let guard = actix_web::middleware::from_fn(move |req, next| {
+            crate::api::guard::check(std::sync::Arc::clone(&needs), req, next)
+        });
+        scope = scope.service(resource.wrap(guard));
+    }
+    cfg.service(scope).default_service(web::to(no_route));
+}
 
 /// A resource whose unmatched methods answer a JSON 405.
 fn resource(path: &str) -> Resource {

@@ -10,6 +10,7 @@ use crate::api::body::{Json, OrDefault};
 use crate::api::error::ApiError;
 use crate::api::forward::or_forward;
 use crate::api::state::{ProgramPath, Reply, RunPath, State, flag, ok, query};
+use crate::model::access::{Act, Caller};
 use crate::model::property::Values;
 use crate::model::run::RunKey;
 use crate::rules::lifecycle::Event;
@@ -32,11 +33,14 @@ impl From<RunPath> for RunKey {
 
 pub async fn start_run(
     state: State,
+    caller: Caller,
     path: web::Path<ProgramPath>,
     args: OrDefault<Values>,
 ) -> Reply {
     let p = path.into_inner();
-    let id = runs::start(&state.runtime, p.ns, p.app, p.program, args.0).await?;
+    // The run's id, the act's target, is made by the start.
+    let act = Act::new(&caller, "run.start", Some(&p.ns), "");
+    let id = runs::start(&state.runtime, act, p.ns, p.app, p.program, args.0).await?;
     ok(&serde_json::json!({ "runId": id }))
 }
 
@@ -100,26 +104,66 @@ pub struct StopBody {
     keepalive: bool,
 }
 
+/// Sends command `event` to run `path` for `caller`, recorded as `action`; answers with the
+/// run, or with its owner's answer when another server owns it.
+async fn command(
+    state: &State,
+    caller: &Caller,
+    req: &HttpRequest,
+    path: RunPath,
+    event: Event,
+    action: &str,
+    body: Option<serde_json::Value>,
+) -> Reply {
+    let key: RunKey = path.into();
+    let act = Act::new(caller, action, Some(&key.namespace), &key.run);
+    let done = runs::command(&state.runtime, key, event, act).await;
+    or_forward(state, req, body, done).await
+}
+
 pub async fn stop_run(
     state: State,
+    caller: Caller,
     path: web::Path<RunPath>,
     body: OrDefault<StopBody>,
     req: HttpRequest,
 ) -> Reply {
     let keepalive = body.0.keepalive;
     let event = Event::Stop { keepalive };
-    let done = runs::command(&state.runtime, path.into_inner().into(), event).await;
-    or_forward(&state, &req, Some(json!({ "keepalive": keepalive })), done).await
+    let body = Some(json!({ "keepalive": keepalive }));
+    command(
+        &state,
+        &caller,
+        &req,
+        path.into_inner(),
+        event,
+        "run.stop",
+        body,
+    )
+    .await
 }
 
-pub async fn deprovision_run(state: State, path: web::Path<RunPath>, req: HttpRequest) -> Reply {
-    let event = if flag(&req, "force")? {
-        Event::ForceDeprovision
+pub async fn deprovision_run(
+    state: State,
+    caller: Caller,
+    path: web::Path<RunPath>,
+    req: HttpRequest,
+) -> Reply {
+    let (event, action) = if flag(&req, "force")? {
+        (Event::ForceDeprovision, "run.deprovision.force")
     } else {
-        Event::Deprovision
+        (Event::Deprovision, "run.deprovision")
     };
-    let done = runs::command(&state.runtime, path.into_inner().into(), event).await;
-    or_forward(&state, &req, None, done).await
+    command(
+        &state,
+        &caller,
+        &req,
+        path.into_inner(),
+        event,
+        action,
+        None,
+    )
+    .await
 }
 
 /// The body of `POST .../extend`.
@@ -131,14 +175,24 @@ pub struct ExtendBody {
 
 pub async fn extend_run(
     state: State,
+    caller: Caller,
     path: web::Path<RunPath>,
     body: Json<ExtendBody>,
     req: HttpRequest,
 ) -> Reply {
     let expire_at = body.0.expire_at;
     let event = Event::Extend { expire_at };
-    let done = runs::command(&state.runtime, path.into_inner().into(), event).await;
-    or_forward(&state, &req, Some(json!({ "expireAt": expire_at })), done).await
+    let body = Some(json!({ "expireAt": expire_at }));
+    command(
+        &state,
+        &caller,
+        &req,
+        path.into_inner(),
+        event,
+        "run.extend",
+        body,
+    )
+    .await
 }
 
 pub async fn run_logs(state: State, path: web::Path<RunPath>) -> Reply {

@@ -5,6 +5,7 @@ use actix_web::web;
 
 use crate::api::body::Json;
 use crate::api::state::{Reply, State, ok};
+use crate::model::access::{Act, Caller};
 use crate::model::secure::KeySpec;
 use crate::service::secure;
 
@@ -19,14 +20,21 @@ pub async fn get_secure_key(state: State, path: web::Path<(String, String)>) -> 
 
 pub async fn put_secure_key(
     state: State,
+    caller: Caller,
     path: web::Path<(String, String)>,
     body: Json<KeySpec>,
 ) -> Reply {
     let (ns, name) = path.into_inner();
-    ok(&secure::put(&state.store, &state.cipher, ns, name, body.0).await?)
+    let act = Act::new(&caller, "securekey.put", Some(&ns), &name);
+    ok(&secure::put(&state.store, &state.cipher, act, ns, name, body.0).await?)
 }
 
-pub async fn delete_secure_key(state: State, path: web::Path<(String, String)>) -> Reply {
+pub async fn delete_secure_key(
+    state: State,
+    caller: Caller,
+    path: web::Path<(String, String)>,
+) -> Reply {
     let (ns, name) = path.into_inner();
-    ok(&secure::delete(&state.store, ns, name).await?)
+    let act = Act::new(&caller, "securekey.delete", Some(&ns), &name);
+    ok(&secure::delete(&state.store, act, ns, name).await?)
 }

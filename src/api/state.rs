@@ -7,7 +7,6 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use super::error::ApiError;
-use crate::api::token::TokenHash;
 use crate::runtime::handle::Runtime;
 use crate::runtime::registry::Registry;
 use crate::store::Store;
@@ -22,9 +21,8 @@ pub struct AppState {
     /// Seals the data of secure keys.
     pub cipher: Arc<crate::store::secure::Cipher>,
     pub janitor: crate::runtime::janitor::Janitor,
-    /// The hash of the bearer token required on every request but health; `None` to require
-    /// none.
-    pub token: Option<TokenHash>,
+    /// How callers are told apart: tokens, or none at all (`--no-auth`).
+    pub access: crate::api::guard::Access,
     /// Host names (besides IP addresses and `localhost`) a request may be addressed to.
     pub allowed_hosts: Arc<[String]>,
     /// Sends commands for runs other servers own on to them.

@@ -8,6 +8,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use crate::api::error::ApiError;
 use crate::api::forward::forward;
 use crate::api::state::{Reply, State, flag, ok};
+use crate::model::access::{Act, Caller};
 use crate::model::sweep::JanitorView;
 use crate::runtime::membership::drain;
 use crate::service::error::ServiceError;
@@ -22,7 +23,12 @@ pub async fn list_servers(state: State) -> Reply {
 
 /// `POST /v3/servers/{name}/drain`: the server hands its runs to the others, then stops.
 /// Sent to another server, the request goes on to the one named.
-pub async fn drain_server(state: State, name: web::Path<String>, req: HttpRequest) -> Reply {
+pub async fn drain_server(
+    state: State,
+    caller: Caller,
+    name: web::Path<String>,
+    req: HttpRequest,
+) -> Reply {
     let name = name.into_inner();
     let member = &state.runtime.deps().member;
     if *member.name != *name {
@@ -40,6 +46,8 @@ pub async fn drain_server(state: State, name: web::Path<String>, req: HttpReques
     }
     // The first request starts the drain; a second one at the same time only answers.
     if member.start_draining() {
+        let act = Act::new(&caller, "server.drain", None, &name);
+        crate::service::audit::record(&state.store, act).await?;
         let (runtime, shutdown) = (state.runtime.clone(), Arc::clone(&state.shutdown));
         actix_web::rt::spawn(async move {
             if let Err(e) = drain(&runtime).await {
@@ -71,7 +79,11 @@ pub async fn get_janitor(state: State) -> Reply {
     })
 }
 
-pub async fn run_janitor(state: State, req: HttpRequest) -> Reply {
+pub async fn run_janitor(state: State, caller: Caller, req: HttpRequest) -> Reply {
     let dry_run = flag(&req, "dryRun")?;
+    if !dry_run {
+        let act = Act::new(&caller, "janitor.run", None, "sweep");
+        crate::service::audit::record(&state.store, act).await?;
+    }
     ok(&state.janitor.sweep_now(dry_run).await?)
 }

@@ -6,6 +6,7 @@ use actix_web::{FromRequest, HttpRequest};
 use crate::api::body::Json;
 use crate::api::error::ApiError;
 use crate::api::state::{Reply, State, flag, ok};
+use crate::model::access::{Act, Caller};
 use crate::model::template::{Template, TemplateId};
 use crate::service::templates::{self as templates};
 
@@ -36,10 +37,27 @@ pub async fn get_template(state: State, id: TemplatePath) -> Reply {
     ok(&templates::get(&state.store, id.0).await?)
 }
 
-pub async fn put_template(state: State, id: TemplatePath, body: Json<Template>) -> Reply {
-    ok(&templates::put(&state.store, id.0, body.0).await?)
+pub async fn put_template(
+    state: State,
+    caller: Caller,
+    id: TemplatePath,
+    body: Json<Template>,
+) -> Reply {
+    let act = Act::new(
+        &caller,
+        "template.put",
+        id.0.namespace.as_deref(),
+        &id.0.to_string(),
+    );
+    ok(&templates::put(&state.store, act, id.0, body.0).await?)
 }
 
-pub async fn delete_template(state: State, id: TemplatePath) -> Reply {
-    ok(&templates::delete(&state.store, id.0).await?)
+pub async fn delete_template(state: State, caller: Caller, id: TemplatePath) -> Reply {
+    let act = Act::new(
+        &caller,
+        "template.delete",
+        id.0.namespace.as_deref(),
+        &id.0.to_string(),
+    );
+    ok(&templates::delete(&state.store, act, id.0).await?)
 }

@@ -32,9 +32,28 @@ pub struct ClientArgs {
         global = true
     )]
     pub server: String,
-    /// Bearer token: sent by client commands; `serve` requires it on every request.
+    /// Bearer token sent by client commands (default: the one in --token-file, else the
+    /// first token `ebb serve` wrote to <data dir>/admin.token, when this user can read it).
+    /// Given to `serve`, it is a fixed instance-admin token for scripts.
     #[arg(long, env = "EBB_TOKEN", global = true, hide_env_values = true)]
     pub token: Option<String>,
+    /// Read the bearer token from this file (owner-only), so it shows in no process list.
+    /// Given to `serve`, the file holds its fixed instance-admin token.
+    #[arg(long, env = "EBB_TOKEN_FILE", global = true)]
+    pub token_file: Option<PathBuf>,
+    /// Directory of the store (with `serve --store redb`) and everything the server keeps.
+    /// Client commands given no token use the first token `serve` wrote there (admin.token).
+    #[arg(
+        long,
+        env = "EBB_DATA_DIR",
+        default_value = "./ebb-data",
+        global = true
+    )]
+    pub data_dir: PathBuf,
+    /// Trust this CA certificate (PEM) for an https:// server, besides the system's roots.
+    /// Given to `serve`, it is trusted for the other servers of the installation.
+    #[arg(long, env = "EBB_CA_CERT", global = true)]
+    pub ca_cert: Option<PathBuf>,
     /// Print the server's JSON instead of tables.
     #[arg(long, global = true)]
     pub json: bool,
@@ -76,6 +95,11 @@ pub enum Command {
     /// The servers of the installation.
     #[command(subcommand)]
     Server(ServerCmd),
+    /// Make, list and revoke access tokens.
+    #[command(subcommand)]
+    Token(TokenCmd),
+    /// Who changed what: the audit log of a namespace, or of the instance.
+    Audit(AuditArgs),
     /// Work on a store directly, with every server on it stopped.
     #[command(subcommand)]
     Store(StoreCmd),
@@ -121,6 +145,43 @@ pub enum SecureCmd {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum TokenCmd {
+    /// Make a token; its secret is printed once, and never shown again.
+    Create {
+        name: String,
+        /// A namespace to give the token a role in; pair each with a --role, in order.
+        #[arg(long = "namespace", short = 'n', value_name = "NS")]
+        namespaces: Vec<String>,
+        /// The role in the --namespace at the same place: viewer, operator or admin.
+        #[arg(long = "role", value_name = "ROLE")]
+        roles: Vec<String>,
+        /// Every right, in every namespace and over the instance.
+        #[arg(long)]
+        instance_admin: bool,
+        /// How long the token works (30d, 12h); for ever when left out.
+        #[arg(long, value_name = "DUR")]
+        expires: Option<String>,
+    },
+    /// List the tokens this token may manage (never their secrets).
+    List,
+    /// Revoke a token: it stops working at once.
+    Revoke { name: String },
+}
+
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// The namespace whose changes to list (default: the instance-wide ones).
+    #[arg(short, long)]
+    pub namespace: Option<String>,
+    /// Only changes of the last DUR (1h, 7d).
+    #[arg(long, value_name = "DUR")]
+    pub since: Option<String>,
+    /// At most this many, newest first.
+    #[arg(long, default_value_t = 100)]
+    pub limit: usize,
+}
+
+#[derive(Debug, Subcommand)]
 pub enum ServerCmd {
     /// List the servers that are up: address, lease, last heartbeat, runs owned, version.
     List,
@@ -158,8 +219,8 @@ pub enum StoreKind {
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// Directory of the store (with --store redb) and everything the server keeps.
-    #[arg(long, env = "EBB_DATA_DIR", default_value = "./ebb-data")]
+    /// From the global --data-dir.
+    #[arg(skip)]
     pub data_dir: PathBuf,
     /// Where the server keeps its state: `redb`, a file in the data directory, or `etcd`,
     /// shared by every server of an installation (see --etcd-endpoints).
@@ -231,10 +292,26 @@ pub struct ServeArgs {
     /// Let scheduled sweeps delete what they find (else they only report it).
     #[arg(long, env = "EBB_JANITOR_DELETE")]
     pub janitor_delete: bool,
-    /// Read the bearer token every request must carry from this file (owner-only), so it
-    /// shows in no process list. `--token`/`EBB_TOKEN` give it directly instead.
-    #[arg(long, env = "EBB_TOKEN_FILE")]
+    /// Serve no tokens at all: every request is an instance admin's. Allowed only on a
+    /// loopback address; anyone on this host can then use the API.
+    #[arg(long, env = "EBB_NO_AUTH")]
+    pub no_auth: bool,
+    /// Serve HTTPS with this certificate chain (PEM); needs --tls-key.
+    #[arg(long, env = "EBB_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key (PEM, owner-only) of --tls-cert.
+    #[arg(long, env = "EBB_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Serve plain HTTP on an address other hosts can reach (behind a TLS proxy, say);
+    /// otherwise such an address needs --tls-cert.
+    #[arg(long, env = "EBB_INSECURE_HTTP")]
+    pub insecure_http: bool,
+    /// From the global --token-file.
+    #[arg(skip)]
     pub token_file: Option<PathBuf>,
+    /// From the global --ca-cert.
+    #[arg(skip)]
+    pub ca_cert: Option<PathBuf>,
     #[arg(skip)]
     pub token: Option<String>,
 }

@@ -35,14 +35,17 @@ pub struct Client {
 
 impl Client {
     pub fn new(args: &ClientArgs) -> Result<Client, CliError> {
-        let http = Http::builder()
-            .timeout(std::time::Duration::from_secs(60))
+        let mut builder = Http::builder().timeout(std::time::Duration::from_secs(60));
+        if let Some(path) = &args.ca_cert {
+            builder = builder.add_root_certificate(ca_certificate(path)?);
+        }
+        let http = builder
             .build()
             .map_err(|e| CliError::Usage(format!("cannot set up HTTP: {e}")))?;
         Ok(Client {
             http,
             base: args.server.trim_end_matches('/').to_string(),
-            token: args.token.clone().filter(|t| !t.is_empty()),
+            token: token(args)?,
         })
     }
 
@@ -103,6 +106,35 @@ impl Client {
             Err(e) => Err(e),
         }
     }
+}
+
+/// The CA certificate (PEM) in `path`.
+pub fn ca_certificate(path: &std::path::Path) -> Result<reqwest::Certificate, CliError> {
+    let file = |reason: String| CliError::File {
+        path: path.display().to_string(),
+        reason,
+    };
+    let pem = std::fs::read(path).map_err(|e| file(e.to_string()))?;
+    reqwest::Certificate::from_pem(&pem).map_err(|e| file(e.to_string()))
+}
+
+/// The token to send: `--token`, else the content of `--token-file`, else the first token
+/// `ebb serve` wrote to the data dir, when this user can read it; else none.
+fn token(args: &ClientArgs) -> Result<Option<String>, CliError> {
+    if let Some(token) = args.token.clone().filter(|t| !t.is_empty()) {
+        return Ok(Some(token));
+    }
+    let read =
+        |path: &std::path::Path| std::fs::read_to_string(path).map(|text| text.trim().to_string());
+    if let Some(path) = &args.token_file {
+        let token = read(path).map_err(|e| CliError::File {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        return Ok(Some(token).filter(|t| !t.is_empty()));
+    }
+    let first = args.data_dir.join(crate::model::access::FIRST_TOKEN_FILE);
+    Ok(read(&first).ok().filter(|t| !t.is_empty()))
 }
 
 /// Reads (part of) a server's answer as a `T`, one of the model's types.

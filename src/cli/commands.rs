@@ -2,7 +2,7 @@
 
 use super::args::{ClientArgs, Command};
 use super::client::{CliError, Client};
-use super::{apps, namespaces, preferences, profiles, runs, securekeys, system, templates};
+use super::{apps, namespaces, preferences, profiles, runs, securekeys, system, templates, tokens};
 
 /// Runs a client command; the result is the process's exit code.
 pub fn run(args: &ClientArgs, command: Command) -> Result<u8, CliError> {
@@ -26,5 +26,7 @@ pub fn run(args: &ClientArgs, command: Command) -> Result<u8, CliError> {
         Command::Secure(cmd) => securekeys::secure(&client, json, cmd).map(|()| 0),
         Command::Janitor(cmd) => system::janitor(&client, json, cmd).map(|()| 0),
         Command::Server(cmd) => system::server(&client, json, cmd).map(|()| 0),
+        Command::Token(cmd) => tokens::token(&client, json, cmd).map(|()| 0),
+        Command::Audit(args) => tokens::audit(&client, json, args).map(|()| 0),
     }
 }

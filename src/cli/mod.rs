@@ -18,6 +18,7 @@ mod securekeys;
 mod store;
 mod system;
 mod templates;
+mod tokens;
 
 use std::process::ExitCode;
 

@@ -52,6 +52,18 @@ pub struct App {
     pub programs: Vec<Program>,
     pub created: u64,
     pub updated: u64,
+    /// Whether its programs may run on the server's own host: deployed by an instance admin,
+    /// or into a namespace that allows it. A run that would run there otherwise is REJECTED.
+    /// (Apps deployed before access control were deployed by the one admin there was.)
+    #[serde(default = "yes")]
+    pub host_programs: bool,
+    /// The token that deployed it last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployed_by: Option<String>,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl App {

@@ -30,4 +30,8 @@ pub struct RunEvent {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
     pub message: String,
+    /// The token whose request caused it (a start, a stop, an operation); none for what the
+    /// server did on its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<String>,
 }

@@ -15,6 +15,7 @@ macro_rules! display_as_serde {
     )*};
 }
 
+pub mod access;
 pub mod app;
 pub mod builtin;
 pub mod event;

@@ -129,6 +129,10 @@ pub struct OperationRecord {
     pub before: Option<Snapshot>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after: Option<Snapshot>,
+    /// The token that asked for it; none for what the run's lifecycle did on its own (the
+    /// create at start, the delete at the end, a rollback).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<String>,
 }
 
 /// One attempt of one task, as stored and shown.

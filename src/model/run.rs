@@ -298,6 +298,24 @@ pub enum RunError {
         active: usize,
         run: String,
     },
+    #[error(
+        "namespace '{namespace}' is at its quota: {reason}; run {run} was recorded as REJECTED"
+    )]
+    Quota {
+        namespace: String,
+        reason: String,
+        run: String,
+    },
+    #[error(
+        "app '{app}' may not run programs on the server's own host (profile {profile}, provisioner {provisioner}): it was deployed by a namespace admin; an instance admin must deploy it, or set allowHostPrograms on namespace '{namespace}'; run {run} was recorded as REJECTED"
+    )]
+    HostPrograms {
+        namespace: String,
+        app: String,
+        profile: String,
+        provisioner: String,
+        run: String,
+    },
     #[error("expireAt: must be in the future (now is {now}, got {given})")]
     ExpireInPast { now: u64, given: u64 },
     #[error(

@@ -1,5 +1,6 @@
 //! The runtime's handle: spawns a supervisor per live run and routes commands to it.
 
+use crate::model::access::Act;
 use actix::prelude::*;
 
 use super::deps::Deps;
@@ -110,7 +111,12 @@ impl Runtime {
 
     /// Starts an admin's operation on run `key`'s cluster; returns the operation's id. A run
     /// without a supervisor has no cluster to work on.
-    pub async fn cluster(&self, run: &RunRecord, change: Change) -> Result<u32, RuntimeError> {
+    pub async fn cluster(
+        &self,
+        run: &RunRecord,
+        change: Change,
+        act: Act,
+    ) -> Result<u32, RuntimeError> {
         self.store().reachable().await?;
         let addr = self.supervisors.get(&run.key.run);
         let refused = || RunError::WrongState {
@@ -127,7 +133,7 @@ impl Runtime {
             self.owned_here(run).await?;
             return Err(refused().into());
         };
-        match addr.send(ClusterCommand(change)).await {
+        match addr.send(ClusterCommand(change, act)).await {
             Ok(answer) => answer,
             Err(_) => Err(refused().into()),
         }
@@ -169,11 +175,16 @@ impl Runtime {
     ///
     /// When the store cannot be reached the command fails soon, before a supervisor takes it:
     /// a supervisor writes patiently and would hold the request until the store is back.
-    pub async fn command(&self, key: RunKey, event: Event) -> Result<RunRecord, RuntimeError> {
+    pub async fn command(
+        &self,
+        key: RunKey,
+        event: Event,
+        act: Act,
+    ) -> Result<RunRecord, RuntimeError> {
         self.store().reachable().await?;
         let addr = self.supervisors.get(&key.run);
         if let Some(addr) = addr
-            && let Ok(answer) = addr.send(Command(event.clone())).await
+            && let Ok(answer) = addr.send(Command(event.clone(), act.clone())).await
         {
             return answer;
         }
@@ -190,7 +201,7 @@ impl Runtime {
             store: self.store(),
             ..self.deps.clone()
         };
-        supervisor::persist(&deps, &t, leftovers).await?;
+        supervisor::persist(&deps, &t, leftovers, Some(&act)).await?;
         Ok(t.run)
     }
 }

@@ -83,6 +83,9 @@ pub struct OpSpec {
     /// Properties some nodes get on top of the context's: their hardware and image types'.
     pub node_properties: BTreeMap<String, ebb_spi::Properties>,
     pub budget: Duration,
+    /// Who asked for it: an admin's operation, recorded with the operation and in the audit
+    /// log of changes.
+    pub act: Option<crate::model::access::Act>,
 }
 
 impl OpSpec {
@@ -423,6 +426,7 @@ fn record_rollback(
         tasks,
         before: op.after.clone(),
         after: None,
+        actor: None,
     };
     let note = format!(
         "operation {} ({}) failed; rolling back as operation {id} ({} tasks)",
@@ -655,7 +659,11 @@ fn plan_new(tx: &mut Txn<'_>, run: &str, spec: OpSpec) -> Result<Begin, StoreErr
         )),
         after: None,
         tasks,
+        actor: spec.act.as_ref().map(|a| a.actor.clone()),
     };
+    if let Some(act) = &spec.act {
+        crate::store::changes::record(tx, act)?;
+    }
     let note = format!(
         "operation {id} ({}) planned: {} tasks",
         op.operation.name(),

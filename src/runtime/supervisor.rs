@@ -8,6 +8,7 @@
 //! time in order. On start-up a supervisor re-reads nothing but its record and resumes with
 //! `lifecycle::resume`.
 
+use crate::model::access::Act;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -41,7 +42,7 @@ const MAX_TIMER: Duration = Duration::from_secs(24 * 3600);
 /// An API command for the run: `Stop`, `Deprovision`, `Extend` or `ForceDeprovision`.
 #[derive(Debug, Message)]
 #[rtype(result = "Result<RunRecord, RuntimeError>")]
-pub struct Command(pub Event);
+pub struct Command(pub Event, pub Act);
 
 /// News from the program watcher: `Launched`, `LaunchFailed` or `Exited`.
 #[derive(Debug, Message)]
@@ -51,7 +52,7 @@ struct ProgramNews(Event);
 /// An operation an admin asked for on the run's cluster; answers with the operation's id.
 #[derive(Debug, Message)]
 #[rtype(result = "Result<u32, RuntimeError>")]
-pub struct ClusterCommand(pub Change);
+pub struct ClusterCommand(pub Change, pub Act);
 
 /// The deadline timer fired.
 #[derive(Debug, Message)]
@@ -146,7 +147,7 @@ impl RunSupervisor {
         let deps = self.deps.clone();
         let t2 = t.clone();
         ctx.wait(
-            async move { persist(&deps, &t2, leftovers).await }
+            async move { persist(&deps, &t2, leftovers, None).await }
                 .into_actor(self)
                 .map(move |saved, act, ctx| act.after_persist(saved, t, ctx)),
         );
@@ -305,6 +306,7 @@ impl RunSupervisor {
             context: Arc::new(self.context()),
             node_properties,
             budget,
+            act: None,
         })
     }
 
@@ -335,7 +337,7 @@ impl RunSupervisor {
         let deps = self.deps.clone();
         let t2 = t.clone();
         ctx.wait(
-            async move { persist(&deps, &t2, false).await }
+            async move { persist(&deps, &t2, false, None).await }
                 .into_actor(self)
                 .map(move |saved, act, ctx| act.after_persist(saved, t, ctx)),
         );
@@ -526,6 +528,7 @@ impl Handler<Command> for RunSupervisor {
 
     fn handle(&mut self, cmd: Command, _: &mut Context<Self>) -> Self::Result {
         let leftovers = cmd.0 == Event::ForceDeprovision;
+        let act = cmd.1;
         let t = match lifecycle::on(&self.run, cmd.0, time::now_secs()) {
             Ok(t) => t,
             Err(e) => return AtomicResponse::new(Box::pin(fut::ready(Err(e.into())))),
@@ -533,12 +536,12 @@ impl Handler<Command> for RunSupervisor {
         let deps = self.deps.clone();
         let t2 = t.clone();
         AtomicResponse::new(Box::pin(
-            async move { persist(&deps, &t2, leftovers).await }
+            async move { persist(&deps, &t2, leftovers, Some(&act)).await }
                 .into_actor(self)
-                .map(move |saved, act, ctx| {
+                .map(move |saved, actor, ctx| {
                     let record = t.run.clone();
                     let failed = saved.as_ref().err().cloned();
-                    act.after_persist(saved, t, ctx);
+                    actor.after_persist(saved, t, ctx);
                     match failed {
                         Some(e) => Err(RuntimeError::Store(e)),
                         None => Ok(record),
@@ -596,7 +599,7 @@ impl Handler<ClusterCommand> for RunSupervisor {
             .into()))))
         };
         let id = self.run.key.run.clone();
-        let change = cmd.0;
+        let (change, act) = (cmd.0, cmd.1);
         let operation = change.operation;
         let asked = admission::Event::Admin {
             operation,
@@ -608,7 +611,10 @@ impl Handler<ClusterCommand> for RunSupervisor {
             Admitted::Nothing => return refuse(&id, "no operation could start".into()),
         }
         let spec = match self.op_spec(operation, Some(&change), false) {
-            Ok(spec) => spec,
+            Ok(spec) => OpSpec {
+                act: Some(act),
+                ..spec
+            },
             Err(reason) => {
                 let not_started = admission::Event::NotStarted { operation, reason };
                 return match self.admit(not_started, ctx) {
@@ -662,7 +668,15 @@ impl Handler<Deadline> for RunSupervisor {
 }
 
 /// Persists a transition: the record, the active index, and the notes as history.
-pub async fn persist(deps: &Deps, t: &Transition, leftovers: bool) -> Result<(), StoreError> {
+/// Commits transition `t` of a run: its record, its events, and, for a command someone asked
+/// for (`act`), who asked, in the events and the audit log of changes.
+pub async fn persist(
+    deps: &Deps,
+    t: &Transition,
+    leftovers: bool,
+    act: Option<&Act>,
+) -> Result<(), StoreError> {
+    let act = act.cloned();
     let mut run = t.run.clone();
     run.format = crate::model::run::RUN_FORMAT;
     let notes = t.notes.clone();
@@ -674,8 +688,12 @@ pub async fn persist(deps: &Deps, t: &Transition, leftovers: bool) -> Result<(),
                 tx.delete(Table::Active, &key);
                 tx.delete(Table::Owners, &key);
             }
+            let actor = act.as_ref().map(|a| a.actor.as_str());
             for note in &notes {
-                events::append(tx, &run.key.run, EventKind::Status, None, note)?;
+                events::append_by(tx, &run.key.run, EventKind::Status, None, note, actor)?;
+            }
+            if let Some(act) = &act {
+                crate::store::changes::record(tx, act)?;
             }
             if leftovers {
                 let left: Vec<String> = tx

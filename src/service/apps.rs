@@ -6,19 +6,25 @@
 //! keep the program they started with. Deleting an app is refused while any of its runs still
 //! holds a cluster. This module never starts runs; `service::runs` does.
 
+use crate::model::access::{Act, Caller, runs_on_host};
 use crate::model::app::{App, AppSpec, check_spec};
 use crate::model::names;
 use crate::model::namespace;
+use crate::model::profile::ProfileId;
 use crate::model::property::Level;
+use crate::model::property::PROFILE_KEY;
 use crate::model::time;
 use crate::service::catalog;
 use crate::service::error::ServiceError;
 use crate::store::keys;
-use crate::store::{Read, Store, Table};
+use crate::store::{Read, Store, Table, changes};
 
-/// Deploys (creates or replaces) app `name` in `ns`.
+/// Deploys (creates or replaces) app `name` in `ns` for `caller`. Its programs may run on
+/// the server's host only when `caller` is an instance admin or the namespace allows it; an
+/// app whose own config picks a profile that runs there is refused otherwise.
 pub async fn put(
     store: &Store,
+    caller: &Caller,
     ns: String,
     name: String,
     spec: AppSpec,
@@ -26,10 +32,16 @@ pub async fn put(
     namespace::check_name(&ns)?;
     names::check("app", &name)?;
     check_spec(&spec)?;
+    let act = Act::new(caller, "app.put", Some(&ns), &name);
+    let instance_admin = caller.grants.instance_admin;
     store
         .write(move |tx| {
-            catalog::require_namespace(tx, &ns)?;
+            let namespace = catalog::require_namespace(tx, &ns)?;
             catalog::check_level(tx, &ns, Level::App, &spec.config)?;
+            let host_programs = instance_admin || namespace.allow_host_programs;
+            if !host_programs {
+                refuse_host_profile(tx, &ns, &spec.config)?;
+            }
             let now = time::now_secs();
             let created = tx
                 .get::<App>(Table::Apps, &keys::app(&ns, &name))?
@@ -42,8 +54,11 @@ pub async fn put(
                 programs: spec.programs.clone(),
                 created,
                 updated: now,
+                host_programs,
+                deployed_by: Some(act.actor.clone()),
             };
             tx.put(Table::Apps, &keys::app(&app.namespace, &app.name), &app)?;
+            changes::record(tx, &act)?;
             Ok(app)
         })
         .await
@@ -71,8 +86,43 @@ pub async fn list(store: &Store, ns: String) -> Result<Vec<App>, ServiceError> {
         .await
 }
 
+/// Refuses an app config that picks a profile whose runs execute on the server's host.
+fn refuse_host_profile(
+    r: &impl Read,
+    ns: &str,
+    config: &crate::model::property::Values,
+) -> Result<(), ServiceError> {
+    let Some(chosen) = config.get(PROFILE_KEY) else {
+        return Ok(());
+    };
+    let Ok(id) = ProfileId::parse_scoped(ns, chosen) else {
+        return Ok(());
+    };
+    let Some(stored) = catalog::stored_profile(r, &id)? else {
+        return Ok(());
+    };
+    let provisioner = &stored.profile.provisioner;
+    let properties: std::collections::BTreeMap<String, String> = provisioner
+        .properties
+        .iter()
+        .map(|p| (p.name.clone(), p.value.clone()))
+        .collect();
+    if runs_on_host(&provisioner.name, &properties) {
+        return Err(ServiceError::NotAllowed(format!(
+            "config.{PROFILE_KEY}: {chosen} runs programs on the server's own host ({}), which only an instance admin may deploy, or set allowHostPrograms on namespace '{ns}'",
+            provisioner.name
+        )));
+    }
+    Ok(())
+}
+
 /// Deletes app `name` and its preferences; refused while one of its runs holds a cluster.
-pub async fn delete(store: &Store, ns: String, name: String) -> Result<App, ServiceError> {
+pub async fn delete(
+    store: &Store,
+    act: Act,
+    ns: String,
+    name: String,
+) -> Result<App, ServiceError> {
     namespace::check_name(&ns)?;
     store
         .write(move |tx| {
@@ -91,6 +141,7 @@ pub async fn delete(store: &Store, ns: String, name: String) -> Result<App, Serv
             }
             catalog::delete_app_preferences(tx, &ns, &name)?;
             tx.delete(Table::Apps, &keys::app(&ns, &name));
+            changes::record(tx, &act)?;
             Ok(app)
         })
         .await

@@ -144,6 +144,26 @@ pub fn active_runs_of_profile(r: &impl Read, id: &ProfileId) -> Result<Vec<Strin
     Ok(out)
 }
 
+/// What the live runs of namespace `ns` hold: runs, and the nodes each asked for at its
+/// start (its `Active` entry).
+pub fn namespace_usage(
+    r: &impl Read,
+    ns: &str,
+) -> Result<crate::model::namespace::Usage, StoreError> {
+    let mut usage = crate::model::namespace::Usage::default();
+    for (_, value) in r.scan::<serde_json::Value>(Table::Active, &keys::in_namespace(ns))? {
+        usage.live_runs = usage.live_runs.saturating_add(1);
+        let nodes = value
+            .get("nodes")
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0);
+        usage.live_nodes = usage
+            .live_nodes
+            .saturating_add(u32::try_from(nodes).unwrap_or(u32::MAX));
+    }
+    Ok(usage)
+}
+
 /// The template `name` names, as seen from namespace `ns`.
 pub fn resolve_template(r: &impl Read, ns: &str, name: &str) -> Result<Template, ServiceError> {
     let (scope, bare) = match name.split_once(':') {

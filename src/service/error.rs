@@ -85,6 +85,13 @@ pub enum ServiceError {
     SecureKeyNotFound { namespace: String, name: String },
     #[error("{0}")]
     Changed(String),
+    #[error("token '{0}' already exists; revoke it first or choose another name")]
+    TokenExists(String),
+    #[error("token '{0}' not found")]
+    TokenNotFound(String),
+    /// The caller sees the thing but may not do this to it.
+    #[error("{0}")]
+    NotAllowed(String),
     #[error("{0}")]
     Internal(String),
     #[error(transparent)]

@@ -5,6 +5,7 @@
 //! [`error`] is the layer's error.
 
 pub mod apps;
+pub mod audit;
 pub mod builtin;
 pub mod catalog;
 pub mod error;
@@ -16,3 +17,4 @@ pub mod runs;
 pub mod secure;
 pub mod servers;
 pub mod templates;
+pub mod tokens;

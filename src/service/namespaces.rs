@@ -3,13 +3,14 @@
 //!
 //! Deleting a namespace is refused while it holds profiles, and removes its preferences.
 
-use crate::model::namespace::{self, DEFAULT, Namespace, NamespaceSpec};
+use crate::model::access::{Act, Grants};
+use crate::model::namespace::{self, DEFAULT, Namespace, NamespaceSpec, NamespaceView};
 use crate::model::profile::SYSTEM_NAMESPACE;
 use crate::model::time::now_secs;
 use crate::service::catalog;
 use crate::service::error::ServiceError;
 use crate::store::keys;
-use crate::store::{Read, Store, Table, Txn};
+use crate::store::{Read, Store, Table, Txn, changes};
 
 /// Creates `default` if it is missing. Run at start-up.
 pub async fn ensure_default(store: &Store) -> Result<(), ServiceError> {
@@ -28,14 +29,17 @@ fn put_new(tx: &mut Txn, name: &str, description: String) -> Result<Namespace, S
         name: name.to_string(),
         description,
         created: now_secs(),
+        quota: Default::default(),
+        allow_host_programs: false,
     };
     tx.put(Table::Namespaces, name, &ns)?;
     Ok(ns)
 }
 
-/// Creates namespace `name`, or updates the description of an existing one.
+/// Creates namespace `name`, or changes what `spec` names of an existing one.
 pub async fn put(
     store: &Store,
+    act: Act,
     name: String,
     spec: NamespaceSpec,
 ) -> Result<Namespace, ServiceError> {
@@ -47,44 +51,51 @@ pub async fn put(
         ));
     }
     store
-        .write(
-            move |tx| match tx.get::<Namespace>(Table::Namespaces, &name)? {
-                Some(mut ns) => {
-                    if let Some(description) = &spec.description {
-                        ns.description = description.clone();
-                        tx.put(Table::Namespaces, &name, &ns)?;
-                    }
-                    Ok(ns)
-                }
-                None => put_new(tx, &name, spec.description.clone().unwrap_or_default()),
-            },
-        )
+        .write(move |tx| {
+            let mut ns = match tx.get::<Namespace>(Table::Namespaces, &name)? {
+                Some(ns) => ns,
+                None => put_new(tx, &name, String::new())?,
+            };
+            spec.apply(&mut ns);
+            tx.put(Table::Namespaces, &name, &ns)?;
+            changes::record(tx, &act)?;
+            Ok(ns)
+        })
         .await
 }
 
-/// Every namespace, by name.
-pub async fn list(store: &Store) -> Result<Vec<Namespace>, ServiceError> {
+/// The namespaces `grants` see, by name.
+pub async fn list(store: &Store, grants: &Grants) -> Result<Vec<Namespace>, ServiceError> {
+    let grants = grants.clone();
     store
-        .read(|r| {
+        .read(move |r| {
             Ok(r.scan::<Namespace>(Table::Namespaces, "")?
                 .into_iter()
                 .map(|(_, ns)| ns)
+                .filter(|ns| grants.sees(&ns.name))
                 .collect())
         })
         .await
 }
 
-/// Namespace `name`.
-pub async fn get(store: &Store, name: String) -> Result<Namespace, ServiceError> {
+/// Namespace `name`, with what its live runs hold when it has a quota.
+pub async fn get(store: &Store, name: String) -> Result<NamespaceView, ServiceError> {
     namespace::check_name(&name)?;
     store
-        .read(move |r| catalog::require_namespace(r, &name))
+        .read(move |r| {
+            let namespace = catalog::require_namespace(r, &name)?;
+            let usage = match namespace.quota.limits() {
+                true => Some(catalog::namespace_usage(r, &name)?),
+                false => None,
+            };
+            Ok(NamespaceView { namespace, usage })
+        })
         .await
 }
 
 /// Deletes namespace `name` and its preferences; refused for `default` and while it holds
 /// profiles or apps.
-pub async fn delete(store: &Store, name: String) -> Result<Namespace, ServiceError> {
+pub async fn delete(store: &Store, act: Act, name: String) -> Result<Namespace, ServiceError> {
     namespace::check_name(&name)?;
     if name == DEFAULT {
         return Err(ServiceError::DefaultNamespace);
@@ -122,6 +133,7 @@ pub async fn delete(store: &Store, name: String) -> Result<Namespace, ServiceErr
             }
             catalog::delete_namespace_preferences(tx, &name)?;
             tx.delete(Table::Namespaces, &name);
+            changes::record(tx, &act)?;
             Ok(ns)
         })
         .await

@@ -5,13 +5,14 @@
 //! is enabled (and is a SYSTEM profile at instance level); setting a
 //! `system.profile.properties.*` key checks its shape. `PUT` replaces a scope's whole map.
 
+use crate::model::access::Act;
 use crate::model::namespace;
 use crate::model::preference::{Scope, check_keys};
 use crate::model::property::{Level, Values};
 use crate::rules::resolve;
 use crate::service::catalog;
 use crate::service::error::ServiceError;
-use crate::store::{Store, Table};
+use crate::store::{Store, Table, changes};
 
 /// The preferences set at `scope`; with `resolved`, merged with every scope above it.
 pub async fn get(store: &Store, scope: Scope, resolved: bool) -> Result<Values, ServiceError> {
@@ -33,7 +34,12 @@ pub async fn get(store: &Store, scope: Scope, resolved: bool) -> Result<Values, 
 }
 
 /// Replaces the preferences at `scope` with `values`, after checking them.
-pub async fn put(store: &Store, scope: Scope, values: Values) -> Result<Values, ServiceError> {
+pub async fn put(
+    store: &Store,
+    act: Act,
+    scope: Scope,
+    values: Values,
+) -> Result<Values, ServiceError> {
     check_keys(&values)?;
     store
         .write(move |tx| {
@@ -45,17 +51,19 @@ pub async fn put(store: &Store, scope: Scope, values: Values) -> Result<Values, 
             } else {
                 tx.put(Table::Preferences, &scope.key(), &values)?;
             }
+            changes::record(tx, &act)?;
             Ok(values.clone())
         })
         .await
 }
 
 /// Removes every preference at `scope`.
-pub async fn delete(store: &Store, scope: Scope) -> Result<(), ServiceError> {
+pub async fn delete(store: &Store, act: Act, scope: Scope) -> Result<(), ServiceError> {
     store
         .write(move |tx| {
             catalog::require_scope(tx, &scope)?;
             tx.delete(Table::Preferences, &scope.key());
+            changes::record(tx, &act)?;
             Ok(())
         })
         .await

@@ -2,6 +2,7 @@
 //! delete, list. Every check and its write happen in one store write, so two racing requests
 //! cannot both pass a check that only one should.
 
+use crate::model::access::Act;
 use crate::model::namespace;
 use crate::model::plan::ResourceStatus;
 use crate::model::preference::Assignment;
@@ -15,7 +16,7 @@ use crate::runtime::handle::Runtime;
 use crate::runtime::registry::Registry;
 use crate::service::catalog;
 use crate::service::error::ServiceError;
-use crate::store::{Read, Store, StoreError, Table, Txn};
+use crate::store::{Read, Store, StoreError, Table, Txn, changes};
 
 fn require(r: &impl Read, id: &ProfileId) -> Result<StoredProfile, ServiceError> {
     if id.scope == Scope::User {
@@ -67,6 +68,7 @@ pub(super) fn upsert(
 pub async fn put(
     store: &Store,
     registry: &Registry,
+    act: Act,
     id: ProfileId,
     spec: ProfileSpec,
 ) -> Result<Profile, ServiceError> {
@@ -80,7 +82,9 @@ pub async fn put(
             if catalog::stored_profile(tx, &id)?.is_some_and(|s| s.builtin) {
                 return Err(ServiceError::BuiltinProfile(id.clone()));
             }
-            upsert(tx, &id, valid.clone(), false)
+            let profile = upsert(tx, &id, valid.clone(), false)?;
+            changes::record(tx, &act)?;
+            Ok(profile)
         })
         .await
 }
@@ -122,6 +126,7 @@ pub async fn list(
 /// Enables or disables profile `id`; 409 if it already is. `SYSTEM:native` stays enabled.
 pub async fn set_status(
     store: &Store,
+    act: Act,
     id: ProfileId,
     status: ProfileStatus,
 ) -> Result<Profile, ServiceError> {
@@ -140,6 +145,7 @@ pub async fn set_status(
             }
             stored.profile.status = status;
             tx.put(Table::Profiles, &id.key(), &stored)?;
+            changes::record(tx, &act)?;
             Ok(stored.profile)
         })
         .await
@@ -147,7 +153,7 @@ pub async fn set_status(
 
 /// Deletes profile `id`: it must exist, not be built in, be disabled, be assigned nowhere and
 /// be used by no active run.
-pub async fn delete(store: &Store, id: ProfileId) -> Result<Profile, ServiceError> {
+pub async fn delete(store: &Store, act: Act, id: ProfileId) -> Result<Profile, ServiceError> {
     check_id(&id)?;
     store
         .write(move |tx| {
@@ -176,6 +182,7 @@ pub async fn delete(store: &Store, id: ProfileId) -> Result<Profile, ServiceErro
                 });
             }
             tx.delete(Table::Profiles, &id.key());
+            changes::record(tx, &act)?;
             Ok(stored.profile)
         })
         .await

@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::model::access::{Act, runs_on_host};
 use crate::model::app::{Program, WORKFLOWS};
 use crate::model::event::EventKind;
 use crate::model::namespace;
@@ -23,7 +24,7 @@ use crate::service::catalog;
 use crate::service::error::ServiceError;
 use crate::store::events::{self};
 use crate::store::keys;
-use crate::store::{Read, Reader, StoreError, Table, Txn};
+use crate::store::{Read, Reader, StoreError, Table, Txn, changes};
 use crate::{model::names, model::time};
 
 /// Which runs a list shows.
@@ -59,6 +60,7 @@ fn prefs(r: &impl Read, scope: Scope) -> Result<Values, StoreError> {
 /// refused for the concurrency limit is recorded as REJECTED and reported as an error.
 pub async fn start(
     runtime: &Runtime,
+    act: Act,
     ns: String,
     app_name: String,
     program: String,
@@ -90,10 +92,16 @@ pub async fn start(
         lease: member.lease(),
         since: crate::model::time::now_secs(),
     };
+    let act = Act {
+        namespace: Some(key.namespace.clone()),
+        target: key.run.clone(),
+        ..act
+    };
     for _ in 0..MAX_START_TRIES {
         let (r, k, a, o) = (registry.clone(), key.clone(), args.clone(), owner.clone());
+        let act = act.clone();
         let outcome = store
-            .write(move |tx| record_start(tx, &r, k.clone(), a.clone(), solved.clone(), &o))
+            .write(move |tx| record_start(tx, &r, k.clone(), a.clone(), solved.clone(), &o, &act))
             .await?;
         match outcome {
             Recorded::Started(run) => {
@@ -314,8 +322,10 @@ fn record_start(
     args: Values,
     solved: Option<(Resolved, Layout)>,
     owner: &Owner,
+    act: &Act,
 ) -> Result<Recorded, ServiceError> {
     let resolved = resolve_start(tx, registry, &key, &args)?;
+    let actor = Some(act.actor.as_str());
     let layout = match solved {
         _ if resolved.template.is_none() => Layout::default(),
         Some((expected, layout)) if expected == resolved => layout,
@@ -365,7 +375,71 @@ fn record_start(
     };
     // Only a limit reads the program's active runs: a scan makes this write conflict with
     // every other start and end of the program's runs (on etcd, a retry each).
-    let active = match program.max_concurrent_runs {
+    let refusal = refusal(tx, &key, &run, program.max_concurrent_runs)?;
+    if let Some(refusal) = refusal {
+        let t = lifecycle::on(&run, Event::Reject(refusal.to_string()), now)?;
+        tx.put(Table::Runs, &key.key(), &t.run)?;
+        index(tx, &key)?;
+        for note in t.notes {
+            events::append_by(tx, &key.run, EventKind::Status, None, note, actor)?;
+        }
+        changes::record(tx, act)?;
+        return Ok(Recorded::Rejected(refusal));
+    }
+    tx.put(Table::Runs, &key.key(), &run)?;
+    index(tx, &key)?;
+    tx.put(
+        Table::Active,
+        &key.key(),
+        &serde_json::json!({ "profile": run.profile, "nodes": run.cluster.nodes.len() }),
+    )?;
+    tx.put(Table::Owners, &key.key(), owner)?;
+    let origin = match chosen.origin {
+        Origin::Level(level) => format!("set by {level}"),
+        Origin::Default | Origin::Profile => "the instance default".into(),
+    };
+    events::append_by(
+        tx,
+        &key.run,
+        EventKind::Status,
+        None,
+        format!(
+            "run PENDING with profile {} ({origin}), {} node(s), started by {}",
+            run.profile,
+            run.cluster.nodes.len(),
+            act.actor
+        ),
+        actor,
+    )?;
+    changes::record(tx, act)?;
+    Ok(Recorded::Started(Box::new(run)))
+}
+
+/// Why run `run` (`key`) may not start, if it may not: its program's concurrency limit, its
+/// namespace's quota, or programs on the server's host that its app may not run. Each check
+/// reads only what it needs (a scan makes the write conflict with every other start and end
+/// it covers: on etcd, a retry each).
+fn refusal(
+    tx: &Txn,
+    key: &RunKey,
+    run: &RunRecord,
+    max_concurrent_runs: Option<u32>,
+) -> Result<Option<RunError>, ServiceError> {
+    let namespace = catalog::require_namespace(tx, &key.namespace)?;
+    let properties = run.properties();
+    if runs_on_host(&run.provisioner, &properties) && !namespace.allow_host_programs {
+        let app = catalog::require_app(tx, &key.namespace, &key.app)?;
+        if !app.host_programs {
+            return Ok(Some(RunError::HostPrograms {
+                namespace: key.namespace.clone(),
+                app: key.app.clone(),
+                profile: run.profile.clone(),
+                provisioner: run.provisioner.clone(),
+                run: key.run.clone(),
+            }));
+        }
+    }
+    let active = match max_concurrent_runs {
         Some(_) => tx
             .scan::<serde_json::Value>(
                 Table::Active,
@@ -374,46 +448,27 @@ fn record_start(
             .len(),
         None => 0,
     };
-    if let Some(max) = program.max_concurrent_runs
+    if let Some(max) = max_concurrent_runs
         && active >= max as usize
     {
-        let refusal = RunError::ConcurrencyLimit {
+        return Ok(Some(RunError::ConcurrencyLimit {
             program: format!("{}/{}/{}", key.namespace, key.app, key.program),
             active,
             run: key.run.clone(),
-        };
-        let t = lifecycle::on(&run, Event::Reject(refusal.to_string()), now)?;
-        tx.put(Table::Runs, &key.key(), &t.run)?;
-        index(tx, &key)?;
-        for note in t.notes {
-            events::append(tx, &key.run, EventKind::Status, None, note)?;
-        }
-        return Ok(Recorded::Rejected(refusal));
+        }));
     }
-    tx.put(Table::Runs, &key.key(), &run)?;
-    index(tx, &key)?;
-    tx.put(
-        Table::Active,
-        &key.key(),
-        &serde_json::json!({ "profile": run.profile }),
-    )?;
-    tx.put(Table::Owners, &key.key(), owner)?;
-    let origin = match chosen.origin {
-        Origin::Level(level) => format!("set by {level}"),
-        Origin::Default | Origin::Profile => "the instance default".into(),
-    };
-    events::append(
-        tx,
-        &key.run,
-        EventKind::Status,
-        None,
-        format!(
-            "run PENDING with profile {} ({origin}), {} node(s)",
-            run.profile,
-            run.cluster.nodes.len()
-        ),
-    )?;
-    Ok(Recorded::Started(Box::new(run)))
+    if namespace.quota.limits() {
+        let usage = catalog::namespace_usage(tx, &key.namespace)?;
+        let nodes = u32::try_from(run.cluster.nodes.len()).unwrap_or(u32::MAX);
+        if let Some(reason) = namespace.quota.refuse(usage, nodes) {
+            return Ok(Some(RunError::Quota {
+                namespace: key.namespace.clone(),
+                reason,
+                run: key.run.clone(),
+            }));
+        }
+    }
+    Ok(None)
 }
 
 /// Adds run `key` to its namespace's run index.
@@ -581,6 +636,7 @@ pub async fn cluster_operation(
     runtime: &Runtime,
     key: RunKey,
     request: crate::rules::resize::ClusterRequest,
+    act: Act,
 ) -> Result<serde_json::Value, ServiceError> {
     key.check()?;
     let run = runtime
@@ -612,7 +668,7 @@ pub async fn cluster_operation(
     .await
     .map_err(|e| StoreError::Storage(format!("the operation was not planned: {e}")))??;
     let operation = change.operation;
-    let id = runtime.cluster(&run, change).await?;
+    let id = runtime.cluster(&run, change, act).await?;
     Ok(serde_json::json!({ "id": id, "operation": operation }))
 }
 
@@ -621,6 +677,7 @@ pub async fn command(
     runtime: &Runtime,
     key: RunKey,
     event: crate::rules::lifecycle::Event,
+    act: Act,
 ) -> Result<RunView, ServiceError> {
     key.check()?;
     let k = key.clone();
@@ -628,6 +685,6 @@ pub async fn command(
         .store()
         .read(move |r| catalog::require_run(r, &k).map(|_| ()))
         .await?;
-    runtime.command(key.clone(), event).await?;
+    runtime.command(key.clone(), event, act).await?;
     get(runtime, key).await
 }

@@ -10,12 +10,14 @@
 //! that shows up in a provider's message is masked. The cipher and the resolution of
 //! references are the store's (`store::secure`); this module checks and writes keys.
 
+use crate::model::access::Act;
 use crate::model::names;
 use crate::model::namespace;
 use crate::model::secure::{KeyMetadata, KeySpec};
 use crate::model::time::now_millis;
 use crate::service::catalog;
 use crate::service::error::ServiceError;
+use crate::store::changes;
 use crate::store::keys;
 use crate::store::secure::{Cipher, StoredKey};
 use crate::store::{Read, Store, Table};
@@ -29,6 +31,7 @@ fn check(ns: &str, name: &str) -> Result<(), ServiceError> {
 pub async fn put(
     store: &Store,
     cipher: &Cipher,
+    act: Act,
     ns: String,
     name: String,
     spec: KeySpec,
@@ -55,6 +58,7 @@ pub async fn put(
         .write(move |tx| {
             catalog::require_namespace(tx, &ns)?;
             tx.put(Table::SecureKeys, &key, &value)?;
+            changes::record(tx, &act)?;
             Ok(meta.clone())
         })
         .await
@@ -92,12 +96,18 @@ pub async fn list(store: &Store, ns: String) -> Result<Vec<KeyMetadata>, Service
 }
 
 /// Deletes secure key `name` of namespace `ns`.
-pub async fn delete(store: &Store, ns: String, name: String) -> Result<KeyMetadata, ServiceError> {
+pub async fn delete(
+    store: &Store,
+    act: Act,
+    ns: String,
+    name: String,
+) -> Result<KeyMetadata, ServiceError> {
     check(&ns, &name)?;
     store
         .write(move |tx| {
             let existing = require(tx, &ns, &name)?;
             tx.delete(Table::SecureKeys, &keys::secure_key(&ns, &name));
+            changes::record(tx, &act)?;
             Ok(existing.meta)
         })
         .await
@@ -128,7 +138,8 @@ mod tests {
                 data: "hunter22".into(),
                 properties: BTreeMap::new(),
             };
-            put(&store, &cipher, "default".into(), "pw".into(), spec)
+            let act = Act::by_server("securekey.put", "pw");
+            put(&store, &cipher, act, "default".into(), "pw".into(), spec)
                 .await
                 .expect("put");
         });

@@ -6,6 +6,7 @@
 
 use serde::Deserialize;
 
+use crate::model::access::Act;
 use crate::model::builtin;
 use crate::model::namespace;
 use crate::model::profile::Scope;
@@ -14,7 +15,7 @@ use crate::model::time::now_secs;
 use crate::model::view::{DryRun, PlannedNode};
 use crate::service::catalog;
 use crate::service::error::ServiceError;
-use crate::store::{Read, Store, Table};
+use crate::store::{Read, Store, Table, changes};
 
 fn require(r: &impl Read, id: &TemplateId) -> Result<StoredTemplate, ServiceError> {
     if let Some(ns) = &id.namespace {
@@ -49,6 +50,7 @@ fn stored(
 /// Creates or replaces template `id` after validating it.
 pub async fn put(
     store: &Store,
+    act: Act,
     id: TemplateId,
     template: Template,
 ) -> Result<StoredTemplate, ServiceError> {
@@ -76,6 +78,7 @@ pub async fn put(
             }
             let value = stored(&id, template.clone(), existing.as_ref(), false);
             tx.put(Table::Templates, &id.key(), &value)?;
+            changes::record(tx, &act)?;
             Ok(value)
         })
         .await
@@ -114,7 +117,11 @@ pub async fn list(
 }
 
 /// Deletes template `id`; built-ins cannot be deleted.
-pub async fn delete(store: &Store, id: TemplateId) -> Result<StoredTemplate, ServiceError> {
+pub async fn delete(
+    store: &Store,
+    act: Act,
+    id: TemplateId,
+) -> Result<StoredTemplate, ServiceError> {
     id.check()?;
     store
         .write(move |tx| {
@@ -123,6 +130,7 @@ pub async fn delete(store: &Store, id: TemplateId) -> Result<StoredTemplate, Ser
                 return Err(ServiceError::BuiltinTemplate(id.to_string()));
             }
             tx.delete(Table::Templates, &id.key());
+            changes::record(tx, &act)?;
             Ok(existing)
         })
         .await

@@ -26,7 +26,7 @@ fn now_micros() -> u64 {
 
 /// A sequence number larger than every earlier one, also across restarts (it follows the
 /// clock in microseconds).
-fn next_seq() -> u64 {
+pub(crate) fn next_seq() -> u64 {
     let now = now_micros();
     let prev = LAST_SEQ
         .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |last| {
@@ -44,6 +44,18 @@ pub fn append(
     node: Option<&str>,
     message: impl Into<String>,
 ) -> Result<(), StoreError> {
+    append_by(tx, run, kind, node, message, None)
+}
+
+/// Stages an event for run `run` that a request of `actor` (a token's name) caused.
+pub fn append_by(
+    tx: &mut Txn,
+    run: &str,
+    kind: EventKind,
+    node: Option<&str>,
+    message: impl Into<String>,
+    actor: Option<&str>,
+) -> Result<(), StoreError> {
     let seq = next_seq();
     let event = RunEvent {
         seq,
@@ -51,6 +63,7 @@ pub fn append(
         kind,
         node: node.map(str::to_string),
         message: message.into(),
+        actor: actor.map(str::to_string),
     };
     tx.put(Table::Events, &keys::event(run, seq), &event)
 }

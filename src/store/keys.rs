@@ -73,6 +73,11 @@ pub fn node(run: &str, node: &str) -> String {
 }
 
 /// `Events`: event `seq` of run `run`.
+/// `Changes`: a change of namespace `ns` (`system` for instance-wide ones) at `seq`.
+pub fn change(ns: &str, seq: u64) -> String {
+    format!("{ns}/{seq:020}")
+}
+
 pub fn event(run: &str, seq: u64) -> String {
     format!("{run}/{seq:020}")
 }

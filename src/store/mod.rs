@@ -16,6 +16,7 @@
 
 pub mod audit;
 mod backend;
+pub mod changes;
 pub mod copy;
 pub mod etcd;
 pub mod events;

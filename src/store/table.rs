@@ -56,11 +56,18 @@ pub enum Table {
     /// The server that performs each installation-wide duty (the janitor's schedule, history
     /// retention), by duty: an election, won by the first to write while none holds it.
     Duties,
+    /// Access tokens by name: their grants and the hash of their secret, never the secret.
+    Tokens,
+    /// The name of each token by the hex SHA-256 of its secret: how a request's token is found.
+    TokenHashes,
+    /// The audit log of changes (who did what), by `<namespace>/<sequence>`; instance-wide
+    /// changes under `system/`.
+    Changes,
 }
 
 impl Table {
     /// Every table, created when the store is opened.
-    pub const ALL: [Table; 18] = [
+    pub const ALL: [Table; 21] = [
         Table::Meta,
         Table::Namespaces,
         Table::Profiles,
@@ -79,6 +86,9 @@ impl Table {
         Table::Servers,
         Table::Owners,
         Table::Duties,
+        Table::Tokens,
+        Table::TokenHashes,
+        Table::Changes,
     ];
 
     /// The table's name in every backend: a redb table, an etcd key prefix.
@@ -102,6 +112,9 @@ impl Table {
             Table::Servers => "servers",
             Table::Owners => "owners",
             Table::Duties => "duties",
+            Table::Tokens => "tokens",
+            Table::TokenHashes => "token_hashes",
+            Table::Changes => "changes",
         }
     }
 

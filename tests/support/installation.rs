@@ -14,6 +14,8 @@ pub struct Installation {
     pub prefix: String,
     dir: PathBuf,
     ttl: Duration,
+    /// The first token, which the first server started wrote to its data dir.
+    token: std::sync::OnceLock<String>,
 }
 
 impl Installation {
@@ -25,6 +27,7 @@ impl Installation {
             prefix: prefix.to_string(),
             dir: dir.to_path_buf(),
             ttl,
+            token: std::sync::OnceLock::new(),
         }
     }
 
@@ -37,7 +40,7 @@ impl Installation {
     pub fn server_with(&self, name: &str, more: &[&str]) -> Server {
         let data = sub_dir(&self.dir, name);
         let key = self.dir.join("secure.key");
-        Server::start_at(
+        let server = Server::start_at(
             &data,
             Options {
                 args: vec![
@@ -57,9 +60,14 @@ impl Installation {
                 .into_iter()
                 .chain(more.iter().map(|a| a.to_string()))
                 .collect(),
+                client_token: self.token.get().cloned(),
                 ..Options::default()
             },
-        )
+        );
+        if let Some(token) = server.token() {
+            let _ = self.token.set(token);
+        }
+        server
     }
 }
 

@@ -26,7 +26,12 @@ pub struct Server {
 /// Options for starting a server.
 #[derive(Default, Clone)]
 pub struct Options {
+    /// A fixed token for `ebb serve` (`EBB_TOKEN`); without one, the harness sends the first
+    /// token the server wrote to its data dir (or `client_token`).
     pub token: Option<String>,
+    /// The token to send when the server is given none and wrote none (another server of its
+    /// installation made the first token).
+    pub client_token: Option<String>,
     /// More `ebb serve` arguments.
     pub args: Vec<String>,
     /// The server's working directory (a relative data dir is relative to it).
@@ -83,6 +88,7 @@ impl Server {
         )
         .current_dir(options.cwd.as_deref().unwrap_or(Path::new(".")))
         .env_remove("EBB_TOKEN")
+        .env_remove("EBB_TOKEN_FILE")
         .env_remove("EBB_BIND")
         .env_remove("EBB_DATA_DIR")
         .env_remove("EBB_STORE")
@@ -95,6 +101,10 @@ impl Server {
         cmd.envs(options.env.iter().map(|(k, v)| (k, v)));
         let (child, url, logs) =
             spawn_and_wait(cmd).unwrap_or_else(|e| panic!("server did not start: {e}"));
+        let token = options
+            .token
+            .or_else(|| first_token(data_dir))
+            .or(options.client_token);
         Server {
             child: Some(child),
             url,
@@ -103,8 +113,13 @@ impl Server {
                 .timeout(Duration::from_secs(30))
                 .build()
                 .expect("http client"),
-            token: options.token,
+            token,
         }
+    }
+
+    /// The token the harness sends.
+    pub fn token(&self) -> Option<String> {
+        self.token.clone()
     }
 
     /// The server's process id.
@@ -253,11 +268,21 @@ pub fn spawn_and_wait(mut cmd: Command) -> Result<(Child, String, Logs), String>
     }
 }
 
+/// The first token a server wrote to `data_dir`, if it wrote one.
+pub fn first_token(data_dir: &Path) -> Option<String> {
+    std::fs::read_to_string(data_dir.join("admin.token"))
+        .ok()
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+}
+
 /// Runs `ebb` to completion and returns (exit code, stdout, stderr).
 pub fn run_ebb(args: &[&str], envs: &[(&str, &str)], cwd: Option<&Path>) -> (i32, String, String) {
     let mut cmd = Command::new(EBB);
     cmd.args(args)
         .env_remove("EBB_TOKEN")
+        .env_remove("EBB_TOKEN_FILE")
+        .env_remove("EBB_DATA_DIR")
         .env_remove("EBB_SERVER");
     for (k, v) in envs {
         cmd.env(k, v);

@@ -1,0 +1,111 @@
+//! Who is calling, and whether it may: the check every route of the table passes before its
+//! handler runs.
+//!
+//! The bearer token is found among the store's tokens (or is the fixed token `ebb serve` was
+//! given); [`decide`] then weighs the route's [`Need`] against its grants in the request's
+//! namespace. A namespace the caller has no role in answers exactly as one that does not
+//! exist. The caller is left in the request for handlers that record who did what
+//! ([`Caller`] is an extractor).
+
+use std::sync::Arc;
+
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::http::Method;
+use actix_web::middleware::Next;
+use actix_web::{FromRequest, HttpMessage as _, HttpRequest, web};
+
+use crate::api::error::ApiError;
+use crate::api::state::AppState;
+use crate::api::token::TokenHash;
+use crate::model::access::{Caller, Decision, Need, decide};
+use crate::service::error::ServiceError;
+use crate::service::tokens;
+
+/// How the server tells who calls.
+#[derive(Debug, Clone)]
+pub enum Access {
+    /// `--no-auth` (loopback binds only): every request is an instance admin's.
+    Open,
+    /// Bearer tokens from the store, and the fixed token `ebb serve` was given, if any.
+    Tokens { fixed: Option<TokenHash> },
+}
+
+/// Checks a request to a resource whose methods need `needs`: finds the caller, weighs its
+/// grants, and leaves it in the request for the handler.
+pub async fn check(
+    needs: Arc<[(Method, Need)]>,
+    req: ServiceRequest,
+    next: Next<actix_web::body::BoxBody>,
+) -> Result<ServiceResponse<actix_web::body::BoxBody>, actix_web::Error> {
+    // A method the resource does not have goes on to its 405.
+    let Some(need) = needs
+        .iter()
+        .find(|(m, _)| m == req.method())
+        .map(|(_, n)| *n)
+    else {
+        return next.call(req).await;
+    };
+    if need == Need::Public {
+        return next.call(req).await;
+    }
+    let caller = authenticate(req.request()).await?;
+    let ns = match req.match_info().get("ns") {
+        Some(ns) => Some(ns.to_string()),
+        None => {
+            web::Query::<std::collections::HashMap<String, String>>::from_query(req.query_string())
+                .ok()
+                .and_then(|q| q.get("namespace").cloned())
+        }
+    };
+    match decide(need, &caller.grants, ns.as_deref()) {
+        Decision::Allow => {}
+        Decision::Hidden(ns) => {
+            return Err(ApiError::from(ServiceError::NamespaceNotFound(ns)).into());
+        }
+        Decision::Forbidden(why) => return Err(ApiError::Forbidden(why).into()),
+    }
+    req.extensions_mut().insert(caller);
+    next.call(req).await
+}
+
+/// The caller `req`'s bearer token names; 401 without one that works.
+async fn authenticate(req: &HttpRequest) -> Result<Caller, ApiError> {
+    let state = req
+        .app_data::<web::Data<AppState>>()
+        .ok_or_else(|| ApiError::Unavailable("the server is starting".into()))?;
+    let fixed = match &state.access {
+        Access::Open => return Ok(Caller::instance_admin(Caller::ANONYMOUS)),
+        Access::Tokens { fixed } => fixed,
+    };
+    let given = req
+        .headers()
+        .get(actix_web::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .ok_or(ApiError::Unauthorized)?;
+    if fixed.as_ref().is_some_and(|f| f.matches(given)) {
+        return Ok(Caller::instance_admin(Caller::SERVE_TOKEN));
+    }
+    // An unreachable store is a 503, never a 401: the token may well be good.
+    let store = state.store.impatient();
+    tokens::authenticate(&store, given)
+        .await
+        .map_err(|e| ApiError::from(ServiceError::from(e)))?
+        .ok_or(ApiError::Unauthorized)
+}
+
+impl FromRequest for Caller {
+    type Error = ApiError;
+    type Future = std::future::Ready<Result<Self, ApiError>>;
+
+    /// The caller the guard found; every route that needs a token has one.
+    fn from_request(req: &HttpRequest, _: &mut actix_web::dev::Payload) -> Self::Future {
+        std::future::ready(
+            req.extensions()
+                .get::<Caller>()
+                .cloned()
+                .ok_or(ApiError::Unauthorized),
+        )
+    }
+}

@@ -1,0 +1,43 @@
+//! HTTPS: the server's rustls configuration from the PEM files `--tls-cert` and `--tls-key`
+//! name, checked at start so a bad file stops the server before it listens.
+
+use std::path::Path;
+
+use rustls_pki_types::pem::PemObject as _;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+/// The TLS configuration of a server with the certificate chain in `cert` and its private key
+/// in `key` (PEM). The key file must be owner-only, as the secure store's key is.
+pub fn server_config(cert: &Path, key: &Path) -> Result<rustls::ServerConfig, String> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .and_then(|certs| certs.collect::<Result<_, _>>())
+        .map_err(|e| format!("--tls-cert {}: {e}", cert.display()))?;
+    if chain.is_empty() {
+        return Err(format!(
+            "--tls-cert {}: holds no certificate",
+            cert.display()
+        ));
+    }
+    let mode = std::fs::metadata(key)
+        .map_err(|e| format!("--tls-key {}: {e}", key.display()))?
+        .permissions()
+        .mode();
+    if mode & 0o077 != 0 {
+        return Err(format!(
+            "--tls-key {}: others can read it (mode {:o}); chmod 600 it",
+            key.display(),
+            mode & 0o777
+        ));
+    }
+    let private = PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| format!("--tls-key {}: {e}", key.display()))?;
+    rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| format!("TLS: {e}"))?
+    .with_no_client_auth()
+    .with_single_cert(chain, private)
+    .map_err(|e| format!("--tls-cert/--tls-key: {e}"))
+}

@@ -1,0 +1,242 @@
+//! Access tokens: made, listed, revoked, and found by the secret a request brings.
+//!
+//! A token's secret is 256 random bits, shown once in the answer that makes it. The store
+//! keeps only its SHA-256 (a secret of 256 random bits needs no slow hash), under which the
+//! token is found; the hash found is compared in constant time.
+
+use std::path::{Path, PathBuf};
+
+use crate::model::access::{Act, Caller, Grants, TokenRecord, TokenSpec, TokenView};
+use crate::model::time::now_secs;
+use crate::service::error::ServiceError;
+use crate::store::{Read, Store, StoreError, Table, changes};
+
+/// The prefix of every secret, so that secret scanners and people can tell what it is.
+pub const SECRET_PREFIX: &str = "ebb_";
+
+pub use crate::model::access::FIRST_TOKEN_FILE;
+
+/// The name of the first token.
+pub const FIRST_TOKEN_NAME: &str = "admin";
+
+/// The hex SHA-256 of `secret`.
+pub fn hash(secret: &str) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(secret.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Whether `a` and `b` are equal, in time that depends only on their lengths.
+fn same(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
+/// A new secret: the prefix and 256 random bits in hex.
+fn new_secret() -> Result<String, ServiceError> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| ServiceError::Internal(format!("cannot make a token: {e}")))?;
+    Ok(std::iter::once(SECRET_PREFIX.to_string())
+        .chain(bytes.iter().map(|b| format!("{b:02x}")))
+        .collect())
+}
+
+/// Stages token `record` under its name and hash, unless the name is taken.
+fn insert(tx: &mut crate::store::Txn, record: &TokenRecord) -> Result<(), ServiceError> {
+    if tx
+        .get::<TokenRecord>(Table::Tokens, &record.name)?
+        .is_some()
+    {
+        return Err(ServiceError::TokenExists(record.name.clone()));
+    }
+    tx.put(Table::Tokens, &record.name, record)?;
+    tx.put(Table::TokenHashes, &record.hash, &record.name)?;
+    Ok(())
+}
+
+/// Makes token `spec` for `caller`, who may grant only what it administers. The answer is
+/// the only place its secret ever shows.
+pub async fn create(
+    store: &Store,
+    caller: &Caller,
+    spec: TokenSpec,
+) -> Result<TokenView, ServiceError> {
+    let (grants, lifetime) = spec.validate()?;
+    caller
+        .grants
+        .may_grant(&grants)
+        .map_err(ServiceError::NotAllowed)?;
+    let secret = new_secret()?;
+    let now = now_secs();
+    let record = TokenRecord {
+        name: spec.name.clone(),
+        hash: hash(&secret),
+        grants,
+        created: now,
+        created_by: caller.name.clone(),
+        expires: lifetime.map(|l| now.saturating_add(l)),
+    };
+    let act = Act::new(caller, "token.create", None, &record.name);
+    let stored = record.clone();
+    store
+        .write(move |tx| {
+            insert(tx, &stored)?;
+            changes::record(tx, &act)?;
+            Ok::<_, ServiceError>(())
+        })
+        .await?;
+    let mut view = record.view();
+    view.token = Some(secret);
+    Ok(view)
+}
+
+/// The tokens `caller` may manage, by name: all for an instance admin, else those whose
+/// every role is in a namespace it administers.
+pub async fn list(store: &Store, caller: &Caller) -> Result<Vec<TokenView>, ServiceError> {
+    let grants = caller.grants.clone();
+    store
+        .read(move |r| {
+            Ok(r.scan::<TokenRecord>(Table::Tokens, "")?
+                .into_iter()
+                .map(|(_, t)| t)
+                .filter(|t| grants.may_grant(&t.grants).is_ok())
+                .map(|t| t.view())
+                .collect())
+        })
+        .await
+}
+
+/// Revokes token `name`; it stops working at once, on every server. A token `caller` may
+/// not manage does not exist for it.
+pub async fn revoke(
+    store: &Store,
+    caller: &Caller,
+    name: String,
+) -> Result<TokenView, ServiceError> {
+    crate::model::names::check("token", &name)?;
+    let act = Act::new(caller, "token.revoke", None, &name);
+    let grants = caller.grants.clone();
+    store
+        .write(move |tx| {
+            let record = tx
+                .get::<TokenRecord>(Table::Tokens, &name)?
+                .filter(|t| grants.may_grant(&t.grants).is_ok())
+                .ok_or_else(|| ServiceError::TokenNotFound(name.clone()))?;
+            tx.delete(Table::Tokens, &name);
+            tx.delete(Table::TokenHashes, &record.hash);
+            changes::record(tx, &act)?;
+            Ok(record.view())
+        })
+        .await
+}
+
+/// The caller whose token is `secret`: `None` when no live token has it.
+pub async fn authenticate(store: &Store, secret: &str) -> Result<Option<Caller>, StoreError> {
+    if !secret.starts_with(SECRET_PREFIX) || secret.len() > 256 {
+        return Ok(None);
+    }
+    let hashed = hash(secret);
+    let record = store
+        .read(move |r| {
+            let Some(name) = r.get::<String>(Table::TokenHashes, &hashed)? else {
+                return Ok::<_, StoreError>(None);
+            };
+            Ok(r.get::<TokenRecord>(Table::Tokens, &name)?
+                .filter(|t| same(&t.hash, &hashed)))
+        })
+        .await?;
+    Ok(record.filter(|t| t.live(now_secs())).map(|t| Caller {
+        name: t.name,
+        grants: t.grants,
+    }))
+}
+
+/// On the first start of an installation, with no token at all: makes the instance-admin
+/// token [`FIRST_TOKEN_NAME`] and writes its secret to [`FIRST_TOKEN_FILE`] in `data_dir`,
+/// owner-only. Returns the file's path when it made one.
+///
+/// The file is written before the token is committed: a crash in between leaves a file with
+/// a secret that opens nothing, replaced at the next start.
+pub async fn first_start(store: &Store, data_dir: &Path) -> Result<Option<PathBuf>, ServiceError> {
+    let any = store
+        .read(|r| {
+            let first =
+                r.scan_back::<serde_json::Value>(Table::Tokens, "", None, 1, 1, |_, _| true)?;
+            Ok::<_, StoreError>(!first.entries.is_empty())
+        })
+        .await?;
+    if any {
+        return Ok(None);
+    }
+    let secret = new_secret()?;
+    let path = data_dir.join(FIRST_TOKEN_FILE);
+    write_private(&path, &format!("{secret}\n"))
+        .map_err(|e| ServiceError::Internal(format!("cannot write {}: {e}", path.display())))?;
+    let record = TokenRecord {
+        name: FIRST_TOKEN_NAME.into(),
+        hash: hash(&secret),
+        grants: Grants::instance_admin(),
+        created: now_secs(),
+        created_by: crate::model::access::SERVER_ACTOR.into(),
+        expires: None,
+    };
+    let act = Act::by_server("token.create", FIRST_TOKEN_NAME);
+    let made = store
+        .write(move |tx| {
+            // Another server of the installation may have made the first token meanwhile.
+            if tx
+                .get::<TokenRecord>(Table::Tokens, FIRST_TOKEN_NAME)?
+                .is_some()
+            {
+                return Ok::<_, ServiceError>(false);
+            }
+            insert(tx, &record)?;
+            changes::record(tx, &act)?;
+            Ok(true)
+        })
+        .await?;
+    if !made {
+        let _ = std::fs::remove_file(&path);
+        return Ok(None);
+    }
+    Ok(Some(path))
+}
+
+/// Writes `text` to `path` through a temporary file made owner-only before anything is
+/// written to it, then renamed into place.
+fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let tmp = path.with_extension("tmp");
+    let _ = std::fs::remove_file(&tmp);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    file.write_all(text.as_bytes())?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_random_and_hashes_compare() {
+        let a = new_secret().expect("secret");
+        let b = new_secret().expect("secret");
+        assert_ne!(a, b);
+        assert_eq!(a.len(), SECRET_PREFIX.len() + 64);
+        assert!(same(&hash(&a), &hash(&a)));
+        assert!(!same(&hash(&a), &hash(&b)));
+        assert!(!same("abc", "ab"));
+    }
+}
