@@ -202,7 +202,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     let registry = Arc::new(Registry::builtin());
     load_builtins(&store, &registry).await?;
     let access = if config.no_auth {
-        api::guard::Access::Open
+        api::state::Access::Open
     } else {
         if token.is_none()
             && let Some(path) =
@@ -213,7 +213,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
                 "first start: an instance-admin token named admin is in this file (owner-only); the CLI reads it from there"
             );
         }
-        api::guard::Access::Tokens { fixed: token }
+        api::state::Access::Tokens { fixed: token }
     };
 
     let shared = config.etcd.is_some();

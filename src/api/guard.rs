@@ -15,20 +15,10 @@ use actix_web::middleware::Next;
 use actix_web::{FromRequest, HttpMessage as _, HttpRequest, web};
 
 use crate::api::error::ApiError;
-use crate::api::state::AppState;
-use crate::api::token::TokenHash;
+use crate::api::state::{Access, AppState};
 use crate::model::access::{Caller, Decision, Need, decide};
 use crate::service::error::ServiceError;
 use crate::service::tokens;
-
-/// How the server tells who calls.
-#[derive(Debug, Clone)]
-pub enum Access {
-    /// `--no-auth` (loopback binds only): every request is an instance admin's.
-    Open,
-    /// Bearer tokens from the store, and the fixed token `ebb serve` was given, if any.
-    Tokens { fixed: Option<TokenHash> },
-}
 
 /// Checks a request to a resource whose methods need `needs`: finds the caller, weighs its
 /// grants, and leaves it in the request for the handler.

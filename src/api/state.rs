@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use super::error::ApiError;
+use crate::api::token::TokenHash;
 use crate::runtime::handle::Runtime;
 use crate::runtime::registry::Registry;
 use crate::store::Store;
@@ -22,13 +23,22 @@ pub struct AppState {
     pub cipher: Arc<crate::store::secure::Cipher>,
     pub janitor: crate::runtime::janitor::Janitor,
     /// How callers are told apart: tokens, or none at all (`--no-auth`).
-    pub access: crate::api::guard::Access,
+    pub access: Access,
     /// Host names (besides IP addresses and `localhost`) a request may be addressed to.
     pub allowed_hosts: Arc<[String]>,
     /// Sends commands for runs other servers own on to them.
     pub forwarder: reqwest::Client,
     /// Told when the server should stop (after a drain asked over the API).
     pub shutdown: Arc<tokio::sync::Notify>,
+}
+
+/// How the server tells who calls.
+#[derive(Debug, Clone)]
+pub enum Access {
+    /// `--no-auth` (loopback binds only): every request is an instance admin's.
+    Open,
+    /// Bearer tokens from the store, and the fixed token `ebb serve` was given, if any.
+    Tokens { fixed: Option<TokenHash> },
 }
 
 pub type State = web::Data<AppState>;

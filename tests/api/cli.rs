@@ -7,7 +7,8 @@ use crate::support::server::{Server, run_ebb};
 fn ebb(s: &Server, args: &[&str]) -> (i32, String, String) {
     let mut all = vec!["--server", s.url.as_str()];
     all.extend_from_slice(args);
-    run_ebb(&all, &[], None)
+    let token = s.token().unwrap_or_default();
+    run_ebb(&all, &[("EBB_TOKEN", token.as_str())], None)
 }
 
 fn ok(s: &Server, args: &[&str]) -> String {
@@ -290,7 +291,7 @@ fn a_closed_output_pipe_is_not_a_crash() {
     let s = Server::start(&dir);
     let mut child = std::process::Command::new(crate::support::server::EBB)
         .args(["--server", &s.url, "provisioner", "get", "sim"])
-        .env_remove("EBB_TOKEN")
+        .env("EBB_TOKEN", s.token().expect("token"))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()

@@ -96,7 +96,12 @@ fn a_lost_store_leaves_nothing_invisible_and_another_servers_resources_are_left_
     assert_eq!(deletes(&sim, &lost), [0, 0, 0], "a dry run deletes nothing");
 
     // Acting, from the CLI.
-    let (code, out, err) = run_ebb(&["--server", &server.url, "janitor", "run"], &[], None);
+    let token = server.token().expect("token");
+    let (code, out, err) = run_ebb(
+        &["--server", &server.url, "janitor", "run"],
+        &[("EBB_TOKEN", token.as_str())],
+        None,
+    );
     assert_eq!(code, 0, "{err}");
     assert_eq!(out.matches("deleted").count(), 3, "{out}");
     assert_eq!(deletes(&sim, &lost), [1, 1, 1]);

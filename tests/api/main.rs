@@ -4,6 +4,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod access;
 #[cfg(feature = "aws")]
 mod aws;
 mod cli;

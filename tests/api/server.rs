@@ -202,7 +202,10 @@ fn defaults_work_with_no_flags() {
         spawn_and_wait(cmd).expect("starts on the default port (is 11015 free?)");
     assert_eq!(url, "http://127.0.0.1:11015");
     assert!(dir.path().join("ebb-data/ebb.redb").is_file());
-    let (code, out, err) = run_ebb(&["profile", "list", "--system"], &[], None);
+    // The first token is in ./ebb-data, where the CLI looks when given none.
+    let first = dir.path().join("ebb-data/admin.token");
+    assert!(first.is_file(), "the first start writes {}", first.display());
+    let (code, out, err) = run_ebb(&["profile", "list", "--system"], &[], Some(dir.path()));
     assert_eq!(code, 0, "{err}");
     assert!(
         out.contains("SYSTEM:local") && out.contains("SYSTEM:native"),

@@ -139,8 +139,31 @@ impl Server {
         body: Option<String>,
         token: Option<&str>,
     ) -> (u16, Value) {
+        self.send_with(method, path, body, token.or(self.token.as_deref()))
+    }
+
+    /// Sends `method` on `path` with `body`, with `token` as the bearer token, or with no
+    /// token at all.
+    pub fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+        token: Option<&str>,
+    ) -> (u16, Value) {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+        self.send_with(method, path, body.map(|b| b.to_string()), token)
+    }
+
+    fn send_with(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<String>,
+        token: Option<&str>,
+    ) -> (u16, Value) {
         let mut req = self.http.request(method, format!("{}{path}", self.url));
-        if let Some(t) = token.or(self.token.as_deref()) {
+        if let Some(t) = token {
             req = req.bearer_auth(t);
         }
         if let Some(body) = body {
