@@ -22,7 +22,7 @@ fn main() -> ExitCode {
             args.token_file = cli.client.token_file.clone();
             args.ca_cert = cli.client.ca_cert.clone();
             args.data_dir = cli.client.data_dir.clone();
-            let config = ebb::server::Config::from(args);
+            let config = ebb::server::Config::from(*args);
             match actix_web::rt::System::new().block_on(ebb::server::run(config)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {

@@ -62,7 +62,7 @@ pub struct ClientArgs {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the ebb server.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Manage namespaces.
     #[command(subcommand, alias = "ns")]
     Namespace(NamespaceCmd),

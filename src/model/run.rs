@@ -307,13 +307,13 @@ pub enum RunError {
         run: String,
     },
     #[error(
-        "app '{app}' may not run programs on the server's own host (profile {profile}, provisioner {provisioner}): it was deployed by a namespace admin; an instance admin must deploy it, or set allowHostPrograms on namespace '{namespace}'; run {run} was recorded as REJECTED"
+        "app '{app}' may not run programs on the server's own host (profile {profile}): it was deployed by a namespace admin; an instance admin must deploy it, or set allowHostPrograms on namespace '{namespace}'; run {run} was recorded as REJECTED"
     )]
     HostPrograms {
         namespace: String,
         app: String,
+        /// The profile and its provisioner: `SYSTEM:native, provisioner native`.
         profile: String,
-        provisioner: String,
         run: String,
     },
     #[error("expireAt: must be in the future (now is {now}, got {given})")]

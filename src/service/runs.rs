@@ -433,8 +433,7 @@ fn refusal(
             return Ok(Some(RunError::HostPrograms {
                 namespace: key.namespace.clone(),
                 app: key.app.clone(),
-                profile: run.profile.clone(),
-                provisioner: run.provisioner.clone(),
+                profile: format!("{}, provisioner {}", run.profile, run.provisioner),
                 run: key.run.clone(),
             }));
         }

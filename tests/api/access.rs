@@ -85,7 +85,11 @@ fn every_route_answers_every_role_as_the_guard_table_says() {
             grants(&[("other", Role::Admin)]),
             json!({"namespaces": {"other": "admin"}}),
         ),
-        ("root", Grants::instance_admin(), json!({"instanceAdmin": true})),
+        (
+            "root",
+            Grants::instance_admin(),
+            json!({"instanceAdmin": true}),
+        ),
     ];
     let secrets: BTreeMap<&str, String> = roles
         .iter()
@@ -120,7 +124,10 @@ fn every_route_answers_every_role_as_the_guard_table_says() {
                 }
                 Decision::Hidden(_) => {
                     assert_eq!(code, 404, "{name} must not see {method} {path}: {reply}");
-                    assert_eq!(message, "namespace 'team' not found", "{name} {method} {path}");
+                    assert_eq!(
+                        message, "namespace 'team' not found",
+                        "{name} {method} {path}"
+                    );
                 }
                 Decision::Forbidden(_) => {
                     assert_eq!(code, 403, "{name} must not {method} {path}: {reply}");
@@ -172,7 +179,11 @@ fn another_namespace_does_not_exist_for_a_token_without_a_role_in_it() {
         let (code, reply) = server.put(path, body);
         assert_eq!(code, 200, "{path}: {reply}");
     }
-    let a_admin = token(&server, "a-admin", json!({"namespaces": {"team-a": "admin"}}));
+    let a_admin = token(
+        &server,
+        "a-admin",
+        json!({"namespaces": {"team-a": "admin"}}),
+    );
     for path in [
         "/v3/namespaces/team-b".to_string(),
         run.clone(),
@@ -209,7 +220,11 @@ fn another_namespace_does_not_exist_for_a_token_without_a_role_in_it() {
         .collect();
     assert_eq!(names, vec!["team-a"]);
     // A token of team-a's admin cannot hand out a role in team-b, nor see its tokens.
-    let b_viewer = token(&server, "b-viewer", json!({"namespaces": {"team-b": "viewer"}}));
+    let b_viewer = token(
+        &server,
+        "b-viewer",
+        json!({"namespaces": {"team-b": "viewer"}}),
+    );
     let (code, reply) = server.call(
         "POST",
         "/v3/tokens",
@@ -235,7 +250,11 @@ fn another_namespace_does_not_exist_for_a_token_without_a_role_in_it() {
 fn revoked_and_expired_tokens_are_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(&dir);
-    let ci = token(&server, "ci", json!({"namespaces": {"default": "operator"}}));
+    let ci = token(
+        &server,
+        "ci",
+        json!({"namespaces": {"default": "operator"}}),
+    );
     let short = token(
         &server,
         "short",
@@ -303,7 +322,11 @@ fn a_tokens_secret_shows_only_in_the_answer_that_made_it() {
     }
     let (_, audit) = server.get("/v3/audit?namespace=default");
     assert!(
-        audit.as_array().expect("audit").iter().any(|e| e["actor"] == "ci"),
+        audit
+            .as_array()
+            .expect("audit")
+            .iter()
+            .any(|e| e["actor"] == "ci"),
         "{audit}"
     );
     let logs = server.logs().join("\n");
@@ -318,14 +341,22 @@ fn a_tokens_secret_shows_only_in_the_answer_that_made_it() {
     for file in every_file(dir.path()) {
         let bytes = std::fs::read(&file).unwrap_or_default();
         let text = String::from_utf8_lossy(&bytes);
-        assert!(!text.contains(secret.as_str()), "{} holds a secret", file.display());
+        assert!(
+            !text.contains(secret.as_str()),
+            "{} holds a secret",
+            file.display()
+        );
         if file.file_name().is_some_and(|n| n == "admin.token") {
             use std::os::unix::fs::PermissionsExt as _;
             let mode = std::fs::metadata(&file).expect("meta").permissions().mode();
             assert_eq!(mode & 0o077, 0, "admin.token is owner-only");
             continue;
         }
-        assert!(!text.contains(first.as_str()), "{} holds the first secret", file.display());
+        assert!(
+            !text.contains(first.as_str()),
+            "{} holds the first secret",
+            file.display()
+        );
     }
 }
 
@@ -361,15 +392,25 @@ fn quotas_hold_under_racing_starts() {
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("start")).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("start"))
+            .collect()
     });
-    let started: Vec<&Value> = answers.iter().filter(|(c, _)| *c == 200).map(|(_, b)| b).collect();
+    let started: Vec<&Value> = answers
+        .iter()
+        .filter(|(c, _)| *c == 200)
+        .map(|(_, b)| b)
+        .collect();
     // Two runs of two nodes fit in five nodes; a third would make six.
     assert_eq!(started.len(), 2, "{answers:?}");
     for (code, body) in answers.iter().filter(|(c, _)| *c != 200) {
         assert_eq!(*code, 409, "{body}");
         let message = body["message"].as_str().unwrap_or_default();
-        assert!(message.contains("maxLiveNodes") || message.contains("maxLiveRuns"), "{message}");
+        assert!(
+            message.contains("maxLiveNodes") || message.contains("maxLiveRuns"),
+            "{message}"
+        );
     }
     let (code, ns) = server.get("/v3/namespaces/quota");
     assert_eq!(code, 200);
@@ -413,10 +454,12 @@ fn only_an_instance_admin_or_a_namespace_that_allows_it_runs_programs_on_the_ser
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(&dir);
     namespace(&server, "team", json!({}));
-    let admin = token(&server, "team-admin", json!({"namespaces": {"team": "admin"}}));
-    let app = |config: Value| {
-        json!({"config": config, "programs": [{"type": "workflows", "name": "p", "command": ["true"]}]})
-    };
+    let admin = token(
+        &server,
+        "team-admin",
+        json!({"namespaces": {"team": "admin"}}),
+    );
+    let app = |config: Value| json!({"config": config, "programs": [{"type": "workflows", "name": "p", "command": ["true"]}]});
     // An app whose own config picks a profile that runs on this host: refused at deploy.
     let (code, reply) = server.call(
         "PUT",
@@ -436,7 +479,11 @@ fn only_an_instance_admin_or_a_namespace_that_allows_it_runs_programs_on_the_ser
     assert_eq!(reply["hostPrograms"], false, "{reply}");
     let start = "/v3/namespaces/team/apps/plain/workflows/p/start";
     let (code, reply) = server.call("POST", start, None, Some(&admin));
-    assert_error((code, reply), 403, "may not run programs on the server's own host");
+    assert_error(
+        (code, reply),
+        403,
+        "may not run programs on the server's own host",
+    );
     // The instance admin allows it for the namespace: the same start runs.
     namespace(&server, "team", json!({"allowHostPrograms": true}));
     let (code, reply) = server.call("POST", start, None, Some(&admin));
@@ -453,12 +500,18 @@ fn only_an_instance_admin_or_a_namespace_that_allows_it_runs_programs_on_the_ser
 fn who_did_what_is_in_the_audit_log_the_run_events_and_the_operations() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(&dir);
-    let ops = token(&server, "alice", json!({"namespaces": {"default": "operator"}}));
+    let ops = token(
+        &server,
+        "alice",
+        json!({"namespaces": {"default": "operator"}}),
+    );
     crate::support::runs::deploy(&server, "hello", "sleep 30", json!({}));
     let (code, started) = server.call(
         "POST",
         &format!("{}/start", crate::support::runs::program("hello")),
-        Some(json!({"system.profile.name": "SYSTEM:local", "system.profile.properties.nodes": "1"})),
+        Some(
+            json!({"system.profile.name": "SYSTEM:local", "system.profile.properties.nodes": "1"}),
+        ),
         Some(&ops),
     );
     assert_eq!(code, 200, "{started}");
@@ -498,9 +551,21 @@ fn who_did_what_is_in_the_audit_log_the_run_events_and_the_operations() {
         .collect();
     let id = started["runId"].as_str().expect("id").to_string();
     // Newest first: the stop, the start, the deploy (by the first token).
-    assert_eq!(entries[0], ("alice".into(), "run.stop".into(), id.clone()), "{audit}");
-    assert_eq!(entries[1], ("alice".into(), "run.start".into(), id), "{audit}");
-    assert_eq!(entries[2], ("admin".into(), "app.put".into(), "hello".into()), "{audit}");
+    assert_eq!(
+        entries[0],
+        ("alice".into(), "run.stop".into(), id.clone()),
+        "{audit}"
+    );
+    assert_eq!(
+        entries[1],
+        ("alice".into(), "run.start".into(), id),
+        "{audit}"
+    );
+    assert_eq!(
+        entries[2],
+        ("admin".into(), "app.put".into(), "hello".into()),
+        "{audit}"
+    );
     // Paging: one at a time, each page older than the last.
     let (_, page) = server.get("/v3/audit?namespace=default&limit=1");
     let seq = page[0]["seq"].as_u64().expect("seq");

@@ -313,12 +313,11 @@ fn the_janitor_terminates_an_instance_with_ebbs_tags_whose_run_the_store_does_no
         "the run's two nodes, the stray and the twin: {sweep:#}"
     );
 
-    let (code, out, err) =
-        crate::support::server::run_ebb(
-            &["--server", &server.url, "janitor", "run"],
-            &[("EBB_TOKEN", server.token().expect("token").as_str())],
-            None,
-        );
+    let (code, out, err) = crate::support::server::run_ebb(
+        &["--server", &server.url, "janitor", "run"],
+        &[("EBB_TOKEN", server.token().expect("token").as_str())],
+        None,
+    );
     assert_eq!(code, 0, "{err}");
     assert!(out.contains(&stray) && out.contains("deleted"), "{out}");
     let state = |id: &str| {

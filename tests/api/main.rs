@@ -24,3 +24,4 @@ mod security;
 mod server;
 mod servers;
 mod templates;
+mod tls;

@@ -612,7 +612,10 @@ fn the_cli_follows_a_run_and_exits_with_its_status() {
     .expect("write");
     // The CLI finds the first token in the data dir, as in the README's first run.
     let data_dir = dir.path().to_str().expect("utf-8");
-    let env = [("EBB_SERVER", server.url.as_str()), ("EBB_DATA_DIR", data_dir)];
+    let env = [
+        ("EBB_SERVER", server.url.as_str()),
+        ("EBB_DATA_DIR", data_dir),
+    ];
     let (code, out, err) = run_ebb(&["app", "deploy", app.to_str().expect("utf-8")], &env, None);
     assert_eq!(code, 0, "{out}{err}");
     let (code, out, err) = run_ebb(&["run", "start", "default/hello/ok", "--wait"], &env, None);

@@ -204,7 +204,11 @@ fn defaults_work_with_no_flags() {
     assert!(dir.path().join("ebb-data/ebb.redb").is_file());
     // The first token is in ./ebb-data, where the CLI looks when given none.
     let first = dir.path().join("ebb-data/admin.token");
-    assert!(first.is_file(), "the first start writes {}", first.display());
+    assert!(
+        first.is_file(),
+        "the first start writes {}",
+        first.display()
+    );
     let (code, out, err) = run_ebb(&["profile", "list", "--system"], &[], Some(dir.path()));
     assert_eq!(code, 0, "{err}");
     assert!(

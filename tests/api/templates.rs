@@ -84,7 +84,10 @@ fn built_in_and_user_templates() {
     assert_eq!(code, 200);
 
     let token = server.token().expect("token");
-    let env = [("EBB_SERVER", server.url.as_str()), ("EBB_TOKEN", token.as_str())];
+    let env = [
+        ("EBB_SERVER", server.url.as_str()),
+        ("EBB_TOKEN", token.as_str()),
+    ];
     let (code, out, err) = run_ebb(&["template", "list", "--system"], &env, None);
     assert_eq!(code, 0, "{err}");
     assert!(

@@ -57,53 +57,54 @@ impl Server {
 
     pub fn start_at(data_dir: &Path, options: Options) -> Server {
         let mut cmd = Command::new(EBB);
-        cmd.args([
-            "serve",
-            "--bind",
-            "127.0.0.1:0",
-            "--log-format",
-            "json",
-            "--workers",
-            "2",
-        ])
-        .arg("--data-dir")
-        .arg(data_dir)
-        .args(&options.args)
-        .args(if options.args.iter().any(|a| a == "--store") {
-            Vec::new()
-        } else {
-            store_args(data_dir)
-        })
-        .args(if options.args.iter().any(|a| a == "--work-dir") {
-            Vec::new()
-        } else {
-            vec!["--work-dir".into(), work_dir(data_dir)]
-        })
-        .args(
-            if options.generated_name || options.args.iter().any(|a| a == "--server-name") {
-                Vec::<String>::new()
+        cmd.args(["serve", "--log-format", "json", "--workers", "2"])
+            .args(if options.args.iter().any(|a| a == "--bind") {
+                &[][..]
             } else {
-                vec!["--server-name".into(), "ebb".into()]
-            },
-        )
-        .current_dir(options.cwd.as_deref().unwrap_or(Path::new(".")))
-        .env_remove("EBB_TOKEN")
-        .env_remove("EBB_TOKEN_FILE")
-        .env_remove("EBB_BIND")
-        .env_remove("EBB_DATA_DIR")
-        .env_remove("EBB_STORE")
-        .env_remove("EBB_ETCD_ENDPOINTS")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+                &["--bind", "127.0.0.1:0"][..]
+            })
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(&options.args)
+            .args(if options.args.iter().any(|a| a == "--store") {
+                Vec::new()
+            } else {
+                store_args(data_dir)
+            })
+            .args(if options.args.iter().any(|a| a == "--work-dir") {
+                Vec::new()
+            } else {
+                vec!["--work-dir".into(), work_dir(data_dir)]
+            })
+            .args(
+                if options.generated_name || options.args.iter().any(|a| a == "--server-name") {
+                    Vec::<String>::new()
+                } else {
+                    vec!["--server-name".into(), "ebb".into()]
+                },
+            )
+            .current_dir(options.cwd.as_deref().unwrap_or(Path::new(".")))
+            .env_remove("EBB_TOKEN")
+            .env_remove("EBB_TOKEN_FILE")
+            .env_remove("EBB_BIND")
+            .env_remove("EBB_DATA_DIR")
+            .env_remove("EBB_STORE")
+            .env_remove("EBB_ETCD_ENDPOINTS")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
         if let Some(token) = &options.token {
             cmd.env("EBB_TOKEN", token);
         }
         cmd.envs(options.env.iter().map(|(k, v)| (k, v)));
         let (child, url, logs) =
             spawn_and_wait(cmd).unwrap_or_else(|e| panic!("server did not start: {e}"));
+        let written = match &options.cwd {
+            Some(cwd) if data_dir.is_relative() => cwd.join(data_dir),
+            _ => data_dir.to_path_buf(),
+        };
         let token = options
             .token
-            .or_else(|| first_token(data_dir))
+            .or_else(|| first_token(&written))
             .or(options.client_token);
         Server {
             child: Some(child),
@@ -401,9 +402,11 @@ impl Server {
     /// `POST path` with `body`, or `None` when the server could not be reached or answer
     /// (it was killed meanwhile, say).
     pub fn try_post_json(&self, path: &str, body: Value) -> Option<(u16, Value)> {
-        let res = self
-            .http
-            .post(format!("{}{path}", self.url))
+        let mut req = self.http.post(format!("{}{path}", self.url));
+        if let Some(t) = &self.token {
+            req = req.bearer_auth(t);
+        }
+        let res = req
             .header("content-type", "application/json")
             .body(body.to_string())
             .send()

@@ -30,8 +30,13 @@ fn raw(server: &Server, head: &str, body: &str) -> (u16, String) {
     stream
         .set_read_timeout(Some(std::time::Duration::from_secs(30)))
         .expect("timeout");
+    // With the server's token: what is refused here is refused whatever the token.
+    let auth = server
+        .token()
+        .map(|t| format!("\r\nAuthorization: Bearer {t}"))
+        .unwrap_or_default();
     let text = format!(
-        "{head}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "{head}{auth}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
     stream.write_all(text.as_bytes()).expect("send");

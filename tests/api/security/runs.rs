@@ -72,7 +72,11 @@ fn servers_left_at_their_defaults_never_sweep_each_others_resources() {
 
 /// GETs `path` and returns the runs and the `Link` to the next page, if any.
 fn runs_page(server: &Server, path: &str) -> (Vec<Value>, Option<String>) {
-    let res = reqwest::blocking::get(format!("{}{path}", server.url)).expect("get");
+    let res = reqwest::blocking::Client::new()
+        .get(format!("{}{path}", server.url))
+        .bearer_auth(server.token().expect("token"))
+        .send()
+        .expect("get");
     assert_eq!(res.status().as_u16(), 200, "{path}");
     let link = res
         .headers()
