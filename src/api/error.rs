@@ -109,6 +109,7 @@ fn service_status(e: &ServiceError) -> StatusCode {
         | ServiceError::ProfileInUse { .. }
         | ServiceError::AppActive { .. }
         | ServiceError::TokenExists(_)
+        | ServiceError::Quota { .. }
         | ServiceError::Changed(_) => StatusCode::CONFLICT,
         ServiceError::Store(e) => store_status(e),
         ServiceError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,

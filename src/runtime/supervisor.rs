@@ -687,6 +687,16 @@ pub async fn persist(
             if !run.is_active() {
                 tx.delete(Table::Active, &key);
                 tx.delete(Table::Owners, &key);
+            } else {
+                // The namespace's quota counts the nodes its live runs hold: an expand or a
+                // shrink changes them.
+                let nodes = run.cluster.nodes.len();
+                if let Some(mut entry) = tx.get::<serde_json::Value>(Table::Active, &key)?
+                    && entry.get("nodes").and_then(serde_json::Value::as_u64) != Some(nodes as u64)
+                {
+                    entry["nodes"] = serde_json::json!(nodes);
+                    tx.put(Table::Active, &key, &entry)?;
+                }
             }
             let actor = act.as_ref().map(|a| a.actor.as_str());
             for note in &notes {

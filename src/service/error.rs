@@ -85,6 +85,9 @@ pub enum ServiceError {
     SecureKeyNotFound { namespace: String, name: String },
     #[error("{0}")]
     Changed(String),
+    /// An expand that would take the namespace past its quota.
+    #[error("namespace '{namespace}' is at its quota: {reason}; the expand was refused")]
+    Quota { namespace: String, reason: String },
     #[error("token '{0}' already exists; revoke it first or choose another name")]
     TokenExists(String),
     #[error("token '{0}' not found")]

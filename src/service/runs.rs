@@ -666,9 +666,45 @@ pub async fn cluster_operation(
     })
     .await
     .map_err(|e| StoreError::Storage(format!("the operation was not planned: {e}")))??;
+    let (before, after) = (run.cluster.nodes.len(), change.final_nodes.len());
+    if after > before {
+        check_expand(runtime, &run.key.namespace, before, after).await?;
+    }
     let operation = change.operation;
     let id = runtime.cluster(&run, change, act).await?;
     Ok(serde_json::json!({ "id": id, "operation": operation }))
+}
+
+/// Refuses an expand from `before` to `after` nodes that would take namespace `ns` past its
+/// quota. (Checked before the operation starts, not in its write: two expands at the same
+/// instant may both pass.)
+async fn check_expand(
+    runtime: &Runtime,
+    ns: &str,
+    before: usize,
+    after: usize,
+) -> Result<(), ServiceError> {
+    let ns = ns.to_string();
+    runtime
+        .store()
+        .read(move |r| {
+            let namespace = catalog::require_namespace(r, &ns)?;
+            if !namespace.quota.limits() {
+                return Ok(());
+            }
+            let mut usage = catalog::namespace_usage(r, &ns)?;
+            // The run counts already, with its nodes before the expand.
+            usage.live_runs = usage.live_runs.saturating_sub(1);
+            usage.live_nodes = usage.live_nodes.saturating_sub(before as u32);
+            match namespace.quota.refuse(usage, after as u32) {
+                Some(reason) => Err(ServiceError::Quota {
+                    namespace: ns.clone(),
+                    reason,
+                }),
+                None => Ok(()),
+            }
+        })
+        .await
 }
 
 /// Sends a command to run `key` and returns the run as it is after it.

@@ -584,3 +584,58 @@ fn who_did_what_is_in_the_audit_log_the_run_events_and_the_operations() {
     let (code, reply) = server.get("/v3/audit?limit=0");
     assert_error((code, reply), 400, "limit");
 }
+
+#[test]
+fn an_expand_past_the_namespaces_nodes_is_refused_and_a_resize_counts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    namespace(&server, "quota", json!({"maxLiveNodes": 3}));
+    let (code, app) = server.put(
+        "/v3/namespaces/quota/apps/long",
+        json!({"programs": [{"type": "workflows", "name": "p", "command": ["sleep", "30"]}]}),
+    );
+    assert_eq!(code, 200, "{app}");
+    let (code, started) = server.post_json(
+        "/v3/namespaces/quota/apps/long/workflows/p/start",
+        json!({"system.profile.name": "SYSTEM:local", "system.profile.properties.nodes": "2"}),
+    );
+    assert_eq!(code, 200, "{started}");
+    let run = format!(
+        "/v3/namespaces/quota/apps/long/workflows/p/runs/{}",
+        started["runId"].as_str().expect("id")
+    );
+    crate::support::runs::wait_until(&server, &run, Duration::from_secs(30), |r| {
+        r["status"] == "RUNNING"
+    });
+    let (code, reply) = server.post_json(
+        &format!("{run}/cluster"),
+        json!({"operation": "expand", "nodes": 2}),
+    );
+    assert_error((code, reply), 409, "maxLiveNodes 3");
+    let (code, reply) = server.post_json(
+        &format!("{run}/cluster"),
+        json!({"operation": "expand", "nodes": 1}),
+    );
+    assert_eq!(code, 200, "{reply}");
+    crate::support::runs::wait_until(&server, &run, Duration::from_secs(30), |r| {
+        r["cluster"]["numNodes"] == 3
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, ns) = server.get("/v3/namespaces/quota");
+        if ns["usage"] == json!({"liveRuns": 1, "liveNodes": 3}) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{ns}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The namespace is full: another run of one node is refused.
+    let (code, reply) = server.post_json(
+        "/v3/namespaces/quota/apps/long/workflows/p/start",
+        json!({"system.profile.name": "SYSTEM:local", "system.profile.properties.nodes": "1"}),
+    );
+    assert_error((code, reply), 409, "maxLiveNodes");
+    let (code, _) = server.post(&format!("{run}/stop"));
+    assert_eq!(code, 200);
+    crate::support::runs::wait_deprovisioned(&server, &run);
+}
