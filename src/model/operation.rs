@@ -227,6 +227,9 @@ pub struct OperationView {
     pub tasks: Vec<TaskView>,
     pub before: Option<Snapshot>,
     pub after: Option<Snapshot>,
+    /// The token that asked for it, if someone did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<String>,
 }
 
 impl OperationView {
@@ -261,6 +264,7 @@ impl OperationView {
             tasks,
             before: op.before,
             after: op.after,
+            actor: op.actor,
         }
     }
 }

@@ -620,6 +620,20 @@ fn an_expand_past_the_namespaces_nodes_is_refused_and_a_resize_counts() {
     crate::support::runs::wait_until(&server, &run, Duration::from_secs(30), |r| {
         r["cluster"]["numNodes"] == 3
     });
+    // The operation says who asked for it; the create at start does not (the run did).
+    let ops = crate::support::runs::operations(&server, &run);
+    let expand = ops
+        .iter()
+        .find(|o| o["operation"] == "expand")
+        .expect("the expand");
+    assert_eq!(expand["actor"], "admin", "{expand}");
+    let create = ops
+        .iter()
+        .find(|o| o["operation"] == "create")
+        .expect("create");
+    assert!(create.get("actor").is_none(), "{create}");
+    let (_, audit) = server.get("/v3/audit?namespace=quota&limit=1");
+    assert_eq!(audit[0]["action"], "run.cluster", "{audit}");
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
         let (_, ns) = server.get("/v3/namespaces/quota");
