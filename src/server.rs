@@ -157,7 +157,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     // Catch signals from the very start, so a SIGTERM during start-up is a clean stop too.
     let signals = Signals::install().map_err(ServerError::Signals)?;
     // A bad token file stops the start before anything is opened or resumed.
-    let token = auth_token(&config)?.map(|t| api::TokenHash::new(&t));
+    let token = auth_token(&config)?.map(|t| crate::service::tokens::FixedToken::new(&t));
     if config.no_auth && token.is_some() {
         return Err(ServerError::Access(
             "--no-auth and a token (--token, EBB_TOKEN or --token-file) contradict each other; give one".into(),

@@ -30,10 +30,8 @@ pub mod state;
 pub mod system;
 pub mod templates;
 pub mod tls;
-pub mod token;
 pub mod tokens;
 
 pub use middleware::{guard_origin, log_request};
 pub use routes::configure;
 pub use state::AppState;
-pub use token::TokenHash;

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use super::error::ApiError;
-use crate::api::token::TokenHash;
 use crate::runtime::handle::Runtime;
 use crate::runtime::registry::Registry;
 use crate::store::Store;
@@ -38,7 +37,9 @@ pub enum Access {
     /// `--no-auth` (loopback binds only): every request is an instance admin's.
     Open,
     /// Bearer tokens from the store, and the fixed token `ebb serve` was given, if any.
-    Tokens { fixed: Option<TokenHash> },
+    Tokens {
+        fixed: Option<crate::service::tokens::FixedToken>,
+    },
 }
 
 pub type State = web::Data<AppState>;

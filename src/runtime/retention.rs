@@ -4,6 +4,8 @@
 //! table, in the same write that drops its record, so a usage total never loses or doubles a
 //! run.
 //!
+//! The audit log of changes (who changed what) is kept as long: older entries go too.
+//!
 //! Compaction is crash-safe in two steps: one write moves the run's usage and drops its record
 //! and index entry, leaving a marker (`Meta`, `compacting/<run>`); then its history goes a
 //! few records per write, and the marker last. A sweep finishes any marked run first.
@@ -24,6 +26,9 @@ const COMPACTING: &str = "compacting/";
 
 /// Most runs one sweep compacts; the next sweep takes the rest.
 const RUNS_PER_SWEEP: usize = 500;
+
+/// Most entries of the audit log of changes one sweep drops.
+const CHANGES_PER_SWEEP: usize = 10_000;
 
 /// The tables that hold a run's history under `<run>/`.
 const HISTORY: [Table; 4] = [
@@ -90,7 +95,27 @@ pub async fn sweep(store: &Store, retention: Duration) -> Result<usize, StoreErr
             compacted += 1;
         }
     }
+    drop_changes(store, cutoff).await?;
     Ok(compacted)
+}
+
+/// Drops the entries of the audit log of changes made before `cutoff` (epoch seconds), up to
+/// [`CHANGES_PER_SWEEP`]; the next sweep takes the rest.
+async fn drop_changes(store: &Store, cutoff: u64) -> Result<(), StoreError> {
+    let before = cutoff.saturating_mul(1_000_000);
+    let old: Vec<String> = store
+        .keys_under(Table::Changes, "")
+        .await?
+        .into_iter()
+        .filter(|key| {
+            key.rsplit('/')
+                .next()
+                .and_then(|seq| seq.parse::<u64>().ok())
+                .is_some_and(|seq| seq < before)
+        })
+        .take(CHANGES_PER_SWEEP)
+        .collect();
+    store.delete_in_batches(Table::Changes, &old).await
 }
 
 /// Moves run `key`'s usage into its profile's kept totals and drops its record, if it still

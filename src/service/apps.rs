@@ -101,16 +101,10 @@ fn refuse_host_profile(
     let Some(stored) = catalog::stored_profile(r, &id)? else {
         return Ok(());
     };
-    let provisioner = &stored.profile.provisioner;
-    let properties: std::collections::BTreeMap<String, String> = provisioner
-        .properties
-        .iter()
-        .map(|p| (p.name.clone(), p.value.clone()))
-        .collect();
-    if runs_on_host(&provisioner.name, &properties) {
+    let provisioner = &stored.profile.provisioner.name;
+    if runs_on_host(provisioner, &stored.profile.properties()) {
         return Err(ServiceError::NotAllowed(format!(
-            "config.{PROFILE_KEY}: {chosen} runs programs on the server's own host ({}), which only an instance admin may deploy, or set allowHostPrograms on namespace '{ns}'",
-            provisioner.name
+            "config.{PROFILE_KEY}: {chosen} runs programs on the server's own host ({provisioner}), which only an instance admin may deploy, or set allowHostPrograms on namespace '{ns}'"
         )));
     }
     Ok(())

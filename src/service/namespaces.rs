@@ -10,30 +10,30 @@ use crate::model::time::now_secs;
 use crate::service::catalog;
 use crate::service::error::ServiceError;
 use crate::store::keys;
-use crate::store::{Read, Store, Table, Txn, changes};
+use crate::store::{Read, Store, Table, changes};
 
 /// Creates `default` if it is missing. Run at start-up.
 pub async fn ensure_default(store: &Store) -> Result<(), ServiceError> {
     store
         .write(|tx| {
             if tx.get::<Namespace>(Table::Namespaces, DEFAULT)?.is_none() {
-                put_new(tx, DEFAULT, "The default namespace".into())?;
+                let ns = new(DEFAULT, "The default namespace".into());
+                tx.put(Table::Namespaces, DEFAULT, &ns)?;
             }
-            Ok(())
+            Ok::<_, ServiceError>(())
         })
         .await
 }
 
-fn put_new(tx: &mut Txn, name: &str, description: String) -> Result<Namespace, ServiceError> {
-    let ns = Namespace {
+/// A namespace made now, with no quota.
+fn new(name: &str, description: String) -> Namespace {
+    Namespace {
         name: name.to_string(),
         description,
         created: now_secs(),
         quota: Default::default(),
         allow_host_programs: false,
-    };
-    tx.put(Table::Namespaces, name, &ns)?;
-    Ok(ns)
+    }
 }
 
 /// Creates namespace `name`, or changes what `spec` names of an existing one.
@@ -52,10 +52,9 @@ pub async fn put(
     }
     store
         .write(move |tx| {
-            let mut ns = match tx.get::<Namespace>(Table::Namespaces, &name)? {
-                Some(ns) => ns,
-                None => put_new(tx, &name, String::new())?,
-            };
+            let mut ns = tx
+                .get::<Namespace>(Table::Namespaces, &name)?
+                .unwrap_or_else(|| new(&name, String::new()));
             spec.apply(&mut ns);
             tx.put(Table::Namespaces, &name, &ns)?;
             changes::record(tx, &act)?;

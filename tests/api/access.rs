@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::support::runs::{deploy_in, program_in, start_in, wait_deprovisioned};
 use crate::support::server::{Server, assert_error};
 
 /// Makes token `name` with `body`'s grants through `server`'s default (instance-admin) token;
@@ -153,21 +154,20 @@ fn another_namespace_does_not_exist_for_a_token_without_a_role_in_it() {
     namespace(&server, "team-a", json!({}));
     namespace(&server, "team-b", json!({}));
     // team-b holds a run with output, a key, a profile, preferences, an app, a template.
-    let (code, app) = server.put(
-        "/v3/namespaces/team-b/apps/hello",
-        json!({"programs": [{"type": "workflows", "name": "p", "command": ["sh", "-c", "echo b-secret-output"]}]}),
+    deploy_in(
+        &server,
+        "team-b",
+        "hello",
+        "echo b-secret-output",
+        json!({}),
     );
-    assert_eq!(code, 200, "{app}");
-    let (code, started) = server.post_json(
-        "/v3/namespaces/team-b/apps/hello/workflows/p/start",
+    let run = start_in(
+        &server,
+        "team-b",
+        "hello",
         json!({"system.profile.name": "SYSTEM:native"}),
     );
-    assert_eq!(code, 200, "{started}");
-    let run = format!(
-        "/v3/namespaces/team-b/apps/hello/workflows/p/runs/{}",
-        started["runId"].as_str().expect("run")
-    );
-    crate::support::runs::wait_deprovisioned(&server, &run);
+    wait_deprovisioned(&server, &run);
     for (path, body) in [
         ("/v3/namespaces/team-b/securekeys/k", json!({"data": "x"})),
         ("/v3/namespaces/team-b/preferences", json!({"a.b": "c"})),
@@ -369,12 +369,8 @@ fn quotas_hold_under_racing_starts() {
         "quota",
         json!({"maxLiveRuns": 3, "maxLiveNodes": 5, "maxNodesPerRun": 2}),
     );
-    let (code, app) = server.put(
-        "/v3/namespaces/quota/apps/long",
-        json!({"programs": [{"type": "workflows", "name": "p", "command": ["sleep", "30"]}]}),
-    );
-    assert_eq!(code, 200, "{app}");
-    let start = "/v3/namespaces/quota/apps/long/workflows/p/start";
+    deploy_in(&server, "quota", "long", "sleep 30", json!({}));
+    let start = &format!("{}/start", program_in("quota", "long"));
     // A run of more nodes than one run may have is refused whatever else runs.
     let (code, reply) = server.post_json(
         start,
@@ -439,11 +435,12 @@ fn quotas_hold_under_racing_starts() {
         .filter(|r| r["status"] != "REJECTED")
     {
         let path = format!(
-            "/v3/namespaces/quota/apps/long/workflows/p/runs/{}",
+            "{}/runs/{}",
+            program_in("quota", "long"),
             run["runid"].as_str().expect("id")
         );
         server.post(&format!("{path}/stop"));
-        crate::support::runs::wait_deprovisioned(&server, &path);
+        wait_deprovisioned(&server, &path);
     }
     let (_, ns) = server.get("/v3/namespaces/quota");
     assert_eq!(ns["usage"], json!({"liveRuns": 0, "liveNodes": 0}), "{ns}");
@@ -525,7 +522,7 @@ fn who_did_what_is_in_the_audit_log_the_run_events_and_the_operations() {
     });
     let (code, reply) = server.call("POST", &format!("{run}/stop"), None, Some(&ops));
     assert_eq!(code, 200, "{reply}");
-    crate::support::runs::wait_deprovisioned(&server, &run);
+    wait_deprovisioned(&server, &run);
     let (_, events) = server.get(&format!("{run}/events"));
     let by_alice: Vec<&str> = events
         .as_array()
@@ -590,19 +587,12 @@ fn an_expand_past_the_namespaces_nodes_is_refused_and_a_resize_counts() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(&dir);
     namespace(&server, "quota", json!({"maxLiveNodes": 3}));
-    let (code, app) = server.put(
-        "/v3/namespaces/quota/apps/long",
-        json!({"programs": [{"type": "workflows", "name": "p", "command": ["sleep", "30"]}]}),
-    );
-    assert_eq!(code, 200, "{app}");
-    let (code, started) = server.post_json(
-        "/v3/namespaces/quota/apps/long/workflows/p/start",
+    deploy_in(&server, "quota", "long", "sleep 30", json!({}));
+    let run = start_in(
+        &server,
+        "quota",
+        "long",
         json!({"system.profile.name": "SYSTEM:local", "system.profile.properties.nodes": "2"}),
-    );
-    assert_eq!(code, 200, "{started}");
-    let run = format!(
-        "/v3/namespaces/quota/apps/long/workflows/p/runs/{}",
-        started["runId"].as_str().expect("id")
     );
     crate::support::runs::wait_until(&server, &run, Duration::from_secs(30), |r| {
         r["status"] == "RUNNING"
@@ -645,11 +635,11 @@ fn an_expand_past_the_namespaces_nodes_is_refused_and_a_resize_counts() {
     }
     // The namespace is full: another run of one node is refused.
     let (code, reply) = server.post_json(
-        "/v3/namespaces/quota/apps/long/workflows/p/start",
+        &format!("{}/start", program_in("quota", "long")),
         json!({"system.profile.name": "SYSTEM:local", "system.profile.properties.nodes": "1"}),
     );
     assert_error((code, reply), 409, "maxLiveNodes");
     let (code, _) = server.post(&format!("{run}/stop"));
     assert_eq!(code, 200);
-    crate::support::runs::wait_deprovisioned(&server, &run);
+    wait_deprovisioned(&server, &run);
 }

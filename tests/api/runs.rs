@@ -686,6 +686,19 @@ fn ended_runs_are_compacted_after_the_retention_and_usage_keeps_them() {
         "RUNNING",
         "a live run is kept"
     );
+    // The audit log of changes is kept as long: the ended run's start goes too.
+    let id = ended.rsplit('/').next().expect("run id").to_string();
+    let started = std::time::Instant::now();
+    loop {
+        let (code, audit) = server.get("/v3/audit?namespace=default&limit=1000");
+        assert_eq!(code, 200, "{audit}");
+        let entries = audit.as_array().expect("audit");
+        if !entries.iter().any(|e| e["target"] == id.as_str()) {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "{audit}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let after = server.get("/v3/namespaces/default/profiles/p/usage").1;
     assert_eq!(after["runs"]["COMPLETED"], 1, "{after}");
     assert_eq!(after["compactedRuns"], 1, "{after}");

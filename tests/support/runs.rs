@@ -10,12 +10,17 @@ use super::server::Server;
 
 /// Deploys app `app` in `default` with one program `p` running `script` under `sh -c`.
 pub fn deploy(server: &Server, app: &str, script: &str, extra: Value) -> Value {
+    deploy_in(server, "default", app, script, extra)
+}
+
+/// Deploys app `app` in namespace `ns` with one program `p` running `script` under `sh -c`.
+pub fn deploy_in(server: &Server, ns: &str, app: &str, script: &str, extra: Value) -> Value {
     let mut program = json!({"type": "workflows", "name": "p", "command": ["sh", "-c", script]});
     if let (Some(p), Some(e)) = (program.as_object_mut(), extra.as_object()) {
         p.extend(e.clone());
     }
     let (code, body) = server.put(
-        &format!("/v3/namespaces/default/apps/{app}"),
+        &format!("/v3/namespaces/{ns}/apps/{app}"),
         json!({ "programs": [program] }),
     );
     assert_eq!(code, 200, "{body}");
@@ -24,18 +29,26 @@ pub fn deploy(server: &Server, app: &str, script: &str, extra: Value) -> Value {
 
 /// The path of program `p` of `app`.
 pub fn program(app: &str) -> String {
-    format!("/v3/namespaces/default/apps/{app}/workflows/p")
+    program_in("default", app)
+}
+
+/// The path of program `p` of `app` in namespace `ns`.
+pub fn program_in(ns: &str, app: &str) -> String {
+    format!("/v3/namespaces/{ns}/apps/{app}/workflows/p")
 }
 
 /// Starts a run of `app`'s program with `args`; returns the run's path.
 pub fn start(server: &Server, app: &str, args: Value) -> String {
-    let (code, body) = server.post_json(&format!("{}/start", program(app)), args);
+    start_in(server, "default", app, args)
+}
+
+/// Starts a run of program `p` of `app` in namespace `ns` with `args`; returns the run's
+/// path.
+pub fn start_in(server: &Server, ns: &str, app: &str, args: Value) -> String {
+    let program = program_in(ns, app);
+    let (code, body) = server.post_json(&format!("{program}/start"), args);
     assert_eq!(code, 200, "{body}");
-    format!(
-        "{}/runs/{}",
-        program(app),
-        body["runId"].as_str().expect("runId")
-    )
+    format!("{program}/runs/{}", body["runId"].as_str().expect("runId"))
 }
 
 /// Polls run `path` until `done` holds (or panics after `limit`); returns the run.
