@@ -266,6 +266,8 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         allowed_hosts: Arc::from(config.allowed_hosts.clone()),
         forwarder: api::forward::client(config.ca_cert.as_deref()).map_err(ServerError::Tls)?,
         shutdown: Arc::default(),
+        https: config.tls.is_some(),
+        streams: Arc::new(tokio::sync::Semaphore::new(api::ui::runs::MAX_STREAMS)),
     };
     let served = serve(state, &config, tls, signals, &arbiter).await?;
     // Actors stop where they are: every step they took is already in the store, and programs
@@ -317,6 +319,7 @@ async fn serve(
             .app_data(data.clone())
             .wrap(middleware::from_fn(api::guard_origin))
             .wrap(middleware::from_fn(api::log_request))
+            .configure(api::ui::configure)
             .configure(api::configure)
     })
     .disable_signals()

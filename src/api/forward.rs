@@ -68,19 +68,37 @@ pub async fn forward(
             "{who} is not this server; the request was forwarded here already"
         )));
     }
-    let target = format!(
-        "{}{}",
-        url.trim_end_matches('/'),
-        req.uri().path_and_query().map_or("", |p| p.as_str())
-    );
     let method = reqwest::Method::from_bytes(req.method().as_str().as_bytes())
         .unwrap_or(reqwest::Method::POST);
+    let auth = req
+        .headers()
+        .get(actix_web::http::header::AUTHORIZATION)
+        .map(|v| v.as_bytes().to_vec());
+    let path = req.uri().path_and_query().map_or("", |p| p.as_str());
+    let (status, bytes) = send(state, method, path, auth, body, who, url).await?;
+    Ok(HttpResponse::build(status)
+        .content_type("application/json")
+        .body(bytes))
+}
+
+/// Sends a request for `path` (with its query) to the server at `url`, with `auth` as its
+/// `Authorization` header; answers the status and body that server answered.
+pub async fn send(
+    state: &State,
+    method: reqwest::Method,
+    path: &str,
+    auth: Option<Vec<u8>>,
+    body: Option<serde_json::Value>,
+    who: &str,
+    url: &str,
+) -> Result<(StatusCode, actix_web::web::Bytes), ApiError> {
+    let target = format!("{}{path}", url.trim_end_matches('/'));
     let mut call = state
         .forwarder
         .request(method, &target)
         .header(FORWARDED_BY, state.runtime.deps().member.name.as_ref());
-    if let Some(auth) = req.headers().get(actix_web::http::header::AUTHORIZATION) {
-        call = call.header(reqwest::header::AUTHORIZATION, auth.as_bytes());
+    if let Some(auth) = auth {
+        call = call.header(reqwest::header::AUTHORIZATION, auth);
     }
     if let Some(body) = body {
         call = call.json(&body);
@@ -93,7 +111,5 @@ pub async fn forward(
         .bytes()
         .await
         .map_err(|e| unreachable(e.to_string()))?;
-    Ok(HttpResponse::build(status)
-        .content_type("application/json")
-        .body(bytes))
+    Ok((status, bytes))
 }

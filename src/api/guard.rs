@@ -39,47 +39,63 @@ pub async fn check(
         return next.call(req).await;
     }
     let caller = authenticate(req.request()).await?;
-    let ns = match req.match_info().get("ns") {
+    admit(need, &caller, req.request())?;
+    req.extensions_mut().insert(caller);
+    next.call(req).await
+}
+
+/// The namespace request `req` acts in: the path's `{ns}`, else the `namespace` query
+/// parameter.
+pub fn namespace_of(req: &HttpRequest) -> Option<String> {
+    match req.match_info().get("ns") {
         Some(ns) => Some(ns.to_string()),
         None => {
             web::Query::<std::collections::HashMap<String, String>>::from_query(req.query_string())
                 .ok()
                 .and_then(|q| q.get("namespace").cloned())
         }
-    };
-    match decide(need, &caller.grants, ns.as_deref()) {
-        Decision::Allow => {}
-        Decision::Hidden(ns) => {
-            return Err(ApiError::from(ServiceError::NamespaceNotFound(ns)).into());
-        }
-        Decision::Forbidden(why) => return Err(ApiError::Forbidden(why).into()),
     }
-    req.extensions_mut().insert(caller);
-    next.call(req).await
+}
+
+/// Whether `caller` may do what needs `need` in `req`'s namespace: a namespace it has no
+/// role in is not found (404); a right it lacks is a 403.
+pub fn admit(need: Need, caller: &Caller, req: &HttpRequest) -> Result<(), ApiError> {
+    match decide(need, &caller.grants, namespace_of(req).as_deref()) {
+        Decision::Allow => Ok(()),
+        Decision::Hidden(ns) => Err(ApiError::from(ServiceError::NamespaceNotFound(ns))),
+        Decision::Forbidden(why) => Err(ApiError::Forbidden(why)),
+    }
 }
 
 /// The caller `req`'s bearer token names; 401 without one that works.
 async fn authenticate(req: &HttpRequest) -> Result<Caller, ApiError> {
-    let state = req
-        .app_data::<web::Data<AppState>>()
-        .ok_or_else(|| ApiError::Unavailable("the server is starting".into()))?;
-    let fixed = match &state.access {
-        Access::Open => return Ok(Caller::instance_admin(Caller::ANONYMOUS)),
-        Access::Tokens { fixed } => fixed,
-    };
     let given = req
         .headers()
         .get(actix_web::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
-        .ok_or(ApiError::Unauthorized)?;
+        .map(str::trim);
+    caller_of(req, given).await?.ok_or(ApiError::Unauthorized)
+}
+
+/// The caller secret `given` names (`None` when there is none, or it names nobody); with
+/// `--no-auth`, every request is the anonymous instance admin's.
+pub async fn caller_of(req: &HttpRequest, given: Option<&str>) -> Result<Option<Caller>, ApiError> {
+    let state = req
+        .app_data::<web::Data<AppState>>()
+        .ok_or_else(|| ApiError::Unavailable("the server is starting".into()))?;
+    let fixed = match &state.access {
+        Access::Open => return Ok(Some(Caller::instance_admin(Caller::ANONYMOUS))),
+        Access::Tokens { fixed } => fixed,
+    };
+    let Some(given) = given else {
+        return Ok(None);
+    };
     // An unreachable store is a 503, never a 401: the token may well be good.
     let store = state.store.impatient();
     tokens::authenticate(&store, fixed.as_ref(), given)
         .await
-        .map_err(|e| ApiError::from(ServiceError::from(e)))?
-        .ok_or(ApiError::Unauthorized)
+        .map_err(|e| ApiError::from(ServiceError::from(e)))
 }
 
 impl FromRequest for Caller {

@@ -38,6 +38,7 @@ pub async fn guard_origin(
         origin: header(header::ORIGIN),
         fetch_site: header(header::HeaderName::from_static("sec-fetch-site")),
         content_type: header(header::CONTENT_TYPE),
+        ui: req.path().starts_with("/ui/"),
     };
     origin::check(&request, &allowed)?;
     next.call(req).await

@@ -10,7 +10,8 @@
 //!   [`securekeys`], [`system`]);
 //! - [`state`]: what handlers reach; [`body`]: request bodies; [`error`]: the one error table;
 //! - [`guard`]: who calls and whether it may; [`middleware`] and [`origin`]: the origin
-//!   guard, the request log.
+//!   guard, the request log;
+//! - [`ui`]: the web UI under `/ui`, on the same services and rights.
 
 pub mod apps;
 pub mod body;
@@ -31,6 +32,7 @@ pub mod system;
 pub mod templates;
 pub mod tls;
 pub mod tokens;
+pub mod ui;
 
 pub use middleware::{guard_origin, log_request};
 pub use routes::configure;

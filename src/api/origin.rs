@@ -10,7 +10,9 @@
 //!   from another site (`Sec-Fetch-Site: cross-site` or `same-site`), or carries an `Origin`
 //!   whose host is not the one the request is addressed to;
 //! - a request that declares a **Content-Type** must declare `application/json` (forms and
-//!   `text/plain` are refused), so no page can send a body without a preflight.
+//!   `text/plain` are refused), so no page can send a body without a preflight. The web UI's
+//!   own pages (`/ui`) post forms: there a form body is taken, and the two checks above (with
+//!   the session cookie's `SameSite=Strict`) keep other sites out.
 //!
 //! Pure: the middleware in [`super::guard_origin`] feeds it the headers.
 
@@ -25,6 +27,8 @@ pub struct Request {
     pub origin: Option<String>,
     pub fetch_site: Option<String>,
     pub content_type: Option<String>,
+    /// The request goes to the web UI, whose pages post HTML forms.
+    pub ui: bool,
 }
 
 /// The host part of a `Host` header or an origin's authority, lower case, without port.
@@ -69,7 +73,8 @@ pub fn check(request: &Request, allowed: &[String]) -> Result<(), ApiError> {
             .unwrap_or_default()
             .trim()
             .to_ascii_lowercase();
-        if essence != "application/json" {
+        let form = request.ui && essence == "application/x-www-form-urlencoded";
+        if essence != "application/json" && !form {
             return Err(ApiError::UnsupportedMediaType(format!(
                 "Content-Type must be application/json, not '{essence}'"
             )));
@@ -165,6 +170,13 @@ mod tests {
             check(&r, &[]).expect_err("cross-site").status().as_u16(),
             403
         );
+        r.ui = true;
+        assert_eq!(
+            check(&r, &[]).expect_err("cross-site to the UI").status().as_u16(),
+            403,
+            "the UI's forms are refused from other sites too"
+        );
+        r.ui = false;
         r.fetch_site = Some("same-origin".into());
         assert!(check(&r, &[]).is_ok());
         let mut read = req(false, "127.0.0.1");
@@ -189,6 +201,9 @@ mod tests {
                     assert_eq!(e.status().as_u16(), 415);
                 }
             }
+            r.ui = true;
+            let form = ct == "application/x-www-form-urlencoded";
+            assert_eq!(check(&r, &[]).is_ok(), ok || form, "{ct} to the UI");
         }
     }
 }

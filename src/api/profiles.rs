@@ -39,7 +39,7 @@ pub async fn get_profile(state: State, id: ProfilePath) -> Reply {
 }
 
 /// What `caller` does to profile `id`: a USER profile's changes are its namespace's.
-fn act(caller: &Caller, action: &str, id: &ProfileId) -> Act {
+pub fn act(caller: &Caller, action: &str, id: &ProfileId) -> Act {
     let ns = (id.scope == Scope::User).then_some(id.namespace.as_str());
     Act::new(caller, action, ns, &id.to_string())
 }

@@ -55,6 +55,7 @@ fn filter(req: &HttpRequest) -> Result<RunFilter, ApiError> {
         };
     Ok(RunFilter {
         status: q.get("status").cloned(),
+        cluster: q.get("cluster").cloned(),
         limit,
         before: q.get("before").cloned(),
     })
@@ -70,6 +71,9 @@ fn page(req: &HttpRequest, filter: &RunFilter, page: runs::RunPage) -> Reply {
         }
         if let Some(status) = &filter.status {
             query.push_str(&format!("&status={status}"));
+        }
+        if let Some(cluster) = &filter.cluster {
+            query.push_str(&format!("&cluster={cluster}"));
         }
         response.insert_header((
             actix_web::http::header::LINK,

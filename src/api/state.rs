@@ -29,6 +29,10 @@ pub struct AppState {
     pub forwarder: reqwest::Client,
     /// Told when the server should stop (after a drain asked over the API).
     pub shutdown: Arc<tokio::sync::Notify>,
+    /// The server answers over HTTPS: the UI's session cookie is marked `Secure`.
+    pub https: bool,
+    /// Bounds the UI's open event streams.
+    pub streams: Arc<tokio::sync::Semaphore>,
 }
 
 /// How the server tells who calls.

@@ -64,7 +64,7 @@ pub async fn operation(
         .await
 }
 
-fn tail(path: &std::path::Path) -> std::io::Result<String> {
+fn tail(path: &std::path::Path, max: u64) -> std::io::Result<String> {
     use std::io::{Read as _, Seek, SeekFrom};
     let mut file = match std::fs::File::open(path) {
         Ok(f) => f,
@@ -72,8 +72,8 @@ fn tail(path: &std::path::Path) -> std::io::Result<String> {
         Err(e) => return Err(e),
     };
     let len = file.metadata()?.len();
-    if len > MAX_LOG_BYTES {
-        file.seek(SeekFrom::Start(len - MAX_LOG_BYTES))?;
+    if len > max {
+        file.seek(SeekFrom::Start(len - max))?;
     }
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes)?;
@@ -82,6 +82,12 @@ fn tail(path: &std::path::Path) -> std::io::Result<String> {
 
 /// The program's stdout and stderr (the last MiB of each).
 pub async fn logs(runtime: &Runtime, key: RunKey) -> Result<Logs, ServiceError> {
+    logs_tail(runtime, key, MAX_LOG_BYTES).await
+}
+
+/// The last `max` bytes (at most a MiB) of the program's stdout and of its stderr.
+pub async fn logs_tail(runtime: &Runtime, key: RunKey, max: u64) -> Result<Logs, ServiceError> {
+    let max = max.min(MAX_LOG_BYTES);
     key.check()?;
     let dir = runtime.deps().run_dir(&key.run);
     runtime
@@ -89,7 +95,7 @@ pub async fn logs(runtime: &Runtime, key: RunKey) -> Result<Logs, ServiceError> 
         .read(move |r| {
             catalog::require_run(r, &key)?;
             let read = |name: &str| {
-                tail(&dir.join(name))
+                tail(&dir.join(name), max)
                     .map_err(|e| StoreError::Storage(format!("cannot read the {name}: {e}")))
             };
             Ok(Logs {

@@ -11,6 +11,7 @@ pub mod catalog;
 pub mod error;
 pub mod history;
 pub mod namespaces;
+pub mod overview;
 pub mod preferences;
 pub mod profiles;
 pub mod runs;

@@ -32,6 +32,8 @@ use crate::{model::names, model::time};
 pub struct RunFilter {
     /// A program or cluster status (`RUNNING`, `WAITING`...), any case.
     pub status: Option<String>,
+    /// A cluster status (`PROVISIONED`, `WAITING`...), any case, besides `status`.
+    pub cluster: Option<String>,
     /// At most this many ([`DEFAULT_LIMIT`] when `None`, never above [`MAX_LIMIT`]).
     pub limit: Option<usize>,
     /// Only runs older than this run id: the `next` of the page before.
@@ -127,6 +129,62 @@ pub async fn start(
     Err(ServiceError::Changed(format!(
         "the run's profile, preferences or template kept changing while it started ({MAX_START_TRIES} tries); start it again"
     )))
+}
+
+/// What a start of a program would resolve to, shown before starting it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Preview {
+    /// `SYSTEM:name` or `USER:name`, and the level that chose it.
+    pub profile: String,
+    pub origin: crate::model::property::Origin,
+    pub provisioner: String,
+    pub keepalive: crate::model::profile::Keepalive,
+    pub timeout: Option<u64>,
+    /// Effective properties, secrets masked, each with the level that set it.
+    pub properties: Vec<crate::model::property::EffectiveProperty>,
+    pub nodes: usize,
+}
+
+/// What starting `ns/app/program` with runtime arguments `args` would resolve to: the same
+/// resolution and checks as a start, without starting anything.
+pub async fn preview(
+    runtime: &Runtime,
+    ns: String,
+    app: String,
+    program: String,
+    args: Values,
+) -> Result<Preview, ServiceError> {
+    let key = RunKey {
+        namespace: ns,
+        app,
+        program,
+        run: "preview".into(),
+    };
+    key.check()?;
+    resolve::check_overrides(Level::Runtime, &args)?;
+    let registry = std::sync::Arc::clone(&runtime.deps().registry);
+    runtime
+        .store()
+        .read(move |r| {
+            let resolved = resolve_start(r, &registry, &key, &args)?;
+            Ok(Preview {
+                profile: resolved.chosen.id.scoped_name(),
+                origin: resolved.chosen.origin,
+                provisioner: resolved.provisioner,
+                keepalive: resolved.keepalive,
+                timeout: resolved.timeout,
+                properties: resolved
+                    .properties
+                    .into_iter()
+                    .map(|p| crate::model::property::EffectiveProperty {
+                        value: crate::model::property::redact(&p.name, &p.value).to_string(),
+                        ..p
+                    })
+                    .collect(),
+                nodes: resolved.nodes.len(),
+            })
+        })
+        .await
 }
 
 /// How often a start resolves and solves again when the store changed under it.
@@ -477,10 +535,14 @@ fn index(tx: &mut Txn, key: &RunKey) -> Result<(), StoreError> {
 }
 
 fn matches(run: &RunRecord, filter: &RunFilter) -> bool {
+    let cluster = |s: &str| run.cluster.status.is_some_and(|c| c.to_string() == s);
     filter.status.as_ref().is_none_or(|s| {
         let s = s.to_ascii_uppercase();
-        run.status.to_string() == s || run.cluster.status.is_some_and(|c| c.to_string() == s)
-    })
+        run.status.to_string() == s || cluster(&s)
+    }) && filter
+        .cluster
+        .as_ref()
+        .is_none_or(|s| cluster(&s.to_ascii_uppercase()))
 }
 
 /// A page of the runs of one program (`program`: `<ns>/<app>/<program>/`), or of a whole
@@ -567,6 +629,17 @@ fn check_filter(filter: &RunFilter) -> Result<(), ServiceError> {
                 "status",
                 format!(
                     "'{status}' is not a run or cluster status (PENDING, STARTING, RUNNING, COMPLETED, FAILED, KILLED, REJECTED, PROVISIONING, PROVISIONED, WAITING, DEPROVISIONING, DEPROVISIONED, ORPHANED)"
+                ),
+            ));
+        }
+    }
+    if let Some(cluster) = &filter.cluster {
+        let s = serde_json::Value::String(cluster.to_ascii_uppercase());
+        if serde_json::from_value::<ClusterStatus>(s).is_err() {
+            return Err(ServiceError::invalid(
+                "cluster",
+                format!(
+                    "'{cluster}' is not a cluster status (PROVISIONING, PROVISIONED, WAITING, DEPROVISIONING, DEPROVISIONED, ORPHANED)"
                 ),
             ));
         }

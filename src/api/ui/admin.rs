@@ -1,0 +1,150 @@
+//! What admins look after besides runs: secure keys (names only), namespaces, the janitor.
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, web};
+use maud::{Markup, html};
+
+use super::layout::{Answer, Ctx, facts, need, notice, frame, refused, span, time};
+use crate::api::state::State;
+use crate::model::access::Act;
+use crate::service::{namespaces, secure};
+
+/// `GET /ui/ns/{ns}/securekeys`: names and metadata; values never leave the server.
+pub async fn secure_keys(state: State, ctx: Ctx, ns: web::Path<String>) -> Answer {
+    let ns = ns.into_inner();
+    let keys = need(secure::list(&state.store, ns.clone()).await)?;
+    let body = html! {
+        h1 { "Secure keys of " (ns) }
+        p.muted { "Profiles and runs refer to a key as " code { "${secure(name)}" } "; its value is never shown. Add one with " code { "ebb securekey put" } "." }
+        @if keys.is_empty() { p.muted { "None." } } @else {
+            table.wide {
+                thead { tr { th scope="col" { "Name" } th scope="col" { "Description" } th scope="col" { "Created" } } }
+                tbody {
+                    @for k in &keys {
+                        tr { td data-label="Name" { code { (k.name) } } td data-label="Description" { (k.description) } td data-label="Created" { (time(k.created_epoch_ms / 1000)) } }
+                    }
+                }
+            }
+        }
+    };
+    Ok(frame(&ctx, "Secure keys", body))
+}
+
+/// `GET /ui/namespaces`: the namespaces the caller sees, with their quotas.
+pub async fn namespaces(state: State, ctx: Ctx) -> Answer {
+    let list = need(namespaces::list(&state.store, &ctx.caller.grants).await)?;
+    let limit = |v: Option<u32>| v.map_or("–".to_string(), |n| n.to_string());
+    let body = html! {
+        h1 { "Namespaces" }
+        table.wide {
+            thead { tr {
+                th scope="col" { "Namespace" } th scope="col" { "Your role" } th scope="col" { "Description" }
+                th scope="col" { "Live runs at most" } th scope="col" { "Live nodes at most" } th scope="col" { "Nodes per run at most" }
+                th scope="col" { "Host programs" }
+            } }
+            tbody {
+                @for n in &list {
+                    tr {
+                        td data-label="Namespace" { a href=(format!("/ui/runs?namespace={}", n.name)) { (n.name) } }
+                        td data-label="Your role" {
+                            @if ctx.instance_admin() { "instance admin" } @else { (ctx.caller.grants.role_in(&n.name).map_or("–".to_string(), |r| r.to_string())) }
+                        }
+                        td data-label="Description" { (n.description) }
+                        td data-label="Live runs at most" { (limit(n.quota.max_live_runs)) }
+                        td data-label="Live nodes at most" { (limit(n.quota.max_live_nodes)) }
+                        td data-label="Nodes per run at most" { (limit(n.quota.max_nodes_per_run)) }
+                        td data-label="Host programs" { (if n.allow_host_programs { "allowed" } else { "instance admins only" }) }
+                    }
+                }
+            }
+        }
+    };
+    Ok(frame(&ctx, "Namespaces", body))
+}
+
+/// `GET /ui/janitor`: its settings, its last sweep, and buttons to sweep now.
+pub async fn janitor(state: State, ctx: Ctx) -> Answer {
+    let last = state.janitor.last().await.map_err(crate::api::error::ApiError::from)?;
+    let settings = state.janitor.settings;
+    let body = html! {
+        h1 { "Janitor" }
+        p.muted { "Sweeps every provisioner's cloud for resources ebb made that no live run holds, and deletes them." }
+        (facts(&[
+            ("Scheduled sweeps", html! { (settings.interval.map_or("off".to_string(), |s| format!("every {}", span(s)))) }),
+            ("Scheduled sweeps delete", html! { (if settings.delete { "yes" } else { "no: they only report" }) }),
+        ]))
+        div.actions {
+            button hx-post="/ui/janitor/run?dryRun=true" hx-target="#sweep" { "Dry run (lists, deletes nothing)" }
+            button.danger hx-post="/ui/janitor/run" hx-target="#sweep" hx-confirm="Sweep now and delete what no run holds?" { "Sweep now" }
+        }
+        div #sweep aria-live="polite" {}
+        h2 { "Last sweep" }
+        @match &last {
+            None => p.muted { "None yet." },
+            Some(sweep) => (sweep_view(sweep)),
+        }
+    };
+    Ok(frame(&ctx, "Janitor", body))
+}
+
+/// `POST /ui/janitor/run[?dryRun=true]`.
+pub async fn run_janitor(state: State, ctx: Ctx, req: HttpRequest) -> Answer {
+    let dry = crate::api::state::flag(&req, "dryRun")?;
+    if !dry {
+        let act = Act::new(&ctx.caller, "janitor.run", None, "");
+        if let Err(e) = crate::service::audit::record(&state.store, act).await {
+            return refused(&req, e);
+        }
+    }
+    match state.janitor.sweep_now(dry).await {
+        Ok(sweep) => Ok(super::layout::fragment(html! {
+            p.notice.good role="status" { (if dry { "Dry run done: nothing was deleted." } else { "Sweep done." }) }
+            (sweep_view(&sweep))
+        })),
+        Err(e) => Ok(notice(StatusCode::SERVICE_UNAVAILABLE, &e.to_string())),
+    }
+}
+
+/// A sweep: when, what each account listed, and the orphans found.
+fn sweep_view(sweep: &crate::model::sweep::Sweep) -> Markup {
+    html! {
+        (facts(&[
+            ("Started", time(sweep.started)),
+            ("Took", html! { (span(sweep.finished.saturating_sub(sweep.started))) }),
+            ("Asked by", html! { (sweep.trigger) }),
+            ("Dry run", html! { (if sweep.dry_run { "yes" } else { "no" }) }),
+        ]))
+        h3 { "Accounts" }
+        @if sweep.accounts.is_empty() { p.muted { "No cloud accounts are in use." } } @else {
+            table.wide {
+                thead { tr { th scope="col" { "Provisioner" } th scope="col" { "Account" } th scope="col" { "Resources seen" } th scope="col" { "Used by" } th scope="col" { "Error" } } }
+                tbody {
+                    @for a in &sweep.accounts {
+                        tr {
+                            td data-label="Provisioner" { (a.provisioner) } td data-label="Account" { code { (a.account) } }
+                            td data-label="Resources seen" { (a.listed) }
+                            td data-label="Used by" { (a.sources.join(", ")) @if a.more_sources > 0 { " and " (a.more_sources) " more" } }
+                            td data-label="Error" { (a.error.as_deref().unwrap_or("–")) }
+                        }
+                    }
+                }
+            }
+        }
+        h3 { "Orphans" }
+        @if sweep.orphans.is_empty() { p.muted { "None found." } } @else {
+            table.wide {
+                thead { tr { th scope="col" { "Resource" } th scope="col" { "Run" } th scope="col" { "Why" } th scope="col" { "Done" } } }
+                tbody {
+                    @for o in &sweep.orphans {
+                        tr {
+                            td data-label="Resource" { code { (o.id) } " (" (o.provisioner) ")" }
+                            td data-label="Run" { code { (o.run) } @if let Some(n) = &o.node { " " (n) } }
+                            td data-label="Why" { (o.reason) }
+                            td data-label="Done" { (o.action) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,212 @@
+//! The web UI: server-rendered pages under `/ui`, on the same services, tokens and rights as
+//! the REST API.
+//!
+//! A page is HTML written with [`maud`] (checked and escaped at compile time); the live parts
+//! (run lists that update, a run's events as they happen, its output tailing, buttons that act
+//! without a reload) use htmx, vendored in [`assets`] and served from the binary. There is no
+//! JavaScript build step.
+//!
+//! Sign-in takes a token and keeps it in an `HttpOnly`, `SameSite=Strict` cookie
+//! ([`session`]); every page is a row of [`table`] with the right it needs, checked by
+//! [`session::check`] exactly as [`guard`](crate::api::guard) checks the API's rows. A page
+//! shows only the buttons its caller may use ([`layout::Ctx::may`]).
+//!
+//! - [`overview`], [`runs`] (with [`timeline`]), [`profiles`] (with [`widgets`]), [`apps`],
+//!   [`templates`], [`admin`] (secure keys, janitor, namespaces): the pages;
+//! - [`layout`]: the page frame and the pieces pages share; [`assets`]: the static files.
+
+pub mod admin;
+pub mod apps;
+pub mod assets;
+pub mod layout;
+pub mod overview;
+pub mod profiles;
+pub mod runs;
+pub mod session;
+pub mod templates;
+pub mod timeline;
+pub mod widgets;
+
+use std::sync::Arc;
+
+use actix_web::http::Method;
+use actix_web::{HttpResponse, web};
+
+use crate::model::access::{Need, Role};
+
+/// One page or action of the UI: a method on a path under `/ui`, the right it needs and its
+/// handler.
+#[derive(Debug, Clone)]
+pub struct Page {
+    pub method: Method,
+    pub path: &'static str,
+    pub need: Need,
+    to: fn() -> actix_web::Route,
+}
+
+const VIEW: Need = Need::Namespace(Role::Viewer);
+const OPERATE: Need = Need::Namespace(Role::Operator);
+const ADMIN: Need = Need::Namespace(Role::Admin);
+const INSTANCE: Need = Need::Instance;
+const TOKEN: Need = Need::Token;
+const PUBLIC: Need = Need::Public;
+
+/// The path of a run in the UI.
+macro_rules! run {
+    ($tail:literal) => {
+        concat!("/ns/{ns}/apps/{app}/{program}/runs/{run}", $tail)
+    };
+}
+
+/// Every page and action of the UI, in the order the router tries them.
+pub fn table() -> Vec<Page> {
+    let row = |method: Method, path: &'static str, need: Need, to: fn() -> actix_web::Route| {
+        Page {
+            method,
+            path,
+            need,
+            to,
+        }
+    };
+    use Method as M;
+    vec![
+        row(M::GET, "/assets/{file}", PUBLIC, || {
+            web::get().to(assets::serve)
+        }),
+        row(M::GET, "/login", PUBLIC, || web::get().to(session::login_page)),
+        row(M::POST, "/login", PUBLIC, || web::post().to(session::login)),
+        row(M::POST, "/logout", PUBLIC, || web::post().to(session::logout)),
+        row(M::GET, "", TOKEN, || web::get().to(overview::page)),
+        row(M::GET, "/runs", TOKEN, || web::get().to(runs::list)),
+        row(M::GET, "/runs/rows", TOKEN, || web::get().to(runs::rows)),
+        row(M::GET, run!(""), VIEW, || web::get().to(runs::page)),
+        row(M::GET, run!("/status"), VIEW, || web::get().to(runs::status)),
+        row(M::GET, run!("/events"), VIEW, || web::get().to(runs::events)),
+        row(M::GET, run!("/logs"), VIEW, || web::get().to(runs::logs)),
+        row(M::GET, run!("/operations"), VIEW, || {
+            web::get().to(runs::operations)
+        }),
+        row(M::POST, run!("/stop"), OPERATE, || web::post().to(runs::stop)),
+        row(M::POST, run!("/deprovision"), OPERATE, || {
+            web::post().to(runs::deprovision)
+        }),
+        row(M::POST, run!("/extend"), OPERATE, || {
+            web::post().to(runs::extend)
+        }),
+        row(M::POST, run!("/cluster"), OPERATE, || {
+            web::post().to(runs::cluster)
+        }),
+        row(M::GET, "/profiles", TOKEN, || web::get().to(profiles::list)),
+        row(M::GET, "/profiles/new", TOKEN, || {
+            web::get().to(profiles::new)
+        }),
+        // SYSTEM profiles: every token reads them; instance admins change them.
+        row(M::POST, "/system/profiles", INSTANCE, || {
+            web::post().to(profiles::create)
+        }),
+        row(M::GET, "/system/profiles/{name}", TOKEN, || {
+            web::get().to(profiles::page)
+        }),
+        row(M::GET, "/system/profiles/{name}/edit", INSTANCE, || {
+            web::get().to(profiles::edit)
+        }),
+        row(M::POST, "/system/profiles/{name}", INSTANCE, || {
+            web::post().to(profiles::save)
+        }),
+        row(M::POST, "/system/profiles/{name}/status", INSTANCE, || {
+            web::post().to(profiles::set_status)
+        }),
+        row(M::POST, "/ns/{ns}/profiles", ADMIN, || {
+            web::post().to(profiles::create)
+        }),
+        row(M::GET, "/ns/{ns}/profiles/{name}", VIEW, || {
+            web::get().to(profiles::page)
+        }),
+        row(M::GET, "/ns/{ns}/profiles/{name}/edit", ADMIN, || {
+            web::get().to(profiles::edit)
+        }),
+        row(M::POST, "/ns/{ns}/profiles/{name}", ADMIN, || {
+            web::post().to(profiles::save)
+        }),
+        row(M::POST, "/ns/{ns}/profiles/{name}/status", ADMIN, || {
+            web::post().to(profiles::set_status)
+        }),
+        row(M::GET, "/ns/{ns}/apps", VIEW, || web::get().to(apps::list)),
+        row(M::GET, "/ns/{ns}/apps/{app}/{program}", VIEW, || {
+            web::get().to(apps::program)
+        }),
+        row(M::POST, "/ns/{ns}/apps/{app}/{program}/preview", VIEW, || {
+            web::post().to(apps::preview)
+        }),
+        row(M::POST, "/ns/{ns}/apps/{app}/{program}/start", OPERATE, || {
+            web::post().to(apps::start)
+        }),
+        row(M::GET, "/templates", TOKEN, || {
+            web::get().to(templates::list)
+        }),
+        row(M::GET, "/system/templates/{name}", TOKEN, || {
+            web::get().to(templates::page)
+        }),
+        row(M::GET, "/ns/{ns}/templates/{name}", VIEW, || {
+            web::get().to(templates::page)
+        }),
+        row(M::POST, "/ns/{ns}/plan", VIEW, || {
+            web::post().to(templates::plan)
+        }),
+        row(M::GET, "/ns/{ns}/securekeys", VIEW, || {
+            web::get().to(admin::secure_keys)
+        }),
+        row(M::GET, "/namespaces", TOKEN, || {
+            web::get().to(admin::namespaces)
+        }),
+        row(M::GET, "/janitor", INSTANCE, || web::get().to(admin::janitor)),
+        row(M::POST, "/janitor/run", INSTANCE, || {
+            web::post().to(admin::run_janitor)
+        }),
+    ]
+}
+
+/// The right that action `method path` (a path of [`table`]) needs; pages use it to show only
+/// the buttons their caller may press.
+pub fn need_of(method: &Method, path: &str) -> Need {
+    table()
+        .into_iter()
+        .find(|p| p.method == *method && p.path == path)
+        .map_or(Need::Instance, |p| p.need)
+}
+
+/// Registers the UI under `/ui`: one resource per path of [`table`], each checking its rows'
+/// rights before any handler runs; `/` leads to `/ui`.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    let table = table();
+    let mut paths: Vec<&'static str> = Vec::new();
+    for page in &table {
+        if !paths.contains(&page.path) {
+            paths.push(page.path);
+        }
+    }
+    let mut scope = web::scope("/ui");
+    for path in paths {
+        let rows: Vec<&Page> = table.iter().filter(|r| r.path == path).collect();
+        let needs: Arc<[(Method, Need)]> =
+            rows.iter().map(|r| (r.method.clone(), r.need)).collect();
+        let mut resource = web::resource(path);
+        for row in rows {
+            resource = resource.route((row.to)());
+        }
+        let guard = actix_web::middleware::from_fn(move |req, next| {
+            session::check(Arc::clone(&needs), req, next)
+        });
+        scope = scope.service(resource.wrap(guard));
+    }
+    cfg.service(web::resource("/").get(to_ui))
+        .service(web::resource("/ui/").get(to_ui))
+        .service(scope);
+}
+
+/// `/` and `/ui/`: the overview.
+async fn to_ui() -> HttpResponse {
+    HttpResponse::SeeOther()
+        .insert_header((actix_web::http::header::LOCATION, "/ui"))
+        .finish()
+}

@@ -1,0 +1,168 @@
+//! What an installation is doing, for the namespaces a caller sees: live runs by status,
+//! clusters and nodes now per provisioner and profile, node-hours of the last days, and the
+//! newest failures with their kind.
+//!
+//! Bounded: it reads at most [`MAX_NAMESPACES`] namespaces, and of each at most
+//! [`RECENT_RUNS`] of its newest runs for the node-hours and failures; the answer says when
+//! it stopped short.
+
+use std::collections::BTreeMap;
+
+use crate::model::plan::ResourceStatus;
+use crate::model::run::{ClusterStatus, Failure, RunKey, RunRecord};
+use crate::model::time;
+use crate::runtime::handle::Runtime;
+use crate::service::catalog;
+use crate::service::error::ServiceError;
+use crate::store::{Read, Table, keys};
+
+/// Most namespaces one overview reads.
+pub const MAX_NAMESPACES: usize = 50;
+/// Most of a namespace's newest runs one overview reads for node-hours and failures.
+pub const RECENT_RUNS: usize = 500;
+/// Failures the overview lists.
+const FAILURES: usize = 10;
+
+/// Clusters and nodes of one provisioner and profile.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Clusters {
+    pub clusters: usize,
+    pub nodes: usize,
+}
+
+/// A run that failed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failed {
+    pub key: RunKey,
+    pub profile: String,
+    pub failure: Failure,
+    pub end: Option<u64>,
+}
+
+/// The overview.
+#[derive(Debug, Clone, Default)]
+pub struct Overview {
+    /// Live runs (a cluster not yet deprovisioned) by program status.
+    pub live: BTreeMap<String, usize>,
+    /// Clusters that hold or may hold resources, by (provisioner, profile).
+    pub clusters: BTreeMap<(String, String), Clusters>,
+    /// Node-hours within the last `days` days.
+    pub node_hours: f64,
+    pub days: u64,
+    /// The newest failures, newest first.
+    pub failures: Vec<Failed>,
+    /// Whether a bound was reached: the figures cover only part of the history.
+    pub partial: bool,
+}
+
+/// The overview of `namespaces` over the last `days` days.
+pub async fn overview(
+    runtime: &Runtime,
+    mut namespaces: Vec<String>,
+    days: u64,
+) -> Result<Overview, ServiceError> {
+    let mut partial = false;
+    if namespaces.len() > MAX_NAMESPACES {
+        namespaces.truncate(MAX_NAMESPACES);
+        partial = true;
+    }
+    runtime
+        .store()
+        .read(move |r| {
+            let now = time::now_secs();
+            let since = now.saturating_sub(days * 86_400);
+            let mut out = Overview {
+                days,
+                partial,
+                ..Overview::default()
+            };
+            let mut seen = std::collections::BTreeSet::new();
+            let mut failures = Vec::new();
+            for ns in &namespaces {
+                // Live runs, from the index of active ones.
+                for (key, _) in r.scan::<serde_json::Value>(Table::Active, &keys::in_namespace(ns))? {
+                    let Some(run) = r.get::<RunRecord>(Table::Runs, &key)? else {
+                        continue;
+                    };
+                    *out.live.entry(run.status.to_string()).or_default() += 1;
+                    let nodes = catalog::nodes_of(r, &run.key.run)?;
+                    let holding = matches!(
+                        run.cluster.status,
+                        Some(ClusterStatus::Provisioning | ClusterStatus::Provisioned | ClusterStatus::Waiting | ClusterStatus::Deprovisioning | ClusterStatus::Orphaned)
+                    );
+                    if holding {
+                        let entry = out
+                            .clusters
+                            .entry((run.provisioner.clone(), run.profile.clone()))
+                            .or_default();
+                        entry.clusters += 1;
+                        entry.nodes += nodes
+                            .iter()
+                            .filter(|n| n.id.is_some() && n.status != ResourceStatus::Deleted)
+                            .count();
+                    }
+                    out.node_hours += window(&nodes, since, now);
+                    seen.insert(run.key.run.clone());
+                    if let Some(f) = &run.failure {
+                        failures.push(failed(&run, f));
+                    }
+                }
+                // Runs that ended lately, newest first.
+                let mut recent = Vec::new();
+                let page = r.scan_back::<String>(
+                    Table::RunIndex,
+                    &keys::in_namespace(ns),
+                    None,
+                    RECENT_RUNS,
+                    RECENT_RUNS,
+                    |_, key| {
+                        recent.push(key.clone());
+                        true
+                    },
+                )?;
+                out.partial |= page.next.is_some();
+                for key in recent {
+                    let Some(run) = r.get::<RunRecord>(Table::Runs, &key)? else {
+                        continue;
+                    };
+                    if seen.contains(&run.key.run) || run.end.is_some_and(|e| e < since) && run.cluster.end.is_some_and(|e| e < since) {
+                        continue;
+                    }
+                    out.node_hours += window(&catalog::nodes_of(r, &run.key.run)?, since, now);
+                    if let Some(f) = &run.failure
+                        && run.end.is_none_or(|e| e >= since)
+                    {
+                        failures.push(failed(&run, f));
+                    }
+                }
+            }
+            failures.sort_by(|a, b| b.end.cmp(&a.end).then_with(|| b.key.run.cmp(&a.key.run)));
+            failures.dedup_by(|a, b| a.key == b.key);
+            failures.truncate(FAILURES);
+            out.failures = failures;
+            Ok(out)
+        })
+        .await
+}
+
+fn failed(run: &RunRecord, f: &Failure) -> Failed {
+    Failed {
+        key: run.key.clone(),
+        profile: run.profile.clone(),
+        failure: f.clone(),
+        end: run.end,
+    }
+}
+
+/// Node-hours of `nodes` between `since` and `now`.
+fn window(nodes: &[crate::model::plan::NodeRecord], since: u64, now: u64) -> f64 {
+    nodes
+        .iter()
+        .filter_map(|n| {
+            let created = n.create_time?;
+            let deleted = n.delete_time.unwrap_or(now);
+            let (from, to) = (created.max(since), deleted.min(now));
+            (to > from).then(|| (to - from) as f64 / 3600.0)
+        })
+        .sum()
+}
