@@ -25,3 +25,4 @@ mod server;
 mod servers;
 mod templates;
 mod tls;
+mod ui;

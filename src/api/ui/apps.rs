@@ -156,7 +156,7 @@ fn preview_of(p: &runs::Preview) -> Markup {
     html! {
         h3 { "This run would use " (p.profile) }
         p.muted {
-            "Chosen by " (p.origin.to_string()) "; provisioner " code { (p.provisioner) } ", " (p.nodes) " node(s); kept "
+            "Chosen by " (super::layout::origin(p.origin)) "; provisioner " code { (p.provisioner) } ", " (p.nodes) " node(s); kept "
             (span(p.keepalive.failed)) " after a failure; "
             (p.timeout.map_or("no time limit".to_string(), |t| format!("at most {}", span(t)))) "."
         }
@@ -164,7 +164,7 @@ fn preview_of(p: &runs::Preview) -> Markup {
             thead { tr { th scope="col" { "Property" } th scope="col" { "Value" } th scope="col" { "Set by" } } }
             tbody {
                 @for e in &p.properties {
-                    tr { td { code { (e.name) } } td { code { (e.value) } } td { (e.origin.to_string()) } }
+                    tr { td { code { (e.name) } } td { code { (e.value) } } td { (super::layout::origin(e.origin)) } }
                 }
             }
         }

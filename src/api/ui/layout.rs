@@ -197,6 +197,7 @@ fn head(title: &str) -> Markup {
             // eval stay off.
             meta name="htmx-config" content=r#"{"responseHandling":[{"code":"204","swap":false},{"code":"[23]..","swap":true},{"code":"[45]..","swap":true,"error":true}],"allowEval":false,"includeIndicatorStyles":false}"#;
             title { (title) " · ebb" }
+            link rel="icon" href="data:,";
             link rel="stylesheet" href=(super::assets::href("ebb.css"));
             script src=(super::assets::href("htmx.min.js")) defer {}
             script src=(super::assets::href("htmx-sse.min.js")) defer {}
@@ -401,4 +402,14 @@ pub fn values(values: &BTreeMap<String, String>) -> Markup {
 /// The answer of a service call a page needs, or the page saying why not.
 pub fn need<T>(r: Result<T, ServiceError>) -> Result<T, UiError> {
     r.map_err(|e| UiError(ApiError::from(e)))
+}
+
+/// Where a value came from, as a person reads it: "runtime arguments", "the profile".
+pub fn origin(o: crate::model::property::Origin) -> String {
+    use crate::model::property::Origin;
+    match o {
+        Origin::Default => "the instance default".into(),
+        Origin::Profile => "the profile".into(),
+        Origin::Level(level) => level.to_string(),
+    }
 }

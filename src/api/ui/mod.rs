@@ -201,7 +201,21 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     }
     cfg.service(web::resource("/").get(to_ui))
         .service(web::resource("/ui/").get(to_ui))
-        .service(scope);
+        .service(scope.wrap(headers()));
+}
+
+/// What every answer of the UI tells the browser: run only the UI's own scripts and styles
+/// (style attributes are the timelines' bar positions), never inside another site's frame,
+/// send no referrer elsewhere, sniff no types.
+fn headers() -> actix_web::middleware::DefaultHeaders {
+    actix_web::middleware::DefaultHeaders::new()
+        .add((
+            "Content-Security-Policy",
+            "default-src 'self'; script-src 'self'; style-src 'self'; style-src-attr 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+        ))
+        .add(("X-Frame-Options", "DENY"))
+        .add(("Referrer-Policy", "same-origin"))
+        .add(("X-Content-Type-Options", "nosniff"))
 }
 
 /// `/` and `/ui/`: the overview.

@@ -1,0 +1,456 @@
+//! The web UI: its flows in a real browser (Debian's chromium driven by Playwright, from
+//! `tests/ui/flows.py`) against a real server this module starts and fills; and, over plain
+//! HTTP, what an attacker would try: the session cookie's attributes, writes from other
+//! sites, pages in frames, a viewer's commands, open redirects, oversized forms.
+//!
+//! The browser tests install what they need (`tests/support/ui/setup.sh`) and fail loudly
+//! when they cannot. Their screenshots go to `target/ui-screenshots/`; with
+//! `EBB_UPDATE_SCREENSHOTS=1` they are copied to `tests/ui/screenshots/`, which the README
+//! shows.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::profiles::sim_profile;
+use crate::support::runs::{deploy, start, sub, wait_until};
+use crate::support::server::Server;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The python that drives the browser, made once per test process.
+fn python() -> PathBuf {
+    static PYTHON: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    PYTHON
+        .get_or_init(|| {
+            let out = Command::new(root().join("tests/support/ui/setup.sh"))
+                .output()
+                .expect("run tests/support/ui/setup.sh");
+            assert!(
+                out.status.success(),
+                "the web UI's tests need chromium and Playwright, and tests/support/ui/setup.sh could not install them: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+        })
+        .clone()
+}
+
+/// Runs browser flow `flow` against `server`, with `env` besides; fails with what the
+/// browser saw when the flow fails.
+fn flow(server: &Server, flow: &str, env: &[(&str, String)]) {
+    let shots = root().join("target/ui-screenshots");
+    let out = Command::new(python())
+        .arg(root().join("tests/ui/flows.py"))
+        .arg(flow)
+        .env("EBB_URL", &server.url)
+        .env("EBB_TOKEN", server.token().expect("a token"))
+        .env("EBB_SHOTS", &shots)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .output()
+        .expect("run tests/ui/flows.py");
+    assert!(
+        out.status.success(),
+        "flow {flow} failed (screenshot in {}):\n{}\n{}",
+        shots.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if std::env::var_os("EBB_UPDATE_SCREENSHOTS").is_some() {
+        let kept = root().join("tests/ui/screenshots");
+        std::fs::create_dir_all(&kept).expect("screenshots dir");
+        for entry in std::fs::read_dir(&shots).expect("screenshots") {
+            let path = entry.expect("entry").path();
+            let name = path.file_name().expect("name").to_string_lossy().to_string();
+            if !name.starts_with("failed-") {
+                std::fs::copy(&path, kept.join(name)).expect("copy screenshot");
+            }
+        }
+    }
+}
+
+fn token(server: &Server, name: &str, grants: Value) -> String {
+    let mut body = json!({ "name": name });
+    body.as_object_mut()
+        .expect("object")
+        .extend(grants.as_object().expect("grants").clone());
+    let (code, made) = server.post_json("/v3/tokens", body);
+    assert_eq!(code, 201, "{made}");
+    made["token"].as_str().expect("secret").to_string()
+}
+
+/// The UI path of the run at API path `api`.
+fn ui_path(api: &str) -> String {
+    // /v3/namespaces/{ns}/apps/{app}/workflows/{program}/runs/{run}
+    let parts: Vec<&str> = api.trim_start_matches('/').split('/').collect();
+    format!(
+        "/ui/ns/{}/apps/{}/{}/runs/{}",
+        parts[2], parts[4], parts[6], parts[8]
+    )
+}
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+#[test]
+fn signing_in_and_out() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    flow(&server, "sign_in", &[]);
+}
+
+#[test]
+fn a_sim_profile_is_made_through_the_widget_form() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    let state = sub(&dir, "sim");
+    flow(
+        &server,
+        "profile_form",
+        &[("EBB_STATE_DIR", state.display().to_string())],
+    );
+}
+
+#[test]
+fn a_profile_is_disabled_and_enabled_from_the_list() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    sim_profile(&server, "toggled", &sub(&dir, "sim"), &[], 0, None);
+    flow(&server, "toggle", &[]);
+}
+
+#[test]
+fn a_run_started_in_the_ui_is_watched_to_completion_live() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    sim_profile(&server, "quick", &sub(&dir, "sim"), &[("nodes", "1")], 0, None);
+    let go = dir.path().join("go/now");
+    // The program waits for the browser to have seen it RUNNING (at most two minutes).
+    let script = format!(
+        "i=0; while [ ! -e '{}' ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done; echo finished the work",
+        go.display()
+    );
+    deploy(&server, "live", &script, json!({}));
+    flow(
+        &server,
+        "run_live",
+        &[("EBB_GO", go.display().to_string())],
+    );
+}
+
+#[test]
+fn a_failed_runs_cluster_is_extended_then_deprovisioned_from_the_ui() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    sim_profile(&server, "kept", &sub(&dir, "sim"), &[("nodes", "1")], 3600, None);
+    deploy(&server, "fails", "echo broken >&2; exit 3", json!({}));
+    let run = start(&server, "fails", json!({"system.profile.name": "kept"}));
+    wait_until(&server, &run, LIMIT, |r| r["cluster"]["status"] == "WAITING");
+    flow(
+        &server,
+        "waiting",
+        &[("EBB_RUN", ui_path(&run)), ("EBB_API", run.clone())],
+    );
+}
+
+#[test]
+fn a_template_clusters_operations_are_a_timeline_per_node() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    sim_profile(
+        &server,
+        "zk",
+        &sub(&dir, "sim"),
+        &[
+            ("nodes", "3"),
+            ("template", "zookeeper-cluster"),
+            ("bootFailures", "1"),
+        ],
+        0,
+        None,
+    );
+    deploy(&server, "zk", "true", json!({}));
+    let run = start(&server, "zk", json!({"system.profile.name": "zk"}));
+    wait_until(&server, &run, LIMIT, |r| {
+        r["cluster"]["status"] == "DEPROVISIONED"
+    });
+    flow(&server, "timeline", &[("EBB_RUN", ui_path(&run))]);
+}
+
+#[test]
+fn a_viewer_sees_no_action_buttons() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    sim_profile(&server, "kept", &sub(&dir, "sim"), &[("nodes", "1")], 3600, None);
+    deploy(&server, "live", "exit 3", json!({}));
+    let run = start(&server, "live", json!({"system.profile.name": "kept"}));
+    wait_until(&server, &run, LIMIT, |r| r["cluster"]["status"] == "WAITING");
+    let viewer = token(&server, "watcher", json!({"namespaces": {"default": "viewer"}}));
+    flow(
+        &server,
+        "viewer",
+        &[("EBB_VIEWER", viewer), ("EBB_RUN", ui_path(&run))],
+    );
+    // The viewer's attempt changed nothing.
+    let (_, after) = server.get(&run);
+    assert_eq!(after["cluster"]["status"], "WAITING", "{after}");
+}
+
+// ---- over plain HTTP: what an attacker would try ----
+
+/// A client that follows no redirect and keeps no cookie: each request says exactly what it
+/// sends.
+fn raw() -> reqwest::blocking::Client {
+    reqwest::blocking::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("client")
+}
+
+/// Signs in with `secret`; returns the session cookie's `Set-Cookie` header.
+fn sign_in(server: &Server, secret: &str) -> String {
+    let reply = raw()
+        .post(format!("{}/ui/login", server.url))
+        .form(&[("token", secret), ("next", "/ui/runs")])
+        .send()
+        .expect("sign in");
+    assert_eq!(reply.status(), 303);
+    assert_eq!(reply.headers()["location"], "/ui/runs");
+    reply.headers()["set-cookie"]
+        .to_str()
+        .expect("ascii")
+        .to_string()
+}
+
+fn cookie_of(set_cookie: &str) -> String {
+    set_cookie.split(';').next().expect("pair").to_string()
+}
+
+#[test]
+fn the_session_cookie_is_http_only_same_site_strict_and_every_page_needs_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    let set = sign_in(&server, &server.token().expect("token"));
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(set.contains(attribute), "{attribute} missing: {set}");
+    }
+    // Over plain HTTP the cookie cannot be Secure (it would never be sent back).
+    assert!(!set.contains("Secure"), "{set}");
+    let http = raw();
+    // Without the cookie, a page leads to sign-in and back.
+    let reply = http
+        .get(format!("{}/ui/runs?namespace=default", server.url))
+        .send()
+        .expect("get");
+    assert_eq!(reply.status(), 303);
+    assert_eq!(
+        reply.headers()["location"],
+        "/ui/login?next=/ui/runs%3Fnamespace%3Ddefault"
+    );
+    // With it, the page, with headers that keep it out of other sites' frames and scripts.
+    let reply = http
+        .get(format!("{}/ui/runs", server.url))
+        .header("Cookie", cookie_of(&set))
+        .send()
+        .expect("get");
+    assert_eq!(reply.status(), 200);
+    let csp = reply.headers()["content-security-policy"]
+        .to_str()
+        .expect("ascii")
+        .to_string();
+    assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
+    assert!(csp.contains("script-src 'self'"), "{csp}");
+    assert_eq!(reply.headers()["x-frame-options"], "DENY");
+    // A revoked token's session ends at once.
+    let secret = token(&server, "gone", json!({"namespaces": {"default": "viewer"}}));
+    let set = sign_in(&server, &secret);
+    let (code, _) = server.delete("/v3/tokens/gone");
+    assert_eq!(code, 200);
+    let reply = http
+        .get(format!("{}/ui", server.url))
+        .header("Cookie", cookie_of(&set))
+        .send()
+        .expect("get");
+    assert_eq!(reply.status(), 303, "a revoked token's session is over");
+    // A wrong token is refused on the sign-in page, and nothing is set.
+    let reply = http
+        .post(format!("{}/ui/login", server.url))
+        .form(&[("token", "ebb_0000")])
+        .send()
+        .expect("sign in");
+    assert_eq!(reply.status(), 401);
+    assert!(reply.headers().get("set-cookie").is_none());
+    assert!(reply.text().expect("body").contains("not valid"));
+}
+
+#[test]
+fn writes_from_other_sites_frames_and_open_redirects_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    sim_profile(&server, "p", &sub(&dir, "sim"), &[], 0, None);
+    let cookie = cookie_of(&sign_in(&server, &server.token().expect("token")));
+    let http = raw();
+    let disable = format!("{}/ui/ns/default/profiles/p/status", server.url);
+    // A form another site's page posts, with the victim's cookie (an old browser without
+    // SameSite), is refused by its origin.
+    for (header, value) in [
+        ("Origin", "http://evil.example"),
+        ("Sec-Fetch-Site", "cross-site"),
+    ] {
+        let reply = http
+            .post(&disable)
+            .header("Cookie", &cookie)
+            .header(header, value)
+            .form(&[("status", "DISABLED")])
+            .send()
+            .expect("post");
+        assert_eq!(reply.status(), 403, "{header}: {value}");
+    }
+    let (_, status) = server.get("/v3/namespaces/default/profiles/p/status");
+    assert_eq!(status, "ENABLED");
+    // The same form from the UI's own page works.
+    let reply = http
+        .post(&disable)
+        .header("Cookie", &cookie)
+        .header("Origin", &server.url)
+        .header("Sec-Fetch-Site", "same-origin")
+        .form(&[("status", "DISABLED")])
+        .send()
+        .expect("post");
+    assert_eq!(reply.status(), 200);
+    let (_, status) = server.get("/v3/namespaces/default/profiles/p/status");
+    assert_eq!(status, "DISABLED");
+    // The API itself still takes no form, cookie or not.
+    let reply = http
+        .post(format!("{}/v3/namespaces/default/profiles/p/enable", server.url))
+        .header("Cookie", &cookie)
+        .form(&[("x", "y")])
+        .send()
+        .expect("post");
+    assert_eq!(reply.status(), 415);
+    // The cookie is no API token.
+    let reply = http
+        .post(format!("{}/v3/namespaces/default/profiles/p/enable", server.url))
+        .header("Cookie", &cookie)
+        .send()
+        .expect("post");
+    assert_eq!(reply.status(), 401);
+    // After sign-in, only pages of the UI are gone to.
+    for evil in ["https://evil.example/", "//evil.example/ui", "/ui//evil.example"] {
+        let reply = http
+            .post(format!("{}/ui/login", server.url))
+            .form(&[("token", server.token().expect("token").as_str()), ("next", evil)])
+            .send()
+            .expect("sign in");
+        assert_eq!(reply.status(), 303);
+        assert_eq!(reply.headers()["location"], "/ui", "{evil}");
+    }
+}
+
+#[test]
+fn bad_input_to_the_ui_is_a_clear_4xx() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    sim_profile(&server, "kept", &sub(&dir, "sim"), &[("nodes", "1")], 3600, None);
+    deploy(&server, "fails", "exit 3", json!({}));
+    let run = start(&server, "fails", json!({"system.profile.name": "kept"}));
+    wait_until(&server, &run, LIMIT, |r| r["cluster"]["status"] == "WAITING");
+    let cookie = cookie_of(&sign_in(&server, &server.token().expect("token")));
+    let http = raw();
+    let page = format!("{}{}", server.url, ui_path(&run));
+    let post = |tail: &str, form: &[(&str, &str)]| {
+        let reply = http
+            .post(format!("{page}{tail}"))
+            .header("Cookie", &cookie)
+            .header("HX-Request", "true")
+            .form(form)
+            .send()
+            .expect("post");
+        let status = reply.status().as_u16();
+        (status, reply.text().expect("body"))
+    };
+    let long = "9".repeat(5000);
+    let cases: Vec<(&str, Vec<(&str, &str)>, u16, &str)> = vec![
+        ("/extend", vec![("at", "tomorrow"), ("tzOffset", "0")], 400, "not a date"),
+        ("/extend", vec![("at", "2020-01-01T00:00"), ("tzOffset", "0")], 400, "future"),
+        ("/extend", vec![("at", "2030-01-01T00:00"), ("tzOffset", "99999")], 400, "zone"),
+        ("/extend", vec![("at", "2030-01-01T00:00"), ("tzOffset", &long)], 400, ""),
+        ("/extend", vec![("by", "forever")], 400, "duration"),
+        ("/extend", vec![("by", "999999999999h")], 400, ""),
+        ("/cluster", vec![("operation", "explode")], 400, "not an operation"),
+        ("/cluster", vec![("operation", "expand"), ("nodes", &long)], 400, ""),
+        ("/deprovision?force=maybe", vec![], 400, "true or false"),
+    ];
+    for (tail, form, code, says) in cases {
+        let (status, body) = post(tail, &form);
+        assert_eq!(status, code, "{tail} {form:?}: {body}");
+        assert!(body.contains(says), "{tail} {form:?}: {body}");
+    }
+    // A form far beyond any profile's size.
+    let fields: Vec<(String, String)> = (0..20_000).map(|i| (format!("p.x{i}"), "v".into())).collect();
+    let reply = http
+        .post(format!("{}/ui/ns/default/profiles/kept", server.url))
+        .header("Cookie", &cookie)
+        .form(&fields)
+        .send()
+        .expect("post");
+    assert!(reply.status().is_client_error(), "{}", reply.status());
+    // Nothing of it changed the run, and the server still answers.
+    let (code, after) = server.get(&run);
+    assert_eq!(code, 200);
+    assert_eq!(after["cluster"]["status"], "WAITING", "{after}");
+}
+
+#[test]
+fn a_runs_events_stream_as_server_sent_events_and_end_with_the_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    sim_profile(&server, "quick", &sub(&dir, "sim"), &[("nodes", "1")], 0, None);
+    deploy(&server, "done", "echo '<script>alert(1)</script>'", json!({}));
+    let run = start(&server, "done", json!({"system.profile.name": "quick"}));
+    wait_until(&server, &run, LIMIT, |r| {
+        r["cluster"]["status"] == "DEPROVISIONED"
+    });
+    let cookie = cookie_of(&sign_in(&server, &server.token().expect("token")));
+    let page = format!("{}{}", server.url, ui_path(&run));
+    let reply = raw()
+        .get(format!("{page}/events"))
+        .header("Cookie", &cookie)
+        .send()
+        .expect("stream");
+    assert_eq!(reply.headers()["content-type"], "text/event-stream");
+    let body = reply.text().expect("a finished run's stream ends");
+    assert!(body.contains("event: events\nid: "), "{body}");
+    assert!(body.contains("DEPROVISIONED"), "{body}");
+    assert!(body.trim_end().ends_with("event: end\ndata:"), "{body}");
+    // Starting after the last event a browser saw, only the end follows.
+    let last: u64 = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("id: "))
+        .filter_map(|id| id.parse().ok())
+        .max()
+        .expect("ids");
+    let again = raw()
+        .get(format!("{page}/events"))
+        .header("Cookie", &cookie)
+        .header("Last-Event-ID", last.to_string())
+        .send()
+        .expect("stream")
+        .text()
+        .expect("body");
+    assert!(!again.contains("event: events"), "{again}");
+    // The program's output is shown as text, never as markup.
+    let logs = raw()
+        .get(format!("{page}/logs"))
+        .header("Cookie", &cookie)
+        .send()
+        .expect("logs")
+        .text()
+        .expect("body");
+    assert!(logs.contains("&lt;script&gt;"), "{logs}");
+    assert!(!logs.contains("<script>"), "{logs}");
+}
