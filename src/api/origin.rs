@@ -172,7 +172,10 @@ mod tests {
         );
         r.ui = true;
         assert_eq!(
-            check(&r, &[]).expect_err("cross-site to the UI").status().as_u16(),
+            check(&r, &[])
+                .expect_err("cross-site to the UI")
+                .status()
+                .as_u16(),
             403,
             "the UI's forms are refused from other sites too"
         );

@@ -80,7 +80,9 @@ pub async fn overview(
             let mut failures = Vec::new();
             for ns in &namespaces {
                 // Live runs, from the index of active ones.
-                for (key, _) in r.scan::<serde_json::Value>(Table::Active, &keys::in_namespace(ns))? {
+                for (key, _) in
+                    r.scan::<serde_json::Value>(Table::Active, &keys::in_namespace(ns))?
+                {
                     let Some(run) = r.get::<RunRecord>(Table::Runs, &key)? else {
                         continue;
                     };
@@ -88,7 +90,13 @@ pub async fn overview(
                     let nodes = catalog::nodes_of(r, &run.key.run)?;
                     let holding = matches!(
                         run.cluster.status,
-                        Some(ClusterStatus::Provisioning | ClusterStatus::Provisioned | ClusterStatus::Waiting | ClusterStatus::Deprovisioning | ClusterStatus::Orphaned)
+                        Some(
+                            ClusterStatus::Provisioning
+                                | ClusterStatus::Provisioned
+                                | ClusterStatus::Waiting
+                                | ClusterStatus::Deprovisioning
+                                | ClusterStatus::Orphaned
+                        )
                     );
                     if holding {
                         let entry = out
@@ -125,7 +133,10 @@ pub async fn overview(
                     let Some(run) = r.get::<RunRecord>(Table::Runs, &key)? else {
                         continue;
                     };
-                    if seen.contains(&run.key.run) || run.end.is_some_and(|e| e < since) && run.cluster.end.is_some_and(|e| e < since) {
+                    if seen.contains(&run.key.run)
+                        || run.end.is_some_and(|e| e < since)
+                            && run.cluster.end.is_some_and(|e| e < since)
+                    {
                         continue;
                     }
                     out.node_hours += window(&catalog::nodes_of(r, &run.key.run)?, since, now);

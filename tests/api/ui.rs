@@ -65,7 +65,11 @@ fn flow(server: &Server, flow: &str, env: &[(&str, String)]) {
         std::fs::create_dir_all(&kept).expect("screenshots dir");
         for entry in std::fs::read_dir(&shots).expect("screenshots") {
             let path = entry.expect("entry").path();
-            let name = path.file_name().expect("name").to_string_lossy().to_string();
+            let name = path
+                .file_name()
+                .expect("name")
+                .to_string_lossy()
+                .to_string();
             if !name.starts_with("failed-") {
                 std::fs::copy(&path, kept.join(name)).expect("copy screenshot");
             }
@@ -126,7 +130,14 @@ fn a_profile_is_disabled_and_enabled_from_the_list() {
 fn a_run_started_in_the_ui_is_watched_to_completion_live() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(&dir);
-    sim_profile(&server, "quick", &sub(&dir, "sim"), &[("nodes", "1")], 0, None);
+    sim_profile(
+        &server,
+        "quick",
+        &sub(&dir, "sim"),
+        &[("nodes", "1")],
+        0,
+        None,
+    );
     let go = dir.path().join("go/now");
     // The program waits for the browser to have seen it RUNNING (at most two minutes).
     let script = format!(
@@ -134,21 +145,26 @@ fn a_run_started_in_the_ui_is_watched_to_completion_live() {
         go.display()
     );
     deploy(&server, "live", &script, json!({}));
-    flow(
-        &server,
-        "run_live",
-        &[("EBB_GO", go.display().to_string())],
-    );
+    flow(&server, "run_live", &[("EBB_GO", go.display().to_string())]);
 }
 
 #[test]
 fn a_failed_runs_cluster_is_extended_then_deprovisioned_from_the_ui() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(&dir);
-    sim_profile(&server, "kept", &sub(&dir, "sim"), &[("nodes", "1")], 3600, None);
+    sim_profile(
+        &server,
+        "kept",
+        &sub(&dir, "sim"),
+        &[("nodes", "1")],
+        3600,
+        None,
+    );
     deploy(&server, "fails", "echo broken >&2; exit 3", json!({}));
     let run = start(&server, "fails", json!({"system.profile.name": "kept"}));
-    wait_until(&server, &run, LIMIT, |r| r["cluster"]["status"] == "WAITING");
+    wait_until(&server, &run, LIMIT, |r| {
+        r["cluster"]["status"] == "WAITING"
+    });
     flow(
         &server,
         "waiting",
@@ -184,11 +200,24 @@ fn a_template_clusters_operations_are_a_timeline_per_node() {
 fn a_viewer_sees_no_action_buttons() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(&dir);
-    sim_profile(&server, "kept", &sub(&dir, "sim"), &[("nodes", "1")], 3600, None);
+    sim_profile(
+        &server,
+        "kept",
+        &sub(&dir, "sim"),
+        &[("nodes", "1")],
+        3600,
+        None,
+    );
     deploy(&server, "live", "exit 3", json!({}));
     let run = start(&server, "live", json!({"system.profile.name": "kept"}));
-    wait_until(&server, &run, LIMIT, |r| r["cluster"]["status"] == "WAITING");
-    let viewer = token(&server, "watcher", json!({"namespaces": {"default": "viewer"}}));
+    wait_until(&server, &run, LIMIT, |r| {
+        r["cluster"]["status"] == "WAITING"
+    });
+    let viewer = token(
+        &server,
+        "watcher",
+        json!({"namespaces": {"default": "viewer"}}),
+    );
     flow(
         &server,
         "viewer",
@@ -197,6 +226,17 @@ fn a_viewer_sees_no_action_buttons() {
     // The viewer's attempt changed nothing.
     let (_, after) = server.get(&run);
     assert_eq!(after["cluster"]["status"], "WAITING", "{after}");
+}
+
+#[test]
+fn a_new_user_makes_a_namespace_a_key_and_an_app_and_runs_it_from_the_ui() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    flow(&server, "first_steps", &[]);
+    let (_, keys) = server.get("/v3/namespaces/default/securekeys");
+    assert_eq!(keys[0]["name"], "db-pass", "{keys}");
+    let (code, ns) = server.get("/v3/namespaces/team-a");
+    assert_eq!(code, 200, "{ns}");
 }
 
 // ---- over plain HTTP: what an attacker would try ----
@@ -266,7 +306,11 @@ fn the_session_cookie_is_http_only_same_site_strict_and_every_page_needs_it() {
     assert!(csp.contains("script-src 'self'"), "{csp}");
     assert_eq!(reply.headers()["x-frame-options"], "DENY");
     // A revoked token's session ends at once.
-    let secret = token(&server, "gone", json!({"namespaces": {"default": "viewer"}}));
+    let secret = token(
+        &server,
+        "gone",
+        json!({"namespaces": {"default": "viewer"}}),
+    );
     let set = sign_in(&server, &secret);
     let (code, _) = server.delete("/v3/tokens/gone");
     assert_eq!(code, 200);
@@ -326,7 +370,10 @@ fn writes_from_other_sites_frames_and_open_redirects_are_refused() {
     assert_eq!(status, "DISABLED");
     // The API itself still takes no form, cookie or not.
     let reply = http
-        .post(format!("{}/v3/namespaces/default/profiles/p/enable", server.url))
+        .post(format!(
+            "{}/v3/namespaces/default/profiles/p/enable",
+            server.url
+        ))
         .header("Cookie", &cookie)
         .form(&[("x", "y")])
         .send()
@@ -334,16 +381,26 @@ fn writes_from_other_sites_frames_and_open_redirects_are_refused() {
     assert_eq!(reply.status(), 415);
     // The cookie is no API token.
     let reply = http
-        .post(format!("{}/v3/namespaces/default/profiles/p/enable", server.url))
+        .post(format!(
+            "{}/v3/namespaces/default/profiles/p/enable",
+            server.url
+        ))
         .header("Cookie", &cookie)
         .send()
         .expect("post");
     assert_eq!(reply.status(), 401);
     // After sign-in, only pages of the UI are gone to.
-    for evil in ["https://evil.example/", "//evil.example/ui", "/ui//evil.example"] {
+    for evil in [
+        "https://evil.example/",
+        "//evil.example/ui",
+        "/ui//evil.example",
+    ] {
         let reply = http
             .post(format!("{}/ui/login", server.url))
-            .form(&[("token", server.token().expect("token").as_str()), ("next", evil)])
+            .form(&[
+                ("token", server.token().expect("token").as_str()),
+                ("next", evil),
+            ])
             .send()
             .expect("sign in");
         assert_eq!(reply.status(), 303);
@@ -355,10 +412,19 @@ fn writes_from_other_sites_frames_and_open_redirects_are_refused() {
 fn bad_input_to_the_ui_is_a_clear_4xx() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(&dir);
-    sim_profile(&server, "kept", &sub(&dir, "sim"), &[("nodes", "1")], 3600, None);
+    sim_profile(
+        &server,
+        "kept",
+        &sub(&dir, "sim"),
+        &[("nodes", "1")],
+        3600,
+        None,
+    );
     deploy(&server, "fails", "exit 3", json!({}));
     let run = start(&server, "fails", json!({"system.profile.name": "kept"}));
-    wait_until(&server, &run, LIMIT, |r| r["cluster"]["status"] == "WAITING");
+    wait_until(&server, &run, LIMIT, |r| {
+        r["cluster"]["status"] == "WAITING"
+    });
     let cookie = cookie_of(&sign_in(&server, &server.token().expect("token")));
     let http = raw();
     let page = format!("{}{}", server.url, ui_path(&run));
@@ -374,15 +440,47 @@ fn bad_input_to_the_ui_is_a_clear_4xx() {
         (status, reply.text().expect("body"))
     };
     let long = "9".repeat(5000);
-    let cases: Vec<(&str, Vec<(&str, &str)>, u16, &str)> = vec![
-        ("/extend", vec![("at", "tomorrow"), ("tzOffset", "0")], 400, "not a date"),
-        ("/extend", vec![("at", "2020-01-01T00:00"), ("tzOffset", "0")], 400, "future"),
-        ("/extend", vec![("at", "2030-01-01T00:00"), ("tzOffset", "99999")], 400, "zone"),
-        ("/extend", vec![("at", "2030-01-01T00:00"), ("tzOffset", &long)], 400, ""),
+    // (path, form, status, what the notice says)
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, u16, &'a str);
+    let cases: Vec<Case> = vec![
+        (
+            "/extend",
+            vec![("at", "tomorrow"), ("tzOffset", "0")],
+            400,
+            "not a date",
+        ),
+        (
+            "/extend",
+            vec![("at", "2020-01-01T00:00"), ("tzOffset", "0")],
+            400,
+            "future",
+        ),
+        (
+            "/extend",
+            vec![("at", "2030-01-01T00:00"), ("tzOffset", "99999")],
+            400,
+            "zone",
+        ),
+        (
+            "/extend",
+            vec![("at", "2030-01-01T00:00"), ("tzOffset", &long)],
+            400,
+            "",
+        ),
         ("/extend", vec![("by", "forever")], 400, "duration"),
         ("/extend", vec![("by", "999999999999h")], 400, ""),
-        ("/cluster", vec![("operation", "explode")], 400, "not an operation"),
-        ("/cluster", vec![("operation", "expand"), ("nodes", &long)], 400, ""),
+        (
+            "/cluster",
+            vec![("operation", "explode")],
+            400,
+            "not an operation",
+        ),
+        (
+            "/cluster",
+            vec![("operation", "expand"), ("nodes", &long)],
+            400,
+            "",
+        ),
         ("/deprovision?force=maybe", vec![], 400, "true or false"),
     ];
     for (tail, form, code, says) in cases {
@@ -391,7 +489,9 @@ fn bad_input_to_the_ui_is_a_clear_4xx() {
         assert!(body.contains(says), "{tail} {form:?}: {body}");
     }
     // A form far beyond any profile's size.
-    let fields: Vec<(String, String)> = (0..20_000).map(|i| (format!("p.x{i}"), "v".into())).collect();
+    let fields: Vec<(String, String)> = (0..20_000)
+        .map(|i| (format!("p.x{i}"), "v".into()))
+        .collect();
     let reply = http
         .post(format!("{}/ui/ns/default/profiles/kept", server.url))
         .header("Cookie", &cookie)
@@ -409,8 +509,20 @@ fn bad_input_to_the_ui_is_a_clear_4xx() {
 fn a_runs_events_stream_as_server_sent_events_and_end_with_the_run() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(&dir);
-    sim_profile(&server, "quick", &sub(&dir, "sim"), &[("nodes", "1")], 0, None);
-    deploy(&server, "done", "echo '<script>alert(1)</script>'", json!({}));
+    sim_profile(
+        &server,
+        "quick",
+        &sub(&dir, "sim"),
+        &[("nodes", "1")],
+        0,
+        None,
+    );
+    deploy(
+        &server,
+        "done",
+        "echo '<script>alert(1)</script>'",
+        json!({}),
+    );
     let run = start(&server, "done", json!({"system.profile.name": "quick"}));
     wait_until(&server, &run, LIMIT, |r| {
         r["cluster"]["status"] == "DEPROVISIONED"

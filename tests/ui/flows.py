@@ -72,7 +72,6 @@ def flow_sign_in(page):
     assert page.evaluate("document.cookie") == "", "the session cookie is HttpOnly"
     cookie = [c for c in page.context.cookies() if c["name"] == "ebb_session"][0]
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict", cookie
-    shot(page, "overview")
     # A page asked for before signing in is where sign-in leads.
     page.get_by_role("button", name="Sign out").click()
     page.goto(URL + "/ui/templates")
@@ -96,7 +95,7 @@ def flow_profile_form(page):
     for legend in ["Cluster", "Services", "Latency", "Fault injection", "Retries"]:
         expect(page.locator("legend", has_text=legend)).to_be_visible()
     expect(page.get_by_label("Retry budget")).to_have_value("5m")
-    page.get_by_label("Name").fill("ui-sim")
+    page.get_by_label("Name", exact=True).fill("ui-sim")
     page.get_by_label("Label").fill("Made in the UI")
     page.get_by_label("Keep after a failed run").fill("2h")
     page.get_by_label("Nodes").fill("0")
@@ -187,6 +186,13 @@ def flow_waiting(page):
     # The deadline shown follows: more than an hour away now.
     expect(status.locator("time.deadline")).to_have_attribute("data-deadline", str(after))
     shot(page, "run-waiting")
+    # The overview counts the kept cluster and lists the failure with its kind.
+    page.get_by_role("link", name="Overview").click()
+    failures = page.locator("section", has=page.get_by_role("heading", name="Recent failures"))
+    expect(failures).to_contain_text("program")
+    expect(page.locator(".card", has_text="clusters now")).to_contain_text("1")
+    shot(page, "overview")
+    page.goto(URL + os.environ["EBB_RUN"])
     page.once("dialog", lambda d: d.accept())
     status.get_by_role("button", name="Deprovision now").click()
     expect(status.get_by_text("DEPROVISIONED", exact=True)).to_be_visible(timeout=LIMIT)
@@ -243,6 +249,42 @@ def flow_viewer(page):
     )
     assert code == 403, code
     shot(page, "viewer")
+
+
+def flow_first_steps(page):
+    """What a new user does first, from the UI alone: a namespace, a secure key (whose value
+    is never shown again), an app deployed and started, a janitor dry run."""
+    sign_in(page)
+    page.get_by_role("link", name="Namespaces").click()
+    page.get_by_label("New namespace").fill("team-a")
+    page.get_by_label("Description").fill("The first team")
+    page.get_by_role("button", name="Create").click()
+    expect(page.get_by_role("link", name="team-a")).to_be_visible()
+    page.get_by_role("link", name="Secure keys").click()
+    page.get_by_label("Name", exact=True).fill("db-pass")
+    page.get_by_label("Value").fill("s3cret-value")
+    page.get_by_role("button", name="Save key").click()
+    expect(page.get_by_text("db-pass", exact=True)).to_be_visible()
+    assert "s3cret-value" not in page.content(), "a secure key's value is never shown"
+    # A refused definition says what is wrong, and deploys nothing.
+    page.get_by_role("link", name="Apps").click()
+    page.get_by_label("Name", exact=True).fill("hello")
+    page.get_by_label("Definition").fill('{"programs": [{"type": "workflows", "name": "hi", "command": "not a list"}]}')
+    page.get_by_role("button", name="Deploy").click()
+    expect(page.locator("#notice").get_by_role("alert")).to_contain_text("command")
+    page.get_by_label("Definition").fill(
+        '{"programs": [{"type": "workflows", "name": "hi", "command": ["sh", "-c", "echo hi there"]}]}'
+    )
+    page.get_by_role("button", name="Deploy").click()
+    expect(page.get_by_role("heading", name="hello / hi")).to_be_visible()
+    page.get_by_role("button", name="Start", exact=True).click()
+    status = page.locator("#status")
+    expect(status.get_by_text("COMPLETED", exact=True)).to_be_visible(timeout=LIMIT)
+    expect(page.locator("#output")).to_contain_text("hi there", timeout=LIMIT)
+    page.get_by_role("link", name="Janitor").click()
+    page.get_by_role("button", name="Dry run (lists, deletes nothing)").click()
+    expect(page.locator("#sweep")).to_contain_text("nothing was deleted", timeout=LIMIT)
+    shot(page, "janitor")
 
 
 FLOWS = {name[5:]: f for name, f in globals().items() if name.startswith("flow_")}

@@ -4,26 +4,50 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, web};
 use maud::{Markup, html};
 
-use super::layout::{Answer, Ctx, facts, need, notice, frame, refused, span, time};
+use super::layout::{Answer, Ctx, facts, frame, need, notice, refused, span, time};
 use crate::api::state::State;
-use crate::model::access::Act;
+use crate::model::access::{Act, Need, Role};
 use crate::service::{namespaces, secure};
 
 /// `GET /ui/ns/{ns}/securekeys`: names and metadata; values never leave the server.
 pub async fn secure_keys(state: State, ctx: Ctx, ns: web::Path<String>) -> Answer {
     let ns = ns.into_inner();
     let keys = need(secure::list(&state.store, ns.clone()).await)?;
+    let admin = ctx.allows(Need::Namespace(Role::Admin), Some(&ns));
     let body = html! {
         h1 { "Secure keys of " (ns) }
-        p.muted { "Profiles and runs refer to a key as " code { "${secure(name)}" } "; its value is never shown. Add one with " code { "ebb securekey put" } "." }
+        p.muted { "Profiles and runs refer to a key as " code { "${secure(name)}" } "; its value is never shown again, here or anywhere." }
         @if keys.is_empty() { p.muted { "None." } } @else {
             table.wide {
-                thead { tr { th scope="col" { "Name" } th scope="col" { "Description" } th scope="col" { "Created" } } }
+                thead { tr { th scope="col" { "Name" } th scope="col" { "Description" } th scope="col" { "Created" } th scope="col" { span.sr { "Actions" } } } }
                 tbody {
                     @for k in &keys {
-                        tr { td data-label="Name" { code { (k.name) } } td data-label="Description" { (k.description) } td data-label="Created" { (time(k.created_epoch_ms / 1000)) } }
+                        tr {
+                            td data-label="Name" { code { (k.name) } } td data-label="Description" { (k.description) }
+                            td data-label="Created" { (time(k.created_epoch_ms / 1000)) }
+                            td {
+                                @if admin {
+                                    button.danger hx-post=(format!("/ui/ns/{ns}/securekeys/{}/delete", k.name))
+                                        hx-confirm=(format!("Delete secure key {}? Profiles that refer to it stop working.", k.name))
+                                        aria-label=(format!("Delete {}", k.name)) { "Delete" }
+                                }
+                            }
+                        }
                     }
                 }
+            }
+        }
+        @if admin {
+            h2 { "Add or replace a key" }
+            form hx-post=(format!("/ui/ns/{ns}/securekeys")) method="post" action=(format!("/ui/ns/{ns}/securekeys")) autocomplete="off" {
+                div.field { label for="key-name" { "Name" } input #key-name type="text" name="name" required maxlength="128"; }
+                div.field {
+                    label for="key-data" { "Value" }
+                    input #key-data type="password" name="data" required autocomplete="new-password" maxlength="8192" aria-describedby="key-data-help";
+                    p #key-data-help.help { "Sealed in the store; never shown again." }
+                }
+                div.field { label for="key-description" { "Description" } input #key-description type="text" name="description" maxlength="2000"; }
+                button.primary type="submit" { "Save key" }
             }
         }
     };
@@ -36,6 +60,14 @@ pub async fn namespaces(state: State, ctx: Ctx) -> Answer {
     let limit = |v: Option<u32>| v.map_or("–".to_string(), |n| n.to_string());
     let body = html! {
         h1 { "Namespaces" }
+        @if ctx.instance_admin() {
+            form.filters hx-post="/ui/namespaces" method="post" action="/ui/namespaces" aria-label="Create a namespace" {
+                div.field { label for="ns-name" { "New namespace" } input #ns-name type="text" name="name" required maxlength="64"; }
+                div.field { label for="ns-description" { "Description" } input #ns-description type="text" name="description" maxlength="2000"; }
+                button.primary type="submit" { "Create" }
+            }
+            p.muted { "Quotas and host programs are set with " code { "PUT /v3/namespaces/{ns}" } " or " code { "ebb namespace" } "." }
+        }
         table.wide {
             thead { tr {
                 th scope="col" { "Namespace" } th scope="col" { "Your role" } th scope="col" { "Description" }
@@ -64,7 +96,11 @@ pub async fn namespaces(state: State, ctx: Ctx) -> Answer {
 
 /// `GET /ui/janitor`: its settings, its last sweep, and buttons to sweep now.
 pub async fn janitor(state: State, ctx: Ctx) -> Answer {
-    let last = state.janitor.last().await.map_err(crate::api::error::ApiError::from)?;
+    let last = state
+        .janitor
+        .last()
+        .await
+        .map_err(crate::api::error::ApiError::from)?;
     let settings = state.janitor.settings;
     let body = html! {
         h1 { "Janitor" }
@@ -146,5 +182,111 @@ fn sweep_view(sweep: &crate::model::sweep::Sweep) -> Markup {
                 }
             }
         }
+    }
+}
+
+/// The add-a-key form.
+#[derive(Debug, serde::Deserialize)]
+pub struct KeyForm {
+    name: String,
+    data: String,
+    #[serde(default)]
+    description: String,
+}
+
+/// `POST /ui/ns/{ns}/securekeys`: adds or replaces a key; its value goes into the sealed
+/// store and nowhere else.
+pub async fn put_secure_key(
+    state: State,
+    ctx: Ctx,
+    ns: web::Path<String>,
+    form: web::Form<KeyForm>,
+    req: HttpRequest,
+) -> Answer {
+    let ns = ns.into_inner();
+    let form = form.into_inner();
+    let name = form.name.trim().to_string();
+    let spec: crate::model::secure::KeySpec = match serde_json::from_value(serde_json::json!({
+        "data": form.data,
+        "description": (!form.description.trim().is_empty()).then(|| form.description.trim().to_string()),
+    })) {
+        Ok(spec) => spec,
+        Err(e) => {
+            return refused(
+                &req,
+                crate::service::error::ServiceError::invalid("data", e.to_string()),
+            );
+        }
+    };
+    let act = Act::new(&ctx.caller, "securekey.put", Some(&ns), &name);
+    match secure::put(&state.store, &state.cipher, act, ns.clone(), name, spec).await {
+        Ok(_) => Ok(super::layout::redirect(
+            &req,
+            &format!("/ui/ns/{ns}/securekeys"),
+        )),
+        Err(e) => refused(&req, e),
+    }
+}
+
+/// `POST /ui/ns/{ns}/securekeys/{name}/delete`.
+pub async fn delete_secure_key(
+    state: State,
+    ctx: Ctx,
+    path: web::Path<(String, String)>,
+    req: HttpRequest,
+) -> Answer {
+    let (ns, name) = path.into_inner();
+    let act = Act::new(&ctx.caller, "securekey.delete", Some(&ns), &name);
+    match secure::delete(&state.store, act, ns.clone(), name).await {
+        Ok(_) => Ok(super::layout::redirect(
+            &req,
+            &format!("/ui/ns/{ns}/securekeys"),
+        )),
+        Err(e) => refused(&req, e),
+    }
+}
+
+/// The new-namespace form.
+#[derive(Debug, serde::Deserialize)]
+pub struct NamespaceForm {
+    name: String,
+    #[serde(default)]
+    description: String,
+}
+
+/// `POST /ui/namespaces`: a new namespace (an existing one is not changed).
+pub async fn create_namespace(
+    state: State,
+    ctx: Ctx,
+    form: web::Form<NamespaceForm>,
+    req: HttpRequest,
+) -> Answer {
+    let form = form.into_inner();
+    let name = form.name.trim().to_string();
+    if ctx.namespaces.contains(&name) {
+        return refused(
+            &req,
+            crate::service::error::ServiceError::invalid(
+                "name",
+                format!("namespace '{name}' exists already"),
+            ),
+        );
+    }
+    let spec: crate::model::namespace::NamespaceSpec =
+        match serde_json::from_value(serde_json::json!({
+            "description": form.description.trim(),
+        })) {
+            Ok(spec) => spec,
+            Err(e) => {
+                return refused(
+                    &req,
+                    crate::service::error::ServiceError::invalid("description", e.to_string()),
+                );
+            }
+        };
+    let act = Act::new(&ctx.caller, "namespace.put", Some(&name), &name);
+    match namespaces::put(&state.store, act, name, spec).await {
+        Ok(_) => Ok(super::layout::redirect(&req, "/ui/namespaces")),
+        Err(e) => refused(&req, e),
     }
 }

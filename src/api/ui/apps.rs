@@ -6,7 +6,7 @@ use actix_web::{HttpRequest, web};
 use maud::{Markup, html};
 use serde::Deserialize;
 
-use super::layout::{Answer, Ctx, fragment, need, frame, redirect, refused, run_href, span, time};
+use super::layout::{Answer, Ctx, fragment, frame, need, redirect, refused, run_href, span, time};
 use crate::api::state::{ProgramPath, State};
 use crate::model::access::Act;
 use crate::model::property::{PROFILE_KEY, PROPERTY_PREFIX, Values};
@@ -18,6 +18,10 @@ use crate::service::{apps, profiles, runs};
 pub async fn list(state: State, ctx: Ctx, ns: web::Path<String>) -> Answer {
     let ns = ns.into_inner();
     let apps = need(apps::list(&state.store, ns.clone()).await)?;
+    let admin = ctx.allows(
+        crate::model::access::Need::Namespace(crate::model::access::Role::Admin),
+        Some(&ns),
+    );
     let body = html! {
         h1 { "Apps in " (ns) }
         @if apps.is_empty() {
@@ -29,7 +33,7 @@ pub async fn list(state: State, ctx: Ctx, ns: web::Path<String>) -> Answer {
                 @if !app.description.is_empty() { p { (app.description) } }
                 p.muted { "Updated " (time(app.updated)) @if let Some(by) = &app.deployed_by { " by " (by) } }
                 ul {
-                    @for p in &app.programs {
+                    @for p in app.programs.iter() {
                         li {
                             a href=(format!("/ui/ns/{ns}/apps/{}/{}", app.name, p.name)) { (p.name) }
                             " " code.muted { (p.command.join(" ")) }
@@ -38,8 +42,74 @@ pub async fn list(state: State, ctx: Ctx, ns: web::Path<String>) -> Answer {
                 }
             }
         }
+        @if admin {
+            h2 { "Deploy an app" }
+            form hx-post=(format!("/ui/ns/{ns}/apps")) method="post" action=(format!("/ui/ns/{ns}/apps")) {
+                div.field { label for="app-name" { "Name" } input #app-name type="text" name="name" required maxlength="128"; }
+                div.field {
+                    label for="app-spec" { "Definition" }
+                    textarea #app-spec name="spec" rows="6" aria-describedby="app-spec-help" { (EXAMPLE) }
+                    p #app-spec-help.help {
+                        "JSON, as " code { "PUT /v3/namespaces/" (ns) "/apps/{app}" } " takes it: programs (a command with arguments, no shell), "
+                        "and config (preferences of the app, such as " code { (PROFILE_KEY) } "). Deploying a name again replaces the app."
+                    }
+                }
+                button.primary type="submit" { "Deploy" }
+            }
+        }
     };
     Ok(frame(&ctx, "Apps", body))
+}
+
+/// The definition the deploy form starts with.
+const EXAMPLE: &str = r#"{
+  "description": "Says hello",
+  "programs": [
+    {"type": "workflows", "name": "hello", "command": ["sh", "-c", "echo hello from $(hostname)"]}
+  ]
+}"#;
+
+/// The deploy form.
+#[derive(Debug, Deserialize)]
+pub struct DeployForm {
+    name: String,
+    spec: String,
+}
+
+/// `POST /ui/ns/{ns}/apps`: deploys (or replaces) an app from its JSON definition.
+pub async fn deploy(
+    state: State,
+    ctx: Ctx,
+    ns: web::Path<String>,
+    form: web::Form<DeployForm>,
+    req: HttpRequest,
+) -> Answer {
+    let ns = ns.into_inner();
+    let form = form.into_inner();
+    let de = &mut serde_json::Deserializer::from_str(&form.spec);
+    let spec: crate::model::app::AppSpec = match serde_path_to_error::deserialize(de) {
+        Ok(spec) => spec,
+        Err(e) => {
+            let at = e.path().to_string();
+            let field = if at == "." {
+                "definition".to_string()
+            } else {
+                format!("definition: {at}")
+            };
+            return refused(&req, ServiceError::invalid(field, e.inner().to_string()));
+        }
+    };
+    let name = form.name.trim().to_string();
+    match apps::put(&state.store, &ctx.caller, ns.clone(), name.clone(), spec).await {
+        Ok(app) => {
+            let to = match app.programs.first() {
+                Some(p) => format!("/ui/ns/{ns}/apps/{name}/{}", p.name),
+                None => format!("/ui/ns/{ns}/apps"),
+            };
+            Ok(redirect(&req, &to))
+        }
+        Err(e) => refused(&req, e),
+    }
 }
 
 /// The runtime arguments a start form sent: the profile picked, property overrides and other
@@ -69,10 +139,16 @@ fn arguments(form: &StartForm) -> Result<Values, ServiceError> {
             }
             n += 1;
             if n > MAX_LINES {
-                return Err(ServiceError::invalid(field, format!("takes at most {MAX_LINES} lines")));
+                return Err(ServiceError::invalid(
+                    field,
+                    format!("takes at most {MAX_LINES} lines"),
+                ));
             }
             let Some((k, v)) = line.split_once('=') else {
-                return Err(ServiceError::invalid(field, format!("line {} is not key=value: '{line}'", i + 1)));
+                return Err(ServiceError::invalid(
+                    field,
+                    format!("line {} is not key=value: '{line}'", i + 1),
+                ));
             };
             out.insert(format!("{prefix}{}", k.trim()), v.trim().to_string());
         }
@@ -99,10 +175,26 @@ pub async fn program(state: State, ctx: Ctx, path: web::Path<ProgramPath>) -> An
             program: p.program.clone(),
         })
         .map_err(crate::api::error::ApiError::from)?;
-    let recent = need(runs::list_program(&state.runtime, p.ns.clone(), p.app.clone(), p.program.clone(), runs::RunFilter { limit: Some(10), ..Default::default() }).await)?;
+    let recent = need(
+        runs::list_program(
+            &state.runtime,
+            p.ns.clone(),
+            p.app.clone(),
+            p.program.clone(),
+            runs::RunFilter {
+                limit: Some(10),
+                ..Default::default()
+            },
+        )
+        .await,
+    )?;
     let choices = need(profiles::list(&state.store, Some(p.ns.clone()), true).await)?;
     let base = format!("/ui/ns/{}/apps/{}/{}", p.ns, p.app, p.program);
-    let may_start = ctx.may(Method::POST, "/ns/{ns}/apps/{app}/{program}/start", Some(&p.ns));
+    let may_start = ctx.may(
+        Method::POST,
+        "/ns/{ns}/apps/{app}/{program}/start",
+        Some(&p.ns),
+    );
     let body = html! {
         p.muted { a href=(format!("/ui/ns/{}/apps", p.ns)) { "Apps in " (p.ns) } " / " (p.app) }
         h1 { (p.app) " / " (p.program) }
@@ -172,16 +264,28 @@ fn preview_of(p: &runs::Preview) -> Markup {
 }
 
 /// `POST .../preview`: what the start would resolve to, or why it would be refused.
-pub async fn preview(state: State, path: web::Path<ProgramPath>, form: web::Form<StartForm>) -> Answer {
+pub async fn preview(
+    state: State,
+    path: web::Path<ProgramPath>,
+    form: web::Form<StartForm>,
+) -> Answer {
     let p = path.into_inner();
     let args = match arguments(&form) {
         Ok(a) => a,
-        Err(e) => return Ok(fragment(html! { p.notice.bad role="alert" { (e.to_string()) } })),
+        Err(e) => {
+            return Ok(fragment(
+                html! { p.notice.bad role="alert" { (e.to_string()) } },
+            ));
+        }
     };
-    Ok(fragment(match runs::preview(&state.runtime, p.ns, p.app, p.program, args).await {
-        Ok(preview) => preview_of(&preview),
-        Err(e) => html! { p.notice.bad role="alert" { "It would be refused: " (crate::api::error::ApiError::from(e).to_string()) } },
-    }))
+    Ok(fragment(
+        match runs::preview(&state.runtime, p.ns, p.app, p.program, args).await {
+            Ok(preview) => preview_of(&preview),
+            Err(e) => {
+                html! { p.notice.bad role="alert" { "It would be refused: " (crate::api::error::ApiError::from(e).to_string()) } }
+            }
+        },
+    ))
 }
 
 /// `POST .../start`: starts the run and opens its page.
@@ -198,9 +302,23 @@ pub async fn start(
         Err(e) => return refused(&req, e),
     };
     let act = Act::new(&ctx.caller, "run.start", Some(&p.ns), "");
-    match runs::start(&state.runtime, act, p.ns.clone(), p.app.clone(), p.program.clone(), args).await {
+    match runs::start(
+        &state.runtime,
+        act,
+        p.ns.clone(),
+        p.app.clone(),
+        p.program.clone(),
+        args,
+    )
+    .await
+    {
         Ok(id) => {
-            let key = RunKey { namespace: p.ns, app: p.app, program: p.program, run: id };
+            let key = RunKey {
+                namespace: p.ns,
+                app: p.app,
+                program: p.program,
+                run: id,
+            };
             Ok(redirect(&req, &run_href(&key)))
         }
         Err(e) => refused(&req, e),
@@ -219,10 +337,25 @@ mod tests {
             args: "input=/data\n".into(),
         };
         let args = arguments(&form).expect("valid");
-        assert_eq!(args.get("system.profile.name").map(String::as_str), Some("USER:small"));
-        assert_eq!(args.get("system.profile.properties.nodes").map(String::as_str), Some("3"));
+        assert_eq!(
+            args.get("system.profile.name").map(String::as_str),
+            Some("USER:small")
+        );
+        assert_eq!(
+            args.get("system.profile.properties.nodes")
+                .map(String::as_str),
+            Some("3")
+        );
         assert_eq!(args.get("input").map(String::as_str), Some("/data"));
-        let bad = StartForm { args: "no equals sign".into(), ..StartForm::default() };
-        assert!(arguments(&bad).expect_err("refused").to_string().contains("line 1"));
+        let bad = StartForm {
+            args: "no equals sign".into(),
+            ..StartForm::default()
+        };
+        assert!(
+            arguments(&bad)
+                .expect_err("refused")
+                .to_string()
+                .contains("line 1")
+        );
     }
 }

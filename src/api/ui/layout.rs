@@ -18,6 +18,21 @@ use crate::service::error::ServiceError;
 #[derive(Debug, Clone)]
 pub struct Secret(pub Option<String>);
 
+/// The right each page and action of the UI needs, by method and path: the UI's table, kept
+/// in the app's data so pages can show only the buttons their caller may press.
+#[derive(Debug, Clone)]
+pub struct Rights(pub std::sync::Arc<[(Method, &'static str, Need)]>);
+
+impl Rights {
+    /// The right `method path` needs; an unknown one needs an instance admin.
+    pub fn of(&self, method: &Method, path: &str) -> Need {
+        self.0
+            .iter()
+            .find(|(m, p, _)| m == method && *p == path)
+            .map_or(Need::Instance, |(_, _, n)| *n)
+    }
+}
+
 /// Who a page is drawn for: the caller, the namespaces it sees, the one the page is in.
 #[derive(Debug, Clone)]
 pub struct Ctx {
@@ -31,13 +46,15 @@ pub struct Ctx {
     pub open: bool,
     /// The path of the page, for the navigation's current item.
     pub path: String,
+    /// What each page and action needs.
+    pub rights: Rights,
 }
 
 impl Ctx {
     /// Whether the caller may do what `method path` (a row of the UI's table) needs, in
     /// namespace `ns`.
     pub fn may(&self, method: Method, path: &str, ns: Option<&str>) -> bool {
-        let need = super::need_of(&method, path);
+        let need = self.rights.of(&method, path);
         matches!(decide(need, &self.caller.grants, ns), Decision::Allow)
     }
 
@@ -83,12 +100,17 @@ impl FromRequest for Ctx {
                     .or(namespaces.first())
                     .cloned()
             });
+            let rights = req
+                .app_data::<web::Data<Rights>>()
+                .map(|r| r.get_ref().clone())
+                .unwrap_or_else(|| Rights(std::sync::Arc::from(Vec::new())));
             Ok(Ctx {
                 caller,
                 namespaces,
                 ns,
                 open: matches!(state.access, Access::Open),
                 path: req.path().to_string(),
+                rights,
             })
         })
     }
@@ -178,7 +200,9 @@ pub fn fragment(markup: Markup) -> HttpResponse {
 /// Sends the browser to `to` (for htmx, through `HX-Location`, without a reload).
 pub fn redirect(req: &HttpRequest, to: &str) -> HttpResponse {
     if htmx(req) {
-        HttpResponse::Ok().insert_header(("HX-Redirect", to)).finish()
+        HttpResponse::Ok()
+            .insert_header(("HX-Redirect", to))
+            .finish()
     } else {
         HttpResponse::SeeOther()
             .insert_header((actix_web::http::header::LOCATION, to))
@@ -317,8 +341,8 @@ pub fn badge(status: &str) -> Markup {
     let class = match status {
         "COMPLETED" | "PROVISIONED" | "ENABLED" | "SUCCEEDED" | "CREATED" => "ok",
         "FAILED" | "REJECTED" | "ORPHANED" | "TIMED_OUT" | "ROLLED_BACK" => "bad",
-        "RUNNING" | "STARTING" | "PENDING" | "PROVISIONING" | "DEPROVISIONING" | "POLLING_CREATE"
-        | "POLLING_DELETE" | "REQUESTING_CREATE" | "REQUESTING_DELETE" => "live",
+        "RUNNING" | "STARTING" | "PENDING" | "PROVISIONING" | "DEPROVISIONING"
+        | "POLLING_CREATE" | "POLLING_DELETE" | "REQUESTING_CREATE" | "REQUESTING_DELETE" => "live",
         "WAITING" | "KILLED" | "DISABLED" => "wait",
         _ => "done",
     };
@@ -348,12 +372,7 @@ pub fn deadline(secs: u64) -> Markup {
 
 /// A span of seconds as a person says it: "2h 14m", "3d 4h", "45s".
 pub fn span(secs: u64) -> String {
-    let (d, h, m, s) = (
-        secs / 86_400,
-        secs / 3600 % 24,
-        secs / 60 % 60,
-        secs % 60,
-    );
+    let (d, h, m, s) = (secs / 86_400, secs / 3600 % 24, secs / 60 % 60, secs % 60);
     match (d, h, m) {
         (0, 0, 0) => format!("{s}s"),
         (0, 0, _) => format!("{m}m {s}s"),

@@ -60,33 +60,41 @@ macro_rules! run {
 
 /// Every page and action of the UI, in the order the router tries them.
 pub fn table() -> Vec<Page> {
-    let row = |method: Method, path: &'static str, need: Need, to: fn() -> actix_web::Route| {
-        Page {
-            method,
-            path,
-            need,
-            to,
-        }
+    let row = |method: Method, path: &'static str, need: Need, to: fn() -> actix_web::Route| Page {
+        method,
+        path,
+        need,
+        to,
     };
     use Method as M;
     vec![
         row(M::GET, "/assets/{file}", PUBLIC, || {
             web::get().to(assets::serve)
         }),
-        row(M::GET, "/login", PUBLIC, || web::get().to(session::login_page)),
+        row(M::GET, "/login", PUBLIC, || {
+            web::get().to(session::login_page)
+        }),
         row(M::POST, "/login", PUBLIC, || web::post().to(session::login)),
-        row(M::POST, "/logout", PUBLIC, || web::post().to(session::logout)),
+        row(M::POST, "/logout", PUBLIC, || {
+            web::post().to(session::logout)
+        }),
         row(M::GET, "", TOKEN, || web::get().to(overview::page)),
         row(M::GET, "/runs", TOKEN, || web::get().to(runs::list)),
         row(M::GET, "/runs/rows", TOKEN, || web::get().to(runs::rows)),
         row(M::GET, run!(""), VIEW, || web::get().to(runs::page)),
-        row(M::GET, run!("/status"), VIEW, || web::get().to(runs::status)),
-        row(M::GET, run!("/events"), VIEW, || web::get().to(runs::events)),
+        row(M::GET, run!("/status"), VIEW, || {
+            web::get().to(runs::status)
+        }),
+        row(M::GET, run!("/events"), VIEW, || {
+            web::get().to(runs::events)
+        }),
         row(M::GET, run!("/logs"), VIEW, || web::get().to(runs::logs)),
         row(M::GET, run!("/operations"), VIEW, || {
             web::get().to(runs::operations)
         }),
-        row(M::POST, run!("/stop"), OPERATE, || web::post().to(runs::stop)),
+        row(M::POST, run!("/stop"), OPERATE, || {
+            web::post().to(runs::stop)
+        }),
         row(M::POST, run!("/deprovision"), OPERATE, || {
             web::post().to(runs::deprovision)
         }),
@@ -132,15 +140,24 @@ pub fn table() -> Vec<Page> {
             web::post().to(profiles::set_status)
         }),
         row(M::GET, "/ns/{ns}/apps", VIEW, || web::get().to(apps::list)),
+        row(M::POST, "/ns/{ns}/apps", ADMIN, || {
+            web::post().to(apps::deploy)
+        }),
         row(M::GET, "/ns/{ns}/apps/{app}/{program}", VIEW, || {
             web::get().to(apps::program)
         }),
-        row(M::POST, "/ns/{ns}/apps/{app}/{program}/preview", VIEW, || {
-            web::post().to(apps::preview)
-        }),
-        row(M::POST, "/ns/{ns}/apps/{app}/{program}/start", OPERATE, || {
-            web::post().to(apps::start)
-        }),
+        row(
+            M::POST,
+            "/ns/{ns}/apps/{app}/{program}/preview",
+            VIEW,
+            || web::post().to(apps::preview),
+        ),
+        row(
+            M::POST,
+            "/ns/{ns}/apps/{app}/{program}/start",
+            OPERATE,
+            || web::post().to(apps::start),
+        ),
         row(M::GET, "/templates", TOKEN, || {
             web::get().to(templates::list)
         }),
@@ -156,23 +173,25 @@ pub fn table() -> Vec<Page> {
         row(M::GET, "/ns/{ns}/securekeys", VIEW, || {
             web::get().to(admin::secure_keys)
         }),
+        row(M::POST, "/ns/{ns}/securekeys", ADMIN, || {
+            web::post().to(admin::put_secure_key)
+        }),
+        row(M::POST, "/ns/{ns}/securekeys/{name}/delete", ADMIN, || {
+            web::post().to(admin::delete_secure_key)
+        }),
         row(M::GET, "/namespaces", TOKEN, || {
             web::get().to(admin::namespaces)
         }),
-        row(M::GET, "/janitor", INSTANCE, || web::get().to(admin::janitor)),
+        row(M::POST, "/namespaces", INSTANCE, || {
+            web::post().to(admin::create_namespace)
+        }),
+        row(M::GET, "/janitor", INSTANCE, || {
+            web::get().to(admin::janitor)
+        }),
         row(M::POST, "/janitor/run", INSTANCE, || {
             web::post().to(admin::run_janitor)
         }),
     ]
-}
-
-/// The right that action `method path` (a path of [`table`]) needs; pages use it to show only
-/// the buttons their caller may press.
-pub fn need_of(method: &Method, path: &str) -> Need {
-    table()
-        .into_iter()
-        .find(|p| p.method == *method && p.path == path)
-        .map_or(Need::Instance, |p| p.need)
 }
 
 /// Registers the UI under `/ui`: one resource per path of [`table`], each checking its rows'
@@ -185,7 +204,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             paths.push(page.path);
         }
     }
-    let mut scope = web::scope("/ui");
+    let rights: Arc<[(Method, &'static str, Need)]> = table
+        .iter()
+        .map(|p| (p.method.clone(), p.path, p.need))
+        .collect();
+    let mut scope = web::scope("/ui").app_data(web::Data::new(layout::Rights(rights)));
     for path in paths {
         let rows: Vec<&Page> = table.iter().filter(|r| r.path == path).collect();
         let needs: Arc<[(Method, Need)]> =
@@ -223,4 +246,50 @@ async fn to_ui() -> HttpResponse {
     HttpResponse::SeeOther()
         .insert_header((actix_web::http::header::LOCATION, "/ui"))
         .finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only the sign-in pages and the static files are public; every action that changes
+    /// something needs more than a viewer (the dry runs, preview and plan, change nothing).
+    #[test]
+    fn every_page_needs_a_session_and_every_change_a_role_that_may_make_it() {
+        let dry = ["/ns/{ns}/apps/{app}/{program}/preview", "/ns/{ns}/plan"];
+        for page in table() {
+            let open = ["/assets/{file}", "/login", "/logout"].contains(&page.path);
+            assert_eq!(
+                page.need == Need::Public,
+                open,
+                "{} {}",
+                page.method,
+                page.path
+            );
+            if page.method == Method::POST && !open && !dry.contains(&page.path) {
+                assert!(
+                    matches!(
+                        page.need,
+                        Need::Instance | Need::Namespace(Role::Operator | Role::Admin)
+                    ),
+                    "{} {} needs only {:?}",
+                    page.method,
+                    page.path,
+                    page.need
+                );
+            }
+        }
+        // Each method and path is one row.
+        let rows = table();
+        for (i, a) in rows.iter().enumerate() {
+            for b in &rows[i + 1..] {
+                assert!(
+                    !(a.method == b.method && a.path == b.path),
+                    "{} {} twice",
+                    a.method,
+                    a.path
+                );
+            }
+        }
+    }
 }

@@ -3,7 +3,7 @@
 
 use maud::html;
 
-use super::layout::{Answer, Ctx, badge, need, frame, run_href, time};
+use super::layout::{Answer, Ctx, badge, frame, need, run_href, time};
 use crate::api::state::State;
 use crate::service::overview;
 

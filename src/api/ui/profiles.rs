@@ -8,7 +8,9 @@ use actix_web::{HttpRequest, web};
 use maud::{Markup, html};
 use serde::Deserialize;
 
-use super::layout::{Answer, Ctx, UiError, badge, facts, fragment, need, frame, redirect, refused, span, time};
+use super::layout::{
+    Answer, Ctx, UiError, badge, facts, fragment, frame, need, redirect, refused, span, time,
+};
 use super::widgets::{self, Entered, Group};
 use crate::api::error::ApiError;
 use crate::api::profiles::{ProfilePath, act};
@@ -74,7 +76,11 @@ fn row(ctx: &Ctx, p: &Profile, id: &ProfileId) -> Markup {
 
 /// `GET /ui/profiles`: SYSTEM profiles, then the namespace's.
 pub async fn list(state: State, ctx: Ctx, q: web::Query<ListQuery>) -> Answer {
-    let ns = q.namespace.clone().filter(|n| !n.is_empty()).or(ctx.ns.clone());
+    let ns = q
+        .namespace
+        .clone()
+        .filter(|n| !n.is_empty())
+        .or(ctx.ns.clone());
     if let Some(ns) = &ns
         && !ctx.namespaces.contains(ns)
     {
@@ -87,7 +93,9 @@ pub async fn list(state: State, ctx: Ctx, q: web::Query<ListQuery>) -> Answer {
     };
     let ns_name = ns.clone().unwrap_or_default();
     let can_create = ctx.instance_admin()
-        || ns.as_deref().is_some_and(|n| ctx.allows(Need::Namespace(Role::Admin), Some(n)));
+        || ns
+            .as_deref()
+            .is_some_and(|n| ctx.allows(Need::Namespace(Role::Admin), Some(n)));
     let body = html! {
         h1 { "Profiles" }
         p.muted { "Where and how runs execute: a provisioner and its properties, keepalive and timeout. SYSTEM profiles serve every namespace." }
@@ -130,10 +138,20 @@ pub async fn set_status(
         "ENABLED" => (ProfileStatus::Enabled, "profile.enable"),
         "DISABLED" => (ProfileStatus::Disabled, "profile.disable"),
         other => {
-            return refused(&req, ServiceError::invalid("status", format!("'{other}' is not ENABLED or DISABLED")));
+            return refused(
+                &req,
+                ServiceError::invalid("status", format!("'{other}' is not ENABLED or DISABLED")),
+            );
         }
     };
-    match profiles::set_status(&state.store, act(&ctx.caller, action, &id), id.clone(), status).await {
+    match profiles::set_status(
+        &state.store,
+        act(&ctx.caller, action, &id),
+        id.clone(),
+        status,
+    )
+    .await
+    {
         Ok(p) => Ok(fragment(row(&ctx, &p, &id))),
         Err(e) => refused(&req, e),
     }
@@ -324,7 +342,11 @@ fn scopes(ctx: &Ctx) -> Vec<String> {
 /// The secure keys a picker offers: the namespace's (for a SYSTEM profile, those of the
 /// namespace the page is in).
 async fn keys(state: &State, ctx: &Ctx, scope: &str) -> Vec<String> {
-    let ns = if scope == "SYSTEM" { ctx.ns.clone() } else { Some(scope.to_string()) };
+    let ns = if scope == "SYSTEM" {
+        ctx.ns.clone()
+    } else {
+        Some(scope.to_string())
+    };
     match ns {
         Some(ns) if ctx.namespaces.contains(&ns) => secure::list(&state.store, ns)
             .await
@@ -339,7 +361,11 @@ fn provisioner_groups(state: &State, name: &str) -> Result<Vec<Group>, UiError> 
         .registry
         .detail(name)
         .ok_or_else(|| ApiError::from(ServiceError::ProvisionerNotFound(name.to_string())))?;
-    let spec = state.registry.get(name).map(|p| p.spec()).ok_or_else(|| ApiError::from(ServiceError::ProvisionerNotFound(name.to_string())))?;
+    let spec = state
+        .registry
+        .get(name)
+        .map(|p| p.spec())
+        .ok_or_else(|| ApiError::from(ServiceError::ProvisionerNotFound(name.to_string())))?;
     Ok(widgets::groups(&detail.configuration_groups, spec))
 }
 
@@ -347,7 +373,10 @@ fn provisioner_groups(state: &State, name: &str) -> Result<Vec<Group>, UiError> 
 pub async fn new(state: State, ctx: Ctx, q: web::Query<NewQuery>) -> Answer {
     let scopes = scopes(&ctx);
     if scopes.is_empty() {
-        return Err(ApiError::Forbidden("making a profile needs a namespace's admin role or an instance-admin token".into()).into());
+        return Err(ApiError::Forbidden(
+            "making a profile needs a namespace's admin role or an instance-admin token".into(),
+        )
+        .into());
     }
     let scope = q
         .scope
@@ -423,13 +452,27 @@ fn span_text(secs: u64) -> String {
 }
 
 /// `POST /ui/system/profiles` and `/ui/ns/{ns}/profiles`: a new profile.
-pub async fn create(state: State, ctx: Ctx, form: web::Form<Vec<(String, String)>>, req: HttpRequest) -> Answer {
-    let scope = req.match_info().get("ns").map_or("SYSTEM".to_string(), str::to_string);
+pub async fn create(
+    state: State,
+    ctx: Ctx,
+    form: web::Form<Vec<(String, String)>>,
+    req: HttpRequest,
+) -> Answer {
+    let scope = req
+        .match_info()
+        .get("ns")
+        .map_or("SYSTEM".to_string(), str::to_string);
     save_form(&state, &ctx, None, &scope, form.into_inner(), &req).await
 }
 
 /// `POST` to a profile's path: its new definition.
-pub async fn save(state: State, ctx: Ctx, id: ProfilePath, form: web::Form<Vec<(String, String)>>, req: HttpRequest) -> Answer {
+pub async fn save(
+    state: State,
+    ctx: Ctx,
+    id: ProfilePath,
+    form: web::Form<Vec<(String, String)>>,
+    req: HttpRequest,
+) -> Answer {
     let id = id.0;
     let scope = match id.scope {
         Scope::System => "SYSTEM".to_string(),
@@ -451,13 +494,22 @@ async fn save_form(
     req: &HttpRequest,
 ) -> Answer {
     if sent.len() > MAX_FIELDS {
-        return Err(ServiceError::invalid("form", format!("has more than {MAX_FIELDS} fields")).into());
+        return Err(
+            ServiceError::invalid("form", format!("has more than {MAX_FIELDS} fields")).into(),
+        );
     }
-    let get = |k: &str| sent.iter().find(|(n, _)| n == k).map(|(_, v)| v.trim().to_string()).unwrap_or_default();
+    let get = |k: &str| {
+        sent.iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.trim().to_string())
+            .unwrap_or_default()
+    };
     let provisioner = get("provisioner");
     let groups = provisioner_groups(state, &provisioner)?;
     let basics = Basics {
-        name: existing.as_ref().map_or_else(|| get("name"), |id| id.name.clone()),
+        name: existing
+            .as_ref()
+            .map_or_else(|| get("name"), |id| id.name.clone()),
         label: get("label"),
         description: get("description"),
         killed: get("keepalive.killed"),
@@ -473,10 +525,19 @@ async fn save_form(
             .map(|(_, v)| v.as_str())
             .unwrap_or_default();
         let value = widgets::value_of(f, raw);
-        let editable = !sent.iter().any(|(n, v)| n.strip_prefix("fixed.") == Some(f.name.as_str()) && v == "true");
-        entered.insert(f.name.clone(), Entered { value: value.clone(), editable });
+        let editable = !sent
+            .iter()
+            .any(|(n, v)| n.strip_prefix("fixed.") == Some(f.name.as_str()) && v == "true");
+        entered.insert(
+            f.name.clone(),
+            Entered {
+                value: value.clone(),
+                editable,
+            },
+        );
         if !value.is_empty() {
-            properties.push(serde_json::json!({"name": f.name, "value": value, "isEditable": editable}));
+            properties
+                .push(serde_json::json!({"name": f.name, "value": value, "isEditable": editable}));
         }
     }
     let id = match &existing {
@@ -502,26 +563,51 @@ async fn save_form(
         }
         crate::model::names::check("name", &basics.name)?;
         if existing.is_none() && profiles::get(&state.store, id.clone()).await.is_ok() {
-            return Err(ServiceError::invalid("name", format!("{id} exists already: edit it instead")));
+            return Err(ServiceError::invalid(
+                "name",
+                format!("{id} exists already: edit it instead"),
+            ));
         }
         let spec: ProfileSpec = serde_path_to_error::deserialize(body.clone())
             .map_err(|e| ServiceError::invalid(e.path().to_string(), e.inner().to_string()))?;
-        let action = if existing.is_some() { "profile.put" } else { "profile.create" };
-        profiles::put(&state.store, &state.registry, act(&ctx.caller, action, &id), id.clone(), spec).await
+        let action = if existing.is_some() {
+            "profile.put"
+        } else {
+            "profile.create"
+        };
+        profiles::put(
+            &state.store,
+            &state.registry,
+            act(&ctx.caller, action, &id),
+            id.clone(),
+            spec,
+        )
+        .await
     }
     .await;
     match result {
         Ok(_) => Ok(redirect(req, &href(&id))),
         Err(ServiceError::Invalid(invalid)) => {
             let key = match invalid.field.as_str() {
-                f if widgets::property_of(f).is_some() => format!("p.{}", widgets::property_of(f).unwrap_or_default()),
-                "name" | "label" | "description" | "timeout" | "keepalive.killed" | "keepalive.failed" => invalid.field.clone(),
+                f if widgets::property_of(f).is_some() => {
+                    format!("p.{}", widgets::property_of(f).unwrap_or_default())
+                }
+                "name" | "label" | "description" | "timeout" | "keepalive.killed"
+                | "keepalive.failed" => invalid.field.clone(),
                 _ => String::new(),
             };
-            let message = if key.is_empty() { invalid.to_string() } else { invalid.message.clone() };
+            let message = if key.is_empty() {
+                invalid.to_string()
+            } else {
+                invalid.message.clone()
+            };
             let errors = BTreeMap::from([(key, message)]);
             let keys = keys(state, ctx, scope).await;
-            let of = FormOf { id: existing.as_ref(), scope, provisioner: &provisioner };
+            let of = FormOf {
+                id: existing.as_ref(),
+                scope,
+                provisioner: &provisioner,
+            };
             let title = match &existing {
                 Some(id) => format!("Edit {}", id.scoped_name()),
                 None => format!("New {provisioner} profile"),

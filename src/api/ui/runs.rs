@@ -10,7 +10,7 @@ use maud::{Markup, html};
 use serde::Deserialize;
 
 use super::layout::{
-    Answer, Ctx, Secret, UiError, badge, deadline, facts, fragment, need, notice, frame, refused,
+    Answer, Ctx, Secret, UiError, badge, deadline, facts, fragment, frame, need, notice, refused,
     run_href, span, time, values,
 };
 use crate::api::error::ApiError;
@@ -110,7 +110,11 @@ const CLUSTER_STATUSES: &[&str] = &[
 ];
 
 /// The runs the filters pick, newest first, and a note when not every namespace was read.
-async fn find(state: &State, ctx: &Ctx, q: &ListQuery) -> Result<(Vec<RunView>, Option<String>), UiError> {
+async fn find(
+    state: &State,
+    ctx: &Ctx,
+    q: &ListQuery,
+) -> Result<(Vec<RunView>, Option<String>), UiError> {
     let namespaces: Vec<String> = match some(&q.namespace) {
         Some(ns) => {
             if !ctx.namespaces.contains(&ns) {
@@ -137,12 +141,20 @@ async fn find(state: &State, ctx: &Ctx, q: &ListQuery) -> Result<(Vec<RunView>, 
     for ns in namespaces.into_iter().take(LIST_NAMESPACES) {
         let page = match (&app, &program) {
             (Some(app), Some(program)) => {
-                match runs::list_program(&state.runtime, ns, app.clone(), program.clone(), filter.clone()).await {
+                match runs::list_program(
+                    &state.runtime,
+                    ns,
+                    app.clone(),
+                    program.clone(),
+                    filter.clone(),
+                )
+                .await
+                {
                     Ok(page) => page,
                     // Another namespace has no such program: it has none of its runs.
-                    Err(ServiceError::AppNotFound { .. } | ServiceError::ProgramNotFound { .. })
-                        if q.namespace.is_empty() =>
-                    {
+                    Err(
+                        ServiceError::AppNotFound { .. } | ServiceError::ProgramNotFound { .. },
+                    ) if q.namespace.is_empty() => {
                         continue;
                     }
                     Err(e) => return Err(ApiError::from(e).into()),
@@ -329,7 +341,7 @@ fn status_panel(ctx: &Ctx, run: &RunView) -> Markup {
                         div.field {
                             label for="op" { "Cluster operation" }
                             select #op name="operation" {
-                                @for op in ["expand", "shrink", "start", "stop", "restart"] {
+                                @for op in ["expand", "shrink", "start", "stop", "restart", "configure"] {
                                     option value=(op) { (op) }
                                 }
                             }
@@ -337,6 +349,10 @@ fn status_panel(ctx: &Ctx, run: &RunView) -> Markup {
                         div.field {
                             label for="op-nodes" { "Nodes (expand, shrink)" }
                             input #op-nodes type="number" name="nodes" min="1" max="1000" value="1";
+                        }
+                        div.field {
+                            label for="op-config" { "Config (configure; JSON)" }
+                            textarea #op-config name="config" rows="1" placeholder="{\"zookeeper\": {\"tickTime\": 2000}}" {}
                         }
                         button type="submit" hx-confirm="Run this operation on the cluster?" { "Run" }
                     }
@@ -526,7 +542,8 @@ pub async fn events(state: State, path: web::Path<RunPath>, req: HttpRequest) ->
         .unwrap_or(0);
     let Ok(permit) = std::sync::Arc::clone(&state.streams).try_acquire_owned() else {
         return Err(ApiError::Unavailable(
-            "too many event streams are open on this server; the page updates when one closes".into(),
+            "too many event streams are open on this server; the page updates when one closes"
+                .into(),
         )
         .into());
     };
@@ -537,53 +554,52 @@ pub async fn events(state: State, path: web::Path<RunPath>, req: HttpRequest) ->
     let until = tokio::time::Instant::now() + STREAM_LIFE;
     let runtime = state.runtime.clone();
     let start = Step::First(first, after);
-    let stream = futures_util::stream::unfold(
-        (start, permit),
-        move |(step, permit)| {
-            let (runtime, key) = (runtime.clone(), key.clone());
-            async move {
-                let (chunk, next) = match step {
-                    Step::Done => return None,
-                    Step::First(events, after) => {
-                        let newest = events.last().map_or(after, |e| e.seq);
-                        let mut out = b"retry: 2000\n\n".to_vec();
-                        out.extend_from_slice(&batch(&events));
-                        if events.is_empty() {
-                            // Mark where the page is, so a reconnect starts here.
-                            out.extend_from_slice(format!("id: {newest}\n\n").as_bytes());
-                        }
-                        (web::Bytes::from(out), Step::After(newest))
+    let stream = futures_util::stream::unfold((start, permit), move |(step, permit)| {
+        let (runtime, key) = (runtime.clone(), key.clone());
+        async move {
+            let (chunk, next) = match step {
+                Step::Done => return None,
+                Step::First(events, after) => {
+                    let newest = events.last().map_or(after, |e| e.seq);
+                    let mut out = b"retry: 2000\n\n".to_vec();
+                    out.extend_from_slice(&batch(&events));
+                    if events.is_empty() {
+                        // Mark where the page is, so a reconnect starts here.
+                        out.extend_from_slice(format!("id: {newest}\n\n").as_bytes());
                     }
-                    Step::After(after) => {
-                        if tokio::time::Instant::now() >= until {
-                            return None;
+                    (web::Bytes::from(out), Step::After(newest))
+                }
+                Step::After(after) => {
+                    if tokio::time::Instant::now() >= until {
+                        return None;
+                    }
+                    let events =
+                        history::history(&runtime, key.clone(), after, Some(HEARTBEAT)).await;
+                    match events {
+                        Ok(events) if !events.is_empty() => {
+                            let newest = events.last().map_or(after, |e| e.seq);
+                            (batch(&events), Step::After(newest))
                         }
-                        let events = history::history(&runtime, key.clone(), after, Some(HEARTBEAT)).await;
-                        match events {
-                            Ok(events) if !events.is_empty() => {
-                                let newest = events.last().map_or(after, |e| e.seq);
-                                (batch(&events), Step::After(newest))
+                        Ok(_) => match runs::get(&runtime, key.clone()).await {
+                            Ok(run) if live(&run) => (
+                                web::Bytes::from_static(b": still here\n\n"),
+                                Step::After(after),
+                            ),
+                            // Over: the page has every event; tell it to stop listening.
+                            Ok(_) => {
+                                let mut out = sse("status", None, "").to_vec();
+                                out.extend_from_slice(&sse("end", None, ""));
+                                (web::Bytes::from(out), Step::Done)
                             }
-                            Ok(_) => match runs::get(&runtime, key.clone()).await {
-                                Ok(run) if live(&run) => {
-                                    (web::Bytes::from_static(b": still here\n\n"), Step::After(after))
-                                }
-                                // Over: the page has every event; tell it to stop listening.
-                                Ok(_) => {
-                                    let mut out = sse("status", None, "").to_vec();
-                                    out.extend_from_slice(&sse("end", None, ""));
-                                    (web::Bytes::from(out), Step::Done)
-                                }
-                                Err(_) => return None,
-                            },
                             Err(_) => return None,
-                        }
+                        },
+                        Err(_) => return None,
                     }
-                };
-                Some((Ok::<_, actix_web::Error>(chunk), (next, permit)))
-            }
-        },
-    );
+                }
+            };
+            Some((Ok::<_, actix_web::Error>(chunk), (next, permit)))
+        }
+    });
     Ok(HttpResponse::Ok()
         .content_type("text/event-stream")
         .insert_header(("Cache-Control", "no-store"))
@@ -611,6 +627,9 @@ pub struct CommandForm {
     operation: Option<String>,
     #[serde(default)]
     nodes: Option<u32>,
+    /// `configure`: the new config, a JSON object.
+    #[serde(default)]
+    config: Option<String>,
 }
 
 /// Sends `event` to run `key` as `caller`'s `action`; when another server owns the run, the
@@ -635,21 +654,40 @@ async fn command(
     };
     let (status, message) = match done {
         Ok(_) => (StatusCode::OK, what.done.to_string()),
-        Err(ServiceError::Runtime(crate::runtime::error::RuntimeError::Elsewhere { run, server, url }))
-            if !url.is_empty() =>
-        {
+        Err(ServiceError::Runtime(crate::runtime::error::RuntimeError::Elsewhere {
+            run,
+            server,
+            url,
+        })) if !url.is_empty() => {
             let who = format!("run '{run}' is owned by server {server}, which");
             let path = format!(
                 "/v3/namespaces/{}/apps/{}/workflows/{}/runs/{}/{}",
                 key.namespace, key.app, key.program, key.run, what.api
             );
-            let auth = secret.0.as_ref().map(|s| format!("Bearer {s}").into_bytes());
-            match crate::api::forward::send(state, reqwest::Method::POST, &path, auth, what.body.clone(), &who, &url).await {
+            let auth = secret
+                .0
+                .as_ref()
+                .map(|s| format!("Bearer {s}").into_bytes());
+            match crate::api::forward::send(
+                state,
+                reqwest::Method::POST,
+                &path,
+                auth,
+                what.body.clone(),
+                &who,
+                &url,
+            )
+            .await
+            {
                 Ok((status, _)) if status.is_success() => (StatusCode::OK, what.done.to_string()),
                 Ok((status, bytes)) => {
                     let message = serde_json::from_slice::<serde_json::Value>(&bytes)
                         .ok()
-                        .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(str::to_string))
+                        .and_then(|v| {
+                            v.get("message")
+                                .and_then(|m| m.as_str())
+                                .map(str::to_string)
+                        })
                         .unwrap_or_else(|| format!("server {server} answered {status}"));
                     (status, message)
                 }
@@ -725,7 +763,8 @@ pub async fn deprovision(
             action: "run.deprovision.force",
             api: "deprovision?force=true",
             body: None,
-            done: "The cluster is recorded deprovisioned; the events list what may be left behind.".into(),
+            done: "The cluster is recorded deprovisioned; the events list what may be left behind."
+                .into(),
         }
     } else {
         Command {
@@ -745,7 +784,11 @@ fn local_time(value: &str, offset: i64) -> Result<u64, String> {
     if value.len() > 32 {
         return Err("is not a date and time".into());
     }
-    let full = if value.len() == 16 { format!("{value}:00") } else { value.to_string() };
+    let full = if value.len() == 16 {
+        format!("{value}:00")
+    } else {
+        value.to_string()
+    };
     let at = humantime::parse_rfc3339_weak(&full.replace('T', " "))
         .map_err(|_| format!("'{value}' is not a date and time"))?;
     let secs = at
@@ -786,7 +829,10 @@ pub async fn extend(
         let now = crate::model::time::now_secs();
         run.cluster.expires_at.unwrap_or(now).max(now) + by.as_secs()
     } else {
-        match local_time(form.at.as_deref().unwrap_or_default(), form.tz_offset.unwrap_or(0)) {
+        match local_time(
+            form.at.as_deref().unwrap_or_default(),
+            form.tz_offset.unwrap_or(0),
+        ) {
             Ok(at) => at,
             Err(m) => return refused(&req, ServiceError::invalid("at", m)),
         }
@@ -815,15 +861,41 @@ pub async fn cluster(
 ) -> Answer {
     let form = form.into_inner();
     let operation = form.operation.unwrap_or_default();
-    let request: crate::rules::resize::ClusterRequest = match serde_json::from_value(serde_json::json!({
-        "operation": operation,
-        "nodes": if matches!(operation.as_str(), "expand" | "shrink") { form.nodes } else { None },
-    })) {
+    let config = match (operation.as_str(), form.config.as_deref().map(str::trim)) {
+        ("configure", Some(text)) if !text.is_empty() => {
+            match serde_json::from_str::<serde_json::Value>(text) {
+                Ok(v) if v.is_object() => Some(v),
+                _ => {
+                    return refused(
+                        &req,
+                        ServiceError::invalid("config", "must be a JSON object"),
+                    );
+                }
+            }
+        }
+        ("configure", _) => {
+            return refused(
+                &req,
+                ServiceError::invalid("config", "configure needs the new config, a JSON object"),
+            );
+        }
+        _ => None,
+    };
+    let request: crate::rules::resize::ClusterRequest = match serde_json::from_value(
+        serde_json::json!({
+            "operation": operation,
+            "nodes": if matches!(operation.as_str(), "expand" | "shrink") { form.nodes } else { None },
+            "config": config,
+        }),
+    ) {
         Ok(r) => r,
         Err(_) => {
             return refused(
                 &req,
-                ServiceError::invalid("operation", format!("'{operation}' is not an operation of a live cluster")),
+                ServiceError::invalid(
+                    "operation",
+                    format!("'{operation}' is not an operation of a live cluster"),
+                ),
             );
         }
     };
@@ -861,7 +933,12 @@ mod tests {
         let utc = local_time("2026-11-24T08:00", 0).expect("valid");
         assert_eq!(local_time("2026-11-24T10:00", -120), Ok(utc));
         assert_eq!(local_time("2026-11-24T10:00:30", -120), Ok(utc + 30));
-        for bad in ["", "tomorrow", "2026-13-01T00:00", "2026-11-24T10:00:00:00:00:00:00:00:00"] {
+        for bad in [
+            "",
+            "tomorrow",
+            "2026-13-01T00:00",
+            "2026-11-24T10:00:00:00:00:00:00:00:00",
+        ] {
             assert!(local_time(bad, 0).is_err(), "{bad}");
         }
         assert!(local_time("2026-11-24T10:00", 100_000).is_err());

@@ -219,7 +219,10 @@ mod tests {
 
     #[test]
     fn only_pages_of_the_ui_are_gone_back_to() {
-        assert_eq!(next_page(Some("/ui/runs?namespace=a")), "/ui/runs?namespace=a");
+        assert_eq!(
+            next_page(Some("/ui/runs?namespace=a")),
+            "/ui/runs?namespace=a"
+        );
         assert_eq!(next_page(Some("/ui")), "/ui");
         for evil in [
             "https://evil.example/",

@@ -5,7 +5,7 @@ use actix_web::{HttpRequest, web};
 use maud::{Markup, html};
 use serde::Deserialize;
 
-use super::layout::{Answer, Ctx, fragment, need, frame, refused, time};
+use super::layout::{Answer, Ctx, fragment, frame, need, refused, time};
 use super::timeline::name_of;
 use crate::api::state::State;
 use crate::model::template::TemplateId;
@@ -28,7 +28,11 @@ pub struct ListQuery {
 
 /// `GET /ui/templates`: SYSTEM templates and the namespace's.
 pub async fn list(state: State, ctx: Ctx, q: web::Query<ListQuery>) -> Answer {
-    let ns = q.namespace.clone().filter(|n| ctx.namespaces.contains(n)).or(ctx.ns.clone());
+    let ns = q
+        .namespace
+        .clone()
+        .filter(|n| ctx.namespaces.contains(n))
+        .or(ctx.ns.clone());
     let system = need(templates::list(&state.store, None, false).await)?;
     let user = match &ns {
         Some(ns) => need(templates::list(&state.store, Some(ns.clone()), false).await)?,
@@ -59,7 +63,16 @@ pub async fn page(state: State, ctx: Ctx, req: HttpRequest) -> Answer {
     let info = req.match_info();
     let ns = info.get("ns").map(str::to_string);
     let name = info.get("name").unwrap_or_default().to_string();
-    let t = need(templates::get(&state.store, TemplateId { namespace: ns.clone(), name: name.clone() }).await)?;
+    let t = need(
+        templates::get(
+            &state.store,
+            TemplateId {
+                namespace: ns.clone(),
+                name: name.clone(),
+            },
+        )
+        .await,
+    )?;
     // A plan is drawn in the namespace the page is in (a SYSTEM template's, the picked one).
     let plan_ns = ns.clone().or(ctx.ns.clone());
     let scoped = match &ns {
@@ -142,7 +155,12 @@ pub struct PlanForm {
 }
 
 /// `POST /ui/ns/{ns}/plan`: the dry run, drawn.
-pub async fn plan(state: State, ns: web::Path<String>, form: web::Form<PlanForm>, req: HttpRequest) -> Answer {
+pub async fn plan(
+    state: State,
+    ns: web::Path<String>,
+    form: web::Form<PlanForm>,
+    req: HttpRequest,
+) -> Answer {
     let form = form.into_inner();
     let request: Result<PlanRequest, _> = serde_json::from_value(serde_json::json!({
         "template": form.template,
@@ -152,12 +170,19 @@ pub async fn plan(state: State, ns: web::Path<String>, form: web::Form<PlanForm>
     }));
     let request = match request {
         Ok(r) => r,
-        Err(e) => return refused(&req, crate::service::error::ServiceError::invalid("plan", e.to_string())),
+        Err(e) => {
+            return refused(
+                &req,
+                crate::service::error::ServiceError::invalid("plan", e.to_string()),
+            );
+        }
     };
     let _: &TemplateRef = &request.template;
     match templates::dry_run(&state.store, &state.registry, ns.into_inner(), request).await {
         Ok(plan) => Ok(fragment(dag(&plan))),
-        Err(e) => Ok(fragment(html! { p.notice.bad role="alert" { (crate::api::error::ApiError::from(e).to_string()) } })),
+        Err(e) => Ok(fragment(
+            html! { p.notice.bad role="alert" { (crate::api::error::ApiError::from(e).to_string()) } },
+        )),
     }
 }
 
@@ -170,7 +195,10 @@ pub fn dag(plan: &DryRun) -> Markup {
     let mut position = std::collections::BTreeMap::new();
     for (s, stage) in plan.stages.iter().enumerate() {
         for (i, task) in stage.iter().enumerate() {
-            position.insert(*task, (s as f64 * (w + gap_x), top + i as f64 * (h + gap_y)));
+            position.insert(
+                *task,
+                (s as f64 * (w + gap_x), top + i as f64 * (h + gap_y)),
+            );
         }
     }
     let tallest = plan.stages.iter().map(Vec::len).max().unwrap_or(0);

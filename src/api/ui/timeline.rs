@@ -59,7 +59,8 @@ fn operation(op: &OperationView, now: f64) -> Markup {
     }
     let pct = |x: f64| ((x - start) / width * 100.0).clamp(0.0, 100.0);
     let attempts: usize = op.tasks.iter().map(|t| t.attempts.len()).sum();
-    let retries = attempts.saturating_sub(op.tasks.iter().filter(|t| !t.attempts.is_empty()).count());
+    let retries =
+        attempts.saturating_sub(op.tasks.iter().filter(|t| !t.attempts.is_empty()).count());
     html! {
         section.operation id=(format!("op-{}", op.id)) aria-labelledby=(format!("op-{}-h", op.id)) {
             h3 id=(format!("op-{}-h", op.id)) {

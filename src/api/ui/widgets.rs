@@ -63,7 +63,10 @@ pub fn groups(configuration_groups: &Value, spec: &ebb_spi::ProvisionerSpec) -> 
                                 label: text(p, "label"),
                                 description: text(p, "description"),
                                 widget: text(p, "widget-type"),
-                                attributes: p.get("widget-attributes").cloned().unwrap_or(Value::Null),
+                                attributes: p
+                                    .get("widget-attributes")
+                                    .cloned()
+                                    .unwrap_or(Value::Null),
                                 required: prop.is_some_and(|s| s.required),
                                 secret: prop.is_some_and(|s| s.secret),
                                 name,
@@ -121,7 +124,11 @@ pub fn field(f: &Field, entered: Option<&Entered>, error: Option<&str>, keys: &[
     let input_name = format!("p.{}", f.name);
     let help = format!("{id}-help");
     let err_id = format!("{id}-error");
-    let described = if error.is_some() { format!("{help} {err_id}") } else { help.clone() };
+    let described = if error.is_some() {
+        format!("{help} {err_id}")
+    } else {
+        help.clone()
+    };
     let placeholder = text(attrs, "placeholder");
     let placeholder = (!placeholder.is_empty()).then_some(placeholder);
     let invalid = error.map(|_| "true");
@@ -260,27 +267,85 @@ pub fn entered(properties: &[crate::model::profile::PropertyValue]) -> BTreeMap<
 mod tests {
     use super::*;
 
+    /// Every widget file, whether or not this build has its provisioner.
+    const WIDGETS: &[&str] = &[
+        include_str!("../../../widgets/native.json"),
+        include_str!("../../../widgets/local.json"),
+        include_str!("../../../widgets/sim.json"),
+        include_str!("../../../widgets/aws-ec2.json"),
+        include_str!("../../../widgets/hosts.json"),
+        include_str!("../../../widgets/gcp-compute.json"),
+        include_str!("../../../widgets/gcp-dataproc.json"),
+    ];
+
     #[test]
     fn every_widget_type_the_built_in_widgets_use_is_drawn() {
-        let registry = crate::runtime::registry::Registry::builtin();
+        let spec = ebb_spi::ProvisionerSpec {
+            name: "any",
+            label: "",
+            description: "",
+            properties: &[],
+        };
         let mut seen = std::collections::BTreeSet::new();
-        for detail in registry.details() {
-            let spec = registry.get(&detail.name).expect("listed").spec();
-            for group in groups(&detail.configuration_groups, spec) {
+        for json in WIDGETS {
+            let widget: Value = serde_json::from_str(json).expect("valid widget");
+            for group in groups(&widget["configuration-groups"], &spec) {
                 for f in &group.fields {
                     seen.insert(f.widget.clone());
                     let html = field(f, None, Some("bad"), &["k".into()]).into_string();
-                    assert!(html.contains(&format!("p.{}", f.name)), "{}: {html}", f.name);
+                    assert!(
+                        html.contains(&format!("p.{}", f.name)),
+                        "{}: {html}",
+                        f.name
+                    );
                     assert!(html.contains("role=\"alert\""), "the error is shown");
-                    if f.secret {
-                        assert!(html.contains("${secure(k)}"), "a picker of secure keys");
+                    if f.widget.starts_with("securekey-") {
+                        assert!(
+                            html.contains("${secure(k)}"),
+                            "a picker of secure keys: {html}"
+                        );
                     }
                 }
             }
         }
-        for known in ["textbox", "number", "select", "textarea", "csv", "keyvalue", "toggle", "securekey-password", "securekey-textarea"] {
-            assert!(seen.contains(known), "{known} is used by a built-in widget: {seen:?}");
+        for known in [
+            "textbox",
+            "number",
+            "select",
+            "textarea",
+            "csv",
+            "keyvalue",
+            "toggle",
+            "securekey-password",
+            "securekey-textarea",
+        ] {
+            assert!(
+                seen.contains(known),
+                "{known} is used by a built-in widget: {seen:?}"
+            );
         }
+    }
+
+    #[test]
+    fn required_and_secret_come_from_the_spec() {
+        let registry = crate::runtime::registry::Registry::builtin();
+        let detail = registry.detail("hosts").expect("hosts is always built");
+        let spec = registry.get("hosts").expect("hosts").spec();
+        let fields: Vec<Field> = groups(&detail.configuration_groups, spec)
+            .into_iter()
+            .flat_map(|g| g.fields)
+            .collect();
+        let hosts = fields
+            .iter()
+            .find(|f| f.name == "hosts")
+            .expect("hosts field");
+        assert!(hosts.required);
+        assert!(
+            field(hosts, None, None, &[])
+                .into_string()
+                .contains("class=\"required\"")
+        );
+        assert!(fields.iter().any(|f| f.secret), "the SSH key is secret");
     }
 
     #[test]
@@ -295,7 +360,16 @@ mod tests {
             secret: false,
         };
         assert_eq!(value_of(&f, "a=1\r\n\r\n b=2 \n"), "a=1,b=2");
-        let html = field(&f, Some(&Entered { value: "a=1,b=2".into(), editable: true }), None, &[]).into_string();
+        let html = field(
+            &f,
+            Some(&Entered {
+                value: "a=1,b=2".into(),
+                editable: true,
+            }),
+            None,
+            &[],
+        )
+        .into_string();
         assert!(html.contains("a=1\nb=2"), "{html}");
     }
 }
