@@ -3,8 +3,8 @@
 //! newest failures with their kind.
 //!
 //! Bounded: it reads at most [`MAX_NAMESPACES`] namespaces, and of each at most
-//! [`RECENT_RUNS`] of its newest runs for the node-hours and failures; the answer says when
-//! it stopped short.
+//! [`RECENT_RUNS`] of its newest runs ([`RECENT_TOTAL`] in all) for the node-hours and
+//! failures; the answer says when it stopped short.
 
 use std::collections::BTreeMap;
 
@@ -20,6 +20,8 @@ use crate::store::{Read, Table, keys};
 pub const MAX_NAMESPACES: usize = 50;
 /// Most of a namespace's newest runs one overview reads for node-hours and failures.
 pub const RECENT_RUNS: usize = 500;
+/// Most ended runs one overview reads in all.
+pub const RECENT_TOTAL: usize = 2_000;
 /// Failures the overview lists.
 const FAILURES: usize = 10;
 
@@ -78,6 +80,7 @@ pub async fn overview(
             };
             let mut seen = std::collections::BTreeSet::new();
             let mut failures = Vec::new();
+            let mut budget = RECENT_TOTAL;
             for ns in &namespaces {
                 // Live runs, from the index of active ones.
                 for (key, _) in
@@ -117,18 +120,24 @@ pub async fn overview(
                 }
                 // Runs that ended lately, newest first.
                 let mut recent = Vec::new();
+                let take = RECENT_RUNS.min(budget);
+                if take == 0 {
+                    out.partial = true;
+                    continue;
+                }
                 let page = r.scan_back::<String>(
                     Table::RunIndex,
                     &keys::in_namespace(ns),
                     None,
-                    RECENT_RUNS,
-                    RECENT_RUNS,
+                    take,
+                    take,
                     |_, key| {
                         recent.push(key.clone());
                         true
                     },
                 )?;
                 out.partial |= page.next.is_some();
+                budget -= recent.len().min(budget);
                 for key in recent {
                     let Some(run) = r.get::<RunRecord>(Table::Runs, &key)? else {
                         continue;
@@ -176,4 +185,29 @@ fn window(nodes: &[crate::model::plan::NodeRecord], since: u64, now: u64) -> f64
             (to > from).then(|| (to - from) as f64 / 3600.0)
         })
         .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::plan::NodeRecord;
+
+    fn node(created: Option<u64>, deleted: Option<u64>) -> NodeRecord {
+        let mut n = NodeRecord::new("n", ResourceStatus::Created, 0);
+        n.create_time = created;
+        n.delete_time = deleted;
+        n
+    }
+
+    #[test]
+    fn node_hours_count_only_the_window() {
+        let h = 3600;
+        let nodes = [
+            node(Some(0), Some(10 * h)),       // all before the window
+            node(Some(90 * h), Some(110 * h)), // 10h inside
+            node(Some(150 * h), None),         // live: 50h to now
+            node(None, None),                  // never made
+        ];
+        assert_eq!(window(&nodes, 100 * h, 200 * h), 60.0);
+    }
 }

@@ -137,7 +137,11 @@ pub async fn run_janitor(state: State, ctx: Ctx, req: HttpRequest) -> Answer {
             p.notice.good role="status" { (if dry { "Dry run done: nothing was deleted." } else { "Sweep done." }) }
             (sweep_view(&sweep))
         })),
-        Err(e) => Ok(notice(StatusCode::SERVICE_UNAVAILABLE, &e.to_string())),
+        Err(e) => Ok(notice(
+            &req,
+            StatusCode::SERVICE_UNAVAILABLE,
+            &e.to_string(),
+        )),
     }
 }
 

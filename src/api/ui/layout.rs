@@ -166,24 +166,34 @@ pub fn htmx(req: &HttpRequest) -> bool {
 }
 
 /// A notice for the page's message area (`#notice`), answered to an htmx action: what it did,
-/// or why it was refused, with the status the API would answer.
-pub fn notice(status: StatusCode, text: &str) -> HttpResponse {
+/// or why it was refused, with the status the API would answer. An action that names
+/// `#notice` as its target gets it there; any other is sent there (`HX-Retarget`).
+pub fn notice(req: &HttpRequest, status: StatusCode, text: &str) -> HttpResponse {
     let class = if status.is_success() { "good" } else { "bad" };
-    HttpResponse::build(status)
-        .content_type("text/html; charset=utf-8")
-        .insert_header(("HX-Retarget", "#notice"))
-        .insert_header(("HX-Reswap", "innerHTML"))
-        .body(
-            html! { p.notice.(class) role=(if status.is_success() { "status" } else { "alert" }) { (text) } }
-                .into_string(),
-        )
+    let mut answer = HttpResponse::build(status);
+    answer.content_type("text/html; charset=utf-8");
+    // The element that sent the request may be gone by now (a live panel redrawn), and a
+    // retarget is looked up from it: only ask for one when the target is another element.
+    let targeted = req
+        .headers()
+        .get("hx-target")
+        .is_some_and(|t| t.as_bytes() == b"notice");
+    if !targeted {
+        answer
+            .insert_header(("HX-Retarget", "#notice"))
+            .insert_header(("HX-Reswap", "innerHTML"));
+    }
+    answer.body(
+        html! { p.notice.(class) role=(if status.is_success() { "status" } else { "alert" }) { (text) } }
+            .into_string(),
+    )
 }
 
 /// An error answered to an htmx action as a notice; any other error as a page.
 pub fn refused(req: &HttpRequest, e: impl Into<ApiError>) -> Answer {
     let e: ApiError = e.into();
     if htmx(req) {
-        Ok(notice(e.status(), &e.to_string()))
+        Ok(notice(req, e.status(), &e.to_string()))
     } else {
         Err(UiError(e))
     }

@@ -310,12 +310,12 @@ fn status_panel(ctx: &Ctx, run: &RunView) -> Markup {
         @if may("/stop") {
             div.actions role="group" aria-label="Commands" {
                 @if !ended && !run.stopping {
-                    button hx-post=(format!("{href}/stop")) hx-confirm="Stop this run? Its cluster is deleted once the program ends." { "Stop" }
-                    button hx-post=(format!("{href}/stop")) hx-vals=r#"{"keepalive":"true"}"#
+                    button hx-target="#notice" hx-post=(format!("{href}/stop")) hx-confirm="Stop this run? Its cluster is deleted once the program ends." { "Stop" }
+                    button hx-target="#notice" hx-post=(format!("{href}/stop")) hx-vals=r#"{"keepalive":"true"}"#
                         hx-confirm="Stop this run and keep its cluster for the profile's keepalive?" { "Stop, keep cluster" }
                 }
                 @if cluster == Some(ClusterStatus::Waiting) {
-                    form hx-post=(format!("{href}/extend")) aria-label="Extend the cluster's life" {
+                    form hx-target="#notice" hx-post=(format!("{href}/extend")) aria-label="Extend the cluster's life" {
                         div.field {
                             label for="extend-at" { "Keep until (your time)" }
                             input #extend-at type="datetime-local" name="at";
@@ -324,7 +324,7 @@ fn status_panel(ctx: &Ctx, run: &RunView) -> Markup {
                         button type="submit" { "Extend" }
                         button type="submit" name="by" value="1h" { "+1h" }
                     }
-                    button hx-post=(format!("{href}/deprovision")) hx-confirm="Delete this cluster now?" { "Deprovision now" }
+                    button hx-target="#notice" hx-post=(format!("{href}/deprovision")) hx-confirm="Delete this cluster now?" { "Deprovision now" }
                 }
                 @if matches!(cluster, Some(ClusterStatus::Deprovisioning | ClusterStatus::Orphaned)) {
                     div {
@@ -332,12 +332,12 @@ fn status_panel(ctx: &Ctx, run: &RunView) -> Markup {
                             "A forced deprovision records the cluster DEPROVISIONED without waiting for its resources to be deleted. "
                             "Whatever is still out there (instances, disks) is listed in the events, is left to the janitor, and may keep costing money until it is gone."
                         }
-                        button.danger hx-post=(format!("{href}/deprovision?force=true"))
+                        button.danger hx-target="#notice" hx-post=(format!("{href}/deprovision?force=true"))
                             hx-confirm="Force the deprovision? Resources that are not deleted yet are left behind." { "Force deprovision" }
                     }
                 }
                 @if matches!(cluster, Some(ClusterStatus::Provisioned | ClusterStatus::Waiting)) {
-                    form hx-post=(format!("{href}/cluster")) aria-label="Cluster operation" {
+                    form hx-target="#notice" hx-post=(format!("{href}/cluster")) aria-label="Cluster operation" {
                         div.field {
                             label for="op" { "Cluster operation" }
                             select #op name="operation" {
@@ -696,7 +696,7 @@ async fn command(
         }
         Err(e) => return refused(req, e),
     };
-    let mut answer = notice(status, &message);
+    let mut answer = notice(req, status, &message);
     if status.is_success() {
         // The status panel follows at once, without waiting for the event stream.
         answer.headers_mut().insert(
