@@ -78,6 +78,19 @@ fn https_with_a_certificate_made_at_test_time() {
         .send()
         .expect("the handshake succeeds with the CA");
     assert_eq!(reply.status().as_u16(), 200);
+    // Over HTTPS the UI's session cookie is Secure: a browser never sends it in the clear.
+    let signed_in = reqwest::blocking::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&pem).expect("pem"))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client")
+        .post(format!("{}/ui/login", server.url))
+        .form(&[("token", token.as_str())])
+        .send()
+        .expect("sign in");
+    assert_eq!(signed_in.status().as_u16(), 303);
+    let cookie = signed_in.headers()["set-cookie"].to_str().expect("ascii");
+    assert!(cookie.contains("; Secure"), "{cookie}");
     // A client that does not trust the CA refuses the server.
     let err = reqwest::blocking::Client::new()
         .get(format!("{}/v3/health", server.url))
