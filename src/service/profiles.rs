@@ -97,6 +97,12 @@ pub async fn get(store: &Store, id: ProfileId) -> Result<Profile, ServiceError> 
         .await
 }
 
+/// Whether profile `id` ships with ebb (it cannot be replaced or deleted).
+pub async fn is_builtin(store: &Store, id: ProfileId) -> Result<bool, ServiceError> {
+    check_id(&id)?;
+    store.read(move |r| Ok(require(r, &id)?.builtin)).await
+}
+
 /// The USER profiles of `namespace` (and, with `include_system`, every SYSTEM profile after
 /// them); `None` lists the SYSTEM profiles.
 pub async fn list(

@@ -140,6 +140,10 @@ def flow_toggle(page):
     native.get_by_role("button", name="Disable native").click()
     expect(page.locator("#notice").get_by_role("alert")).to_contain_text("native")
     shot(page, "profiles")
+    # A built-in profile's page offers no edit.
+    native.get_by_role("link", name="native", exact=True).click()
+    expect(page.get_by_text("Ships with ebb")).to_be_visible()
+    assert page.get_by_role("link", name="Edit").count() == 0
 
 
 def flow_run_live(page):

@@ -161,6 +161,7 @@ pub async fn set_status(
 pub async fn page(state: State, ctx: Ctx, id: ProfilePath) -> Answer {
     let id = id.0;
     let p = need(profiles::get(&state.store, id.clone()).await)?;
+    let builtin = need(profiles::is_builtin(&state.store, id.clone()).await)?;
     // A SYSTEM profile's usage spans namespaces: an instance admin's to see.
     let sees_usage = id.scope == Scope::User || ctx.instance_admin();
     let usage = if sees_usage {
@@ -177,7 +178,9 @@ pub async fn page(state: State, ctx: Ctx, id: ProfilePath) -> Answer {
         p.muted { a href="/ui/profiles" { "Profiles" } }
         h1 { (id.scoped_name()) " " (badge(&p.status.to_string())) }
         @if !p.description.is_empty() { p { (p.description) } }
-        @if may_change(&ctx, &id) {
+        @if builtin {
+            p.muted { "Ships with ebb: it cannot be edited (enable or disable it from the list)." }
+        } @else if may_change(&ctx, &id) {
             div.actions {
                 a.button href=(format!("{}/edit", href(&id))) { "Edit" }
             }
