@@ -268,6 +268,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         shutdown: Arc::default(),
         https: config.tls.is_some(),
         streams: Arc::new(tokio::sync::Semaphore::new(api::ui::runs::MAX_STREAMS)),
+        metrics: metrics_recorder(),
     };
     let served = serve(state, &config, tls, signals, &arbiter).await?;
     // Actors stop where they are: every step they took is already in the store, and programs
@@ -387,6 +388,38 @@ async fn serve(
 
 /// Refuses what would expose the API to other hosts unprotected: plain HTTP on an address
 /// they can reach (unless `--insecure-http`), and `--no-auth` on any such address at all.
+/// Installs the process's metrics recorder, with the buckets of `model::metrics`, and
+/// describes every metric; `None` (and a warning) when one is installed already.
+fn metrics_recorder() -> Option<metrics_exporter_prometheus::PrometheusHandle> {
+    use crate::model::metrics::{ALL, BATCH_BUCKETS, Kind, SECONDS_BUCKETS, STORE_COMMIT_BATCH};
+    use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+    let built = PrometheusBuilder::new()
+        .set_buckets(SECONDS_BUCKETS)
+        .and_then(|b| {
+            b.set_buckets_for_metric(
+                Matcher::Full(STORE_COMMIT_BATCH.name.to_string()),
+                BATCH_BUCKETS,
+            )
+        })
+        .and_then(|b| b.install_recorder());
+    let handle = match built {
+        Ok(handle) => handle,
+        Err(e) => {
+            tracing::warn!(error = %e, "metrics are not recorded");
+            return None;
+        }
+    };
+    for m in ALL {
+        match m.kind {
+            Kind::Counter => metrics::describe_counter!(m.name, m.help),
+            Kind::Histogram => metrics::describe_histogram!(m.name, m.help),
+            // The live gauges are read from the store at each scrape.
+            Kind::Gauge => {}
+        }
+    }
+    Some(handle)
+}
+
 fn check_exposure(config: &Config, scheme: &str, addrs: &[SocketAddr]) -> Result<(), ServerError> {
     let exposed = addrs.iter().any(|a| !a.ip().is_loopback());
     if exposed && config.no_auth {

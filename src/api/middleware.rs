@@ -53,10 +53,23 @@ pub async fn log_request(
     let method = req.method().clone();
     let path = req.path().to_string();
     let res = next.call(req).await;
-    let status = match &res {
-        Ok(r) => r.status().as_u16(),
-        Err(e) => e.as_response_error().status_code().as_u16(),
+    let (status, route) = match &res {
+        Ok(r) => (
+            r.status().as_u16(),
+            r.request()
+                .match_pattern()
+                .unwrap_or_else(|| "unmatched".into()),
+        ),
+        Err(e) => (
+            e.as_response_error().status_code().as_u16(),
+            "unmatched".to_string(),
+        ),
     };
+    use crate::model::metrics::{HTTP_REQUESTS, HTTP_SECONDS};
+    metrics::counter!(HTTP_REQUESTS.name, "route" => route.clone(), "method" => method.to_string(), "status" => status.to_string())
+        .increment(1);
+    metrics::histogram!(HTTP_SECONDS.name, "route" => route, "method" => method.to_string())
+        .record(started.elapsed().as_secs_f64());
     tracing::info!(
         http.method = %method,
         http.path = %path,

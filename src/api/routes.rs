@@ -21,6 +21,20 @@ pub struct Route {
     to: fn() -> actix_web::Route,
 }
 
+/// Paths served at the root rather than under `/v3`.
+const ROOT_PATHS: &[&str] = &["/metrics"];
+
+impl Route {
+    /// The route's whole path: under `/v3`, but for the few served at the root.
+    pub fn url(&self) -> String {
+        if ROOT_PATHS.contains(&self.path) {
+            self.path.to_string()
+        } else {
+            format!("/v3{}", self.path)
+        }
+    }
+}
+
 /// The path of a program; runs hang below it.
 macro_rules! program {
     ($tail:literal) => {
@@ -98,6 +112,8 @@ pub fn table() -> Vec<Route> {
             || web::get().to(run_operation),
         ),
         row(M::GET, "/health", Need::Public, || web::get().to(health)),
+        // Any token reads the metrics (a scraper's needs no role).
+        row(M::GET, "/metrics", TOKEN, || web::get().to(metrics)),
         row(M::GET, "/servers", INSTANCE, || web::get().to(list_servers)),
         row(M::POST, "/servers/{name}/drain", INSTANCE, || {
             web::post().to(drain_server)
@@ -323,6 +339,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     }
     let mut scope = web::scope("/v3");
     for path in paths {
+        let root = ROOT_PATHS.contains(&path);
         let rows: Vec<&Route> = table.iter().filter(|r| r.path == path).collect();
         let needs: std::sync::Arc<[(Method, Need)]> =
             rows.iter().map(|r| (r.method.clone(), r.need)).collect();
@@ -333,7 +350,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         let guard = actix_web::middleware::from_fn(move |req, next| {
             crate::api::guard::check(std::sync::Arc::clone(&needs), req, next)
         });
-        scope = scope.service(resource.wrap(guard));
+        if root {
+            cfg.service(resource.wrap(guard));
+        } else {
+            scope = scope.service(resource.wrap(guard));
+        }
     }
     cfg.service(scope).default_service(web::to(no_route));
 }

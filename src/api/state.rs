@@ -33,6 +33,9 @@ pub struct AppState {
     pub https: bool,
     /// Bounds the UI's open event streams.
     pub streams: Arc<tokio::sync::Semaphore>,
+    /// Renders the recorded metrics (`None` when this process could not install the
+    /// recorder).
+    pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
 }
 
 /// How the server tells who calls.

@@ -87,3 +87,63 @@ pub async fn run_janitor(state: State, caller: Caller, req: HttpRequest) -> Repl
     }
     ok(&state.janitor.sweep_now(dry_run).await?)
 }
+
+/// `GET /metrics`: the recorded metrics and the installation's live runs, clusters and
+/// nodes, in Prometheus text format.
+pub async fn metrics(state: State) -> Reply {
+    use crate::model::metrics::{LIVE_CLUSTERS, LIVE_NODES, LIVE_RUNS};
+    let Some(handle) = &state.metrics else {
+        return Err(ApiError::Unavailable(
+            "this process records no metrics (its recorder could not be installed)".into(),
+        ));
+    };
+    handle.run_upkeep();
+    let mut text = handle.render();
+    let live = crate::service::overview::live(&state.runtime).await?;
+    let mut gauge = |m: &crate::model::metrics::Metric, rows: Vec<(Vec<&str>, usize)>| {
+        text.push_str(&format!(
+            "# HELP {} {}\n# TYPE {} gauge\n",
+            m.name, m.help, m.name
+        ));
+        for (values, n) in rows {
+            let labels: Vec<String> = m
+                .labels
+                .iter()
+                .zip(values)
+                .map(|(k, v)| format!("{k}=\"{}\"", label_value(v)))
+                .collect();
+            text.push_str(&format!("{}{{{}}} {n}\n", m.name, labels.join(",")));
+        }
+    };
+    gauge(
+        &LIVE_RUNS,
+        live.runs
+            .iter()
+            .map(|((p, c), n)| (vec![p.as_str(), c.as_str()], *n))
+            .collect(),
+    );
+    gauge(
+        &LIVE_CLUSTERS,
+        live.clusters
+            .iter()
+            .map(|((p, f), c)| (vec![p.as_str(), f.as_str()], c.clusters))
+            .collect(),
+    );
+    gauge(
+        &LIVE_NODES,
+        live.clusters
+            .iter()
+            .map(|((p, f), c)| (vec![p.as_str(), f.as_str()], c.nodes))
+            .collect(),
+    );
+    Ok(HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4; charset=utf-8")
+        .body(text))
+}
+
+/// `v` as a Prometheus label value: backslash, quote and newline escaped.
+fn label_value(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}

@@ -20,6 +20,7 @@ pub mod app;
 pub mod builtin;
 pub mod event;
 pub mod invalid;
+pub mod metrics;
 pub mod names;
 pub mod namespace;
 pub mod operation;

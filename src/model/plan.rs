@@ -192,7 +192,7 @@ pub enum ResourceStatus {
     Deleted,
 }
 
-display_as_serde!(ResourceStatus);
+display_as_serde!(ResourceStatus, Action, ClusterOperation);
 
 /// One node's resource, as the store keeps it (`Resources` table, key `<run>/<node>`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

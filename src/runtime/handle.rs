@@ -202,6 +202,7 @@ impl Runtime {
             ..self.deps.clone()
         };
         supervisor::persist(&deps, &t, leftovers, Some(&act)).await?;
+        supervisor::count_transition(&run, &t.run);
         Ok(t.run)
     }
 }

@@ -300,6 +300,12 @@ async fn take(t: &Target, resource: Resource, reason: String, dry_run: bool) -> 
         },
         (Err(e), false) => format!("delete failed: {e}"),
     };
+    use crate::model::metrics::{JANITOR_ORPHANS_DELETED, JANITOR_ORPHANS_FOUND};
+    let provisioner = t.provisioner.spec().name;
+    metrics::counter!(JANITOR_ORPHANS_FOUND.name, "provisioner" => provisioner).increment(1);
+    if action == "deleted" {
+        metrics::counter!(JANITOR_ORPHANS_DELETED.name, "provisioner" => provisioner).increment(1);
+    }
     tracing::warn!(
         provisioner = t.provisioner.spec().name,
         id = %resource.id,

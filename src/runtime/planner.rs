@@ -138,6 +138,27 @@ enum Begin {
     Report(OpOutcome),
 }
 
+/// Counts an operation that ended, and how long it took since `created` (when known); a
+/// delete is the run's deprovisioning phase.
+fn count_operation(operation: ClusterOperation, outcome: &OpOutcome, created: Option<f64>) {
+    use crate::model::metrics::{OPERATION_SECONDS, OPERATIONS, RUN_PHASE};
+    let status = match outcome {
+        OpOutcome::Done => "succeeded",
+        OpOutcome::Failed(_) => "failed",
+        OpOutcome::Cancelled => "cancelled",
+    };
+    let kind = operation.to_string();
+    metrics::counter!(OPERATIONS.name, "operation" => kind.clone(), "status" => status)
+        .increment(1);
+    if let Some(created) = created {
+        let took = (crate::model::time::now_f64() - created).max(0.0);
+        metrics::histogram!(OPERATION_SECONDS.name, "operation" => kind).record(took);
+        if operation == ClusterOperation::Delete && matches!(outcome, OpOutcome::Done) {
+            metrics::histogram!(RUN_PHASE.name, "phase" => "deprovisioning").record(took);
+        }
+    }
+}
+
 /// The actor executing one operation.
 #[derive(Debug)]
 pub struct Planner {
@@ -156,6 +177,8 @@ pub struct Planner {
     writing: bool,
     report: Recipient<OpDone>,
     reported: bool,
+    /// When the operation began (the first record's creation), for its duration.
+    began: Option<f64>,
 }
 
 impl Planner {
@@ -172,6 +195,7 @@ impl Planner {
             writing: false,
             report,
             reported: false,
+            began: None,
         }
     }
 
@@ -194,6 +218,7 @@ impl Planner {
                     Some(error) => Phase::Undoing { error },
                     None => Phase::Forward,
                 };
+                self.began.get_or_insert(current.op.created);
                 self.current = Some(*current);
                 self.schedule(ctx);
             }
@@ -208,6 +233,7 @@ impl Planner {
     fn finish(&mut self, outcome: OpOutcome, ctx: &mut Context<Self>) {
         if !self.reported {
             self.reported = true;
+            count_operation(self.spec.operation, &outcome, self.began);
             self.report.do_send(OpDone {
                 operation: self.spec.operation,
                 outcome,

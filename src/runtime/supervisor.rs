@@ -166,6 +166,7 @@ impl RunSupervisor {
             ctx.stop();
             return;
         }
+        count_transition(&self.run, &t.run);
         self.run = t.run;
         self.perform(&t.effects, ctx);
         self.arm_timer(ctx);
@@ -670,6 +671,32 @@ impl Handler<Deadline> for RunSupervisor {
 /// Persists a transition: the record, the active index, and the notes as history.
 /// Commits transition `t` of a run: its record, its events, and, for a command someone asked
 /// for (`act`), who asked, in the events and the audit log of changes.
+/// Counts what a persisted transition from `before` to `after` changed: the statuses
+/// entered, and the provisioning and running phases that ended.
+pub fn count_transition(before: &RunRecord, after: &RunRecord) {
+    use crate::model::metrics::{CLUSTER_STATUS, RUN_PHASE, RUN_STATUS};
+    if before.status != after.status {
+        metrics::counter!(RUN_STATUS.name, "status" => after.status.to_string()).increment(1);
+        if after.status == crate::model::run::ProgramStatus::Running
+            && let Some(start) = after.start
+        {
+            metrics::histogram!(RUN_PHASE.name, "phase" => "provisioning")
+                .record(start.saturating_sub(after.starting) as f64);
+        }
+        if after.status.is_end()
+            && let (Some(start), Some(end)) = (before.start.or(after.start), after.end)
+        {
+            metrics::histogram!(RUN_PHASE.name, "phase" => "running")
+                .record(end.saturating_sub(start) as f64);
+        }
+    }
+    if before.cluster.status != after.cluster.status
+        && let Some(status) = after.cluster.status
+    {
+        metrics::counter!(CLUSTER_STATUS.name, "status" => status.to_string()).increment(1);
+    }
+}
+
 pub async fn persist(
     deps: &Deps,
     t: &Transition,

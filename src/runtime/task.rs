@@ -165,6 +165,7 @@ pub async fn run(deps: &Deps, spec: &TaskSpec) -> TaskOutcome {
                 )
             }
         };
+        count_attempt(spec, &record, matches!(outcome, AttemptOutcome::Cancelled));
         if let Err(e) = audit(deps, spec, &key, &record, Some((kind, note))).await {
             return store_failure(e);
         }
@@ -360,7 +361,9 @@ async fn resource_task(
         if let Err(e) = deps.store.still_owned().await {
             return progress_failure(e);
         }
+        let called = std::time::Instant::now();
         let outcome = call(spec, kind, &identity, &step, record.as_ref()).await;
+        count_call(spec, &step, &outcome, called.elapsed());
         match outcome {
             Ok(Progress::Save(r, note)) => {
                 tries = 0;
@@ -511,8 +514,54 @@ async fn retry(
     note(deps, &spec.run, spec.node(), EventKind::Retry, &message)
         .await
         .map_err(progress_failure)?;
+    metrics::counter!(
+        crate::model::metrics::RETRIES.name,
+        "provisioner" => spec.provisioner.spec().name,
+        "call" => step_name,
+    )
+    .increment(1);
     tokio::time::sleep(delay).await;
     Ok(())
+}
+
+/// Counts a finished task attempt and its duration.
+fn count_attempt(spec: &TaskSpec, record: &AttemptRecord, cancelled: bool) {
+    use crate::model::metrics::{TASK_ATTEMPT_SECONDS, TASK_ATTEMPTS};
+    let action = spec.task.action.to_string();
+    let outcome = match (cancelled, record.status) {
+        (true, _) => "cancelled",
+        (_, Some(AttemptStatus::Succeeded)) => "succeeded",
+        (_, Some(AttemptStatus::TimedOut)) => "timed_out",
+        _ => "failed",
+    };
+    metrics::counter!(TASK_ATTEMPTS.name, "action" => action.clone(), "outcome" => outcome)
+        .increment(1);
+    metrics::histogram!(TASK_ATTEMPT_SECONDS.name, "action" => action)
+        .record(record.duration.unwrap_or_default());
+}
+
+/// Counts a provisioner call and its latency (`Step::Done` calls nothing).
+fn count_call(
+    spec: &TaskSpec,
+    step: &Step,
+    outcome: &Result<Progress, ProvisionError>,
+    took: Duration,
+) {
+    use crate::model::metrics::{PROVISIONER_CALL_SECONDS, PROVISIONER_CALLS};
+    if matches!(step, Step::Done) {
+        return;
+    }
+    let provisioner = spec.provisioner.spec().name;
+    let call = step_name(step);
+    let result = match outcome {
+        Ok(_) => "ok",
+        Err(e) if e.retryable => "retryable",
+        Err(_) => "fatal",
+    };
+    metrics::counter!(PROVISIONER_CALLS.name, "provisioner" => provisioner, "call" => call, "outcome" => result)
+        .increment(1);
+    metrics::histogram!(PROVISIONER_CALL_SECONDS.name, "provisioner" => provisioner, "call" => call)
+        .record(took.as_secs_f64());
 }
 
 fn step_name(step: &Step) -> &'static str {

@@ -91,26 +91,8 @@ pub async fn overview(
                     };
                     *out.live.entry(run.status.to_string()).or_default() += 1;
                     let nodes = catalog::nodes_of(r, &run.key.run)?;
-                    let holding = matches!(
-                        run.cluster.status,
-                        Some(
-                            ClusterStatus::Provisioning
-                                | ClusterStatus::Provisioned
-                                | ClusterStatus::Waiting
-                                | ClusterStatus::Deprovisioning
-                                | ClusterStatus::Orphaned
-                        )
-                    );
-                    if holding {
-                        let entry = out
-                            .clusters
-                            .entry((run.provisioner.clone(), run.profile.clone()))
-                            .or_default();
-                        entry.clusters += 1;
-                        entry.nodes += nodes
-                            .iter()
-                            .filter(|n| n.id.is_some() && n.status != ResourceStatus::Deleted)
-                            .count();
+                    if holds(&run) {
+                        count_cluster(&mut out.clusters, &run, &nodes);
                     }
                     out.node_hours += window(&nodes, since, now);
                     seen.insert(run.key.run.clone());
@@ -165,6 +147,36 @@ pub async fn overview(
         .await
 }
 
+/// Whether `run`'s cluster holds, or may hold, resources.
+fn holds(run: &RunRecord) -> bool {
+    matches!(
+        run.cluster.status,
+        Some(
+            ClusterStatus::Provisioning
+                | ClusterStatus::Provisioned
+                | ClusterStatus::Waiting
+                | ClusterStatus::Deprovisioning
+                | ClusterStatus::Orphaned
+        )
+    )
+}
+
+/// Counts `run`'s cluster, and its `nodes` that exist now, under its provisioner and profile.
+fn count_cluster(
+    clusters: &mut BTreeMap<(String, String), Clusters>,
+    run: &RunRecord,
+    nodes: &[crate::model::plan::NodeRecord],
+) {
+    let entry = clusters
+        .entry((run.provisioner.clone(), run.profile.clone()))
+        .or_default();
+    entry.clusters += 1;
+    entry.nodes += nodes
+        .iter()
+        .filter(|n| n.id.is_some() && n.status != ResourceStatus::Deleted)
+        .count();
+}
+
 fn failed(run: &RunRecord, f: &Failure) -> Failed {
     Failed {
         key: run.key.clone(),
@@ -210,4 +222,48 @@ mod tests {
         ];
         assert_eq!(window(&nodes, 100 * h, 200 * h), 60.0);
     }
+}
+
+/// Most live runs one reading of [`live`] looks at.
+pub const MAX_LIVE: usize = 10_000;
+
+/// What the installation's live runs hold now, for the metrics.
+#[derive(Debug, Clone, Default)]
+pub struct Live {
+    /// Live runs by (program status, cluster status).
+    pub runs: BTreeMap<(String, String), usize>,
+    /// Clusters and nodes by (provisioner, profile).
+    pub clusters: BTreeMap<(String, String), Clusters>,
+    /// Whether there were more than [`MAX_LIVE`] live runs (the rest are not counted).
+    pub truncated: bool,
+}
+
+/// The live runs of the whole installation, read from the store.
+pub async fn live(runtime: &Runtime) -> Result<Live, ServiceError> {
+    runtime
+        .store()
+        .read(move |r| {
+            let mut out = Live::default();
+            let active = r.scan::<serde_json::Value>(Table::Active, "")?;
+            out.truncated = active.len() > MAX_LIVE;
+            for (key, _) in active.into_iter().take(MAX_LIVE) {
+                let Some(run) = r.get::<RunRecord>(Table::Runs, &key)? else {
+                    continue;
+                };
+                let cluster = run
+                    .cluster
+                    .status
+                    .map(|c| c.to_string())
+                    .unwrap_or_default();
+                *out.runs
+                    .entry((run.status.to_string(), cluster))
+                    .or_default() += 1;
+                if holds(&run) {
+                    let nodes = catalog::nodes_of(r, &run.key.run)?;
+                    count_cluster(&mut out.clusters, &run, &nodes);
+                }
+            }
+            Ok(out)
+        })
+        .await
 }

@@ -68,6 +68,8 @@ pub async fn start(
     program: String,
     args: Values,
 ) -> Result<String, ServiceError> {
+    metrics::counter!(crate::model::metrics::RUNS_STARTED.name, "namespace" => ns.clone())
+        .increment(1);
     let key = RunKey {
         namespace: ns,
         app: app_name,

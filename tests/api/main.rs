@@ -15,6 +15,7 @@ mod etcd;
 mod gcp;
 mod hosts;
 mod janitor;
+mod metrics;
 mod namespaces;
 mod preferences;
 mod profiles;

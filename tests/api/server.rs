@@ -306,3 +306,37 @@ fn unknown_paths_wrong_methods_and_huge_bodies_get_json_errors() {
     let fits = format!("{{\"description\": \"{}\"}}", "x".repeat((1 << 20) - 100));
     assert_eq!(s.put_raw("/v3/namespaces/fits", &fits).0, 200);
 }
+
+#[test]
+fn text_logs_to_a_pipe_carry_no_colour_codes() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut child = std::process::Command::new(crate::support::server::EBB)
+        .args(["serve", "--bind", "127.0.0.1:0", "--log-format", "text"])
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .arg("--work-dir")
+        .arg(dir.path().join("work"))
+        .env_remove("EBB_STORE")
+        .env_remove("EBB_TOKEN")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("ebb serve");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = Vec::new();
+    for line in BufReader::new(stderr).lines() {
+        let line = line.expect("a line");
+        let done = line.contains("listening");
+        lines.push(line);
+        if done || lines.len() > 200 {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(lines.iter().any(|l| l.contains("listening")), "{lines:?}");
+    for line in &lines {
+        assert!(!line.contains('\u{1b}'), "a colour code in {line:?}");
+    }
+}

@@ -125,8 +125,16 @@ pub(super) fn commit(
         txn = txn.or_else([TxnOp::get(key.clone(), None)]);
     }
     let mut kv = shared.kv();
-    match shared.handle.block_on(async move { kv.txn(txn).await }) {
-        Ok(response) if response.succeeded() => Ok(Outcome::Committed),
+    let started = std::time::Instant::now();
+    let answer = shared.handle.block_on(async move { kv.txn(txn).await });
+    metrics::histogram!(crate::model::metrics::STORE_COMMIT_SECONDS.name, "store" => "etcd")
+        .record(started.elapsed().as_secs_f64());
+    match answer {
+        Ok(response) if response.succeeded() => {
+            metrics::histogram!(crate::model::metrics::STORE_COMMIT_BATCH.name, "store" => "etcd")
+                .record(1.0);
+            Ok(Outcome::Committed)
+        }
         Ok(response) => match fence {
             Some(fence) if !still_owned(&response, fence.lease) => Err(StoreError::Fenced {
                 run: fence.run.clone(),

@@ -115,6 +115,7 @@ fn run(db: &Database, inbox: &mpsc::Receiver<Message>) -> (Result<(), StoreError
 
 fn commit_batch(db: &Database, mut batch: Vec<Box<dyn WriteJob>>) {
     let size = batch.len();
+    let started = std::time::Instant::now();
     let tx = match db.begin_write() {
         Ok(tx) => tx,
         Err(e) => {
@@ -149,6 +150,10 @@ fn commit_batch(db: &Database, mut batch: Vec<Box<dyn WriteJob>>) {
         tracing::error!(error = %e, batch.size = size, "store commit failed");
     } else {
         tracing::trace!(batch.size = size, "store commit");
+        use crate::model::metrics::{STORE_COMMIT_BATCH, STORE_COMMIT_SECONDS};
+        metrics::histogram!(STORE_COMMIT_SECONDS.name, "store" => "redb")
+            .record(started.elapsed().as_secs_f64());
+        metrics::histogram!(STORE_COMMIT_BATCH.name, "store" => "redb").record(size as f64);
     }
     for job in batch {
         job.finish(outcome.clone());

@@ -1,0 +1,225 @@
+//! The metrics ebb exports at `GET /metrics` (Prometheus text format): every name, its kind
+//! and what it counts, in one place, so the code that records them, the exporter's
+//! descriptions and the checks of the dashboard and alert rules in `examples/monitoring/`
+//! cannot drift.
+//!
+//! Recording goes through the `metrics` facade (`metrics::counter!` and friends), which is
+//! IO-free: until the server installs its exporter, every record is a no-op. Labels are
+//! bounded: statuses, actions, provisioner and profile names, route templates; never a run
+//! id, a node name or a URL.
+
+/// What a metric is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+/// One metric: its name, kind, labels and help text.
+#[derive(Debug, Clone, Copy)]
+pub struct Metric {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub labels: &'static [&'static str],
+    pub help: &'static str,
+}
+
+const fn m(
+    name: &'static str,
+    kind: Kind,
+    labels: &'static [&'static str],
+    help: &'static str,
+) -> Metric {
+    Metric {
+        name,
+        kind,
+        labels,
+        help,
+    }
+}
+
+pub const RUNS_STARTED: Metric = m(
+    "ebb_runs_started_total",
+    Kind::Counter,
+    &["namespace"],
+    "Runs started on this server (a REJECTED start included).",
+);
+pub const RUN_STATUS: Metric = m(
+    "ebb_run_status_total",
+    Kind::Counter,
+    &["status"],
+    "Runs that entered each program status on this server.",
+);
+pub const CLUSTER_STATUS: Metric = m(
+    "ebb_cluster_status_total",
+    Kind::Counter,
+    &["status"],
+    "Clusters that entered each cluster status on this server.",
+);
+pub const LIVE_RUNS: Metric = m(
+    "ebb_live_runs",
+    Kind::Gauge,
+    &["program_status", "cluster_status"],
+    "Runs of the installation whose cluster is not deprovisioned yet, by program and cluster status (read from the store at each scrape).",
+);
+pub const LIVE_CLUSTERS: Metric = m(
+    "ebb_live_clusters",
+    Kind::Gauge,
+    &["provisioner", "profile"],
+    "Clusters of the installation that hold or may hold resources, by provisioner and profile.",
+);
+pub const LIVE_NODES: Metric = m(
+    "ebb_live_nodes",
+    Kind::Gauge,
+    &["provisioner", "profile"],
+    "Nodes that exist now, by provisioner and profile.",
+);
+pub const RUN_PHASE: Metric = m(
+    "ebb_run_phase_seconds",
+    Kind::Histogram,
+    &["phase"],
+    "How long runs spent provisioning (queued to RUNNING), running (RUNNING to the program's end) and deprovisioning (the delete operation).",
+);
+pub const OPERATIONS: Metric = m(
+    "ebb_operations_total",
+    Kind::Counter,
+    &["operation", "status"],
+    "Cluster operations that ended, by kind and how.",
+);
+pub const OPERATION_SECONDS: Metric = m(
+    "ebb_operation_seconds",
+    Kind::Histogram,
+    &["operation"],
+    "How long cluster operations took.",
+);
+pub const TASK_ATTEMPTS: Metric = m(
+    "ebb_task_attempts_total",
+    Kind::Counter,
+    &["action", "outcome"],
+    "Node task attempts that ended, by action and outcome (succeeded, failed, timed_out, cancelled).",
+);
+pub const TASK_ATTEMPT_SECONDS: Metric = m(
+    "ebb_task_attempt_seconds",
+    Kind::Histogram,
+    &["action"],
+    "How long node task attempts took.",
+);
+pub const PROVISIONER_CALLS: Metric = m(
+    "ebb_provisioner_calls_total",
+    Kind::Counter,
+    &["provisioner", "call", "outcome"],
+    "Calls to provisioners (find, create, describe, delete) by outcome: ok, retryable, fatal.",
+);
+pub const PROVISIONER_CALL_SECONDS: Metric = m(
+    "ebb_provisioner_call_seconds",
+    Kind::Histogram,
+    &["provisioner", "call"],
+    "How long calls to provisioners took.",
+);
+pub const RETRIES: Metric = m(
+    "ebb_retries_total",
+    Kind::Counter,
+    &["provisioner", "call"],
+    "Provisioner calls retried after a retryable error.",
+);
+pub const STORE_COMMIT_SECONDS: Metric = m(
+    "ebb_store_commit_seconds",
+    Kind::Histogram,
+    &["store"],
+    "How long a store commit took (a batch of writes on redb, a transaction on etcd).",
+);
+pub const STORE_COMMIT_BATCH: Metric = m(
+    "ebb_store_commit_batch_size",
+    Kind::Histogram,
+    &["store"],
+    "Writes per commit (group commit on redb; always 1 on etcd).",
+);
+pub const JANITOR_ORPHANS_FOUND: Metric = m(
+    "ebb_janitor_orphans_found_total",
+    Kind::Counter,
+    &["provisioner"],
+    "Resources the janitor found that no run accounts for.",
+);
+pub const JANITOR_ORPHANS_DELETED: Metric = m(
+    "ebb_janitor_orphans_deleted_total",
+    Kind::Counter,
+    &["provisioner"],
+    "Orphaned resources the janitor deleted.",
+);
+pub const HTTP_REQUESTS: Metric = m(
+    "ebb_http_requests_total",
+    Kind::Counter,
+    &["route", "method", "status"],
+    "HTTP requests answered, by route template, method and status code.",
+);
+pub const HTTP_SECONDS: Metric = m(
+    "ebb_http_request_seconds",
+    Kind::Histogram,
+    &["route", "method"],
+    "How long HTTP requests took to answer.",
+);
+
+/// Every metric ebb exports.
+pub const ALL: &[Metric] = &[
+    RUNS_STARTED,
+    RUN_STATUS,
+    CLUSTER_STATUS,
+    LIVE_RUNS,
+    LIVE_CLUSTERS,
+    LIVE_NODES,
+    RUN_PHASE,
+    OPERATIONS,
+    OPERATION_SECONDS,
+    TASK_ATTEMPTS,
+    TASK_ATTEMPT_SECONDS,
+    PROVISIONER_CALLS,
+    PROVISIONER_CALL_SECONDS,
+    RETRIES,
+    STORE_COMMIT_SECONDS,
+    STORE_COMMIT_BATCH,
+    JANITOR_ORPHANS_FOUND,
+    JANITOR_ORPHANS_DELETED,
+    HTTP_REQUESTS,
+    HTTP_SECONDS,
+];
+
+/// The buckets of the histograms of seconds: from a millisecond to an hour.
+pub const SECONDS_BUCKETS: &[f64] = &[
+    0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0,
+];
+
+/// The buckets of batch sizes.
+pub const BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_prometheus_names_and_labels_are_bounded() {
+        let mut seen = std::collections::BTreeSet::new();
+        for m in ALL {
+            assert!(seen.insert(m.name), "{} twice", m.name);
+            assert!(m.name.starts_with("ebb_"), "{}", m.name);
+            assert!(
+                m.name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
+                "{}",
+                m.name
+            );
+            match m.kind {
+                Kind::Counter => assert!(m.name.ends_with("_total"), "{}", m.name),
+                _ => assert!(!m.name.ends_with("_total"), "{}", m.name),
+            }
+            for label in m.labels {
+                assert!(
+                    !["run", "run_id", "node", "url", "id"].contains(label),
+                    "{}: unbounded label {label}",
+                    m.name
+                );
+            }
+        }
+    }
+}
