@@ -240,3 +240,80 @@ fn a_kept_cluster_is_a_live_gauge_until_it_goes() {
     let gone = scrape(&server);
     assert_eq!(total(&gone, "ebb_live_clusters", &[]), 0.0, "{gone}");
 }
+
+/// The `ebb_` metric names `expr` reads.
+fn names_in(expr: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = expr;
+    while let Some(at) = rest.find("ebb_") {
+        let tail = &rest[at..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(tail.len());
+        out.push(tail[..end].to_string());
+        rest = &tail[end..];
+    }
+    out
+}
+
+/// Whether the server exports series `name`: a metric of `model::metrics`, or one of a
+/// histogram's `_bucket`, `_sum` and `_count` series.
+fn exported(name: &str) -> bool {
+    use ebb::model::metrics::{ALL, Kind};
+    ALL.iter().any(|m| {
+        m.name == name
+            || m.kind == Kind::Histogram
+                && ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .any(|s| name == format!("{}{s}", m.name))
+    })
+}
+
+#[test]
+fn the_dashboard_and_alert_rules_read_only_metrics_the_server_exports() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/monitoring");
+    let dashboard: Value = serde_json::from_str(
+        &std::fs::read_to_string(format!("{dir}/grafana-dashboard.json")).expect("dashboard"),
+    )
+    .expect("the dashboard is JSON");
+    let mut exprs: Vec<String> = dashboard["panels"]
+        .as_array()
+        .expect("panels")
+        .iter()
+        .flat_map(|p| p["targets"].as_array().cloned().unwrap_or_default())
+        .map(|t| t["expr"].as_str().expect("an expr").to_string())
+        .collect();
+    assert!(exprs.len() >= 10, "{exprs:?}");
+    // The rules file: each `expr:` (on its line, or folded over the lines after `>-`).
+    let rules = std::fs::read_to_string(format!("{dir}/alerts.yml")).expect("alerts");
+    let lines: Vec<&str> = rules.lines().collect();
+    let mut alerts = 0;
+    for (i, line) in lines.iter().enumerate() {
+        let Some(expr) = line.trim().strip_prefix("expr:") else {
+            continue;
+        };
+        alerts += 1;
+        let mut expr = expr.trim().to_string();
+        if expr == ">-" {
+            let indent = line.len() - line.trim_start().len();
+            expr = lines[i + 1..]
+                .iter()
+                .take_while(|l| l.len() - l.trim_start().len() > indent)
+                .map(|l| l.trim())
+                .collect::<Vec<_>>()
+                .join(" ");
+        }
+        exprs.push(expr);
+    }
+    assert!(alerts >= 5, "{rules}");
+    for expr in &exprs {
+        let names = names_in(expr);
+        assert!(!names.is_empty(), "reads no ebb metric: {expr}");
+        for name in names {
+            assert!(exported(&name), "{name} is not exported (in {expr})");
+        }
+    }
+    // And the check itself catches a wrong name.
+    assert!(!exported("ebb_runs_total"));
+    assert!(exported("ebb_run_phase_seconds_bucket"));
+}
