@@ -179,11 +179,20 @@ pub struct Planner {
     reported: bool,
     /// When the operation began (the first record's creation), for its duration.
     began: Option<f64>,
+    /// The operation's span (its id is recorded once the operation is).
+    span: tracing::Span,
 }
 
 impl Planner {
     pub fn new(deps: Deps, spec: OpSpec, report: Recipient<OpDone>) -> Self {
+        let span = tracing::info_span!(
+            "operation",
+            run.id = %spec.run,
+            operation = %spec.operation,
+            operation.id = tracing::field::Empty,
+        );
         Self {
+            span,
             deps,
             spec,
             current: None,
@@ -219,6 +228,7 @@ impl Planner {
                     None => Phase::Forward,
                 };
                 self.began.get_or_insert(current.op.created);
+                self.span.record("operation.id", current.op.id);
                 self.current = Some(*current);
                 self.schedule(ctx);
             }
@@ -234,6 +244,12 @@ impl Planner {
         if !self.reported {
             self.reported = true;
             count_operation(self.spec.operation, &outcome, self.began);
+            let _span = self.span.clone().entered();
+            match &outcome {
+                OpOutcome::Done => tracing::info!("operation succeeded"),
+                OpOutcome::Failed(error) => tracing::warn!(%error, "operation failed"),
+                OpOutcome::Cancelled => tracing::info!("operation cancelled"),
+            }
             self.report.do_send(OpDone {
                 operation: self.spec.operation,
                 outcome,
@@ -794,6 +810,7 @@ impl Actor for Planner {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        let _span = self.span.clone().entered();
         if let Some(Prepared(begun, context)) = self.prepared.take() {
             self.spec.context = context;
             return self.begin(Ok(begun), ctx);
@@ -820,6 +837,7 @@ impl Handler<TaskDone> for Planner {
     type Result = ();
 
     fn handle(&mut self, done: TaskDone, ctx: &mut Context<Self>) {
+        let _span = self.span.clone().entered();
         if let Some(cur) = self.current.as_mut() {
             match done.outcome {
                 TaskOutcome::Done => cur.progress[done.index] = Progress::Done,
@@ -838,6 +856,7 @@ impl Handler<Cancel> for Planner {
     type Result = ();
 
     fn handle(&mut self, _: Cancel, ctx: &mut Context<Self>) {
+        let _span = self.span.clone().entered();
         self.cancel.store(true, Ordering::SeqCst);
         self.schedule(ctx);
     }

@@ -115,14 +115,24 @@ pub struct RunSupervisor {
     slot: Slot,
     /// What an admin's operation changes once it succeeds.
     pending: Option<Change>,
+    /// The run's span: every log line of its supervisor carries the run's id.
+    span: tracing::Span,
 }
 
 impl RunSupervisor {
     /// A supervisor for `run`, which takes itself out of `live` when it stops.
     pub fn new(deps: Deps, live: Supervisors, run: RunRecord) -> Self {
+        let span = tracing::info_span!(
+            "run",
+            run.id = %run.key.run,
+            namespace = %run.key.namespace,
+            app = %run.key.app,
+            program = %run.key.program,
+        );
         Self {
             deps,
             live,
+            span,
             run,
             planner: None,
             timer: None,
@@ -165,6 +175,14 @@ impl RunSupervisor {
             tracing::error!(run.id = %self.run.key.run, error = %e, "cannot persist a run transition; supervisor stops");
             ctx.stop();
             return;
+        }
+        let _span = self.span.clone().entered();
+        if (self.run.status, self.run.cluster.status) != (t.run.status, t.run.cluster.status) {
+            tracing::info!(
+                program.status = %t.run.status,
+                cluster.status = %t.run.cluster.status.map(|c| c.to_string()).unwrap_or_default(),
+                "run status"
+            );
         }
         count_transition(&self.run, &t.run);
         self.run = t.run;
@@ -489,6 +507,7 @@ impl Actor for RunSupervisor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        let _span = self.span.clone().entered();
         if self.run.status == ProgramStatus::Pending {
             if let Err(e) = self.apply(Event::Begin, ctx) {
                 tracing::error!(run.id = %self.run.key.run, error = %e, "cannot begin a run");
@@ -519,6 +538,7 @@ impl Handler<Abandon> for RunSupervisor {
     type Result = ();
 
     fn handle(&mut self, _: Abandon, ctx: &mut Context<Self>) {
+        let _span = self.span.clone().entered();
         tracing::warn!(run.id = %self.run.key.run, "run abandoned: this server no longer owns it");
         ctx.stop();
     }
@@ -528,6 +548,7 @@ impl Handler<Command> for RunSupervisor {
     type Result = AtomicResponse<Self, Result<RunRecord, RuntimeError>>;
 
     fn handle(&mut self, cmd: Command, _: &mut Context<Self>) -> Self::Result {
+        let _span = self.span.clone().entered();
         let leftovers = cmd.0 == Event::ForceDeprovision;
         let act = cmd.1;
         let t = match lifecycle::on(&self.run, cmd.0, time::now_secs()) {
@@ -556,6 +577,7 @@ impl Handler<ProgramNews> for RunSupervisor {
     type Result = ();
 
     fn handle(&mut self, news: ProgramNews, ctx: &mut Context<Self>) {
+        let _span = self.span.clone().entered();
         // A re-attached program reports Launched again; the record already says RUNNING.
         if news.0 == Event::Launched && self.run.status == ProgramStatus::Running {
             return;
@@ -570,6 +592,7 @@ impl Handler<OpDone> for RunSupervisor {
     type Result = ();
 
     fn handle(&mut self, done: OpDone, ctx: &mut Context<Self>) {
+        let _span = self.span.clone().entered();
         self.planner = None;
         let done = admission::Event::Done {
             operation: done.operation,
@@ -583,6 +606,7 @@ impl Handler<NotStarted> for RunSupervisor {
     type Result = ();
 
     fn handle(&mut self, NotStarted(operation, reason): NotStarted, ctx: &mut Context<Self>) {
+        let _span = self.span.clone().entered();
         self.admit(admission::Event::NotStarted { operation, reason }, ctx);
     }
 }
@@ -591,6 +615,7 @@ impl Handler<ClusterCommand> for RunSupervisor {
     type Result = AtomicResponse<Self, Result<u32, RuntimeError>>;
 
     fn handle(&mut self, cmd: ClusterCommand, ctx: &mut Context<Self>) -> Self::Result {
+        let _span = self.span.clone().entered();
         let refuse = |run: &str, reason: String| {
             AtomicResponse::new(Box::pin(fut::ready(Err(RunError::WrongState {
                 run: run.to_string(),
@@ -656,6 +681,7 @@ impl Handler<Deadline> for RunSupervisor {
     type Result = ();
 
     fn handle(&mut self, _: Deadline, ctx: &mut Context<Self>) {
+        let _span = self.span.clone().entered();
         self.timer = None;
         match lifecycle::next_deadline(&self.run) {
             Some((at, event)) if at <= time::now_secs() => {

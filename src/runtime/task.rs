@@ -111,7 +111,20 @@ pub async fn run(deps: &Deps, spec: &TaskSpec) -> TaskOutcome {
         if let Err(e) = audit(deps, spec, &key, &record, None).await {
             return store_failure(e);
         }
-        let attempt_run = tokio::time::timeout(timeout, execute(deps, spec, last_failure)).await;
+        let span = tracing::info_span!(
+            "task",
+            run.id = %spec.run,
+            operation.id = spec.op,
+            node = %spec.node(),
+            action = %spec.task.action,
+            service = spec.task.service.as_deref().unwrap_or(""),
+            attempt,
+        );
+        let attempt_run = tokio::time::timeout(
+            timeout,
+            tracing::Instrument::instrument(execute(deps, spec, last_failure), span.clone()),
+        )
+        .await;
         let timed_out = attempt_run.is_err();
         let outcome = match attempt_run {
             Ok(outcome) => outcome,
@@ -166,6 +179,13 @@ pub async fn run(deps: &Deps, spec: &TaskSpec) -> TaskOutcome {
             }
         };
         count_attempt(spec, &record, matches!(outcome, AttemptOutcome::Cancelled));
+        span.in_scope(|| {
+            tracing::debug!(
+                status = %record.status.map(|s| s.to_string()).unwrap_or_default(),
+                seconds = record.duration.unwrap_or_default(),
+                "task attempt ended"
+            )
+        });
         if let Err(e) = audit(deps, spec, &key, &record, Some((kind, note))).await {
             return store_failure(e);
         }

@@ -340,3 +340,68 @@ fn text_logs_to_a_pipe_carry_no_colour_codes() {
         assert!(!line.contains('\u{1b}'), "a colour code in {line:?}");
     }
 }
+
+#[test]
+fn runs_operations_and_task_attempts_log_in_their_spans() {
+    use crate::support::server::Options;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start_at(
+        dir.path(),
+        Options {
+            env: vec![("EBB_LOG".into(), "info,ebb::runtime::task=debug".into())],
+            ..Options::default()
+        },
+    );
+    let state = crate::support::runs::sub(&dir, "sim");
+    crate::support::profiles::sim_profile(&server, "two", &state, &[("nodes", "2")], 0, None);
+    crate::support::runs::deploy(&server, "a", "true", serde_json::json!({}));
+    let run = crate::support::runs::start(
+        &server,
+        "a",
+        serde_json::json!({"system.profile.name": "two"}),
+    );
+    crate::support::runs::wait_deprovisioned(&server, &run);
+    let id = run.rsplit('/').next().expect("run id").to_string();
+    let lines: Vec<serde_json::Value> = server
+        .logs()
+        .iter()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let span_of = |line: &serde_json::Value, name: &str| -> Option<serde_json::Value> {
+        line["spans"]
+            .as_array()?
+            .iter()
+            .find(|s| s["name"] == name)
+            .cloned()
+    };
+    // The run's status changes, in the run's span.
+    let statuses: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|l| l["message"] == "run status")
+        .filter(|l| span_of(l, "run").is_some_and(|s| s["run.id"] == id.as_str()))
+        .collect();
+    assert!(statuses.len() >= 4, "{lines:#?}");
+    // Each operation's end, with its id.
+    let ops: Vec<serde_json::Value> = lines
+        .iter()
+        .filter(|l| l["message"] == "operation succeeded")
+        .filter_map(|l| span_of(l, "operation"))
+        .filter(|s| s["run.id"] == id.as_str())
+        .collect();
+    assert_eq!(ops.len(), 2, "create and delete: {ops:?}");
+    assert!(ops.iter().all(|s| s["operation.id"].is_u64()), "{ops:?}");
+    // Every task attempt, with its node and action.
+    let attempts: Vec<serde_json::Value> = lines
+        .iter()
+        .filter(|l| l["message"] == "task attempt ended")
+        .filter_map(|l| span_of(l, "task"))
+        .filter(|s| s["run.id"] == id.as_str())
+        .collect();
+    let creates = attempts
+        .iter()
+        .filter(|s| s["action"] == "create")
+        .map(|s| s["node"].as_str().unwrap_or_default().to_string())
+        .collect::<std::collections::BTreeSet<_>>();
+    assert_eq!(creates.len(), 2, "one create per node: {attempts:?}");
+    assert!(attempts.iter().all(|s| s["operation.id"].is_u64()));
+}
