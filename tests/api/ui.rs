@@ -506,6 +506,61 @@ fn bad_input_to_the_ui_is_a_clear_4xx() {
 }
 
 #[test]
+fn the_run_list_pages_through_a_namespaces_older_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    deploy(&server, "many", "true", json!({}));
+    // Starts refused by the quota are recorded too (REJECTED), and cost nothing.
+    let (code, ns) = server.put("/v3/namespaces/default", json!({"maxLiveRuns": 0}));
+    assert_eq!(code, 200, "{ns}");
+    let mut ids = Vec::new();
+    for _ in 0..52 {
+        let (code, reply) = server.post_json(
+            "/v3/namespaces/default/apps/many/workflows/p/start",
+            json!({}),
+        );
+        assert!(code >= 400, "{reply}");
+        let (_, runs) = server.get("/v3/namespaces/default/apps/many/workflows/p/runs?limit=1");
+        ids.push(runs[0]["runid"].as_str().expect("id").to_string());
+    }
+    let cookie = cookie_of(&sign_in(&server, &server.token().expect("token")));
+    let page = |path: &str| {
+        raw()
+            .get(format!("{}{path}", server.url))
+            .header("Cookie", &cookie)
+            .send()
+            .expect("get")
+            .text()
+            .expect("body")
+    };
+    let first = page("/ui/runs?namespace=default");
+    assert!(
+        first.contains(&ids[51][..13]),
+        "the newest run is on the first page"
+    );
+    assert!(
+        !first.contains(&format!(">{}<", &ids[0][..13])),
+        "the oldest is not"
+    );
+    let older = first
+        .split("href=\"")
+        .filter_map(|s| s.split('"').next())
+        .find(|h| h.contains("before="))
+        .expect("a link to older runs")
+        .replace("&amp;", "&");
+    let second = page(&older);
+    assert!(
+        second.contains(&ids[0][..13]),
+        "the oldest run is on the next page"
+    );
+    assert!(second.contains("Newest runs"));
+    assert!(
+        !second.contains("hx-trigger=\"every 2s\""),
+        "an older page stays still"
+    );
+}
+
+#[test]
 fn a_runs_events_stream_as_server_sent_events_and_end_with_the_run() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(&dir);

@@ -40,7 +40,7 @@ const LIST_NAMESPACES: usize = 20;
 const LOG_TAIL: u64 = 64 * 1024;
 
 /// The filters of the run list, as the form sends them (empty means any).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize)]
 pub struct ListQuery {
     #[serde(default)]
     namespace: String,
@@ -52,6 +52,9 @@ pub struct ListQuery {
     status: String,
     #[serde(default)]
     cluster: String,
+    /// Older runs: those before this run id (one namespace's list only).
+    #[serde(default)]
+    before: String,
 }
 
 impl ListQuery {
@@ -62,6 +65,7 @@ impl ListQuery {
             ("program", &self.program),
             ("status", &self.status),
             ("cluster", &self.cluster),
+            ("before", &self.before),
         ];
         let mut out = Vec::new();
         for (k, v) in pairs {
@@ -109,12 +113,16 @@ const CLUSTER_STATUSES: &[&str] = &[
     "ORPHANED",
 ];
 
-/// The runs the filters pick, newest first, and a note when not every namespace was read.
-async fn find(
-    state: &State,
-    ctx: &Ctx,
-    q: &ListQuery,
-) -> Result<(Vec<RunView>, Option<String>), UiError> {
+/// What the list shows: the runs the filters pick, newest first; a note when not every
+/// namespace was read; and, for one namespace's list, the run id older runs start before.
+struct Found {
+    runs: Vec<RunView>,
+    note: Option<String>,
+    next: Option<String>,
+}
+
+/// The runs the filters pick.
+async fn find(state: &State, ctx: &Ctx, q: &ListQuery) -> Result<Found, UiError> {
     let namespaces: Vec<String> = match some(&q.namespace) {
         Some(ns) => {
             if !ctx.namespaces.contains(&ns) {
@@ -130,14 +138,17 @@ async fn find(
             namespaces.len()
         )
     });
+    // Paging goes through one namespace's runs (several namespaces' pages do not line up).
+    let one = namespaces.len() == 1;
     let filter = RunFilter {
         status: some(&q.status),
         cluster: some(&q.cluster),
         limit: Some(LIST_LIMIT),
-        before: None,
+        before: some(&q.before).filter(|_| one),
     };
     let (app, program) = (some(&q.app), some(&q.program));
     let mut found = Vec::new();
+    let mut next = None;
     for ns in namespaces.into_iter().take(LIST_NAMESPACES) {
         let page = match (&app, &program) {
             (Some(app), Some(program)) => {
@@ -162,6 +173,9 @@ async fn find(
             }
             _ => need(runs::list_namespace(&state.runtime, ns, filter.clone()).await)?,
         };
+        if one {
+            next = page.next.clone();
+        }
         found.extend(page.runs.into_iter().filter(|r| {
             app.as_ref().is_none_or(|a| *a == r.app)
                 && program.as_ref().is_none_or(|p| *p == r.program)
@@ -169,7 +183,11 @@ async fn find(
     }
     found.sort_by(|a, b| (b.starting, &b.runid).cmp(&(a.starting, &a.runid)));
     found.truncate(LIST_LIMIT);
-    Ok((found, note))
+    Ok(Found {
+        runs: found,
+        note,
+        next,
+    })
 }
 
 fn table(runs: &[RunView]) -> Markup {
@@ -241,8 +259,19 @@ fn select(name: &str, label: &str, options: &[&str], chosen: &str) -> Markup {
 /// `GET /ui/runs`.
 pub async fn list(state: State, ctx: Ctx, q: web::Query<ListQuery>) -> Answer {
     let q = q.into_inner();
-    let (found, note) = find(&state, &ctx, &q).await?;
+    let Found {
+        runs: found,
+        note,
+        next,
+    } = find(&state, &ctx, &q).await?;
     let namespaces: Vec<&str> = ctx.namespaces.iter().map(String::as_str).collect();
+    let older = next.map(|before| {
+        let q = ListQuery {
+            before,
+            ..q.clone()
+        };
+        format!("/ui/runs?{}", q.query_string())
+    });
     let body = html! {
         h1 { "Runs" }
         form.filters method="get" action="/ui/runs" role="search" aria-label="Filter runs" {
@@ -254,8 +283,18 @@ pub async fn list(state: State, ctx: Ctx, q: web::Query<ListQuery>) -> Answer {
             button type="submit" { "Filter" }
         }
         @if let Some(note) = note { p.notice.warn { (note) } }
-        div #runs hx-get=(format!("/ui/runs/rows?{}", q.query_string())) hx-trigger="every 2s" hx-swap="innerHTML" {
-            (table(&found))
+        @if q.before.is_empty() {
+            div #runs hx-get=(format!("/ui/runs/rows?{}", q.query_string())) hx-trigger="every 2s" hx-swap="innerHTML" {
+                (table(&found))
+            }
+        } @else {
+            p { a href=(format!("/ui/runs?{}", ListQuery { before: String::new(), ..q.clone() }.query_string())) { "← Newest runs" } }
+            div #runs { (table(&found)) }
+        }
+        @if let Some(older) = older {
+            p { a href=(older) rel="next" { "Older runs →" } }
+        } @else if ctx.namespaces.len() > 1 && q.namespace.is_empty() && found.len() == LIST_LIMIT {
+            p.muted { "Pick a namespace to page through its older runs." }
         }
     };
     Ok(frame(&ctx, "Runs", body))
@@ -263,8 +302,7 @@ pub async fn list(state: State, ctx: Ctx, q: web::Query<ListQuery>) -> Answer {
 
 /// `GET /ui/runs/rows`: the list's table, for its live updates.
 pub async fn rows(state: State, ctx: Ctx, q: web::Query<ListQuery>) -> Answer {
-    let (found, _) = find(&state, &ctx, &q).await?;
-    Ok(fragment(table(&found)))
+    Ok(fragment(table(&find(&state, &ctx, &q).await?.runs)))
 }
 
 fn live(run: &RunView) -> bool {
