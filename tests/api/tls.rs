@@ -210,6 +210,20 @@ fn no_auth_on_loopback_serves_everyone_and_says_so() {
             .any(|l| l.contains("--no-auth") && l.contains("WARN")),
         "the log says so"
     );
+    // The UI needs no sign-in either: its pages open, with no sign-out.
+    let page = reqwest::blocking::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client")
+        .get(format!("{}/ui/namespaces", server.url))
+        .send()
+        .expect("get");
+    assert_eq!(page.status().as_u16(), 200);
+    let html = page.text().expect("html");
+    assert!(
+        html.contains("anonymous") && !html.contains("Sign out"),
+        "{html}"
+    );
 }
 
 #[test]
