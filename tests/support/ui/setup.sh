@@ -9,6 +9,8 @@ root="$(cd "$(dirname "$0")/../../.." && pwd)"
 venv="${EBB_UI_VENV:-$root/target/ui-venv}"
 version="1.65.2"
 "$root/tests/support/apt-install.sh" chromium chromium >&2
+# A font, so pages (and the README's screenshots) render text as a person sees it.
+"$root/tests/support/apt-install.sh" fonts-dejavu-core /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf >&2
 mkdir -p "$(dirname "$venv")"
 exec 9>"$venv.lock"
 flock 9
