@@ -11,29 +11,7 @@ use actix_web::{HttpRequest, HttpResponse, Resource, web};
 use crate::api::error::ApiError;
 use crate::model::access::{Need, Role};
 
-/// One row of the table: a method on a path (under `/v3`), the right it needs and its
-/// handler.
-#[derive(Debug, Clone)]
-pub struct Route {
-    pub method: Method,
-    pub path: &'static str,
-    pub need: Need,
-    to: fn() -> actix_web::Route,
-}
-
-/// Paths served at the root rather than under `/v3`.
-const ROOT_PATHS: &[&str] = &["/metrics"];
-
-impl Route {
-    /// The route's whole path: under `/v3`, but for the few served at the root.
-    pub fn url(&self) -> String {
-        if ROOT_PATHS.contains(&self.path) {
-            self.path.to_string()
-        } else {
-            format!("/v3{}", self.path)
-        }
-    }
-}
+pub use crate::api::route::Route;
 
 /// The path of a program; runs hang below it.
 macro_rules! program {
@@ -112,6 +90,10 @@ pub fn table() -> Vec<Route> {
             || web::get().to(run_operation),
         ),
         row(M::GET, "/health", Need::Public, || web::get().to(health)),
+        // The contract: generated from this table.
+        row(M::GET, "/openapi.json", Need::Public, || {
+            web::get().to(openapi_json)
+        }),
         // Any token reads the metrics (a scraper's needs no role).
         row(M::GET, "/metrics", TOKEN, || web::get().to(metrics)),
         row(M::GET, "/servers", INSTANCE, || web::get().to(list_servers)),
@@ -339,7 +321,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     }
     let mut scope = web::scope("/v3");
     for path in paths {
-        let root = ROOT_PATHS.contains(&path);
+        let root = crate::api::route::ROOT_PATHS.contains(&path);
         let rows: Vec<&Route> = table.iter().filter(|r| r.path == path).collect();
         let needs: std::sync::Arc<[(Method, Need)]> =
             rows.iter().map(|r| (r.method.clone(), r.need)).collect();
@@ -362,6 +344,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 /// A resource whose unmatched methods answer a JSON 405.
 fn resource(path: &str) -> Resource {
     web::resource(path).default_service(web::to(method_not_allowed))
+}
+
+/// `GET /v3/openapi.json`: the API's OpenAPI document, made from [`table`].
+async fn openapi_json() -> HttpResponse {
+    HttpResponse::Ok().json(crate::api::openapi::document(&table()))
 }
 
 async fn no_route(req: HttpRequest) -> Result<HttpResponse, ApiError> {

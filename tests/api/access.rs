@@ -259,7 +259,9 @@ fn revoked_and_expired_tokens_are_refused() {
     let short = token(
         &server,
         "short",
-        json!({"namespaces": {"default": "viewer"}, "expiresIn": "1s"}),
+        // Expiry counts whole seconds: 3s lives at least 2s, long enough for the first use
+        // on a busy machine (1s could end a few milliseconds after it was made).
+        json!({"namespaces": {"default": "viewer"}, "expiresIn": "3s"}),
     );
     for t in [&ci, &short] {
         let (code, reply) = server.call("GET", "/v3/namespaces/default", None, Some(t));
@@ -271,7 +273,7 @@ fn revoked_and_expired_tokens_are_refused() {
     let (code, reply) = server.call("GET", "/v3/namespaces/default", None, Some(&ci));
     assert_error((code, reply), 401, "bearer token");
     // Expiry is checked on every request.
-    std::thread::sleep(Duration::from_millis(2100));
+    std::thread::sleep(Duration::from_millis(3100));
     let (code, reply) = server.call("GET", "/v3/namespaces/default", None, Some(&short));
     assert_error((code, reply), 401, "bearer token");
     // A name is taken until its token is revoked.

@@ -17,6 +17,7 @@ mod hosts;
 mod janitor;
 mod metrics;
 mod namespaces;
+mod openapi;
 mod preferences;
 mod profiles;
 mod provisioners;
