@@ -135,28 +135,3 @@ pub fn document(table: &[Route]) -> Value {
         }
     })
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_route_of_the_table_is_in_the_document_once() {
-        let table = crate::api::routes::table();
-        let doc = document(&table);
-        let mut ids = std::collections::BTreeSet::new();
-        for route in &table {
-            let op = &doc["paths"][route.url()][route.method.as_str().to_ascii_lowercase()];
-            assert!(
-                op.is_object(),
-                "{} {} is missing",
-                route.method,
-                route.url()
-            );
-            let id = op["operationId"].as_str().expect("an id").to_string();
-            assert!(ids.insert(id.clone()), "{id} twice");
-            let params = op["parameters"].as_array().expect("parameters").len();
-            assert_eq!(params, route.path.matches('{').count(), "{}", route.path);
-        }
-    }
-}
