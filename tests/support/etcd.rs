@@ -97,21 +97,59 @@ impl Cluster {
     /// Starts `size` members and waits until the cluster answers.
     pub fn start(size: usize) -> Cluster {
         ensure_installed();
-        let dir = tempfile::tempdir().expect("tempdir");
-        let members: Vec<Member> = (0..size)
-            .map(|i| Member {
-                name: format!("m{i}"),
-                client_port: free_port(),
-                peer_port: free_port(),
-                child: None,
-            })
-            .collect();
-        let mut cluster = Cluster { dir, members };
-        for i in 0..size {
-            cluster.start_member(i);
+        // A port found free may be taken by another process before etcd binds it: etcd then
+        // exits, and the cluster starts again on other ports.
+        for limit in [15, 15, 30] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let members: Vec<Member> = (0..size)
+                .map(|i| Member {
+                    name: format!("m{i}"),
+                    client_port: free_port(),
+                    peer_port: free_port(),
+                    child: None,
+                })
+                .collect();
+            let mut cluster = Cluster { dir, members };
+            for i in 0..size {
+                cluster.start_member(i);
+            }
+            if cluster.healthy_within(Duration::from_secs(limit)) {
+                return cluster;
+            }
         }
-        cluster.wait_healthy();
-        cluster
+        panic!("etcd never became healthy, on three sets of ports");
+    }
+
+    /// Whether every member answers healthy within `limit`; false as soon as one exited.
+    fn healthy_within(&mut self, limit: Duration) -> bool {
+        let http = reqwest::blocking::Client::builder()
+            .timeout(Duration::from_secs(2))
+            .build()
+            .expect("client");
+        let deadline = Instant::now() + limit;
+        for m in self.members.iter_mut() {
+            let url = format!("http://127.0.0.1:{}/health", m.client_port);
+            loop {
+                let healthy = http
+                    .get(&url)
+                    .send()
+                    .ok()
+                    .and_then(|r| r.json::<serde_json::Value>().ok())
+                    .is_some_and(|v| v["health"] == "true");
+                if healthy {
+                    break;
+                }
+                let exited = m
+                    .child
+                    .as_mut()
+                    .is_none_or(|c| c.try_wait().ok().flatten().is_some());
+                if exited || Instant::now() >= deadline {
+                    return false;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        true
     }
 
     fn initial_cluster(&self) -> String {
