@@ -7,14 +7,12 @@
 //! exist. The caller is left in the request for handlers that record who did what
 //! ([`Caller`] is an extractor).
 
-use std::sync::Arc;
-
 use actix_web::dev::{ServiceRequest, ServiceResponse};
-use actix_web::http::Method;
 use actix_web::middleware::Next;
 use actix_web::{FromRequest, HttpMessage as _, HttpRequest, web};
 
 use crate::api::error::ApiError;
+use crate::api::route::{Needs, caller_needed};
 use crate::api::state::{Access, AppState};
 use crate::model::access::{Caller, Decision, Need, decide};
 use crate::service::error::ServiceError;
@@ -23,21 +21,13 @@ use crate::service::tokens;
 /// Checks a request to a resource whose methods need `needs`: finds the caller, weighs its
 /// grants, and leaves it in the request for the handler.
 pub async fn check(
-    needs: Arc<[(Method, Need)]>,
+    needs: Needs,
     req: ServiceRequest,
     next: Next<actix_web::body::BoxBody>,
 ) -> Result<ServiceResponse<actix_web::body::BoxBody>, actix_web::Error> {
-    // A method the resource does not have goes on to its 405.
-    let Some(need) = needs
-        .iter()
-        .find(|(m, _)| m == req.method())
-        .map(|(_, n)| *n)
-    else {
+    let Some(need) = caller_needed(&needs, req.method()) else {
         return next.call(req).await;
     };
-    if need == Need::Public {
-        return next.call(req).await;
-    }
     let caller = authenticate(req.request()).await?;
     admit(need, &caller, req.request())?;
     req.extensions_mut().insert(caller);

@@ -313,18 +313,9 @@ pub fn table() -> Vec<Route> {
 /// each checking its rows' rights before any handler runs.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     let table = table();
-    let mut paths: Vec<&'static str> = Vec::new();
-    for route in &table {
-        if !paths.contains(&route.path) {
-            paths.push(route.path);
-        }
-    }
     let mut scope = web::scope("/v3");
-    for path in paths {
+    for (path, rows, needs) in crate::api::route::by_path(&table) {
         let root = crate::api::route::ROOT_PATHS.contains(&path);
-        let rows: Vec<&Route> = table.iter().filter(|r| r.path == path).collect();
-        let needs: std::sync::Arc<[(Method, Need)]> =
-            rows.iter().map(|r| (r.method.clone(), r.need)).collect();
         let mut resource = resource(path);
         for row in rows {
             resource = resource.route((row.to)());

@@ -80,12 +80,21 @@ pub async fn get_janitor(state: State) -> Reply {
 }
 
 pub async fn run_janitor(state: State, caller: Caller, req: HttpRequest) -> Reply {
-    let dry_run = flag(&req, "dryRun")?;
+    ok(&sweep(&state, &caller, flag(&req, "dryRun")?).await?)
+}
+
+/// A sweep of the janitor asked for by `caller` (the API's and the UI's): a sweep that may
+/// delete is recorded in the audit log first.
+pub async fn sweep(
+    state: &State,
+    caller: &Caller,
+    dry_run: bool,
+) -> Result<crate::model::sweep::Sweep, ApiError> {
     if !dry_run {
-        let act = Act::new(&caller, "janitor.run", None, "sweep");
+        let act = Act::new(caller, "janitor.run", None, "sweep");
         crate::service::audit::record(&state.store, act).await?;
     }
-    ok(&state.janitor.sweep_now(dry_run).await?)
+    Ok(state.janitor.sweep_now(dry_run).await?)
 }
 
 /// `GET /metrics`: the recorded metrics and the installation's live runs, clusters and

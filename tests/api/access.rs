@@ -9,17 +9,7 @@ use serde_json::{Value, json};
 use crate::support::runs::{deploy_in, program_in, start_in, wait_deprovisioned};
 use crate::support::server::{Server, assert_error};
 
-/// Makes token `name` with `body`'s grants through `server`'s default (instance-admin) token;
-/// returns its secret.
-fn token(server: &Server, name: &str, grants: Value) -> String {
-    let mut body = json!({ "name": name });
-    body.as_object_mut()
-        .expect("object")
-        .extend(grants.as_object().expect("grants").clone());
-    let (code, made) = server.post_json("/v3/tokens", body);
-    assert_eq!(code, 201, "{made}");
-    made["token"].as_str().expect("secret").to_string()
-}
+use crate::support::server::make_token as token;
 
 fn namespace(server: &Server, name: &str, body: Value) {
     let (code, ns) = server.put(&format!("/v3/namespaces/{name}"), body);

@@ -5,8 +5,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::profiles::sim_profile;
-use crate::support::runs::{deploy, start, sub, wait_until};
+use crate::support::runs::{kept_failed_run, wait_until};
 use crate::support::server::Server;
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -194,19 +193,7 @@ fn a_run_of_the_example_app_moves_through_the_series() {
 fn a_kept_cluster_is_a_live_gauge_until_it_goes() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(&dir);
-    sim_profile(
-        &server,
-        "kept",
-        &sub(&dir, "sim"),
-        &[("nodes", "2")],
-        3600,
-        None,
-    );
-    deploy(&server, "fails", "exit 3", json!({}));
-    let run = start(&server, "fails", json!({"system.profile.name": "kept"}));
-    wait_until(&server, &run, LIMIT, |r| {
-        r["cluster"]["status"] == "WAITING"
-    });
+    let run = kept_failed_run(&server, &dir, "fails", "2");
     let kept = scrape(&server);
     assert_eq!(
         sample(

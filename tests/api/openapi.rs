@@ -2,9 +2,10 @@
 //! accepts (openapi-spec-validator, from PyPI, installed by `tests/support/openapi/setup.sh`),
 //! made from the route table, so every route the server answers is in it.
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::process::Command;
 
+use crate::support::process::python_from;
 use crate::support::server::Server;
 
 #[test]
@@ -25,42 +26,32 @@ fn the_openapi_document_is_valid_and_covers_every_route() {
             route.url()
         );
     }
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new(root.join("tests/support/openapi/setup.sh"))
-        .output()
-        .expect("run tests/support/openapi/setup.sh");
-    assert!(
-        out.status.success(),
-        "the contract's test needs openapi-spec-validator: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let python = python_from(
+        Path::new(env!("CARGO_MANIFEST_DIR")),
+        "tests/support/openapi/setup.sh",
+        "openapi-spec-validator",
     );
-    let python = String::from_utf8_lossy(&out.stdout).trim().to_string();
     let file = dir.path().join("openapi.json");
-    std::fs::write(&file, doc.to_string()).expect("write the document");
-    let check = Command::new(python)
-        .args([
-            "-c",
-            "import json, sys\nfrom openapi_spec_validator import validate\nvalidate(json.load(open(sys.argv[1])))\nprint('valid')",
-        ])
-        .arg(&file)
-        .output()
-        .expect("run the validator");
-    assert!(
-        check.status.success(),
-        "the document is not valid OpenAPI: {}",
-        String::from_utf8_lossy(&check.stderr)
-    );
+    // Whether the validator accepts `doc`, and what it said.
+    let validate = |doc: &serde_json::Value| {
+        std::fs::write(&file, doc.to_string()).expect("write the document");
+        let out = Command::new(&python)
+            .args([
+                "-c",
+                "import json, sys\nfrom openapi_spec_validator import validate\nvalidate(json.load(open(sys.argv[1])))",
+            ])
+            .arg(&file)
+            .output()
+            .expect("run the validator");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let (valid, said) = validate(&doc);
+    assert!(valid, "the document is not valid OpenAPI: {said}");
     // A broken document is refused: the check can fail.
     let mut broken = doc.clone();
     broken["paths"]["/v3/health"]["get"]["responses"] = serde_json::json!("none");
-    std::fs::write(&file, broken.to_string()).expect("write");
-    let refused = Command::new(String::from_utf8_lossy(&out.stdout).trim())
-        .args([
-            "-c",
-            "import json, sys\nfrom openapi_spec_validator import validate\nvalidate(json.load(open(sys.argv[1])))",
-        ])
-        .arg(&file)
-        .output()
-        .expect("run the validator");
-    assert!(!refused.status.success(), "a broken document passed");
+    assert!(!validate(&broken).0, "a broken document passed");
 }

@@ -12,11 +12,12 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
+use crate::support::process::python_from;
 use crate::support::profiles::sim_profile;
-use crate::support::runs::{deploy, start, sub, wait_until};
-use crate::support::server::Server;
+use crate::support::runs::{deploy, kept_failed_run, start, sub, wait_until};
+use crate::support::server::{Server, make_token as token};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -27,15 +28,11 @@ fn python() -> PathBuf {
     static PYTHON: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     PYTHON
         .get_or_init(|| {
-            let out = Command::new(root().join("tests/support/ui/setup.sh"))
-                .output()
-                .expect("run tests/support/ui/setup.sh");
-            assert!(
-                out.status.success(),
-                "the web UI's tests need chromium and Playwright, and tests/support/ui/setup.sh could not install them: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+            python_from(
+                &root(),
+                "tests/support/ui/setup.sh",
+                "chromium and Playwright",
+            )
         })
         .clone()
 }
@@ -75,16 +72,6 @@ fn flow(server: &Server, flow: &str, env: &[(&str, String)]) {
             }
         }
     }
-}
-
-fn token(server: &Server, name: &str, grants: Value) -> String {
-    let mut body = json!({ "name": name });
-    body.as_object_mut()
-        .expect("object")
-        .extend(grants.as_object().expect("grants").clone());
-    let (code, made) = server.post_json("/v3/tokens", body);
-    assert_eq!(code, 201, "{made}");
-    made["token"].as_str().expect("secret").to_string()
 }
 
 /// The UI path of the run at API path `api`.
@@ -152,19 +139,7 @@ fn a_run_started_in_the_ui_is_watched_to_completion_live() {
 fn a_failed_runs_cluster_is_extended_then_deprovisioned_from_the_ui() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(&dir);
-    sim_profile(
-        &server,
-        "kept",
-        &sub(&dir, "sim"),
-        &[("nodes", "1")],
-        3600,
-        None,
-    );
-    deploy(&server, "fails", "echo broken >&2; exit 3", json!({}));
-    let run = start(&server, "fails", json!({"system.profile.name": "kept"}));
-    wait_until(&server, &run, LIMIT, |r| {
-        r["cluster"]["status"] == "WAITING"
-    });
+    let run = kept_failed_run(&server, &dir, "fails", "1");
     flow(
         &server,
         "waiting",
@@ -200,19 +175,7 @@ fn a_template_clusters_operations_are_a_timeline_per_node() {
 fn a_viewer_sees_no_action_buttons() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(&dir);
-    sim_profile(
-        &server,
-        "kept",
-        &sub(&dir, "sim"),
-        &[("nodes", "1")],
-        3600,
-        None,
-    );
-    deploy(&server, "live", "exit 3", json!({}));
-    let run = start(&server, "live", json!({"system.profile.name": "kept"}));
-    wait_until(&server, &run, LIMIT, |r| {
-        r["cluster"]["status"] == "WAITING"
-    });
+    let run = kept_failed_run(&server, &dir, "live", "1");
     let viewer = token(
         &server,
         "watcher",
@@ -412,19 +375,7 @@ fn writes_from_other_sites_frames_and_open_redirects_are_refused() {
 fn bad_input_to_the_ui_is_a_clear_4xx() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(&dir);
-    sim_profile(
-        &server,
-        "kept",
-        &sub(&dir, "sim"),
-        &[("nodes", "1")],
-        3600,
-        None,
-    );
-    deploy(&server, "fails", "exit 3", json!({}));
-    let run = start(&server, "fails", json!({"system.profile.name": "kept"}));
-    wait_until(&server, &run, LIMIT, |r| {
-        r["cluster"]["status"] == "WAITING"
-    });
+    let run = kept_failed_run(&server, &dir, "fails", "1");
     let cookie = cookie_of(&sign_in(&server, &server.token().expect("token")));
     let http = raw();
     let page = format!("{}{}", server.url, ui_path(&run));

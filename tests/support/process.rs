@@ -60,21 +60,32 @@ pub fn ensure_installed(root: &Path, script: &str, what: &str) {
     );
 }
 
+/// Runs setup `script` (under the repository `root`), which makes a virtualenv with what
+/// some tests need and prints its python; fails saying these tests need `what` when it
+/// cannot.
+pub fn python_from(root: &Path, script: &str, what: &str) -> PathBuf {
+    let out = Command::new(root.join(script))
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("run {script}: {e}"));
+    assert!(
+        out.status.success(),
+        "{script} failed ({}): these tests need {what}",
+        out.status
+    );
+    PathBuf::from(String::from_utf8(out.stdout).expect("utf-8").trim())
+}
+
 /// Starts the moto server (`tests/support/moto/server.py` under the repository `root`), the
 /// EC2 stand-in, from the virtualenv `tests/support/moto/setup.sh` makes: it installs moto the
 /// first time, and the test fails loudly if it cannot.
 pub fn start_moto(root: &Path) -> (Process, String) {
     let support = root.join("tests/support/moto");
-    let out = Command::new(support.join("setup.sh"))
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("run tests/support/moto/setup.sh");
-    assert!(
-        out.status.success(),
-        "tests/support/moto/setup.sh failed ({}): the aws-ec2 tests need python3 with venv and PyPI access to install moto[server]",
-        out.status
+    let python = python_from(
+        root,
+        "tests/support/moto/setup.sh",
+        "python3 with venv and PyPI access to install moto[server]",
     );
-    let python = PathBuf::from(String::from_utf8(out.stdout).expect("utf-8").trim());
     let mut cmd = Command::new(python);
     cmd.arg(support.join("server.py")).stderr(Stdio::null());
     start_listener(cmd, "listening ", Duration::from_secs(90))

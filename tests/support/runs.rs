@@ -272,3 +272,23 @@ pub fn files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     }
     out
 }
+
+/// A run of app `app` (deployed here, its program failing) whose cluster of `nodes` sim nodes
+/// is kept WAITING for an hour, under USER profile `kept` (its cloud in `dir`); returns the
+/// run's path.
+pub fn kept_failed_run(server: &Server, dir: &tempfile::TempDir, app: &str, nodes: &str) -> String {
+    super::profiles::sim_profile(
+        server,
+        "kept",
+        &sub(dir, "sim"),
+        &[("nodes", nodes)],
+        3600,
+        None,
+    );
+    deploy(server, app, "echo broken >&2; exit 3", json!({}));
+    let run = start(server, app, json!({"system.profile.name": "kept"}));
+    wait_until(server, &run, Duration::from_secs(60), |r| {
+        r["cluster"]["status"] == "WAITING"
+    });
+    run
+}

@@ -423,3 +423,15 @@ impl Server {
         self.send(reqwest::Method::POST, path, Some(body.to_string()), None)
     }
 }
+
+/// Makes token `name` with `grants` (`{"namespaces": {...}}`, `{"instanceAdmin": true}`)
+/// through `server`'s own token; returns its secret.
+pub fn make_token(server: &Server, name: &str, grants: Value) -> String {
+    let mut body = serde_json::json!({ "name": name });
+    body.as_object_mut()
+        .expect("object")
+        .extend(grants.as_object().expect("grants").clone());
+    let (code, made) = server.post_json("/v3/tokens", body);
+    assert_eq!(code, 201, "{made}");
+    made["token"].as_str().expect("secret").to_string()
+}

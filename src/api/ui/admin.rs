@@ -1,10 +1,9 @@
 //! What admins look after besides runs: secure keys (names only), namespaces, the janitor.
 
-use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, web};
 use maud::{Markup, html};
 
-use super::layout::{Answer, Ctx, facts, frame, need, notice, refused, span, time};
+use super::layout::{Answer, Ctx, facts, frame, need, refused, span, time};
 use crate::api::state::State;
 use crate::model::access::{Act, Need, Role};
 use crate::service::{namespaces, secure};
@@ -126,22 +125,12 @@ pub async fn janitor(state: State, ctx: Ctx) -> Answer {
 /// `POST /ui/janitor/run[?dryRun=true]`.
 pub async fn run_janitor(state: State, ctx: Ctx, req: HttpRequest) -> Answer {
     let dry = crate::api::state::flag(&req, "dryRun")?;
-    if !dry {
-        let act = Act::new(&ctx.caller, "janitor.run", None, "");
-        if let Err(e) = crate::service::audit::record(&state.store, act).await {
-            return refused(&req, e);
-        }
-    }
-    match state.janitor.sweep_now(dry).await {
+    match crate::api::system::sweep(&state, &ctx.caller, dry).await {
         Ok(sweep) => Ok(super::layout::fragment(html! {
             p.notice.good role="status" { (if dry { "Dry run done: nothing was deleted." } else { "Sweep done." }) }
             (sweep_view(&sweep))
         })),
-        Err(e) => Ok(notice(
-            &req,
-            StatusCode::SERVICE_UNAVAILABLE,
-            &e.to_string(),
-        )),
+        Err(e) => refused(&req, e),
     }
 }
 

@@ -33,6 +33,21 @@ impl Rights {
     }
 }
 
+/// The session's token, as the UI's check left it in the request.
+impl actix_web::FromRequest for Secret {
+    type Error = UiError;
+    type Future = std::future::Ready<Result<Self, UiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut actix_web::dev::Payload) -> Self::Future {
+        use actix_web::HttpMessage as _;
+        std::future::ready(Ok(req
+            .extensions()
+            .get::<Secret>()
+            .cloned()
+            .unwrap_or(Secret(None))))
+    }
+}
+
 /// Who a page is drawn for: the caller, the namespaces it sees, the one the page is in.
 #[derive(Debug, Clone)]
 pub struct Ctx {
@@ -207,7 +222,7 @@ pub fn fragment(markup: Markup) -> HttpResponse {
         .body(markup.into_string())
 }
 
-/// Sends the browser to `to` (for htmx, through `HX-Location`, without a reload).
+/// Sends the browser to `to` (for htmx, through `HX-Redirect`).
 pub fn redirect(req: &HttpRequest, to: &str) -> HttpResponse {
     if htmx(req) {
         HttpResponse::Ok()
@@ -441,4 +456,17 @@ pub fn origin(o: crate::model::property::Origin) -> String {
         Origin::Profile => "the profile".into(),
         Origin::Level(level) => level.to_string(),
     }
+}
+
+/// `s` percent-encoded for a URL's query (`/` kept, as a path in a parameter reads better).
+pub fn encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~/".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }

@@ -34,15 +34,7 @@ use actix_web::{HttpResponse, web};
 
 use crate::model::access::{Need, Role};
 
-/// One page or action of the UI: a method on a path under `/ui`, the right it needs and its
-/// handler.
-#[derive(Debug, Clone)]
-pub struct Page {
-    pub method: Method,
-    pub path: &'static str,
-    pub need: Need,
-    to: fn() -> actix_web::Route,
-}
+use crate::api::route::Route;
 
 const VIEW: Need = Need::Namespace(Role::Viewer);
 const OPERATE: Need = Need::Namespace(Role::Operator);
@@ -59,13 +51,14 @@ macro_rules! run {
 }
 
 /// Every page and action of the UI, in the order the router tries them.
-pub fn table() -> Vec<Page> {
-    let row = |method: Method, path: &'static str, need: Need, to: fn() -> actix_web::Route| Page {
-        method,
-        path,
-        need,
-        to,
-    };
+pub fn table() -> Vec<Route> {
+    let row =
+        |method: Method, path: &'static str, need: Need, to: fn() -> actix_web::Route| Route {
+            method,
+            path,
+            need,
+            to,
+        };
     use Method as M;
     vec![
         row(M::GET, "/assets/{file}", PUBLIC, || {
@@ -198,21 +191,12 @@ pub fn table() -> Vec<Page> {
 /// rights before any handler runs; `/` leads to `/ui`.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     let table = table();
-    let mut paths: Vec<&'static str> = Vec::new();
-    for page in &table {
-        if !paths.contains(&page.path) {
-            paths.push(page.path);
-        }
-    }
     let rights: Arc<[(Method, &'static str, Need)]> = table
         .iter()
         .map(|p| (p.method.clone(), p.path, p.need))
         .collect();
     let mut scope = web::scope("/ui").app_data(web::Data::new(layout::Rights(rights)));
-    for path in paths {
-        let rows: Vec<&Page> = table.iter().filter(|r| r.path == path).collect();
-        let needs: Arc<[(Method, Need)]> =
-            rows.iter().map(|r| (r.method.clone(), r.need)).collect();
+    for (path, rows, needs) in crate::api::route::by_path(&table) {
         let mut resource = web::resource(path);
         for row in rows {
             resource = resource.route((row.to)());

@@ -70,24 +70,11 @@ impl ListQuery {
         let mut out = Vec::new();
         for (k, v) in pairs {
             if !v.is_empty() {
-                out.push(format!("{k}={}", urlencode(v)));
+                out.push(format!("{k}={}", super::layout::encode(v)));
             }
         }
         out.join("&")
     }
-}
-
-/// `s` for a URL's query.
-fn urlencode(s: &str) -> String {
-    let mut out = String::new();
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 fn some(s: &str) -> Option<String> {
@@ -865,7 +852,11 @@ pub async fn extend(
         };
         let run = need(runs::get(&state.runtime, key.clone()).await)?;
         let now = crate::model::time::now_secs();
-        run.cluster.expires_at.unwrap_or(now).max(now) + by.as_secs()
+        run.cluster
+            .expires_at
+            .unwrap_or(now)
+            .max(now)
+            .saturating_add(by.as_secs())
     } else {
         match local_time(
             form.at.as_deref().unwrap_or_default(),
@@ -945,20 +936,6 @@ pub async fn cluster(
         done: format!("Operation {operation} started."),
     };
     command(&state, &ctx, &secret, &req, path.into_inner().into(), what).await
-}
-
-impl actix_web::FromRequest for Secret {
-    type Error = UiError;
-    type Future = std::future::Ready<Result<Self, UiError>>;
-
-    fn from_request(req: &HttpRequest, _: &mut actix_web::dev::Payload) -> Self::Future {
-        use actix_web::HttpMessage as _;
-        std::future::ready(Ok(req
-            .extensions()
-            .get::<Secret>()
-            .cloned()
-            .unwrap_or(Secret(None))))
-    }
 }
 
 #[cfg(test)]

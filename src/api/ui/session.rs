@@ -5,8 +5,6 @@
 //! `Secure` over HTTPS, and gone when the browser closes. The token is checked on every
 //! request, so a revoked or expired one signs the browser out at once, on every server.
 
-use std::sync::Arc;
-
 use actix_web::cookie::{Cookie, SameSite};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::Method;
@@ -17,8 +15,8 @@ use serde::Deserialize;
 
 use super::layout::{Secret, UiError, bare};
 use crate::api::guard;
+use crate::api::route::{Needs, caller_needed};
 use crate::api::state::{Access, State};
-use crate::model::access::Need;
 
 /// The session cookie's name.
 pub const COOKIE: &str = "ebb_session";
@@ -30,20 +28,13 @@ const MAX_SECRET: usize = 256;
 /// session cookie, weighs its grants, and leaves it in the request. Without a session, a page
 /// leads to the sign-in page and comes back after it.
 pub async fn check(
-    needs: Arc<[(Method, Need)]>,
+    needs: Needs,
     req: ServiceRequest,
     next: Next<actix_web::body::BoxBody>,
 ) -> Result<ServiceResponse<actix_web::body::BoxBody>, actix_web::Error> {
-    let Some(need) = needs
-        .iter()
-        .find(|(m, _)| m == req.method())
-        .map(|(_, n)| *n)
-    else {
+    let Some(need) = caller_needed(&needs, req.method()) else {
         return next.call(req).await;
     };
-    if need == Need::Public {
-        return next.call(req).await;
-    }
     let secret = req
         .cookie(COOKIE)
         .map(|c| c.value().to_string())
@@ -70,7 +61,7 @@ fn to_sign_in(req: &HttpRequest) -> HttpResponse {
     } else {
         "/ui".to_string()
     };
-    let to = format!("/ui/login?next={}", encode(&back));
+    let to = format!("/ui/login?next={}", super::layout::encode(&back));
     if super::layout::htmx(req) {
         return HttpResponse::Unauthorized()
             .insert_header(("HX-Redirect", to))
@@ -79,19 +70,6 @@ fn to_sign_in(req: &HttpRequest) -> HttpResponse {
     HttpResponse::SeeOther()
         .insert_header((actix_web::http::header::LOCATION, to))
         .finish()
-}
-
-/// `s` percent-encoded for a query parameter.
-fn encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~/".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 /// Where to go after signing in: a path of the UI, never another site.
@@ -236,6 +214,9 @@ mod tests {
             assert_eq!(next_page(Some(evil)), "/ui", "{evil}");
         }
         assert_eq!(next_page(None), "/ui");
-        assert_eq!(encode("/ui/runs?a=b&c"), "/ui/runs%3Fa%3Db%26c");
+        assert_eq!(
+            super::super::layout::encode("/ui/runs?a=b&c"),
+            "/ui/runs%3Fa%3Db%26c"
+        );
     }
 }

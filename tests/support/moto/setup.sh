@@ -4,14 +4,4 @@
 #   EBB_MOTO_VENV  where the virtualenv goes (default: target/moto-venv in the repository)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../../.." && pwd)"
-venv="${EBB_MOTO_VENV:-$root/target/moto-venv}"
-version="5.2.5"
-mkdir -p "$(dirname "$venv")"
-exec 9>"$venv.lock"
-flock 9
-if ! "$venv/bin/python" -c "import moto, sys; sys.exit(moto.__version__ != '$version')" 2>/dev/null; then
-    rm -rf "$venv"
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check "moto[server]==$version" >&2
-fi
-echo "$venv/bin/python"
+exec "$root/tests/support/venv.sh" "${EBB_MOTO_VENV:-$root/target/moto-venv}" moto 5.2.5 server

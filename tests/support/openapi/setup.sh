@@ -5,14 +5,4 @@
 #   EBB_OPENAPI_VENV  where the virtualenv goes (default: target/openapi-venv)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../../.." && pwd)"
-venv="${EBB_OPENAPI_VENV:-$root/target/openapi-venv}"
-version="0.9.0"
-mkdir -p "$(dirname "$venv")"
-exec 9>"$venv.lock"
-flock 9
-if ! "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('openapi-spec-validator') != '$version')" 2>/dev/null; then
-    rm -rf "$venv"
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check "openapi-spec-validator==$version" >&2
-fi
-echo "$venv/bin/python"
+exec "$root/tests/support/venv.sh" "${EBB_OPENAPI_VENV:-$root/target/openapi-venv}" openapi-spec-validator 0.9.0
