@@ -22,6 +22,21 @@ pub struct Route {
 pub const ROOT_PATHS: &[&str] = &["/metrics"];
 
 impl Route {
+    /// A row: `method` on `path` needs `need` and is answered by `to`.
+    pub fn new(
+        method: Method,
+        path: &'static str,
+        need: Need,
+        to: fn() -> actix_web::Route,
+    ) -> Route {
+        Route {
+            method,
+            path,
+            need,
+            to,
+        }
+    }
+
     /// The route's whole path: under `/v3`, but for the few served at the root.
     pub fn url(&self) -> String {
         if ROOT_PATHS.contains(&self.path) {

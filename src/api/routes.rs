@@ -38,13 +38,7 @@ pub fn table() -> Vec<Route> {
     use crate::api::system::*;
     use crate::api::templates::*;
     use crate::api::tokens::*;
-    let row =
-        |method: Method, path: &'static str, need: Need, to: fn() -> actix_web::Route| Route {
-            method,
-            path,
-            need,
-            to,
-        };
+    let row = Route::new;
     use Method as M;
     vec![
         // Runs first: the router tries resources in order, and these are the busiest.

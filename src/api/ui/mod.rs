@@ -52,13 +52,7 @@ macro_rules! run {
 
 /// Every page and action of the UI, in the order the router tries them.
 pub fn table() -> Vec<Route> {
-    let row =
-        |method: Method, path: &'static str, need: Need, to: fn() -> actix_web::Route| Route {
-            method,
-            path,
-            need,
-            to,
-        };
+    let row = Route::new;
     use Method as M;
     vec![
         row(M::GET, "/assets/{file}", PUBLIC, || {
