@@ -4,9 +4,12 @@ use actix_web::{HttpRequest, web};
 use serde::Deserialize;
 
 use crate::api::body::Json;
-use crate::api::state::{Reply, RunPath, State, ok};
+use crate::api::contract::{Reply, ok};
+use crate::api::state::{RunPath, State};
 use crate::model::access::{Act, Caller};
+use crate::model::operation::OperationView;
 use crate::model::run::RunKey;
+use crate::model::view::DryRun;
 use crate::service::templates::{self, PlanRequest};
 use crate::service::{history, runs};
 
@@ -14,8 +17,8 @@ pub async fn dry_run(
     state: State,
     ns: actix_web::web::Path<String>,
     body: Json<PlanRequest>,
-) -> Reply {
-    ok(&templates::dry_run(&state.store, &state.registry, ns.into_inner(), body.0).await?)
+) -> Reply<DryRun> {
+    ok(templates::dry_run(&state.store, &state.registry, ns.into_inner(), body.0).await?)
 }
 
 pub async fn run_cluster(
@@ -24,7 +27,7 @@ pub async fn run_cluster(
     path: web::Path<RunPath>,
     body: Json<crate::rules::resize::ClusterRequest>,
     req: HttpRequest,
-) -> Reply {
+) -> Reply<runs::OperationStarted> {
     let sent = serde_json::to_value(&body.0).ok();
     let key: RunKey = path.into_inner().into();
     let act = Act::new(&caller, "run.cluster", Some(&key.namespace), &key.run);
@@ -32,8 +35,8 @@ pub async fn run_cluster(
     crate::api::forward::or_forward(&state, &req, sent, done).await
 }
 
-pub async fn run_operations(state: State, path: web::Path<RunPath>) -> Reply {
-    ok(&history::operations(&state.runtime, path.into_inner().into()).await?)
+pub async fn run_operations(state: State, path: web::Path<RunPath>) -> Reply<Vec<OperationView>> {
+    ok(history::operations(&state.runtime, path.into_inner().into()).await?)
 }
 
 #[derive(Debug, Deserialize)]
@@ -45,7 +48,7 @@ pub struct OperationPath {
     op: String,
 }
 
-pub async fn run_operation(state: State, path: web::Path<OperationPath>) -> Reply {
+pub async fn run_operation(state: State, path: web::Path<OperationPath>) -> Reply<OperationView> {
     let p = path.into_inner();
     let key = RunKey {
         namespace: p.ns,
@@ -53,5 +56,5 @@ pub async fn run_operation(state: State, path: web::Path<OperationPath>) -> Repl
         program: p.program,
         run: p.run,
     };
-    ok(&history::operation(&state.runtime, key, p.op).await?)
+    ok(history::operation(&state.runtime, key, p.op).await?)
 }

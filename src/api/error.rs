@@ -56,9 +56,13 @@ impl From<RuntimeError> for ApiError {
 }
 
 /// The JSON body of every error response.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct ErrorBody {
+    /// The HTTP status.
+    #[schemars(range(min = 400, max = 599))]
     pub code: u16,
+    /// What went wrong, naming the field at fault.
     pub message: String,
 }
 

@@ -7,8 +7,9 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse};
 use serde::Serialize;
 
+use super::contract::{Answer, Reply, ok};
 use super::error::ApiError;
-use super::state::{Reply, State, ok};
+use super::state::State;
 use crate::runtime::error::RuntimeError;
 use crate::service::error::ServiceError;
 
@@ -42,15 +43,17 @@ pub async fn or_forward<T: Serialize>(
     req: &HttpRequest,
     body: Option<serde_json::Value>,
     result: Result<T, ServiceError>,
-) -> Reply {
+) -> Reply<T> {
     match result {
         Err(ServiceError::Runtime(RuntimeError::Elsewhere { run, server, url }))
             if !url.is_empty() =>
         {
             let owner = format!("run '{run}' is owned by server {server}, which");
-            forward(state, req, body, &owner, &url).await
+            forward(state, req, body, &owner, &url)
+                .await
+                .map(Answer::forwarded)
         }
-        other => ok(&other?),
+        other => ok(other?),
     }
 }
 
@@ -62,7 +65,7 @@ pub async fn forward(
     body: Option<serde_json::Value>,
     who: &str,
     url: &str,
-) -> Reply {
+) -> Result<HttpResponse, ApiError> {
     if req.headers().contains_key(FORWARDED_BY) {
         return Err(ApiError::Unavailable(format!(
             "{who} is not this server; the request was forwarded here already"

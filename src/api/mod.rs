@@ -16,6 +16,7 @@
 pub mod apps;
 pub mod body;
 pub mod clusters;
+pub mod contract;
 pub mod error;
 pub mod forward;
 pub mod guard;

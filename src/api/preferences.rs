@@ -3,8 +3,9 @@
 use actix_web::HttpRequest;
 
 use crate::api::body::Json;
+use crate::api::contract::{Flag, Query, Reply, ok};
 use crate::api::error::ApiError;
-use crate::api::state::{Reply, State, flag, ok};
+use crate::api::state::State;
 use crate::model::access::{Act, Caller};
 use crate::model::app::WORKFLOWS;
 use crate::model::namespace;
@@ -34,9 +35,21 @@ fn pref_scope(req: &HttpRequest) -> Result<PrefScope, ApiError> {
     })
 }
 
-pub async fn get_preferences(state: State, req: HttpRequest) -> Reply {
-    let resolved = flag(&req, "resolved")?;
-    ok(&preferences::get(&state.store, pref_scope(&req)?, resolved).await?)
+/// The query of `GET .../preferences`.
+#[derive(Debug, Default, serde::Deserialize, schemars::JsonSchema)]
+pub struct PreferencesQuery {
+    /// The preferences in force at this level: the levels above it merged in.
+    #[serde(default)]
+    resolved: Flag,
+}
+
+pub async fn get_preferences(
+    state: State,
+    query: Query<PreferencesQuery>,
+    req: HttpRequest,
+) -> Reply<Values> {
+    let resolved = query.0.resolved.0;
+    ok(preferences::get(&state.store, pref_scope(&req)?, resolved).await?)
 }
 
 /// What `caller` does to the preferences at `scope`: a namespace's are its own changes.
@@ -49,15 +62,20 @@ pub async fn put_preferences(
     caller: Caller,
     req: HttpRequest,
     body: Json<Values>,
-) -> Reply {
+) -> Reply<Values> {
     let scope = pref_scope(&req)?;
     let act = act(&caller, "preferences.put", &scope);
-    ok(&preferences::put(&state.store, act, scope, body.0).await?)
+    ok(preferences::put(&state.store, act, scope, body.0).await?)
 }
 
-pub async fn delete_preferences(state: State, caller: Caller, req: HttpRequest) -> Reply {
+/// An empty object: what is left at a level whose preferences were deleted.
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Empty {}
+
+pub async fn delete_preferences(state: State, caller: Caller, req: HttpRequest) -> Reply<Empty> {
     let scope = pref_scope(&req)?;
     let act = act(&caller, "preferences.delete", &scope);
     preferences::delete(&state.store, act, scope).await?;
-    ok(&serde_json::json!({}))
+    ok(Empty {})
 }

@@ -3,10 +3,14 @@
 use actix_web::{FromRequest, HttpRequest};
 
 use crate::api::body::Json;
+use crate::api::contract::{Query, Reply, ok};
 use crate::api::error::ApiError;
-use crate::api::state::{Reply, State, flag, ok};
+use crate::api::state::State;
+use crate::api::templates::ListQuery;
 use crate::model::access::{Act, Caller};
-use crate::model::profile::{ProfileId, ProfileSpec, ProfileStatus, Scope};
+use crate::model::preference::Assignment;
+use crate::model::profile::{Profile, ProfileId, ProfileSpec, ProfileStatus, Scope};
+use crate::model::view::Usage;
 use crate::service::profiles;
 
 /// The profile a path names: `/v3/profiles/{name}` (SYSTEM) or
@@ -28,14 +32,18 @@ impl FromRequest for ProfilePath {
     }
 }
 
-pub async fn list_profiles(state: State, req: HttpRequest) -> Reply {
-    let include_system = flag(&req, "includeSystem")?;
+pub async fn list_profiles(
+    state: State,
+    query: Query<ListQuery>,
+    req: HttpRequest,
+) -> Reply<Vec<Profile>> {
+    let include_system = query.0.include_system.0;
     let ns = req.match_info().get("ns").map(str::to_string);
-    ok(&profiles::list(&state.store, ns, include_system).await?)
+    ok(profiles::list(&state.store, ns, include_system).await?)
 }
 
-pub async fn get_profile(state: State, id: ProfilePath) -> Reply {
-    ok(&profiles::get(&state.store, id.0).await?)
+pub async fn get_profile(state: State, id: ProfilePath) -> Reply<Profile> {
+    ok(profiles::get(&state.store, id.0).await?)
 }
 
 /// What `caller` does to profile `id`: a USER profile's changes are its namespace's.
@@ -49,34 +57,36 @@ pub async fn put_profile(
     caller: Caller,
     id: ProfilePath,
     body: Json<ProfileSpec>,
-) -> Reply {
+) -> Reply<Profile> {
     let act = act(&caller, "profile.put", &id.0);
-    ok(&profiles::put(&state.store, &state.registry, act, id.0, body.0).await?)
+    ok(profiles::put(&state.store, &state.registry, act, id.0, body.0).await?)
 }
 
-pub async fn delete_profile(state: State, caller: Caller, id: ProfilePath) -> Reply {
+pub async fn delete_profile(state: State, caller: Caller, id: ProfilePath) -> Reply<Profile> {
     let act = act(&caller, "profile.delete", &id.0);
-    ok(&profiles::delete(&state.store, act, id.0).await?)
+    ok(profiles::delete(&state.store, act, id.0).await?)
 }
 
-pub async fn profile_status(state: State, id: ProfilePath) -> Reply {
-    ok(&profiles::get(&state.store, id.0).await?.status)
+pub async fn profile_status(state: State, id: ProfilePath) -> Reply<ProfileStatus> {
+    ok(profiles::get(&state.store, id.0).await?.status)
 }
 
-pub async fn enable_profile(state: State, caller: Caller, id: ProfilePath) -> Reply {
+pub async fn enable_profile(state: State, caller: Caller, id: ProfilePath) -> Reply<Profile> {
     let act = act(&caller, "profile.enable", &id.0);
-    ok(&profiles::set_status(&state.store, act, id.0, ProfileStatus::Enabled).await?)
+    ok(profiles::set_status(&state.store, act, id.0, ProfileStatus::Enabled).await?)
 }
 
-pub async fn disable_profile(state: State, caller: Caller, id: ProfilePath) -> Reply {
+pub async fn disable_profile(state: State, caller: Caller, id: ProfilePath) -> Reply<Profile> {
     let act = act(&caller, "profile.disable", &id.0);
-    ok(&profiles::set_status(&state.store, act, id.0, ProfileStatus::Disabled).await?)
+    ok(profiles::set_status(&state.store, act, id.0, ProfileStatus::Disabled).await?)
 }
 
-pub async fn profile_usage(state: State, id: ProfilePath) -> Reply {
-    ok(&profiles::usage(&state.runtime, id.0).await?)
+pub async fn profile_usage(state: State, id: ProfilePath) -> Reply<Usage> {
+    ok(profiles::usage(&state.runtime, id.0).await?)
 }
 
-pub async fn profile_assignments(state: State, id: ProfilePath) -> Reply {
-    ok(&profiles::assignments(&state.runtime, id.0).await?)
+pub async fn profile_assignments(state: State, id: ProfilePath) -> Reply<Vec<Assignment>> {
+    ok(profiles::assignments(&state.runtime, id.0).await?)
 }
+
+impl crate::api::contract::Takes for ProfilePath {}

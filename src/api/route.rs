@@ -5,24 +5,52 @@
 use std::sync::Arc;
 
 use actix_web::http::Method;
+use actix_web::{FromRequest, Handler, Responder, web};
 
+use crate::api::contract::{Generators, Gives, Parts, Takes};
 use crate::model::access::Need;
 
 /// One row of a table: a method on a path (relative to the table's scope: `/v3` for the
-/// API, `/ui` for the UI), the right it needs and its handler.
-#[derive(Debug, Clone)]
+/// API, `/ui` for the UI), the right it needs, its handler, and (for the API) what the
+/// handler's types say it takes and answers.
+#[derive(Clone)]
 pub struct Route {
     pub method: Method,
     pub path: &'static str,
     pub need: Need,
-    pub to: fn() -> actix_web::Route,
+    pub to: Arc<dyn Fn() -> actix_web::Route + Send + Sync>,
+    pub doc: Option<Doc>,
+}
+
+impl std::fmt::Debug for Route {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {} ({:?})", self.method, self.path, self.need)
+    }
+}
+
+/// What a handler's argument and return types describe of its operation.
+#[derive(Debug, Clone, Copy)]
+pub struct Doc {
+    pub takes: fn(&mut Parts, &mut Generators),
+    pub gives: fn(&mut Parts, &mut Generators),
+}
+
+impl Doc {
+    /// The parts of the operation, their schemas made by `generators`.
+    pub fn parts(&self, generators: &mut Generators) -> Parts {
+        let mut parts = Parts::default();
+        (self.takes)(&mut parts, generators);
+        (self.gives)(&mut parts, generators);
+        parts
+    }
 }
 
 /// Paths served at the root rather than under `/v3`.
 pub const ROOT_PATHS: &[&str] = &["/metrics"];
 
 impl Route {
-    /// A row: `method` on `path` needs `need` and is answered by `to`.
+    /// A row: `method` on `path` needs `need` and is answered by `to` (a page, which the
+    /// API's document does not describe).
     pub fn new(
         method: Method,
         path: &'static str,
@@ -33,7 +61,29 @@ impl Route {
             method,
             path,
             need,
-            to,
+            to: Arc::new(to),
+            doc: None,
+        }
+    }
+
+    /// A row of the API: `method` on `path` needs `need` and is answered by `handler`, whose
+    /// argument and return types describe the operation in the document.
+    pub fn api<F, Args>(method: Method, path: &'static str, need: Need, handler: F) -> Route
+    where
+        F: Handler<Args> + Send + Sync,
+        Args: FromRequest + Takes + 'static,
+        F::Output: Responder + Gives + 'static,
+    {
+        let on = method.clone();
+        Route {
+            method,
+            path,
+            need,
+            to: Arc::new(move || web::method(on.clone()).to(handler.clone())),
+            doc: Some(Doc {
+                takes: <Args as Takes>::describe,
+                gives: <F::Output as Gives>::describe,
+            }),
         }
     }
 

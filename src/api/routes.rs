@@ -38,268 +38,233 @@ pub fn table() -> Vec<Route> {
     use crate::api::system::*;
     use crate::api::templates::*;
     use crate::api::tokens::*;
-    let row = Route::new;
     use Method as M;
     vec![
         // Runs first: the router tries resources in order, and these are the busiest.
-        row(M::GET, program!("/runs/{run}/events"), VIEW, || {
-            web::get().to(run_events)
-        }),
-        row(M::GET, program!("/runs/{run}"), VIEW, || {
-            web::get().to(get_run)
-        }),
-        row(M::POST, program!("/start"), OPERATE, || {
-            web::post().to(start_run)
-        }),
-        row(M::GET, "/namespaces/{ns}/runs", VIEW, || {
-            web::get().to(list_namespace_runs)
-        }),
-        row(M::GET, program!(""), VIEW, || web::get().to(get_program)),
-        row(M::GET, program!("/runs"), VIEW, || web::get().to(list_runs)),
-        row(M::POST, program!("/runs/{run}/stop"), OPERATE, || {
-            web::post().to(stop_run)
-        }),
-        row(
+        Route::api(M::GET, program!("/runs/{run}/events"), VIEW, run_events),
+        Route::api(M::GET, program!("/runs/{run}"), VIEW, get_run),
+        Route::api(M::POST, program!("/start"), OPERATE, start_run),
+        Route::api(M::GET, "/namespaces/{ns}/runs", VIEW, list_namespace_runs),
+        Route::api(M::GET, program!(""), VIEW, get_program),
+        Route::api(M::GET, program!("/runs"), VIEW, list_runs),
+        Route::api(M::POST, program!("/runs/{run}/stop"), OPERATE, stop_run),
+        Route::api(
             M::POST,
             program!("/runs/{run}/deprovision"),
             OPERATE,
-            || web::post().to(deprovision_run),
+            deprovision_run,
         ),
-        row(M::POST, program!("/runs/{run}/extend"), OPERATE, || {
-            web::post().to(extend_run)
-        }),
-        row(M::GET, program!("/runs/{run}/logs"), VIEW, || {
-            web::get().to(run_logs)
-        }),
-        row(M::GET, program!("/runs/{run}/operations"), VIEW, || {
-            web::get().to(run_operations)
-        }),
-        row(M::POST, program!("/runs/{run}/cluster"), OPERATE, || {
-            web::post().to(run_cluster)
-        }),
-        row(
+        Route::api(M::POST, program!("/runs/{run}/extend"), OPERATE, extend_run),
+        Route::api(M::GET, program!("/runs/{run}/logs"), VIEW, run_logs),
+        Route::api(
+            M::GET,
+            program!("/runs/{run}/operations"),
+            VIEW,
+            run_operations,
+        ),
+        Route::api(
+            M::POST,
+            program!("/runs/{run}/cluster"),
+            OPERATE,
+            run_cluster,
+        ),
+        Route::api(
             M::GET,
             program!("/runs/{run}/operations/{op}"),
             VIEW,
-            || web::get().to(run_operation),
+            run_operation,
         ),
-        row(M::GET, "/health", Need::Public, || web::get().to(health)),
+        Route::api(M::GET, "/health", Need::Public, health),
         // The contract: generated from this table.
-        row(M::GET, "/openapi.json", Need::Public, || {
-            web::get().to(openapi_json)
-        }),
+        Route::api(M::GET, "/openapi.json", Need::Public, openapi_json),
         // Any token reads the metrics (a scraper's needs no role).
-        row(M::GET, "/metrics", TOKEN, || web::get().to(metrics)),
-        row(M::GET, "/servers", INSTANCE, || web::get().to(list_servers)),
-        row(M::POST, "/servers/{name}/drain", INSTANCE, || {
-            web::post().to(drain_server)
-        }),
-        row(M::GET, "/tokens", Need::AnyAdmin, || {
-            web::get().to(list_tokens)
-        }),
-        row(M::POST, "/tokens", Need::AnyAdmin, || {
-            web::post().to(create_token)
-        }),
-        row(M::DELETE, "/tokens/{name}", Need::AnyAdmin, || {
-            web::delete().to(revoke_token)
-        }),
+        Route::api(M::GET, "/metrics", TOKEN, metrics),
+        Route::api(M::GET, "/servers", INSTANCE, list_servers),
+        Route::api(M::POST, "/servers/{name}/drain", INSTANCE, drain_server),
+        Route::api(M::GET, "/tokens", Need::AnyAdmin, list_tokens),
+        Route::api(M::POST, "/tokens", Need::AnyAdmin, create_token),
+        Route::api(M::DELETE, "/tokens/{name}", Need::AnyAdmin, revoke_token),
         // The namespace comes from the `namespace` query parameter: an admin of it reads its
         // changes; without one, an instance admin reads the instance-wide ones.
-        row(M::GET, "/audit", ADMIN, || web::get().to(list_audit)),
+        Route::api(M::GET, "/audit", ADMIN, list_audit),
         // Every token lists the namespaces it has a role in.
-        row(M::GET, "/namespaces", TOKEN, || {
-            web::get().to(list_namespaces)
-        }),
-        row(M::GET, "/namespaces/{ns}", VIEW, || {
-            web::get().to(get_namespace)
-        }),
-        row(M::PUT, "/namespaces/{ns}", INSTANCE, || {
-            web::put().to(put_namespace)
-        }),
-        row(M::DELETE, "/namespaces/{ns}", INSTANCE, || {
-            web::delete().to(delete_namespace)
-        }),
-        row(M::GET, "/provisioners", TOKEN, || {
-            web::get().to(list_provisioners)
-        }),
-        row(M::GET, "/provisioners/{name}", TOKEN, || {
-            web::get().to(get_provisioner)
-        }),
-        row(M::GET, "/profiles", TOKEN, || web::get().to(list_profiles)),
-        row(M::GET, "/namespaces/{ns}/profiles", VIEW, || {
-            web::get().to(list_profiles)
-        }),
-        row(M::GET, "/profiles/{name}", TOKEN, || {
-            web::get().to(get_profile)
-        }),
-        row(M::PUT, "/profiles/{name}", INSTANCE, || {
-            web::put().to(put_profile)
-        }),
-        row(M::DELETE, "/profiles/{name}", INSTANCE, || {
-            web::delete().to(delete_profile)
-        }),
-        row(M::GET, "/namespaces/{ns}/profiles/{name}", VIEW, || {
-            web::get().to(get_profile)
-        }),
-        row(M::PUT, "/namespaces/{ns}/profiles/{name}", ADMIN, || {
-            web::put().to(put_profile)
-        }),
-        row(M::DELETE, "/namespaces/{ns}/profiles/{name}", ADMIN, || {
-            web::delete().to(delete_profile)
-        }),
-        row(M::GET, "/profiles/{name}/status", TOKEN, || {
-            web::get().to(profile_status)
-        }),
-        row(
+        Route::api(M::GET, "/namespaces", TOKEN, list_namespaces),
+        Route::api(M::GET, "/namespaces/{ns}", VIEW, get_namespace),
+        Route::api(M::PUT, "/namespaces/{ns}", INSTANCE, put_namespace),
+        Route::api(M::DELETE, "/namespaces/{ns}", INSTANCE, delete_namespace),
+        Route::api(M::GET, "/provisioners", TOKEN, list_provisioners),
+        Route::api(M::GET, "/provisioners/{name}", TOKEN, get_provisioner),
+        Route::api(M::GET, "/profiles", TOKEN, list_profiles),
+        Route::api(M::GET, "/namespaces/{ns}/profiles", VIEW, list_profiles),
+        Route::api(M::GET, "/profiles/{name}", TOKEN, get_profile),
+        Route::api(M::PUT, "/profiles/{name}", INSTANCE, put_profile),
+        Route::api(M::DELETE, "/profiles/{name}", INSTANCE, delete_profile),
+        Route::api(
+            M::GET,
+            "/namespaces/{ns}/profiles/{name}",
+            VIEW,
+            get_profile,
+        ),
+        Route::api(
+            M::PUT,
+            "/namespaces/{ns}/profiles/{name}",
+            ADMIN,
+            put_profile,
+        ),
+        Route::api(
+            M::DELETE,
+            "/namespaces/{ns}/profiles/{name}",
+            ADMIN,
+            delete_profile,
+        ),
+        Route::api(M::GET, "/profiles/{name}/status", TOKEN, profile_status),
+        Route::api(
             M::GET,
             "/namespaces/{ns}/profiles/{name}/status",
             VIEW,
-            || web::get().to(profile_status),
+            profile_status,
         ),
-        row(M::POST, "/profiles/{name}/enable", INSTANCE, || {
-            web::post().to(enable_profile)
-        }),
-        row(
+        Route::api(M::POST, "/profiles/{name}/enable", INSTANCE, enable_profile),
+        Route::api(
             M::POST,
             "/namespaces/{ns}/profiles/{name}/enable",
             ADMIN,
-            || web::post().to(enable_profile),
+            enable_profile,
         ),
-        row(M::POST, "/profiles/{name}/disable", INSTANCE, || {
-            web::post().to(disable_profile)
-        }),
-        row(
+        Route::api(
+            M::POST,
+            "/profiles/{name}/disable",
+            INSTANCE,
+            disable_profile,
+        ),
+        Route::api(
             M::POST,
             "/namespaces/{ns}/profiles/{name}/disable",
             ADMIN,
-            || web::post().to(disable_profile),
+            disable_profile,
         ),
-        row(M::GET, "/preferences", TOKEN, || {
-            web::get().to(get_preferences)
-        }),
-        row(M::PUT, "/preferences", INSTANCE, || {
-            web::put().to(put_preferences)
-        }),
-        row(M::DELETE, "/preferences", INSTANCE, || {
-            web::delete().to(delete_preferences)
-        }),
-        row(M::GET, "/namespaces/{ns}/preferences", VIEW, || {
-            web::get().to(get_preferences)
-        }),
-        row(M::PUT, "/namespaces/{ns}/preferences", ADMIN, || {
-            web::put().to(put_preferences)
-        }),
-        row(M::DELETE, "/namespaces/{ns}/preferences", ADMIN, || {
-            web::delete().to(delete_preferences)
-        }),
+        Route::api(M::GET, "/preferences", TOKEN, get_preferences),
+        Route::api(M::PUT, "/preferences", INSTANCE, put_preferences),
+        Route::api(M::DELETE, "/preferences", INSTANCE, delete_preferences),
+        Route::api(
+            M::GET,
+            "/namespaces/{ns}/preferences",
+            VIEW,
+            get_preferences,
+        ),
+        Route::api(
+            M::PUT,
+            "/namespaces/{ns}/preferences",
+            ADMIN,
+            put_preferences,
+        ),
+        Route::api(
+            M::DELETE,
+            "/namespaces/{ns}/preferences",
+            ADMIN,
+            delete_preferences,
+        ),
         // A SYSTEM profile's usage and assignments span every namespace.
-        row(M::GET, "/profiles/{name}/usage", INSTANCE, || {
-            web::get().to(profile_usage)
-        }),
-        row(
+        Route::api(M::GET, "/profiles/{name}/usage", INSTANCE, profile_usage),
+        Route::api(
             M::GET,
             "/namespaces/{ns}/profiles/{name}/usage",
             VIEW,
-            || web::get().to(profile_usage),
+            profile_usage,
         ),
-        row(M::GET, "/profiles/{name}/assignments", INSTANCE, || {
-            web::get().to(profile_assignments)
-        }),
-        row(
+        Route::api(
+            M::GET,
+            "/profiles/{name}/assignments",
+            INSTANCE,
+            profile_assignments,
+        ),
+        Route::api(
             M::GET,
             "/namespaces/{ns}/profiles/{name}/assignments",
             VIEW,
-            || web::get().to(profile_assignments),
+            profile_assignments,
         ),
         // A dry run changes nothing.
-        row(M::POST, "/namespaces/{ns}/plan", VIEW, || {
-            web::post().to(dry_run)
-        }),
-        row(M::GET, "/janitor", INSTANCE, || web::get().to(get_janitor)),
-        row(M::POST, "/janitor/run", INSTANCE, || {
-            web::post().to(run_janitor)
-        }),
-        row(M::GET, "/namespaces/{ns}/securekeys", VIEW, || {
-            web::get().to(list_secure_keys)
-        }),
-        row(M::GET, "/namespaces/{ns}/securekeys/{name}", VIEW, || {
-            web::get().to(get_secure_key)
-        }),
-        row(M::PUT, "/namespaces/{ns}/securekeys/{name}", ADMIN, || {
-            web::put().to(put_secure_key)
-        }),
-        row(
+        Route::api(M::POST, "/namespaces/{ns}/plan", VIEW, dry_run),
+        Route::api(M::GET, "/janitor", INSTANCE, get_janitor),
+        Route::api(M::POST, "/janitor/run", INSTANCE, run_janitor),
+        Route::api(
+            M::GET,
+            "/namespaces/{ns}/securekeys",
+            VIEW,
+            list_secure_keys,
+        ),
+        Route::api(
+            M::GET,
+            "/namespaces/{ns}/securekeys/{name}",
+            VIEW,
+            get_secure_key,
+        ),
+        Route::api(
+            M::PUT,
+            "/namespaces/{ns}/securekeys/{name}",
+            ADMIN,
+            put_secure_key,
+        ),
+        Route::api(
             M::DELETE,
             "/namespaces/{ns}/securekeys/{name}",
             ADMIN,
-            || web::delete().to(delete_secure_key),
+            delete_secure_key,
         ),
-        row(M::GET, "/templates", TOKEN, || {
-            web::get().to(list_templates)
-        }),
-        row(M::GET, "/namespaces/{ns}/templates", VIEW, || {
-            web::get().to(list_templates)
-        }),
-        row(M::GET, "/templates/{name}", TOKEN, || {
-            web::get().to(get_template)
-        }),
-        row(M::PUT, "/templates/{name}", INSTANCE, || {
-            web::put().to(put_template)
-        }),
-        row(M::DELETE, "/templates/{name}", INSTANCE, || {
-            web::delete().to(delete_template)
-        }),
-        row(M::GET, "/namespaces/{ns}/templates/{name}", VIEW, || {
-            web::get().to(get_template)
-        }),
-        row(M::PUT, "/namespaces/{ns}/templates/{name}", ADMIN, || {
-            web::put().to(put_template)
-        }),
-        row(
+        Route::api(M::GET, "/templates", TOKEN, list_templates),
+        Route::api(M::GET, "/namespaces/{ns}/templates", VIEW, list_templates),
+        Route::api(M::GET, "/templates/{name}", TOKEN, get_template),
+        Route::api(M::PUT, "/templates/{name}", INSTANCE, put_template),
+        Route::api(M::DELETE, "/templates/{name}", INSTANCE, delete_template),
+        Route::api(
+            M::GET,
+            "/namespaces/{ns}/templates/{name}",
+            VIEW,
+            get_template,
+        ),
+        Route::api(
+            M::PUT,
+            "/namespaces/{ns}/templates/{name}",
+            ADMIN,
+            put_template,
+        ),
+        Route::api(
             M::DELETE,
             "/namespaces/{ns}/templates/{name}",
             ADMIN,
-            || web::delete().to(delete_template),
+            delete_template,
         ),
-        row(M::GET, "/namespaces/{ns}/apps", VIEW, || {
-            web::get().to(list_apps)
-        }),
-        row(M::GET, "/namespaces/{ns}/apps/{app}", VIEW, || {
-            web::get().to(get_app)
-        }),
-        row(M::PUT, "/namespaces/{ns}/apps/{app}", ADMIN, || {
-            web::put().to(put_app)
-        }),
-        row(M::DELETE, "/namespaces/{ns}/apps/{app}", ADMIN, || {
-            web::delete().to(delete_app)
-        }),
-        row(
+        Route::api(M::GET, "/namespaces/{ns}/apps", VIEW, list_apps),
+        Route::api(M::GET, "/namespaces/{ns}/apps/{app}", VIEW, get_app),
+        Route::api(M::PUT, "/namespaces/{ns}/apps/{app}", ADMIN, put_app),
+        Route::api(M::DELETE, "/namespaces/{ns}/apps/{app}", ADMIN, delete_app),
+        Route::api(
             M::GET,
             "/namespaces/{ns}/apps/{app}/preferences",
             VIEW,
-            || web::get().to(get_preferences),
+            get_preferences,
         ),
-        row(
+        Route::api(
             M::PUT,
             "/namespaces/{ns}/apps/{app}/preferences",
             ADMIN,
-            || web::put().to(put_preferences),
+            put_preferences,
         ),
-        row(
+        Route::api(
             M::DELETE,
             "/namespaces/{ns}/apps/{app}/preferences",
             ADMIN,
-            || web::delete().to(delete_preferences),
+            delete_preferences,
         ),
-        row(M::GET, program!("/preferences"), VIEW, || {
-            web::get().to(get_preferences)
-        }),
-        row(M::PUT, program!("/preferences"), ADMIN, || {
-            web::put().to(put_preferences)
-        }),
-        row(M::DELETE, program!("/preferences"), ADMIN, || {
-            web::delete().to(delete_preferences)
-        }),
+        Route::api(M::GET, program!("/preferences"), VIEW, get_preferences),
+        Route::api(M::PUT, program!("/preferences"), ADMIN, put_preferences),
+        Route::api(
+            M::DELETE,
+            program!("/preferences"),
+            ADMIN,
+            delete_preferences,
+        ),
     ]
 }
 
@@ -331,9 +296,13 @@ fn resource(path: &str) -> Resource {
     web::resource(path).default_service(web::to(method_not_allowed))
 }
 
-/// `GET /v3/openapi.json`: the API's OpenAPI document, made from [`table`].
-async fn openapi_json() -> HttpResponse {
-    HttpResponse::Ok().json(crate::api::openapi::document(&table()))
+/// `GET /v3/openapi.json`: the API's OpenAPI document, made from [`table`] once.
+async fn openapi_json() -> crate::api::contract::Reply<&'static crate::api::openapi::Document> {
+    static DOCUMENT: std::sync::OnceLock<crate::api::openapi::Document> =
+        std::sync::OnceLock::new();
+    let document = DOCUMENT
+        .get_or_init(|| crate::api::openapi::Document(crate::api::openapi::document(&table())));
+    crate::api::contract::ok(document)
 }
 
 async fn no_route(req: HttpRequest) -> Result<HttpResponse, ApiError> {
@@ -369,8 +338,65 @@ mod openapi_tests {
             );
             let id = op["operationId"].as_str().expect("an id").to_string();
             assert!(ids.insert(id.clone()), "{id} twice");
-            let params = op["parameters"].as_array().expect("parameters").len();
-            assert_eq!(params, route.path.matches('{').count(), "{}", route.path);
+            let params = op["parameters"].as_array().expect("parameters");
+            let in_path = params.iter().filter(|p| p["in"] == "path").count();
+            assert_eq!(in_path, route.path.matches('{').count(), "{}", route.path);
+            // The answer is described by the handler's type, never left open.
+            assert!(
+                route.doc.is_some(),
+                "{} {} has no types",
+                route.method,
+                route.path
+            );
+            let (status, answer) = op["responses"]
+                .as_object()
+                .expect("responses")
+                .iter()
+                .find(|(code, _)| code.starts_with('2'))
+                .expect("a success answer");
+            let content = answer["content"].as_object().expect("content");
+            let schema = &content.values().next().expect("a media type")["schema"];
+            assert!(
+                schema.as_object().is_some_and(|s| !s.is_empty()),
+                "{} {} answers {status} without a schema",
+                route.method,
+                route.path
+            );
+        }
+    }
+
+    #[test]
+    fn bodies_and_query_parameters_come_from_the_handlers_types() {
+        let doc = document(&table());
+        let start =
+            &doc["paths"]["/v3/namespaces/{ns}/apps/{app}/workflows/{program}/start"]["post"];
+        // `OrDefault<Values>`: a body that may be left out.
+        assert_eq!(start["requestBody"]["required"], false);
+        let put = &doc["paths"]["/v3/profiles/{name}"]["put"];
+        assert_eq!(put["requestBody"]["required"], true);
+        let body_ref = put["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+            .as_str()
+            .expect("a reference");
+        let name = body_ref.rsplit('/').next().expect("a name");
+        let spec = &doc["components"]["schemas"][name];
+        assert!(spec["properties"]["provisioner"].is_object(), "{spec}");
+        // Typed query parameters: named, optional, never null.
+        let runs = &doc["paths"]["/v3/namespaces/{ns}/runs"]["get"]["parameters"];
+        let limit = runs
+            .as_array()
+            .expect("parameters")
+            .iter()
+            .find(|p| p["name"] == "limit")
+            .expect("limit");
+        assert_eq!(limit["in"], "query");
+        assert_eq!(limit["required"], false);
+        assert_eq!(limit["schema"]["type"], "integer");
+        // Every reference points at a schema the document has.
+        let text = doc.to_string();
+        for part in text.split("\"$ref\":\"").skip(1) {
+            let target = &part[..part.find('"').expect("end of reference")];
+            let pointer = target.trim_start_matches('#');
+            assert!(doc.pointer(pointer).is_some(), "{target} is dangling");
         }
     }
 }

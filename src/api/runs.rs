@@ -3,16 +3,19 @@
 use std::time::Duration;
 
 use actix_web::{HttpRequest, web};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::api::body::{Json, OrDefault};
+use crate::api::contract::{Answer, Flag, Query, Reply, ok};
 use crate::api::error::ApiError;
 use crate::api::forward::or_forward;
-use crate::api::state::{ProgramPath, Reply, RunPath, State, flag, ok, query};
+use crate::api::state::{ProgramPath, RunPath, State};
 use crate::model::access::{Act, Caller};
+use crate::model::event::RunEvent;
 use crate::model::property::Values;
 use crate::model::run::RunKey;
+use crate::model::view::{Logs, RunView};
 use crate::rules::lifecycle::Event;
 use crate::service::history;
 use crate::service::runs::{self, RunFilter};
@@ -31,39 +34,29 @@ impl From<RunPath> for RunKey {
     }
 }
 
+/// The answer to a start: the new run's id.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Started {
+    pub run_id: String,
+}
+
 pub async fn start_run(
     state: State,
     caller: Caller,
     path: web::Path<ProgramPath>,
     args: OrDefault<Values>,
-) -> Reply {
+) -> Reply<Started> {
     let p = path.into_inner();
     // The run's id, the act's target, is made by the start.
     let act = Act::new(&caller, "run.start", Some(&p.ns), "");
-    let id = runs::start(&state.runtime, act, p.ns, p.app, p.program, args.0).await?;
-    ok(&serde_json::json!({ "runId": id }))
-}
-
-fn filter(req: &HttpRequest) -> Result<RunFilter, ApiError> {
-    let q = query(req)?;
-    let limit =
-        match q.get("limit") {
-            None => None,
-            Some(v) => Some(v.parse::<usize>().map_err(|_| {
-                ApiError::Query(format!("'limit' must be a whole number, got '{v}'"))
-            })?),
-        };
-    Ok(RunFilter {
-        status: q.get("status").cloned(),
-        cluster: q.get("cluster").cloned(),
-        limit,
-        before: q.get("before").cloned(),
-    })
+    let run_id = runs::start(&state.runtime, act, p.ns, p.app, p.program, args.0).await?;
+    ok(Started { run_id })
 }
 
 /// A page of runs: the list, and, when more runs follow, a `Link` to the next page.
-fn page(req: &HttpRequest, filter: &RunFilter, page: runs::RunPage) -> Reply {
-    let mut response = actix_web::HttpResponse::Ok();
+fn page(req: &HttpRequest, filter: &RunFilter, page: runs::RunPage) -> Reply<Vec<RunView>> {
+    let mut answer = Answer::new(page.runs);
     if let Some(next) = &page.next {
         let mut query = format!("before={next}");
         if let Some(limit) = filter.limit {
@@ -75,35 +68,46 @@ fn page(req: &HttpRequest, filter: &RunFilter, page: runs::RunPage) -> Reply {
         if let Some(cluster) = &filter.cluster {
             query.push_str(&format!("&cluster={cluster}"));
         }
-        response.insert_header((
+        answer = answer.header(
             actix_web::http::header::LINK,
-            format!("<{}?{query}>; rel=\"next\"", req.path()),
-        ));
+            &format!("<{}?{query}>; rel=\"next\"", req.path()),
+        );
     }
-    Ok(response.json(&page.runs))
+    Ok(answer)
 }
 
-pub async fn list_runs(state: State, path: web::Path<ProgramPath>, req: HttpRequest) -> Reply {
+pub async fn list_runs(
+    state: State,
+    path: web::Path<ProgramPath>,
+    filter: Query<RunFilter>,
+    req: HttpRequest,
+) -> Reply<Vec<RunView>> {
     let p = path.into_inner();
-    let filter = filter(&req)?;
+    let filter = filter.0;
     let runs = runs::list_program(&state.runtime, p.ns, p.app, p.program, filter.clone()).await?;
     page(&req, &filter, runs)
 }
 
-pub async fn list_namespace_runs(state: State, ns: web::Path<String>, req: HttpRequest) -> Reply {
-    let filter = filter(&req)?;
+pub async fn list_namespace_runs(
+    state: State,
+    ns: web::Path<String>,
+    filter: Query<RunFilter>,
+    req: HttpRequest,
+) -> Reply<Vec<RunView>> {
+    let filter = filter.0;
     let runs = runs::list_namespace(&state.runtime, ns.into_inner(), filter.clone()).await?;
     page(&req, &filter, runs)
 }
 
-pub async fn get_run(state: State, path: web::Path<RunPath>) -> Reply {
-    ok(&runs::get(&state.runtime, path.into_inner().into()).await?)
+pub async fn get_run(state: State, path: web::Path<RunPath>) -> Reply<RunView> {
+    ok(runs::get(&state.runtime, path.into_inner().into()).await?)
 }
 
 /// The body of `POST .../stop`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StopBody {
+    /// Keep the cluster for the profile's keepalive after the run stops.
     #[serde(default)]
     keepalive: bool,
 }
@@ -118,7 +122,7 @@ async fn command(
     event: Event,
     action: &str,
     body: Option<serde_json::Value>,
-) -> Reply {
+) -> Reply<RunView> {
     let key: RunKey = path.into();
     let act = Act::new(caller, action, Some(&key.namespace), &key.run);
     let done = runs::command(&state.runtime, key, event, act).await;
@@ -131,7 +135,7 @@ pub async fn stop_run(
     path: web::Path<RunPath>,
     body: OrDefault<StopBody>,
     req: HttpRequest,
-) -> Reply {
+) -> Reply<RunView> {
     let keepalive = body.0.keepalive;
     let event = Event::Stop { keepalive };
     let body = Some(json!({ "keepalive": keepalive }));
@@ -147,13 +151,23 @@ pub async fn stop_run(
     .await
 }
 
+/// The query of `POST .../deprovision`.
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+pub struct DeprovisionQuery {
+    /// Deprovision even a run whose program is still running (it is killed), or whose
+    /// deprovisioning failed before.
+    #[serde(default)]
+    force: Flag,
+}
+
 pub async fn deprovision_run(
     state: State,
     caller: Caller,
     path: web::Path<RunPath>,
+    query: Query<DeprovisionQuery>,
     req: HttpRequest,
-) -> Reply {
-    let (event, action) = if flag(&req, "force")? {
+) -> Reply<RunView> {
+    let (event, action) = if query.0.force.0 {
         (Event::ForceDeprovision, "run.deprovision.force")
     } else {
         (Event::Deprovision, "run.deprovision")
@@ -171,9 +185,10 @@ pub async fn deprovision_run(
 }
 
 /// The body of `POST .../extend`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ExtendBody {
+    /// When the cluster may be torn down at the latest (epoch seconds).
     expire_at: u64,
 }
 
@@ -183,7 +198,7 @@ pub async fn extend_run(
     path: web::Path<RunPath>,
     body: Json<ExtendBody>,
     req: HttpRequest,
-) -> Reply {
+) -> Reply<RunView> {
     let expire_at = body.0.expire_at;
     let event = Event::Extend { expire_at };
     let body = Some(json!({ "expireAt": expire_at }));
@@ -199,25 +214,33 @@ pub async fn extend_run(
     .await
 }
 
-pub async fn run_logs(state: State, path: web::Path<RunPath>) -> Reply {
-    ok(&history::logs(&state.runtime, path.into_inner().into()).await?)
+pub async fn run_logs(state: State, path: web::Path<RunPath>) -> Reply<Logs> {
+    ok(history::logs(&state.runtime, path.into_inner().into()).await?)
 }
 
-pub async fn run_events(state: State, path: web::Path<RunPath>, req: HttpRequest) -> Reply {
-    let q = query(&req)?;
-    let after = match q.get("after") {
-        None => 0,
-        Some(v) => v.parse::<u64>().map_err(|_| {
-            ApiError::Query(format!(
-                "'after' must be an event sequence number, got '{v}'"
-            ))
-        })?,
-    };
-    let wait = match q.get("wait") {
+/// The query of `GET .../events`.
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+pub struct EventsQuery {
+    /// Only events after this sequence number.
+    #[serde(default)]
+    after: u64,
+    /// Wait this long (at most 60s: `"30s"`) for an event when none is there yet.
+    #[serde(default)]
+    #[schemars(length(max = 64))]
+    wait: Option<String>,
+}
+
+pub async fn run_events(
+    state: State,
+    path: web::Path<RunPath>,
+    query: Query<EventsQuery>,
+) -> Reply<Vec<RunEvent>> {
+    let EventsQuery { after, wait } = query.0;
+    let wait = match wait {
         None => None,
         Some(v) => {
             let d =
-                ebb_spi::parse_duration(v).map_err(|m| ApiError::Query(format!("'wait' {m}")))?;
+                ebb_spi::parse_duration(&v).map_err(|m| ApiError::Query(format!("'wait' {m}")))?;
             if d > MAX_WAIT {
                 return Err(ApiError::Query(format!(
                     "'wait' must be at most {}s, got '{v}'",
@@ -227,5 +250,5 @@ pub async fn run_events(state: State, path: web::Path<RunPath>, req: HttpRequest
             Some(d)
         }
     };
-    ok(&history::history(&state.runtime, path.into_inner().into(), after, wait).await?)
+    ok(history::history(&state.runtime, path.into_inner().into(), after, wait).await?)
 }

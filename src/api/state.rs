@@ -1,12 +1,11 @@
 //! What every handler reaches (the server's state) and the helpers they share.
 
-use actix_web::{HttpRequest, HttpResponse, web};
+use actix_web::web;
 
 use std::sync::Arc;
 
 use serde::Deserialize;
 
-use super::error::ApiError;
 use crate::runtime::handle::Runtime;
 use crate::runtime::registry::Registry;
 use crate::store::Store;
@@ -50,36 +49,6 @@ pub enum Access {
 }
 
 pub type State = web::Data<AppState>;
-pub type Reply = Result<HttpResponse, ApiError>;
-
-pub fn ok<T: serde::Serialize>(value: &T) -> Reply {
-    Ok(HttpResponse::Ok().json(value))
-}
-
-/// The query parameters of `req`.
-pub fn query(req: &HttpRequest) -> Result<std::collections::HashMap<String, String>, ApiError> {
-    web::Query::<std::collections::HashMap<String, String>>::from_query(req.query_string())
-        .map(web::Query::into_inner)
-        .map_err(|e| ApiError::Query(format!("string cannot be read: {e}")))
-}
-
-/// Reads boolean query parameter `name`: absent is false; otherwise `true` or `false`.
-pub fn flag(req: &HttpRequest, name: &str) -> Result<bool, ApiError> {
-    let params = query(req)?;
-    match params.get(name).map(|v| v.to_ascii_lowercase()) {
-        None => Ok(false),
-        Some(v) if v == "true" || v.is_empty() => Ok(true),
-        Some(v) if v == "false" => Ok(false),
-        Some(v) => Err(ApiError::Query(format!(
-            "'{name}' must be true or false, got '{v}'"
-        ))),
-    }
-}
-
-// ---- janitor ----
-
-// ---- preferences ----
-
 #[derive(Debug, Deserialize)]
 pub struct ProgramPath {
     pub ns: String,

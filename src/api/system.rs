@@ -3,22 +3,33 @@
 
 use std::sync::Arc;
 
-use actix_web::{HttpRequest, HttpResponse, web};
+use actix_web::{HttpRequest, web};
+use serde::{Deserialize, Serialize};
 
+use crate::api::contract::{Answer, Flag, Prometheus, Query, Reply, ok};
 use crate::api::error::ApiError;
 use crate::api::forward::forward;
-use crate::api::state::{Reply, State, flag, ok};
+use crate::api::state::State;
 use crate::model::access::{Act, Caller};
-use crate::model::sweep::JanitorView;
+use crate::model::server::ServerView;
+use crate::model::sweep::{JanitorView, Sweep};
+use crate::model::view::ProvisionerDetail;
 use crate::runtime::membership::drain;
 use crate::service::error::ServiceError;
 
-pub async fn health() -> Reply {
-    ok(&serde_json::json!({"status": "ok"}))
+/// The answer of `GET /v3/health`.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub struct Health {
+    /// Always `ok`: the server answers.
+    pub status: &'static str,
 }
 
-pub async fn list_servers(state: State) -> Reply {
-    ok(&crate::service::servers::list(&state.store).await?)
+pub async fn health() -> Reply<Health> {
+    ok(Health { status: "ok" })
+}
+
+pub async fn list_servers(state: State) -> Reply<Vec<ServerView>> {
+    ok(crate::service::servers::list(&state.store).await?)
 }
 
 /// `POST /v3/servers/{name}/drain`: the server hands its runs to the others, then stops.
@@ -28,7 +39,7 @@ pub async fn drain_server(
     caller: Caller,
     name: web::Path<String>,
     req: HttpRequest,
-) -> Reply {
+) -> Reply<Draining, 202> {
     let name = name.into_inner();
     let member = &state.runtime.deps().member;
     if *member.name != *name {
@@ -37,7 +48,9 @@ pub async fn drain_server(
             return Err(ServiceError::ServerNotFound(name).into());
         };
         let who = format!("server {name}, which");
-        return forward(&state, &req, None, &who, &server.record.url).await;
+        return forward(&state, &req, None, &who, &server.record.url)
+            .await
+            .map(Answer::forwarded);
     }
     if !state.store.shared() {
         return Err(ApiError::Conflict(
@@ -56,40 +69,55 @@ pub async fn drain_server(
             shutdown.notify_one();
         });
     }
-    Ok(HttpResponse::Accepted().json(serde_json::json!({"name": name, "draining": true})))
+    Ok(Answer::new(Draining {
+        name,
+        draining: true,
+    }))
 }
 
-pub async fn list_provisioners(state: State) -> Reply {
-    ok(&state.registry.details())
+/// The answer to a drain: the server hands its runs on and stops.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub struct Draining {
+    pub name: String,
+    pub draining: bool,
 }
 
-pub async fn get_provisioner(state: State, name: web::Path<String>) -> Reply {
+pub async fn list_provisioners(state: State) -> Reply<Vec<ProvisionerDetail>> {
+    ok(state.registry.details())
+}
+
+pub async fn get_provisioner(state: State, name: web::Path<String>) -> Reply<ProvisionerDetail> {
     let name = name.into_inner();
     match state.registry.detail(&name) {
-        Some(detail) => ok(&detail),
+        Some(detail) => ok(detail),
         None => Err(ServiceError::ProvisionerNotFound(name).into()),
     }
 }
 
-pub async fn get_janitor(state: State) -> Reply {
+pub async fn get_janitor(state: State) -> Reply<JanitorView> {
     let last = state.janitor.last().await?;
-    ok(&JanitorView {
+    ok(JanitorView {
         settings: state.janitor.settings,
         last,
     })
 }
 
-pub async fn run_janitor(state: State, caller: Caller, req: HttpRequest) -> Reply {
-    ok(&sweep(&state, &caller, flag(&req, "dryRun")?).await?)
+/// The query of `POST /v3/janitor/run`.
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SweepQuery {
+    /// Only find the orphans; delete nothing.
+    #[serde(default)]
+    dry_run: Flag,
+}
+
+pub async fn run_janitor(state: State, caller: Caller, query: Query<SweepQuery>) -> Reply<Sweep> {
+    ok(sweep(&state, &caller, query.0.dry_run.0).await?)
 }
 
 /// A sweep of the janitor asked for by `caller` (the API's and the UI's): a sweep that may
 /// delete is recorded in the audit log first.
-pub async fn sweep(
-    state: &State,
-    caller: &Caller,
-    dry_run: bool,
-) -> Result<crate::model::sweep::Sweep, ApiError> {
+pub async fn sweep(state: &State, caller: &Caller, dry_run: bool) -> Result<Sweep, ApiError> {
     if !dry_run {
         let act = Act::new(caller, "janitor.run", None, "sweep");
         crate::service::audit::record(&state.store, act).await?;
@@ -99,7 +127,7 @@ pub async fn sweep(
 
 /// `GET /metrics`: the recorded metrics and the installation's live runs, clusters and
 /// nodes, in Prometheus text format.
-pub async fn metrics(state: State) -> Reply {
+pub async fn metrics(state: State) -> Result<Prometheus, ApiError> {
     use crate::model::metrics::{LIVE_CLUSTERS, LIVE_NODES, LIVE_RUNS};
     let Some(handle) = &state.metrics else {
         return Err(ApiError::Unavailable(
@@ -145,9 +173,7 @@ pub async fn metrics(state: State) -> Reply {
             .map(|((p, f), c)| (vec![p.as_str(), f.as_str()], c.nodes))
             .collect(),
     );
-    Ok(HttpResponse::Ok()
-        .content_type("text/plain; version=0.0.4; charset=utf-8")
-        .body(text))
+    Ok(Prometheus(text))
 }
 
 /// `v` as a Prometheus label value: backslash, quote and newline escaped.

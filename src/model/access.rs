@@ -14,7 +14,19 @@ use crate::model::invalid::Invalid;
 use crate::model::names;
 
 /// What a token may do in one namespace; each role has every right of the ones before it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     /// Reads what is in the namespace: runs, their events and logs, profiles, apps,
@@ -31,7 +43,7 @@ pub enum Role {
 display_as_serde!(Role);
 
 /// What a token may do: a role in some namespaces, or everything (instance admin).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Grants {
     /// Everything the roles give in every namespace, and also SYSTEM profiles and templates,
@@ -175,7 +187,7 @@ pub const MAX_TOKEN_LIFETIME: std::time::Duration =
     std::time::Duration::from_secs(10 * 366 * 24 * 3600);
 
 /// The body of `POST /v3/tokens`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TokenSpec {
     pub name: String,
@@ -238,7 +250,7 @@ impl TokenSpec {
 }
 
 /// A token as the store keeps it: its grants and the SHA-256 of its secret, never the secret.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TokenRecord {
     pub name: String,
@@ -274,7 +286,7 @@ impl TokenRecord {
 }
 
 /// A token as the API shows it; `token`, the secret, only in the answer that made it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TokenView {
     pub name: String,
@@ -297,7 +309,7 @@ pub const SERVER_ACTOR: &str = "ebb serve";
 
 /// A change someone asked for: who (a token's name), what, to which thing, in which
 /// namespace. The service records it in the same write as the change.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Act {
     /// The name of the token that asked.
@@ -334,7 +346,7 @@ impl Act {
 }
 
 /// One change in the audit log.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditEntry {
     /// Orders entries; pass the last one seen as `before` for the next (older) page.

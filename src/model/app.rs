@@ -15,7 +15,7 @@ pub const WORKFLOWS: &str = "workflows";
 const MAX_ARGS: usize = 4096;
 
 /// A program as deployed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Program {
     #[serde(rename = "type")]
@@ -31,7 +31,7 @@ pub struct Program {
 }
 
 /// The body of `PUT .../apps/{app}`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AppSpec {
     pub description: Option<String>,
@@ -42,7 +42,7 @@ pub struct AppSpec {
 }
 
 /// A deployed app.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct App {
     pub name: String,

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 /// What an event is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum EventKind {
     /// The run or its cluster changed status.
@@ -20,7 +20,7 @@ pub enum EventKind {
 }
 
 /// One entry of a run's history.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunEvent {
     /// Orders events; pass the last one seen as `after` to read only newer ones.
     pub seq: u64,

@@ -10,7 +10,7 @@ use crate::model::names;
 pub const DEFAULT: &str = "default";
 
 /// A namespace as the store keeps it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Namespace {
     pub name: String,
@@ -28,7 +28,9 @@ pub struct Namespace {
 
 /// The shares of an installation a namespace may hold at once (the patent's shares per
 /// tenant); none is a limit left out. A start that would pass one is REJECTED.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct Quota {
     /// Nodes of all its live runs (those whose cluster is not yet deprovisioned).
@@ -43,7 +45,9 @@ pub struct Quota {
 }
 
 /// What a namespace's live runs hold now.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct Usage {
     pub live_runs: u32,
@@ -88,7 +92,7 @@ impl Quota {
 }
 
 /// A namespace as the API shows it: with what its live runs hold, when it has a quota.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NamespaceView {
     #[serde(flatten)]
@@ -99,7 +103,7 @@ pub struct NamespaceView {
 
 /// The body of `PUT /v3/namespaces/{ns}`; it may be left out. What it leaves out stays as it
 /// is; a quota of `null` removes that limit.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct NamespaceSpec {
     #[serde(default)]

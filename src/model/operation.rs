@@ -23,7 +23,7 @@ pub enum OpOutcome {
 }
 
 /// Where an operation is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum OpStatus {
     Running,
@@ -32,7 +32,7 @@ pub enum OpStatus {
 }
 
 /// How one attempt of a task ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum AttemptStatus {
     Succeeded,
@@ -41,7 +41,7 @@ pub enum AttemptStatus {
 }
 
 /// A task's status, derived from its attempts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum TaskStatus {
     Pending,
@@ -53,7 +53,7 @@ pub enum TaskStatus {
 display_as_serde!(OpStatus, AttemptStatus, TaskStatus);
 
 /// One node of a cluster snapshot.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SnapshotNode {
     pub name: String,
@@ -66,7 +66,7 @@ pub struct SnapshotNode {
 }
 
 /// The cluster's state at one moment: its live nodes and their services, and its config.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Snapshot {
     /// Epoch seconds with fractions.
@@ -103,7 +103,7 @@ impl Snapshot {
 }
 
 /// One operation on a run's cluster, as stored.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OperationRecord {
     pub id: u32,
@@ -136,7 +136,7 @@ pub struct OperationRecord {
 }
 
 /// One attempt of one task, as stored and shown.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AttemptRecord {
     /// When the task became ready for this attempt (epoch seconds with fractions).
@@ -195,7 +195,7 @@ pub fn task_status(attempts: &[AttemptRecord], op_running: bool) -> TaskStatus {
 }
 
 /// One task of an operation, as the API shows it and the CLI reads it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskView {
     pub id: usize,
@@ -208,7 +208,7 @@ pub struct TaskView {
 }
 
 /// One operation, as the API shows it and the CLI reads it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OperationView {
     pub id: u32,

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::model::template::ActionKind;
 
 /// What one task does to one node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum TaskKind {
     /// Request the node's resource (or adopt the one an earlier attempt made).
@@ -29,7 +29,19 @@ pub enum Progress {
 }
 
 /// What a task does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub enum Action {
     Create,
@@ -88,7 +100,7 @@ impl Action {
 }
 
 /// One task of a cluster plan.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterTask {
     pub id: usize,
@@ -107,7 +119,7 @@ pub struct PlanNode {
 }
 
 /// An operation on a cluster.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum ClusterOperation {
     Create,
@@ -181,7 +193,7 @@ impl ClusterTask {
 }
 
 /// Where a resource is in its life, as ebb last recorded it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ResourceStatus {
     RequestingCreate,
@@ -195,7 +207,7 @@ pub enum ResourceStatus {
 display_as_serde!(ResourceStatus, Action, ClusterOperation);
 
 /// One node's resource, as the store keeps it (`Resources` table, key `<run>/<node>`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeRecord {
     pub node: String,

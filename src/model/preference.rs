@@ -123,7 +123,7 @@ impl fmt::Display for Scope {
 }
 
 /// One place a profile is assigned.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Assignment {
     /// The level of the hierarchy that assigns it.
     pub level: Level,

@@ -23,7 +23,19 @@ pub const SYSTEM_NAMESPACE: &str = "system";
 pub const MAX_SECONDS: u64 = 10 * 365 * 24 * 3600;
 
 /// Who a profile belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum Scope {
     /// Instance-wide, usable from every namespace.
@@ -35,7 +47,7 @@ pub enum Scope {
 display_as_serde!(Scope);
 
 /// Whether a profile may be assigned and used by new runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum ProfileStatus {
     Enabled,
@@ -131,7 +143,7 @@ impl fmt::Display for ProfileId {
 }
 
 /// A profile as the API returns it and the store keeps it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Profile {
     pub name: String,
     pub label: String,
@@ -158,14 +170,14 @@ impl Profile {
 }
 
 /// The provisioner of a profile and its property values.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProvisionerInfo {
     pub name: String,
     pub properties: Vec<PropertyValue>,
 }
 
 /// One provisioner property of a profile.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PropertyValue {
     pub name: String,
     pub value: String,
@@ -175,7 +187,9 @@ pub struct PropertyValue {
 }
 
 /// How long a cluster is kept after its run ends badly, in seconds (0: tear down at once).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct Keepalive {
     /// After the run was stopped with `keepalive: true`.
     pub killed: u64,
@@ -184,7 +198,7 @@ pub struct Keepalive {
 }
 
 /// The body of `PUT .../profiles/{name}`, and the content of `profiles/*.json`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProfileSpec {
     /// Optional in a PUT body (the path names the profile); when present it must match.
@@ -202,7 +216,7 @@ pub struct ProfileSpec {
 }
 
 /// The `provisioner` object of a profile body.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProvisionerSpecInput {
     pub name: String,
@@ -212,7 +226,7 @@ pub struct ProvisionerSpecInput {
 
 /// One property in a profile body. A number or boolean value is taken as its text; a missing
 /// `isEditable` means editable.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PropertyInput {
     pub name: String,
@@ -226,7 +240,7 @@ fn editable_by_default() -> bool {
 }
 
 /// The `keepalive` object of a profile body; a missing field is 0.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KeepaliveInput {
     #[serde(default)]
@@ -285,6 +299,35 @@ impl<'de> Deserialize<'de> for Seconds {
             )));
         }
         Ok(Seconds(secs))
+    }
+}
+
+impl schemars::JsonSchema for ValueText {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ValueText".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A property value: text, or a number or boolean taken as its text.",
+            "type": ["string", "number", "boolean"]
+        })
+    }
+}
+
+impl schemars::JsonSchema for Seconds {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Seconds".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "Whole seconds (at most ten years), or a duration as text: \"8h\", \"90s\", \"1h 30m\".",
+            "oneOf": [
+                {"type": "integer", "minimum": 0, "maximum": MAX_SECONDS},
+                {"type": "string", "maxLength": 64}
+            ]
+        })
     }
 }
 
@@ -389,7 +432,7 @@ impl ProfileSpec {
 }
 
 /// A profile as the store keeps it: the API view plus whether it ships with ebb.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StoredProfile {
     #[serde(flatten)]
     pub profile: Profile,

@@ -15,7 +15,19 @@ pub const PROFILE_KEY: &str = "system.profile.name";
 pub const PROPERTY_PREFIX: &str = "system.profile.properties.";
 
 /// The levels of the preference hierarchy, from least to most specific.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub enum Level {
     /// Instance preferences (`/v3/preferences`).
@@ -46,7 +58,7 @@ impl fmt::Display for Level {
 }
 
 /// Where an effective value came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum Origin {
     /// Nothing chose a profile: the instance default.
@@ -64,7 +76,7 @@ display_as_serde!(Origin);
 pub type Values = BTreeMap<String, String>;
 
 /// One effective property of a run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EffectiveProperty {
     pub name: String,
     pub value: String,

@@ -17,7 +17,7 @@ use crate::model::template::NodeTypes;
 use crate::model::{names, namespace};
 
 /// Program status, as CDAP names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ProgramStatus {
     /// Recorded; the supervisor has not begun.
@@ -44,7 +44,7 @@ impl ProgramStatus {
 }
 
 /// Cluster status, as CDAP names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ClusterStatus {
     Provisioning,
@@ -60,7 +60,7 @@ pub enum ClusterStatus {
 display_as_serde!(ProgramStatus, ClusterStatus, FailureKind);
 
 /// What kind of failure ended a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum FailureKind {
     Provisioning,
@@ -73,14 +73,14 @@ pub enum FailureKind {
 }
 
 /// Why a run failed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Failure {
     pub kind: FailureKind,
     pub message: String,
 }
 
 /// Why the program was asked to stop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum StopReason {
     /// `POST .../stop`.
@@ -90,7 +90,7 @@ pub enum StopReason {
 }
 
 /// A stop asked for and not yet finished.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Stop {
     pub reason: StopReason,
     /// Keep the cluster for `keepalive.killed` afterwards.
@@ -98,7 +98,7 @@ pub struct Stop {
 }
 
 /// How a program ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Exit {
     /// The exit code, when it exited by itself.
     pub code: Option<i32>,
@@ -123,7 +123,7 @@ impl fmt::Display for Exit {
 }
 
 /// Identifies a run in the store and in paths.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunKey {
     pub namespace: String,
     pub app: String,
@@ -169,14 +169,14 @@ impl fmt::Display for RunKey {
 }
 
 /// What the program of a run is, copied at start so a redeploy does not change a run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Launch {
     pub command: Vec<String>,
     pub env: BTreeMap<String, String>,
 }
 
 /// The cluster part of a run record.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterState {
     pub status: Option<ClusterStatus>,
@@ -189,7 +189,7 @@ pub struct ClusterState {
 }
 
 /// A run as the store keeps it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunRecord {
     pub key: RunKey,

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 /// What the API shows of a secure key: never its data.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct KeyMetadata {
     pub name: String,
@@ -15,7 +15,7 @@ pub struct KeyMetadata {
 }
 
 /// The body of `PUT .../securekeys/{name}` (CDAP's shape). Its `Debug` hides the data.
-#[derive(Clone, Deserialize)]
+#[derive(Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KeySpec {
     #[serde(default)]

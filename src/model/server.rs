@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// A server that is up, as it registers itself (`Table::Servers`, by name).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ServerRecord {
     pub name: String,
@@ -22,7 +22,7 @@ pub struct ServerRecord {
 }
 
 /// Who carries a live run on (`Table::Owners`, by the run's key).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Owner {
     pub server: String,
@@ -33,7 +33,7 @@ pub struct Owner {
 }
 
 /// A server as the API shows it: its record and how many runs it owns.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ServerView {
     #[serde(flatten)]

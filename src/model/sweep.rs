@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 /// How the janitor runs on its own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Settings {
     /// Seconds between scheduled sweeps; `None`: no scheduled sweeps.
@@ -14,7 +14,7 @@ pub struct Settings {
 }
 
 /// What one sweep saw and did.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Sweep {
     /// Epoch seconds.
@@ -29,7 +29,7 @@ pub struct Sweep {
 }
 
 /// One account listed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AccountSweep {
     pub provisioner: String,
@@ -54,7 +54,7 @@ fn is_zero(n: &usize) -> bool {
 }
 
 /// A resource nothing in the store accounts for.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Orphan {
     pub provisioner: String,
@@ -68,7 +68,7 @@ pub struct Orphan {
 }
 
 /// The janitor as `GET /v3/janitor` shows it: its settings and its last sweep.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct JanitorView {
     pub settings: Settings,
     pub last: Option<Sweep>,

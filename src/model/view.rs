@@ -10,7 +10,7 @@ use crate::model::property::{Origin, Values, redact};
 use crate::model::run::{ClusterStatus, Exit, Failure, ProgramStatus, RunRecord};
 
 /// A property as a run shows it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PropertyView {
     pub name: String,
     pub value: String,
@@ -18,7 +18,7 @@ pub struct PropertyView {
 }
 
 /// A node as a run shows it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeView {
     pub name: String,
@@ -31,7 +31,7 @@ pub struct NodeView {
 }
 
 /// The cluster of a run as shown.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterView {
     pub status: Option<ClusterStatus>,
@@ -42,7 +42,7 @@ pub struct ClusterView {
 }
 
 /// A run as the API returns it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunView {
     pub runid: String,
@@ -131,14 +131,14 @@ impl RunView {
 }
 
 /// The program's output so far.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Logs {
     pub stdout: String,
     pub stderr: String,
 }
 
 /// How a profile has been used.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Usage {
     pub profile: String,
@@ -158,7 +158,7 @@ pub struct Usage {
 
 /// What a profile's compacted runs leave behind: their count by program status and their
 /// node-seconds, kept when their history goes.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct KeptUsage {
     pub runs: BTreeMap<String, usize>,
@@ -167,7 +167,7 @@ pub struct KeptUsage {
 
 /// A provisioner as `/v3/provisioners` shows it: its configuration groups are its widget's
 /// (`widgets/<name>.json`, CDAP's plugin widget format), as written.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProvisionerDetail {
     pub name: String,
     pub label: String,
@@ -177,7 +177,7 @@ pub struct ProvisionerDetail {
 }
 
 /// One node of a planned layout.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PlannedNode {
     pub node: String,
@@ -187,7 +187,7 @@ pub struct PlannedNode {
 }
 
 /// What `POST .../plan` answers: the layout, the tasks and their stages (for reading).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DryRun {
     pub layout: Vec<PlannedNode>,
     pub tasks: Vec<ClusterTask>,

@@ -16,7 +16,7 @@ use crate::rules::lifecycle::Transition;
 use crate::rules::solver::{Budget, NodeLayout, Request, SolveError, solve, solve_within};
 
 /// The body of `POST .../runs/{run}/cluster`.
-#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ClusterRequest {
     pub operation: ClusterOperation,

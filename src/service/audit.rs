@@ -11,15 +11,18 @@ pub const DEFAULT_LIMIT: usize = 100;
 /// The most entries one page shows.
 pub const MAX_LIMIT: usize = 1_000;
 
-/// Which changes to list.
-#[derive(Debug, Clone, Default)]
+/// Which changes to list (the query of `GET /v3/audit`).
+#[derive(Debug, Clone, Default, serde::Deserialize, schemars::JsonSchema)]
 pub struct AuditQuery {
-    /// A namespace's changes; `None` for the instance-wide ones.
+    /// A namespace's changes; left out, the instance-wide ones.
     pub namespace: Option<String>,
     /// None older than this (epoch seconds).
+    #[schemars(range(min = 0.0))]
     pub since: Option<f64>,
     /// Only entries older than this one: the `next` of the page before.
     pub before: Option<u64>,
+    /// At most this many entries (100 when left out).
+    #[schemars(range(min = 1, max = 1000))]
     pub limit: Option<usize>,
 }
 

@@ -27,14 +27,14 @@ use crate::store::keys;
 use crate::store::{Read, Reader, StoreError, Table, Txn, changes};
 use crate::{model::names, model::time};
 
-/// Which runs a list shows.
-#[derive(Debug, Clone, Default)]
+/// Which runs a list shows (the query of `GET .../runs`).
+#[derive(Debug, Clone, Default, serde::Deserialize, schemars::JsonSchema)]
 pub struct RunFilter {
     /// A program or cluster status (`RUNNING`, `WAITING`...), any case.
     pub status: Option<String>,
     /// A cluster status (`PROVISIONED`, `WAITING`...), any case, besides `status`.
     pub cluster: Option<String>,
-    /// At most this many ([`DEFAULT_LIMIT`] when `None`, never above [`MAX_LIMIT`]).
+    /// At most this many runs (100 when left out; more than 1000 shows 1000).
     pub limit: Option<usize>,
     /// Only runs older than this run id: the `next` of the page before.
     pub before: Option<String>,
@@ -704,6 +704,13 @@ fn owner_of(r: &impl Read, key: &RunKey) -> Result<Option<String>, StoreError> {
     Ok(r.get::<Owner>(Table::Owners, &key.key())?.map(|o| o.server))
 }
 
+/// An operation on a run's cluster that started: its id and kind.
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
+pub struct OperationStarted {
+    pub id: u32,
+    pub operation: crate::model::plan::ClusterOperation,
+}
+
 /// Starts an admin's operation on run `key`'s cluster (expand, shrink, start, stop or
 /// restart the services, configure); returns its id and kind.
 pub async fn cluster_operation(
@@ -711,7 +718,7 @@ pub async fn cluster_operation(
     key: RunKey,
     request: crate::rules::resize::ClusterRequest,
     act: Act,
-) -> Result<serde_json::Value, ServiceError> {
+) -> Result<OperationStarted, ServiceError> {
     key.check()?;
     let run = runtime
         .store()
@@ -747,7 +754,7 @@ pub async fn cluster_operation(
     }
     let operation = change.operation;
     let id = runtime.cluster(&run, change, act).await?;
-    Ok(serde_json::json!({ "id": id, "operation": operation }))
+    Ok(OperationStarted { id, operation })
 }
 
 /// Refuses an expand from `before` to `after` nodes that would take namespace `ns` past its

@@ -138,7 +138,7 @@ pub async fn delete(
 
 /// A template named in a request: its name (`SYSTEM:x`, `USER:x`, or `x`: the namespace's,
 /// else the SYSTEM one), or the template itself.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum TemplateRef {
     Name(String),
@@ -146,7 +146,7 @@ pub enum TemplateRef {
 }
 
 /// The body of `POST /v3/namespaces/{ns}/plan`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PlanRequest {
     pub template: TemplateRef,

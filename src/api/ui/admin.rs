@@ -124,7 +124,7 @@ pub async fn janitor(state: State, ctx: Ctx) -> Answer {
 
 /// `POST /ui/janitor/run[?dryRun=true]`.
 pub async fn run_janitor(state: State, ctx: Ctx, req: HttpRequest) -> Answer {
-    let dry = crate::api::state::flag(&req, "dryRun")?;
+    let dry = crate::api::contract::flag(&req, "dryRun")?;
     match crate::api::system::sweep(&state, &ctx.caller, dry).await {
         Ok(sweep) => Ok(super::layout::fragment(html! {
             p.notice.good role="status" { (if dry { "Dry run done: nothing was deleted." } else { "Sweep done." }) }

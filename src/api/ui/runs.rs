@@ -672,9 +672,11 @@ async fn command(
     let done = match &what.kind {
         Kind::Event(event) => runs::command(&state.runtime, key.clone(), event.clone(), act)
             .await
-            .map(|_| serde_json::Value::Null),
+            .map(drop),
         Kind::Cluster(request) => {
-            runs::cluster_operation(&state.runtime, key.clone(), request.clone(), act).await
+            runs::cluster_operation(&state.runtime, key.clone(), request.clone(), act)
+                .await
+                .map(drop)
         }
     };
     let (status, message) = match done {
@@ -781,7 +783,7 @@ pub async fn deprovision(
     path: web::Path<RunPath>,
     req: HttpRequest,
 ) -> Answer {
-    let force = crate::api::state::flag(&req, "force")?;
+    let force = crate::api::contract::flag(&req, "force")?;
     let what = if force {
         Command {
             kind: Kind::Event(Event::ForceDeprovision),

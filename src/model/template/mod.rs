@@ -19,7 +19,19 @@ use crate::model::profile::SYSTEM_NAMESPACE;
 use crate::model::profile::Scope;
 
 /// A step of a service's life on a node, in the order a create walks them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub enum ActionKind {
     Install,
@@ -42,7 +54,7 @@ pub const MAX_TYPES: usize = 32;
 pub const MAX_LIST: usize = MAX_SERVICES;
 
 /// What an action runs: an automator type and its fields.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "camelCase", deny_unknown_fields)]
 pub enum Action {
     /// A shell script run on the node (`sh -c`).
@@ -82,7 +94,7 @@ impl Action {
 }
 
 /// The services one set of dependencies names.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DependencySet {
     /// Must be in the cluster, and ordered before.
@@ -94,7 +106,7 @@ pub struct DependencySet {
 }
 
 /// A service's dependencies.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Dependencies {
     /// Ordering of installs.
@@ -112,7 +124,7 @@ pub struct Dependencies {
 }
 
 /// A service of a template.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Service {
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -134,7 +146,7 @@ pub struct Service {
 pub type TypeMap = BTreeMap<String, BTreeMap<String, BTreeMap<String, String>>>;
 
 /// What may go into a cluster of this template; empty lists mean "everything defined".
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Compatibility {
     #[serde(default)]
@@ -146,7 +158,7 @@ pub struct Compatibility {
 }
 
 /// What a cluster gets when the run does not say.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Defaults {
     #[serde(default)]
@@ -158,7 +170,7 @@ pub struct Defaults {
 }
 
 /// A whole-number range, both ends included.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Range {
     #[serde(default)]
@@ -172,7 +184,7 @@ fn unbounded() -> u32 {
 }
 
 /// A share of the cluster's nodes, from 0 to 1.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Ratio {
     #[serde(default)]
@@ -186,7 +198,7 @@ fn one() -> f64 {
 }
 
 /// Which services must share nodes, and which must not.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LayoutConstraints {
     /// Each group: a node with one of these services has all of them (that are in the cluster).
@@ -198,7 +210,7 @@ pub struct LayoutConstraints {
 }
 
 /// Where and how often one service may be placed.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ServiceConstraint {
     /// Hardware types its nodes may have (any, when empty).
@@ -217,7 +229,7 @@ pub struct ServiceConstraint {
 }
 
 /// What every layout of this template must satisfy.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Constraints {
     /// How many nodes a cluster may have.
@@ -229,7 +241,7 @@ pub struct Constraints {
 }
 
 /// A cluster template, as stored and as a `PUT` body.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Template {
     /// Only in built-in files (a body takes its name from the path).
@@ -690,7 +702,7 @@ impl Template {
 }
 
 /// A node's hardware and image type.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeTypes {
     pub hardware_type: String,
@@ -731,7 +743,7 @@ impl fmt::Display for TemplateId {
 }
 
 /// A template as the store keeps it and the API returns it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StoredTemplate {
     pub name: String,
     pub scope: Scope,
