@@ -279,6 +279,11 @@ impl<T: JsonSchema> Takes for Query<T> {
 
 /// `schema` without its `null`: a query parameter left out is `None`; it cannot be null.
 fn not_null(mut schema: Value) -> Value {
+    if let Some(fields) = schema.as_object_mut()
+        && fields.get("default") == Some(&Value::Null)
+    {
+        fields.remove("default");
+    }
     if let Some(Value::Array(types)) = schema.get_mut("type") {
         types.retain(|t| t != "null");
         if let [only] = types.as_slice() {

@@ -131,10 +131,13 @@ fn operation(route: &Route, parts: Parts) -> Value {
         .split('/')
         .filter_map(|p| p.strip_prefix('{')?.strip_suffix('}'))
         .map(|name| {
-            json!({
-                "name": name, "in": "path", "required": true,
-                "schema": {"type": "string", "maxLength": 128}
-            })
+            // Every name in a path is checked as one, but an operation's number.
+            let schema = if name == "op" {
+                json!({"type": "string", "pattern": "^[0-9]{1,10}$"})
+            } else {
+                json!({"type": "string", "pattern": crate::model::names::PATTERN})
+            };
+            json!({"name": name, "in": "path", "required": true, "schema": schema})
         })
         .collect();
     params.extend(parts.query);

@@ -275,7 +275,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     let mut scope = web::scope("/v3");
     for (path, rows, needs) in crate::api::route::by_path(&table) {
         let root = crate::api::route::ROOT_PATHS.contains(&path);
-        let mut resource = resource(path);
+        let allowed: Vec<&str> = rows.iter().map(|r| r.method.as_str()).collect();
+        let mut resource = resource(path, &allowed.join(", "));
         for row in rows {
             resource = resource.route((row.to)());
         }
@@ -291,9 +292,22 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(scope).default_service(web::to(no_route));
 }
 
-/// A resource whose unmatched methods answer a JSON 405.
-fn resource(path: &str) -> Resource {
-    web::resource(path).default_service(web::to(method_not_allowed))
+/// A resource whose unmatched methods answer a JSON 405 with the `allow`ed methods.
+fn resource(path: &str, allow: &str) -> Resource {
+    let allow = allow.to_string();
+    web::resource(path).default_service(web::to(move |req: HttpRequest| {
+        let allow = allow.clone();
+        async move {
+            let refused = method_not_allowed(req).await;
+            let mut response = actix_web::ResponseError::error_response(&refused);
+            if let Ok(value) = actix_web::http::header::HeaderValue::from_str(&allow) {
+                response
+                    .headers_mut()
+                    .insert(actix_web::http::header::ALLOW, value);
+            }
+            response
+        }
+    }))
 }
 
 /// `GET /v3/openapi.json`: the API's OpenAPI document, made from [`table`] once.
@@ -311,11 +325,11 @@ async fn no_route(req: HttpRequest) -> Result<HttpResponse, ApiError> {
     })
 }
 
-async fn method_not_allowed(req: HttpRequest) -> Result<HttpResponse, ApiError> {
-    Err(ApiError::MethodNotAllowed {
+async fn method_not_allowed(req: HttpRequest) -> ApiError {
+    ApiError::MethodNotAllowed {
         method: req.method().to_string(),
         path: req.path().to_string(),
-    })
+    }
 }
 
 #[cfg(test)]

@@ -31,13 +31,32 @@ use crate::{model::names, model::time};
 #[derive(Debug, Clone, Default, serde::Deserialize, schemars::JsonSchema)]
 pub struct RunFilter {
     /// A program or cluster status (`RUNNING`, `WAITING`...), any case.
+    #[schemars(schema_with = "any_status")]
     pub status: Option<String>,
     /// A cluster status (`PROVISIONED`, `WAITING`...), any case, besides `status`.
+    #[schemars(schema_with = "any_cluster_status")]
     pub cluster: Option<String>,
-    /// At most this many runs (100 when left out; more than 1000 shows 1000).
+    /// At most this many runs, 1 to 1000 (100 when left out).
+    #[schemars(range(min = 1, max = 1000))]
     pub limit: Option<usize>,
     /// Only runs older than this run id: the `next` of the page before.
+    #[schemars(schema_with = "names::schema")]
     pub before: Option<String>,
+}
+
+/// A program or cluster status in any case, as the document describes `status`.
+fn any_status(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    use schemars::JsonSchema;
+    let mut words = names::variants(&ProgramStatus::json_schema(generator));
+    words.extend(names::variants(&ClusterStatus::json_schema(generator)));
+    names::any_case(&words.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+/// A cluster status in any case.
+fn any_cluster_status(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    use schemars::JsonSchema;
+    let words = names::variants(&ClusterStatus::json_schema(generator));
+    names::any_case(&words.iter().map(String::as_str).collect::<Vec<_>>())
 }
 
 /// Runs a list shows when it does not say.

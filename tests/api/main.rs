@@ -11,6 +11,7 @@ mod cli;
 mod clusters;
 mod crash;
 mod etcd;
+mod fuzz;
 #[cfg(feature = "gcp")]
 mod gcp;
 mod hosts;

@@ -38,6 +38,7 @@ impl Bench {
             .map_or_else(|| dir.path().join("sim"), |d| d.path().to_path_buf());
         let options = Options {
             env: vec![("EBB_LOG".into(), "warn,ebb::server=info".into())],
+            unchecked: true,
             ..Options::default()
         };
         let server = Server::start_at(&dir.path().join("data"), options);

@@ -14,6 +14,7 @@
 // Only the benchmarks use it.
 #[allow(dead_code)]
 pub mod bench;
+pub mod contract;
 pub mod etcd;
 #[cfg(feature = "gcp")]
 pub mod gcp;

@@ -21,6 +21,10 @@ pub struct Server {
     logs: Logs,
     http: reqwest::blocking::Client,
     token: Option<String>,
+    /// The API's contract every answer is checked against, fetched from the server at the
+    /// first call (`None` inside: not checked).
+    contract: std::sync::OnceLock<Option<super::contract::Contract>>,
+    checked: bool,
 }
 
 /// Options for starting a server.
@@ -41,6 +45,8 @@ pub struct Options {
     /// Let the server make its own name; else it is `ebb` (unless `args` give one), so a test
     /// that loses the store keeps its resources' server tag.
     pub generated_name: bool,
+    /// Do not check answers against the API's contract (the benchmarks time their calls).
+    pub unchecked: bool,
 }
 
 /// The work directory the harness gives a server on `data_dir` (inside it, so a test's
@@ -115,7 +121,28 @@ impl Server {
                 .build()
                 .expect("http client"),
             token,
+            contract: std::sync::OnceLock::new(),
+            checked: !options.unchecked,
         }
+    }
+
+    /// The server's contract, fetched at the first call.
+    fn contract(&self) -> Option<&super::contract::Contract> {
+        self.contract
+            .get_or_init(|| {
+                if !self.checked {
+                    return None;
+                }
+                let doc: Value = self
+                    .http
+                    .get(format!("{}/v3/openapi.json", self.url))
+                    .send()
+                    .and_then(|r| r.error_for_status())
+                    .and_then(|r| r.json())
+                    .unwrap_or_else(|e| panic!("the server's OpenAPI document: {e}"));
+                Some(super::contract::Contract::new(doc))
+            })
+            .as_ref()
     }
 
     /// The token the harness sends.
@@ -163,6 +190,7 @@ impl Server {
         body: Option<String>,
         token: Option<&str>,
     ) -> (u16, Value) {
+        let method_text = method.to_string();
         let mut req = self.http.request(method, format!("{}{path}", self.url));
         if let Some(t) = token {
             req = req.bearer_auth(t);
@@ -170,6 +198,7 @@ impl Server {
         if let Some(body) = body {
             req = req.header("content-type", "application/json").body(body);
         }
+        let method = method_text;
         let res = req.send().unwrap_or_else(|e| panic!("{path}: {e}"));
         let code = res.status().as_u16();
         let text = res.text().expect("body");
@@ -178,6 +207,11 @@ impl Server {
         } else {
             serde_json::from_str(&text).unwrap_or(Value::String(text))
         };
+        if let Some(contract) = self.contract()
+            && let Err(broken) = contract.check(&method, path, code, &json)
+        {
+            panic!("the answer to {method} {path} breaks the API's contract: {broken}");
+        }
         (code, json)
     }
 
