@@ -126,7 +126,7 @@ pub fn parse_query<T: DeserializeOwned>(query: &str) -> Result<T, ApiError> {
     })
 }
 
-/// A boolean query parameter: `true`, `false` (any case), or empty for true (`?force`).
+/// A boolean query parameter: `true` or `false`, as the document says.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Flag(pub bool);
 
@@ -134,8 +134,8 @@ impl std::str::FromStr for Flag {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, String> {
-        match text.to_ascii_lowercase().as_str() {
-            "true" | "" => Ok(Flag(true)),
+        match text {
+            "true" => Ok(Flag(true)),
             "false" => Ok(Flag(false)),
             _ => Err(format!("must be true or false, got '{text}'")),
         }
@@ -148,6 +148,43 @@ impl<'de> serde::Deserialize<'de> for Flag {
             .parse()
             .map_err(serde::de::Error::custom)
     }
+}
+
+/// The query parameters each method of one resource takes, by name.
+pub type Params = std::sync::Arc<[(actix_web::http::Method, Vec<String>)]>;
+
+/// Refuses a request whose query names a parameter its operation does not take (a typo such
+/// as `?limt=5` is a 400 naming it, not silently ignored). Methods the resource does not
+/// have go on to their 405.
+pub async fn known_query(
+    params: Params,
+    req: actix_web::dev::ServiceRequest,
+    next: actix_web::middleware::Next<BoxBody>,
+) -> Result<actix_web::dev::ServiceResponse<BoxBody>, actix_web::Error> {
+    if let Some((_, names)) = params.iter().find(|(m, _)| m == req.method()) {
+        let query = req.query_string();
+        let unknown = form_urlencoded::parse(query.as_bytes())
+            .map(|(key, _)| key)
+            .find(|key| !names.iter().any(|n| n == key));
+        if let Some(key) = unknown {
+            let takes = if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(", ")
+            };
+            let mut shown: String = key.chars().take(64).collect();
+            if shown.len() < key.len() {
+                shown.push_str("...");
+            }
+            return Err(ApiError::Query(format!(
+                "'{shown}' is not a parameter of {} {}; it takes {takes}",
+                req.method(),
+                req.match_pattern().unwrap_or_default()
+            ))
+            .into());
+        }
+    }
+    next.call(req).await
 }
 
 /// Boolean query parameter `name` of `req` ([`Flag`]): absent is false.

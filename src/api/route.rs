@@ -87,6 +87,18 @@ impl Route {
         }
     }
 
+    /// The names of the query parameters the route's handler takes.
+    pub fn query_names(&self) -> Vec<String> {
+        let Some(doc) = self.doc else {
+            return Vec::new();
+        };
+        doc.parts(&mut Generators::default())
+            .query
+            .iter()
+            .filter_map(|p| p["name"].as_str().map(str::to_string))
+            .collect()
+    }
+
     /// The route's whole path: under `/v3`, but for the few served at the root.
     pub fn url(&self) -> String {
         if ROOT_PATHS.contains(&self.path) {

@@ -277,16 +277,25 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         let root = crate::api::route::ROOT_PATHS.contains(&path);
         let allowed: Vec<&str> = rows.iter().map(|r| r.method.as_str()).collect();
         let mut resource = resource(path, &allowed.join(", "));
-        for row in rows {
+        for row in &rows {
             resource = resource.route((row.to)());
         }
+        let params: crate::api::contract::Params = rows
+            .iter()
+            .map(|row| (row.method.clone(), row.query_names()))
+            .collect();
+        let known_query = actix_web::middleware::from_fn(move |req, next| {
+            crate::api::contract::known_query(std::sync::Arc::clone(&params), req, next)
+        });
         let guard = actix_web::middleware::from_fn(move |req, next| {
             crate::api::guard::check(std::sync::Arc::clone(&needs), req, next)
         });
+        // The guard runs first: who calls is settled before what they asked is read.
+        let resource = resource.wrap(known_query).wrap(guard);
         if root {
-            cfg.service(resource.wrap(guard));
+            cfg.service(resource);
         } else {
-            scope = scope.service(resource.wrap(guard));
+            scope = scope.service(resource);
         }
     }
     cfg.service(scope).default_service(web::to(no_route));

@@ -22,6 +22,8 @@ use crate::service::runs::{self, RunFilter};
 
 /// Longest a request may wait for new events.
 const MAX_WAIT: Duration = Duration::from_secs(60);
+/// Longest text of `wait` (`"30s"`, `"1m"`) accepted.
+const MAX_WAIT_TEXT: usize = 64;
 
 impl From<RunPath> for RunKey {
     fn from(p: RunPath) -> RunKey {
@@ -226,7 +228,7 @@ pub struct EventsQuery {
     after: u64,
     /// Wait this long (at most 60s: `"30s"`) for an event when none is there yet.
     #[serde(default)]
-    #[schemars(length(max = 64))]
+    #[schemars(length(max = MAX_WAIT_TEXT))]
     wait: Option<String>,
 }
 
@@ -238,6 +240,12 @@ pub async fn run_events(
     let EventsQuery { after, wait } = query.0;
     let wait = match wait {
         None => None,
+        Some(v) if v.len() > MAX_WAIT_TEXT => {
+            return Err(ApiError::Query(format!(
+                "'wait' must be at most {MAX_WAIT_TEXT} characters, got {}",
+                v.len()
+            )));
+        }
         Some(v) => {
             let d =
                 ebb_spi::parse_duration(&v).map_err(|m| ApiError::Query(format!("'wait' {m}")))?;

@@ -190,6 +190,7 @@ pub const MAX_TOKEN_LIFETIME: std::time::Duration =
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TokenSpec {
+    #[schemars(schema_with = "names::schema")]
     pub name: String,
     #[serde(default)]
     pub namespaces: BTreeMap<String, Role>,

@@ -20,6 +20,7 @@ const MAX_ARGS: usize = 4096;
 pub struct Program {
     #[serde(rename = "type")]
     pub program_type: String,
+    #[schemars(schema_with = "crate::model::names::schema")]
     pub name: String,
     /// The command and its arguments (no shell).
     pub command: Vec<String>,

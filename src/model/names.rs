@@ -47,7 +47,11 @@ pub fn variants(schema: &schemars::Schema) -> Vec<String> {
         .as_array()
         .into_iter()
         .flatten()
-        .flat_map(|v| v.get("const").into_iter().chain(v["enum"].as_array().into_iter().flatten()));
+        .flat_map(|v| {
+            v.get("const")
+                .into_iter()
+                .chain(v["enum"].as_array().into_iter().flatten())
+        });
     listed
         .chain(one_of)
         .filter_map(|v| v.as_str().map(str::to_string))

@@ -38,13 +38,17 @@ impl Contract {
         let Some((template, operation)) = operation else {
             // No such operation: the router's JSON 404 or 405.
             if status != 404 && status != 405 {
-                return Err(format!("{status} from a path and method the document does not have"));
+                return Err(format!(
+                    "{status} from a path and method the document does not have"
+                ));
             }
             return self.validate("/components/responses/Error", body);
         };
         let status_text = status.to_string();
         let Some(answer) = operation["responses"].get(&status_text) else {
-            return Err(format!("{status} is not an answer {method} {template} documents"));
+            return Err(format!(
+                "{status} is not an answer {method} {template} documents"
+            ));
         };
         let answer_at = match answer["$ref"].as_str() {
             Some(reference) => reference.trim_start_matches('#').to_string(),
@@ -53,7 +57,10 @@ impl Contract {
                 template.replace('~', "~0").replace('/', "~1")
             ),
         };
-        let content = &self.doc.pointer(&answer_at).expect("the answer is in the document")["content"];
+        let content = &self
+            .doc
+            .pointer(&answer_at)
+            .expect("the answer is in the document")["content"];
         if content.get("application/json").is_none() {
             return Ok(());
         }
