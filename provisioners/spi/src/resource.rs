@@ -181,7 +181,7 @@ impl std::fmt::Debug for Context {
 }
 
 /// The deterministic identity of one resource: the run it belongs to and the node it is.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ResourceKey {
     pub run: String,
     pub node: String,
@@ -222,7 +222,7 @@ impl ResourceKey {
 pub type Tags = BTreeMap<String, String>;
 
 /// Where a resource is in its life, as the outside world reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum ResourceState {
     /// Being created; poll again.
@@ -234,7 +234,7 @@ pub enum ResourceState {
 }
 
 /// One resource as a provisioner sees it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Resource {
     /// The provider's id (an instance id, a sandbox path).
     pub id: String,
