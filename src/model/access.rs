@@ -189,6 +189,7 @@ pub const MAX_TOKEN_LIFETIME: std::time::Duration =
 /// The body of `POST /v3/tokens`.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(example = serde_json::json!({"name": "ci", "namespaces": {"default": "operator"}, "expiresIn": "30d"}))]
 pub struct TokenSpec {
     #[schemars(schema_with = "names::schema")]
     pub name: String,

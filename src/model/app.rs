@@ -34,6 +34,10 @@ pub struct Program {
 /// The body of `PUT .../apps/{app}`.
 #[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(example = serde_json::json!({
+    "description": "Says hello",
+    "programs": [{"type": "workflows", "name": "hello", "command": ["echo", "hello"]}]
+}))]
 pub struct AppSpec {
     pub description: Option<String>,
     #[serde(default)]

@@ -105,6 +105,7 @@ pub struct NamespaceView {
 /// is; a quota of `null` removes that limit.
 #[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(example = serde_json::json!({"description": "Team A", "maxLiveRuns": 10}))]
 pub struct NamespaceSpec {
     #[serde(default)]
     pub description: Option<String>,

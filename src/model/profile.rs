@@ -200,6 +200,11 @@ pub struct Keepalive {
 /// The body of `PUT .../profiles/{name}`, and the content of `profiles/*.json`.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(example = serde_json::json!({
+    "label": "Example",
+    "description": "Runs programs on the server's host",
+    "provisioner": {"name": "native", "properties": []}
+}))]
 pub struct ProfileSpec {
     /// Optional in a PUT body (the path names the profile); when present it must match.
     #[serde(default)]
@@ -266,6 +271,9 @@ impl<'de> Deserialize<'de> for ValueText {
     }
 }
 
+/// Longest text of a duration (`"1h 30m"`) accepted.
+const MAX_SECONDS_TEXT: usize = 64;
+
 /// A duration in whole seconds: a non-negative JSON number, or text a person types (`"8h"`,
 /// `"90s"`, `"1h 30m"`), parsed with humantime.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -283,6 +291,12 @@ impl<'de> Deserialize<'de> for Seconds {
                 } else {
                     return Err(D::Error::custom(format!("must be whole seconds, got {n}")));
                 }
+            }
+            serde_json::Value::String(s) if s.len() > MAX_SECONDS_TEXT => {
+                return Err(D::Error::custom(format!(
+                    "must be at most {MAX_SECONDS_TEXT} characters, got {}",
+                    s.len()
+                )));
             }
             serde_json::Value::String(s) => ebb_spi::parse_duration(&s)
                 .map_err(D::Error::custom)?
@@ -325,7 +339,7 @@ impl schemars::JsonSchema for Seconds {
             "description": "Whole seconds (at most ten years), or a duration as text: \"8h\", \"90s\", \"1h 30m\".",
             "oneOf": [
                 {"type": "integer", "minimum": 0, "maximum": MAX_SECONDS},
-                {"type": "string", "maxLength": 64}
+                {"type": "string", "maxLength": MAX_SECONDS_TEXT}
             ]
         })
     }

@@ -17,6 +17,7 @@ pub struct KeyMetadata {
 /// The body of `PUT .../securekeys/{name}` (CDAP's shape). Its `Debug` hides the data.
 #[derive(Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(example = serde_json::json!({"data": "s3cret", "description": "a password"}))]
 pub struct KeySpec {
     #[serde(default)]
     pub description: Option<String>,

@@ -15,6 +15,7 @@ pub const MAX_LIMIT: usize = 1_000;
 #[derive(Debug, Clone, Default, serde::Deserialize, schemars::JsonSchema)]
 pub struct AuditQuery {
     /// A namespace's changes; left out, the instance-wide ones.
+    #[serde(default)]
     #[schemars(schema_with = "crate::model::names::schema")]
     pub namespace: Option<String>,
     /// None older than this (epoch seconds).

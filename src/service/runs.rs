@@ -31,15 +31,18 @@ use crate::{model::names, model::time};
 #[derive(Debug, Clone, Default, serde::Deserialize, schemars::JsonSchema)]
 pub struct RunFilter {
     /// A program or cluster status (`RUNNING`, `WAITING`...), any case.
+    #[serde(default)]
     #[schemars(schema_with = "any_status")]
     pub status: Option<String>,
     /// A cluster status (`PROVISIONED`, `WAITING`...), any case, besides `status`.
+    #[serde(default)]
     #[schemars(schema_with = "any_cluster_status")]
     pub cluster: Option<String>,
     /// At most this many runs, 1 to 1000 (100 when left out).
     #[schemars(range(min = 1, max = 1000))]
     pub limit: Option<usize>,
     /// Only runs older than this run id: the `next` of the page before.
+    #[serde(default)]
     #[schemars(schema_with = "names::schema")]
     pub before: Option<String>,
 }
