@@ -31,6 +31,7 @@ pub mod property;
 pub mod run;
 pub mod secure;
 pub mod server;
+pub mod service;
 pub mod sweep;
 pub mod template;
 pub mod time;

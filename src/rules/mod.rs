@@ -9,4 +9,5 @@ pub mod outcome;
 pub mod plan;
 pub mod resize;
 pub mod resolve;
+pub mod service;
 pub mod solver;

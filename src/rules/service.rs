@@ -1,0 +1,158 @@
+//! How a service's state on a node changes: the one transition function, pure, from what
+//! happened to it (an action of an operation finished, or a check looked) and the state it
+//! was in. `None` is a service that is not on the node (never installed, or removed).
+
+use crate::model::service::{CheckOutcome, ServiceState};
+use crate::model::template::ActionKind;
+
+/// What happened to a service on a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Happened {
+    /// An operation's `action` on it finished, successfully or not. `restarts_on_configure`:
+    /// the template has the service stopped and started again around a `configure`.
+    Action {
+        action: ActionKind,
+        succeeded: bool,
+        restarts_on_configure: bool,
+    },
+    /// Its check ran.
+    Checked(CheckOutcome),
+}
+
+/// The state a service in `state` is in after `happened`.
+pub fn next(state: Option<ServiceState>, happened: Happened) -> Option<ServiceState> {
+    use ServiceState::*;
+    match happened {
+        Happened::Action {
+            action,
+            succeeded: false,
+            ..
+        } => Some(match action {
+            // A stop or remove that failed may have done part of its work.
+            ActionKind::Stop | ActionKind::Remove => Unknown,
+            ActionKind::Install
+            | ActionKind::Configure
+            | ActionKind::Initialize
+            | ActionKind::Start => Failed,
+        }),
+        Happened::Action {
+            action,
+            succeeded: true,
+            restarts_on_configure,
+        } => match action {
+            ActionKind::Install => Some(state.unwrap_or(Down)),
+            // The new configuration is in place; a running service still runs the old one,
+            // unless the operation restarts it around the configure (its stop and start
+            // decide then).
+            ActionKind::Configure => Some(match state {
+                None | Some(Down) => Down,
+                Some(Failed) => Failed,
+                Some(Up | Outdated | Unknown) if restarts_on_configure => state.unwrap_or(Down),
+                Some(Up | Outdated | Unknown) => Outdated,
+            }),
+            ActionKind::Initialize => Some(state.unwrap_or(Down)),
+            ActionKind::Start => Some(Up),
+            ActionKind::Stop => Some(Down),
+            ActionKind::Remove => None,
+        },
+        // A check says whether it runs, not with which configuration: a running service
+        // that is outdated stays so until it restarts.
+        Happened::Checked(CheckOutcome::Up) => Some(match state {
+            Some(Outdated) => Outdated,
+            _ => Up,
+        }),
+        // Not running: a failed start stays the reason until a start succeeds.
+        Happened::Checked(CheckOutcome::Down) => Some(match state {
+            Some(Failed) => Failed,
+            _ => Down,
+        }),
+        Happened::Checked(CheckOutcome::Unknown) => Some(Unknown),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ServiceState::*;
+
+    const STATES: [Option<ServiceState>; 6] = [
+        None,
+        Some(Up),
+        Some(Down),
+        Some(Failed),
+        Some(Unknown),
+        Some(Outdated),
+    ];
+
+    fn act(action: ActionKind, succeeded: bool) -> Happened {
+        Happened::Action {
+            action,
+            succeeded,
+            restarts_on_configure: false,
+        }
+    }
+
+    /// Every state × what happened, the expected state beside it: the whole table, read
+    /// row by row.
+    #[test]
+    fn the_transition_table() {
+        use ActionKind::{Configure as C, Initialize as Init, Install as I, Remove, Start, Stop};
+        let checked = Happened::Checked;
+        let restarting_configure = Happened::Action {
+            action: C,
+            succeeded: true,
+            restarts_on_configure: true,
+        };
+        // (what happened, the state after it from: none, up, down, failed, unknown, outdated)
+        #[rustfmt::skip]
+        let table: Vec<(Happened, [Option<ServiceState>; 6])> = vec![
+            (act(I, true),    [Some(Down), Some(Up), Some(Down), Some(Failed), Some(Unknown), Some(Outdated)]),
+            (act(I, false),   [Some(Failed); 6]),
+            (act(C, true),    [Some(Down), Some(Outdated), Some(Down), Some(Failed), Some(Outdated), Some(Outdated)]),
+            (restarting_configure, [Some(Down), Some(Up), Some(Down), Some(Failed), Some(Unknown), Some(Outdated)]),
+            (act(C, false),   [Some(Failed); 6]),
+            (act(Init, true), [Some(Down), Some(Up), Some(Down), Some(Failed), Some(Unknown), Some(Outdated)]),
+            (act(Init, false), [Some(Failed); 6]),
+            (act(Start, true), [Some(Up); 6]),
+            (act(Start, false), [Some(Failed); 6]),
+            (act(Stop, true), [Some(Down); 6]),
+            (act(Stop, false), [Some(Unknown); 6]),
+            (act(Remove, true), [None; 6]),
+            (act(Remove, false), [Some(Unknown); 6]),
+            (checked(CheckOutcome::Up),      [Some(Up), Some(Up), Some(Up), Some(Up), Some(Up), Some(Outdated)]),
+            (checked(CheckOutcome::Down),    [Some(Down), Some(Down), Some(Down), Some(Failed), Some(Down), Some(Down)]),
+            (checked(CheckOutcome::Unknown), [Some(Unknown); 6]),
+        ];
+        for (happened, after) in table {
+            for (before, expected) in STATES.iter().zip(after) {
+                assert_eq!(
+                    next(*before, happened),
+                    expected,
+                    "{happened:?} from {before:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_restart_brings_an_outdated_service_up_to_date() {
+        let mut state = Some(Outdated);
+        for happened in [act(ActionKind::Stop, true), act(ActionKind::Start, true)] {
+            state = next(state, happened);
+        }
+        assert_eq!(state, Some(Up));
+    }
+
+    #[test]
+    fn check_exit_codes() {
+        assert_eq!(CheckOutcome::of_exit(Some(0)), CheckOutcome::Up);
+        assert_eq!(CheckOutcome::of_exit(Some(3)), CheckOutcome::Down);
+        for other in [Some(1), Some(2), Some(4), Some(-1), None] {
+            assert_eq!(
+                CheckOutcome::of_exit(other),
+                CheckOutcome::Unknown,
+                "{other:?}"
+            );
+        }
+    }
+}
