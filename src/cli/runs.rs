@@ -507,17 +507,27 @@ fn show_run(json: bool, answer: Value) -> Result<(), CliError> {
         .iter()
         .map(|n| {
             let or_dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+            let services: Vec<String> = n
+                .services
+                .iter()
+                .map(|(service, state)| format!("{service}:{state}"))
+                .collect();
             vec![
                 n.name.clone(),
                 or_dash(&n.id),
                 n.status.to_string(),
                 or_dash(&n.ip_address),
+                if services.is_empty() {
+                    "-".into()
+                } else {
+                    services.join(" ")
+                },
             ]
         })
         .collect();
     if !nodes.is_empty() {
         out!();
-        table(&["NODE", "ID", "STATUS", "ADDRESS"], &nodes);
+        table(&["NODE", "ID", "STATUS", "ADDRESS", "SERVICES"], &nodes);
     }
     let props: Vec<Vec<String>> = r
         .profile_properties

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::model::plan::{ClusterTask, NodeRecord, ResourceStatus};
 use crate::model::property::{Origin, Values, redact};
 use crate::model::run::{ClusterStatus, Exit, Failure, ProgramStatus, RunRecord};
+use crate::model::service::{ServiceRecord, ServiceState};
 
 /// A property as a run shows it.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
@@ -28,6 +29,9 @@ pub struct NodeView {
     pub create_time: Option<u64>,
     pub delete_time: Option<u64>,
     pub properties: BTreeMap<String, String>,
+    /// The state of each service on the node, as the operations and checks left it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub services: BTreeMap<String, ServiceState>,
 }
 
 /// The cluster of a run as shown.
@@ -66,8 +70,13 @@ pub struct RunView {
 }
 
 impl RunView {
-    /// Run `run` with its nodes `nodes`, as shown: secret values masked.
-    pub fn new(run: RunRecord, nodes: Vec<NodeRecord>) -> RunView {
+    /// Run `run` with its nodes `nodes` and the state of their `services`, as shown: secret
+    /// values masked.
+    pub fn new(run: RunRecord, nodes: Vec<NodeRecord>, services: Vec<ServiceRecord>) -> RunView {
+        let mut states: BTreeMap<String, BTreeMap<String, ServiceState>> = BTreeMap::new();
+        for s in services {
+            states.entry(s.node).or_default().insert(s.service, s.state);
+        }
         let args = run
             .args
             .iter()
@@ -85,6 +94,7 @@ impl RunView {
         let nodes = nodes
             .into_iter()
             .map(|n| NodeView {
+                services: states.remove(&n.node).unwrap_or_default(),
                 name: n.node,
                 id: n.id,
                 status: n.status,

@@ -31,9 +31,10 @@ const RUNS_PER_SWEEP: usize = 500;
 const CHANGES_PER_SWEEP: usize = 10_000;
 
 /// The tables that hold a run's history under `<run>/`.
-const HISTORY: [Table; 4] = [
+const HISTORY: [Table; 5] = [
     Table::Events,
     Table::Resources,
+    Table::Services,
     Table::Operations,
     Table::Attempts,
 ];

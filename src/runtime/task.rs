@@ -26,8 +26,10 @@ use std::collections::BTreeMap;
 use crate::model::event::EventKind;
 use crate::model::operation::{AttemptRecord, AttemptStatus};
 use crate::model::plan::{Action, NodeRecord, ResourceStatus, TaskKind};
+use crate::model::service::ServiceRecord;
 use crate::model::time::{now_f64, now_millis};
 use crate::rules::plan::resource::{Backoff, Step, next_step};
+use crate::rules::service::Happened;
 use crate::store::events;
 use crate::store::keys;
 use crate::store::{Read, StoreError, Table};
@@ -108,7 +110,7 @@ pub async fn run(deps: &Deps, spec: &TaskSpec) -> TaskOutcome {
         }
         let key = keys::attempt(&spec.run, spec.op, spec.task.id, attempt);
         let mut record = AttemptRecord::open(queued, now_f64());
-        if let Err(e) = audit(deps, spec, &key, &record, None).await {
+        if let Err(e) = audit(deps, spec, &key, &record, None, None).await {
             return store_failure(e);
         }
         let span = tracing::info_span!(
@@ -186,7 +188,13 @@ pub async fn run(deps: &Deps, spec: &TaskSpec) -> TaskOutcome {
                 "task attempt ended"
             )
         });
-        if let Err(e) = audit(deps, spec, &key, &record, Some((kind, note))).await {
+        // The task's last word on its service: its state changes in the same write.
+        let settled = match &outcome {
+            AttemptOutcome::Done { .. } => Some(true),
+            AttemptOutcome::Failed { .. } if !more => Some(false),
+            AttemptOutcome::Failed { .. } | AttemptOutcome::Cancelled => None,
+        };
+        if let Err(e) = audit(deps, spec, &key, &record, Some((kind, note)), settled).await {
             return store_failure(e);
         }
         match outcome {
@@ -211,13 +219,95 @@ pub async fn run(deps: &Deps, spec: &TaskSpec) -> TaskOutcome {
     }
 }
 
-/// Writes an attempt record, with a note for the run's history.
+/// What a settled task changes of its service's state on its node.
+#[derive(Debug, Clone)]
+struct ServiceChange {
+    run: String,
+    node: String,
+    /// The service and what happened to it; `None` for a node task.
+    service: Option<(String, Happened)>,
+    /// The node was deleted: its services are gone with it.
+    node_gone: bool,
+    reason: String,
+}
+
+impl ServiceChange {
+    fn of(spec: &TaskSpec, succeeded: bool) -> ServiceChange {
+        let action = spec.task.action;
+        let service =
+            spec.task
+                .service
+                .clone()
+                .zip(action.service_action())
+                .map(|(service, kind)| {
+                    let restarts_on_configure = spec
+                        .template
+                        .as_ref()
+                        .and_then(|t| t.services.get(&service))
+                        .is_some_and(|s| s.restart_on_configure);
+                    let happened = Happened::Action {
+                        action: kind,
+                        succeeded,
+                        restarts_on_configure,
+                    };
+                    (service, happened)
+                });
+        ServiceChange {
+            run: spec.run.clone(),
+            node: spec.node().to_string(),
+            service,
+            node_gone: action == Action::Delete && succeeded,
+            reason: format!(
+                "operation {} ({}): {} {}",
+                spec.op,
+                spec.operation.name(),
+                action.name(),
+                if succeeded { "succeeded" } else { "failed" }
+            ),
+        }
+    }
+
+    fn write(&self, tx: &mut crate::store::Txn<'_>) -> Result<(), StoreError> {
+        if self.node_gone {
+            let prefix = format!("{}/", keys::node(&self.run, &self.node));
+            for (key, _) in tx.scan::<ServiceRecord>(Table::Services, &prefix)? {
+                tx.delete(Table::Services, &key);
+            }
+        }
+        let Some((service, happened)) = &self.service else {
+            return Ok(());
+        };
+        let key = keys::service(&self.run, &self.node, service);
+        let before = tx.get::<ServiceRecord>(Table::Services, &key)?;
+        let state = before.as_ref().map(|r| r.state);
+        match crate::rules::service::next(state, *happened) {
+            None => tx.delete(Table::Services, &key),
+            Some(after) if Some(after) == state => {}
+            Some(after) => tx.put(
+                Table::Services,
+                &key,
+                &ServiceRecord {
+                    node: self.node.clone(),
+                    service: service.clone(),
+                    state: after,
+                    since_ms: now_millis(),
+                    reason: self.reason.clone(),
+                },
+            )?,
+        }
+        Ok(())
+    }
+}
+
+/// Writes an attempt record, with a note for the run's history; when the task is `settled`
+/// (it succeeded, or failed for good), the state of its service on its node changes with it.
 async fn audit(
     deps: &Deps,
     spec: &TaskSpec,
     key: &str,
     record: &AttemptRecord,
     note: Option<(EventKind, String)>,
+    settled: Option<bool>,
 ) -> Result<(), StoreError> {
     let (key, record, run, node) = (
         key.to_string(),
@@ -225,11 +315,15 @@ async fn audit(
         spec.run.clone(),
         spec.node().to_string(),
     );
+    let change = settled.map(|succeeded| ServiceChange::of(spec, succeeded));
     deps.store
         .write(move |tx| {
             tx.put(Table::Attempts, &key, &record)?;
             if let Some((kind, message)) = &note {
                 events::append(tx, &run, *kind, Some(&node), message)?;
+            }
+            if let Some(change) = &change {
+                change.write(tx)?;
             }
             Ok::<_, StoreError>(())
         })

@@ -14,6 +14,7 @@ use crate::model::preference::{Assignment, Scope, check_keys};
 use crate::model::profile::{ProfileId, ProfileStatus, SYSTEM_NAMESPACE, StoredProfile};
 use crate::model::property::{Level, PROFILE_KEY, Values, references};
 use crate::model::run::{RunKey, RunRecord};
+use crate::model::service::ServiceRecord;
 use crate::model::template::{StoredTemplate, Template, TemplateId};
 use crate::rules::resolve;
 use crate::service::error::ServiceError;
@@ -338,6 +339,16 @@ pub fn nodes_of(r: &impl Read, run: &str) -> Result<Vec<NodeRecord>, StoreError>
         .into_iter()
         .map(|(_, n)| n)
         .collect())
+}
+
+/// The state of every service on every node of run `run`.
+pub fn services_of(r: &impl Read, run: &str) -> Result<Vec<ServiceRecord>, StoreError> {
+    Ok(
+        r.scan::<ServiceRecord>(Table::Services, &keys::of_run(run))?
+            .into_iter()
+            .map(|(_, s)| s)
+            .collect(),
+    )
 }
 
 /// Run `key`, or a 404-class error (after checking its namespace, app and program).

@@ -72,6 +72,11 @@ pub fn node(run: &str, node: &str) -> String {
     format!("{run}/{node}")
 }
 
+/// `Services`: service `service` on node `node` of run `run`.
+pub fn service(run: &str, node: &str, service: &str) -> String {
+    format!("{run}/{node}/{service}")
+}
+
 /// `Events`: event `seq` of run `run`.
 /// `Changes`: a change of namespace `ns` (`system` for instance-wide ones) at `seq`.
 pub fn change(ns: &str, seq: u64) -> String {

@@ -32,6 +32,8 @@ pub enum Table {
     Active,
     /// Per-node resource state by `<run>/<node>`.
     Resources,
+    /// The state of each service on each node of a run's cluster by `<run>/<node>/<service>`.
+    Services,
     /// Each run's event history by `<run>/<sequence>`.
     Events,
     /// Cluster templates by `<namespace>/<name>`; SYSTEM ones under `system`.
@@ -67,7 +69,7 @@ pub enum Table {
 
 impl Table {
     /// Every table, created when the store is opened.
-    pub const ALL: [Table; 21] = [
+    pub const ALL: [Table; 22] = [
         Table::Meta,
         Table::Namespaces,
         Table::Profiles,
@@ -76,6 +78,7 @@ impl Table {
         Table::Runs,
         Table::Active,
         Table::Resources,
+        Table::Services,
         Table::Events,
         Table::Templates,
         Table::Operations,
@@ -102,6 +105,7 @@ impl Table {
             Table::Runs => "runs",
             Table::Active => "active",
             Table::Resources => "resources",
+            Table::Services => "services",
             Table::Events => "events",
             Table::Templates => "templates",
             Table::Operations => "operations",

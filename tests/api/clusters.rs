@@ -519,3 +519,116 @@ fn a_failed_create_on_sim_is_rolled_back_and_every_instance_deleted_once() {
     assert_eq!(tasks(&ops[1], "stop", Some("db")).len(), 3);
     assert_clean(&state, &[&run], 3);
 }
+
+/// The state of each service on each node of `run`, as the run shows it.
+fn service_states(server: &Server, run: &str) -> Vec<(String, String, String)> {
+    let (code, view) = server.get(run);
+    assert_eq!(code, 200, "{view}");
+    let mut states = Vec::new();
+    for node in view["cluster"]["nodes"].as_array().expect("nodes") {
+        let name = node["name"].as_str().expect("name");
+        for (service, state) in node["services"].as_object().into_iter().flatten() {
+            let state = state.as_str().expect("a state").to_string();
+            states.push((name.to_string(), service.clone(), state));
+        }
+    }
+    states
+}
+
+/// Asserts every node of `run` has exactly `expected` (service, state) pairs.
+#[track_caller]
+fn assert_states(server: &Server, run: &str, nodes: usize, expected: &[(&str, &str)]) {
+    let states = service_states(server, run);
+    assert_eq!(states.len(), nodes * expected.len(), "{states:?}");
+    for (_, service, state) in &states {
+        let want = expected
+            .iter()
+            .find(|(s, _)| s == service)
+            .unwrap_or_else(|| panic!("{service} is not expected: {states:?}"));
+        assert_eq!(state, want.1, "{service}: {states:?}");
+    }
+}
+
+#[test]
+fn service_states_follow_the_operations_on_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    template_profile(
+        &server,
+        "states",
+        json!({
+            "services": {
+                "db": {"actions": {"configure": {"type": "shell", "script": "echo \"$EBB_CONFIG\" > db.conf"},
+                                   "start": {"type": "shell", "script": "echo up > db.state"},
+                                   "stop": {"type": "shell", "script": "echo down > db.state"}}},
+                "web": {"restartOnConfigure": true,
+                        "actions": {"configure": {"type": "shell", "script": "echo \"$EBB_CONFIG\" > web.conf"},
+                                    "start": {"type": "shell", "script": "echo up > web.state"},
+                                    "stop": {"type": "shell", "script": "echo down > web.state"}}}
+            },
+            "hardwareTypes": {"any": {"local": {}}}, "imageTypes": {"any": {"local": {}}},
+            "defaults": {"services": ["db", "web"], "config": {"v": 1}}
+        }),
+        "2",
+    );
+    deploy(&server, "a", "sleep 60", json!({}));
+    let run = start(&server, "a", json!({"system.profile.name": "states"}));
+    wait_until(&server, &run, std::time::Duration::from_secs(60), |r| {
+        r["status"] == "RUNNING"
+    });
+    assert_states(&server, &run, 2, &[("db", "up"), ("web", "up")]);
+    // A new config: db keeps running the old one; web restarts on configure.
+    let id = cluster_op(
+        &server,
+        &run,
+        json!({"operation": "configure", "config": {"v": 2}}),
+    );
+    assert_eq!(wait_op(&server, &run, id)["status"], "SUCCEEDED");
+    assert_states(&server, &run, 2, &[("db", "outdated"), ("web", "up")]);
+    // The CLI shows them beside each node.
+    let id = run.rsplit('/').next().expect("id");
+    let token = server.token().unwrap_or_default();
+    let (code, out, err) = crate::support::server::run_ebb(
+        &[
+            "--server",
+            &server.url,
+            "run",
+            "get",
+            &format!("default/a/p/{id}"),
+        ],
+        &[("EBB_TOKEN", token.as_str())],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("SERVICES"), "{out}");
+    assert!(out.contains("db:outdated web:up"), "{out}");
+    // And the web UI, beside each node.
+    let cookie = crate::ui::cookie_of(&crate::ui::sign_in(&server, &token));
+    let page = crate::ui::raw()
+        .get(format!("{}{}", server.url, crate::ui::ui_path(&run)))
+        .header("cookie", cookie)
+        .send()
+        .expect("the run's page");
+    assert_eq!(page.status(), 200);
+    let html = page.text().expect("html");
+    assert!(
+        html.contains(r#"db <span class="badge wait">outdated</span>"#),
+        "{html}"
+    );
+    assert!(
+        html.contains(r#"web <span class="badge ok">up</span>"#),
+        "{html}"
+    );
+    let id = cluster_op(&server, &run, json!({"operation": "stop-services"}));
+    assert_eq!(wait_op(&server, &run, id)["status"], "SUCCEEDED");
+    assert_states(&server, &run, 2, &[("db", "down"), ("web", "down")]);
+    let id = cluster_op(&server, &run, json!({"operation": "start-services"}));
+    assert_eq!(wait_op(&server, &run, id)["status"], "SUCCEEDED");
+    assert_states(&server, &run, 2, &[("db", "up"), ("web", "up")]);
+    // Deprovisioned: the nodes are gone, and their services with them.
+    let (code, _) = server.post_json(&format!("{run}/stop"), json!({}));
+    assert_eq!(code, 200);
+    let done = wait_deprovisioned(&server, &run);
+    assert_eq!(done["cluster"]["status"], "DEPROVISIONED");
+    assert_eq!(service_states(&server, &run), []);
+}

@@ -75,7 +75,7 @@ fn flow(server: &Server, flow: &str, env: &[(&str, String)]) {
 }
 
 /// The UI path of the run at API path `api`.
-fn ui_path(api: &str) -> String {
+pub(crate) fn ui_path(api: &str) -> String {
     // /v3/namespaces/{ns}/apps/{app}/workflows/{program}/runs/{run}
     let parts: Vec<&str> = api.trim_start_matches('/').split('/').collect();
     format!(
@@ -206,7 +206,7 @@ fn a_new_user_makes_a_namespace_a_key_and_an_app_and_runs_it_from_the_ui() {
 
 /// A client that follows no redirect and keeps no cookie: each request says exactly what it
 /// sends.
-fn raw() -> reqwest::blocking::Client {
+pub(crate) fn raw() -> reqwest::blocking::Client {
     reqwest::blocking::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .timeout(Duration::from_secs(30))
@@ -215,7 +215,7 @@ fn raw() -> reqwest::blocking::Client {
 }
 
 /// Signs in with `secret`; returns the session cookie's `Set-Cookie` header.
-fn sign_in(server: &Server, secret: &str) -> String {
+pub(crate) fn sign_in(server: &Server, secret: &str) -> String {
     let reply = raw()
         .post(format!("{}/ui/login", server.url))
         .form(&[("token", secret), ("next", "/ui/runs")])
@@ -229,7 +229,7 @@ fn sign_in(server: &Server, secret: &str) -> String {
         .to_string()
 }
 
-fn cookie_of(set_cookie: &str) -> String {
+pub(crate) fn cookie_of(set_cookie: &str) -> String {
     set_cookie.split(';').next().expect("pair").to_string()
 }
 

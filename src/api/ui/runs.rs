@@ -391,14 +391,20 @@ fn status_panel(ctx: &Ctx, run: &RunView) -> Markup {
             div.scroll {
                 table.wide {
                     thead { tr {
-                        th scope="col" { "Node" } th scope="col" { "Status" } th scope="col" { "Address" }
-                        th scope="col" { "Id" } th scope="col" { "Created" } th scope="col" { "Deleted" }
+                        th scope="col" { "Node" } th scope="col" { "Status" } th scope="col" { "Services" }
+                        th scope="col" { "Address" } th scope="col" { "Id" } th scope="col" { "Created" } th scope="col" { "Deleted" }
                     } }
                     tbody {
                         @for n in &run.cluster.nodes {
                             tr {
                                 td data-label="Node" { (n.name) }
                                 td data-label="Status" { (badge(&serde_json::to_value(n.status).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default())) }
+                                td data-label="Services" {
+                                    @if n.services.is_empty() { "–" }
+                                    @for (service, state) in &n.services {
+                                        span.service { (service) " " (service_badge(*state)) } " "
+                                    }
+                                }
                                 td data-label="Address" { code { (n.ip_address.as_deref().unwrap_or("–")) } }
                                 td data-label="Id" { code { (n.id.as_deref().unwrap_or("–")) } }
                                 td data-label="Created" { (n.create_time.map_or(html! { "–" }, time)) }
@@ -410,6 +416,17 @@ fn status_panel(ctx: &Ctx, run: &RunView) -> Markup {
             }
         }
     }
+}
+
+/// A service's state on a node, coloured as a status.
+fn service_badge(state: crate::model::service::ServiceState) -> Markup {
+    use crate::model::service::ServiceState;
+    let class = match state {
+        ServiceState::Up => "ok",
+        ServiceState::Failed | ServiceState::Down => "bad",
+        ServiceState::Unknown | ServiceState::Outdated => "wait",
+    };
+    html! { span.badge.(class) { (state) } }
 }
 
 fn event_item(e: &RunEvent) -> Markup {
