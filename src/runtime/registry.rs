@@ -127,7 +127,11 @@ mod tests {
     #[test]
     fn every_widget_matches_its_provisioner_spec() {
         let registry = Registry::builtin();
-        assert_eq!(registry.entries.len(), WIDGETS.len());
+        // Every widget has its provisioner, but those of the features this build leaves out
+        // (aws-ec2; gcp-compute and gcp-dataproc).
+        let left_out =
+            usize::from(!cfg!(feature = "aws")) + 2 * usize::from(!cfg!(feature = "gcp"));
+        assert_eq!(registry.entries.len(), WIDGETS.len() - left_out);
         for detail in registry.details() {
             let groups = detail
                 .configuration_groups
