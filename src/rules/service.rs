@@ -34,6 +34,8 @@ pub fn next(state: Option<ServiceState>, happened: Happened) -> Option<ServiceSt
             | ActionKind::Configure
             | ActionKind::Initialize
             | ActionKind::Start => Failed,
+            // No operation plans a check; one that could not run knows nothing.
+            ActionKind::Check => Unknown,
         }),
         Happened::Action {
             action,
@@ -54,6 +56,8 @@ pub fn next(state: Option<ServiceState>, happened: Happened) -> Option<ServiceSt
             ActionKind::Start => Some(Up),
             ActionKind::Stop => Some(Down),
             ActionKind::Remove => None,
+            // A check that passed, as a check.
+            ActionKind::Check => next(state, Happened::Checked(CheckOutcome::Up)),
         },
         // A check says whether it runs, not with which configuration: a running service
         // that is outdated stays so until it restarts.
@@ -96,7 +100,9 @@ mod tests {
     /// row by row.
     #[test]
     fn the_transition_table() {
-        use ActionKind::{Configure as C, Initialize as Init, Install as I, Remove, Start, Stop};
+        use ActionKind::{
+            Check, Configure as C, Initialize as Init, Install as I, Remove, Start, Stop,
+        };
         let checked = Happened::Checked;
         let restarting_configure = Happened::Action {
             action: C,
@@ -122,6 +128,9 @@ mod tests {
             (checked(CheckOutcome::Up),      [Some(Up), Some(Up), Some(Up), Some(Up), Some(Up), Some(Outdated)]),
             (checked(CheckOutcome::Down),    [Some(Down), Some(Down), Some(Down), Some(Failed), Some(Down), Some(Down)]),
             (checked(CheckOutcome::Unknown), [Some(Unknown); 6]),
+            // No operation plans a check; if one ran, it would count as a check.
+            (act(Check, true),  [Some(Up), Some(Up), Some(Up), Some(Up), Some(Up), Some(Outdated)]),
+            (act(Check, false), [Some(Unknown); 6]),
         ];
         for (happened, after) in table {
             for (before, expected) in STATES.iter().zip(after) {

@@ -40,6 +40,9 @@ pub enum ActionKind {
     Start,
     Stop,
     Remove,
+    /// Whether the service runs, asked every `checkInterval` while the cluster is live: exit
+    /// 0 is up, 3 is down, anything else (or its timeout) unknown. No operation plans it.
+    Check,
 }
 
 /// Most services a template may define: every layout and plan grows with it.
@@ -140,6 +143,40 @@ pub struct Service {
         skip_serializing_if = "std::ops::Not::not"
     )]
     pub restart_on_configure: bool,
+    /// How often its `check` action runs while the cluster is live (`"30s"`; 1 minute when
+    /// left out).
+    #[serde(
+        default,
+        rename = "checkInterval",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub check_interval: Option<String>,
+}
+
+/// How often a service's check runs unless its template says.
+pub const DEFAULT_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
+/// The shortest and longest a check interval may be.
+const CHECK_INTERVALS: std::ops::RangeInclusive<std::time::Duration> =
+    std::time::Duration::from_secs(1)..=std::time::Duration::from_secs(24 * 3600);
+/// How long one check may run unless its action says.
+pub const DEFAULT_CHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl Service {
+    /// Its check, if it has one: the script, how often it runs and how long it may take.
+    pub fn check(&self) -> Option<(&Action, std::time::Duration, std::time::Duration)> {
+        let action = self.actions.get(&ActionKind::Check)?;
+        let interval = self
+            .check_interval
+            .as_deref()
+            .and_then(|t| ebb_spi::parse_duration(t).ok())
+            .unwrap_or(DEFAULT_CHECK_INTERVAL);
+        let Action::Shell { timeout, .. } = action;
+        let timeout = timeout
+            .as_deref()
+            .and_then(|t| ebb_spi::parse_duration(t).ok())
+            .unwrap_or(DEFAULT_CHECK_TIMEOUT);
+        Some((action, interval, timeout))
+    }
 }
 
 /// Per provisioner, the properties a hardware or image type stands for.
@@ -336,6 +373,22 @@ impl Template {
                         at(&format!("dependencies.conflicts[{i}]")),
                         format!("'{c}' is not a service of this template"),
                     ));
+                }
+            }
+            if let Some(text) = &service.check_interval {
+                let field = at("checkInterval");
+                if !service.actions.contains_key(&ActionKind::Check) {
+                    return Err(invalid(field, "needs a check action (actions.check)"));
+                }
+                match ebb_spi::parse_duration(text) {
+                    Ok(d) if CHECK_INTERVALS.contains(&d) => {}
+                    Ok(_) => {
+                        return Err(invalid(
+                            field,
+                            format!("must be between 1s and 1day, got {text}"),
+                        ));
+                    }
+                    Err(e) => return Err(invalid(field, e)),
                 }
             }
             for (kind, action) in &service.actions {

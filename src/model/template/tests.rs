@@ -73,6 +73,34 @@ fn bad_templates_are_refused_naming_the_field() {
             "at most 7days",
         ),
         (
+            json!({"services": {"a": {"checkInterval": "30s"}}}),
+            "services.a.checkInterval",
+            "needs a check action",
+        ),
+        (
+            json!({"services": {"a": {"checkInterval": "0s",
+                                      "actions": {"check": {"type": "shell", "script": "true"}}}}}),
+            "services.a.checkInterval",
+            "between 1s and 1day",
+        ),
+        (
+            json!({"services": {"a": {"checkInterval": "2days",
+                                      "actions": {"check": {"type": "shell", "script": "true"}}}}}),
+            "services.a.checkInterval",
+            "between 1s and 1day",
+        ),
+        (
+            json!({"services": {"a": {"checkInterval": "soon",
+                                      "actions": {"check": {"type": "shell", "script": "true"}}}}}),
+            "services.a.checkInterval",
+            "",
+        ),
+        (
+            json!({"services": {"a": {"actions": {"check": {"type": "shell", "script": ""}}}}}),
+            "services.a.actions.check.script",
+            "must not be empty",
+        ),
+        (
             json!({"services": {"a": {}}, "compatibility": {"services": ["b"]}}),
             "compatibility.services[0]",
             "'b' is not a service",
@@ -193,4 +221,30 @@ fn size_limits_are_named_and_cycles_are_found_without_recursion() {
     .expect("parses");
     let err = t.validate().expect_err("too many constrained");
     assert!(err.to_string().contains("17 constrained services"), "{err}");
+}
+
+#[test]
+fn a_check_runs_every_interval_for_at_most_its_timeout() {
+    let t = parse(json!({"services": {
+        "plain": {},
+        "defaults": {"actions": {"check": {"type": "shell", "script": "true"}}},
+        "set": {"checkInterval": "5s",
+                "actions": {"check": {"type": "shell", "script": "true", "timeout": "2s"}}}
+    }}))
+    .expect("parses");
+    t.validate().expect("valid");
+    assert!(t.services["plain"].check().is_none());
+    let (_, every, within) = t.services["defaults"].check().expect("a check");
+    assert_eq!(
+        (every, within),
+        (DEFAULT_CHECK_INTERVAL, DEFAULT_CHECK_TIMEOUT)
+    );
+    let (_, every, within) = t.services["set"].check().expect("a check");
+    assert_eq!(
+        (every, within),
+        (
+            std::time::Duration::from_secs(5),
+            std::time::Duration::from_secs(2)
+        )
+    );
 }
