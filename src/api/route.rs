@@ -92,7 +92,10 @@ impl Route {
         let Some(doc) = self.doc else {
             return Vec::new();
         };
-        doc.parts(&mut Generators::default())
+        // Only the arguments: the answer's schemas are not needed here.
+        let mut parts = Parts::default();
+        (doc.takes)(&mut parts, &mut Generators::default());
+        parts
             .query
             .iter()
             .filter_map(|p| p["name"].as_str().map(str::to_string))

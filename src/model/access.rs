@@ -252,7 +252,7 @@ impl TokenSpec {
 }
 
 /// A token as the store keeps it: its grants and the SHA-256 of its secret, never the secret.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TokenRecord {
     pub name: String,

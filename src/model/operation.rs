@@ -103,7 +103,7 @@ impl Snapshot {
 }
 
 /// One operation on a run's cluster, as stored.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct OperationRecord {
     pub id: u32,

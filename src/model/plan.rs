@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::model::template::ActionKind;
 
 /// What one task does to one node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum TaskKind {
     /// Request the node's resource (or adopt the one an earlier attempt made).
@@ -207,7 +207,7 @@ pub enum ResourceStatus {
 display_as_serde!(ResourceStatus, Action, ClusterOperation);
 
 /// One node's resource, as the store keeps it (`Resources` table, key `<run>/<node>`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeRecord {
     pub node: String,

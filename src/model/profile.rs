@@ -446,7 +446,7 @@ impl ProfileSpec {
 }
 
 /// A profile as the store keeps it: the API view plus whether it ships with ebb.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StoredProfile {
     #[serde(flatten)]
     pub profile: Profile,

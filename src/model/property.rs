@@ -76,7 +76,7 @@ display_as_serde!(Origin);
 pub type Values = BTreeMap<String, String>;
 
 /// One effective property of a run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EffectiveProperty {
     pub name: String,
     pub value: String,

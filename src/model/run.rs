@@ -80,7 +80,7 @@ pub struct Failure {
 }
 
 /// Why the program was asked to stop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum StopReason {
     /// `POST .../stop`.
@@ -90,7 +90,7 @@ pub enum StopReason {
 }
 
 /// A stop asked for and not yet finished.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Stop {
     pub reason: StopReason,
     /// Keep the cluster for `keepalive.killed` afterwards.
@@ -123,7 +123,7 @@ impl fmt::Display for Exit {
 }
 
 /// Identifies a run in the store and in paths.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct RunKey {
     pub namespace: String,
     pub app: String,
@@ -169,14 +169,14 @@ impl fmt::Display for RunKey {
 }
 
 /// What the program of a run is, copied at start so a redeploy does not change a run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Launch {
     pub command: Vec<String>,
     pub env: BTreeMap<String, String>,
 }
 
 /// The cluster part of a run record.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterState {
     pub status: Option<ClusterStatus>,
@@ -189,7 +189,7 @@ pub struct ClusterState {
 }
 
 /// A run as the store keeps it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunRecord {
     pub key: RunKey,

@@ -22,7 +22,7 @@ pub struct ServerRecord {
 }
 
 /// Who carries a live run on (`Table::Owners`, by the run's key).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Owner {
     pub server: String,

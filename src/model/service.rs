@@ -25,7 +25,7 @@ pub enum ServiceState {
 display_as_serde!(ServiceState);
 
 /// What a check of a service found: its script's exit status, or its time running out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum CheckOutcome {
     /// Exit 0.
@@ -48,7 +48,7 @@ impl CheckOutcome {
 }
 
 /// A service's state on a node as the store keeps it, by `<run>/<node>/<service>`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServiceRecord {
     pub node: String,

@@ -168,7 +168,7 @@ pub struct Usage {
 
 /// What a profile's compacted runs leave behind: their count by program status and their
 /// node-seconds, kept when their history goes.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct KeptUsage {
     pub runs: BTreeMap<String, usize>,

@@ -341,8 +341,17 @@ pub fn nodes_of(r: &impl Read, run: &str) -> Result<Vec<NodeRecord>, StoreError>
         .collect())
 }
 
-/// The state of every service on every node of run `run`.
-pub fn services_of(r: &impl Read, run: &str) -> Result<Vec<ServiceRecord>, StoreError> {
+/// The state of every service on the nodes `nodes` of run `run`. A node that is gone took
+/// its services with it, so a run whose nodes are all gone (most runs a list shows) is not
+/// read again.
+pub fn services_of(
+    r: &impl Read,
+    run: &str,
+    nodes: &[NodeRecord],
+) -> Result<Vec<ServiceRecord>, StoreError> {
+    if !nodes.iter().any(NodeRecord::may_exist) {
+        return Ok(Vec::new());
+    }
     Ok(
         r.scan::<ServiceRecord>(Table::Services, &keys::of_run(run))?
             .into_iter()

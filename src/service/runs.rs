@@ -625,7 +625,7 @@ fn list_page(
         .into_iter()
         .map(|run| {
             let nodes = catalog::nodes_of(r, &run.key.run)?;
-            let services = catalog::services_of(r, &run.key.run)?;
+            let services = catalog::services_of(r, &run.key.run, &nodes)?;
             let owner = owner_of(r, &run.key)?;
             Ok(RunView::new(run, nodes, services).owned_by(owner))
         })
@@ -716,7 +716,7 @@ pub async fn get(runtime: &Runtime, key: RunKey) -> Result<RunView, ServiceError
         .read(move |r| {
             let run = catalog::require_run(r, &key)?;
             let nodes = catalog::nodes_of(r, &key.run)?;
-            let services = catalog::services_of(r, &key.run)?;
+            let services = catalog::services_of(r, &key.run, &nodes)?;
             let owner = owner_of(r, &key)?;
             Ok(RunView::new(run, nodes, services).owned_by(owner))
         })

@@ -755,7 +755,7 @@ impl Template {
 }
 
 /// A node's hardware and image type.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeTypes {
     pub hardware_type: String,

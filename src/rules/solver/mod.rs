@@ -22,7 +22,7 @@ use serde::Serialize;
 use crate::model::template::Template;
 
 /// One node's layout.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeLayout {
     pub hardware_type: String,
