@@ -514,6 +514,13 @@ pub struct PlanArgs {
     /// Services of the cluster (default: the template's); repeat for more.
     #[arg(long = "service")]
     pub services: Vec<String>,
+    /// start-, stop- or restart-services: only this service, with its dependent chains
+    /// (repeatable; default: every service).
+    #[arg(long = "select-service", value_name = "SERVICE")]
+    pub select_services: Vec<String>,
+    /// start-, stop- or restart-services: only on this node (repeatable; default: every node).
+    #[arg(long = "select-node", value_name = "NODE")]
+    pub select_nodes: Vec<String>,
     #[arg(long)]
     pub hardware_type: Option<String>,
     #[arg(long)]
@@ -630,6 +637,14 @@ pub enum RunCmd {
         /// expand: nodes to add; shrink: nodes to remove.
         #[arg(long)]
         nodes: Option<u32>,
+        /// start-, stop- or restart-services: only this service, with its dependent chains
+        /// (repeatable; default: every service).
+        #[arg(long = "service", value_name = "SERVICE")]
+        services: Vec<String>,
+        /// start-, stop- or restart-services: only on this node (repeatable; default: every
+        /// node).
+        #[arg(long = "node", value_name = "NODE", conflicts_with = "nodes")]
+        on: Vec<String>,
         /// shrink: this node goes (repeatable).
         #[arg(long, value_name = "NODE")]
         remove: Vec<String>,

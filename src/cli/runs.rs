@@ -167,11 +167,19 @@ pub fn run(client: &Client, json: bool, cmd: RunCmd) -> Result<u8, CliError> {
             run,
             operation,
             nodes,
+            services,
+            on,
             remove,
             config,
             wait,
         } => {
-            let body = cluster_body(&operation, nodes, remove, config)?;
+            let mut body = cluster_body(&operation, nodes, remove, config)?;
+            if !services.is_empty() {
+                body["services"] = json!(services);
+            }
+            if !on.is_empty() {
+                body["nodes"] = json!(on);
+            }
             cluster(client, json, &run, &operation, &body, wait)
         }
         RunCmd::Ops { run, op } => ops(client, json, &run, op).map(|()| 0),

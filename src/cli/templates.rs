@@ -69,6 +69,9 @@ pub fn plan(client: &Client, json: bool, args: PlanArgs) -> Result<(), CliError>
     if !args.services.is_empty() {
         body["services"] = json!(args.services);
     }
+    if !args.select_services.is_empty() || !args.select_nodes.is_empty() {
+        body["select"] = json!({"services": args.select_services, "nodes": args.select_nodes});
+    }
     if let Some(h) = args.hardware_type {
         body["hardwareType"] = json!(h);
     }

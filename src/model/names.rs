@@ -16,6 +16,18 @@ pub fn schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({"type": "string", "pattern": PATTERN})
 }
 
+/// Most names a list in a request may hold.
+pub const MAX_LIST: usize = 1000;
+
+/// The JSON schema of a list of names, at most [`MAX_LIST`].
+pub fn list_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "array",
+        "items": {"type": "string", "pattern": PATTERN},
+        "maxItems": MAX_LIST
+    })
+}
+
 /// The JSON schema of text that is one of `words` in any case (`running`, `RUNNING`): a
 /// pattern, since JSON Schema has no case-insensitive `enum`.
 pub fn any_case(words: &[&str]) -> schemars::Schema {

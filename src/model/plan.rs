@@ -118,6 +118,33 @@ pub struct PlanNode {
     pub services: BTreeSet<String>,
 }
 
+/// Which services a start, stop or restart of services acts on, and on which nodes; empty
+/// lists mean all. The plan adds the dependent chains: what needs them at run time (stopped
+/// first, started after) and, for a start, what they need (started first).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Selection {
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    #[schemars(schema_with = "crate::model::names::list_schema")]
+    pub services: BTreeSet<String>,
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    #[schemars(schema_with = "crate::model::names::list_schema")]
+    pub nodes: BTreeSet<String>,
+}
+
+impl Selection {
+    /// Whether it names nothing: every service on every node.
+    pub fn is_all(&self) -> bool {
+        self.services.is_empty() && self.nodes.is_empty()
+    }
+
+    /// Whether it takes `service` on `node`.
+    pub fn takes(&self, node: &str, service: &str) -> bool {
+        (self.nodes.is_empty() || self.nodes.contains(node))
+            && (self.services.is_empty() || self.services.contains(service))
+    }
+}
+
 /// An operation on a cluster.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]

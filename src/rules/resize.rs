@@ -9,7 +9,7 @@ use serde::Deserialize;
 
 use crate::model::invalid::Invalid;
 use crate::model::operation::OpOutcome;
-use crate::model::plan::ClusterOperation;
+use crate::model::plan::{ClusterOperation, Selection};
 use crate::model::run::RunRecord;
 use crate::model::template::NodeTypes;
 use crate::rules::lifecycle::Transition;
@@ -20,15 +20,81 @@ use crate::rules::solver::{Budget, NodeLayout, Request, SolveError, solve, solve
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ClusterRequest {
     pub operation: ClusterOperation,
-    /// `expand`: how many nodes to add; `shrink`: how many to remove.
+    /// `expand`: how many nodes to add; `shrink`: how many to remove (a number). Starting,
+    /// stopping or restarting services: on which nodes (a list of names; all if left out).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nodes: Option<u32>,
+    pub nodes: Option<Nodes>,
+    /// Starting, stopping or restarting services: which ones (all if left out). The
+    /// operation adds their dependent chains.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "crate::model::names::list_schema")]
+    pub services: Vec<String>,
     /// `shrink`: which nodes to remove.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub remove: Vec<String>,
     /// `configure`: the new config (an object).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<serde_json::Value>,
+}
+
+/// The `nodes` of a [`ClusterRequest`]: how many (expand, shrink) or which (the services
+/// operations).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(untagged)]
+pub enum Nodes {
+    Count(u32),
+    Names(Vec<String>),
+}
+
+impl<'de> Deserialize<'de> for Nodes {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Nodes;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a number of nodes (expand, shrink) or a list of node names")
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Nodes, E> {
+                u32::try_from(v)
+                    .map(Nodes::Count)
+                    .map_err(|_| E::custom(format!("{v} nodes is more than any cluster has")))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Nodes, A::Error> {
+                let mut names = Vec::new();
+                while let Some(name) = seq.next_element::<String>()? {
+                    // Bounded while it is read: no list longer than any cluster is kept.
+                    if names.len() == crate::model::names::MAX_LIST {
+                        return Err(serde::de::Error::custom(format!(
+                            "lists at most {} nodes",
+                            crate::model::names::MAX_LIST
+                        )));
+                    }
+                    names.push(name);
+                }
+                Ok(Nodes::Names(names))
+            }
+        }
+        d.deserialize_any(Visit)
+    }
+}
+
+impl schemars::JsonSchema for Nodes {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Nodes".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let list = crate::model::names::list_schema(generator);
+        schemars::json_schema!({
+            "oneOf": [
+                {"type": "integer", "minimum": 0, "maximum": u32::MAX},
+                list
+            ]
+        })
+    }
 }
 
 /// What an operation on a live cluster changes.
@@ -45,6 +111,8 @@ pub struct Change {
     pub layout: BTreeMap<String, BTreeSet<String>>,
     pub node_types: BTreeMap<String, NodeTypes>,
     pub config: serde_json::Value,
+    /// The services, and nodes, a start, stop or restart of services acts on.
+    pub selection: Selection,
 }
 
 impl Change {
@@ -57,6 +125,7 @@ impl Change {
             "layout": self.layout,
             "nodeTypes": self.node_types,
             "config": self.config,
+            "selection": self.selection,
         })
     }
 
@@ -71,6 +140,11 @@ impl Change {
             layout: serde_json::from_value(field("layout")).ok()?,
             node_types: serde_json::from_value(field("nodeTypes")).ok()?,
             config: field("config"),
+            // Left out by operations recorded before there were selections: all of them.
+            selection: match request.get("selection") {
+                None => Selection::default(),
+                Some(v) => serde_json::from_value(v.clone()).ok()?,
+            },
         })
     }
 }
@@ -96,6 +170,7 @@ pub fn change(
         layout: run.layout.clone(),
         node_types: run.node_types.clone(),
         config: run.config(),
+        selection: Selection::default(),
     };
     let no = |field: &str, present: bool| -> Result<(), Invalid> {
         if present {
@@ -103,8 +178,40 @@ pub fn change(
         }
         Ok(())
     };
-    if op != Op::Expand && op != Op::Shrink {
-        no("nodes", request.nodes.is_some())?;
+    let services_op = matches!(
+        op,
+        Op::StartServices | Op::StopServices | Op::RestartServices
+    );
+    let count = match &request.nodes {
+        Some(Nodes::Count(n)) if op == Op::Expand || op == Op::Shrink => Some(*n),
+        Some(Nodes::Names(_)) if services_op => None,
+        Some(Nodes::Count(_)) if services_op => {
+            return Err(invalid(
+                "nodes",
+                format!("'{}' takes a list of node names", op.name()),
+            ));
+        }
+        Some(Nodes::Names(_)) if op == Op::Expand || op == Op::Shrink => {
+            return Err(invalid(
+                "nodes",
+                format!(
+                    "'{}' takes a number of nodes{}",
+                    op.name(),
+                    if op == Op::Shrink {
+                        "; name the nodes that go with 'remove'"
+                    } else {
+                        ""
+                    }
+                ),
+            ));
+        }
+        Some(_) => {
+            return Err(invalid("nodes", format!("is not used by '{}'", op.name())));
+        }
+        None => None,
+    };
+    if !services_op {
+        no("services", !request.services.is_empty())?;
     }
     if op != Op::Shrink {
         no("remove", !request.remove.is_empty())?;
@@ -117,7 +224,10 @@ pub fn change(
             "operation",
             "a run's cluster is created when the run starts and deleted with POST .../deprovision",
         )),
-        Op::StartServices | Op::StopServices | Op::RestartServices => Ok(unchanged),
+        Op::StartServices | Op::StopServices | Op::RestartServices => Ok(Change {
+            selection: selection(run, request)?,
+            ..unchanged
+        }),
         Op::Configure => match &request.config {
             Some(c @ serde_json::Value::Object(_)) => Ok(Change {
                 config: c.clone(),
@@ -126,9 +236,64 @@ pub fn change(
             Some(_) => Err(invalid("config", "must be an object")),
             None => Err(invalid("config", "is required for 'configure'")),
         },
-        Op::Expand => expand(run, request, unchanged, max_nodes),
-        Op::Shrink => shrink(run, request, unchanged),
+        Op::Expand => expand(run, count, unchanged, max_nodes),
+        Op::Shrink => shrink(run, count, &request.remove, unchanged),
     }
+}
+
+/// The services and nodes a start, stop or restart of services names: each one the cluster
+/// has, listed once, and every named service on at least one named node.
+fn selection(run: &RunRecord, request: &ClusterRequest) -> Result<Selection, Invalid> {
+    let max = crate::model::names::MAX_LIST;
+    let nodes: &[String] = match &request.nodes {
+        Some(Nodes::Names(names)) => names,
+        _ => &[],
+    };
+    if request.services.len() > max {
+        return Err(invalid("services", format!("lists at most {max} services")));
+    }
+    let mut chosen = Selection::default();
+    for (i, name) in nodes.iter().enumerate() {
+        if !run.cluster.nodes.contains(name) {
+            return Err(invalid(
+                &format!("nodes[{i}]"),
+                format!("'{name}' is not a node of this cluster"),
+            ));
+        }
+        if !chosen.nodes.insert(name.clone()) {
+            return Err(invalid(
+                &format!("nodes[{i}]"),
+                format!("'{name}' is listed twice"),
+            ));
+        }
+    }
+    let on_nodes = |service: &str| {
+        run.cluster
+            .nodes
+            .iter()
+            .filter(|n| chosen.nodes.is_empty() || chosen.nodes.contains(*n))
+            .any(|n| run.layout.get(n).is_some_and(|s| s.contains(service)))
+    };
+    for (i, name) in request.services.iter().enumerate() {
+        let field = format!("services[{i}]");
+        if !run.layout.values().any(|s| s.contains(name)) {
+            return Err(invalid(
+                &field,
+                format!("'{name}' is not a service of this cluster"),
+            ));
+        }
+        if !on_nodes(name) {
+            return Err(invalid(
+                &field,
+                format!("'{name}' runs on none of the nodes named"),
+            ));
+        }
+        if chosen.services.contains(name) {
+            return Err(invalid(&field, format!("'{name}' is listed twice")));
+        }
+        chosen.services.insert(name.clone());
+    }
+    Ok(chosen)
 }
 
 /// The layout of the nodes there are, as the solver takes them.
@@ -157,11 +322,11 @@ fn fixed(run: &RunRecord, nodes: &[String]) -> Vec<NodeLayout> {
 
 fn expand(
     run: &RunRecord,
-    request: &ClusterRequest,
+    count: Option<u32>,
     base: Change,
     max_nodes: u32,
 ) -> Result<Change, Invalid> {
-    let add = match request.nodes {
+    let add = match count {
         Some(n) if n >= 1 => n,
         Some(_) => return Err(invalid("nodes", "must be at least 1")),
         None => {
@@ -298,9 +463,14 @@ fn removable(run: &RunRecord, count: usize) -> Result<Vec<String>, Invalid> {
     ))
 }
 
-fn shrink(run: &RunRecord, request: &ClusterRequest, base: Change) -> Result<Change, Invalid> {
+fn shrink(
+    run: &RunRecord,
+    count: Option<u32>,
+    remove: &[String],
+    base: Change,
+) -> Result<Change, Invalid> {
     let nodes = &run.cluster.nodes;
-    let leaving: Vec<String> = match (request.nodes, request.remove.is_empty()) {
+    let leaving: Vec<String> = match (count, remove.is_empty()) {
         (Some(_), false) => {
             return Err(invalid(
                 "remove",
@@ -322,7 +492,7 @@ fn shrink(run: &RunRecord, request: &ClusterRequest, base: Change) -> Result<Cha
         }
         (None, false) => {
             let mut seen = BTreeSet::new();
-            for (i, name) in request.remove.iter().enumerate() {
+            for (i, name) in remove.iter().enumerate() {
                 if !nodes.contains(name) {
                     return Err(invalid(
                         &format!("remove[{i}]"),
@@ -336,7 +506,7 @@ fn shrink(run: &RunRecord, request: &ClusterRequest, base: Change) -> Result<Cha
                     ));
                 }
             }
-            request.remove.clone()
+            remove.to_vec()
         }
         (None, true) => {
             return Err(invalid(
@@ -355,11 +525,7 @@ fn shrink(run: &RunRecord, request: &ClusterRequest, base: Change) -> Result<Cha
     }
     // What stays must still be a valid layout of the template.
     valid_without(run, &leaving).map_err(|e| {
-        let field = if request.remove.is_empty() {
-            "nodes"
-        } else {
-            "remove"
-        };
+        let field = if remove.is_empty() { "nodes" } else { "remove" };
         invalid(
             field,
             format!("the nodes left would not be a valid cluster: {e}"),
@@ -457,6 +623,75 @@ mod tests {
 
     fn request(body: serde_json::Value) -> ClusterRequest {
         serde_json::from_value(body).expect("request")
+    }
+
+    #[test]
+    fn a_services_operation_names_services_and_nodes_the_cluster_has() {
+        let r = run();
+        let body = json!({"operation": "restart-services", "services": ["zookeeper"], "nodes": ["worker-1"]});
+        let c = change(&r, &request(body), 64).expect("change");
+        assert_eq!(c.selection.services, ["zookeeper".to_string()].into());
+        assert_eq!(c.selection.nodes, ["worker-1".to_string()].into());
+        assert_eq!(
+            c.final_nodes, r.cluster.nodes,
+            "nothing is added or removed"
+        );
+        let back = Change::from_request(c.operation, &c.to_request()).expect("round trip");
+        assert_eq!(back, c);
+        // An operation recorded before there were selections acts on everything.
+        let mut old = c.to_request();
+        old.as_object_mut().expect("object").remove("selection");
+        let all = Change::from_request(c.operation, &old).expect("older record");
+        assert!(all.selection.is_all());
+        let refused = |body: serde_json::Value, field: &str, says: &str| {
+            let e = change(&r, &request(body.clone()), 64).expect_err("refused");
+            assert_eq!(e.field, field, "{body}: {e}");
+            assert!(e.to_string().contains(says), "{body}: {e}");
+        };
+        refused(
+            json!({"operation": "stop-services", "services": ["hbase"]}),
+            "services[0]",
+            "not a service of this cluster",
+        );
+        refused(
+            json!({"operation": "stop-services", "services": ["master"], "nodes": ["worker-1"]}),
+            "services[0]",
+            "none of the nodes named",
+        );
+        refused(
+            json!({"operation": "start-services", "nodes": ["worker-1", "worker-9"]}),
+            "nodes[1]",
+            "not a node of this cluster",
+        );
+        refused(
+            json!({"operation": "start-services", "nodes": ["worker-1", "worker-1"]}),
+            "nodes[1]",
+            "listed twice",
+        );
+        refused(
+            json!({"operation": "start-services", "nodes": 2}),
+            "nodes",
+            "list of node names",
+        );
+        refused(
+            json!({"operation": "expand", "nodes": ["worker-1"]}),
+            "nodes",
+            "number of nodes",
+        );
+        refused(
+            json!({"operation": "configure", "config": {}, "services": ["zookeeper"]}),
+            "services",
+            "not used by 'configure'",
+        );
+        // A list longer than any cluster is refused while it is read.
+        let long: Vec<String> = (0..=crate::model::names::MAX_LIST)
+            .map(|i| format!("n{i}"))
+            .collect();
+        let e = serde_json::from_value::<ClusterRequest>(
+            json!({"operation": "start-services", "nodes": long}),
+        )
+        .expect_err("too long");
+        assert!(e.to_string().contains("at most"), "{e}");
     }
 
     #[test]

@@ -78,6 +78,8 @@ pub struct OpSpec {
     pub request: serde_json::Value,
     /// The nodes an expand adds or a shrink removes.
     pub changed: BTreeSet<String>,
+    /// The services and nodes a start, stop or restart of services acts on.
+    pub selection: crate::model::plan::Selection,
     pub provisioner: Arc<dyn Provisioner>,
     pub context: Arc<ebb_spi::Context>,
     /// Properties some nodes get on top of the context's: their hardware and image types'.
@@ -668,11 +670,12 @@ fn plan_new(tx: &mut Txn<'_>, run: &str, spec: OpSpec) -> Result<Begin, StoreErr
     let tasks = {
         let empty = Template::default();
         let template = spec.template.as_deref().unwrap_or(&empty);
-        cluster::plan_change(
+        cluster::plan_selected(
             spec.operation,
             template,
             &plan_nodes(&spec, &nodes),
             &spec.changed,
+            &spec.selection,
         )
     };
     let now = now_f64();

@@ -301,6 +301,7 @@ impl RunSupervisor {
                 serde_json::Value::Null,
             ),
         };
+        let selection = change.map(|c| c.selection.clone()).unwrap_or_default();
         let types = change.map_or(&self.run.node_types, |c| &c.node_types);
         let node_properties = match &self.run.template {
             Some(t) => types
@@ -321,6 +322,7 @@ impl RunSupervisor {
             previous_config: previous,
             request,
             changed,
+            selection,
             provisioner,
             context: Arc::new(self.context()),
             node_properties,

@@ -9,6 +9,7 @@ use serde::Deserialize;
 use crate::model::access::Act;
 use crate::model::builtin;
 use crate::model::namespace;
+use crate::model::plan::Selection;
 use crate::model::profile::Scope;
 use crate::model::template::{StoredTemplate, Template, TemplateId};
 use crate::model::time::now_secs;
@@ -158,6 +159,10 @@ pub struct PlanRequest {
     pub services: Option<Vec<String>>,
     pub hardware_type: Option<String>,
     pub image_type: Option<String>,
+    /// Starting, stopping or restarting services: which services, on which nodes (all if
+    /// left out). The plan adds their dependent chains.
+    #[serde(default)]
+    pub select: Selection,
 }
 
 fn create() -> crate::model::plan::ClusterOperation {
@@ -264,13 +269,71 @@ fn plan_dry_run(
         .collect();
     crate::rules::plan::cluster::check_size(request.operation, template, &nodes)
         .map_err(|e| ServiceError::invalid("nodes", e))?;
-    let tasks = crate::rules::plan::cluster::plan(request.operation, template, &nodes);
+    check_selection(request.operation, &request.select, &nodes)?;
+    let tasks = crate::rules::plan::cluster::plan_selected(
+        request.operation,
+        template,
+        &nodes,
+        &Default::default(),
+        &request.select,
+    );
     let stages = crate::rules::plan::cluster::stages(&tasks);
     Ok(DryRun {
         layout,
         tasks,
         stages,
     })
+}
+
+/// Refuses a selection an operation does not take, or one naming a service or node the
+/// planned cluster does not have.
+fn check_selection(
+    operation: crate::model::plan::ClusterOperation,
+    select: &Selection,
+    nodes: &[crate::model::plan::PlanNode],
+) -> Result<(), ServiceError> {
+    use crate::model::plan::ClusterOperation as Op;
+    if select.is_all() {
+        return Ok(());
+    }
+    if !matches!(
+        operation,
+        Op::StartServices | Op::StopServices | Op::RestartServices
+    ) {
+        return Err(ServiceError::invalid(
+            "select",
+            format!("is not used by '{}'", operation.name()),
+        ));
+    }
+    let max = crate::model::names::MAX_LIST;
+    if select.services.len() > max || select.nodes.len() > max {
+        return Err(ServiceError::invalid(
+            "select",
+            format!("names at most {max} services and {max} nodes"),
+        ));
+    }
+    if let Some(n) = select
+        .nodes
+        .iter()
+        .find(|n| !nodes.iter().any(|m| &m.name == *n))
+    {
+        return Err(ServiceError::invalid(
+            "select.nodes",
+            format!("'{n}' is not a node of the planned cluster"),
+        ));
+    }
+    for s in &select.services {
+        if !nodes
+            .iter()
+            .any(|n| select.takes(&n.name, s) && n.services.contains(s))
+        {
+            return Err(ServiceError::invalid(
+                "select.services",
+                format!("'{s}' runs on none of the nodes selected"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Writes the built-in templates to the store, keeping their creation times.

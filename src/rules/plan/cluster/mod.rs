@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::model::plan::{Action, ClusterOperation, ClusterTask, PlanNode, Progress};
+use crate::model::plan::{Action, ClusterOperation, ClusterTask, PlanNode, Progress, Selection};
 use crate::model::template::Template;
 
 type Key = (String, Action, Option<String>);
@@ -75,26 +75,42 @@ pub fn plan_change(
     nodes: &[PlanNode],
     changed: &BTreeSet<String>,
 ) -> Vec<ClusterTask> {
+    plan_selected(operation, template, nodes, changed, &Selection::default())
+}
+
+/// Plans `operation` over `nodes`, as [`plan_change`]; a start, stop or restart of services
+/// acts on the services and nodes `selection` names, with their dependent chains
+/// ([`chains`]). Other operations ignore `selection`.
+pub fn plan_selected(
+    operation: ClusterOperation,
+    template: &Template,
+    nodes: &[PlanNode],
+    changed: &BTreeSet<String>,
+    selection: &Selection,
+) -> Vec<ClusterTask> {
     use ClusterOperation as Op;
     let mut dag = Dag::default();
-    let all = |_: &str| true;
+    let all = |_: &str, _: &str| true;
     let (moving, staying): (Vec<PlanNode>, Vec<PlanNode>) = nodes
         .iter()
         .cloned()
         .partition(|n| changed.contains(&n.name));
+    let (stops, starts) = chains(operation, template, nodes, selection);
+    let stopped = |n: &str, s: &str| stops.contains(&(n.to_string(), s.to_string()));
+    let started = |n: &str, s: &str| starts.contains(&(n.to_string(), s.to_string()));
     match operation {
         Op::Create => up(&mut dag, template, nodes, &UP, true, &all),
         Op::Delete => down(&mut dag, template, nodes, &[Action::Stop], true, &all),
-        Op::StartServices => up(&mut dag, template, nodes, &[Action::Start], false, &all),
-        Op::StopServices => down(&mut dag, template, nodes, &[Action::Stop], false, &all),
+        Op::StartServices => up(&mut dag, template, nodes, &[Action::Start], false, &started),
+        Op::StopServices => down(&mut dag, template, nodes, &[Action::Stop], false, &stopped),
         Op::RestartServices => {
-            down(&mut dag, template, nodes, &[Action::Stop], false, &all);
-            up(&mut dag, template, nodes, &[Action::Start], false, &all);
-            // Every stop before any start: a restart brings the cluster down, then up.
+            down(&mut dag, template, nodes, &[Action::Stop], false, &stopped);
+            up(&mut dag, template, nodes, &[Action::Start], false, &started);
+            // Every stop before any start: a restart brings the services down, then up.
             all_before(&mut dag, Action::Stop, Action::Start);
         }
         Op::Configure => {
-            let restarts = |s: &str| {
+            let restarts = |_: &str, s: &str| {
                 template
                     .services
                     .get(s)
@@ -142,6 +158,101 @@ pub fn plan_change(
         }
     }
     finish(dag, template)
+}
+
+/// A service on a node.
+type Placed = BTreeSet<(String, String)>;
+
+/// What a start, stop or restart of the `selection` stops and starts, as (node, service):
+/// - a stop stops the selected services and, first, on every node, whatever needs them at
+///   run time, directly or through others;
+/// - a start starts the selected services and, first, on every node, whatever they need;
+/// - a restart stops like a stop, then starts again what it stopped.
+///
+/// The order among them is the plan's edges; this only says which tasks there are. Other
+/// operations get nothing.
+pub fn chains(
+    operation: ClusterOperation,
+    template: &Template,
+    nodes: &[PlanNode],
+    selection: &Selection,
+) -> (Placed, Placed) {
+    use ClusterOperation as Op;
+    let (stop, start) = match operation {
+        Op::StopServices => (true, false),
+        Op::StartServices => (false, true),
+        Op::RestartServices => (true, true),
+        _ => return Default::default(),
+    };
+    let selected: Placed = nodes
+        .iter()
+        .flat_map(|n| n.services.iter().map(move |s| (n.name.clone(), s.clone())))
+        .filter(|(n, s)| selection.takes(n, s))
+        .collect();
+    let named: BTreeSet<&str> = selected.iter().map(|(_, s)| s.as_str()).collect();
+    let everywhere = |services: &BTreeSet<&str>| -> Placed {
+        nodes
+            .iter()
+            .flat_map(|n| n.services.iter().map(move |s| (n.name.clone(), s.clone())))
+            .filter(|(_, s)| services.contains(s.as_str()))
+            .collect()
+    };
+    let providers = template.providers();
+    let mut stops = Placed::new();
+    if stop {
+        // Dependents: the services needing a named one, then those needing them...
+        let dependents = closure(&named, |s| {
+            template
+                .services
+                .keys()
+                .map(String::as_str)
+                .filter(|a| {
+                    template
+                        .predecessors_in(&providers, a, "runtime")
+                        .contains(s)
+                })
+                .collect()
+        });
+        stops = selected.clone();
+        stops.extend(everywhere(&dependents));
+    }
+    let starts = match (stop, start) {
+        (_, false) => Placed::new(),
+        // A restart starts again what it stopped; what those need keeps running.
+        (true, true) => stops.clone(),
+        (false, true) => {
+            let needed = closure(&named, |s| {
+                template
+                    .predecessors_in(&providers, s, "runtime")
+                    .into_iter()
+                    .collect()
+            });
+            let mut starts = selected.clone();
+            starts.extend(everywhere(&needed));
+            starts
+        }
+    };
+    (stops, starts)
+}
+
+/// The services reached from `from` by `next`, `from` left out unless reached again. A
+/// worklist, not recursion: a template's dependencies cannot exhaust the stack, and each
+/// service is expanded once.
+fn closure<'a>(from: &BTreeSet<&'a str>, next: impl Fn(&str) -> Vec<&'a str>) -> BTreeSet<&'a str> {
+    let mut seen: BTreeSet<&str> = BTreeSet::new();
+    let mut todo: Vec<&str> = from.iter().copied().collect();
+    let mut expanded: BTreeSet<&str> = BTreeSet::new();
+    while let Some(s) = todo.pop() {
+        if !expanded.insert(s) {
+            continue;
+        }
+        for t in next(s) {
+            if seen.insert(t) {
+                todo.push(t);
+            }
+        }
+    }
+    seen
 }
 
 /// Every task doing `first` before any doing `then`. Only the last `first` tasks (no other
@@ -197,7 +308,7 @@ fn up(
     nodes: &[PlanNode],
     steps: &[Action],
     create: bool,
-    only: &dyn Fn(&str) -> bool,
+    only: &dyn Fn(&str, &str) -> bool,
 ) {
     for node in nodes {
         let mut last = None;
@@ -209,7 +320,7 @@ fn up(
             dag.edge(confirm, bootstrap);
             last = Some(bootstrap);
         }
-        for s in node.services.iter().filter(|s| only(s)) {
+        for s in node.services.iter().filter(|s| only(&node.name, s)) {
             chain(dag, &node.name, s, steps, last);
         }
     }
@@ -301,11 +412,11 @@ fn down(
     nodes: &[PlanNode],
     steps: &[Action],
     delete: bool,
-    only: &dyn Fn(&str) -> bool,
+    only: &dyn Fn(&str, &str) -> bool,
 ) {
     for node in nodes {
         let mut lasts = Vec::new();
-        for s in node.services.iter().filter(|s| only(s)) {
+        for s in node.services.iter().filter(|s| only(&node.name, s)) {
             lasts.extend(chain(dag, &node.name, s, steps, None));
         }
         if delete {

@@ -81,6 +81,33 @@ fn shipped_template_plans_match_their_snapshots() {
             );
             text.push_str(&render(&plan_change(op, &template, &nodes, &changed)));
         }
+        // Named operations with their chains, on the services the template has.
+        for (op, service, node) in [
+            (
+                ClusterOperation::RestartServices,
+                "zookeeper",
+                Some("worker-1"),
+            ),
+            (ClusterOperation::RestartServices, "zookeeper", None),
+            (ClusterOperation::StopServices, "master", None),
+            (ClusterOperation::StartServices, "worker", Some("worker-2")),
+        ] {
+            if !template.services.contains_key(service) {
+                continue;
+            }
+            let selection = Selection {
+                services: [service.to_string()].into(),
+                nodes: node.iter().map(|n| n.to_string()).collect(),
+            };
+            let _ = writeln!(
+                text,
+                "\n{} {service} on {}",
+                op.name(),
+                node.unwrap_or("every node")
+            );
+            let tasks = plan_selected(op, &template, &nodes, &BTreeSet::new(), &selection);
+            text.push_str(&render(&tasks));
+        }
         let file = dir.join(format!("{}.txt", id.name));
         if update {
             std::fs::create_dir_all(&dir).expect("snapshot dir");

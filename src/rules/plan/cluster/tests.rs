@@ -248,3 +248,126 @@ fn restart_stops_everything_before_starting() {
             .all(|s| starts.iter().all(|t| before(&tasks, *s, *t)))
     );
 }
+
+fn select(services: &[&str], nodes: &[&str]) -> Selection {
+    Selection {
+        services: services.iter().map(|s| s.to_string()).collect(),
+        nodes: nodes.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+fn placed(tasks: &[ClusterTask], action: Action) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = tasks
+        .iter()
+        .filter(|t| t.action == action)
+        .map(|t| (t.node.clone(), t.service.clone().unwrap_or_default()))
+        .collect();
+    out.sort();
+    out
+}
+
+fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter()
+        .map(|(n, s)| (n.to_string(), s.to_string()))
+        .collect()
+}
+
+#[test]
+fn a_named_restart_takes_its_dependents_down_first_on_every_node_and_up_after() {
+    let (t, ns) = (template(), nodes());
+    let none = BTreeSet::new();
+    let tasks = plan_selected(
+        ClusterOperation::RestartServices,
+        &t,
+        &ns,
+        &none,
+        &select(&["zk"], &["n2"]),
+    );
+    // zk on n2 only; master (needs zk) and the workers (need the master) everywhere.
+    let expected = pairs(&[
+        ("n1", "master"),
+        ("n2", "worker"),
+        ("n2", "zk"),
+        ("n3", "worker"),
+    ]);
+    assert_eq!(placed(&tasks, Action::Stop), expected);
+    assert_eq!(placed(&tasks, Action::Start), expected);
+    let task = |n: &str, a: Action, s: &str| find(&tasks, n, a, Some(s)).id;
+    for w in ["n2", "n3"] {
+        assert!(before(
+            &tasks,
+            task(w, Action::Stop, "worker"),
+            task("n1", Action::Stop, "master")
+        ));
+        assert!(before(
+            &tasks,
+            task("n1", Action::Start, "master"),
+            task(w, Action::Start, "worker")
+        ));
+    }
+    assert!(before(
+        &tasks,
+        task("n1", Action::Stop, "master"),
+        task("n2", Action::Stop, "zk")
+    ));
+    assert!(before(
+        &tasks,
+        task("n2", Action::Stop, "zk"),
+        task("n2", Action::Start, "zk")
+    ));
+    assert!(before(
+        &tasks,
+        task("n2", Action::Start, "zk"),
+        task("n1", Action::Start, "master")
+    ));
+    assert!(
+        tasks
+            .iter()
+            .all(|t| t.node != "n3" || t.service.as_deref() != Some("zk")),
+        "zk on n3 keeps running"
+    );
+}
+
+#[test]
+fn a_named_start_starts_what_it_needs_first_and_a_named_stop_what_needs_it() {
+    let (t, ns) = (template(), nodes());
+    let none = BTreeSet::new();
+    let start = plan_selected(
+        ClusterOperation::StartServices,
+        &t,
+        &ns,
+        &none,
+        &select(&["worker"], &["n3"]),
+    );
+    assert_eq!(
+        placed(&start, Action::Start),
+        pairs(&[
+            ("n1", "master"),
+            ("n2", "zk"),
+            ("n3", "worker"),
+            ("n3", "zk")
+        ])
+    );
+    assert!(placed(&start, Action::Stop).is_empty());
+    let stop = plan_selected(
+        ClusterOperation::StopServices,
+        &t,
+        &ns,
+        &none,
+        &select(&["master"], &[]),
+    );
+    assert_eq!(
+        placed(&stop, Action::Stop),
+        pairs(&[("n1", "master"), ("n2", "worker"), ("n3", "worker")])
+    );
+    // Nothing named: every service, as before there were selections.
+    let all = plan_selected(
+        ClusterOperation::StopServices,
+        &t,
+        &ns,
+        &none,
+        &Selection::default(),
+    );
+    assert_eq!(all, plan(ClusterOperation::StopServices, &t, &ns));
+    assert_eq!(placed(&all, Action::Stop).len(), 5);
+}
