@@ -17,6 +17,8 @@ pub enum EventKind {
     Error,
     /// The program started, ended or was signalled.
     Program,
+    /// A check found a service in another state, or healing began or gave up.
+    Service,
 }
 
 /// One entry of a run's history.

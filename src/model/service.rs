@@ -58,4 +58,8 @@ pub struct ServiceRecord {
     pub since_ms: u64,
     /// What put it there: the operation and action, or the check.
     pub reason: String,
+    /// Set when a check found it in this state; an operation's action clears it. A service an
+    /// operation stopped is down on purpose and is not healed; one a check found down is.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub found: bool,
 }

@@ -113,12 +113,14 @@ pub struct Change {
     pub config: serde_json::Value,
     /// The services, and nodes, a start, stop or restart of services acts on.
     pub selection: Selection,
+    /// What set off an operation ebb started on its own (a heal): the check's finding.
+    pub trigger: Option<serde_json::Value>,
 }
 
 impl Change {
     /// The change as the audit log keeps it, enough to resume the operation after a restart.
     pub fn to_request(&self) -> serde_json::Value {
-        serde_json::json!({
+        let mut request = serde_json::json!({
             "nodes": self.nodes,
             "changed": self.changed,
             "finalNodes": self.final_nodes,
@@ -126,7 +128,11 @@ impl Change {
             "nodeTypes": self.node_types,
             "config": self.config,
             "selection": self.selection,
-        })
+        });
+        if let Some(trigger) = &self.trigger {
+            request["trigger"] = trigger.clone();
+        }
+        request
     }
 
     /// The change an interrupted operation recorded.
@@ -145,6 +151,7 @@ impl Change {
                 None => Selection::default(),
                 Some(v) => serde_json::from_value(v.clone()).ok()?,
             },
+            trigger: request.get("trigger").cloned(),
         })
     }
 }
@@ -171,6 +178,7 @@ pub fn change(
         node_types: run.node_types.clone(),
         config: run.config(),
         selection: Selection::default(),
+        trigger: None,
     };
     let no = |field: &str, present: bool| -> Result<(), Invalid> {
         if present {
@@ -294,6 +302,29 @@ fn selection(run: &RunRecord, request: &ClusterRequest) -> Result<Selection, Inv
         chosen.services.insert(name.clone());
     }
     Ok(chosen)
+}
+
+/// A heal: restart `service` on `node` with its dependent chain, set off by `trigger`.
+pub fn heal_restart(
+    run: &RunRecord,
+    node: &str,
+    service: &str,
+    trigger: serde_json::Value,
+) -> Change {
+    Change {
+        operation: ClusterOperation::RestartServices,
+        nodes: run.cluster.nodes.clone(),
+        changed: BTreeSet::new(),
+        final_nodes: run.cluster.nodes.clone(),
+        layout: run.layout.clone(),
+        node_types: run.node_types.clone(),
+        config: run.config(),
+        selection: Selection {
+            services: [service.to_string()].into(),
+            nodes: [node.to_string()].into(),
+        },
+        trigger: Some(trigger),
+    }
 }
 
 /// The layout of the nodes there are, as the solver takes them.

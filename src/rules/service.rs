@@ -74,6 +74,51 @@ pub fn next(state: Option<ServiceState>, happened: Happened) -> Option<ServiceSt
     }
 }
 
+/// Whether a check that moved a service from `before` to `after` calls for a heal: it is down
+/// or failed, and no operation put it there on purpose (`found`: a check found it in
+/// `before`). A service an operation stopped stays stopped.
+pub fn wants_heal(before: ServiceState, found: bool, after: Option<ServiceState>) -> bool {
+    use ServiceState::*;
+    match after {
+        Some(Down | Failed) => !(before == Down && !found),
+        Some(Up | Unknown | Outdated) | None => false,
+    }
+}
+
+/// What to do about a service that wants a heal under `policy`, given when its earlier heals
+/// began (epoch ms).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HealStep {
+    /// Heal it now (this is heal number `n` in the window).
+    Heal { n: u32 },
+    /// It had `attempts` heals in the window already: stop, and say so.
+    Exhausted { attempts: u32 },
+    /// Its policy does not heal.
+    Report,
+}
+
+/// Whether a heal under `policy` may start at `now_ms` after heals begun at `past`.
+pub fn heal_step(
+    policy: &crate::model::template::HealPolicy,
+    past: &[u64],
+    now_ms: u64,
+) -> HealStep {
+    use crate::model::template::Heal;
+    if policy.heal == Heal::None {
+        return HealStep::Report;
+    }
+    let window = u64::try_from(policy.window.as_millis()).unwrap_or(u64::MAX);
+    let since = now_ms.saturating_sub(window);
+    let recent = past.iter().filter(|t| **t > since).count() as u32;
+    if recent >= policy.attempts {
+        HealStep::Exhausted {
+            attempts: policy.attempts,
+        }
+    } else {
+        HealStep::Heal { n: recent + 1 }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -38,7 +38,11 @@ pub async fn run(deps: &Deps, spec: &TaskSpec) -> AttemptOutcome {
         return AttemptOutcome::done();
     };
     let action = spec.task.action.name();
-    match attempt_once(deps, spec, &service, action, &script).await {
+    let on = On::task(spec);
+    let ended = attempt_once(deps, &on, &service, action, &script)
+        .await
+        .and_then(Ended::succeeded);
+    match ended {
         Ok((result, output)) => {
             if !result.is_empty() {
                 let saved =
@@ -73,28 +77,86 @@ impl Drop for GroupGuard {
     }
 }
 
-/// Runs the script once: the facts it reported and its output, or why it failed and its
-/// output.
+/// What a script runs on: a node of a run's cluster, with the cluster's services and config.
+#[derive(Debug)]
+pub struct On<'a> {
+    pub run: &'a str,
+    pub node: &'a str,
+    /// The run's provisioner properties, secure references resolved.
+    pub context: &'a ebb_spi::Context,
+    pub config: &'a serde_json::Value,
+    /// Every node's services.
+    pub layout: &'a BTreeMap<String, std::collections::BTreeSet<String>>,
+    /// Set for a check: its files are its own, so it may run beside a task or another check.
+    pub check: bool,
+    /// Held while a script runs over SSH: a node's remote directory takes one check at a time.
+    pub remote_lock: Option<std::sync::Arc<tokio::sync::Mutex<()>>>,
+}
+
+impl<'a> On<'a> {
+    fn task(spec: &'a TaskSpec) -> Self {
+        On {
+            run: &spec.run,
+            node: spec.node(),
+            context: &spec.context,
+            config: &spec.config,
+            layout: &spec.layout,
+            check: false,
+            remote_lock: None,
+        }
+    }
+}
+
+/// How a script that ran ended: its exit code (`None`: killed by a signal), the facts it
+/// reported and its output's tail.
+#[derive(Debug)]
+pub struct Ended {
+    pub code: Option<i32>,
+    pub facts: BTreeMap<String, String>,
+    pub tail: String,
+    /// How it ended, in words.
+    pub status: String,
+}
+
+impl Ended {
+    /// The facts and output of a script that exited 0; else why not, with its output.
+    fn succeeded(self) -> Result<(BTreeMap<String, String>, String), (String, String)> {
+        match self.code {
+            Some(0) => Ok((self.facts, self.tail)),
+            _ => Err((format!("the script {}", self.status), self.tail)),
+        }
+    }
+}
+
+/// Runs the check script of `service` on `on`'s node once, to its end: how it ended, or why
+/// it could not run. Its time limit is the caller's: dropping the future kills the script.
+pub async fn check(deps: &Deps, on: &On<'_>, service: &str, script: &str) -> Result<Ended, String> {
+    attempt_once(deps, on, service, "check", script)
+        .await
+        .map_err(|(message, _)| message)
+}
+
+/// Runs the script once: how it ended, or why it could not run and its output.
 async fn attempt_once(
     deps: &Deps,
-    spec: &TaskSpec,
+    on: &On<'_>,
     service: &str,
     action: &str,
     script: &str,
-) -> Result<(BTreeMap<String, String>, String), (String, String)> {
+) -> Result<Ended, (String, String)> {
     let fail = |m: String| (m, String::new());
-    let nodes = cluster_nodes(deps, &spec.run)
+    let nodes = cluster_nodes(deps, on.run)
         .await
         .map_err(|e| fail(e.to_string()))?;
-    let me = nodes.iter().find(|n| n.node == spec.node());
+    let me = nodes.iter().find(|n| n.node == on.node);
     let work_dir: Option<PathBuf> = me
         .and_then(|n| n.properties.get("workDir"))
         .map(PathBuf::from);
-    let files = NodeFiles::of(deps, spec);
-    let cluster = cluster_doc(spec, &nodes);
+    let files = NodeFiles::of(deps, on, service);
+    let cluster = cluster_doc(on, &nodes);
     let paths = (files.result.as_path(), files.cluster.as_path());
-    let env = script_env(spec, service, action, me, paths, work_dir.as_deref());
-    if let Some(node) = me.and_then(|me| super::remote::Node::of(&spec.context, &spec.run, me)) {
+    let env = script_env(on, service, action, me, paths, work_dir.as_deref());
+    if let Some(node) = me.and_then(|me| super::remote::Node::of(on.context, on.run, me)) {
         let node = node.map_err(fail)?;
         let env = env
             .into_iter()
@@ -104,10 +166,14 @@ async fn attempt_once(
         let cluster_json =
             serde_json::to_string_pretty(&cluster).map_err(|e| fail(e.to_string()))?;
         let name = format!("{service}.{action}");
+        let _held = match &on.remote_lock {
+            Some(lock) => Some(lock.lock().await),
+            None => None,
+        };
         return super::remote::attempt(deps, &node, &name, script, &cluster_json, &env, &files.log)
             .await;
     }
-    let cwd = work_dir.unwrap_or_else(|| deps.node_work_dir(&spec.run, spec.node()));
+    let cwd = work_dir.unwrap_or_else(|| deps.node_work_dir(on.run, on.node));
     run_local(script, &cwd, env, cluster, files).await
 }
 
@@ -134,12 +200,19 @@ struct NodeFiles {
 }
 
 impl NodeFiles {
-    fn of(deps: &Deps, spec: &TaskSpec) -> NodeFiles {
-        let dir = deps.run_dir(&spec.run).join("nodes");
-        let node = spec.node();
+    /// A task's files on `on`'s node; a check of `service` has a cluster document and result
+    /// file of its own.
+    fn of(deps: &Deps, on: &On<'_>, service: &str) -> NodeFiles {
+        let dir = deps.run_dir(on.run).join("nodes");
+        let node = on.node;
+        let own = if on.check {
+            format!("{node}.{service}.check")
+        } else {
+            node.to_string()
+        };
         NodeFiles {
-            cluster: dir.join(format!("{node}.cluster.json")),
-            result: dir.join(format!("{node}.result")),
+            cluster: dir.join(format!("{own}.cluster.json")),
+            result: dir.join(format!("{own}.result")),
             log: dir.join(format!("{node}.log")),
             dir,
         }
@@ -166,14 +239,14 @@ impl NodeFiles {
 }
 
 /// Runs `script` under `sh -c` on this machine in `cwd`, in its own process group, its output
-/// appended to the node's log; the facts it wrote and its output's tail.
+/// appended to the node's log; how it ended.
 async fn run_local(
     script: &str,
     cwd: &Path,
     env: BTreeMap<&'static str, String>,
     cluster: serde_json::Value,
     files: NodeFiles,
-) -> Result<(BTreeMap<String, String>, String), (String, String)> {
+) -> Result<Ended, (String, String)> {
     let fail = |m: String| (m, String::new());
     let dir = cwd.to_path_buf();
     let (files, log) = tokio::task::spawn_blocking(move || {
@@ -217,20 +290,21 @@ async fn run_local(
     .await
     .unwrap_or_default();
     let (tail, facts) = tail;
-    if status.success() {
-        return Ok((facts, tail));
-    }
-    let message = format!("the script exited with {status}");
-    Err((message, tail))
+    Ok(Ended {
+        code: status.code(),
+        facts,
+        tail,
+        status: format!("exited with {status}"),
+    })
 }
 
 /// What a script reads as `EBB_CLUSTER_FILE`: the run, its config, and every node with its
 /// address, properties and services.
-fn cluster_doc(spec: &TaskSpec, nodes: &[NodeRecord]) -> serde_json::Value {
-    let layout = &spec.layout;
+fn cluster_doc(on: &On<'_>, nodes: &[NodeRecord]) -> serde_json::Value {
+    let layout = on.layout;
     serde_json::json!({
-        "run": spec.run,
-        "config": spec.config,
+        "run": on.run,
+        "config": on.config,
         "nodes": nodes.iter().map(|n| serde_json::json!({
             "name": n.node, "id": n.id, "ipAddress": n.address, "properties": n.properties,
             "services": layout.get(&n.node).cloned().unwrap_or_default(),
@@ -241,14 +315,14 @@ fn cluster_doc(spec: &TaskSpec, nodes: &[NodeRecord]) -> serde_json::Value {
 /// The `EBB_*` environment of `service`'s `action` script on the task's node `me`, with
 /// its result and cluster files `(result, cluster)`.
 fn script_env(
-    spec: &TaskSpec,
+    on: &On<'_>,
     service: &str,
     action: &str,
     me: Option<&NodeRecord>,
     (result_file, cluster_file): (&Path, &Path),
     work_dir: Option<&Path>,
 ) -> BTreeMap<&'static str, String> {
-    let layout = &spec.layout;
+    let layout = on.layout;
     let with = |f: &str| {
         layout
             .iter()
@@ -258,9 +332,9 @@ fn script_env(
             .join(",")
     };
     let mut env: BTreeMap<&str, String> = BTreeMap::new();
-    env.insert("EBB_RUN_ID", spec.run.clone());
-    env.insert("EBB_NODE", spec.node().to_string());
-    env.insert("EBB_CONFIG", spec.config.to_string());
+    env.insert("EBB_RUN_ID", on.run.to_string());
+    env.insert("EBB_NODE", on.node.to_string());
+    env.insert("EBB_CONFIG", on.config.to_string());
     env.insert("EBB_RESULT_FILE", result_file.display().to_string());
     env.insert("EBB_SERVICE", service.to_string());
     env.insert("EBB_ACTION", action.to_string());

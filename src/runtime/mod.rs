@@ -18,6 +18,7 @@
 
 pub mod attempt;
 pub mod automator;
+pub mod checker;
 pub mod confine;
 pub mod deps;
 pub mod error;

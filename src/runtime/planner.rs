@@ -732,9 +732,18 @@ async fn resolve_secrets(
     deps: &Deps,
     spec: &OpSpec,
 ) -> Result<Result<Arc<ebb_spi::Context>, String>, StoreError> {
-    let context = Arc::clone(&spec.context);
+    resolve_context(deps, &spec.namespace, Arc::clone(&spec.context)).await
+}
+
+/// `context` with its `${secure(name)}` properties resolved in `namespace`, or why they
+/// cannot be.
+pub async fn resolve_context(
+    deps: &Deps,
+    namespace: &str,
+    context: Arc<ebb_spi::Context>,
+) -> Result<Result<Arc<ebb_spi::Context>, String>, StoreError> {
     let cipher = Arc::clone(&deps.cipher);
-    let namespace = spec.namespace.clone();
+    let namespace = namespace.to_string();
     deps.store
         .read(move |r| {
             let resolved =

@@ -117,12 +117,8 @@ impl Drop for AttemptGuard {
     }
 }
 
-/// What a script attempt on a remote node did: its facts and output, or why it failed and
-/// its output.
-pub type AttemptResult = Result<(BTreeMap<String, String>, String), (String, String)>;
-
 /// Runs one service-script attempt on `node`; its output is appended to `log` (the node's
-/// log in the run directory).
+/// log in the run directory). How it ended, or why it could not run and its output.
 pub async fn attempt(
     deps: &Deps,
     node: &Node,
@@ -131,7 +127,7 @@ pub async fn attempt(
     cluster_json: &str,
     env: &BTreeMap<String, String>,
     log: &Path,
-) -> AttemptResult {
+) -> Result<super::automator::Ended, (String, String)> {
     let fail = |m: String| (m, String::new());
     let session = node.connect(deps).await.map_err(fail)?;
     let nonce = format!("{:016x}", fastrand::u64(..));
@@ -154,15 +150,16 @@ pub async fn attempt(
         let _ = tokio::task::spawn_blocking(move || append(&log, line.as_bytes())).await;
     }
     let tail = super::attempt::tail_of(&output);
-    if out.success() {
-        Ok((super::attempt::parse_facts(&result), tail))
-    } else {
-        let status = match out.status {
-            Some(n) => format!("the script exited with exit status: {n} on {}", node.target),
-            None => format!("the script on {} ended without an exit status", node.target),
-        };
-        Err((status, tail))
-    }
+    let status = match out.status {
+        Some(n) => format!("exited with exit status: {n} on {}", node.target),
+        None => format!("on {} ended without an exit status", node.target),
+    };
+    Ok(super::automator::Ended {
+        code: out.status.and_then(|n| i32::try_from(n).ok()),
+        facts: super::attempt::parse_facts(&result),
+        tail,
+        status,
+    })
 }
 
 /// Appends `bytes` to `path` as they are, making its directory if need be.

@@ -16,6 +16,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use ebb_spi::resource::{DEFAULT_RETRY_BUDGET, RETRY_BUDGET};
 
+use super::checker;
 use super::deps::Deps;
 use super::launch::{launch_file, launch_remote, remote_program};
 use super::planner::{self as planner, Cancel, OpDone, OpSpec, Planner};
@@ -23,7 +24,7 @@ use super::program::{self, Started};
 use crate::model::event::EventKind;
 use crate::model::operation::{OpOutcome, OpStatus, OperationRecord};
 use crate::model::plan::{ClusterOperation, NodeRecord};
-use crate::model::run::{Exit, ProgramStatus, RunError, RunRecord};
+use crate::model::run::{ClusterStatus, Exit, ProgramStatus, RunError, RunRecord};
 use crate::model::time;
 use crate::rules::admission::{self, Slot};
 use crate::rules::lifecycle::{self, Effect, Event, Transition};
@@ -117,6 +118,9 @@ pub struct RunSupervisor {
     pending: Option<Change>,
     /// The run's span: every log line of its supervisor carries the run's id.
     span: tracing::Span,
+    /// The checks of the cluster's services, and the ticker that starts those due.
+    checks: checker::Checks,
+    check_timer: Option<SpawnHandle>,
 }
 
 impl RunSupervisor {
@@ -139,6 +143,8 @@ impl RunSupervisor {
             resuming: false,
             slot: Slot::default(),
             pending: None,
+            checks: checker::Checks::default(),
+            check_timer: None,
         }
     }
 
@@ -188,6 +194,7 @@ impl RunSupervisor {
         self.run = t.run;
         self.perform(&t.effects, ctx);
         self.arm_timer(ctx);
+        self.arm_checks(ctx);
     }
 
     fn perform(&mut self, effects: &[Effect], ctx: &mut Context<Self>) {
@@ -234,9 +241,14 @@ impl RunSupervisor {
         for effect in effects {
             match effect {
                 admission::Effect::Start(operation) if operation.is_lifecycle() => {
+                    self.checks.epoch += 1;
                     self.start_lifecycle_op(operation, ctx);
                 }
-                admission::Effect::Start(_) => answer = Admitted::Start,
+                admission::Effect::Start(_) => {
+                    // A check that looked before the operation says nothing after it.
+                    self.checks.epoch += 1;
+                    answer = Admitted::Start;
+                }
                 admission::Effect::Cancel => {
                     if let Some(planner) = &self.planner {
                         planner.do_send(Cancel);
@@ -489,6 +501,226 @@ impl RunSupervisor {
         });
     }
 
+    /// Starts the checks of the cluster's services while it is live, and ends them when it is
+    /// no longer.
+    fn arm_checks(&mut self, ctx: &mut Context<Self>) {
+        let live = matches!(
+            self.run.cluster.status,
+            Some(ClusterStatus::Provisioned | ClusterStatus::Waiting)
+        );
+        let checked = self.run.template.as_ref().is_some_and(|t| {
+            self.run
+                .layout
+                .values()
+                .flatten()
+                .any(|s| t.services.get(s).is_some_and(|s| s.check().is_some()))
+        });
+        match (live && checked, self.check_timer.is_some()) {
+            (true, false) => {
+                let tick = ctx.run_interval(checker::TICK, |act, ctx| act.tick_checks(ctx));
+                self.check_timer = Some(tick);
+            }
+            (false, true) => {
+                if let Some(handle) = self.check_timer.take() {
+                    ctx.cancel_future(handle);
+                }
+                self.checks.clear();
+            }
+            _ => {}
+        }
+    }
+
+    /// Starts the checks that are due, unless an operation runs.
+    fn tick_checks(&mut self, ctx: &mut Context<Self>) {
+        if self.slot.running.is_some() {
+            return;
+        }
+        let Some(template) = self.run.template.clone() else {
+            return;
+        };
+        let Some(context) = self.checks.context.clone() else {
+            return self.resolve_check_context(ctx);
+        };
+        let now = time::now_millis();
+        let due = self
+            .checks
+            .due(&template, &self.run.cluster.nodes, &self.run.layout, now);
+        let config = self.run.config();
+        for check in due {
+            let job = self.checks.job(
+                &self.run.key.run,
+                check,
+                Arc::clone(&context),
+                &config,
+                &self.run.layout,
+            );
+            let deps = self.deps.clone();
+            ctx.spawn(
+                async move {
+                    let finding = checker::run(&deps, &job).await;
+                    (job, finding)
+                }
+                .into_actor(self)
+                .map(|(job, finding), act, ctx| act.checked(job, finding, ctx)),
+            );
+        }
+    }
+
+    /// Resolves the secure references of the run's properties once, for its checks (a node
+    /// reached over SSH needs its key).
+    fn resolve_check_context(&mut self, ctx: &mut Context<Self>) {
+        if self.checks.resolving {
+            return;
+        }
+        self.checks.resolving = true;
+        let (deps, namespace, context) = (
+            self.deps.clone(),
+            self.run.key.namespace.clone(),
+            Arc::new(self.context()),
+        );
+        ctx.spawn(
+            async move { planner::resolve_context(&deps, &namespace, context).await }
+                .into_actor(self)
+                .map(|resolved, act, _| {
+                    act.checks.resolving = false;
+                    match resolved {
+                        Ok(Ok(context)) => act.checks.context = Some(context),
+                        Ok(Err(why)) => {
+                            tracing::warn!(run.id = %act.run.key.run, error = %why, "checks cannot run")
+                        }
+                        Err(e) => {
+                            tracing::warn!(run.id = %act.run.key.run, error = %e, "checks wait for the store")
+                        }
+                    }
+                }),
+        );
+    }
+
+    /// A check ended: records what it found, unless an operation started since it began.
+    fn checked(&mut self, job: checker::Job, finding: checker::Finding, ctx: &mut Context<Self>) {
+        self.checks.ended(&(job.node.clone(), job.service.clone()));
+        let still_there = self
+            .run
+            .layout
+            .get(&job.node)
+            .is_some_and(|s| s.contains(&job.service));
+        if job.epoch != self.checks.epoch
+            || self.slot.running.is_some()
+            || self.check_timer.is_none()
+            || !still_there
+        {
+            return;
+        }
+        let deps = self.deps.clone();
+        ctx.spawn(
+            async move {
+                let recorded =
+                    checker::record(&deps, &job.run, &job.node, &job.service, finding.clone())
+                        .await;
+                (job, finding, recorded)
+            }
+            .into_actor(self)
+            .map(|(job, finding, recorded), act, ctx| match recorded {
+                Ok(r) if r.wants_heal => act.consider_heal(job, finding, r, ctx),
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(run.id = %act.run.key.run, error = %e, "cannot record a check")
+                }
+            }),
+        );
+    }
+
+    /// A service is down or failed: heals it if its policy says so and its limit allows.
+    fn consider_heal(
+        &mut self,
+        job: checker::Job,
+        finding: checker::Finding,
+        recorded: checker::Recorded,
+        ctx: &mut Context<Self>,
+    ) {
+        let Some(policy) = checker::policy(self.run.template.as_ref(), &job.service) else {
+            return;
+        };
+        if policy.heal == crate::model::template::Heal::None {
+            return;
+        }
+        let deps = self.deps.clone();
+        ctx.spawn(
+            async move {
+                let past = checker::heals(&deps, &job.run, &job.node, &job.service).await;
+                (job, past)
+            }
+            .into_actor(self)
+            .map(move |(job, past), act, ctx| {
+                let past = match past {
+                    Ok(p) => p,
+                    Err(e) => {
+                        return tracing::warn!(run.id = %act.run.key.run, error = %e, "cannot read earlier heals");
+                    }
+                };
+                let now = time::now_millis();
+                let at = (job.node.clone(), job.service.clone());
+                let state = recorded.after.map(|s| s.to_string()).unwrap_or_default();
+                let window = humantime::format_duration(policy.window).to_string();
+                match crate::rules::service::heal_step(&policy, &past, now) {
+                    crate::rules::service::HealStep::Report => {}
+                    crate::rules::service::HealStep::Exhausted { attempts } => {
+                        // Said once per window, not at every check.
+                        let window_ms = u64::try_from(policy.window.as_millis()).unwrap_or(u64::MAX);
+                        if act
+                            .checks
+                            .exhausted
+                            .get(&at)
+                            .is_some_and(|t| now.saturating_sub(*t) < window_ms)
+                        {
+                            return;
+                        }
+                        act.checks.exhausted.insert(at, now);
+                        let message = format!(
+                            "{} stays {state}: healing stopped at its limit of {attempts} heal(s) in {window}",
+                            job.service
+                        );
+                        let deps = act.deps.clone();
+                        actix::spawn(async move {
+                            let _ = checker::note(&deps, &job.run, &job.node, message).await;
+                        });
+                    }
+                    crate::rules::service::HealStep::Heal { n } => {
+                        act.checks.exhausted.remove(&at);
+                        let trigger = serde_json::json!({
+                            "heal": "restart",
+                            "node": job.node,
+                            "service": job.service,
+                            "state": state,
+                            "found": finding.detail,
+                            "attempt": n,
+                            "of": policy.attempts,
+                            "window": window,
+                        });
+                        let change = resize::heal_restart(&act.run, &job.node, &job.service, trigger);
+                        let run_id = act.run.key.run.clone();
+                        let heal = Act {
+                            namespace: Some(act.run.key.namespace.clone()),
+                            ..Act::by_server("run.heal", &run_id)
+                        };
+                        let (me, deps) = (ctx.address(), act.deps.clone());
+                        actix::spawn(async move {
+                            let message = match me.send(ClusterCommand(change, heal)).await {
+                                Ok(Ok(id)) => format!(
+                                    "healing {}: operation {id} restarts it with its dependent chain (heal {n} of {} in {window})",
+                                    job.service, policy.attempts
+                                ),
+                                Ok(Err(e)) => format!("cannot heal {}: {e}", job.service),
+                                Err(e) => format!("cannot heal {}: {e}", job.service),
+                            };
+                            let _ = checker::note(&deps, &job.run, &job.node, message).await;
+                        });
+                    }
+                }
+            }),
+        );
+    }
+
     /// Arms the timer for the run's next deadline, replacing any earlier one.
     fn arm_timer(&mut self, ctx: &mut Context<Self>) {
         if let Some(handle) = self.timer.take() {
@@ -523,6 +755,7 @@ impl Actor for RunSupervisor {
         self.resuming = false;
         self.resume_cluster_op(ctx);
         self.arm_timer(ctx);
+        self.arm_checks(ctx);
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {

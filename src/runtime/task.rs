@@ -282,7 +282,8 @@ impl ServiceChange {
         let state = before.as_ref().map(|r| r.state);
         match crate::rules::service::next(state, *happened) {
             None => tx.delete(Table::Services, &key),
-            Some(after) if Some(after) == state => {}
+            // An operation's action sets the state on purpose: a check's finding is over.
+            Some(after) if Some(after) == state && !before.as_ref().is_some_and(|b| b.found) => {}
             Some(after) => tx.put(
                 Table::Services,
                 &key,
@@ -292,6 +293,7 @@ impl ServiceChange {
                     state: after,
                     since_ms: now_millis(),
                     reason: self.reason.clone(),
+                    found: false,
                 },
             )?,
         }

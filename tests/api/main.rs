@@ -14,6 +14,7 @@ mod etcd;
 mod fuzz;
 #[cfg(feature = "gcp")]
 mod gcp;
+mod healing;
 mod hosts;
 mod janitor;
 mod metrics;

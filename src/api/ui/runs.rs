@@ -436,6 +436,7 @@ fn event_item(e: &RunEvent) -> Markup {
         EventKind::Retry => "retry",
         EventKind::Error => "error",
         EventKind::Program => "program",
+        EventKind::Service => "service",
     };
     html! {
         li id=(format!("ev-{}", e.seq)) class=(kind) {

@@ -82,6 +82,12 @@ const MAX_ACTION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(7
 const MAX_ACTION_ATTEMPTS: u32 = 20;
 
 impl Action {
+    /// The shell script it runs.
+    pub fn script(&self) -> &str {
+        let Action::Shell { script, .. } = self;
+        script
+    }
+
     pub fn timeout(&self) -> std::time::Duration {
         let Action::Shell { timeout, .. } = self;
         timeout
@@ -151,6 +157,55 @@ pub struct Service {
         skip_serializing_if = "Option::is_none"
     )]
     pub check_interval: Option<String>,
+    /// What ebb does when the check finds the service down or failed (`none` when left out:
+    /// it reports it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heal: Option<Heal>,
+    /// Most heals in one `healWindow` before ebb stops healing and says so (3 when left out).
+    #[serde(
+        default,
+        rename = "healAttempts",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(range(min = 1, max = 100))]
+    pub heal_attempts: Option<u32>,
+    /// The window `healAttempts` counts in (`"1h"` when left out).
+    #[serde(
+        default,
+        rename = "healWindow",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub heal_window: Option<String>,
+}
+
+/// How a service found down or failed is healed.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Heal {
+    /// Report it, nothing more.
+    #[default]
+    None,
+    /// Restart it with its dependent chain.
+    Restart,
+    /// Replace a node whose resource is gone.
+    ReplaceNode,
+}
+
+/// Most heals in a window unless the template says.
+pub const DEFAULT_HEAL_ATTEMPTS: u32 = 3;
+/// The window heals are counted in unless the template says.
+pub const DEFAULT_HEAL_WINDOW: std::time::Duration = std::time::Duration::from_secs(3600);
+/// The most heals a window may allow.
+const MAX_HEAL_ATTEMPTS: u32 = 100;
+
+/// A service's healing: what, at most how many times, in which window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HealPolicy {
+    pub heal: Heal,
+    pub attempts: u32,
+    pub window: std::time::Duration,
 }
 
 /// How often a service's check runs unless its template says.
@@ -176,6 +231,19 @@ impl Service {
             .and_then(|t| ebb_spi::parse_duration(t).ok())
             .unwrap_or(DEFAULT_CHECK_TIMEOUT);
         Some((action, interval, timeout))
+    }
+
+    /// How the service is healed.
+    pub fn heal_policy(&self) -> HealPolicy {
+        HealPolicy {
+            heal: self.heal.unwrap_or_default(),
+            attempts: self.heal_attempts.unwrap_or(DEFAULT_HEAL_ATTEMPTS),
+            window: self
+                .heal_window
+                .as_deref()
+                .and_then(|t| ebb_spi::parse_duration(t).ok())
+                .unwrap_or(DEFAULT_HEAL_WINDOW),
+        }
     }
 }
 
@@ -389,6 +457,40 @@ impl Template {
                         ));
                     }
                     Err(e) => return Err(invalid(field, e)),
+                }
+            }
+            if service.heal.is_some_and(|h| h != Heal::None)
+                && !service.actions.contains_key(&ActionKind::Check)
+            {
+                return Err(invalid(
+                    at("heal"),
+                    "needs a check action (actions.check): healing acts on what the check finds",
+                ));
+            }
+            if service.heal == Some(Heal::ReplaceNode) {
+                return Err(invalid(
+                    at("heal"),
+                    "'replace-node' is not available yet: use 'restart' or 'none'",
+                ));
+            }
+            if let Some(n) = service.heal_attempts
+                && !(1..=MAX_HEAL_ATTEMPTS).contains(&n)
+            {
+                return Err(invalid(
+                    at("healAttempts"),
+                    format!("must be between 1 and {MAX_HEAL_ATTEMPTS}, got {n}"),
+                ));
+            }
+            if let Some(text) = &service.heal_window {
+                match ebb_spi::parse_duration(text) {
+                    Ok(d) if CHECK_INTERVALS.contains(&d) => {}
+                    Ok(_) => {
+                        return Err(invalid(
+                            at("healWindow"),
+                            format!("must be between 1s and 1day, got {text}"),
+                        ));
+                    }
+                    Err(e) => return Err(invalid(at("healWindow"), e)),
                 }
             }
             for (kind, action) in &service.actions {

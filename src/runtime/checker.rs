@@ -1,0 +1,295 @@
+//! The checks of a live cluster's services, for its run's supervisor.
+//!
+//! While the cluster is PROVISIONED or WAITING, each service with a `check` action is checked
+//! on every node it runs on, every `checkInterval`. A check runs beside the others, under its
+//! own time limit: one that hangs is killed at its limit and says `unknown`, and holds up
+//! nothing else. What a check finds goes through the one transition function
+//! ([`rules::service`](crate::rules::service)); a change of state is written with an event in
+//! the run's history. No check starts while a cluster operation runs, and the finding of one
+//! that began before an operation started is set aside: an operation's actions say more than a
+//! check that looked before them.
+//!
+//! The schedule is the supervisor's, in memory: after a restart every check is due at once,
+//! so a restarted server looks at the whole cluster again before anything else.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::automator::{self, On};
+use super::deps::Deps;
+use crate::model::event::EventKind;
+use crate::model::operation::OperationRecord;
+use crate::model::service::{CheckOutcome, ServiceRecord, ServiceState};
+use crate::model::template::{HealPolicy, Template};
+use crate::model::time::now_millis;
+use crate::rules::service::{Happened, next};
+use crate::store::{Read, StoreError, Table, audit, events, keys};
+
+/// How often the supervisor looks for checks that are due.
+pub const TICK: Duration = Duration::from_secs(1);
+
+/// A service on a node.
+pub type Placed = (String, String);
+
+/// When each check is due, and which are running.
+#[derive(Debug, Default)]
+pub struct Checks {
+    due: BTreeMap<Placed, u64>,
+    running: BTreeSet<Placed>,
+    /// Counts the cluster operations started: a check begun before one is set aside.
+    pub epoch: u64,
+    /// The run's provisioner context with its secure references resolved, once read.
+    pub context: Option<Arc<ebb_spi::Context>>,
+    /// One lock per node: a node reached over SSH takes one check at a time.
+    locks: BTreeMap<String, Arc<tokio::sync::Mutex<()>>>,
+    /// The services whose healing stopped at its limit, and when it was said.
+    pub exhausted: BTreeMap<Placed, u64>,
+    /// Set while the context is being resolved.
+    pub resolving: bool,
+}
+
+/// A check to run.
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub run: String,
+    pub node: String,
+    pub service: String,
+    pub script: String,
+    pub timeout: Duration,
+    pub epoch: u64,
+    pub context: Arc<ebb_spi::Context>,
+    pub config: serde_json::Value,
+    pub layout: BTreeMap<String, BTreeSet<String>>,
+    lock: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl Checks {
+    /// Forgets the schedule: the cluster is no longer live.
+    pub fn clear(&mut self) {
+        self.due.clear();
+        self.locks.clear();
+    }
+
+    /// The checks due at `now_ms` on the cluster of `layout` (nodes in `nodes`), marked as
+    /// running and next due an interval later. A check still running is not started again.
+    pub fn due(
+        &mut self,
+        template: &Template,
+        nodes: &[String],
+        layout: &BTreeMap<String, BTreeSet<String>>,
+        now_ms: u64,
+    ) -> Vec<(Placed, String, Duration)> {
+        let mut out = Vec::new();
+        let mut present = BTreeSet::new();
+        for node in nodes {
+            for service in layout.get(node).into_iter().flatten() {
+                let Some((script, interval, timeout)) = template
+                    .services
+                    .get(service)
+                    .and_then(|s| s.check())
+                    .map(|(a, i, t)| (a.script().to_string(), i, t))
+                else {
+                    continue;
+                };
+                let at = (node.clone(), service.clone());
+                present.insert(at.clone());
+                let due = *self.due.entry(at.clone()).or_insert(now_ms);
+                if due > now_ms || self.running.contains(&at) {
+                    continue;
+                }
+                let interval_ms = u64::try_from(interval.as_millis()).unwrap_or(u64::MAX);
+                self.due
+                    .insert(at.clone(), now_ms.saturating_add(interval_ms));
+                self.running.insert(at.clone());
+                out.push((at, script, timeout));
+            }
+        }
+        // Services no longer on the cluster (a shrink) are not checked again.
+        self.due.retain(|k, _| present.contains(k));
+        out
+    }
+
+    /// The job for a check of `at` that [`Checks::due`] gave.
+    pub fn job(
+        &mut self,
+        run: &str,
+        (at, script, timeout): (Placed, String, Duration),
+        context: Arc<ebb_spi::Context>,
+        config: &serde_json::Value,
+        layout: &BTreeMap<String, BTreeSet<String>>,
+    ) -> Job {
+        let lock = Arc::clone(self.locks.entry(at.0.clone()).or_default());
+        Job {
+            run: run.to_string(),
+            node: at.0,
+            service: at.1,
+            script,
+            timeout,
+            epoch: self.epoch,
+            context,
+            config: config.clone(),
+            layout: layout.clone(),
+            lock,
+        }
+    }
+
+    /// The check of `at` ended.
+    pub fn ended(&mut self, at: &Placed) {
+        self.running.remove(at);
+    }
+}
+
+/// What one check found, and how it ended in words.
+#[derive(Debug, Clone)]
+pub struct Finding {
+    pub outcome: CheckOutcome,
+    pub detail: String,
+}
+
+/// Runs `job`'s check to its end or its time limit (then its processes are killed).
+pub async fn run(deps: &Deps, job: &Job) -> Finding {
+    let on = On {
+        run: &job.run,
+        node: &job.node,
+        context: &job.context,
+        config: &job.config,
+        layout: &job.layout,
+        check: true,
+        remote_lock: Some(Arc::clone(&job.lock)),
+    };
+    let ended = tokio::time::timeout(
+        job.timeout,
+        automator::check(deps, &on, &job.service, &job.script),
+    )
+    .await;
+    match ended {
+        Err(_) => Finding {
+            outcome: CheckOutcome::Unknown,
+            detail: format!(
+                "its check did not end within {}",
+                humantime::format_duration(job.timeout)
+            ),
+        },
+        Ok(Err(why)) => Finding {
+            outcome: CheckOutcome::Unknown,
+            detail: format!("its check could not run: {why}"),
+        },
+        Ok(Ok(ended)) => Finding {
+            outcome: CheckOutcome::of_exit(ended.code),
+            detail: format!("its check {}", ended.status),
+        },
+    }
+}
+
+/// What recording a finding did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recorded {
+    /// The state before and after; `None` after: the service is not on the node any more.
+    pub before: Option<ServiceState>,
+    pub after: Option<ServiceState>,
+    /// The service is down or failed and no operation put it there on purpose.
+    pub wants_heal: bool,
+}
+
+/// Records what a check of `service` on `node` found: the new state and, if it changed, an
+/// event. The caller checks the service is still on the node.
+pub async fn record(
+    deps: &Deps,
+    run: &str,
+    node: &str,
+    service: &str,
+    finding: Finding,
+) -> Result<Recorded, StoreError> {
+    let (run_id, node, service) = (run.to_string(), node.to_string(), service.to_string());
+    let recorded = deps
+        .store
+        .write(move |tx| {
+            let key = keys::service(&run_id, &node, &service);
+            // A service no action has set yet (it has only a check) gets its first state.
+            let before = tx.get::<ServiceRecord>(Table::Services, &key)?;
+            let state_before = before.as_ref().map(|b| b.state);
+            let after = next(state_before, Happened::Checked(finding.outcome));
+            let wants = before
+                .as_ref()
+                .is_some_and(|b| crate::rules::service::wants_heal(b.state, b.found, after));
+            if let Some(state) = after
+                && Some(state) != state_before
+            {
+                tx.put(
+                    Table::Services,
+                    &key,
+                    &ServiceRecord {
+                        node: node.clone(),
+                        service: service.clone(),
+                        state,
+                        since_ms: now_millis(),
+                        reason: finding.detail.clone(),
+                        found: true,
+                    },
+                )?;
+                events::append(
+                    tx,
+                    &run_id,
+                    EventKind::Service,
+                    Some(&node),
+                    format!("{service} is {state}: {}", finding.detail),
+                )?;
+            }
+            Ok::<_, StoreError>(Recorded {
+                before: state_before,
+                after,
+                wants_heal: wants,
+            })
+        })
+        .await?;
+    deps.notifier.notify(run);
+    Ok(recorded)
+}
+
+/// The heal operations of `service` on `node` in `run`'s audit log, by start (epoch ms).
+pub async fn heals(
+    deps: &Deps,
+    run: &str,
+    node: &str,
+    service: &str,
+) -> Result<Vec<u64>, StoreError> {
+    let (run, node, service) = (run.to_string(), node.to_string(), service.to_string());
+    deps.store
+        .read(move |r| {
+            let ops: Vec<OperationRecord> = audit::operations(r, &run)?;
+            Ok(ops
+                .iter()
+                .filter(|o| o.rollback_of.is_none())
+                .filter(|o| {
+                    let t = &o.request["trigger"];
+                    t["node"] == node.as_str() && t["service"] == service.as_str()
+                })
+                .map(|o| (o.created * 1000.0) as u64)
+                .collect())
+        })
+        .await
+}
+
+/// Writes an event in `run`'s history.
+pub async fn note(deps: &Deps, run: &str, node: &str, message: String) -> Result<(), StoreError> {
+    let (run_id, node) = (run.to_string(), node.to_string());
+    deps.store
+        .write(move |tx| {
+            events::append(
+                tx,
+                &run_id,
+                EventKind::Service,
+                Some(&node),
+                message.clone(),
+            )
+        })
+        .await?;
+    deps.notifier.notify(run);
+    Ok(())
+}
+
+/// The policy of `service` in `template`.
+pub fn policy(template: Option<&Template>, service: &str) -> Option<HealPolicy> {
+    template?.services.get(service).map(|s| s.heal_policy())
+}
