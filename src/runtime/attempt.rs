@@ -73,6 +73,27 @@ impl TaskSpec {
     }
 }
 
+/// How a script that ran ended: its exit code (`None`: killed by a signal), the facts it
+/// reported and its output's tail.
+#[derive(Debug)]
+pub struct Ended {
+    pub code: Option<i32>,
+    pub facts: BTreeMap<String, String>,
+    pub tail: String,
+    /// How it ended, in words.
+    pub status: String,
+}
+
+impl Ended {
+    /// The facts and output of a script that exited 0; else why not, with its output.
+    pub fn succeeded(self) -> Result<(BTreeMap<String, String>, String), (String, String)> {
+        match self.code {
+            Some(0) => Ok((self.facts, self.tail)),
+            _ => Err((format!("the script {}", self.status), self.tail)),
+        }
+    }
+}
+
 /// How one attempt ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AttemptOutcome {

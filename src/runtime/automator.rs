@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::attempt::{AttemptOutcome, TAIL, TaskSpec, parse_facts};
+use super::attempt::{AttemptOutcome, Ended, TAIL, TaskSpec, parse_facts};
 use super::deps::Deps;
 use crate::model::plan::NodeRecord;
 use crate::model::template::Action as Script;
@@ -103,27 +103,6 @@ impl<'a> On<'a> {
             layout: &spec.layout,
             check: false,
             remote_lock: None,
-        }
-    }
-}
-
-/// How a script that ran ended: its exit code (`None`: killed by a signal), the facts it
-/// reported and its output's tail.
-#[derive(Debug)]
-pub struct Ended {
-    pub code: Option<i32>,
-    pub facts: BTreeMap<String, String>,
-    pub tail: String,
-    /// How it ended, in words.
-    pub status: String,
-}
-
-impl Ended {
-    /// The facts and output of a script that exited 0; else why not, with its output.
-    fn succeeded(self) -> Result<(BTreeMap<String, String>, String), (String, String)> {
-        match self.code {
-            Some(0) => Ok((self.facts, self.tail)),
-            _ => Err((format!("the script {}", self.status), self.tail)),
         }
     }
 }

@@ -127,7 +127,7 @@ pub async fn attempt(
     cluster_json: &str,
     env: &BTreeMap<String, String>,
     log: &Path,
-) -> Result<super::automator::Ended, (String, String)> {
+) -> Result<super::attempt::Ended, (String, String)> {
     let fail = |m: String| (m, String::new());
     let session = node.connect(deps).await.map_err(fail)?;
     let nonce = format!("{:016x}", fastrand::u64(..));
@@ -154,7 +154,7 @@ pub async fn attempt(
         Some(n) => format!("exited with exit status: {n} on {}", node.target),
         None => format!("on {} ended without an exit status", node.target),
     };
-    Ok(super::automator::Ended {
+    Ok(super::attempt::Ended {
         code: out.status.and_then(|n| i32::try_from(n).ok()),
         facts: super::attempt::parse_facts(&result),
         tail,
