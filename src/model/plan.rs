@@ -54,6 +54,9 @@ pub enum Action {
     Stop,
     Remove,
     Delete,
+    /// Replace the node's resource: delete the old one (gone or not) and request a new one,
+    /// a new incarnation of the same node.
+    Replace,
 }
 
 impl Action {
@@ -70,6 +73,7 @@ impl Action {
             Action::Stop => "stop",
             Action::Remove => "remove",
             Action::Delete => "delete",
+            Action::Replace => "replace",
         }
     }
 
@@ -82,14 +86,18 @@ impl Action {
             Action::Start => ActionKind::Start,
             Action::Stop => ActionKind::Stop,
             Action::Remove => ActionKind::Remove,
-            Action::Create | Action::Confirm | Action::Bootstrap | Action::Delete => return None,
+            Action::Create
+            | Action::Confirm
+            | Action::Bootstrap
+            | Action::Delete
+            | Action::Replace => return None,
         })
     }
 
     /// The task that undoes this one in a rollback, if any.
     pub fn inverse(self) -> Option<Action> {
         match self {
-            Action::Create | Action::Confirm => Some(Action::Delete),
+            Action::Create | Action::Confirm | Action::Replace => Some(Action::Delete),
             Action::Install => Some(Action::Remove),
             Action::Start => Some(Action::Stop),
             Action::Stop => Some(Action::Start),
@@ -162,6 +170,9 @@ pub enum ClusterOperation {
     /// Apply a new config: every service's `configure`, with a stop before and a start after
     /// for the services that ask for it (`restartOnConfigure`).
     Configure,
+    /// Replace nodes (a node whose resource is gone): each is made anew, bootstrapped and
+    /// given its services and the cluster's config, then the other nodes are reconfigured.
+    ReplaceNode,
 }
 
 impl ClusterOperation {
@@ -174,7 +185,8 @@ impl ClusterOperation {
             | ClusterOperation::StartServices
             | ClusterOperation::StopServices
             | ClusterOperation::RestartServices
-            | ClusterOperation::Configure => false,
+            | ClusterOperation::Configure
+            | ClusterOperation::ReplaceNode => false,
         }
     }
 
@@ -190,7 +202,8 @@ impl ClusterOperation {
             | ClusterOperation::Expand
             | ClusterOperation::StartServices
             | ClusterOperation::RestartServices
-            | ClusterOperation::Configure => true,
+            | ClusterOperation::Configure
+            | ClusterOperation::ReplaceNode => true,
         }
     }
 
@@ -205,6 +218,7 @@ impl ClusterOperation {
             ClusterOperation::StopServices => "stop-services",
             ClusterOperation::RestartServices => "restart-services",
             ClusterOperation::Configure => "configure",
+            ClusterOperation::ReplaceNode => "replace-node",
         }
     }
 }

@@ -108,7 +108,8 @@ fn lifecycle_event(operation: ClusterOperation, outcome: OpOutcome) -> Option<li
         | ClusterOperation::StartServices
         | ClusterOperation::StopServices
         | ClusterOperation::RestartServices
-        | ClusterOperation::Configure => return None,
+        | ClusterOperation::Configure
+        | ClusterOperation::ReplaceNode => return None,
     };
     Some(match (delete, outcome) {
         (false, OpOutcome::Done) => L::Provisioned,
@@ -188,7 +189,8 @@ pub fn on(slot: Slot, event: Event) -> (Slot, Vec<Effect>) {
                 | ClusterOperation::StartServices
                 | ClusterOperation::StopServices
                 | ClusterOperation::RestartServices
-                | ClusterOperation::Configure => vec![Effect::Refuse(reason)],
+                | ClusterOperation::Configure
+                | ClusterOperation::ReplaceNode => vec![Effect::Refuse(reason)],
             };
             (slot, effects)
         }

@@ -187,7 +187,8 @@ pub fn resume(
             | ClusterOperation::StartServices
             | ClusterOperation::StopServices
             | ClusterOperation::RestartServices
-            | ClusterOperation::Configure => {
+            | ClusterOperation::Configure
+            | ClusterOperation::ReplaceNode => {
                 Resume::Report(OpOutcome::Failed(error.unwrap_or_default().to_string()))
             }
         },

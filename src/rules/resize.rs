@@ -10,7 +10,7 @@ use serde::Deserialize;
 use crate::model::invalid::Invalid;
 use crate::model::operation::OpOutcome;
 use crate::model::plan::{ClusterOperation, Selection};
-use crate::model::run::RunRecord;
+use crate::model::run::{ProgramStatus, RunRecord};
 use crate::model::template::NodeTypes;
 use crate::rules::lifecycle::Transition;
 use crate::rules::solver::{Budget, NodeLayout, Request, SolveError, solve, solve_within};
@@ -190,10 +190,11 @@ pub fn change(
         op,
         Op::StartServices | Op::StopServices | Op::RestartServices
     );
+    let names_op = services_op || op == Op::ReplaceNode;
     let count = match &request.nodes {
         Some(Nodes::Count(n)) if op == Op::Expand || op == Op::Shrink => Some(*n),
-        Some(Nodes::Names(_)) if services_op => None,
-        Some(Nodes::Count(_)) if services_op => {
+        Some(Nodes::Names(_)) if names_op => None,
+        Some(Nodes::Count(_)) if names_op => {
             return Err(invalid(
                 "nodes",
                 format!("'{}' takes a list of node names", op.name()),
@@ -244,6 +245,7 @@ pub fn change(
             Some(_) => Err(invalid("config", "must be an object")),
             None => Err(invalid("config", "is required for 'configure'")),
         },
+        Op::ReplaceNode => replace(run, request, unchanged),
         Op::Expand => expand(run, count, unchanged, max_nodes),
         Op::Shrink => shrink(run, count, &request.remove, unchanged),
     }
@@ -302,6 +304,52 @@ fn selection(run: &RunRecord, request: &ClusterRequest) -> Result<Selection, Inv
         chosen.services.insert(name.clone());
     }
     Ok(chosen)
+}
+
+/// An admin's replace of the nodes named: each a node of the cluster, listed once; not the
+/// program's node while the program runs on it.
+fn replace(run: &RunRecord, request: &ClusterRequest, base: Change) -> Result<Change, Invalid> {
+    let Some(Nodes::Names(names)) = &request.nodes else {
+        return Err(invalid(
+            "nodes",
+            "is required for 'replace-node': the names of the nodes to replace",
+        ));
+    };
+    if names.is_empty() {
+        return Err(invalid("nodes", "names no node to replace"));
+    }
+    let mut changed = BTreeSet::new();
+    for (i, name) in names.iter().enumerate() {
+        if !run.cluster.nodes.contains(name) {
+            return Err(invalid(
+                &format!("nodes[{i}]"),
+                format!("'{name}' is not a node of this cluster"),
+            ));
+        }
+        if run.cluster.nodes.first() == Some(name) && run.status == ProgramStatus::Running {
+            return Err(invalid(
+                &format!("nodes[{i}]"),
+                format!("'{name}' runs the program, which is running"),
+            ));
+        }
+        if !changed.insert(name.clone()) {
+            return Err(invalid(
+                &format!("nodes[{i}]"),
+                format!("'{name}' is listed twice"),
+            ));
+        }
+    }
+    Ok(Change { changed, ..base })
+}
+
+/// A heal: make `node` anew (its resource is gone), set off by `trigger`.
+pub fn heal_replace(run: &RunRecord, node: &str, trigger: serde_json::Value) -> Change {
+    Change {
+        operation: ClusterOperation::ReplaceNode,
+        changed: [node.to_string()].into(),
+        selection: Selection::default(),
+        ..heal_restart(run, node, "", trigger)
+    }
 }
 
 /// A heal: restart `service` on `node` with its dependent chain, set off by `trigger`.

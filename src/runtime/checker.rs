@@ -20,6 +20,7 @@ use super::automator::{self, On};
 use super::deps::Deps;
 use crate::model::event::EventKind;
 use crate::model::operation::OperationRecord;
+use crate::model::plan::{NodeRecord, ResourceStatus};
 use crate::model::service::{CheckOutcome, ServiceRecord, ServiceState};
 use crate::model::template::{HealPolicy, Template};
 use crate::model::time::now_millis;
@@ -62,6 +63,9 @@ pub struct Job {
     pub config: serde_json::Value,
     pub layout: BTreeMap<String, BTreeSet<String>>,
     lock: Arc<tokio::sync::Mutex<()>>,
+    /// Set when the service heals by replacing its node: the check first asks the run's
+    /// provisioner whether the node's resource is still there.
+    pub provisioner: Option<Arc<dyn ebb_spi::Provisioner>>,
 }
 
 impl Checks {
@@ -110,7 +114,8 @@ impl Checks {
         out
     }
 
-    /// The job for a check of `at` that [`Checks::due`] gave.
+    /// The job for a check of `at` that [`Checks::due`] gave; with `provisioner`, it also
+    /// looks for the node's resource.
     pub fn job(
         &mut self,
         run: &str,
@@ -118,6 +123,7 @@ impl Checks {
         context: Arc<ebb_spi::Context>,
         config: &serde_json::Value,
         layout: &BTreeMap<String, BTreeSet<String>>,
+        provisioner: Option<Arc<dyn ebb_spi::Provisioner>>,
     ) -> Job {
         let lock = Arc::clone(self.locks.entry(at.0.clone()).or_default());
         Job {
@@ -131,6 +137,7 @@ impl Checks {
             config: config.clone(),
             layout: layout.clone(),
             lock,
+            provisioner,
         }
     }
 
@@ -145,10 +152,56 @@ impl Checks {
 pub struct Finding {
     pub outcome: CheckOutcome,
     pub detail: String,
+    /// The node's resource is gone: the provider no longer has it.
+    pub gone: bool,
 }
 
-/// Runs `job`'s check to its end or its time limit (then its processes are killed).
+/// Runs `job`'s check to its end or its time limit (then its processes are killed); first,
+/// for a service healed by replacing its node, asks the provider whether the node is there.
 pub async fn run(deps: &Deps, job: &Job) -> Finding {
+    if let Some(provisioner) = &job.provisioner {
+        let looked = tokio::time::timeout(job.timeout, resource_gone(deps, job, &**provisioner));
+        match looked.await {
+            Ok(Some(id)) => {
+                return Finding {
+                    outcome: CheckOutcome::Down,
+                    detail: format!("its node's resource {id} is gone"),
+                    gone: true,
+                };
+            }
+            // There, or nobody knows yet (the provider did not answer): the script looks.
+            Ok(None) | Err(_) => {}
+        }
+    }
+    run_script(deps, job).await
+}
+
+/// The id of `job`'s node's resource if the provider says it is gone; `None` if it is there
+/// or cannot be told.
+async fn resource_gone(
+    deps: &Deps,
+    job: &Job,
+    provisioner: &dyn ebb_spi::Provisioner,
+) -> Option<String> {
+    let key = keys::node(&job.run, &job.node);
+    let record = deps
+        .store
+        .read(move |r| r.get::<NodeRecord>(Table::Resources, &key))
+        .await
+        .ok()??;
+    // Only a node that was up can be found gone; one on its way up or down is an operation's.
+    if record.status != ResourceStatus::Created {
+        return None;
+    }
+    let id = record.id?;
+    match provisioner.describe(&job.context, &id).await {
+        Ok(None) => Some(id),
+        Ok(Some(_)) | Err(_) => None,
+    }
+}
+
+/// Runs `job`'s script.
+async fn run_script(deps: &Deps, job: &Job) -> Finding {
     let on = On {
         run: &job.run,
         node: &job.node,
@@ -170,14 +223,17 @@ pub async fn run(deps: &Deps, job: &Job) -> Finding {
                 "its check did not end within {}",
                 humantime::format_duration(job.timeout)
             ),
+            gone: false,
         },
         Ok(Err(why)) => Finding {
             outcome: CheckOutcome::Unknown,
             detail: format!("its check could not run: {why}"),
+            gone: false,
         },
         Ok(Ok(ended)) => Finding {
             outcome: CheckOutcome::of_exit(ended.code),
             detail: format!("its check {}", ended.status),
+            gone: false,
         },
     }
 }

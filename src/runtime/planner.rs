@@ -453,7 +453,7 @@ fn record_rollback(
 ) -> Result<OperationRecord, StoreError> {
     let empty = Template::default();
     let template = template.unwrap_or(&empty);
-    let completed = completed(&op.tasks, done, nodes);
+    let completed = completed(op.id, &op.tasks, done, nodes);
     let tasks = cluster::rollback(template, &op.tasks, &completed);
     let id = audit::next_id(tx, run)?;
     op.rolled_back_by = Some(id);
@@ -500,9 +500,11 @@ fn op_config(op: &OperationRecord) -> serde_json::Value {
         .unwrap_or(serde_json::Value::Null)
 }
 
-/// What a rollback must undo: the tasks that completed, and the creation of every node whose
-/// resource may exist (a create cut short may have made one).
+/// What a rollback of operation `op` must undo: the tasks that completed, the creation of
+/// every node whose resource may exist (a create cut short may have made one), and the
+/// replacement of every node this operation began to make anew.
 fn completed(
+    op: u32,
     tasks: &[ClusterTask],
     done: &BTreeSet<usize>,
     nodes: &[NodeRecord],
@@ -512,10 +514,18 @@ fn completed(
         .filter(|n| n.may_exist())
         .map(|n| n.node.as_str())
         .collect();
+    let mark = op.to_string();
+    let replaced: BTreeSet<&str> = nodes
+        .iter()
+        .filter(|n| n.may_exist() && n.properties.get(super::task::REPLACED) == Some(&mark))
+        .map(|n| n.node.as_str())
+        .collect();
     tasks
         .iter()
         .filter(|t| {
-            done.contains(&t.id) || (t.action == Action::Create && exists.contains(t.node.as_str()))
+            done.contains(&t.id)
+                || (t.action == Action::Create && exists.contains(t.node.as_str()))
+                || (t.action == Action::Replace && replaced.contains(t.node.as_str()))
         })
         .map(|t| t.id)
         .collect()
@@ -567,7 +577,7 @@ fn plan_nodes(spec: &OpSpec, records: &[NodeRecord]) -> Vec<PlanNode> {
     let services = |n: &str| spec.layout.get(n).cloned().unwrap_or_default();
     if matches!(
         spec.operation,
-        ClusterOperation::Create | ClusterOperation::Expand
+        ClusterOperation::Create | ClusterOperation::Expand | ClusterOperation::ReplaceNode
     ) {
         return spec
             .nodes

@@ -25,6 +25,7 @@ use crate::model::event::EventKind;
 use crate::model::operation::{OpOutcome, OpStatus, OperationRecord};
 use crate::model::plan::{ClusterOperation, NodeRecord};
 use crate::model::run::{ClusterStatus, Exit, ProgramStatus, RunError, RunRecord};
+use crate::model::template::Heal;
 use crate::model::time;
 use crate::rules::admission::{self, Slot};
 use crate::rules::lifecycle::{self, Effect, Event, Transition};
@@ -546,13 +547,17 @@ impl RunSupervisor {
             .checks
             .due(&template, &self.run.cluster.nodes, &self.run.layout, now);
         let config = self.run.config();
+        let provisioner = self.deps.registry.get(&self.run.provisioner).cloned();
         for check in due {
+            let replaces = checker::policy(Some(&template), &check.0.1)
+                .is_some_and(|p| p.heal == Heal::ReplaceNode);
             let job = self.checks.job(
                 &self.run.key.run,
                 check,
                 Arc::clone(&context),
                 &config,
                 &self.run.layout,
+                provisioner.clone().filter(|_| replaces),
             );
             let deps = self.deps.clone();
             ctx.spawn(
@@ -641,7 +646,7 @@ impl RunSupervisor {
         let Some(policy) = checker::policy(self.run.template.as_ref(), &job.service) else {
             return;
         };
-        if policy.heal == crate::model::template::Heal::None {
+        if policy.heal == Heal::None {
             return;
         }
         let deps = self.deps.clone();
@@ -687,8 +692,11 @@ impl RunSupervisor {
                     }
                     crate::rules::service::HealStep::Heal { n } => {
                         act.checks.exhausted.remove(&at);
+                        // A node that is gone is made anew; a service that is down on a node
+                        // that is there is restarted.
+                        let replace = finding.gone && policy.heal == Heal::ReplaceNode;
                         let trigger = serde_json::json!({
-                            "heal": "restart",
+                            "heal": if replace { "replace-node" } else { "restart" },
                             "node": job.node,
                             "service": job.service,
                             "state": state,
@@ -697,7 +705,16 @@ impl RunSupervisor {
                             "of": policy.attempts,
                             "window": window,
                         });
-                        let change = resize::heal_restart(&act.run, &job.node, &job.service, trigger);
+                        let change = if replace {
+                            resize::heal_replace(&act.run, &job.node, trigger)
+                        } else {
+                            resize::heal_restart(&act.run, &job.node, &job.service, trigger)
+                        };
+                        let how = if replace {
+                            format!("operation {{id}} replaces node {}", job.node)
+                        } else {
+                            "operation {id} restarts it with its dependent chain".to_string()
+                        };
                         let run_id = act.run.key.run.clone();
                         let heal = Act {
                             namespace: Some(act.run.key.namespace.clone()),
@@ -707,8 +724,10 @@ impl RunSupervisor {
                         actix::spawn(async move {
                             let message = match me.send(ClusterCommand(change, heal)).await {
                                 Ok(Ok(id)) => format!(
-                                    "healing {}: operation {id} restarts it with its dependent chain (heal {n} of {} in {window})",
-                                    job.service, policy.attempts
+                                    "healing {}: {} (heal {n} of {} in {window})",
+                                    job.service,
+                                    how.replace("{id}", &id.to_string()),
+                                    policy.attempts
                                 ),
                                 Ok(Err(e)) => format!("cannot heal {}: {e}", job.service),
                                 Err(e) => format!("cannot heal {}: {e}", job.service),

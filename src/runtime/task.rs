@@ -256,7 +256,8 @@ impl ServiceChange {
             run: spec.run.clone(),
             node: spec.node().to_string(),
             service,
-            node_gone: action == Action::Delete && succeeded,
+            // A replaced node's services are gone with its old resource.
+            node_gone: matches!(action, Action::Delete | Action::Replace) && succeeded,
             reason: format!(
                 "operation {} ({}): {} {}",
                 spec.op,
@@ -357,6 +358,7 @@ async fn execute(deps: &Deps, spec: &TaskSpec, last_failure: Option<u32>) -> Att
         Action::Confirm => resource_task(deps, spec, TaskKind::Confirm, 0).await,
         Action::Delete => resource_task(deps, spec, TaskKind::Delete, 0).await,
         Action::Bootstrap => AttemptOutcome::done(),
+        Action::Replace => replace(deps, spec).await,
         _ => super::automator::run(deps, spec).await,
     }
 }
@@ -415,6 +417,61 @@ async fn recreate(deps: &Deps, spec: &TaskSpec, failed: u32) -> AttemptOutcome {
         }
     }
     resource_task(deps, spec, TaskKind::Confirm, failed).await
+}
+
+/// Set on a node's record when a replace began its new resource: the operation's id.
+pub const REPLACED: &str = "replacedBy";
+
+/// The incarnation a replace by operation `op` makes: past any a failed confirm makes
+/// (those count attempts from 1), one per operation.
+fn replace_generation(op: u32) -> u32 {
+    256u32.saturating_add(op)
+}
+
+/// Replaces the node's resource: the old one is deleted (deleting one that is gone succeeds)
+/// and a new incarnation requested; the confirm that follows waits for it. The new record
+/// is written, marked with the operation, before the create is requested: a restart in the
+/// middle carries on with it (looking it up by its identity first) instead of replacing the
+/// node again.
+async fn replace(deps: &Deps, spec: &TaskSpec) -> AttemptOutcome {
+    let key = keys::node(&spec.run, spec.node());
+    let k = key.clone();
+    let record = match deps
+        .store
+        .read(move |r| r.get::<NodeRecord>(Table::Resources, &k))
+        .await
+    {
+        Ok(r) => r,
+        Err(e) => return progress_failure(e),
+    };
+    let generation = replace_generation(spec.op);
+    let mark = spec.op.to_string();
+    let begun = record
+        .as_ref()
+        .is_some_and(|r| r.properties.get(REPLACED) == Some(&mark));
+    if !begun {
+        if record.as_ref().is_some_and(NodeRecord::may_exist) {
+            let _ = events_note(
+                deps,
+                spec,
+                EventKind::Task,
+                "deleting what is left of the node to replace it".into(),
+            )
+            .await;
+            match resource_task(deps, spec, TaskKind::Delete, 0).await {
+                AttemptOutcome::Done { .. } => {}
+                other => return other,
+            }
+        }
+        let mut fresh =
+            NodeRecord::new(spec.node(), ResourceStatus::RequestingCreate, now_millis());
+        fresh.properties.insert(REPLACED.to_string(), mark);
+        let note = format!("replacing the node (incarnation {generation})");
+        if let Err(e) = save(deps, &spec.run, &key, &fresh, vec![(EventKind::Task, note)]).await {
+            return progress_failure(e);
+        }
+    }
+    resource_task(deps, spec, TaskKind::Create, generation).await
 }
 
 /// How long a resource just made may stay invisible before a confirm counts it as gone.

@@ -178,10 +178,10 @@ pub async fn dry_run(
 ) -> Result<DryRun, ServiceError> {
     namespace::check_name(&ns)?;
     use crate::model::plan::ClusterOperation as Op;
-    if matches!(request.operation, Op::Expand | Op::Shrink) {
+    if matches!(request.operation, Op::Expand | Op::Shrink | Op::ReplaceNode) {
         return Err(ServiceError::invalid(
             "operation",
-            "expand and shrink change a live cluster: POST .../runs/{run}/cluster with the run",
+            "expand, shrink and replace-node change a live cluster: POST .../runs/{run}/cluster with the run",
         ));
     }
     let Some(provisioner) = registry.get(&request.provisioner).cloned() else {

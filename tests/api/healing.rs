@@ -532,3 +532,137 @@ fn a_named_restart_across_nodes_keeps_the_dependency_order() {
     assert_eq!(code, 200);
     wait_deprovisioned(&server, &run);
 }
+
+#[test]
+fn a_sim_instance_deleted_behind_ebbs_back_is_replaced_and_the_run_completes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sim = sub(&dir, "sim");
+    let server = Server::start(&dir);
+    let template = json!({
+        "services": {
+            "svc": {"actions": {
+                        "configure": {"type": "shell", "script": "echo \"$EBB_SERVICE_NODES\" > svc.conf; echo configured >> svc.trace"},
+                        "start": {"type": "shell", "script": "echo up > svc.state"},
+                        "check": {"type": "shell", "script": "[ -f svc.state ] || exit 3"}},
+                    "checkInterval": "1s", "heal": "replace-node"}
+        },
+        "hardwareTypes": {"any": {"sim": {}}}, "imageTypes": {"any": {"sim": {}}},
+        "defaults": {"services": ["svc"]}
+    });
+    let (code, body) = server.put("/v3/namespaces/default/templates/rep", template);
+    assert_eq!(code, 200, "{body}");
+    crate::support::profiles::sim_profile(
+        &server,
+        "rep",
+        &sim,
+        &[("nodes", "3"), ("template", "rep")],
+        0,
+        None,
+    );
+    // The program runs until the test lets it end.
+    let go = dir.path().join("go");
+    deploy(
+        &server,
+        "a",
+        &format!(
+            "while [ ! -f '{}' ]; do sleep 0.1; done; echo done",
+            go.display()
+        ),
+        json!({}),
+    );
+    let run = start(&server, "a", json!({"system.profile.name": "rep"}));
+    wait_until(&server, &run, Duration::from_secs(60), |r| {
+        r["status"] == "RUNNING"
+    });
+    let live = |node: &str| -> Vec<Value> {
+        instances(&sim)
+            .into_iter()
+            .filter(|i| i["tags"]["ebb:node"] == node && i["deletedAt"].is_null())
+            .collect()
+    };
+    let old = live("worker-1");
+    assert_eq!(old.len(), 1, "{old:?}");
+    let old_id = old[0]["id"].as_str().expect("id").to_string();
+
+    // Terminated behind ebb's back.
+    let cloud = ebb_sim::cloud::Cloud::open(&sim, Default::default()).expect("the sim");
+    cloud.delete(&old_id).expect("terminated");
+
+    let done = wait_heals(&server, &run, 1, Duration::from_secs(60));
+    let heal = &done[0];
+    assert_eq!(heal["operation"], "replace-node", "{heal}");
+    assert_eq!(heal["status"], "SUCCEEDED", "{heal}");
+    let trigger = &heal["request"]["trigger"];
+    assert_eq!(trigger["heal"], "replace-node", "{trigger}");
+    assert_eq!(trigger["node"], "worker-1", "{trigger}");
+    assert!(
+        trigger["found"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&format!("{old_id} is gone")),
+        "{trigger}"
+    );
+    // A new instance for worker-1; the others kept theirs and were reconfigured.
+    let new = live("worker-1");
+    assert_eq!(new.len(), 1, "{new:?}");
+    assert_ne!(new[0]["id"], old_id.as_str());
+    let (_, view) = server.get(&run);
+    let worker = view["cluster"]["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .find(|n| n["name"] == "worker-1")
+        .expect("worker-1")
+        .clone();
+    assert_eq!(worker["id"], new[0]["id"], "{worker}");
+    let tasks: Vec<String> = heal["tasks"]
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .map(|t| {
+            format!(
+                "{} {}",
+                t["node"].as_str().unwrap_or_default(),
+                t["action"].as_str().unwrap_or_default()
+            )
+        })
+        .collect();
+    for want in [
+        "worker-1 replace",
+        "worker-1 confirm",
+        "worker-1 start",
+        "master configure",
+        "worker-2 configure",
+    ] {
+        assert!(tasks.contains(&want.to_string()), "{want}: {tasks:?}");
+    }
+    assert_eq!(view["status"], "RUNNING", "the run kept running: {view}");
+    // The new node's service is up; the others run with the configuration from before it
+    // came, until they restart.
+    wait_state(&server, &run, "worker-1", "svc", "up", Duration::from_secs(20));
+    for node in ["master", "worker-2"] {
+        wait_state(&server, &run, node, "svc", "outdated", Duration::from_secs(20));
+    }
+    let events = event_texts(&server, &run);
+    assert!(
+        events
+            .iter()
+            .any(|e| e.contains("healing svc: operation") && e.contains("replaces node worker-1")),
+        "{events:?}"
+    );
+
+    // The run completes, and every instance is gone.
+    std::fs::write(&go, "").expect("go");
+    let done = wait_deprovisioned(&server, &run);
+    assert_eq!(done["status"], "COMPLETED", "{done}");
+    let left: Vec<Value> = instances(&sim)
+        .into_iter()
+        .filter(|i| i["deletedAt"].is_null())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    assert_eq!(
+        instances(&sim).len(),
+        4,
+        "one instance per node and one replacement"
+    );
+}

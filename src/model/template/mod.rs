@@ -189,7 +189,8 @@ pub enum Heal {
     None,
     /// Restart it with its dependent chain.
     Restart,
-    /// Replace a node whose resource is gone.
+    /// Replace its node when the node's resource is gone (the provider says so); restart it
+    /// when it is down on a node that is there.
     ReplaceNode,
 }
 
@@ -465,12 +466,6 @@ impl Template {
                 return Err(invalid(
                     at("heal"),
                     "needs a check action (actions.check): healing acts on what the check finds",
-                ));
-            }
-            if service.heal == Some(Heal::ReplaceNode) {
-                return Err(invalid(
-                    at("heal"),
-                    "'replace-node' is not available yet: use 'restart' or 'none'",
                 ));
             }
             if let Some(n) = service.heal_attempts

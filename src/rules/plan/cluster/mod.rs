@@ -156,6 +156,19 @@ pub fn plan_selected(
             // The nodes that stay learn the others are gone once they are.
             reconfigure(&mut dag, &staying, Action::Delete);
         }
+        Op::ReplaceNode => {
+            // Each replaced node made anew and brought up as in a create...
+            up_from(
+                &mut dag,
+                template,
+                &moving,
+                &UP,
+                Some(Action::Replace),
+                &all,
+            );
+            // ...and the others learn its new address once it has one.
+            reconfigure(&mut dag, &staying, Action::Confirm);
+        }
     }
     finish(dag, template)
 }
@@ -310,10 +323,23 @@ fn up(
     create: bool,
     only: &dyn Fn(&str, &str) -> bool,
 ) {
+    let first = create.then_some(Action::Create);
+    up_from(dag, template, nodes, steps, first, only);
+}
+
+/// [`up`], the node tasks beginning with `first` (a create, or a replace), if any.
+fn up_from(
+    dag: &mut Dag,
+    template: &Template,
+    nodes: &[PlanNode],
+    steps: &[Action],
+    first: Option<Action>,
+    only: &dyn Fn(&str, &str) -> bool,
+) {
     for node in nodes {
         let mut last = None;
-        if create {
-            let create = dag.task(&node.name, Action::Create, None);
+        if let Some(first) = first {
+            let create = dag.task(&node.name, first, None);
             let confirm = dag.task(&node.name, Action::Confirm, None);
             let bootstrap = dag.task(&node.name, Action::Bootstrap, None);
             dag.edge(create, confirm);

@@ -73,10 +73,11 @@ fn shipped_template_plans_match_their_snapshots() {
             ClusterOperation::Configure,
             ClusterOperation::Expand,
             ClusterOperation::Shrink,
+            ClusterOperation::ReplaceNode,
         ] {
             let _ = writeln!(
                 text,
-                "\n{} (changed: worker-3 for expand and shrink)",
+                "\n{} (changed: worker-3 for expand, shrink and replace-node)",
                 op.name()
             );
             text.push_str(&render(&plan_change(op, &template, &nodes, &changed)));
