@@ -629,10 +629,10 @@ pub enum RunCmd {
         force: bool,
     },
     /// Run an operation on a live (PROVISIONED or WAITING) cluster: expand, shrink,
-    /// start-services, stop-services, restart-services or configure.
+    /// start-services, stop-services, restart-services, configure or replace-node.
     Cluster {
         run: String,
-        #[arg(value_parser = ["expand", "shrink", "start-services", "stop-services", "restart-services", "configure"])]
+        #[arg(value_parser = ["expand", "shrink", "start-services", "stop-services", "restart-services", "configure", "replace-node"])]
         operation: String,
         /// expand: nodes to add; shrink: nodes to remove.
         #[arg(long)]
@@ -642,7 +642,7 @@ pub enum RunCmd {
         #[arg(long = "service", value_name = "SERVICE")]
         services: Vec<String>,
         /// start-, stop- or restart-services: only on this node (repeatable; default: every
-        /// node).
+        /// node); replace-node: the node to replace.
         #[arg(long = "node", value_name = "NODE", conflicts_with = "nodes")]
         on: Vec<String>,
         /// shrink: this node goes (repeatable).

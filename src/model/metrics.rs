@@ -161,6 +161,19 @@ pub const HTTP_SECONDS: Metric = m(
 );
 
 /// Every metric ebb exports.
+pub const SERVICE_CHECKS: Metric = m(
+    "ebb_service_checks_total",
+    Kind::Counter,
+    &["outcome"],
+    "Checks of live clusters' services run by this server, by what they found (up, down, unknown).",
+);
+pub const HEALS: Metric = m(
+    "ebb_heals_total",
+    Kind::Counter,
+    &["heal"],
+    "Heals this server started (restart, replace-node), and those it held back at their limit (exhausted).",
+);
+
 pub const ALL: &[Metric] = &[
     RUNS_STARTED,
     RUN_STATUS,
@@ -182,6 +195,8 @@ pub const ALL: &[Metric] = &[
     JANITOR_ORPHANS_DELETED,
     HTTP_REQUESTS,
     HTTP_SECONDS,
+    SERVICE_CHECKS,
+    HEALS,
 ];
 
 /// The buckets of the histograms of seconds: from a millisecond to an hour.

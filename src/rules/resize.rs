@@ -774,6 +774,65 @@ mod tests {
     }
 
     #[test]
+    fn a_replace_names_nodes_of_the_cluster_and_spares_the_running_program() {
+        let r = run();
+        let c = change(
+            &r,
+            &request(json!({"operation": "replace-node", "nodes": ["worker-2"]})),
+            64,
+        )
+        .expect("change");
+        assert_eq!(c.changed, ["worker-2".to_string()].into());
+        assert_eq!(
+            c.final_nodes, r.cluster.nodes,
+            "the same nodes, one made anew"
+        );
+        assert_eq!(c.layout, r.layout);
+        for (body, field, says) in [
+            (json!({"operation": "replace-node"}), "nodes", "is required"),
+            (
+                json!({"operation": "replace-node", "nodes": []}),
+                "nodes",
+                "names no node",
+            ),
+            (
+                json!({"operation": "replace-node", "nodes": 1}),
+                "nodes",
+                "list of node names",
+            ),
+            (
+                json!({"operation": "replace-node", "nodes": ["worker-9"]}),
+                "nodes[0]",
+                "not a node",
+            ),
+            (
+                json!({"operation": "replace-node", "nodes": ["master"]}),
+                "nodes[0]",
+                "runs the program",
+            ),
+            (
+                json!({"operation": "replace-node", "nodes": ["worker-1", "worker-1"]}),
+                "nodes[1]",
+                "listed twice",
+            ),
+            (
+                json!({"operation": "replace-node", "nodes": ["worker-1"], "services": ["zookeeper"]}),
+                "services",
+                "not used",
+            ),
+        ] {
+            let e = change(&r, &request(body.clone()), 64).expect_err("refused");
+            assert_eq!(e.field, field, "{body}: {e}");
+            assert!(e.to_string().contains(says), "{body}: {e}");
+        }
+        // A heal's replace carries its trigger into the audit log, and back.
+        let heal = heal_replace(&r, "worker-1", json!({"heal": "replace-node"}));
+        let back = Change::from_request(heal.operation, &heal.to_request()).expect("round trip");
+        assert_eq!(back, heal);
+        assert!(heal.selection.is_all());
+    }
+
+    #[test]
     fn expand_adds_numbered_workers_and_keeps_the_nodes_there() {
         let r = run();
         let c =

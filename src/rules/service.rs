@@ -209,4 +209,58 @@ mod tests {
             );
         }
     }
+
+    #[test]
+    fn a_heal_is_wanted_for_what_a_check_found_down_not_for_what_an_operation_stopped() {
+        // (state before, found by a check, state after the check, heal?)
+        let table = [
+            (Up, false, Some(Down), true),
+            (Outdated, false, Some(Down), true),
+            (Unknown, true, Some(Down), true),
+            (Failed, false, Some(Failed), true),
+            (Down, true, Some(Down), true),
+            (Down, false, Some(Down), false),
+            (Up, false, Some(Up), false),
+            (Up, false, Some(Unknown), false),
+            (Outdated, false, Some(Outdated), false),
+            (Up, false, None, false),
+        ];
+        for (before, found, after, heal) in table {
+            assert_eq!(
+                wants_heal(before, found, after),
+                heal,
+                "{before:?} found={found} -> {after:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn heals_stop_at_their_limit_within_the_window() {
+        use crate::model::template::{Heal, HealPolicy};
+        let policy = HealPolicy {
+            heal: Heal::Restart,
+            attempts: 2,
+            window: std::time::Duration::from_secs(60),
+        };
+        let now = 1_000_000;
+        assert_eq!(heal_step(&policy, &[], now), HealStep::Heal { n: 1 });
+        assert_eq!(
+            heal_step(&policy, &[now - 1_000], now),
+            HealStep::Heal { n: 2 }
+        );
+        assert_eq!(
+            heal_step(&policy, &[now - 2_000, now - 1_000], now),
+            HealStep::Exhausted { attempts: 2 }
+        );
+        // Heals older than the window no longer count.
+        assert_eq!(
+            heal_step(&policy, &[now - 120_000, now - 1_000], now),
+            HealStep::Heal { n: 2 }
+        );
+        let report = HealPolicy {
+            heal: Heal::None,
+            ..policy
+        };
+        assert_eq!(heal_step(&report, &[], now), HealStep::Report);
+    }
 }

@@ -26,6 +26,7 @@ use crate::model::template::{HealPolicy, Template};
 use crate::model::time::now_millis;
 use crate::rules::service::{Happened, next};
 use crate::store::{Read, StoreError, Table, audit, events, keys};
+use ebb_spi::resource::{HEAL, HEAL_ATTEMPTS, HEAL_WINDOW};
 
 /// How often the supervisor looks for checks that are due.
 pub const TICK: Duration = Duration::from_secs(1);
@@ -159,6 +160,18 @@ pub struct Finding {
 /// Runs `job`'s check to its end or its time limit (then its processes are killed); first,
 /// for a service healed by replacing its node, asks the provider whether the node is there.
 pub async fn run(deps: &Deps, job: &Job) -> Finding {
+    let finding = look(deps, job).await;
+    let outcome = serde_json::to_value(finding.outcome)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    metrics::counter!(crate::model::metrics::SERVICE_CHECKS.name, "outcome" => outcome)
+        .increment(1);
+    finding
+}
+
+/// [`run`], unrecorded.
+async fn look(deps: &Deps, job: &Job) -> Finding {
     if let Some(provisioner) = &job.provisioner {
         let looked = tokio::time::timeout(job.timeout, resource_gone(deps, job, &**provisioner));
         match looked.await {
@@ -345,7 +358,25 @@ pub async fn note(deps: &Deps, run: &str, node: &str, message: String) -> Result
     Ok(())
 }
 
-/// The policy of `service` in `template`.
-pub fn policy(template: Option<&Template>, service: &str) -> Option<HealPolicy> {
-    template?.services.get(service).map(|s| s.heal_policy())
+/// The healing of `service` in `template`, as the run's profile properties (`heal`,
+/// `healAttempts`, `healWindow`, already validated) override it.
+pub fn policy(
+    template: Option<&Template>,
+    service: &str,
+    properties: &ebb_spi::Properties,
+) -> Option<HealPolicy> {
+    let mut policy = template?.services.get(service)?.heal_policy();
+    let property = |p: &ebb_spi::PropertySpec| properties.get(p.name).map(String::as_str);
+    if let Some(heal) = property(&HEAL)
+        .and_then(|h| serde_json::from_value(serde_json::Value::String(h.to_string())).ok())
+    {
+        policy.heal = heal;
+    }
+    if let Some(n) = property(&HEAL_ATTEMPTS).and_then(|n| n.parse().ok()) {
+        policy.attempts = n;
+    }
+    if let Some(window) = property(&HEAL_WINDOW).and_then(|w| ebb_spi::parse_duration(w).ok()) {
+        policy.window = window;
+    }
+    Some(policy)
 }

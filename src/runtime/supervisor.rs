@@ -548,8 +548,9 @@ impl RunSupervisor {
             .due(&template, &self.run.cluster.nodes, &self.run.layout, now);
         let config = self.run.config();
         let provisioner = self.deps.registry.get(&self.run.provisioner).cloned();
+        let properties = self.run.properties();
         for check in due {
-            let replaces = checker::policy(Some(&template), &check.0.1)
+            let replaces = checker::policy(Some(&template), &check.0.1, &properties)
                 .is_some_and(|p| p.heal == Heal::ReplaceNode);
             let job = self.checks.job(
                 &self.run.key.run,
@@ -643,7 +644,9 @@ impl RunSupervisor {
         recorded: checker::Recorded,
         ctx: &mut Context<Self>,
     ) {
-        let Some(policy) = checker::policy(self.run.template.as_ref(), &job.service) else {
+        let properties = self.run.properties();
+        let Some(policy) = checker::policy(self.run.template.as_ref(), &job.service, &properties)
+        else {
             return;
         };
         if policy.heal == Heal::None {
@@ -681,6 +684,8 @@ impl RunSupervisor {
                             return;
                         }
                         act.checks.exhausted.insert(at, now);
+                        metrics::counter!(crate::model::metrics::HEALS.name, "heal" => "exhausted")
+                            .increment(1);
                         let message = format!(
                             "{} stays {state}: healing stopped at its limit of {attempts} heal(s) in {window}",
                             job.service
@@ -705,6 +710,9 @@ impl RunSupervisor {
                             "of": policy.attempts,
                             "window": window,
                         });
+                        let kind = if replace { "replace-node" } else { "restart" };
+                        metrics::counter!(crate::model::metrics::HEALS.name, "heal" => kind)
+                            .increment(1);
                         let change = if replace {
                             resize::heal_replace(&act.run, &job.node, trigger)
                         } else {

@@ -44,6 +44,11 @@ fn daemon(name: &str, needs: &[&str], start_wait: &str, extra: Value) -> Value {
 /// Creates template `name` with `services` (each on every node) and a `local` profile of
 /// the same name on `nodes` nodes.
 fn setup(server: &Server, name: &str, services: Value, nodes: &str) {
+    setup_with(server, name, services, nodes, &[]);
+}
+
+/// [`setup`], the profile with `more` properties.
+fn setup_with(server: &Server, name: &str, services: Value, nodes: &str, more: &[(&str, &str)]) {
     let list: Vec<String> = services
         .as_object()
         .expect("services")
@@ -62,7 +67,11 @@ fn setup(server: &Server, name: &str, services: Value, nodes: &str) {
     assert_eq!(code, 200, "{body}");
     let (code, body) = server.put(
         &format!("/v3/namespaces/default/profiles/{name}"),
-        profile_body("local", &[("nodes", nodes, true), ("template", name, true)]),
+        profile_body("local", &{
+            let mut props = vec![("nodes", nodes, true), ("template", name, true)];
+            props.extend(more.iter().map(|(k, v)| (*k, *v, true)));
+            props
+        }),
     );
     assert_eq!(code, 200, "{body}");
 }
@@ -405,9 +414,15 @@ fn healing_stops_at_its_limit_with_an_event() {
             "stop": {"type": "shell", "script": "rm -f flaky.pid"},
             "check": {"type": "shell", "script": "[ -f flaky.pid ] && kill -0 $(cat flaky.pid) 2>/dev/null && exit 0; exit 3"}
         },
-        "checkInterval": "1s", "heal": "restart", "healAttempts": 2, "healWindow": "1h"
+        "checkInterval": "1s", "heal": "none"
     });
-    setup(&server, "flaky", json!({"flaky": dies}), "1");
+    // The profile's healing overrides the template's.
+    let healing = [
+        ("heal", "restart"),
+        ("healAttempts", "2"),
+        ("healWindow", "1h"),
+    ];
+    setup_with(&server, "flaky", json!({"flaky": dies}), "1", &healing);
     let run = running(&server, "flaky");
     let started = Instant::now();
     let limit = loop {
@@ -528,6 +543,40 @@ fn a_named_restart_across_nodes_keeps_the_dependency_order() {
             "{t:?}"
         );
     }
+    // The run page's form names them too: a stop of web on worker-2 alone.
+    let cookie = crate::ui::cookie_of(&crate::ui::sign_in(&server, &token));
+    let reply = crate::ui::raw()
+        .post(format!(
+            "{}{}/cluster",
+            server.url,
+            crate::ui::ui_path(&run)
+        ))
+        .header("Cookie", &cookie)
+        .header("HX-Request", "true")
+        .form(&[
+            ("operation", "stop-services"),
+            ("services", "web"),
+            ("on", " worker-2 "),
+        ])
+        .send()
+        .expect("post");
+    assert_eq!(reply.status(), 200, "{}", reply.text().unwrap_or_default());
+    let started = Instant::now();
+    let op = loop {
+        let ops = operations(&server, &run);
+        let last = ops.last().expect("operations").clone();
+        if last["operation"] == "stop-services" && last["status"] != "RUNNING" {
+            break last;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "{ops:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(op["status"], "SUCCEEDED", "{op}");
+    assert_eq!(
+        op["request"]["selection"],
+        json!({"services": ["web"], "nodes": ["worker-2"]})
+    );
+    assert_eq!(op["tasks"].as_array().map(Vec::len), Some(1), "{op}");
     let (code, _) = server.post_json(&format!("{run}/stop"), json!({}));
     assert_eq!(code, 200);
     wait_deprovisioned(&server, &run);
@@ -639,9 +688,23 @@ fn a_sim_instance_deleted_behind_ebbs_back_is_replaced_and_the_run_completes() {
     assert_eq!(view["status"], "RUNNING", "the run kept running: {view}");
     // The new node's service is up; the others run with the configuration from before it
     // came, until they restart.
-    wait_state(&server, &run, "worker-1", "svc", "up", Duration::from_secs(20));
+    wait_state(
+        &server,
+        &run,
+        "worker-1",
+        "svc",
+        "up",
+        Duration::from_secs(20),
+    );
     for node in ["master", "worker-2"] {
-        wait_state(&server, &run, node, "svc", "outdated", Duration::from_secs(20));
+        wait_state(
+            &server,
+            &run,
+            node,
+            "svc",
+            "outdated",
+            Duration::from_secs(20),
+        );
     }
     let events = event_texts(&server, &run);
     assert!(

@@ -26,7 +26,9 @@ use aws_sdk_ec2::types::{
     Filter, Instance, InstanceStateName, InstanceType, ResourceType, ShutdownBehavior, Tag,
     TagSpecification,
 };
-use ebb_spi::resource::{RETRY_BUDGET, TEMPLATE, node_count, node_names};
+use ebb_spi::resource::{
+    HEAL, HEAL_ATTEMPTS, HEAL_WINDOW, RETRY_BUDGET, TEMPLATE, node_count, node_names,
+};
 use ebb_spi::{
     Call, Context, Properties, PropertyError, PropertyKind, PropertySpec, ProvisionError,
     Provisioner, ProvisionerSpec, Resource, ResourceKey, ResourceState, TAG_NODE, TAG_RUN, Tags,
@@ -61,6 +63,9 @@ pub static SPEC: ProvisionerSpec = ProvisionerSpec {
         PropertySpec::optional("nodes", PropertyKind::Integer { min: 1, max: 1_000 }),
         RETRY_BUDGET,
         TEMPLATE,
+        HEAL,
+        HEAL_ATTEMPTS,
+        HEAL_WINDOW,
     ],
 };
 

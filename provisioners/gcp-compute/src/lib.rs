@@ -20,7 +20,9 @@
 use std::time::{Duration, SystemTime};
 
 use ebb_gcp::{ACCOUNT_KEY, ANONYMOUS, Clients, ENDPOINT, LABELS, classify};
-use ebb_spi::resource::{RETRY_BUDGET, TEMPLATE, node_count, node_names};
+use ebb_spi::resource::{
+    HEAL, HEAL_ATTEMPTS, HEAL_WINDOW, RETRY_BUDGET, TEMPLATE, node_count, node_names,
+};
 use ebb_spi::{
     Call, Context, Properties, PropertyError, PropertyKind, PropertySpec, ProvisionError,
     Provisioner, ProvisionerSpec, Resource, ResourceKey, ResourceState, SSH_HOST_KEY_CHECKING,
@@ -75,6 +77,9 @@ pub static SPEC: ProvisionerSpec = ProvisionerSpec {
         ebb_spi::SSH_PORT,
         RETRY_BUDGET,
         TEMPLATE,
+        HEAL,
+        HEAL_ATTEMPTS,
+        HEAL_WINDOW,
     ],
 };
 

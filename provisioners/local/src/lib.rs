@@ -8,7 +8,9 @@ pub mod sandbox;
 
 use std::path::PathBuf;
 
-use ebb_spi::resource::{RETRY_BUDGET, TEMPLATE, node_count, node_names};
+use ebb_spi::resource::{
+    HEAL, HEAL_ATTEMPTS, HEAL_WINDOW, RETRY_BUDGET, TEMPLATE, node_count, node_names,
+};
 use ebb_spi::{
     Call, Context, Properties, PropertyKind, PropertySpec, ProvisionError, Provisioner,
     ProvisionerSpec, Resource, ResourceKey,
@@ -36,6 +38,9 @@ pub static SPEC: ProvisionerSpec = ProvisionerSpec {
         PropertySpec::optional("workDir", PropertyKind::Text),
         RETRY_BUDGET,
         TEMPLATE,
+        HEAL,
+        HEAL_ATTEMPTS,
+        HEAL_WINDOW,
     ],
 };
 

@@ -11,7 +11,9 @@ pub mod cloud;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ebb_spi::resource::{RETRY_BUDGET, TEMPLATE, node_count, node_names};
+use ebb_spi::resource::{
+    HEAL, HEAL_ATTEMPTS, HEAL_WINDOW, RETRY_BUDGET, TEMPLATE, node_count, node_names,
+};
 use ebb_spi::{
     Call, Context, Properties, PropertyKind, PropertySpec, ProvisionError, Provisioner,
     ProvisionerSpec, Resource, ResourceKey, Tags,
@@ -62,6 +64,9 @@ pub static SPEC: ProvisionerSpec = ProvisionerSpec {
         ),
         RETRY_BUDGET,
         TEMPLATE,
+        HEAL,
+        HEAL_ATTEMPTS,
+        HEAL_WINDOW,
     ],
 };
 

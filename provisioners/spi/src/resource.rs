@@ -34,6 +34,25 @@ pub const RETRY_BUDGET: PropertySpec = PropertySpec::optional(
 /// configured and started on the nodes (`SYSTEM:<name>`, `USER:<name>` or `<name>`).
 pub const TEMPLATE: PropertySpec = PropertySpec::optional("template", PropertyKind::Text);
 
+/// How a live cluster's checked services are healed, for every service of the template
+/// (`none`, `restart` or `replace-node`); when left out, each service's own `heal` in the
+/// template holds.
+pub const HEAL: PropertySpec = PropertySpec::optional(
+    "heal",
+    PropertyKind::OneOf(&["none", "restart", "replace-node"]),
+);
+/// Most heals of one service on one node in one `healWindow`.
+pub const HEAL_ATTEMPTS: PropertySpec =
+    PropertySpec::optional("healAttempts", PropertyKind::Integer { min: 1, max: 100 });
+/// The window `healAttempts` counts in.
+pub const HEAL_WINDOW: PropertySpec = PropertySpec::optional(
+    "healWindow",
+    PropertyKind::Duration {
+        min: Duration::from_secs(1),
+        max: Duration::from_secs(24 * 3600),
+    },
+);
+
 /// The user ebb logs in as on a node it reaches over SSH.
 pub const SSH_USER: PropertySpec = PropertySpec::optional("sshUser", PropertyKind::Text);
 /// The private key (OpenSSH or PEM text) ebb logs in with: a `${secure(name)}` reference.

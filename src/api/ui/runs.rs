@@ -366,14 +366,22 @@ fn status_panel(ctx: &Ctx, run: &RunView) -> Markup {
                         div.field {
                             label for="op" { "Cluster operation" }
                             select #op name="operation" {
-                                @for op in ["expand", "shrink", "start", "stop", "restart", "configure"] {
-                                    option value=(op) { (op) }
+                                @for (op, label) in CLUSTER_OPERATIONS {
+                                    option value=(op) { (label) }
                                 }
                             }
                         }
                         div.field {
                             label for="op-nodes" { "Nodes (expand, shrink)" }
                             input #op-nodes type="number" name="nodes" min="1" max="1000" value="1";
+                        }
+                        div.field {
+                            label for="op-services" { "Services (start, stop, restart; comma-separated, empty: all)" }
+                            input #op-services type="text" name="services" maxlength="2000" placeholder="zookeeper";
+                        }
+                        div.field {
+                            label for="op-on" { "On nodes (start, stop, restart, replace; comma-separated, empty: all)" }
+                            input #op-on type="text" name="on" maxlength="2000" placeholder="worker-1";
                         }
                         div.field {
                             label for="op-config" { "Config (configure; JSON)" }
@@ -670,6 +678,13 @@ pub struct CommandForm {
     operation: Option<String>,
     #[serde(default)]
     nodes: Option<u32>,
+    /// Starting, stopping or restarting services: which, comma-separated.
+    #[serde(default)]
+    services: Option<String>,
+    /// Starting, stopping or restarting services, replacing nodes: on which nodes,
+    /// comma-separated.
+    #[serde(default)]
+    on: Option<String>,
     /// `configure`: the new config, a JSON object.
     #[serde(default)]
     config: Option<String>,
@@ -900,6 +915,17 @@ pub async fn extend(
     command(&state, &ctx, &secret, &req, key, what).await
 }
 
+/// The operations the run page offers on a live cluster, with their labels.
+const CLUSTER_OPERATIONS: [(&str, &str); 7] = [
+    ("expand", "expand"),
+    ("shrink", "shrink"),
+    ("start-services", "start services"),
+    ("stop-services", "stop services"),
+    ("restart-services", "restart services"),
+    ("configure", "configure"),
+    ("replace-node", "replace nodes"),
+];
+
 pub async fn cluster(
     state: State,
     ctx: Ctx,
@@ -930,13 +956,28 @@ pub async fn cluster(
         }
         _ => None,
     };
-    let request: crate::rules::resize::ClusterRequest = match serde_json::from_value(
-        serde_json::json!({
-            "operation": operation,
-            "nodes": if matches!(operation.as_str(), "expand" | "shrink") { form.nodes } else { None },
-            "config": config,
-        }),
-    ) {
+    // A comma-separated list from a text field; bounded by the field's length.
+    let list = |text: &Option<String>| -> Vec<String> {
+        text.as_deref()
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .take(crate::model::names::MAX_LIST + 1)
+            .map(str::to_string)
+            .collect()
+    };
+    let (services, on) = (list(&form.services), list(&form.on));
+    let nodes = match operation.as_str() {
+        "expand" | "shrink" => form.nodes.map(|n| serde_json::json!(n)),
+        _ if !on.is_empty() => Some(serde_json::json!(on)),
+        _ => None,
+    };
+    let mut body = serde_json::json!({"operation": operation, "nodes": nodes, "config": config});
+    if !services.is_empty() && operation.ends_with("-services") {
+        body["services"] = serde_json::json!(services);
+    }
+    let request: crate::rules::resize::ClusterRequest = match serde_json::from_value(body) {
         Ok(r) => r,
         Err(_) => {
             return refused(

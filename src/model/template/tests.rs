@@ -101,6 +101,23 @@ fn bad_templates_are_refused_naming_the_field() {
             "must not be empty",
         ),
         (
+            json!({"services": {"a": {"heal": "restart"}}}),
+            "services.a.heal",
+            "needs a check action",
+        ),
+        (
+            json!({"services": {"a": {"heal": "restart", "healAttempts": 0,
+                                      "actions": {"check": {"type": "shell", "script": "true"}}}}}),
+            "services.a.healAttempts",
+            "between 1 and 100",
+        ),
+        (
+            json!({"services": {"a": {"heal": "restart", "healWindow": "2days",
+                                      "actions": {"check": {"type": "shell", "script": "true"}}}}}),
+            "services.a.healWindow",
+            "between 1s and 1day",
+        ),
+        (
             json!({"services": {"a": {}}, "compatibility": {"services": ["b"]}}),
             "compatibility.services[0]",
             "'b' is not a service",
