@@ -20,7 +20,7 @@ fn latency(action: Action, rng: &mut u64) -> f64 {
     *rng ^= *rng << 17;
     let jitter = 0.5 + (*rng % 10_000) as f64 / 10_000.0 * 2.0;
     let base = match action {
-        Action::Create => 30_000.0,
+        Action::Create | Action::Replace => 30_000.0,
         Action::Confirm => 5_000.0,
         Action::Bootstrap => 10_000.0,
         Action::Install => 20_000.0,

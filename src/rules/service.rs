@@ -80,7 +80,7 @@ pub fn next(state: Option<ServiceState>, happened: Happened) -> Option<ServiceSt
 pub fn wants_heal(before: ServiceState, found: bool, after: Option<ServiceState>) -> bool {
     use ServiceState::*;
     match after {
-        Some(Down | Failed) => !(before == Down && !found),
+        Some(Down | Failed) => before != Down || found,
         Some(Up | Unknown | Outdated) | None => false,
     }
 }

@@ -174,16 +174,13 @@ pub async fn run(deps: &Deps, job: &Job) -> Finding {
 async fn look(deps: &Deps, job: &Job) -> Finding {
     if let Some(provisioner) = &job.provisioner {
         let looked = tokio::time::timeout(job.timeout, resource_gone(deps, job, &**provisioner));
-        match looked.await {
-            Ok(Some(id)) => {
-                return Finding {
-                    outcome: CheckOutcome::Down,
-                    detail: format!("its node's resource {id} is gone"),
-                    gone: true,
-                };
-            }
-            // There, or nobody knows yet (the provider did not answer): the script looks.
-            Ok(None) | Err(_) => {}
+        // There, or nobody knows yet (the provider did not answer): the script looks.
+        if let Ok(Some(id)) = looked.await {
+            return Finding {
+                outcome: CheckOutcome::Down,
+                detail: format!("its node's resource {id} is gone"),
+                gone: true,
+            };
         }
     }
     run_script(deps, job).await
