@@ -28,7 +28,7 @@ use crate::model::operation::{AttemptRecord, AttemptStatus};
 use crate::model::plan::{Action, NodeRecord, ResourceStatus, TaskKind};
 use crate::model::service::ServiceRecord;
 use crate::model::time::{now_f64, now_millis};
-use crate::rules::plan::resource::{Backoff, Step, next_step};
+use crate::rules::plan::resource::{Backoff, Step, generation, next_step};
 use crate::rules::service::Happened;
 use crate::store::events;
 use crate::store::keys;
@@ -351,11 +351,13 @@ fn store_failure(e: StoreError) -> TaskOutcome {
 /// One attempt of a task; `last_failure` is the attempt that last failed, if any.
 async fn execute(deps: &Deps, spec: &TaskSpec, last_failure: Option<u32>) -> AttemptOutcome {
     match spec.task.action {
-        Action::Create => resource_task(deps, spec, TaskKind::Create, 0).await,
+        Action::Create => resource_task(deps, spec, TaskKind::Create, generation(spec.op, 0)).await,
         Action::Confirm if last_failure.is_some() => {
             recreate(deps, spec, last_failure.unwrap_or_default()).await
         }
-        Action::Confirm => resource_task(deps, spec, TaskKind::Confirm, 0).await,
+        Action::Confirm => {
+            resource_task(deps, spec, TaskKind::Confirm, generation(spec.op, 0)).await
+        }
         Action::Delete => resource_task(deps, spec, TaskKind::Delete, 0).await,
         Action::Bootstrap => AttemptOutcome::done(),
         Action::Replace => replace(deps, spec).await,
@@ -406,7 +408,8 @@ async fn recreate(deps: &Deps, spec: &TaskSpec, failed: u32) -> AttemptOutcome {
             }
         }
         // A new generation: a cloud must not answer this create with the failed resource.
-        match resource_task(deps, spec, TaskKind::Create, failed).await {
+        let fresh = generation(spec.op, failed);
+        match resource_task(deps, spec, TaskKind::Create, fresh).await {
             AttemptOutcome::Done { .. } => {}
             other => return other,
         }
@@ -416,17 +419,11 @@ async fn recreate(deps: &Deps, spec: &TaskSpec, failed: u32) -> AttemptOutcome {
             return progress_failure(e);
         }
     }
-    resource_task(deps, spec, TaskKind::Confirm, failed).await
+    resource_task(deps, spec, TaskKind::Confirm, generation(spec.op, failed)).await
 }
 
 /// Set on a node's record when a replace began its new resource: the operation's id.
 pub const REPLACED: &str = "replacedBy";
-
-/// The incarnation a replace by operation `op` makes: past any a failed confirm makes
-/// (those count attempts from 1), one per operation.
-fn replace_generation(op: u32) -> u32 {
-    256u32.saturating_add(op)
-}
 
 /// Replaces the node's resource: the old one is deleted (deleting one that is gone succeeds)
 /// and a new incarnation requested; the confirm that follows waits for it. The new record
@@ -444,7 +441,7 @@ async fn replace(deps: &Deps, spec: &TaskSpec) -> AttemptOutcome {
         Ok(r) => r,
         Err(e) => return progress_failure(e),
     };
-    let generation = replace_generation(spec.op);
+    let incarnation = generation(spec.op, 0);
     let mark = spec.op.to_string();
     let begun = record
         .as_ref()
@@ -466,12 +463,15 @@ async fn replace(deps: &Deps, spec: &TaskSpec) -> AttemptOutcome {
         let mut fresh =
             NodeRecord::new(spec.node(), ResourceStatus::RequestingCreate, now_millis());
         fresh.properties.insert(REPLACED.to_string(), mark);
-        let note = format!("replacing the node (incarnation {generation})");
+        let note = format!(
+            "replacing the node: a new resource for operation {}",
+            spec.op
+        );
         if let Err(e) = save(deps, &spec.run, &key, &fresh, vec![(EventKind::Task, note)]).await {
             return progress_failure(e);
         }
     }
-    resource_task(deps, spec, TaskKind::Create, generation).await
+    resource_task(deps, spec, TaskKind::Create, incarnation).await
 }
 
 /// How long a resource just made may stay invisible before a confirm counts it as gone.

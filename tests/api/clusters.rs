@@ -356,6 +356,26 @@ fn expand_by_one(server: &Server, run: &str, sandbox: &impl Fn(&str) -> PathBuf)
         &tasks(&expand, "confirm", None),
         &tasks(&expand, "configure", Some("svc")),
     );
+    // svc restarts on configure: on the nodes there already, it is stopped once the new node
+    // exists, configured, and started again.
+    let stops = tasks(&expand, "stop", Some("svc"));
+    assert_eq!(stops.len(), 2, "{expand}");
+    assert!(stops.iter().all(|t| t["node"] != "worker-2"), "{expand}");
+    assert_before(&tasks(&expand, "confirm", None), &stops);
+    for node in ["master", "worker-1"] {
+        let on = |action: &str| -> Vec<&Value> {
+            tasks(&expand, action, Some("svc"))
+                .into_iter()
+                .filter(|t| t["node"] == node)
+                .collect()
+        };
+        assert_before(&on("stop"), &on("configure"));
+        assert_before(&on("configure"), &on("start"));
+    }
+    assert_eq!(
+        std::fs::read_to_string(sandbox("master").join("state")).expect("state"),
+        "up\n"
+    );
     // The run takes the cluster's new shape once the operation has ended.
     wait_until(server, run, std::time::Duration::from_secs(10), |r| {
         r["cluster"]["numNodes"] == 3
@@ -390,14 +410,18 @@ fn shrink_by_one(server: &Server, run: &str, sandbox: &impl Fn(&str) -> PathBuf)
     let shrink = wait_op(server, run, id);
     assert_eq!(shrink["status"], "SUCCEEDED", "{shrink}");
     assert_eq!(tasks(&shrink, "delete", None)[0]["node"], "worker-2");
-    assert_before(
-        &tasks(&shrink, "stop", Some("svc")),
-        &tasks(&shrink, "delete", None),
-    );
+    let (going, staying): (Vec<&Value>, Vec<&Value>) = tasks(&shrink, "stop", Some("svc"))
+        .into_iter()
+        .partition(|t| t["node"] == "worker-2");
+    assert_eq!((going.len(), staying.len()), (1, 2), "{shrink}");
+    assert_before(&going, &tasks(&shrink, "delete", None));
+    // The nodes that stay restart svc around its configure once worker-2 is gone.
+    assert_before(&tasks(&shrink, "delete", None), &staying);
     assert_before(
         &tasks(&shrink, "delete", None),
         &tasks(&shrink, "configure", Some("svc")),
     );
+    assert_per_node(&shrink, ("configure", "start"), "svc");
     assert!(!sandbox("worker-2").exists());
     wait_until(server, run, std::time::Duration::from_secs(10), |r| {
         r["cluster"]["numNodes"] == 2

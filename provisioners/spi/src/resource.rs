@@ -204,9 +204,10 @@ impl std::fmt::Debug for Context {
 pub struct ResourceKey {
     pub run: String,
     pub node: String,
-    /// Which incarnation of the node: 0 for the first, then the attempt whose failed confirm
-    /// replaced it. A create for the same key and generation must not make a second
-    /// resource (clouds take it into their idempotency tokens); a new generation may.
+    /// Which incarnation of the node: 0 for the first; each later one (a failed confirm's
+    /// replacement, a replace, a name taken again after a shrink) has its own. A create for
+    /// the same key and generation must not make a second resource (clouds take it into their
+    /// idempotency tokens); a new generation may.
     #[serde(default)]
     pub generation: u32,
 }

@@ -102,6 +102,21 @@ impl Backoff {
     }
 }
 
+/// Incarnations one operation may make of a node: its create (or replace), then one per
+/// failed confirm.
+const GENERATIONS_PER_OP: u32 = 4096;
+
+/// The incarnation operation `op` makes of a node: its first (`failed` 0), or the one that
+/// replaces the resource whose confirm failed in attempt `failed`. Distinct for every
+/// operation and attempt, so no cloud answers a create with an earlier incarnation's
+/// resource: not a node replaced twice, nor a name a shrink freed and an expand took again.
+/// The cluster's create (operation 1) makes 0, then 1, 2, 3... as it always did.
+pub fn generation(op: u32, failed: u32) -> u32 {
+    op.saturating_sub(1)
+        .saturating_mul(GENERATIONS_PER_OP)
+        .saturating_add(failed.min(GENERATIONS_PER_OP - 1))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,6 +128,27 @@ mod tests {
         r.id = id.map(str::to_string);
         r.attempts = attempts;
         r
+    }
+
+    #[test]
+    fn every_operation_and_failed_confirm_makes_its_own_incarnation() {
+        // The cluster's create: 0, then one per failed confirm, as before.
+        assert_eq!(generation(1, 0), 0);
+        assert_eq!(generation(1, 2), 2);
+        // A later operation (an expand taking a freed name again, a replace, their failed
+        // confirms) never meets an earlier one's.
+        let mut seen = std::collections::BTreeSet::new();
+        for op in 1..=50 {
+            for failed in 0..=20 {
+                assert!(
+                    seen.insert(generation(op, failed)),
+                    "op {op}, attempt {failed}"
+                );
+            }
+        }
+        // Bounded: no overflow however many operations or attempts.
+        assert_eq!(generation(u32::MAX, u32::MAX), u32::MAX);
+        assert!(generation(2, u32::MAX) < generation(3, 0));
     }
 
     #[test]

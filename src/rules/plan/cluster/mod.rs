@@ -110,51 +110,20 @@ pub fn plan_selected(
             all_before(&mut dag, Action::Stop, Action::Start);
         }
         Op::Configure => {
-            let restarts = |_: &str, s: &str| {
-                template
-                    .services
-                    .get(s)
-                    .is_some_and(|svc| svc.restart_on_configure)
-            };
-            down(&mut dag, template, nodes, &[Action::Stop], false, &restarts);
-            for node in nodes {
-                for s in &node.services {
-                    let configure = dag.task(&node.name, Action::Configure, Some(s));
-                    if let Some(stop) = dag.find(&node.name, Action::Stop, Some(s)) {
-                        dag.edge(stop, configure);
-                    }
-                }
-            }
-            up(
-                &mut dag,
-                template,
-                nodes,
-                &[Action::Start],
-                false,
-                &restarts,
-            );
-            for node in nodes {
-                for s in &node.services {
-                    if let (Some(configure), Some(start)) = (
-                        dag.find(&node.name, Action::Configure, Some(s)),
-                        dag.find(&node.name, Action::Start, Some(s)),
-                    ) {
-                        dag.edge(configure, start);
-                    }
-                }
-            }
+            reconfigure(&mut dag, template, nodes, None);
+            // Every stop before any start: a restart brings the services down, then up.
             all_before(&mut dag, Action::Stop, Action::Start);
         }
         Op::Expand => {
             up(&mut dag, template, &moving, &UP, true, &all);
             // The nodes already there learn of the new ones once those exist.
-            reconfigure(&mut dag, &staying, Action::Confirm);
+            reconfigure(&mut dag, template, &staying, Some(Action::Confirm));
         }
         Op::Shrink => {
             let steps = [Action::Stop, Action::Remove];
             down(&mut dag, template, &moving, &steps, true, &all);
             // The nodes that stay learn the others are gone once they are.
-            reconfigure(&mut dag, &staying, Action::Delete);
+            reconfigure(&mut dag, template, &staying, Some(Action::Delete));
         }
         Op::ReplaceNode => {
             // Each replaced node made anew and brought up as in a create...
@@ -167,7 +136,7 @@ pub fn plan_selected(
                 &all,
             );
             // ...and the others learn its new address once it has one.
-            reconfigure(&mut dag, &staying, Action::Confirm);
+            reconfigure(&mut dag, template, &staying, Some(Action::Confirm));
         }
     }
     finish(dag, template)
@@ -296,17 +265,47 @@ fn all_before(dag: &mut Dag, first: Action, then: Action) {
     }
 }
 
-/// A `configure` of every service on `nodes`, after every node task `after` in the plan.
-fn reconfigure(dag: &mut Dag, nodes: &[PlanNode], after: Action) {
+/// Configures every service on `nodes` again; those with `restartOnConfigure` are stopped
+/// first (dependents before what they need) and started after (in dependency order). With
+/// `after`, all of it waits for every node task `after` (the new nodes confirmed, the old
+/// ones deleted).
+fn reconfigure(dag: &mut Dag, template: &Template, nodes: &[PlanNode], after: Option<Action>) {
     let gates: Vec<usize> = (0..dag.tasks.len())
-        .filter(|i| dag.tasks[*i].1 == after && dag.tasks[*i].2.is_none())
+        .filter(|i| Some(dag.tasks[*i].1) == after && dag.tasks[*i].2.is_none())
         .collect();
+    let first = dag.tasks.len();
+    let restarts = |_: &str, s: &str| {
+        template
+            .services
+            .get(s)
+            .is_some_and(|svc| svc.restart_on_configure)
+    };
+    down(dag, template, nodes, &[Action::Stop], false, &restarts);
     for node in nodes {
         for s in &node.services {
             let configure = dag.task(&node.name, Action::Configure, Some(s));
-            for g in &gates {
-                dag.edge(*g, configure);
+            if let Some(stop) = dag.find(&node.name, Action::Stop, Some(s)) {
+                dag.edge(stop, configure);
             }
+        }
+    }
+    up(dag, template, nodes, &[Action::Start], false, &restarts);
+    for node in nodes {
+        for s in &node.services {
+            if let (Some(configure), Some(start)) = (
+                dag.find(&node.name, Action::Configure, Some(s)),
+                dag.find(&node.name, Action::Start, Some(s)),
+            ) {
+                dag.edge(configure, start);
+            }
+        }
+    }
+    let added: Vec<usize> = (first..dag.tasks.len())
+        .filter(|i| matches!(dag.tasks[*i].1, Action::Stop | Action::Configure))
+        .collect();
+    for g in &gates {
+        for t in &added {
+            dag.edge(*g, *t);
         }
     }
 }

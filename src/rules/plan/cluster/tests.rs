@@ -371,3 +371,47 @@ fn a_named_start_starts_what_it_needs_first_and_a_named_stop_what_needs_it() {
     assert_eq!(all, plan(ClusterOperation::StopServices, &t, &ns));
     assert_eq!(placed(&all, Action::Stop).len(), 5);
 }
+
+#[test]
+fn nodes_that_stay_restart_what_restarts_on_configure_once_the_new_ones_are_there() {
+    let t: Template = serde_json::from_value(json!({
+        "services": {
+            "zk": {"restartOnConfigure": true,
+                   "actions": {"configure": {"type": "shell", "script": "c"}, "start": {"type": "shell", "script": "s"}, "stop": {"type": "shell", "script": "x"}}},
+            "web": {"dependencies": {"runtime": {"requires": ["zk"]}},
+                    "actions": {"configure": {"type": "shell", "script": "c"}, "start": {"type": "shell", "script": "s"}, "stop": {"type": "shell", "script": "x"}}}
+        }
+    }))
+    .expect("template");
+    t.validate().expect("valid");
+    let node = |name: &str| PlanNode {
+        name: name.into(),
+        services: ["web".to_string(), "zk".to_string()].into(),
+    };
+    let all = [node("n1"), node("n2"), node("n3")];
+    for (op, gate) in [
+        (ClusterOperation::Expand, Action::Confirm),
+        (ClusterOperation::ReplaceNode, Action::Confirm),
+        (ClusterOperation::Shrink, Action::Delete),
+    ] {
+        let changed: BTreeSet<String> = ["n3".to_string()].into();
+        let tasks = plan_change(op, &t, &all, &changed);
+        let gate = find(&tasks, "n3", gate, None).id;
+        for n in ["n1", "n2"] {
+            let stop = find(&tasks, n, Action::Stop, Some("zk")).id;
+            let configure = find(&tasks, n, Action::Configure, Some("zk")).id;
+            let start = find(&tasks, n, Action::Start, Some("zk")).id;
+            assert!(before(&tasks, gate, stop), "{op:?}: {n} stops zk after n3");
+            assert!(before(&tasks, stop, configure) && before(&tasks, configure, start));
+            // web does not restart on configure: configured in place, never stopped.
+            let web = find(&tasks, n, Action::Configure, Some("web")).id;
+            assert!(before(&tasks, gate, web), "{op:?}");
+            assert!(
+                !tasks.iter().any(|x| x.node == n
+                    && x.service.as_deref() == Some("web")
+                    && x.action != Action::Configure),
+                "{op:?}: web on {n} is only configured"
+            );
+        }
+    }
+}
