@@ -239,6 +239,9 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         server_name,
         cipher: Arc::clone(&cipher),
         member: crate::runtime::deps::Member::new(&member),
+        check_slots: Arc::new(tokio::sync::Semaphore::new(
+            crate::runtime::checker::MAX_RUNNING_ON_SERVER,
+        )),
     };
     let janitor = Janitor::new(deps.clone(), config.janitor);
     arbiter.spawn(janitor.clone().run_on_schedule());

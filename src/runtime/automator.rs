@@ -89,8 +89,6 @@ pub struct On<'a> {
     pub layout: &'a BTreeMap<String, std::collections::BTreeSet<String>>,
     /// Set for a check: its files are its own, so it may run beside a task or another check.
     pub check: bool,
-    /// Held while a script runs over SSH: a node's remote directory takes one check at a time.
-    pub remote_lock: Option<std::sync::Arc<tokio::sync::Mutex<()>>>,
 }
 
 impl<'a> On<'a> {
@@ -102,7 +100,6 @@ impl<'a> On<'a> {
             config: &spec.config,
             layout: &spec.layout,
             check: false,
-            remote_lock: None,
         }
     }
 }
@@ -145,10 +142,6 @@ async fn attempt_once(
         let cluster_json =
             serde_json::to_string_pretty(&cluster).map_err(|e| fail(e.to_string()))?;
         let name = format!("{service}.{action}");
-        let _held = match &on.remote_lock {
-            Some(lock) => Some(lock.lock().await),
-            None => None,
-        };
         return super::remote::attempt(deps, &node, &name, script, &cluster_json, &env, &files.log)
             .await;
     }

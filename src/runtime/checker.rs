@@ -34,6 +34,14 @@ pub const TICK: Duration = Duration::from_secs(1);
 /// A service on a node.
 pub type Placed = (String, String);
 
+/// The most checks of one run's services running at once; the others wait their turn, the
+/// longest overdue first.
+pub const MAX_RUNNING_PER_RUN: usize = 16;
+
+/// The most checks running at once on one server, over all its runs (each check is a
+/// process here or a connection to a node).
+pub const MAX_RUNNING_ON_SERVER: usize = 64;
+
 /// When each check is due, and which are running.
 #[derive(Debug, Default)]
 pub struct Checks {
@@ -43,8 +51,6 @@ pub struct Checks {
     pub epoch: u64,
     /// The run's provisioner context with its secure references resolved, once read.
     pub context: Option<Arc<ebb_spi::Context>>,
-    /// One lock per node: a node reached over SSH takes one check at a time.
-    locks: BTreeMap<String, Arc<tokio::sync::Mutex<()>>>,
     /// The services whose healing stopped at its limit, and when it was said.
     pub exhausted: BTreeMap<Placed, u64>,
     /// Set while the context is being resolved.
@@ -63,7 +69,6 @@ pub struct Job {
     pub context: Arc<ebb_spi::Context>,
     pub config: serde_json::Value,
     pub layout: BTreeMap<String, BTreeSet<String>>,
-    lock: Arc<tokio::sync::Mutex<()>>,
     /// Set when the service heals by replacing its node: the check first asks the run's
     /// provisioner whether the node's resource is still there.
     pub provisioner: Option<Arc<dyn ebb_spi::Provisioner>>,
@@ -73,11 +78,12 @@ impl Checks {
     /// Forgets the schedule: the cluster is no longer live.
     pub fn clear(&mut self) {
         self.due.clear();
-        self.locks.clear();
     }
 
     /// The checks due at `now_ms` on the cluster of `layout` (nodes in `nodes`), marked as
-    /// running and next due an interval later. A check still running is not started again.
+    /// running and next due an interval later: the longest overdue first, as many as keep
+    /// [`MAX_RUNNING_PER_RUN`]. A check still running is not started again; one left over stays
+    /// due.
     pub fn due(
         &mut self,
         template: &Template,
@@ -85,7 +91,7 @@ impl Checks {
         layout: &BTreeMap<String, BTreeSet<String>>,
         now_ms: u64,
     ) -> Vec<(Placed, String, Duration)> {
-        let mut out = Vec::new();
+        let mut ready = Vec::new();
         let mut present = BTreeSet::new();
         for node in nodes {
             for service in layout.get(node).into_iter().flatten() {
@@ -103,22 +109,28 @@ impl Checks {
                 if due > now_ms || self.running.contains(&at) {
                     continue;
                 }
-                let interval_ms = u64::try_from(interval.as_millis()).unwrap_or(u64::MAX);
-                self.due
-                    .insert(at.clone(), now_ms.saturating_add(interval_ms));
-                self.running.insert(at.clone());
-                out.push((at, script, timeout));
+                ready.push((due, at, script, interval, timeout));
             }
         }
         // Services no longer on the cluster (a shrink) are not checked again.
         self.due.retain(|k, _| present.contains(k));
+        ready.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        let room = MAX_RUNNING_PER_RUN.saturating_sub(self.running.len());
+        let mut out = Vec::new();
+        for (_, at, script, interval, timeout) in ready.into_iter().take(room) {
+            let interval_ms = u64::try_from(interval.as_millis()).unwrap_or(u64::MAX);
+            self.due
+                .insert(at.clone(), now_ms.saturating_add(interval_ms));
+            self.running.insert(at.clone());
+            out.push((at, script, timeout));
+        }
         out
     }
 
     /// The job for a check of `at` that [`Checks::due`] gave; with `provisioner`, it also
     /// looks for the node's resource.
     pub fn job(
-        &mut self,
+        &self,
         run: &str,
         (at, script, timeout): (Placed, String, Duration),
         context: Arc<ebb_spi::Context>,
@@ -126,7 +138,6 @@ impl Checks {
         layout: &BTreeMap<String, BTreeSet<String>>,
         provisioner: Option<Arc<dyn ebb_spi::Provisioner>>,
     ) -> Job {
-        let lock = Arc::clone(self.locks.entry(at.0.clone()).or_default());
         Job {
             run: run.to_string(),
             node: at.0,
@@ -137,7 +148,6 @@ impl Checks {
             context,
             config: config.clone(),
             layout: layout.clone(),
-            lock,
             provisioner,
         }
     }
@@ -160,6 +170,8 @@ pub struct Finding {
 /// Runs `job`'s check to its end or its time limit (then its processes are killed); first,
 /// for a service healed by replacing its node, asks the provider whether the node is there.
 pub async fn run(deps: &Deps, job: &Job) -> Finding {
+    // Waiting for a turn is not the check's time: its limit starts when it does.
+    let _turn = deps.check_slots.acquire().await;
     let finding = look(deps, job).await;
     let outcome = serde_json::to_value(finding.outcome)
         .ok()
@@ -219,7 +231,6 @@ async fn run_script(deps: &Deps, job: &Job) -> Finding {
         config: &job.config,
         layout: &job.layout,
         check: true,
-        remote_lock: Some(Arc::clone(&job.lock)),
     };
     let ended = tokio::time::timeout(
         job.timeout,
@@ -376,4 +387,55 @@ pub fn policy(
         policy.window = window;
     }
     Some(policy)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run's checks start at most [`MAX_RUNNING_PER_RUN`] at a time, the longest overdue
+    /// first; the ones left over stay due and go next, before any that ran comes round again.
+    #[test]
+    fn a_big_cluster_checks_a_few_at_a_time_the_longest_overdue_first() {
+        let template: Template = serde_json::from_value(serde_json::json!({
+            "services": {"zk": {"checkInterval": "1s", "actions": {
+                "check": {"type": "shell", "script": "true"}}}}
+        }))
+        .expect("template");
+        template.validate().expect("valid");
+        let nodes: Vec<String> = (0..40).map(|i| format!("n{i:02}")).collect();
+        let layout: BTreeMap<String, BTreeSet<String>> = nodes
+            .iter()
+            .map(|n| (n.clone(), ["zk".to_string()].into()))
+            .collect();
+        let mut checks = Checks::default();
+        let first = checks.due(&template, &nodes, &layout, 1_000);
+        assert_eq!(first.len(), MAX_RUNNING_PER_RUN);
+        // Full: nothing more starts, however late it gets.
+        assert!(checks.due(&template, &nodes, &layout, 60_000).is_empty());
+        // Four end: four of the 24 that never ran take their places, not those four.
+        for (at, _, _) in &first[..4] {
+            checks.ended(at);
+        }
+        let next = checks.due(&template, &nodes, &layout, 60_000);
+        assert_eq!(next.len(), 4);
+        let ran: BTreeSet<&Placed> = first.iter().map(|(at, _, _)| at).collect();
+        assert!(next.iter().all(|(at, _, _)| !ran.contains(at)), "{next:?}");
+        // Every node is checked in turn, while 12 of the first stay running.
+        for (at, _, _) in &next {
+            checks.ended(at);
+        }
+        let mut seen: BTreeSet<Placed> = first.iter().chain(&next).map(|c| c.0.clone()).collect();
+        let mut now = 60_000;
+        while seen.len() < nodes.len() {
+            now += 1_000;
+            let started = checks.due(&template, &nodes, &layout, now);
+            assert!(started.len() <= MAX_RUNNING_PER_RUN);
+            for (at, _, _) in started {
+                checks.ended(&at);
+                seen.insert(at);
+            }
+            assert!(now < 200_000, "some node is never checked: {seen:?}");
+        }
+    }
 }

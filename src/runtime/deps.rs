@@ -28,6 +28,8 @@ pub struct Deps {
     pub cipher: Arc<Cipher>,
     /// This server among the servers of its installation.
     pub member: Member,
+    /// Bounds the services' checks this server runs at once, over all its runs.
+    pub check_slots: Arc<tokio::sync::Semaphore>,
 }
 
 /// A server among the servers of an installation: its name, and the lease it holds now.

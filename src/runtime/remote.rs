@@ -95,11 +95,11 @@ impl Node {
 }
 
 /// Kills what an attempt left running when its future is dropped (it timed out).
-struct AttemptGuard(Option<Node>);
+struct AttemptGuard(Option<(Node, String)>);
 
 impl Drop for AttemptGuard {
     fn drop(&mut self) {
-        let Some(node) = self.0.take() else {
+        let Some((node, name)) = self.0.take() else {
             return;
         };
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
@@ -109,7 +109,9 @@ impl Drop for AttemptGuard {
                     .connect(&node.target, node.checking.clone())
                     .await
                 {
-                    let _ = session.exec(&remote::kill_attempt(&node.dir), b"").await;
+                    let _ = session
+                        .exec(&remote::kill_attempt(&node.dir, &name), b"")
+                        .await;
                     session.close().await;
                 }
             });
@@ -132,7 +134,7 @@ pub async fn attempt(
     let session = node.connect(deps).await.map_err(fail)?;
     let nonce = format!("{:016x}", fastrand::u64(..));
     let text = remote::attempt(&node.dir, name, script, cluster_json, env, &nonce);
-    let mut guard = AttemptGuard(Some(node.clone()));
+    let mut guard = AttemptGuard(Some((node.clone(), name.to_string())));
     let out = session.exec(remote::SH, text.as_bytes()).await;
     guard.0 = None;
     session.close().await;

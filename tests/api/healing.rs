@@ -729,3 +729,68 @@ fn a_sim_instance_deleted_behind_ebbs_back_is_replaced_and_the_run_completes() {
         "one instance per node and one replacement"
     );
 }
+
+/// Over SSH, a node's checks run side by side, each with its own files on the node: a check
+/// that hangs (held to 20 s) is `unknown`, and while it hangs again the kv check on the same
+/// node (limited to 3 s) still runs, finds kv down, and kv is healed.
+#[test]
+fn over_ssh_a_hung_check_holds_up_no_other_check_on_its_node() {
+    use crate::support::sshd::Sshd;
+    let sshd = Sshd::start(&["127.0.1.81"]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    crate::hosts::put_key(&server, &sshd);
+    let mut kv = daemon("kv", &[], "0", json!({"heal": "restart"}));
+    kv["actions"]["check"]["timeout"] = json!("3s");
+    let template = json!({
+        "services": {
+            "hang": {"actions": {"check": {"type": "shell", "script": "sleep 100", "timeout": "20s"}},
+                     "checkInterval": "1s"},
+            "kv": kv
+        },
+        "hardwareTypes": {"any": {"hosts": {}}}, "imageTypes": {"any": {"hosts": {}}},
+        "defaults": {"services": ["hang", "kv"]}
+    });
+    let (code, body) = server.put("/v3/namespaces/default/templates/watched", template);
+    assert_eq!(code, 200, "{body}");
+    crate::hosts::hosts_profile(&server, &sshd, "watched", &[("template", "watched")]);
+    let run = running(&server, "watched");
+    wait_state(&server, &run, "master", "kv", "up", Duration::from_secs(30));
+    wait_state(
+        &server,
+        &run,
+        "master",
+        "hang",
+        "unknown",
+        Duration::from_secs(40),
+    );
+    // The hung check is under way again on the node when kv dies.
+    std::thread::sleep(Duration::from_secs(2));
+
+    let node = sshd
+        .remote_dir()
+        .join(run.rsplit('/').next().expect("id"))
+        .join("master");
+    let pid = std::fs::read_to_string(node.join("kv.pid")).expect("kv's pid on the node");
+    crate::support::server::signal(pid.trim().parse().expect("a pid"), "KILL");
+
+    // Well before the hung check ends.
+    let healed = wait_heals(&server, &run, 1, Duration::from_secs(12));
+    assert_eq!(
+        healed[0]["request"]["trigger"]["service"], "kv",
+        "{}",
+        healed[0]
+    );
+    assert_eq!(healed[0]["status"], "SUCCEEDED", "{}", healed[0]);
+    wait_state(&server, &run, "master", "kv", "up", Duration::from_secs(15));
+    // Each check kept its own pid file on the node.
+    for name in ["hang.check", "kv.check"] {
+        assert!(
+            node.join("attempts").join(format!("{name}.pid")).exists(),
+            "{name}"
+        );
+    }
+    let (code, _) = server.post_json(&format!("{run}/stop"), json!({}));
+    assert_eq!(code, 200);
+    wait_deprovisioned(&server, &run);
+}

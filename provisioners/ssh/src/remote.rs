@@ -4,7 +4,9 @@
 //! Everything is POSIX `sh` plus `setsid` (util-linux), which every Linux machine has. Files
 //! travel inside the script as here-documents fed on standard input to `sh -s`, so nothing
 //! is limited by the length of a command line. The node's directory for the run (`D`) holds:
-//! - `scripts/<service>.<action>.sh`, `cluster.json`, `result` and `logs/` for service scripts;
+//! - for service scripts, `scripts/<service>.<action>.sh`, `cluster.json` and `logs/`, and
+//!   per attempt name `attempts/<service>.<action>.pid` and `.result`: a check runs beside a
+//!   task or another service's check without touching their files;
 //! - `program/` for the program: `launch.sh` (what to run), `launched/` (made exactly once,
 //!   just before the program starts), `wrapper.pid`, `pid` (the program's process group),
 //!   `stdout.log`, `stderr.log` and `exit` (its status, written by the wrapper when it ends).
@@ -43,10 +45,12 @@ pub fn result_marker(nonce: &str) -> String {
     format!("--ebb-result-{nonce}--")
 }
 
-/// One attempt of a service script in `dir`: writes the script and `cluster.json`, runs the
-/// script in its own session (so a timed-out attempt's processes can be killed as a group)
+/// One attempt of a service script in `dir`: writes the script and `cluster.json` (renamed
+/// into place, so an attempt beside it never reads half a file), runs the script in its own
+/// session (so a timed-out attempt's processes can be killed as a group, by its pid file)
 /// with output to a log file (so a daemon it starts cannot hold the connection open), then
 /// prints the log, [`result_marker`] and the result file, and exits with the script's status.
+/// Its pid and result files are its `name`'s own.
 pub fn attempt(
     dir: &str,
     name: &str,
@@ -57,23 +61,28 @@ pub fn attempt(
 ) -> String {
     let mut s = String::from("set -e\n");
     s.push_str(&format!(
-        "mkdir -p {d} && cd {d}\nmkdir -p scripts logs\n",
+        "mkdir -p {d} && cd {d}\nmkdir -p scripts logs attempts\n",
         d = quote(dir)
     ));
     let script = format!("scripts/{name}.sh");
     write_file(&mut s, &script, body);
-    write_file(&mut s, "cluster.json", cluster_json);
-    s.push_str("rm -f result\n");
+    let staged = format!("cluster.json.{nonce}");
+    write_file(&mut s, &staged, cluster_json);
+    s.push_str(&format!("mv -f {} cluster.json\n", quote(&staged)));
+    let (pid, result) = attempt_files(name);
+    s.push_str(&format!("rm -f {}\n", quote(&result)));
     exports(&mut s, env);
-    s.push_str(
-        "export EBB_WORK_DIR=\"$PWD\" EBB_RESULT_FILE=\"$PWD/result\" \
+    s.push_str(&format!(
+        "export EBB_WORK_DIR=\"$PWD\" EBB_RESULT_FILE=\"$PWD\"/{} \
          EBB_CLUSTER_FILE=\"$PWD/cluster.json\"\n",
-    );
+        quote(&result)
+    ));
     let log = format!("logs/{name}.{nonce}.log");
     s.push_str("set +e\n");
     s.push_str(&format!(
-        "( exec setsid sh -c 'echo $$ > attempt.pid; exec sh \"$0\"' {script} > {log} 2>&1 < /dev/null )\n",
+        "( exec setsid sh -c 'echo $$ > \"$1\"; exec sh \"$0\"' {script} {pid} > {log} 2>&1 < /dev/null )\n",
         script = quote(&script),
+        pid = quote(&pid),
         log = quote(&log),
     ));
     s.push_str("status=$?\n");
@@ -82,8 +91,20 @@ pub fn attempt(
         "printf '\\n%s\\n' {}\n",
         quote(&result_marker(nonce))
     ));
-    s.push_str("cat result 2>/dev/null\nexit $status\n");
+    s.push_str(&format!(
+        "cat {} 2>/dev/null\nexit $status\n",
+        quote(&result)
+    ));
     s
+}
+
+/// The pid file and the result file of attempts named `name`, relative to the node's
+/// directory.
+fn attempt_files(name: &str) -> (String, String) {
+    (
+        format!("attempts/{name}.pid"),
+        format!("attempts/{name}.result"),
+    )
 }
 
 /// Splits an attempt's standard output into the script's output and its result file.
@@ -95,11 +116,13 @@ pub fn split_attempt_output(stdout: &str, nonce: &str) -> (String, String) {
     }
 }
 
-/// Kills what a timed-out attempt in `dir` still runs.
-pub fn kill_attempt(dir: &str) -> String {
+/// Kills what a timed-out attempt named `name` in `dir` still runs.
+pub fn kill_attempt(dir: &str, name: &str) -> String {
+    let (pid, _) = attempt_files(name);
     format!(
-        "cd {} 2>/dev/null && [ -s attempt.pid ] && kill -s KILL -- -\"$(cat attempt.pid)\" 2>/dev/null; true",
-        quote(dir)
+        "cd {d} 2>/dev/null && [ -s {p} ] && kill -s KILL -- -\"$(cat {p})\" 2>/dev/null; true",
+        d = quote(dir),
+        p = quote(&pid)
     )
 }
 
@@ -264,7 +287,8 @@ pub fn clean(dir: &str) -> String {
 mod tests {
     use super::*;
 
-    fn sh(script: &str, dir: &std::path::Path) -> std::process::Output {
+    /// `sh -s` in `dir`, fed `script`, running.
+    fn spawn_sh(script: &str, dir: &std::path::Path) -> std::process::Child {
         use std::io::Write;
         let mut child = std::process::Command::new("sh")
             .arg("-s")
@@ -280,7 +304,11 @@ mod tests {
             .expect("piped")
             .write_all(script.as_bytes())
             .expect("written");
-        child.wait_with_output().expect("sh ends")
+        child
+    }
+
+    fn sh(script: &str, dir: &std::path::Path) -> std::process::Output {
+        spawn_sh(script, dir).wait_with_output().expect("sh ends")
     }
 
     fn temp() -> std::path::PathBuf {
@@ -320,6 +348,53 @@ mod tests {
         assert_eq!(result.trim(), "port=2181");
         let cluster = std::fs::read_to_string(home.join("r1/master/cluster.json")).expect("file");
         assert_eq!(cluster.trim(), "{\"EBB_EOF\": 1}");
+        let _ = std::fs::remove_dir_all(home);
+    }
+
+    /// Two attempts on one node at once (a task and a check, or two services' checks) keep
+    /// their own pid and result files: killing one leaves the other running, and each reads
+    /// back its own result.
+    #[test]
+    fn attempts_side_by_side_keep_their_own_files() {
+        let home = temp();
+        let start = |name: &str, body: &str| {
+            spawn_sh(
+                &attempt("r1/n1", name, body, "{}", &BTreeMap::new(), name),
+                &home,
+            )
+        };
+        let body = |word: &str| format!("echo {word} > \"$EBB_RESULT_FILE\"\nsleep 30\n");
+        let zk = start("zk.check", &body("zk"));
+        let db = start("db.check", &body("db"));
+        let pid = |name: &str| home.join(format!("r1/n1/attempts/{name}.pid"));
+        let waited = std::time::Instant::now();
+        while !(pid("zk.check").exists() && pid("db.check").exists()) {
+            assert!(waited.elapsed().as_secs() < 20, "the attempts never began");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        // Both results written before either is killed.
+        while !(home.join("r1/n1/attempts/zk.check.result").exists()
+            && home.join("r1/n1/attempts/db.check.result").exists())
+        {
+            assert!(waited.elapsed().as_secs() < 20, "no results");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let killed = sh(&kill_attempt("r1/n1", "zk.check"), &home);
+        assert!(killed.status.success());
+        let zk = zk.wait_with_output().expect("zk ends");
+        let zk_out = String::from_utf8_lossy(&zk.stdout).to_string();
+        assert_eq!(split_attempt_output(&zk_out, "zk.check").1.trim(), "zk");
+        // The other is still running; then it goes the same way, with its own result.
+        let db_pid = std::fs::read_to_string(pid("db.check")).expect("pid");
+        let alive = std::process::Command::new("kill")
+            .args(["-0", "--", &format!("-{}", db_pid.trim())])
+            .status()
+            .expect("kill runs");
+        assert!(alive.success(), "db's check was killed with zk's");
+        sh(&kill_attempt("r1/n1", "db.check"), &home);
+        let db = db.wait_with_output().expect("db ends");
+        let db_out = String::from_utf8_lossy(&db.stdout).to_string();
+        assert_eq!(split_attempt_output(&db_out, "db.check").1.trim(), "db");
         let _ = std::fs::remove_dir_all(home);
     }
 
