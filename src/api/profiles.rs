@@ -58,7 +58,7 @@ pub async fn put_profile(
     id: ProfilePath,
     body: Json<ProfileSpec>,
 ) -> Reply<Profile> {
-    let act = act(&caller, "profile.put", &id.0);
+    let act = (act(&caller, "profile.put", &id.0), caller.trust());
     ok(profiles::put(&state.store, &state.registry, act, id.0, body.0).await?)
 }
 

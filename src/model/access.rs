@@ -99,6 +99,52 @@ impl Grants {
     }
 }
 
+/// How far the server trusts whoever wrote something, least first. What a writer made (a
+/// profile, a template, a preference, a run's arguments) may steer only what that writer's
+/// role may decide: a value set at a lower trust never moves what a higher one fixed, and
+/// only what instance admins wrote runs on the server's own host.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "camelCase")]
+pub enum Trust {
+    /// An operator (or anything that starts runs for one): runtime arguments.
+    Operator,
+    /// A namespace admin: the namespace's profiles, templates, apps and preferences.
+    NamespaceAdmin,
+    /// An instance admin: SYSTEM profiles and templates, instance preferences, and whatever
+    /// else one wrote.
+    InstanceAdmin,
+}
+
+impl std::fmt::Display for Trust {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Trust::Operator => "operator",
+            Trust::NamespaceAdmin => "namespace admin",
+            Trust::InstanceAdmin => "instance admin",
+        })
+    }
+}
+
+impl Trust {
+    /// What is trusted least among the writers that may change a USER record whose writer
+    /// is not recorded: a namespace admin.
+    pub fn unrecorded() -> Trust {
+        Trust::NamespaceAdmin
+    }
+}
+
 /// Who a request comes from: the name the audit records, and what it may do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller {
@@ -116,6 +162,16 @@ impl Caller {
         Caller {
             name: name.to_string(),
             grants: Grants::instance_admin(),
+        }
+    }
+
+    /// The trust what this caller writes carries: an instance admin's, else (whatever its
+    /// role, as only admins write records) a namespace admin's.
+    pub fn trust(&self) -> Trust {
+        if self.grants.instance_admin {
+            Trust::InstanceAdmin
+        } else {
+            Trust::NamespaceAdmin
         }
     }
 }

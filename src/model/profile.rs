@@ -12,6 +12,7 @@ use std::fmt;
 use ebb_spi::Properties;
 use serde::{Deserialize, Serialize};
 
+use crate::model::access::Trust;
 use crate::model::invalid::Invalid;
 use crate::model::names;
 
@@ -230,18 +231,14 @@ pub struct ProvisionerSpecInput {
 }
 
 /// One property in a profile body. A number or boolean value is taken as its text; a missing
-/// `isEditable` means editable.
+/// `isEditable` means fixed: overriding is opt-in.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PropertyInput {
     pub name: String,
     pub value: ValueText,
-    #[serde(rename = "isEditable", default = "editable_by_default")]
+    #[serde(rename = "isEditable", default)]
     pub is_editable: bool,
-}
-
-fn editable_by_default() -> bool {
-    true
 }
 
 /// The `keepalive` object of a profile body; a missing field is 0.
@@ -453,6 +450,20 @@ pub struct StoredProfile {
     /// Loaded from `profiles/*.json`; cannot be replaced or deleted over the API.
     #[serde(default)]
     pub builtin: bool,
+    /// The trust of whoever wrote it last. A record from before this was kept is taken as
+    /// a namespace admin's.
+    #[serde(default = "Trust::unrecorded")]
+    pub written_by: Trust,
+}
+
+impl StoredProfile {
+    /// Its author's trust: instance admins for a SYSTEM profile, whoever wrote a USER one.
+    pub fn author(&self) -> Trust {
+        match self.profile.scope {
+            Scope::System => Trust::InstanceAdmin,
+            Scope::User => self.written_by,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -521,6 +532,9 @@ mod tests {
         );
         assert_eq!(v.timeout, Some(5400));
         assert_eq!(v.provisioner.properties[0].value, "3");
-        assert!(v.provisioner.properties[0].is_editable);
+        assert!(
+            !v.provisioner.properties[0].is_editable,
+            "a property is fixed unless the profile says otherwise"
+        );
     }
 }

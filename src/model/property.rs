@@ -44,6 +44,22 @@ pub enum Level {
     Runtime,
 }
 
+impl Level {
+    /// The least trusted writer of this level: runtime arguments come from whoever may
+    /// start a run, preferences and app configuration from namespace admins, instance
+    /// preferences from instance admins.
+    pub fn writer(self) -> crate::model::access::Trust {
+        use crate::model::access::Trust;
+        match self {
+            Level::Instance => Trust::InstanceAdmin,
+            Level::Namespace | Level::App | Level::AppPreferences | Level::Program => {
+                Trust::NamespaceAdmin
+            }
+            Level::Runtime => Trust::Operator,
+        }
+    }
+}
+
 impl fmt::Display for Level {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -135,6 +151,11 @@ pub fn references(value: &str) -> Result<Vec<String>, String> {
 pub fn is_reference(value: &str) -> bool {
     let v = value.trim();
     v.starts_with(OPEN) && v.ends_with(CLOSE) && references(v).is_ok_and(|r| r.len() == 1)
+}
+
+/// Whether `value` holds a `${secure(...)}` reference, well formed or not.
+pub fn mentions_secure(value: &str) -> bool {
+    value.contains(OPEN)
 }
 
 /// Checks the references in `properties` (from a profile, or a run's after its overrides)

@@ -307,11 +307,15 @@ pub enum RunError {
         run: String,
     },
     #[error(
-        "app '{app}' may not run programs on the server's own host (profile {profile}): it was deployed by a namespace admin; an instance admin must deploy it, or set allowHostPrograms on namespace '{namespace}'; run {run} was recorded as REJECTED"
+        "{part} may not run programs on the server's own host (profile {profile}): {}; an instance admin must write it, or set allowHostPrograms on namespace '{namespace}'; run {run} was recorded as REJECTED",
+        written(.written_by)
     )]
     HostPrograms {
         namespace: String,
-        app: String,
+        /// The part refused: `app 'x'`, `profile 'p' in namespace 'ns'`, `template 't'`.
+        part: String,
+        /// Who wrote it; `None` for an app (a namespace admin deployed it).
+        written_by: Option<crate::model::access::Trust>,
         /// The profile and its provisioner: `SYSTEM:native, provisioner native`.
         profile: String,
         run: String,
@@ -326,6 +330,14 @@ pub enum RunError {
     ExpireTooFar { limit: u64, given: u64 },
     #[error("property '{property}': {message}")]
     BadProperty { property: String, message: String },
+}
+
+/// Who made a part of a run refused on the server's host.
+fn written(by: &Option<crate::model::access::Trust>) -> String {
+    match by {
+        None => "it was deployed by a namespace admin".into(),
+        Some(by) => format!("it was written by a {by}"),
+    }
 }
 
 #[cfg(test)]

@@ -1,9 +1,11 @@
-//! Pure decisions over plain data, no IO: profile resolution ([`resolve`]), the layout
+//! Pure decisions over plain data, no IO: profile resolution ([`resolve`]), who may run
+//! something on the server's [`host`], the layout
 //! [`solver`], cluster operation [`plan`]s and the per-resource lifecycle, the run
 //! [`lifecycle`], the [`admission`] of cluster operations, an operation's [`outcome`] (and
 //! rollback), and cluster [`resize`]s.
 
 pub mod admission;
+pub mod host;
 pub mod lifecycle;
 pub mod outcome;
 pub mod plan;

@@ -6,13 +6,19 @@
 //! - `system.profile.name` = `SYSTEM:x` | `USER:x` | `x`: the most specific level that sets it
 //!   picks the profile; with none, the instance default `SYSTEM:native`.
 //! - `system.profile.properties.<p>` overrides property `<p>`; the most specific level wins.
-//!   Overrides from every level apply, whichever level picked the profile. Overriding a
-//!   property the profile marks non-editable is an error naming it, unless the value is the
-//!   same as the profile's (then it changes nothing). A property the profile does not set is
-//!   added; the provisioner's validation decides later whether it is known.
+//!   Overrides from every level apply, whichever level picked the profile.
+//!
+//! Overriding is opt-in, as CDAP's `isEditable` means it: a level may change only a property
+//! the profile sets and marks editable (an override with the profile's own value changes
+//! nothing and is let through). A property the provisioner marks author-only (endpoints,
+//! regions, credentials, hosts, directories, the template, the SSH user) is never changed
+//! by a level whose writer is trusted less than the profile's author, editable or not, so an
+//! operator's runtime arguments cannot point a run's credentials at a listener of its own.
+//! Runtime arguments never refer to secure keys.
 
 use std::collections::BTreeMap;
 
+use crate::model::access::Trust;
 use crate::model::profile::{Profile, ProfileId, Scope};
 use crate::model::property::{
     EffectiveProperty, Level, Origin, PROFILE_KEY, PROPERTY_PREFIX, Values,
@@ -30,12 +36,33 @@ pub enum ResolveError {
     #[error("{key} in {level}: the property name is empty")]
     EmptyPropertyName { key: String, level: Level },
     #[error(
+        "{key} in {level}: runtime arguments may not refer to secure keys; a secret comes only from a profile or preferences an admin sets"
+    )]
+    SecretInArguments { key: String, level: Level },
+    #[error(
         "property '{property}' of {profile} is not editable, but {level} override it ({PROPERTY_PREFIX}{property}); remove the override or make the property editable"
     )]
     NotEditable {
         property: String,
         profile: ProfileId,
         level: Level,
+    },
+    #[error(
+        "property '{property}' is not set by {profile}, so {level} may not set it ({PROPERTY_PREFIX}{property}); only properties the profile sets and marks editable may be overridden"
+    )]
+    NotInProfile {
+        property: String,
+        profile: ProfileId,
+        level: Level,
+    },
+    #[error(
+        "property '{property}' of {profile} may be set only by its author ({author}), but {level} override it ({PROPERTY_PREFIX}{property}); it decides where or with what rights the run's cluster is reached"
+    )]
+    AuthorOnly {
+        property: String,
+        profile: ProfileId,
+        level: Level,
+        author: Trust,
     },
 }
 
@@ -86,21 +113,44 @@ pub fn choose_profile(
     })
 }
 
-/// Checks the override keys of one level: each must name a property.
+/// Checks the override keys of one level: each must name a property, and runtime
+/// arguments hold no reference to a secure key (an operator may not make ebb send a secret
+/// anywhere it chooses).
 pub fn check_overrides(level: Level, values: &Values) -> Result<(), ResolveError> {
-    match values.keys().find(|k| k.as_str() == PROPERTY_PREFIX) {
-        Some(key) => Err(ResolveError::EmptyPropertyName {
+    if let Some(key) = values.keys().find(|k| k.as_str() == PROPERTY_PREFIX) {
+        return Err(ResolveError::EmptyPropertyName {
             key: key.clone(),
             level,
-        }),
-        None => Ok(()),
+        });
     }
+    if level.writer() < Trust::NamespaceAdmin
+        && let Some((key, _)) = values
+            .iter()
+            .find(|(_, v)| crate::model::property::mentions_secure(v))
+    {
+        return Err(ResolveError::SecretInArguments {
+            key: key.clone(),
+            level,
+        });
+    }
+    Ok(())
 }
 
-/// Applies the property overrides in `levels` to `profile` (identified by `id`).
+/// Who wrote a profile and what its provisioner fixes: what overrides may change.
+#[derive(Debug, Clone, Copy)]
+pub struct Authority<'a> {
+    /// The profile's author: instance admins for SYSTEM profiles.
+    pub author: Trust,
+    /// The profile's provisioner, which marks its author-only properties.
+    pub spec: &'a ebb_spi::ProvisionerSpec,
+}
+
+/// Applies the property overrides in `levels` to `profile` (identified by `id`), as
+/// `authority` allows.
 pub fn effective_properties(
     id: &ProfileId,
     profile: &Profile,
+    authority: Authority<'_>,
     levels: &[(Level, &Values)],
 ) -> Result<Vec<EffectiveProperty>, ResolveError> {
     for (level, values) in levels {
@@ -127,20 +177,39 @@ pub fn effective_properties(
             let Some(property) = key.strip_prefix(PROPERTY_PREFIX) else {
                 continue;
             };
-            let fixed = profile
+            let set = profile
                 .provisioner
                 .properties
                 .iter()
-                .find(|p| p.name == property && !p.is_editable);
-            if let Some(fixed) = fixed {
-                if fixed.value == *value {
-                    continue;
-                }
-                return Err(ResolveError::NotEditable {
+                .find(|p| p.name == property);
+            let refusal = match set {
+                None => Some(ResolveError::NotInProfile {
                     property: property.to_string(),
                     profile: id.clone(),
                     level: *level,
-                });
+                }),
+                // The profile's own value changes nothing.
+                Some(set) if set.value == *value => continue,
+                Some(set) if !set.is_editable => Some(ResolveError::NotEditable {
+                    property: property.to_string(),
+                    profile: id.clone(),
+                    level: *level,
+                }),
+                Some(_)
+                    if authority.spec.author_only(property)
+                        && level.writer() < authority.author =>
+                {
+                    Some(ResolveError::AuthorOnly {
+                        property: property.to_string(),
+                        profile: id.clone(),
+                        level: *level,
+                        author: authority.author,
+                    })
+                }
+                Some(_) => None,
+            };
+            if let Some(refusal) = refusal {
+                return Err(refusal);
             }
             effective.insert(
                 property.to_string(),
@@ -157,16 +226,16 @@ pub fn effective_properties(
 
 /// Resolves a run: chooses the profile, looks it up with `lookup`, and applies the overrides.
 /// `Ok(None)` when the chosen profile does not exist (the caller reports it with the id).
-pub fn resolve(
+pub fn resolve<'a>(
     namespace: &str,
     levels: &[(Level, &Values)],
-    lookup: impl FnOnce(&ProfileId) -> Option<Profile>,
+    lookup: impl FnOnce(&ProfileId) -> Option<(Profile, Authority<'a>)>,
 ) -> Result<Result<Resolution, ProfileId>, ResolveError> {
     let chosen = choose_profile(namespace, levels)?;
-    let Some(profile) = lookup(&chosen.id) else {
+    let Some((profile, authority)) = lookup(&chosen.id) else {
         return Ok(Err(chosen.id));
     };
-    let properties = effective_properties(&chosen.id, &profile, levels)?;
+    let properties = effective_properties(&chosen.id, &profile, authority, levels)?;
     Ok(Ok(Resolution {
         profile: chosen,
         properties,
@@ -218,6 +287,34 @@ mod tests {
             timeout: None,
             created: 0,
         }
+    }
+
+    /// The provisioner these tests' profiles name: `nodes` anyone may be let change, `workDir`
+    /// only the profile's author.
+    const SPEC: ebb_spi::ProvisionerSpec = ebb_spi::ProvisionerSpec {
+        name: "local",
+        label: "Local",
+        description: "",
+        properties: &[
+            ebb_spi::PropertySpec::optional(
+                "nodes",
+                ebb_spi::PropertyKind::Integer { min: 1, max: 64 },
+            ),
+            ebb_spi::PropertySpec::optional("workDir", ebb_spi::PropertyKind::Text).author_only(),
+        ],
+    };
+
+    /// A profile written by `author`.
+    fn by(author: Trust) -> Authority<'static> {
+        Authority {
+            author,
+            spec: &SPEC,
+        }
+    }
+
+    /// A namespace admin's profile.
+    fn ns_admin() -> Authority<'static> {
+        by(Trust::NamespaceAdmin)
     }
 
     const ALL: [Level; 6] = [
@@ -322,7 +419,7 @@ mod tests {
         for (i, level) in ALL.iter().enumerate() {
             let levels: Vec<(Level, &Values)> =
                 ALL[..=i].iter().copied().zip(maps.iter()).rev().collect();
-            let eff = effective_properties(&id, &p, &levels).expect("ok");
+            let eff = effective_properties(&id, &p, ns_admin(), &levels).expect("ok");
             assert_eq!(
                 eff,
                 vec![
@@ -347,7 +444,8 @@ mod tests {
         let p = profile(&[("nodes", "3", false)]);
         let id = ProfileId::user("ns", "p");
         let unrelated = values(&[("system.profile.propertiesX", "1"), ("nodes", "9")]);
-        let eff = effective_properties(&id, &p, &[(Level::Runtime, &unrelated)]).expect("ok");
+        let eff =
+            effective_properties(&id, &p, ns_admin(), &[(Level::Runtime, &unrelated)]).expect("ok");
         assert_eq!(
             eff,
             vec![EffectiveProperty {
@@ -356,7 +454,12 @@ mod tests {
                 origin: Origin::Profile
             }]
         );
-        assert_eq!(effective_properties(&id, &p, &[]).expect("ok").len(), 1);
+        assert_eq!(
+            effective_properties(&id, &p, ns_admin(), &[])
+                .expect("ok")
+                .len(),
+            1
+        );
     }
 
     #[test]
@@ -366,7 +469,8 @@ mod tests {
         let key = format!("{PROPERTY_PREFIX}nodes");
         for level in ALL {
             let v = values(&[(&key, "5")]);
-            let err = effective_properties(&id, &p, &[(level, &v)]).expect_err("not editable");
+            let err = effective_properties(&id, &p, ns_admin(), &[(level, &v)])
+                .expect_err("not editable");
             assert_eq!(
                 err,
                 ResolveError::NotEditable {
@@ -383,28 +487,92 @@ mod tests {
         }
         // The same value overrides nothing, so it is not refused.
         let same = values(&[(&key, "3")]);
-        assert!(effective_properties(&id, &p, &[(Level::Runtime, &same)]).is_ok());
+        assert!(effective_properties(&id, &p, ns_admin(), &[(Level::Runtime, &same)]).is_ok());
     }
 
     #[test]
-    fn an_override_of_an_unset_property_adds_it() {
-        let p = profile(&[]);
+    fn a_property_the_profile_does_not_set_is_not_overridden() {
+        let p = profile(&[("nodes", "3", true)]);
         let id = ProfileId::user("ns", "p");
         let v = values(&[(&format!("{PROPERTY_PREFIX}workDir"), "/x")]);
-        let eff = effective_properties(&id, &p, &[(Level::Program, &v)]).expect("ok");
-        assert_eq!(
-            eff,
-            vec![EffectiveProperty {
-                name: "workDir".into(),
-                value: "/x".into(),
-                origin: Origin::Level(Level::Program)
-            }]
-        );
+        for level in ALL {
+            let err = effective_properties(&id, &p, by(Trust::InstanceAdmin), &[(level, &v)])
+                .expect_err("not in the profile");
+            assert_eq!(
+                err,
+                ResolveError::NotInProfile {
+                    property: "workDir".into(),
+                    profile: id.clone(),
+                    level
+                }
+            );
+            assert!(err.to_string().contains("not set by profile 'p'"), "{err}");
+        }
         let empty = values(&[(PROPERTY_PREFIX, "/x")]);
         assert!(matches!(
-            effective_properties(&id, &p, &[(Level::Program, &empty)]),
+            effective_properties(&id, &p, ns_admin(), &[(Level::Program, &empty)]),
             Err(ResolveError::EmptyPropertyName { .. })
         ));
+    }
+
+    /// An author-only property, editable in the profile, changes only at a level whose
+    /// writer is trusted as much as the profile's author; other properties at any level.
+    #[test]
+    fn an_author_only_property_changes_only_at_a_level_as_trusted_as_the_author() {
+        let p = profile(&[("nodes", "3", true), ("workDir", "/w", true)]);
+        let id = ProfileId::user("ns", "p");
+        let dir = values(&[(&format!("{PROPERTY_PREFIX}workDir"), "/elsewhere")]);
+        let nodes = values(&[(&format!("{PROPERTY_PREFIX}nodes"), "5")]);
+        let authors = [Trust::Operator, Trust::NamespaceAdmin, Trust::InstanceAdmin];
+        for author in authors {
+            for level in ALL {
+                let got = effective_properties(&id, &p, by(author), &[(level, &dir)]);
+                let allowed = level.writer() >= author;
+                match (&got, allowed) {
+                    (Ok(eff), true) => assert_eq!(eff[1].value, "/elsewhere"),
+                    (
+                        Err(ResolveError::AuthorOnly {
+                            property,
+                            author: a,
+                            ..
+                        }),
+                        false,
+                    ) => assert_eq!((property.as_str(), *a), ("workDir", author)),
+                    _ => panic!("{author:?} at {level:?}: {got:?}"),
+                }
+                let eff = effective_properties(&id, &p, by(author), &[(level, &nodes)])
+                    .expect("nodes are anyone's to change where editable");
+                assert_eq!(eff[0].value, "5");
+            }
+        }
+        // The writers, as the rule reads them.
+        assert_eq!(Level::Runtime.writer(), Trust::Operator);
+        assert_eq!(Level::Program.writer(), Trust::NamespaceAdmin);
+        assert_eq!(Level::Instance.writer(), Trust::InstanceAdmin);
+        // The profile's own value passes at any level: it changes nothing.
+        let same = values(&[(&format!("{PROPERTY_PREFIX}workDir"), "/w")]);
+        let by_instance = by(Trust::InstanceAdmin);
+        assert!(effective_properties(&id, &p, by_instance, &[(Level::Runtime, &same)]).is_ok());
+    }
+
+    #[test]
+    fn runtime_arguments_never_refer_to_secure_keys() {
+        let refers = values(&[(
+            "system.profile.properties.secretAccessKey",
+            "${secure(db-password)}",
+        )]);
+        let err = check_overrides(Level::Runtime, &refers).expect_err("refused");
+        assert!(
+            matches!(&err, ResolveError::SecretInArguments { key, .. } if key.ends_with("secretAccessKey")),
+            "{err:?}"
+        );
+        // Anywhere in any argument, well formed or not.
+        let hidden = values(&[("anything", "x ${secure(k")]);
+        assert!(check_overrides(Level::Runtime, &hidden).is_err());
+        // An admin's preferences may.
+        for level in &ALL[..5] {
+            assert_eq!(check_overrides(*level, &refers), Ok(()), "{level:?}");
+        }
     }
 
     #[test]
@@ -417,7 +585,8 @@ mod tests {
         let levels = [(Level::Namespace, &ns), (Level::Runtime, &rt)];
         let found = resolve("ns", &levels, |id| {
             assert_eq!(id, &ProfileId::user("ns", "team"));
-            Some(profile(&[("nodes", "3", true)]))
+            let p = profile(&[("nodes", "3", true), ("workDir", "/w", true)]);
+            Some((p, by(Trust::Operator)))
         })
         .expect("ok")
         .expect("found");

@@ -5,6 +5,7 @@
 //! restart or an upgrade. A SYSTEM profile that was built in but no longer ships becomes an
 //! ordinary SYSTEM profile the admin may edit or delete.
 
+use crate::model::access::Trust;
 use crate::model::builtin;
 use crate::model::profile::{ProfileId, SYSTEM_NAMESPACE, StoredProfile};
 use crate::runtime::registry::Registry;
@@ -28,7 +29,7 @@ pub async fn load(store: &Store, registry: &Registry) -> Result<Vec<ProfileId>, 
                 }
             }
             for (id, spec) in &profiles {
-                upsert(tx, id, spec.clone(), true)?;
+                upsert(tx, id, spec.clone(), true, Trust::InstanceAdmin)?;
             }
             Ok(ids)
         })

@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::model::access::Trust;
 use crate::model::app::{App, Program, WORKFLOWS};
 use crate::model::namespace::{DEFAULT, Namespace};
 use crate::model::plan::NodeRecord;
@@ -165,9 +166,17 @@ pub fn namespace_usage(
     Ok(usage)
 }
 
-/// The template `name` names, as seen from namespace `ns`.
-pub fn resolve_template(r: &impl Read, ns: &str, name: &str) -> Result<Template, ServiceError> {
-    let (scope, bare) = match name.split_once(':') {
+/// Resolves template reference `name` (`SYSTEM:x`, `USER:x` or `x`) as the author of a
+/// profile of `scope` meant it: a bare name in a USER profile is the namespace's template,
+/// else the SYSTEM one; in a SYSTEM profile it is the SYSTEM one, which a namespace's
+/// template of the same name never shadows. Returns the template and its author's trust.
+pub fn resolve_template(
+    r: &impl Read,
+    ns: &str,
+    name: &str,
+    scope: crate::model::profile::Scope,
+) -> Result<(Template, Trust), ServiceError> {
+    let (given, bare) = match name.split_once(':') {
         Some((s, n)) => (Some(s.to_ascii_uppercase()), n),
         None => (None, name),
     };
@@ -179,9 +188,10 @@ pub fn resolve_template(r: &impl Read, ns: &str, name: &str) -> Result<Template,
         namespace: None,
         name: bare.to_string(),
     };
-    let ids = match scope.as_deref() {
+    let ids = match given.as_deref() {
         Some("SYSTEM") => vec![system],
         Some("USER") => vec![user],
+        None if scope == crate::model::profile::Scope::System => vec![system],
         None => vec![user, system],
         Some(other) => {
             return Err(ServiceError::invalid(
@@ -193,7 +203,8 @@ pub fn resolve_template(r: &impl Read, ns: &str, name: &str) -> Result<Template,
     for id in &ids {
         id.check()?;
         if let Some(found) = r.get::<StoredTemplate>(Table::Templates, &id.key())? {
-            return Ok(found.template);
+            let author = found.author();
+            return Ok((found.template, author));
         }
     }
     Err(ServiceError::TemplateNotFound(ids[0].to_string()))

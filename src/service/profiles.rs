@@ -2,7 +2,7 @@
 //! delete, list. Every check and its write happen in one store write, so two racing requests
 //! cannot both pass a check that only one should.
 
-use crate::model::access::Act;
+use crate::model::access::{Act, Trust};
 use crate::model::namespace;
 use crate::model::plan::ResourceStatus;
 use crate::model::preference::Assignment;
@@ -32,12 +32,14 @@ fn check_id(id: &ProfileId) -> Result<(), ServiceError> {
     Ok(crate::model::names::check("profile name", &id.name)?)
 }
 
-/// Writes `spec` as profile `id`, keeping `status` and `created` of an existing profile.
+/// Writes `spec` as profile `id` for a writer trusted as `by`, keeping `status` and
+/// `created` of an existing profile.
 pub(super) fn upsert(
     tx: &mut Txn,
     id: &ProfileId,
     spec: ValidSpec,
     builtin: bool,
+    by: Trust,
 ) -> Result<Profile, ServiceError> {
     let existing = catalog::stored_profile(tx, id)?;
     let (status, created) = existing
@@ -59,16 +61,18 @@ pub(super) fn upsert(
     let stored = StoredProfile {
         profile: profile.clone(),
         builtin,
+        written_by: by,
     };
     tx.put(Table::Profiles, &id.key(), &stored)?;
     Ok(profile)
 }
 
-/// Creates or replaces profile `id`. Built-in profiles cannot be replaced.
+/// Creates or replaces profile `id`, written by a caller trusted as `by`. Built-in
+/// profiles cannot be replaced.
 pub async fn put(
     store: &Store,
     registry: &Registry,
-    act: Act,
+    (act, by): (Act, Trust),
     id: ProfileId,
     spec: ProfileSpec,
 ) -> Result<Profile, ServiceError> {
@@ -82,7 +86,7 @@ pub async fn put(
             if catalog::stored_profile(tx, &id)?.is_some_and(|s| s.builtin) {
                 return Err(ServiceError::BuiltinProfile(id.clone()));
             }
-            let profile = upsert(tx, &id, valid.clone(), false)?;
+            let profile = upsert(tx, &id, valid.clone(), false, by)?;
             changes::record(tx, &act)?;
             Ok(profile)
         })

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::model::access::{Act, runs_on_host};
+use crate::model::access::{Act, Trust, runs_on_host};
 use crate::model::app::{Program, WORKFLOWS};
 use crate::model::event::EventKind;
 use crate::model::namespace;
@@ -18,7 +18,7 @@ use crate::model::run::{ClusterStatus, Launch, ProgramStatus, RunError, RunKey, 
 use crate::model::server::Owner;
 use crate::model::view::RunView;
 use crate::rules::lifecycle::{self, Event};
-use crate::rules::resolve;
+use crate::rules::{host, resolve};
 use crate::runtime::handle::Runtime;
 use crate::service::catalog;
 use crate::service::error::ServiceError;
@@ -227,6 +227,17 @@ struct Resolved {
     nodes: Vec<String>,
     template: Option<crate::model::template::Template>,
     program: Program,
+    /// Who wrote the profile and the template, for the host check.
+    authors: Authors,
+}
+
+/// The authors of what a run resolved to, and their names for a refusal.
+#[derive(Debug, Clone, PartialEq)]
+struct Authors {
+    profile: Trust,
+    profile_id: crate::model::profile::ProfileId,
+    /// The template's reference and its author.
+    template: Option<(String, Trust)>,
 }
 
 /// The layout a template gives the run's nodes: services and types per node.
@@ -264,11 +275,16 @@ fn resolve_start(
     if stored.profile.status == ProfileStatus::Disabled {
         return Err(ServiceError::ProfileDisabled(chosen.id));
     }
-    let properties = resolve::effective_properties(&chosen.id, &stored.profile, &levels)?;
     let provisioner_name = stored.profile.provisioner.name.clone();
     let provisioner = registry
         .get(&provisioner_name)
         .ok_or_else(|| ServiceError::ProvisionerNotFound(provisioner_name.clone()))?;
+    let authority = resolve::Authority {
+        author: stored.author(),
+        spec: provisioner.spec(),
+    };
+    let properties =
+        resolve::effective_properties(&chosen.id, &stored.profile, authority, &levels)?;
     let map = crate::model::property::by_name(&properties);
     if let Err(e) = provisioner.validate(&map) {
         return Err(RunError::BadProperty {
@@ -291,9 +307,17 @@ fn resolve_start(
         }
         .into());
     }
-    let template = match map.get(ebb_spi::resource::TEMPLATE.name) {
-        None => None,
-        Some(name) => Some(catalog::resolve_template(r, &ns, name)?),
+    let (template, template_author) = match map.get(ebb_spi::resource::TEMPLATE.name) {
+        None => (None, None),
+        Some(name) => {
+            let (t, author) = catalog::resolve_template(r, &ns, name, chosen.id.scope)?;
+            (Some(t), Some((name.clone(), author)))
+        }
+    };
+    let authors = Authors {
+        profile: stored.author(),
+        profile_id: chosen.id.clone(),
+        template: template_author,
     };
     Ok(Resolved {
         chosen,
@@ -304,6 +328,7 @@ fn resolve_start(
         nodes,
         template,
         program,
+        authors,
     })
 }
 
@@ -343,8 +368,27 @@ fn solve_layout(
             hardware_type: l.hardware_type.clone(),
             image_type: l.image_type.clone(),
         };
+        let given = template.type_properties(provisioner_name, &types);
+        // A template trusted less than the profile's author may not move what only the
+        // author decides (an endpoint, a subnet, credentials) through its node types.
+        let template_author = resolved.authors.template.as_ref().map(|(_, t)| *t);
+        if let Some(author) = template_author
+            && author < resolved.authors.profile
+            && let Some(name) = given.keys().find(|k| provisioner.spec().author_only(k))
+        {
+            return Err(ServiceError::invalid(
+                "template",
+                format!(
+                    "hardware type '{}' with image type '{}' sets property '{name}', which only the author of {} ({}) may set; the template was written by a {author}",
+                    types.hardware_type,
+                    types.image_type,
+                    resolved.authors.profile_id,
+                    resolved.authors.profile
+                ),
+            ));
+        }
         let mut merged = map.clone();
-        merged.extend(template.type_properties(provisioner_name, &types));
+        merged.extend(given);
         provisioner.validate(&merged).map_err(|e| {
             ServiceError::invalid(
                 "template",
@@ -422,6 +466,7 @@ fn record_start(
         nodes,
         template,
         program,
+        authors,
     } = resolved;
     let (layout, node_types) = layout;
     let now = time::now_secs();
@@ -457,7 +502,7 @@ fn record_start(
     };
     // Only a limit reads the program's active runs: a scan makes this write conflict with
     // every other start and end of the program's runs (on etcd, a retry each).
-    let refusal = refusal(tx, &key, &run, program.max_concurrent_runs)?;
+    let refusal = refusal(tx, &key, &run, &authors, program.max_concurrent_runs)?;
     if let Some(refusal) = refusal {
         let t = lifecycle::on(&run, Event::Reject(refusal.to_string()), now)?;
         tx.put(Table::Runs, &key.key(), &t.run)?;
@@ -497,24 +542,40 @@ fn record_start(
     Ok(Recorded::Started(Box::new(run)))
 }
 
-/// Why run `run` (`key`) may not start, if it may not: its program's concurrency limit, its
-/// namespace's quota, or programs on the server's host that its app may not run. Each check
+/// Why run `run` (`key`) may not start, if it may not: a part of it that may not run on the
+/// server's host, its program's concurrency limit, or its namespace's quota. Each check
 /// reads only what it needs (a scan makes the write conflict with every other start and end
 /// it covers: on etcd, a retry each).
 fn refusal(
     tx: &Txn,
     key: &RunKey,
     run: &RunRecord,
+    authors: &Authors,
     max_concurrent_runs: Option<u32>,
 ) -> Result<Option<RunError>, ServiceError> {
     let namespace = catalog::require_namespace(tx, &key.namespace)?;
     let properties = run.properties();
-    if runs_on_host(&run.provisioner, &properties) && !namespace.allow_host_programs {
+    if runs_on_host(&run.provisioner, &properties) {
         let app = catalog::require_app(tx, &key.namespace, &key.app)?;
-        if !app.host_programs {
+        let host = host::HostRun {
+            namespace_allows: namespace.allow_host_programs,
+            app_approved: app.host_programs,
+            profile: authors.profile,
+            template: authors.template.as_ref().map(|(_, t)| *t),
+        };
+        if let Some(part) = host::refusal(&host) {
+            let (part, written_by) = match part {
+                host::HostPart::App => (format!("app '{}'", key.app), None),
+                host::HostPart::Profile(by) => (authors.profile_id.to_string(), Some(by)),
+                host::HostPart::Template(by) => {
+                    let name = authors.template.as_ref().map_or("", |(n, _)| n.as_str());
+                    (format!("template '{name}'"), Some(by))
+                }
+            };
             return Ok(Some(RunError::HostPrograms {
                 namespace: key.namespace.clone(),
-                app: key.app.clone(),
+                part,
+                written_by,
                 profile: format!("{}, provisioner {}", run.profile, run.provisioner),
                 run: key.run.clone(),
             }));

@@ -6,7 +6,7 @@
 
 use serde::Deserialize;
 
-use crate::model::access::Act;
+use crate::model::access::{Act, Trust};
 use crate::model::builtin;
 use crate::model::namespace;
 use crate::model::plan::Selection;
@@ -31,6 +31,7 @@ fn stored(
     mut template: Template,
     existing: Option<&StoredTemplate>,
     builtin: bool,
+    by: Trust,
 ) -> StoredTemplate {
     template.name = None;
     let now = now_secs();
@@ -45,13 +46,15 @@ fn stored(
         created: existing.map_or(now, |e| e.created),
         updated: now,
         builtin,
+        written_by: by,
     }
 }
 
-/// Creates or replaces template `id` after validating it.
+/// Creates or replaces template `id` after validating it, written by a caller trusted as
+/// `by`.
 pub async fn put(
     store: &Store,
-    act: Act,
+    (act, by): (Act, Trust),
     id: TemplateId,
     template: Template,
 ) -> Result<StoredTemplate, ServiceError> {
@@ -77,7 +80,7 @@ pub async fn put(
             if existing.as_ref().is_some_and(|e| e.builtin) {
                 return Err(ServiceError::BuiltinTemplate(id.to_string()));
             }
-            let value = stored(&id, template.clone(), existing.as_ref(), false);
+            let value = stored(&id, template.clone(), existing.as_ref(), false, by);
             tx.put(Table::Templates, &id.key(), &value)?;
             changes::record(tx, &act)?;
             Ok(value)
@@ -214,7 +217,7 @@ pub async fn dry_run(
             store
                 .read(move |r| {
                     catalog::require_namespace(r, &ns)?;
-                    catalog::resolve_template(r, &ns, &name)
+                    catalog::resolve_template(r, &ns, &name, Scope::User).map(|(t, _)| t)
                 })
                 .await?
         }
@@ -344,7 +347,13 @@ pub async fn load_builtin(store: &Store) -> Result<usize, ServiceError> {
             let count = templates.len();
             for (id, template) in &templates {
                 let existing: Option<StoredTemplate> = tx.get(Table::Templates, &id.key())?;
-                let value = stored(id, template.clone(), existing.as_ref(), true);
+                let value = stored(
+                    id,
+                    template.clone(),
+                    existing.as_ref(),
+                    true,
+                    Trust::InstanceAdmin,
+                );
                 tx.put(Table::Templates, &id.key(), &value)?;
             }
             Ok(count)

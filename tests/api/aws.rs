@@ -187,16 +187,32 @@ fn ec2_errors_are_retried_or_fatal_with_the_clouds_words_and_no_secret() {
         "{reply}"
     );
     body["provisioner"]["properties"][1]["value"] = json!("${secure(aws-secret)}");
-    let (code, reply) = server.put("/v3/namespaces/default/profiles/clear", body);
+    let (code, reply) = server.put("/v3/namespaces/default/profiles/clear", body.clone());
     assert_eq!(code, 200, "{reply}");
     let (code, reply) = server.post_json(
         &format!("{}/start", program("a")),
         json!({"system.profile.name": "clear", "system.profile.properties.secretAccessKey": SECRET}),
     );
     assert_eq!(code, 400, "{reply}");
+    // A reference in runtime arguments is refused whatever it names.
     let (code, reply) = server.post_json(
         &format!("{}/start", program("a")),
-        json!({"system.profile.name": "clear", "system.profile.properties.secretAccessKey": "${secure(nope)}"}),
+        json!({"system.profile.name": "clear", "system.profile.properties.secretAccessKey": "${secure(aws-secret)}"}),
+    );
+    assert_eq!(code, 400, "{reply}");
+    assert!(
+        reply["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("runtime arguments may not refer to secure keys")),
+        "{reply}"
+    );
+    // A profile's reference to a key that does not exist: refused when a run starts.
+    body["provisioner"]["properties"][1]["value"] = json!("${secure(nope)}");
+    let (code, reply) = server.put("/v3/namespaces/default/profiles/dangling", body);
+    assert_eq!(code, 200, "{reply}");
+    let (code, reply) = server.post_json(
+        &format!("{}/start", program("a")),
+        json!({"system.profile.name": "dangling"}),
     );
     assert_eq!(code, 400, "{reply}");
     assert!(
@@ -398,7 +414,14 @@ fn a_templates_hardware_types_choose_the_instance_types() {
     // A type mapping to a property aws-ec2 does not have is refused when the run starts.
     let (_, mut template) = server.get("/v3/templates/zookeeper-cluster");
     template["hardwareTypes"]["small"]["aws-ec2"] = json!({"flavor": "big"});
-    for field in ["scope", "created", "updated", "builtin", "name"] {
+    for field in [
+        "scope",
+        "created",
+        "updated",
+        "builtin",
+        "writtenBy",
+        "name",
+    ] {
         template.as_object_mut().expect("object").remove(field);
     }
     let (code, body) = server.put("/v3/namespaces/default/templates/zk-flavor", template);

@@ -358,7 +358,7 @@ fn bad_input_is_400_naming_the_field() {
 }
 
 #[test]
-fn numbers_and_booleans_are_taken_as_property_text_and_editable_by_default() {
+fn numbers_and_booleans_are_taken_as_property_text_and_fixed_by_default() {
     let dir = tempfile::tempdir().expect("tempdir");
     let s = Server::start(&dir);
     let body = json!({"provisioner": {"name": "sim", "properties": [
@@ -368,8 +368,8 @@ fn numbers_and_booleans_are_taken_as_property_text_and_editable_by_default() {
     assert_eq!(
         p["provisioner"]["properties"],
         json!([
-        {"name": "nodes", "value": "3", "isEditable": true},
-        {"name": "failCreate", "value": "false", "isEditable": true},
-        {"name": "lostCreateRate", "value": "0.25", "isEditable": true}])
+        {"name": "nodes", "value": "3", "isEditable": false},
+        {"name": "failCreate", "value": "false", "isEditable": false},
+        {"name": "lostCreateRate", "value": "0.25", "isEditable": false}])
     );
 }

@@ -45,8 +45,8 @@ pub static SPEC: ProvisionerSpec = ProvisionerSpec {
     description: "Runs each node of the cluster as a Compute Engine instance, through Google's \
                   official Rust SDK.",
     properties: &[
-        PropertySpec::required("projectId", PropertyKind::Text),
-        PropertySpec::required("zone", PropertyKind::Text),
+        PropertySpec::required("projectId", PropertyKind::Text).author_only(),
+        PropertySpec::required("zone", PropertyKind::Text).author_only(),
         PropertySpec::optional("machineType", PropertyKind::Text),
         PropertySpec::optional("image", PropertyKind::Text),
         PropertySpec::optional(
@@ -56,9 +56,9 @@ pub static SPEC: ProvisionerSpec = ProvisionerSpec {
                 max: 65536,
             },
         ),
-        PropertySpec::optional("network", PropertyKind::Text),
-        PropertySpec::optional("subnet", PropertyKind::Text),
-        PropertySpec::optional("serviceAccount", PropertyKind::Text),
+        PropertySpec::optional("network", PropertyKind::Text).author_only(),
+        PropertySpec::optional("subnet", PropertyKind::Text).author_only(),
+        PropertySpec::optional("serviceAccount", PropertyKind::Text).author_only(),
         PropertySpec::optional(
             "nodes",
             PropertyKind::Integer {

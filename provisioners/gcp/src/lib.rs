@@ -14,9 +14,11 @@ use google_cloud_auth::credentials::Credentials;
 /// The service-account key (JSON) to call the API with.
 pub const ACCOUNT_KEY: PropertySpec = PropertySpec::secret("accountKey", PropertyKind::Text);
 /// The API's endpoint, for a stand-in or a private endpoint.
-pub const ENDPOINT: PropertySpec = PropertySpec::optional("endpoint", PropertyKind::Text);
+pub const ENDPOINT: PropertySpec =
+    PropertySpec::optional("endpoint", PropertyKind::Text).author_only();
 /// Call without credentials (a stand-in or an emulator).
-pub const ANONYMOUS: PropertySpec = PropertySpec::optional("anonymous", PropertyKind::Boolean);
+pub const ANONYMOUS: PropertySpec =
+    PropertySpec::optional("anonymous", PropertyKind::Boolean).author_only();
 /// More labels for every resource: `key=value,...`.
 pub const LABELS: PropertySpec = PropertySpec::optional("labels", PropertyKind::Text);
 

@@ -31,7 +31,7 @@ pub static SPEC: ProvisionerSpec = ProvisionerSpec {
     description: "Runs clusters on machines that already exist, reached over SSH: nothing is \
                   created or destroyed, only the run's directory on each machine.",
     properties: &[
-        PropertySpec::required("hosts", PropertyKind::Text),
+        PropertySpec::required("hosts", PropertyKind::Text).author_only(),
         SSH_USER,
         PropertySpec {
             required: true,
@@ -39,7 +39,7 @@ pub static SPEC: ProvisionerSpec = ProvisionerSpec {
         },
         SSH_HOST_KEY_CHECKING,
         SSH_KNOWN_HOSTS,
-        PropertySpec::optional("remoteDir", PropertyKind::Text),
+        PropertySpec::optional("remoteDir", PropertyKind::Text).author_only(),
         RETRY_BUDGET,
         TEMPLATE,
         HEAL,

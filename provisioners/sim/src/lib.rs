@@ -42,7 +42,7 @@ pub static SPEC: ProvisionerSpec = ProvisionerSpec {
                 max: 10_000,
             },
         ),
-        PropertySpec::optional("stateDir", PropertyKind::Text),
+        PropertySpec::optional("stateDir", PropertyKind::Text).author_only(),
         PropertySpec::optional("createLatency", LATENCY),
         PropertySpec::optional("deleteLatency", LATENCY),
         PropertySpec::optional("transientErrorRate", RATE),

@@ -58,6 +58,12 @@ impl ProvisionerSpec {
         self.properties.iter().find(|p| p.name == name)
     }
 
+    /// Whether property `name` may be set only by the profile's author. A name the
+    /// provisioner does not know is treated as such: it is refused later anyway.
+    pub fn author_only(&self, name: &str) -> bool {
+        self.property(name).is_none_or(|p| p.author_only)
+    }
+
     /// The most nodes a cluster of this provisioner may have: the upper end of its `nodes`
     /// property, else [`MAX_NODES`]; never above [`MAX_NODES`].
     pub fn max_nodes(&self) -> u32 {
@@ -79,6 +85,11 @@ pub struct PropertySpec {
     pub required: bool,
     /// The value is sensitive: it is redacted wherever a run's properties are shown.
     pub secret: bool,
+    /// The property decides where the provisioner reaches or with what rights (an endpoint,
+    /// a region, credentials, hosts, a directory on the server's host, a template, an SSH
+    /// user): only the profile's author, or a level as trusted, may set it. Secrets always
+    /// are.
+    pub author_only: bool,
 }
 
 impl PropertySpec {
@@ -89,6 +100,7 @@ impl PropertySpec {
             kind,
             required: false,
             secret: false,
+            author_only: false,
         }
     }
 
@@ -100,6 +112,7 @@ impl PropertySpec {
             kind,
             required: false,
             secret: true,
+            author_only: true,
         }
     }
 
@@ -110,6 +123,15 @@ impl PropertySpec {
             kind,
             required: true,
             secret: false,
+            author_only: false,
+        }
+    }
+
+    /// The same property, settable only by the profile's author (see [`Self::author_only`]).
+    pub const fn author_only(self) -> Self {
+        Self {
+            author_only: true,
+            ..self
         }
     }
 }

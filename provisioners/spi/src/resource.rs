@@ -32,7 +32,8 @@ pub const RETRY_BUDGET: PropertySpec = PropertySpec::optional(
 
 /// The cluster template a profile's clusters are built from: its services are installed,
 /// configured and started on the nodes (`SYSTEM:<name>`, `USER:<name>` or `<name>`).
-pub const TEMPLATE: PropertySpec = PropertySpec::optional("template", PropertyKind::Text);
+pub const TEMPLATE: PropertySpec =
+    PropertySpec::optional("template", PropertyKind::Text).author_only();
 
 /// How a live cluster's checked services are healed, for every service of the template
 /// (`none`, `restart` or `replace-node`); when left out, each service's own `heal` in the
@@ -54,7 +55,8 @@ pub const HEAL_WINDOW: PropertySpec = PropertySpec::optional(
 );
 
 /// The user ebb logs in as on a node it reaches over SSH.
-pub const SSH_USER: PropertySpec = PropertySpec::optional("sshUser", PropertyKind::Text);
+pub const SSH_USER: PropertySpec =
+    PropertySpec::optional("sshUser", PropertyKind::Text).author_only();
 /// The private key (OpenSSH or PEM text) ebb logs in with: a `${secure(name)}` reference.
 pub const SSH_PRIVATE_KEY: PropertySpec = PropertySpec::secret("sshPrivateKey", PropertyKind::Text);
 /// How a node's SSH host key is checked, in OpenSSH's words: `yes` (it must be listed in
@@ -63,15 +65,16 @@ pub const SSH_PRIVATE_KEY: PropertySpec = PropertySpec::secret("sshPrivateKey", 
 pub const SSH_HOST_KEY_CHECKING: PropertySpec = PropertySpec::optional(
     "sshHostKeyChecking",
     PropertyKind::OneOf(&["yes", "accept-new", "no"]),
-);
+)
+.author_only();
 /// Host keys in `known_hosts` format (`host[,host] type base64` lines; `[host]:port` for a
 /// port other than 22), for `sshHostKeyChecking=yes`.
 pub const SSH_KNOWN_HOSTS: PropertySpec =
-    PropertySpec::optional("sshKnownHosts", PropertyKind::Text);
+    PropertySpec::optional("sshKnownHosts", PropertyKind::Text).author_only();
 
 /// The port sshd listens on at a cloud node (default 22).
 pub const SSH_PORT: PropertySpec =
-    PropertySpec::optional("sshPort", PropertyKind::Integer { min: 1, max: 65535 });
+    PropertySpec::optional("sshPort", PropertyKind::Integer { min: 1, max: 65535 }).author_only();
 
 /// Fact of a node ebb reaches over SSH: `user@host:port`. Service scripts and the program of
 /// a node with this fact run there, not on the server's host.

@@ -581,7 +581,7 @@ async fn save_form(
         profiles::put(
             &state.store,
             &state.registry,
-            act(&ctx.caller, action, &id),
+            (act(&ctx.caller, action, &id), ctx.caller.trust()),
             id.clone(),
             spec,
         )

@@ -904,6 +904,24 @@ pub struct StoredTemplate {
     /// Loaded from `profiles/templates/`; cannot be replaced or deleted over the API.
     #[serde(default)]
     pub builtin: bool,
+    /// The trust of whoever wrote it last: only what instance admins wrote runs its scripts
+    /// on the server's host. A record from before this was kept is taken as a namespace
+    /// admin's.
+    #[serde(
+        rename = "writtenBy",
+        default = "crate::model::access::Trust::unrecorded"
+    )]
+    pub written_by: crate::model::access::Trust,
+}
+
+impl StoredTemplate {
+    /// Its author's trust: instance admins for a SYSTEM template, whoever wrote a USER one.
+    pub fn author(&self) -> crate::model::access::Trust {
+        match self.scope {
+            Scope::System => crate::model::access::Trust::InstanceAdmin,
+            Scope::User => self.written_by,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -2,8 +2,10 @@
 //! server, secrets never reach programs or other users, the open endpoint refuses what
 //! other pages and hosts send, and oversized input gets a 4xx naming its limit.
 
+mod host;
 mod hostile;
 mod limits;
+mod overrides;
 mod runs;
 mod secrets;
 mod web;

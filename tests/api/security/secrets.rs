@@ -136,7 +136,7 @@ fn secure_references_are_allowed_in_secret_properties_only() {
                    "system.profile.properties.workDir": "/tmp/leak-${secure(k)}"}),
         ),
         400,
-        "properties.workDir: is not a secret property",
+        "runtime arguments may not refer to secure keys",
     );
     assert!(
         !std::fs::read_dir("/tmp")
