@@ -318,19 +318,27 @@ async fn serve(
     let runtime = state.runtime.clone();
     let shutdown = Arc::clone(&state.shutdown);
     let data = web::Data::new(state);
+    let peers = web::Data::new(api::bodies::PeerSlots::default());
     let mut server = HttpServer::new(move || {
         App::new()
             .app_data(data.clone())
+            .app_data(peers.clone())
+            .wrap(middleware::from_fn(api::bodies::bound))
             .wrap(middleware::from_fn(api::guard_origin))
             .wrap(middleware::from_fn(api::log_request))
             .configure(api::ui::configure)
             .configure(api::configure)
     })
     .disable_signals()
-    .shutdown_timeout(GRACE.as_secs());
-    if let Some(workers) = config.workers {
-        server = server.workers(workers);
-    }
+    .shutdown_timeout(GRACE.as_secs())
+    // A request head arrives within 5 s, or the connection is closed.
+    .client_request_timeout(std::time::Duration::from_secs(5));
+    let workers = config.workers.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    });
+    server = server
+        .workers(workers)
+        .max_connections(connections_per_worker(workers));
     let scheme = if tls.is_some() { "https" } else { "http" };
     let bound = match tls {
         Some(tls) => server.bind_rustls_0_23(&config.bind, tls),
@@ -387,6 +395,31 @@ async fn serve(
         }
     });
     Ok(server.await)
+}
+
+/// Descriptors kept for the store, the etcd client, programs' files and the rest.
+const RESERVED_FILES: u64 = 256;
+
+/// How many connections each of `workers` takes at once: the descriptors this process may
+/// open (its soft limit raised to the hard one), less [`RESERVED_FILES`], shared out. Past
+/// it a worker stops accepting until one closes, so connections never take the descriptors
+/// the store needs.
+fn connections_per_worker(workers: usize) -> usize {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    if let (Some(current), Some(maximum)) = (limit.current, limit.maximum)
+        && current < maximum
+    {
+        limit.current = Some(maximum);
+        if setrlimit(Resource::Nofile, limit).is_err() {
+            limit = getrlimit(Resource::Nofile);
+        }
+    }
+    let files = limit.current.unwrap_or(1 << 20).min(1 << 20);
+    let each = files.saturating_sub(RESERVED_FILES) / workers.max(1) as u64;
+    usize::try_from(each)
+        .unwrap_or(usize::MAX)
+        .clamp(16, 25_000)
 }
 
 /// Refuses what would expose the API to other hosts unprotected: plain HTTP on an address

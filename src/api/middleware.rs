@@ -65,10 +65,13 @@ pub async fn log_request(
             "unmatched".to_string(),
         ),
     };
-    use crate::model::metrics::{HTTP_REQUESTS, HTTP_SECONDS};
-    metrics::counter!(HTTP_REQUESTS.name, "route" => route.clone(), "method" => method.to_string(), "status" => status.to_string())
+    use crate::model::metrics::{HTTP_REQUESTS, HTTP_SECONDS, method_label};
+    // Any token is a method to HTTP: only the ones the API knows become a label, so no
+    // request can grow the series without bound.
+    let label = method_label(method.as_str());
+    metrics::counter!(HTTP_REQUESTS.name, "route" => route.clone(), "method" => label, "status" => status.to_string())
         .increment(1);
-    metrics::histogram!(HTTP_SECONDS.name, "route" => route, "method" => method.to_string())
+    metrics::histogram!(HTTP_SECONDS.name, "route" => route, "method" => label)
         .record(started.elapsed().as_secs_f64());
     tracing::info!(
         http.method = %method,

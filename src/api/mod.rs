@@ -14,6 +14,7 @@
 //! - [`ui`]: the web UI under `/ui`, on the same services and rights.
 
 pub mod apps;
+pub mod bodies;
 pub mod body;
 pub mod clusters;
 pub mod contract;

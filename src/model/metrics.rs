@@ -160,6 +160,13 @@ pub const HTTP_SECONDS: Metric = m(
     "How long HTTP requests took to answer.",
 );
 
+/// The `method` label of an HTTP request: one of the methods the API answers, else `other`.
+/// HTTP lets a client send any token as its method; each must not become a series.
+pub fn method_label(method: &str) -> &'static str {
+    const KNOWN: [&str; 7] = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"];
+    KNOWN.into_iter().find(|m| *m == method).unwrap_or("other")
+}
+
 /// Every metric ebb exports.
 pub const SERVICE_CHECKS: Metric = m(
     "ebb_service_checks_total",
@@ -210,6 +217,15 @@ pub const BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0,
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_known_methods_are_labels() {
+        assert_eq!(method_label("GET"), "GET");
+        assert_eq!(method_label("DELETE"), "DELETE");
+        for other in ["get", "XMETHOD1", "", "PROPFIND"] {
+            assert_eq!(method_label(other), "other", "{other}");
+        }
+    }
 
     #[test]
     fn names_are_unique_prometheus_names_and_labels_are_bounded() {

@@ -47,6 +47,8 @@ pub struct Options {
     pub generated_name: bool,
     /// Do not check answers against the API's contract (the benchmarks time their calls).
     pub unchecked: bool,
+    /// Start the server with at most this many open files (util-linux's `prlimit`).
+    pub files: Option<u64>,
 }
 
 /// The work directory the harness gives a server on `data_dir` (inside it, so a test's
@@ -62,7 +64,14 @@ impl Server {
     }
 
     pub fn start_at(data_dir: &Path, options: Options) -> Server {
-        let mut cmd = Command::new(EBB);
+        let mut cmd = match options.files {
+            Some(n) => {
+                let mut c = Command::new("prlimit");
+                c.arg(format!("--nofile={n}:{n}")).arg("--").arg(EBB);
+                c
+            }
+            None => Command::new(EBB),
+        };
         cmd.args(["serve", "--log-format", "json", "--workers", "2"])
             .args(if options.args.iter().any(|a| a == "--bind") {
                 &[][..]

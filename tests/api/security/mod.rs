@@ -2,6 +2,7 @@
 //! server, secrets never reach programs or other users, the open endpoint refuses what
 //! other pages and hosts send, and oversized input gets a 4xx naming its limit.
 
+mod exhaustion;
 mod host;
 mod hostile;
 mod limits;

@@ -1,0 +1,209 @@
+//! Request bodies arrive within a time limit, and one peer sends only so many at once.
+//!
+//! A client that sends a request head promising a body and then nothing holds a connection,
+//! a descriptor and a worker's attention for as long as the body is awaited; a thousand such
+//! clients, with no token at all (the sign-in form takes a body), would stop the server
+//! answering anyone. So every request that carries a body takes a slot of its peer (at most
+//! [`PER_PEER`] at once: more are answered 429 and their connection closed), and its body
+//! must keep arriving: [`IDLE`] without a byte, or [`WHOLE`] in all, and it is answered 408
+//! and its connection closed. Requests without a body (`GET`s, the health check) take no
+//! slot. Behind a proxy every client shares the proxy's address, so its share is the
+//! proxy's.
+
+use std::collections::HashMap;
+use std::future::Future as _;
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use actix_web::body::{BoxBody, MessageBody};
+use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
+use actix_web::error::PayloadError;
+use actix_web::http::{StatusCode, header};
+use actix_web::middleware::Next;
+use actix_web::{HttpMessage as _, HttpResponse, web};
+use futures_util::Stream;
+
+/// Requests with a body one peer address may have in flight at once.
+pub const PER_PEER: usize = 64;
+/// Longest a body may pause between two chunks.
+pub const IDLE: Duration = Duration::from_secs(10);
+/// Longest a whole body may take to arrive.
+pub const WHOLE: Duration = Duration::from_secs(60);
+
+/// The slots of requests with bodies, per peer address: one for the whole server, kept as
+/// app data of its own.
+#[derive(Debug, Clone, Default)]
+pub struct PeerSlots {
+    in_use: Arc<Mutex<HashMap<IpAddr, usize>>>,
+}
+
+/// One request's slot, given back when it is dropped.
+#[derive(Debug)]
+pub struct Slot {
+    slots: PeerSlots,
+    peer: IpAddr,
+}
+
+impl PeerSlots {
+    /// A slot for `peer`, unless it holds [`PER_PEER`] already.
+    pub fn take(&self, peer: IpAddr) -> Option<Slot> {
+        let mut in_use = self.in_use.lock().unwrap_or_else(|e| e.into_inner());
+        let held = in_use.entry(peer).or_insert(0);
+        if *held >= PER_PEER {
+            return None;
+        }
+        *held += 1;
+        Some(Slot {
+            slots: self.clone(),
+            peer,
+        })
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut in_use = self.slots.in_use.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(held) = in_use.get_mut(&self.peer) {
+            *held -= 1;
+            if *held == 0 {
+                in_use.remove(&self.peer);
+            }
+        }
+    }
+}
+
+/// Whether a request carries a body: a length above zero, or chunks.
+fn has_body(req: &ServiceRequest) -> bool {
+    let headers = req.headers();
+    let length = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    match length {
+        Some(n) => n > 0,
+        None => headers.contains_key(header::TRANSFER_ENCODING),
+    }
+}
+
+/// An answer after which the connection is closed (what is left of its body is not read).
+fn closing(status: StatusCode, message: &str) -> HttpResponse {
+    let mut res = HttpResponse::build(status)
+        .insert_header(header::ContentType::json())
+        .body(serde_json::json!({"code": status.as_u16(), "message": message}).to_string());
+    res.head_mut()
+        .set_connection_type(actix_web::http::ConnectionType::Close);
+    res
+}
+
+/// The middleware: a slot per request with a body, and a deadline on its body.
+pub async fn bound(
+    mut req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
+    if !has_body(&req) {
+        return next.call(req).await.map(|r| r.map_into_boxed_body());
+    }
+    let slots = req.app_data::<web::Data<PeerSlots>>().cloned();
+    let peer = req.peer_addr().map(|a| a.ip());
+    let slot = match (slots, peer) {
+        (Some(slots), Some(peer)) => match slots.take(peer) {
+            Some(slot) => Some(slot),
+            None => {
+                let message = format!(
+                    "this address has {PER_PEER} requests with bodies in flight already; wait for them"
+                );
+                let res = closing(StatusCode::TOO_MANY_REQUESTS, &message);
+                return Ok(req.into_response(res));
+            }
+        },
+        _ => None,
+    };
+    let timed_out = Arc::new(AtomicBool::new(false));
+    let payload = Deadline {
+        inner: req.take_payload(),
+        idle: Box::pin(tokio::time::sleep(IDLE)),
+        whole: Box::pin(tokio::time::sleep(WHOLE)),
+        timed_out: Arc::clone(&timed_out),
+    };
+    req.set_payload(Payload::Stream {
+        payload: Box::pin(payload),
+    });
+    let res = next.call(req).await;
+    drop(slot);
+    if timed_out.load(Ordering::SeqCst) {
+        let message = format!(
+            "the request's body did not arrive in time (a pause of {}s, or {}s in all)",
+            IDLE.as_secs(),
+            WHOLE.as_secs()
+        );
+        return match res {
+            Ok(r) => {
+                let (req, _) = r.into_parts();
+                Ok(ServiceResponse::new(
+                    req,
+                    closing(StatusCode::REQUEST_TIMEOUT, &message),
+                ))
+            }
+            Err(e) => Err(e),
+        };
+    }
+    res.map(|r| r.map_into_boxed_body())
+}
+
+/// A body stream that fails once it pauses [`IDLE`] or takes [`WHOLE`] in all.
+struct Deadline {
+    inner: Payload,
+    idle: Pin<Box<tokio::time::Sleep>>,
+    whole: Pin<Box<tokio::time::Sleep>>,
+    timed_out: Arc<AtomicBool>,
+}
+
+impl Stream for Deadline {
+    type Item = Result<web::Bytes, PayloadError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if let Poll::Ready(item) = Pin::new(&mut self.inner).poll_next(cx) {
+            if item.is_some() {
+                let next = tokio::time::Instant::now() + IDLE;
+                self.idle.as_mut().reset(next);
+            }
+            return Poll::Ready(item);
+        }
+        let idle = self.idle.as_mut().poll(cx).is_ready();
+        let whole = self.whole.as_mut().poll(cx).is_ready();
+        if idle || whole {
+            self.timed_out.store(true, Ordering::SeqCst);
+            let e = std::io::Error::new(std::io::ErrorKind::TimedOut, "the body stopped arriving");
+            return Poll::Ready(Some(Err(PayloadError::Io(e))));
+        }
+        Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_peer_holds_at_most_its_share_and_gets_slots_back() {
+        let slots = PeerSlots::default();
+        let a: IpAddr = [10, 0, 0, 1].into();
+        let b: IpAddr = [10, 0, 0, 2].into();
+        let held: Vec<Slot> = (0..PER_PEER)
+            .map(|_| slots.take(a).expect("slot"))
+            .collect();
+        assert!(slots.take(a).is_none(), "a's share is used up");
+        assert!(slots.take(b).is_some(), "b has its own");
+        drop(held);
+        assert!(slots.take(a).is_some());
+        let in_use = slots.in_use.lock().expect("lock");
+        assert!(
+            in_use.is_empty(),
+            "nothing kept for peers without requests: {in_use:?}"
+        );
+    }
+}
