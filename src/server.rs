@@ -204,9 +204,16 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     let access = if config.no_auth {
         api::state::Access::Open
     } else {
+        let signed = crate::service::tokens::sign_unsigned(&store, &cipher).await?;
+        if signed > 0 {
+            tracing::info!(
+                tokens = signed,
+                "signed the token records made before tokens were signed"
+            );
+        }
         if token.is_none()
             && let Some(path) =
-                crate::service::tokens::first_start(&store, &config.data_dir).await?
+                crate::service::tokens::first_start(&store, &cipher, &config.data_dir).await?
         {
             tracing::info!(
                 file = %path.display(),

@@ -68,8 +68,9 @@ async fn authenticate(req: &HttpRequest) -> Result<Caller, ApiError> {
     caller_of(req, given).await?.ok_or(ApiError::Unauthorized)
 }
 
-/// The caller secret `given` names (`None` when there is none, or it names nobody); with
-/// `--no-auth`, every request is the anonymous instance admin's.
+/// The caller secret `given` names: a token's secret, or a UI session's credential (the UI
+/// forwards a command to the server owning its run with it); `None` when there is none, or
+/// it names nobody. With `--no-auth`, every request is the anonymous instance admin's.
 pub async fn caller_of(req: &HttpRequest, given: Option<&str>) -> Result<Option<Caller>, ApiError> {
     let state = req
         .app_data::<web::Data<AppState>>()
@@ -83,9 +84,13 @@ pub async fn caller_of(req: &HttpRequest, given: Option<&str>) -> Result<Option<
     };
     // An unreachable store is a 503, never a 401: the token may well be good.
     let store = state.store.impatient();
-    tokens::authenticate(&store, fixed.as_ref(), given)
-        .await
-        .map_err(|e| ApiError::from(ServiceError::from(e)))
+    let found = match crate::service::sessions::Credential::parse(given) {
+        Some(session) => {
+            crate::service::sessions::caller(&store, &state.cipher, fixed.as_ref(), &session).await
+        }
+        None => tokens::authenticate(&store, &state.cipher, fixed.as_ref(), given).await,
+    };
+    found.map_err(|e| ApiError::from(ServiceError::from(e)))
 }
 
 impl FromRequest for Caller {

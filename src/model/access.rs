@@ -322,9 +322,26 @@ pub struct TokenRecord {
     /// Epoch seconds after which it no longer works.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires: Option<u64>,
+    /// The installation's signature over the rest ([`TokenRecord::signed`]): a record
+    /// without a good one, written into the store by anyone else, grants nothing.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub signature: String,
 }
 
 impl TokenRecord {
+    /// What its signature covers: every field but the signature.
+    pub fn signed(&self) -> Vec<u8> {
+        let fields = (
+            &self.name,
+            &self.hash,
+            &self.grants,
+            self.created,
+            &self.created_by,
+            self.expires,
+        );
+        serde_json::to_vec(&fields).expect("plain data serializes")
+    }
+
     /// Whether the token still works at `now`.
     pub fn live(&self, now: u64) -> bool {
         self.expires.is_none_or(|t| now < t)
@@ -340,6 +357,39 @@ impl TokenRecord {
             expires: self.expires,
             token: None,
         }
+    }
+}
+
+/// A signed-in browser's session, as the store keeps it under `<token>/<hash of its
+/// secret>`: the token it acts as, bound to that token's secret (a token made again under
+/// the same name does not inherit it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionRecord {
+    /// The token's name.
+    pub token: String,
+    /// The hex SHA-256 of the token's secret when the session began.
+    pub token_hash: String,
+    /// Epoch seconds.
+    pub created: u64,
+    /// Epoch seconds after which it no longer works.
+    pub expires: u64,
+    /// The installation's signature over the rest, with the key it is kept under.
+    #[serde(default)]
+    pub signature: String,
+}
+
+impl SessionRecord {
+    /// What its signature covers: its key in the store and every field but the signature.
+    pub fn signed(&self, key: &str) -> Vec<u8> {
+        let fields = (
+            key,
+            &self.token,
+            &self.token_hash,
+            self.created,
+            self.expires,
+        );
+        serde_json::to_vec(&fields).expect("plain data serializes")
     }
 }
 
@@ -563,6 +613,7 @@ mod tests {
             created: 0,
             created_by: "x".into(),
             expires: Some(10),
+            signature: String::new(),
         };
         assert!(t.live(9));
         assert!(!t.live(10));

@@ -17,5 +17,6 @@ pub mod profiles;
 pub mod runs;
 pub mod secure;
 pub mod servers;
+pub mod sessions;
 pub mod templates;
 pub mod tokens;

@@ -2,14 +2,32 @@
 //!
 //! A token's secret is 256 random bits, shown once in the answer that makes it. The store
 //! keeps only its SHA-256 (a secret of 256 random bits needs no slow hash), under which the
-//! token is found; the hash found is compared in constant time.
+//! token is found; the hash found is compared in constant time. Each record is signed with
+//! a key derived from the installation's secure key file ([`Cipher::sign`]): a token record
+//! written into the store by anyone but a server of the installation (someone who reached
+//! etcd's port, say) is refused, however it names itself.
 
 use std::path::{Path, PathBuf};
 
 use crate::model::access::{Act, Caller, Grants, TokenRecord, TokenSpec, TokenView};
 use crate::model::time::now_secs;
 use crate::service::error::ServiceError;
+use crate::store::secure::Cipher;
 use crate::store::{Read, Store, StoreError, Table, changes};
+
+/// What token signatures are made under.
+const SIGNED_AS: &str = "token";
+
+/// `record`, signed by this installation.
+fn signed(cipher: &Cipher, mut record: TokenRecord) -> TokenRecord {
+    record.signature = cipher.sign(SIGNED_AS, &record.signed());
+    record
+}
+
+/// Whether this installation signed `record` as it is.
+pub fn genuine(cipher: &Cipher, record: &TokenRecord) -> bool {
+    cipher.verify(SIGNED_AS, &record.signed(), &record.signature)
+}
 
 /// The prefix of every secret, so that secret scanners and people can tell what it is.
 pub const SECRET_PREFIX: &str = "ebb_";
@@ -29,7 +47,7 @@ pub fn hash(secret: &str) -> String {
 }
 
 /// Whether `a` and `b` are equal, in time that depends only on their lengths.
-fn same(a: &str, b: &str) -> bool {
+pub fn same(a: &str, b: &str) -> bool {
     a.len() == b.len()
         && a.bytes()
             .zip(b.bytes())
@@ -39,12 +57,15 @@ fn same(a: &str, b: &str) -> bool {
 
 /// A new secret: the prefix and 256 random bits in hex.
 fn new_secret() -> Result<String, ServiceError> {
+    Ok(format!("{SECRET_PREFIX}{}", random_hex()?))
+}
+
+/// 256 random bits in hex.
+pub fn random_hex() -> Result<String, ServiceError> {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes)
-        .map_err(|e| ServiceError::Internal(format!("cannot make a token: {e}")))?;
-    Ok(std::iter::once(SECRET_PREFIX.to_string())
-        .chain(bytes.iter().map(|b| format!("{b:02x}")))
-        .collect())
+        .map_err(|e| ServiceError::Internal(format!("cannot make a secret: {e}")))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// Stages token `record` under its name and hash, unless the name is taken.
@@ -64,6 +85,7 @@ fn insert(tx: &mut crate::store::Txn, record: &TokenRecord) -> Result<(), Servic
 /// the only place its secret ever shows.
 pub async fn create(
     store: &Store,
+    cipher: &Cipher,
     caller: &Caller,
     spec: TokenSpec,
 ) -> Result<TokenView, ServiceError> {
@@ -74,14 +96,18 @@ pub async fn create(
         .map_err(ServiceError::NotAllowed)?;
     let secret = new_secret()?;
     let now = now_secs();
-    let record = TokenRecord {
-        name: spec.name.clone(),
-        hash: hash(&secret),
-        grants,
-        created: now,
-        created_by: caller.name.clone(),
-        expires: lifetime.map(|l| now.saturating_add(l)),
-    };
+    let record = signed(
+        cipher,
+        TokenRecord {
+            name: spec.name.clone(),
+            hash: hash(&secret),
+            grants,
+            created: now,
+            created_by: caller.name.clone(),
+            expires: lifetime.map(|l| now.saturating_add(l)),
+            signature: String::new(),
+        },
+    );
     let act = Act::new(caller, "token.create", None, &record.name);
     let stored = record.clone();
     store
@@ -130,6 +156,10 @@ pub async fn revoke(
                 .ok_or_else(|| ServiceError::TokenNotFound(name.clone()))?;
             tx.delete(Table::Tokens, &name);
             tx.delete(Table::TokenHashes, &record.hash);
+            // Its browsers' sessions (kept under its name) go with it.
+            for (key, _) in tx.scan::<serde_json::Value>(Table::Sessions, &format!("{name}/"))? {
+                tx.delete(Table::Sessions, &key);
+            }
             changes::record(tx, &act)?;
             Ok(record.view())
         })
@@ -147,7 +177,12 @@ impl FixedToken {
     }
 
     fn matches(&self, given: &str) -> bool {
-        same(&self.0, &hash(given))
+        self.has_hash(&hash(given))
+    }
+
+    /// Whether `hashed` is this token's hash.
+    pub fn has_hash(&self, hashed: &str) -> bool {
+        same(&self.0, hashed)
     }
 }
 
@@ -158,9 +193,11 @@ impl std::fmt::Debug for FixedToken {
 }
 
 /// The caller whose token is `secret`: an instance admin for the server's fixed token, else
-/// the live token of the store that has it; `None` when none has.
+/// the live token of the store that has it, if this installation signed its record; `None`
+/// when none has.
 pub async fn authenticate(
     store: &Store,
+    cipher: &std::sync::Arc<Cipher>,
     fixed: Option<&FixedToken>,
     secret: &str,
 ) -> Result<Option<Caller>, StoreError> {
@@ -171,19 +208,71 @@ pub async fn authenticate(
         return Ok(None);
     }
     let hashed = hash(secret);
-    let record = store
+    let cipher = std::sync::Arc::clone(cipher);
+    store
         .read(move |r| {
             let Some(name) = r.get::<String>(Table::TokenHashes, &hashed)? else {
-                return Ok::<_, StoreError>(None);
+                return Ok(None);
             };
-            Ok(r.get::<TokenRecord>(Table::Tokens, &name)?
-                .filter(|t| same(&t.hash, &hashed)))
+            live(r, &cipher, &name, &hashed)
+        })
+        .await
+}
+
+/// The caller of token `name` if its record is live, signed by this installation, and has
+/// hash `hashed`.
+pub fn live(
+    r: &impl Read,
+    cipher: &Cipher,
+    name: &str,
+    hashed: &str,
+) -> Result<Option<Caller>, StoreError> {
+    let Some(record) = r.get::<TokenRecord>(Table::Tokens, name)? else {
+        return Ok(None);
+    };
+    if !same(&record.hash, hashed) || !record.live(now_secs()) {
+        return Ok(None);
+    }
+    if !genuine(cipher, &record) {
+        tracing::warn!(
+            token.name = %record.name,
+            "a token record this installation did not sign was refused: someone wrote to the store directly"
+        );
+        return Ok(None);
+    }
+    Ok(Some(Caller {
+        name: record.name,
+        grants: record.grants,
+    }))
+}
+
+/// The `Meta` key saying every token record made before records were signed is signed.
+const SIGNED_ALL: &str = "tokens_signed";
+
+/// Signs, once per installation, the token records made before records were signed; from
+/// then on an unsigned record is refused. Run at start-up, before serving.
+pub async fn sign_unsigned(
+    store: &Store,
+    cipher: &std::sync::Arc<Cipher>,
+) -> Result<usize, ServiceError> {
+    let cipher = std::sync::Arc::clone(cipher);
+    let signed_now = store
+        .write(move |tx| {
+            if tx.get::<bool>(Table::Meta, SIGNED_ALL)?.is_some() {
+                return Ok::<_, ServiceError>(0);
+            }
+            let mut count = 0;
+            for (key, record) in tx.scan::<TokenRecord>(Table::Tokens, "")? {
+                if record.signature.is_empty() {
+                    tx.put(Table::Tokens, &key, &signed(&cipher, record))?;
+                    count += 1;
+                }
+            }
+            tx.put(Table::Meta, SIGNED_ALL, &true)?;
+            Ok(count)
         })
         .await?;
-    Ok(record.filter(|t| t.live(now_secs())).map(|t| Caller {
-        name: t.name,
-        grants: t.grants,
-    }))
+    Ok(signed_now)
 }
 
 /// On the first start of an installation, with no token at all: makes the instance-admin
@@ -192,7 +281,11 @@ pub async fn authenticate(
 ///
 /// The file is written before the token is committed: a crash in between leaves a file with
 /// a secret that opens nothing, replaced at the next start.
-pub async fn first_start(store: &Store, data_dir: &Path) -> Result<Option<PathBuf>, ServiceError> {
+pub async fn first_start(
+    store: &Store,
+    cipher: &Cipher,
+    data_dir: &Path,
+) -> Result<Option<PathBuf>, ServiceError> {
     let any = store
         .read(|r| {
             let first =
@@ -207,14 +300,18 @@ pub async fn first_start(store: &Store, data_dir: &Path) -> Result<Option<PathBu
     let path = data_dir.join(FIRST_TOKEN_FILE);
     write_private(&path, &format!("{secret}\n"))
         .map_err(|e| ServiceError::Internal(format!("cannot write {}: {e}", path.display())))?;
-    let record = TokenRecord {
-        name: FIRST_TOKEN_NAME.into(),
-        hash: hash(&secret),
-        grants: Grants::instance_admin(),
-        created: now_secs(),
-        created_by: crate::model::access::SERVER_ACTOR.into(),
-        expires: None,
-    };
+    let record = signed(
+        cipher,
+        TokenRecord {
+            name: FIRST_TOKEN_NAME.into(),
+            hash: hash(&secret),
+            grants: Grants::instance_admin(),
+            created: now_secs(),
+            created_by: crate::model::access::SERVER_ACTOR.into(),
+            expires: None,
+            signature: String::new(),
+        },
+    );
     let act = Act::by_server("token.create", FIRST_TOKEN_NAME);
     let made = store
         .write(move |tx| {

@@ -41,9 +41,29 @@ pub enum KeyFileError {
     Random(String),
 }
 
-/// The server key that seals secure keys. Its `Debug` shows nothing of it.
+/// The server key that seals secure keys, and signs the records that grant access (tokens,
+/// UI sessions) so that one written into the store by anyone but a server of the
+/// installation grants nothing. Its `Debug` shows nothing of it.
 pub struct Cipher {
     aead: XChaCha20Poly1305,
+    /// The key of [`Cipher::sign`], derived from the key file's: never the same key for two
+    /// uses.
+    signing: [u8; 32],
+}
+
+type Hmac = hmac::Hmac<sha2::Sha256>;
+
+/// What the signing key is derived under.
+const SIGNING_LABEL: &[u8] = b"ebb: records that grant access";
+
+/// `key` keyed over `label` (then a NUL) and `data`.
+fn keyed(key: &[u8], label: &[u8], data: &[u8]) -> Hmac {
+    use hmac::Mac as _;
+    let mut mac = <Hmac as hmac::KeyInit>::new_from_slice(key).expect("HMAC takes any key length");
+    mac.update(label);
+    mac.update(&[0]);
+    mac.update(data);
+    mac
 }
 
 impl std::fmt::Debug for Cipher {
@@ -92,16 +112,45 @@ impl Cipher {
             .ok_or_else(|| KeyFileError::Malformed { path: path.into() })?;
         let aead = XChaCha20Poly1305::new_from_slice(&key)
             .map_err(|_| KeyFileError::Malformed { path: path.into() })?;
-        Ok(Cipher { aead })
+        Ok(Cipher::from_key(aead, &key))
+    }
+
+    fn from_key(aead: XChaCha20Poly1305, key: &[u8]) -> Cipher {
+        use hmac::Mac as _;
+        let signing = keyed(key, SIGNING_LABEL, &[])
+            .finalize()
+            .into_bytes()
+            .into();
+        Cipher { aead, signing }
+    }
+
+    /// The signature of `data` as a record of kind `label` (`token`, `session`): hex.
+    pub fn sign(&self, label: &str, data: &[u8]) -> String {
+        use hmac::Mac as _;
+        to_hex(
+            &keyed(&self.signing, label.as_bytes(), data)
+                .finalize()
+                .into_bytes(),
+        )
+    }
+
+    /// Whether `signature` is this installation's for `data` as a record of kind `label`,
+    /// compared in constant time.
+    pub fn verify(&self, label: &str, data: &[u8], signature: &str) -> bool {
+        use hmac::Mac as _;
+        from_hex(signature).is_some_and(|tag| {
+            keyed(&self.signing, label.as_bytes(), data)
+                .verify_slice(&tag)
+                .is_ok()
+        })
     }
 
     /// A cipher with a random key, for tests.
     #[cfg(test)]
     pub fn ephemeral() -> Cipher {
         let key = random::<32>().expect("random bytes");
-        Cipher {
-            aead: XChaCha20Poly1305::new_from_slice(&key).expect("32-byte key"),
-        }
+        let aead = XChaCha20Poly1305::new_from_slice(&key).expect("32-byte key");
+        Cipher::from_key(aead, &key)
     }
 
     /// Seals `plain` under `label` (the key's `<namespace>/<name>`); the error says why not.
@@ -291,6 +340,19 @@ mod tests {
         assert_eq!(cipher.open("default/k", &sealed).as_deref(), Some("s3cr3t"));
         assert_eq!(cipher.open("default/other", &sealed), None);
         assert_eq!(Cipher::ephemeral().open("default/k", &sealed), None);
+    }
+
+    #[test]
+    fn signatures_hold_only_for_their_data_kind_and_key() {
+        let cipher = Cipher::ephemeral();
+        let signed = cipher.sign("token", b"admin");
+        assert_eq!(signed.len(), 64);
+        assert!(cipher.verify("token", b"admin", &signed));
+        assert!(!cipher.verify("token", b"admin2", &signed));
+        assert!(!cipher.verify("session", b"admin", &signed));
+        assert!(!cipher.verify("token", b"admin", &signed[..62]));
+        assert!(!cipher.verify("token", b"admin", "not hex"));
+        assert!(!Cipher::ephemeral().verify("token", b"admin", &signed));
     }
 
     #[test]

@@ -65,11 +65,13 @@ pub enum Table {
     /// The audit log of changes (who did what), by `<namespace>/<sequence>`; instance-wide
     /// changes under `system/`.
     Changes,
+    /// Signed-in browsers' sessions by `<token>/<hex SHA-256 of the session's secret>`.
+    Sessions,
 }
 
 impl Table {
     /// Every table, created when the store is opened.
-    pub const ALL: [Table; 22] = [
+    pub const ALL: [Table; 23] = [
         Table::Meta,
         Table::Namespaces,
         Table::Profiles,
@@ -92,6 +94,7 @@ impl Table {
         Table::Tokens,
         Table::TokenHashes,
         Table::Changes,
+        Table::Sessions,
     ];
 
     /// The table's name in every backend: a redb table, an etcd key prefix.
@@ -119,6 +122,7 @@ impl Table {
             Table::Tokens => "tokens",
             Table::TokenHashes => "token_hashes",
             Table::Changes => "changes",
+            Table::Sessions => "sessions",
         }
     }
 

@@ -91,6 +91,17 @@ fn https_with_a_certificate_made_at_test_time() {
     assert_eq!(signed_in.status().as_u16(), 303);
     let cookie = signed_in.headers()["set-cookie"].to_str().expect("ascii");
     assert!(cookie.contains("; Secure"), "{cookie}");
+    // A `__Host-` cookie: a browser takes it only from this host over HTTPS, at path `/`,
+    // so no plain-HTTP page of the host (another port's) can toss a session of its own in.
+    assert!(cookie.starts_with("__Host-ebb_session="), "{cookie}");
+    assert!(
+        cookie.contains("Path=/") && !cookie.contains("Domain"),
+        "{cookie}"
+    );
+    assert!(
+        !cookie.contains(token.trim_start_matches("ebb_")),
+        "{cookie}"
+    );
     // A client that does not trust the CA refuses the server.
     let err = reqwest::blocking::Client::new()
         .get(format!("{}/v3/health", server.url))

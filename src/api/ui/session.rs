@@ -1,9 +1,12 @@
 //! Signing in to the UI, and the check every page passes.
 //!
-//! The sign-in page takes a token (the same tokens as the API) and keeps it in the session
-//! cookie: `HttpOnly` (no script reads it), `SameSite=Strict` (no other site's page sends it),
-//! `Secure` over HTTPS, and gone when the browser closes. The token is checked on every
-//! request, so a revoked or expired one signs the browser out at once, on every server.
+//! The sign-in page takes a token (the same tokens as the API) and begins a session for it
+//! ([`sessions`](crate::service::sessions)): the browser keeps the session's credential,
+//! never the token, in the session cookie: `HttpOnly` (no script reads it), `SameSite=Strict`
+//! (no other site's page sends it), gone when the browser closes, and over HTTPS `Secure` and
+//! named `__Host-ebb_session` (only this host's HTTPS pages may set it, at path `/`). The
+//! session is checked on every request, so signing out, a revoked or expired token, or the
+//! end of the session's lifetime signs the browser out at once, on every server.
 
 use actix_web::cookie::{Cookie, SameSite};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
@@ -17,9 +20,19 @@ use super::layout::{Secret, UiError, bare};
 use crate::api::guard;
 use crate::api::route::{Needs, caller_needed};
 use crate::api::state::{Access, State};
+use crate::service::error::ServiceError;
+use crate::service::sessions::{self, Credential};
 
-/// The session cookie's name.
+/// The session cookie's name over plain HTTP.
 pub const COOKIE: &str = "ebb_session";
+/// Its name over HTTPS: a `__Host-` cookie, which a browser accepts only from this host over
+/// HTTPS, for path `/`, with no domain.
+pub const SECURE_COOKIE: &str = "__Host-ebb_session";
+
+/// The session cookie's name on a server that answers over HTTPS or not.
+fn cookie_name(https: bool) -> &'static str {
+    if https { SECURE_COOKIE } else { COOKIE }
+}
 
 /// Longest secret the sign-in form takes (a token is 68 characters).
 const MAX_SECRET: usize = 256;
@@ -35,10 +48,12 @@ pub async fn check(
     let Some(need) = caller_needed(&needs, req.method()) else {
         return next.call(req).await;
     };
+    let https = req.app_data::<State>().is_some_and(|s| s.https);
+    // Only a session's credential: a token given as the cookie signs nobody in.
     let secret = req
-        .cookie(COOKIE)
-        .map(|c| c.value().to_string())
-        .filter(|s| !s.is_empty() && s.len() <= MAX_SECRET);
+        .cookie(cookie_name(https))
+        .and_then(|c| Credential::parse(c.value()))
+        .map(|c| c.value());
     let caller = guard::caller_of(req.request(), secret.as_deref())
         .await
         .map_err(UiError)?;
@@ -141,11 +156,7 @@ pub async fn login_page(state: State, query: web::Query<LoginQuery>) -> HttpResp
         .body(login_form(&next, None).into_string())
 }
 
-pub async fn login(
-    state: State,
-    req: HttpRequest,
-    form: web::Form<LoginForm>,
-) -> Result<HttpResponse, UiError> {
+pub async fn login(state: State, form: web::Form<LoginForm>) -> Result<HttpResponse, UiError> {
     let form = form.into_inner();
     let next = next_page(form.next.as_deref());
     let secret = form.token.trim();
@@ -160,35 +171,50 @@ pub async fn login(
     if secret.len() > MAX_SECRET {
         return Ok(refuse("That is not a token: it is too long."));
     }
-    if guard::caller_of(&req, Some(secret)).await?.is_none() {
+    let fixed = match &state.access {
+        Access::Tokens { fixed } => fixed.as_ref(),
+        Access::Open => None,
+    };
+    let begun = sessions::begin(&state.store.impatient(), &state.cipher, fixed, secret)
+        .await
+        .map_err(|e| UiError(e.into()))?;
+    let Some((credential, _)) = begun else {
         return Ok(refuse(
             "That token is not valid: it is wrong, revoked or expired.",
         ));
-    }
-    let cookie = Cookie::build(COOKIE, secret.to_string())
-        .path("/")
-        .http_only(true)
-        .same_site(SameSite::Strict)
-        .secure(state.https)
-        .finish();
+    };
     Ok(HttpResponse::SeeOther()
-        .cookie(cookie)
+        .cookie(session_cookie(&state, credential.value()))
         .insert_header((actix_web::http::header::LOCATION, next))
         .finish())
 }
 
-pub async fn logout(state: State) -> HttpResponse {
-    let mut cookie = Cookie::build(COOKIE, "")
+/// The session cookie holding `value`.
+fn session_cookie(state: &State, value: String) -> Cookie<'static> {
+    Cookie::build(cookie_name(state.https), value)
         .path("/")
         .http_only(true)
         .same_site(SameSite::Strict)
         .secure(state.https)
-        .finish();
+        .finish()
+}
+
+/// Signing out ends the session in the store, not only in this browser.
+pub async fn logout(state: State, req: HttpRequest) -> Result<HttpResponse, UiError> {
+    let held = req
+        .cookie(cookie_name(state.https))
+        .and_then(|c| Credential::parse(c.value()));
+    if let Some(credential) = held {
+        sessions::end(&state.store.impatient(), &credential)
+            .await
+            .map_err(|e| UiError(ServiceError::from(e).into()))?;
+    }
+    let mut cookie = session_cookie(&state, String::new());
     cookie.make_removal();
-    HttpResponse::SeeOther()
+    Ok(HttpResponse::SeeOther()
         .cookie(cookie)
         .insert_header((actix_web::http::header::LOCATION, "/ui/login"))
-        .finish()
+        .finish())
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ mod limits;
 mod overrides;
 mod runs;
 mod secrets;
+mod sessions;
 mod web;
 
 use serde_json::json;
