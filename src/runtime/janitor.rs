@@ -17,6 +17,7 @@ use std::time::Duration;
 use ebb_spi::{Context, Provisioner, Resource, ResourceState, TAG_NODE, TAG_RUN, TAG_SERVER};
 
 use super::membership::{Duty, leads};
+use crate::model::access::Trust;
 use crate::model::event::EventKind;
 use crate::model::plan::{NodeRecord, ResourceStatus};
 use crate::model::profile::StoredProfile;
@@ -243,13 +244,15 @@ impl Janitor {
                 let mut sources: Vec<(String, String, String, ebb_spi::Properties)> = Vec::new();
                 for (key, p) in r.scan::<StoredProfile>(Table::Profiles, "")? {
                     let ns = key.split('/').next().unwrap_or_default().to_string();
-                    let props = p
-                        .profile
-                        .provisioner
-                        .properties
-                        .iter()
-                        .map(|v| (v.name.clone(), v.value.clone()))
-                        .collect();
+                    let props: ebb_spi::Properties = p.profile.properties();
+                    // A directory on this host that no instance admin chose is nobody's to
+                    // sweep (a profile written before only they could choose one).
+                    let host_path = registry
+                        .get(&p.profile.provisioner.name)
+                        .and_then(|pr| pr.spec().first_host_path(props.keys()));
+                    if p.author() < Trust::InstanceAdmin && host_path.is_some() {
+                        continue;
+                    }
                     let label = format!("profile {key}");
                     sources.push((p.profile.provisioner.name.clone(), ns, label, props));
                 }

@@ -78,6 +78,17 @@ pub async fn put(
 ) -> Result<Profile, ServiceError> {
     check_id(&id)?;
     let valid = spec.validate(&id.name, registry)?;
+    // A directory on the server's host is an instance admin's to choose: the janitor sweeps
+    // what profiles point at, and host programs run there.
+    let names = valid.provisioner.properties.iter().map(|p| &p.name);
+    if by < Trust::InstanceAdmin
+        && let Some(spec) = registry.get(&valid.provisioner.name).map(|p| p.spec())
+        && let Some(name) = spec.first_host_path(names)
+    {
+        return Err(ServiceError::NotAllowed(format!(
+            "provisioner.properties.{name}: names a directory on the server's own host, which only an instance admin may choose; leave it out to use the server's work directory"
+        )));
+    }
     store
         .write(move |tx| {
             if id.scope == Scope::User {

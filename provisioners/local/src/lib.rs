@@ -35,7 +35,7 @@ pub static SPEC: ProvisionerSpec = ProvisionerSpec {
                 max: MAX_NODES,
             },
         ),
-        PropertySpec::optional("workDir", PropertyKind::Text).author_only(),
+        PropertySpec::optional("workDir", PropertyKind::Text).host_path(),
         RETRY_BUDGET,
         TEMPLATE,
         HEAL,

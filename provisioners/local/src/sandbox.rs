@@ -6,6 +6,12 @@
 //! exclusive lock on the root. Processes started in a sandbox carry `EBB_WORK_DIR=<dir>` in
 //! their environment; deleting the sandbox stops every such process before removing the
 //! directory. Blocking IO throughout.
+//!
+//! What is listed and deleted is only what ebb made: a sandbox's run and node directories
+//! must be real directories (never a symbolic link) of the server's user, and its
+//! `node.json` a regular file whose id names the directory it lies in. Anything else under
+//! the root (a link planted to another directory, another user's directory, a record that
+//! claims another sandbox's id) is neither listed nor deleted.
 
 use std::collections::BTreeSet;
 use std::fs::{self, File, OpenOptions};
@@ -90,14 +96,35 @@ impl Sandboxes {
         Ok(file)
     }
 
+    /// The sandbox in `dir` (`<root>/<run>/<node>`), if ebb made one there: the directories
+    /// are the server user's own and no link, and the record names this directory.
     fn read(&self, dir: &Path) -> Result<Option<Node>, ProvisionError> {
+        let (Some(node), Some(run_dir)) = (dir.file_name(), dir.parent()) else {
+            return Ok(None);
+        };
+        let Some(run) = run_dir.file_name() else {
+            return Ok(None);
+        };
+        if !own_dir(run_dir) || !own_dir(dir) {
+            return Ok(None);
+        }
         let path = dir.join("node.json");
-        match fs::read(&path) {
+        if fs::symlink_metadata(&path).is_ok_and(|m| !m.file_type().is_file()) {
+            return Ok(None);
+        }
+        let id = format!("{}/{}", run.to_string_lossy(), node.to_string_lossy());
+        Ok(self
+            .read_record(&path)?
+            .filter(|n| n.id == id && n.dir == dir))
+    }
+
+    fn read_record(&self, path: &Path) -> Result<Option<Node>, ProvisionError> {
+        match fs::read(path) {
             Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
                 ProvisionError::fatal(format!("{} is unreadable: {e}", path.display()))
             }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(io("cannot read", &path, e)),
+            Err(e) => Err(io("cannot read", path, e)),
         }
     }
 
@@ -136,6 +163,12 @@ impl Sandboxes {
             .find(|a| !taken.contains(a))
             .expect("127.0.0.0/8 has room for every sandbox this host can hold");
         fs::create_dir_all(&dir).map_err(|e| io("cannot create", &dir, e))?;
+        if !dir.parent().is_some_and(own_dir) || !own_dir(&dir) {
+            return Err(ProvisionError::fatal(format!(
+                "{} is not a directory of the server's user (a symbolic link planted there?): no sandbox is made in it",
+                dir.display()
+            )));
+        }
         let node = Node {
             id,
             tags: key.tags(),
@@ -164,11 +197,20 @@ impl Sandboxes {
         Ok(self.read(&self.dir(id)?)?.map(|n| n.resource()))
     }
 
-    /// Stops every process started in sandbox `id` and removes it. Gone already is fine.
+    /// Stops every process started in sandbox `id` and removes it. Gone already is fine;
+    /// a directory ebb did not make there (a link, another user's) is refused, never
+    /// followed.
     pub fn delete(&self, id: &str) -> Result<(), ProvisionError> {
         let dir = self.dir(id)?;
-        if !dir.exists() {
+        let run_dir = dir.parent().unwrap_or(&self.root);
+        if fs::symlink_metadata(&dir).is_err() {
             return Ok(());
+        }
+        if !own_dir(run_dir) || !own_dir(&dir) {
+            return Err(ProvisionError::fatal(format!(
+                "{} is not a sandbox directory ebb made (a symbolic link, or not the server user's own): left alone",
+                dir.display()
+            )));
         }
         stop_processes_in(&dir);
         // node.json goes first, so a crash half-way leaves nothing that looks live.
@@ -187,6 +229,13 @@ impl Sandboxes {
         }
         Ok(())
     }
+}
+
+/// Whether `path` is a directory of the server's user, and no symbolic link.
+fn own_dir(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    fs::symlink_metadata(path)
+        .is_ok_and(|m| m.file_type().is_dir() && m.uid() == rustix::process::geteuid().as_raw())
 }
 
 /// Pids of the processes whose environment says they were started in `dir`.
@@ -278,5 +327,63 @@ mod tests {
         assert_eq!(sandboxes.describe(&a.id).expect("describe"), None);
         sandboxes.delete(&a.id).expect("deleting again succeeds");
         assert!(sandboxes.dir("../x").is_err());
+    }
+
+    /// Writes a `node.json` in `dir` that claims sandbox `id`, as someone planting one would.
+    fn plant(dir: &Path, id: &str) {
+        fs::create_dir_all(dir).expect("mkdir");
+        let node = Node {
+            id: id.into(),
+            tags: key("n").tags(),
+            address: Ipv4Addr::new(127, 0, 1, 9),
+            dir: dir.to_path_buf(),
+            created_at: 0,
+        };
+        fs::write(
+            dir.join("node.json"),
+            serde_json::to_vec(&node).expect("json"),
+        )
+        .expect("write");
+        fs::write(dir.join("keep"), "precious").expect("write");
+    }
+
+    #[test]
+    fn only_what_ebb_made_is_listed_or_deleted() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let victim = tempfile::tempdir().expect("tempdir");
+        let sandboxes = Sandboxes::new(root.path().to_path_buf());
+        // A run directory that is a link to someone else's directory.
+        plant(&victim.path().join("n1"), "evil/n1");
+        std::os::unix::fs::symlink(victim.path(), root.path().join("evil")).expect("symlink");
+        // A record that claims another sandbox's id.
+        plant(&root.path().join("a").join("b"), "c/d");
+        plant(&root.path().join("c").join("d"), "c/d-other");
+        assert_eq!(sandboxes.list().expect("list"), Vec::<Node>::new());
+        let err = sandboxes
+            .delete("evil/n1")
+            .expect_err("a link is not followed");
+        assert!(
+            err.message.contains("not a sandbox directory ebb made"),
+            "{err:?}"
+        );
+        assert!(victim.path().join("n1").join("keep").exists());
+        // A run directory that is a link: nothing is made through it either.
+        let made = sandboxes.create(&ResourceKey::new("evil", "n2"));
+        assert!(made.is_err(), "{made:?}");
+        // Another user's directory, as root can make one.
+        if rustix::process::geteuid().is_root() {
+            let theirs = root.path().join("o").join("n");
+            plant(&theirs, "o/n");
+            std::os::unix::fs::chown(&theirs, Some(65534), None).expect("chown");
+            assert!(sandboxes.list().expect("list").is_empty());
+            assert!(sandboxes.delete("o/n").is_err());
+            assert!(theirs.join("keep").exists());
+        } else {
+            eprintln!("not root: another user's directory cannot be made here, so not checked");
+        }
+        // What ebb made is still listed and deleted.
+        let made = sandboxes.create(&key("master")).expect("create");
+        assert_eq!(sandboxes.list().expect("list").len(), 1);
+        sandboxes.delete(&made.id).expect("delete");
     }
 }

@@ -42,7 +42,7 @@ pub static SPEC: ProvisionerSpec = ProvisionerSpec {
                 max: 10_000,
             },
         ),
-        PropertySpec::optional("stateDir", PropertyKind::Text).author_only(),
+        PropertySpec::optional("stateDir", PropertyKind::Text).host_path(),
         PropertySpec::optional("createLatency", LATENCY),
         PropertySpec::optional("deleteLatency", LATENCY),
         PropertySpec::optional("transientErrorRate", RATE),

@@ -58,6 +58,16 @@ impl ProvisionerSpec {
         self.properties.iter().find(|p| p.name == name)
     }
 
+    /// The first of `names` that names a place on the server's host, if any.
+    pub fn first_host_path<'a>(
+        &self,
+        names: impl IntoIterator<Item = &'a String>,
+    ) -> Option<&'a String> {
+        names
+            .into_iter()
+            .find(|n| self.property(n).is_some_and(|p| p.host_path))
+    }
+
     /// Whether property `name` may be set only by the profile's author. A name the
     /// provisioner does not know is treated as such: it is refused later anyway.
     pub fn author_only(&self, name: &str) -> bool {
@@ -90,6 +100,9 @@ pub struct PropertySpec {
     /// user): only the profile's author, or a level as trusted, may set it. Secrets always
     /// are.
     pub author_only: bool,
+    /// The property names a place on the server's own host (a work or state directory):
+    /// only an instance admin may set it, in a profile or in instance preferences.
+    pub host_path: bool,
 }
 
 impl PropertySpec {
@@ -101,6 +114,7 @@ impl PropertySpec {
             required: false,
             secret: false,
             author_only: false,
+            host_path: false,
         }
     }
 
@@ -113,6 +127,7 @@ impl PropertySpec {
             required: false,
             secret: true,
             author_only: true,
+            host_path: false,
         }
     }
 
@@ -124,6 +139,7 @@ impl PropertySpec {
             required: true,
             secret: false,
             author_only: false,
+            host_path: false,
         }
     }
 
@@ -131,6 +147,15 @@ impl PropertySpec {
     pub const fn author_only(self) -> Self {
         Self {
             author_only: true,
+            ..self
+        }
+    }
+
+    /// The same property, naming a place on the server's host (see [`Self::host_path`]).
+    pub const fn host_path(self) -> Self {
+        Self {
+            author_only: true,
+            host_path: true,
             ..self
         }
     }

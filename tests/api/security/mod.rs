@@ -11,6 +11,7 @@ mod runs;
 mod secrets;
 mod sessions;
 mod web;
+mod workdirs;
 
 use serde_json::json;
 
