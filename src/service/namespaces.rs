@@ -92,9 +92,15 @@ pub async fn get(store: &Store, name: String) -> Result<NamespaceView, ServiceEr
         .await
 }
 
-/// Deletes namespace `name` and its preferences; refused for `default` and while it holds
-/// profiles or apps.
-pub async fn delete(store: &Store, act: Act, name: String) -> Result<Namespace, ServiceError> {
+/// Deletes namespace `name`, its preferences and every token's role in it; refused for
+/// `default` and while it holds profiles, apps or secure keys.
+pub async fn delete(
+    store: &Store,
+    cipher: &std::sync::Arc<crate::store::secure::Cipher>,
+    act: Act,
+    name: String,
+) -> Result<Namespace, ServiceError> {
+    let cipher = std::sync::Arc::clone(cipher);
     namespace::check_name(&name)?;
     if name == DEFAULT {
         return Err(ServiceError::DefaultNamespace);
@@ -131,6 +137,7 @@ pub async fn delete(store: &Store, act: Act, name: String) -> Result<Namespace, 
                 });
             }
             catalog::delete_namespace_preferences(tx, &name)?;
+            crate::service::tokens::forget_namespace(tx, &cipher, &name)?;
             tx.delete(Table::Namespaces, &name);
             changes::record(tx, &act)?;
             Ok(ns)

@@ -68,8 +68,29 @@ pub fn random_hex() -> Result<String, ServiceError> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// Stages token `record` under its name and hash, unless the name is taken.
+/// Stages the end of every token's role in namespace `ns` (it is deleted), so that no token
+/// holds a role in a namespace made later under the same name. Records this installation
+/// did not sign are left as they are: they grant nothing, and are not to be signed now.
+pub fn forget_namespace(
+    tx: &mut crate::store::Txn,
+    cipher: &Cipher,
+    ns: &str,
+) -> Result<(), StoreError> {
+    for (key, mut record) in tx.scan::<TokenRecord>(Table::Tokens, "")? {
+        if record.grants.namespaces.contains_key(ns) && genuine(cipher, &record) {
+            record.grants.namespaces.remove(ns);
+            tx.put(Table::Tokens, &key, &signed(cipher, record))?;
+        }
+    }
+    Ok(())
+}
+
+/// Stages token `record` under its name and hash, unless the name is taken or it grants a
+/// role in a namespace that does not exist.
 fn insert(tx: &mut crate::store::Txn, record: &TokenRecord) -> Result<(), ServiceError> {
+    for ns in record.grants.namespaces.keys() {
+        crate::service::catalog::require_namespace(tx, ns)?;
+    }
     if tx
         .get::<TokenRecord>(Table::Tokens, &record.name)?
         .is_some()

@@ -3,6 +3,7 @@
 //! other pages and hosts send, and oversized input gets a 4xx naming its limit.
 
 mod exhaustion;
+mod grants;
 mod host;
 mod hostile;
 mod limits;
