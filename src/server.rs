@@ -246,8 +246,9 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         server_name,
         cipher: Arc::clone(&cipher),
         member: crate::runtime::deps::Member::new(&member),
-        check_slots: Arc::new(tokio::sync::Semaphore::new(
+        check_slots: Arc::new(crate::runtime::shares::Lanes::new(
             crate::runtime::checker::MAX_RUNNING_ON_SERVER,
+            crate::runtime::checker::MAX_RUNNING_PER_NAMESPACE,
         )),
     };
     let janitor = Janitor::new(deps.clone(), config.janitor);
@@ -277,7 +278,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         forwarder: api::forward::client(config.ca_cert.as_deref()).map_err(ServerError::Tls)?,
         shutdown: Arc::default(),
         https: config.tls.is_some(),
-        streams: Arc::new(tokio::sync::Semaphore::new(api::ui::runs::MAX_STREAMS)),
+        streams: api::ui::events::Streams::default(),
         metrics: metrics_recorder(),
     };
     let served = serve(state, &config, tls, signals, &arbiter).await?;
@@ -325,7 +326,7 @@ async fn serve(
     let runtime = state.runtime.clone();
     let shutdown = Arc::clone(&state.shutdown);
     let data = web::Data::new(state);
-    let peers = web::Data::new(api::bodies::PeerSlots::default());
+    let peers = web::Data::new(api::bodies::peer_slots());
     let mut server = HttpServer::new(move || {
         App::new()
             .app_data(data.clone())

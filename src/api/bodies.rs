@@ -10,12 +10,11 @@
 //! slot. Behind a proxy every client shares the proxy's address, so its share is the
 //! proxy's.
 
-use std::collections::HashMap;
 use std::future::Future as _;
 use std::net::IpAddr;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -36,44 +35,11 @@ pub const WHOLE: Duration = Duration::from_secs(60);
 
 /// The slots of requests with bodies, per peer address: one for the whole server, kept as
 /// app data of its own.
-#[derive(Debug, Clone, Default)]
-pub struct PeerSlots {
-    in_use: Arc<Mutex<HashMap<IpAddr, usize>>>,
-}
+pub type PeerSlots = crate::runtime::shares::Shares<IpAddr>;
 
-/// One request's slot, given back when it is dropped.
-#[derive(Debug)]
-pub struct Slot {
-    slots: PeerSlots,
-    peer: IpAddr,
-}
-
-impl PeerSlots {
-    /// A slot for `peer`, unless it holds [`PER_PEER`] already.
-    pub fn take(&self, peer: IpAddr) -> Option<Slot> {
-        let mut in_use = self.in_use.lock().unwrap_or_else(|e| e.into_inner());
-        let held = in_use.entry(peer).or_insert(0);
-        if *held >= PER_PEER {
-            return None;
-        }
-        *held += 1;
-        Some(Slot {
-            slots: self.clone(),
-            peer,
-        })
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        let mut in_use = self.slots.in_use.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(held) = in_use.get_mut(&self.peer) {
-            *held -= 1;
-            if *held == 0 {
-                in_use.remove(&self.peer);
-            }
-        }
-    }
+/// The peer slots a server starts with.
+pub fn peer_slots() -> PeerSlots {
+    PeerSlots::new(PER_PEER)
 }
 
 /// Whether a request carries a body: a length above zero, or chunks.
@@ -110,7 +76,7 @@ pub async fn bound(
     let slots = req.app_data::<web::Data<PeerSlots>>().cloned();
     let peer = req.peer_addr().map(|a| a.ip());
     let slot = match (slots, peer) {
-        (Some(slots), Some(peer)) => match slots.take(peer) {
+        (Some(slots), Some(peer)) => match slots.try_take(peer) {
             Some(slot) => Some(slot),
             None => {
                 let message = format!(
@@ -181,29 +147,5 @@ impl Stream for Deadline {
             return Poll::Ready(Some(Err(PayloadError::Io(e))));
         }
         Poll::Pending
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_peer_holds_at_most_its_share_and_gets_slots_back() {
-        let slots = PeerSlots::default();
-        let a: IpAddr = [10, 0, 0, 1].into();
-        let b: IpAddr = [10, 0, 0, 2].into();
-        let held: Vec<Slot> = (0..PER_PEER)
-            .map(|_| slots.take(a).expect("slot"))
-            .collect();
-        assert!(slots.take(a).is_none(), "a's share is used up");
-        assert!(slots.take(b).is_some(), "b has its own");
-        drop(held);
-        assert!(slots.take(a).is_some());
-        let in_use = slots.in_use.lock().expect("lock");
-        assert!(
-            in_use.is_empty(),
-            "nothing kept for peers without requests: {in_use:?}"
-        );
     }
 }

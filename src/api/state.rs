@@ -30,8 +30,8 @@ pub struct AppState {
     pub shutdown: Arc<tokio::sync::Notify>,
     /// The server answers over HTTPS: the UI's session cookie is marked `Secure`.
     pub https: bool,
-    /// Bounds the UI's open event streams.
-    pub streams: Arc<tokio::sync::Semaphore>,
+    /// Bounds the UI's open event streams, and each token's and address's share of them.
+    pub streams: crate::api::ui::events::Streams,
     /// Renders the recorded metrics (`None` when this process could not install the
     /// recorder).
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,

@@ -42,6 +42,10 @@ pub const MAX_RUNNING_PER_RUN: usize = 16;
 /// process here or a connection to a node).
 pub const MAX_RUNNING_ON_SERVER: usize = 64;
 
+/// The most checks of one namespace's runs running at once on one server: one tenant's hung
+/// checks wait in its own lane and leave the others' checks (and healing) room.
+pub const MAX_RUNNING_PER_NAMESPACE: usize = 16;
+
 /// When each check is due, and which are running.
 #[derive(Debug, Default)]
 pub struct Checks {
@@ -60,6 +64,8 @@ pub struct Checks {
 /// A check to run.
 #[derive(Debug, Clone)]
 pub struct Job {
+    /// The run's namespace, whose share of the server's checks this one takes.
+    pub namespace: String,
     pub run: String,
     pub node: String,
     pub service: String,
@@ -131,7 +137,7 @@ impl Checks {
     /// looks for the node's resource.
     pub fn job(
         &self,
-        run: &str,
+        (namespace, run): (&str, &str),
         (at, script, timeout): (Placed, String, Duration),
         context: Arc<ebb_spi::Context>,
         config: &serde_json::Value,
@@ -139,6 +145,7 @@ impl Checks {
         provisioner: Option<Arc<dyn ebb_spi::Provisioner>>,
     ) -> Job {
         Job {
+            namespace: namespace.to_string(),
             run: run.to_string(),
             node: at.0,
             service: at.1,
@@ -171,7 +178,7 @@ pub struct Finding {
 /// for a service healed by replacing its node, asks the provider whether the node is there.
 pub async fn run(deps: &Deps, job: &Job) -> Finding {
     // Waiting for a turn is not the check's time: its limit starts when it does.
-    let _turn = deps.check_slots.acquire().await;
+    let _turn = deps.check_slots.turn(&job.namespace).await;
     let finding = look(deps, job).await;
     let outcome = serde_json::to_value(finding.outcome)
         .ok()

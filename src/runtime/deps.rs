@@ -28,8 +28,9 @@ pub struct Deps {
     pub cipher: Arc<Cipher>,
     /// This server among the servers of its installation.
     pub member: Member,
-    /// Bounds the services' checks this server runs at once, over all its runs.
-    pub check_slots: Arc<tokio::sync::Semaphore>,
+    /// Bounds the services' checks this server runs at once, over all its runs, and each
+    /// namespace's share of them.
+    pub check_slots: Arc<crate::runtime::shares::Lanes<String>>,
 }
 
 /// A server among the servers of an installation: its name, and the lease it holds now.

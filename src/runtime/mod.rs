@@ -12,6 +12,7 @@
 //! - [`program`]: launching the program detached, re-attaching after a restart; [`launch`]:
 //!   what it is launched with, here or on a remote master.
 //! - [`remote`]: the same, and service scripts, on nodes reached over SSH.
+//! - [`shares`]: each claimant's share of a bounded resource (a namespace's running checks).
 //!
 //! The runtime never decides a transition itself; `rules::lifecycle` and `rules::plan` do. It never
 //! touches HTTP.
@@ -32,6 +33,7 @@ pub mod program;
 pub mod registry;
 pub mod remote;
 pub mod retention;
+pub mod shares;
 pub mod supervisor;
 pub mod task;
 

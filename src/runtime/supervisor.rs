@@ -553,7 +553,7 @@ impl RunSupervisor {
             let replaces = checker::policy(Some(&template), &check.0.1, &properties)
                 .is_some_and(|p| p.heal == Heal::ReplaceNode);
             let job = self.checks.job(
-                &self.run.key.run,
+                (&self.run.key.namespace, &self.run.key.run),
                 check,
                 Arc::clone(&context),
                 &config,

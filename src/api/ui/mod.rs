@@ -18,6 +18,7 @@
 pub mod admin;
 pub mod apps;
 pub mod assets;
+pub mod events;
 pub mod layout;
 pub mod overview;
 pub mod profiles;
@@ -73,7 +74,7 @@ pub fn table() -> Vec<Route> {
             web::get().to(runs::status)
         }),
         row(M::GET, run!("/events"), VIEW, || {
-            web::get().to(runs::events)
+            web::get().to(events::events)
         }),
         row(M::GET, run!("/logs"), VIEW, || web::get().to(runs::logs)),
         row(M::GET, run!("/operations"), VIEW, || {

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use actix_web::http::{Method, StatusCode};
-use actix_web::{HttpRequest, HttpResponse, web};
+use actix_web::{HttpRequest, web};
 use maud::{Markup, html};
 use serde::Deserialize;
 
@@ -24,14 +24,6 @@ use crate::service::error::ServiceError;
 use crate::service::history;
 use crate::service::runs::{self, RunFilter};
 
-/// Most event streams one server keeps open at once (each is one browser tab on a run).
-pub const MAX_STREAMS: usize = 256;
-/// Longest one event stream stays open; the browser then reconnects where it left off.
-const STREAM_LIFE: Duration = Duration::from_secs(300);
-/// How long one wait for news lasts before the stream sends a heartbeat.
-const HEARTBEAT: Duration = Duration::from_secs(20);
-/// Most events the first answer of a stream carries (the newest).
-const FIRST_EVENTS: usize = 1000;
 /// Runs the list shows.
 const LIST_LIMIT: usize = 50;
 /// Most namespaces the list of every namespace's runs reads.
@@ -292,7 +284,7 @@ pub async fn rows(state: State, ctx: Ctx, q: web::Query<ListQuery>) -> Answer {
     Ok(fragment(table(&find(&state, &ctx, &q).await?.runs)))
 }
 
-fn live(run: &RunView) -> bool {
+pub(super) fn live(run: &RunView) -> bool {
     run.status != ProgramStatus::Rejected
         && !matches!(
             run.cluster.status,
@@ -437,7 +429,7 @@ fn service_badge(state: crate::model::service::ServiceState) -> Markup {
     html! { span.badge.(class) { (state) } }
 }
 
-fn event_item(e: &RunEvent) -> Markup {
+pub(super) fn event_item(e: &RunEvent) -> Markup {
     let kind = match e.kind {
         EventKind::Status => "status",
         EventKind::Task => "task",
@@ -539,123 +531,6 @@ pub async fn logs(state: State, path: web::Path<RunPath>) -> Answer {
 pub async fn operations(state: State, path: web::Path<RunPath>) -> Answer {
     let ops = need(history::operations(&state.runtime, path.into_inner().into()).await)?;
     Ok(fragment(super::timeline::operations(&ops)))
-}
-
-/// One server-sent event: its name, id and HTML, one `data:` line per line.
-fn sse(name: &str, id: Option<u64>, html: &str) -> web::Bytes {
-    let mut out = String::with_capacity(html.len() + 64);
-    out.push_str("event: ");
-    out.push_str(name);
-    out.push('\n');
-    if let Some(id) = id {
-        out.push_str(&format!("id: {id}\n"));
-    }
-    for line in html.split('\n') {
-        out.push_str("data: ");
-        out.push_str(line.trim_end_matches('\r'));
-        out.push('\n');
-    }
-    out.push('\n');
-    web::Bytes::from(out)
-}
-
-/// The events of a batch, then a nudge for the parts of the page that follow the status.
-fn batch(events: &[RunEvent]) -> web::Bytes {
-    let mut out = Vec::new();
-    if let Some(last) = events.last() {
-        let items = html! { @for e in events { (event_item(e)) } };
-        out.extend_from_slice(&sse("events", Some(last.seq), &items.into_string()));
-        out.extend_from_slice(&sse("status", None, ""));
-    }
-    web::Bytes::from(out)
-}
-
-/// Where an event stream is.
-enum Step {
-    /// Send the first events, then go on from the newest.
-    First(Vec<RunEvent>, u64),
-    /// Wait for events after this one.
-    After(u64),
-    /// Done: nothing more to send.
-    Done,
-}
-
-/// `GET .../events`: the run's events as they happen (server-sent events). The stream starts
-/// after `Last-Event-ID` when the browser reconnects, sends each new batch, and ends once the
-/// run is over (`end`) or after a few minutes (the browser reconnects where it left off).
-pub async fn events(state: State, path: web::Path<RunPath>, req: HttpRequest) -> Answer {
-    let key: RunKey = path.into_inner().into();
-    let after = req
-        .headers()
-        .get("last-event-id")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .unwrap_or(0);
-    let Ok(permit) = std::sync::Arc::clone(&state.streams).try_acquire_owned() else {
-        return Err(ApiError::Unavailable(
-            "too many event streams are open on this server; the page updates when one closes"
-                .into(),
-        )
-        .into());
-    };
-    let mut first = need(history::history(&state.runtime, key.clone(), after, None).await)?;
-    if first.len() > FIRST_EVENTS {
-        first.drain(..first.len() - FIRST_EVENTS);
-    }
-    let until = tokio::time::Instant::now() + STREAM_LIFE;
-    let runtime = state.runtime.clone();
-    let start = Step::First(first, after);
-    let stream = futures_util::stream::unfold((start, permit), move |(step, permit)| {
-        let (runtime, key) = (runtime.clone(), key.clone());
-        async move {
-            let (chunk, next) = match step {
-                Step::Done => return None,
-                Step::First(events, after) => {
-                    let newest = events.last().map_or(after, |e| e.seq);
-                    let mut out = b"retry: 2000\n\n".to_vec();
-                    out.extend_from_slice(&batch(&events));
-                    if events.is_empty() {
-                        // Mark where the page is, so a reconnect starts here.
-                        out.extend_from_slice(format!("id: {newest}\n\n").as_bytes());
-                    }
-                    (web::Bytes::from(out), Step::After(newest))
-                }
-                Step::After(after) => {
-                    if tokio::time::Instant::now() >= until {
-                        return None;
-                    }
-                    let events =
-                        history::history(&runtime, key.clone(), after, Some(HEARTBEAT)).await;
-                    match events {
-                        Ok(events) if !events.is_empty() => {
-                            let newest = events.last().map_or(after, |e| e.seq);
-                            (batch(&events), Step::After(newest))
-                        }
-                        Ok(_) => match runs::get(&runtime, key.clone()).await {
-                            Ok(run) if live(&run) => (
-                                web::Bytes::from_static(b": still here\n\n"),
-                                Step::After(after),
-                            ),
-                            // Over: the page has every event; tell it to stop listening.
-                            Ok(_) => {
-                                let mut out = sse("status", None, "").to_vec();
-                                out.extend_from_slice(&sse("end", None, ""));
-                                (web::Bytes::from(out), Step::Done)
-                            }
-                            Err(_) => return None,
-                        },
-                        Err(_) => return None,
-                    }
-                }
-            };
-            Some((Ok::<_, actix_web::Error>(chunk), (next, permit)))
-        }
-    });
-    Ok(HttpResponse::Ok()
-        .content_type("text/event-stream")
-        .insert_header(("Cache-Control", "no-store"))
-        .insert_header(("X-Accel-Buffering", "no"))
-        .streaming(stream))
 }
 
 /// The body of a command's form.
@@ -1018,14 +893,5 @@ mod tests {
             assert!(local_time(bad, 0).is_err(), "{bad}");
         }
         assert!(local_time("2026-11-24T10:00", 100_000).is_err());
-    }
-
-    #[test]
-    fn an_event_is_one_data_line_per_line() {
-        let b = sse("events", Some(7), "<li>a</li>\n<li>b</li>");
-        assert_eq!(
-            std::str::from_utf8(&b).expect("utf-8"),
-            "event: events\nid: 7\ndata: <li>a</li>\ndata: <li>b</li>\n\n"
-        );
     }
 }

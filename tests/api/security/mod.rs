@@ -11,6 +11,7 @@ mod overrides;
 mod runs;
 mod secrets;
 mod sessions;
+mod shares;
 mod web;
 mod workdirs;
 
