@@ -138,7 +138,12 @@ pub async fn merge_properties(
     deps.store
         .write(move |tx| {
             if let Some(mut r) = tx.get::<NodeRecord>(Table::Resources, &key)? {
-                r.properties.extend(facts.clone());
+                for (name, value) in &facts {
+                    let known = r.properties.contains_key(name);
+                    if known || r.properties.len() < MAX_NODE_FACTS {
+                        r.properties.insert(name.clone(), value.clone());
+                    }
+                }
                 tx.put(Table::Resources, &key, &r)?;
             }
             Ok::<_, StoreError>(())
@@ -158,14 +163,42 @@ pub fn tail_of(text: &str) -> String {
     text[start..].trim().to_string()
 }
 
-/// `key=value` lines; blank lines and `#` comments are skipped.
+/// Most bytes of a result file read.
+pub const RESULT_MAX: usize = 64 * 1024;
+/// Most facts one attempt reports; more are dropped.
+pub const MAX_FACTS: usize = 64;
+/// Longest fact name and value kept.
+const MAX_FACT_NAME: usize = 128;
+const MAX_FACT_VALUE: usize = 4096;
+/// Most facts a node keeps: an attempt adds new names only while it has fewer.
+pub const MAX_NODE_FACTS: usize = 256;
+
+/// Whether a script or program on a node may report fact `name`: not one of ebb's own
+/// ([`ebb_spi::RESERVED_FACTS`], the marks ebb keeps on a node's record, anything `ebb`…).
+fn reportable(name: &str) -> bool {
+    !ebb_spi::RESERVED_FACTS.contains(&name)
+        && ![super::task::REPLACED, super::task::RECREATED].contains(&name)
+        && !name.to_ascii_lowercase().starts_with("ebb")
+        && name.len() <= MAX_FACT_NAME
+}
+
+/// `key=value` lines of a result file; blank lines and `#` comments are skipped. What a
+/// node reports is bounded and never one of ebb's own facts: at most [`MAX_FACTS`], from
+/// the first [`RESULT_MAX`] bytes, names and values of bounded length.
 pub fn parse_facts(text: &str) -> BTreeMap<String, String> {
-    text.lines()
+    let mut end = text.len().min(RESULT_MAX);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end]
+        .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .filter(|(k, _)| !k.is_empty())
+        .map(|(k, v)| (k.trim(), v.trim()))
+        .filter(|(k, v)| !k.is_empty() && reportable(k) && v.len() <= MAX_FACT_VALUE)
+        .take(MAX_FACTS)
+        .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
 }
 
@@ -179,5 +212,17 @@ mod tests {
         assert_eq!(facts.len(), 2);
         assert_eq!(facts["port"], "2181");
         assert_eq!(facts["leader"], "n1");
+    }
+
+    #[test]
+    fn a_node_reports_none_of_ebbs_own_facts_and_only_so_many() {
+        let steer = "ssh=attacker@10.9.9.9:22\nsshHostKey=SHA256:x\nremoteDir=/etc\n\
+                     workDir=/\nreplacedBy=op-1\nrecreated=1\nebb:run=x\nEBB_X=1\nport=1\n";
+        let facts = parse_facts(steer);
+        assert_eq!(facts.keys().collect::<Vec<_>>(), ["port"], "{facts:?}");
+        let many: String = (0..1000).map(|i| format!("k{i}=v\n")).collect();
+        assert_eq!(parse_facts(&many).len(), MAX_FACTS);
+        let long = format!("{}=v\nk={}\nok=1\n", "n".repeat(200), "v".repeat(5000));
+        assert_eq!(parse_facts(&long).keys().collect::<Vec<_>>(), ["ok"]);
     }
 }

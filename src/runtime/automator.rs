@@ -126,7 +126,7 @@ async fn attempt_once(
         .map_err(|e| fail(e.to_string()))?;
     let me = nodes.iter().find(|n| n.node == on.node);
     let work_dir: Option<PathBuf> = me
-        .and_then(|n| n.properties.get("workDir"))
+        .and_then(|n| n.properties.get(ebb_spi::FACT_WORK_DIR))
         .map(PathBuf::from);
     let files = NodeFiles::of(deps, on, service);
     let cluster = cluster_doc(on, &nodes);
@@ -254,7 +254,7 @@ async fn run_local(
     let status = status.map_err(|e| fail(e.to_string()))?;
     let tail = tokio::task::spawn_blocking(move || {
         let tail = output_since(&files.log, start_len);
-        let facts = std::fs::read_to_string(&files.result)
+        let facts = read_head(&files.result, super::attempt::RESULT_MAX)
             .map(|text| parse_facts(&text))
             .unwrap_or_default();
         (tail, facts)
@@ -326,6 +326,17 @@ fn script_env(
 }
 
 /// The end (at most [`TAIL`] bytes) of what was appended to `log` after byte `from`.
+/// The first `max` bytes of the file at `path`, as text (a script may write a result file
+/// of any size).
+fn read_head(path: &std::path::Path, max: usize) -> std::io::Result<String> {
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(max as u64)
+        .read_to_end(&mut bytes)?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
 fn output_since(log: &std::path::Path, from: u64) -> String {
     use std::io::{Read as _, Seek, SeekFrom};
     let Ok(mut file) = std::fs::File::open(log) else {

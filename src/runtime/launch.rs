@@ -51,7 +51,7 @@ pub(super) async fn launch_file(deps: &Deps, run: &RunRecord) -> std::io::Result
         .first()
         .and_then(|m| nodes.iter().find(|n| &n.node == m));
     let work_dir = master
-        .and_then(|m| m.properties.get("workDir"))
+        .and_then(|m| m.properties.get(ebb_spi::FACT_WORK_DIR))
         .map(PathBuf::from);
     let mut env: BTreeMap<String, String> = run.launch.env.clone();
     let mut set = |k: &str, v: String| {

@@ -177,6 +177,17 @@ fn append(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .write_all(bytes)
 }
 
+/// Bytes of a remote program's output fetched in one call.
+const CHUNK: usize = 1 << 20;
+/// Calls one look at a running program makes per output file, at most.
+const CHUNKS_PER_LOOK: usize = 16;
+/// Calls the last look, once it ended, may make: enough for all that is kept.
+const CHUNKS_AT_END: usize = (MAX_LOG / CHUNK as u64) as usize + 1;
+/// Most bytes of each of a remote program's output files kept per run.
+pub const MAX_LOG: u64 = 64 << 20;
+/// What ends a kept output file that reached [`MAX_LOG`].
+const CUT: &str = "\n[ebb: the output beyond 64 MiB is not kept]\n";
+
 /// The remote program of a run: what to launch and where its output goes locally.
 #[derive(Debug, Clone)]
 pub struct Program {
@@ -222,21 +233,38 @@ impl Program {
         }
     }
 
-    /// Copies the program's new output into the run directory.
-    async fn copy_output(&self, session: &Session) -> Result<(), String> {
+    /// Copies the program's new output into the run directory: [`CHUNK`] bytes a call, at
+    /// most `calls` calls per file, at most [`MAX_LOG`] per file per run (then a note says
+    /// the rest is not kept).
+    async fn copy_output(&self, session: &Session, calls: usize) -> Result<(), String> {
         for name in [super::program::STDOUT, super::program::STDERR] {
             let local = self.run_dir.join(name);
-            let have = std::fs::metadata(&local).map(|m| m.len()).unwrap_or(0);
-            let out = session
-                .exec(&remote::output_since(&self.node.dir, name, have), b"")
-                .await
-                .map_err(|e| e.to_string())?;
-            if !out.stdout.is_empty() {
-                let bytes = out.stdout;
-                tokio::task::spawn_blocking(move || append(&local, &bytes))
+            for _ in 0..calls {
+                let have = std::fs::metadata(&local).map(|m| m.len()).unwrap_or(0);
+                if have >= MAX_LOG {
+                    break;
+                }
+                let want = CHUNK.min(usize::try_from(MAX_LOG - have).unwrap_or(CHUNK));
+                let out = session
+                    .exec(&remote::output_since(&self.node.dir, name, have, want), b"")
                     .await
-                    .map_err(|e| e.to_string())?
                     .map_err(|e| e.to_string())?;
+                let mut bytes = out.stdout;
+                bytes.truncate(want);
+                let got = bytes.len();
+                if have + got as u64 >= MAX_LOG {
+                    bytes.extend_from_slice(CUT.as_bytes());
+                }
+                if !bytes.is_empty() {
+                    let local = local.clone();
+                    tokio::task::spawn_blocking(move || append(&local, &bytes))
+                        .await
+                        .map_err(|e| e.to_string())?
+                        .map_err(|e| e.to_string())?;
+                }
+                if got < want {
+                    break;
+                }
             }
         }
         Ok(())
@@ -276,7 +304,7 @@ impl Program {
                     .exec(&remote::status(&self.node.dir), b"")
                     .await
                     .map_err(|e| e.to_string())?;
-                self.copy_output(s).await?;
+                self.copy_output(s, CHUNKS_PER_LOOK).await?;
                 Ok::<_, String>(remote::parse_status(&out.stdout_text()))
             }
             .await;
@@ -290,7 +318,7 @@ impl Program {
                 }
                 Ok(Some(ProgramState::Exited(status))) => {
                     // Whatever it wrote last.
-                    let _ = self.copy_output(s).await;
+                    let _ = self.copy_output(s, CHUNKS_AT_END).await;
                     if let Some(s) = session.take() {
                         s.close().await;
                     }

@@ -478,7 +478,7 @@ async fn replace(deps: &Deps, spec: &TaskSpec) -> AttemptOutcome {
 const INVISIBLE_GRACE_MS: u64 = 5_000;
 
 /// Set on a node's properties when a failed confirm replaced its resource: the failed attempt.
-const RECREATED: &str = "recreated";
+pub const RECREATED: &str = "recreated";
 
 /// Walks the node's resource through one resource step (create, confirm, delete);
 /// `generation` is the incarnation a create makes ([`ResourceKey::generation`]).

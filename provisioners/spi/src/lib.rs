@@ -19,9 +19,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 pub use resource::{
-    Call, Context, FACT_REMOTE_DIR, FACT_SSH, FACT_SSH_HOST_KEY, ProvisionError, Resource,
-    ResourceKey, ResourceState, SSH_HOST_KEY_CHECKING, SSH_KNOWN_HOSTS, SSH_PORT, SSH_PRIVATE_KEY,
-    SSH_USER, TAG_NAMESPACE, TAG_NODE, TAG_PROFILE, TAG_RUN, TAG_SERVER, Tags,
+    Call, Context, FACT_REMOTE_DIR, FACT_SSH, FACT_SSH_HOST_KEY, FACT_WORK_DIR, ProvisionError,
+    RESERVED_FACTS, Resource, ResourceKey, ResourceState, SSH_HOST_KEY_CHECKING, SSH_KNOWN_HOSTS,
+    SSH_PORT, SSH_PRIVATE_KEY, SSH_USER, TAG_NAMESPACE, TAG_NODE, TAG_PROFILE, TAG_RUN, TAG_SERVER,
+    Tags,
 };
 
 /// The most nodes any cluster may have, whatever its provisioner: the ceiling on every node

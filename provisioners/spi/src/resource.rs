@@ -84,6 +84,13 @@ pub const FACT_SSH_HOST_KEY: &str = "sshHostKey";
 /// Fact: the node's directory for this run on its machine (relative to the login directory
 /// when not absolute). Defaults to `.ebb/<run>/<node>`.
 pub const FACT_REMOTE_DIR: &str = "remoteDir";
+/// Fact of a node on the server's host: its directory there (a `local` sandbox).
+pub const FACT_WORK_DIR: &str = "workDir";
+
+/// The facts that steer where and how ebb reaches a node: only a provisioner (and ebb
+/// itself) sets them, never a script or program on the node, whose results could otherwise
+/// point ebb's SSH, with the run's key, at another host, or its scripts at another directory.
+pub const RESERVED_FACTS: &[&str] = &[FACT_SSH, FACT_SSH_HOST_KEY, FACT_REMOTE_DIR, FACT_WORK_DIR];
 
 /// `r` with the `ssh` fact (`user@address:port`, port `sshPort` or 22) when the profile sets
 /// `sshUser`: a cloud node ebb then reaches over SSH to run service scripts and the program on

@@ -466,14 +466,33 @@ impl fmt::Debug for Session {
     }
 }
 
+/// Most bytes of each of a command's standard output and error kept: what a node sends
+/// past it is read and dropped, so a node that prints gigabytes costs ebb no memory.
+pub const MAX_OUTPUT: usize = 4 << 20;
+
 /// What a command did.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Output {
     /// The exit status; `None` when the command was killed by a signal or the channel closed
     /// without one.
     pub status: Option<u32>,
+    /// The first [`MAX_OUTPUT`] bytes of its standard output.
     pub stdout: Vec<u8>,
+    /// The first [`MAX_OUTPUT`] bytes of its standard error.
     pub stderr: Vec<u8>,
+    /// It sent more than [`MAX_OUTPUT`] bytes on one of them.
+    pub truncated: bool,
+}
+
+impl Output {
+    /// Keeps what of `data` fits in `into` under [`MAX_OUTPUT`].
+    fn keep(into: &mut Vec<u8>, data: &[u8], truncated: &mut bool) {
+        let room = MAX_OUTPUT.saturating_sub(into.len());
+        if data.len() > room {
+            *truncated = true;
+        }
+        into.extend_from_slice(&data[..data.len().min(room)]);
+    }
 }
 
 impl Output {
@@ -527,8 +546,12 @@ impl Session {
         let mut out = Output::default();
         while let Some(msg) = channel.wait().await {
             match msg {
-                ChannelMsg::Data { data } => out.stdout.extend_from_slice(&data),
-                ChannelMsg::ExtendedData { data, ext: 1 } => out.stderr.extend_from_slice(&data),
+                ChannelMsg::Data { data } => {
+                    Output::keep(&mut out.stdout, &data, &mut out.truncated);
+                }
+                ChannelMsg::ExtendedData { data, ext: 1 } => {
+                    Output::keep(&mut out.stderr, &data, &mut out.truncated);
+                }
                 ChannelMsg::ExitStatus { exit_status } => out.status = Some(exit_status),
                 _ => {}
             }

@@ -86,17 +86,24 @@ pub fn attempt(
         log = quote(&log),
     ));
     s.push_str("status=$?\n");
-    s.push_str(&format!("cat {}\n", quote(&log)));
+    // The end of the script's output and the start of its result file: a script that prints
+    // (or writes) gigabytes sends ebb no more than these.
+    s.push_str(&format!("tail -c {ATTEMPT_OUTPUT} {}\n", quote(&log)));
     s.push_str(&format!(
         "printf '\\n%s\\n' {}\n",
         quote(&result_marker(nonce))
     ));
     s.push_str(&format!(
-        "cat {} 2>/dev/null\nexit $status\n",
+        "head -c {RESULT_BYTES} {} 2>/dev/null\nexit $status\n",
         quote(&result)
     ));
     s
 }
+
+/// Bytes of the end of an attempt's output a node sends back.
+pub const ATTEMPT_OUTPUT: usize = 1 << 20;
+/// Bytes of the start of an attempt's result file a node sends back.
+pub const RESULT_BYTES: usize = 64 * 1024;
 
 /// The pid file and the result file of attempts named `name`, relative to the node's
 /// directory.
@@ -215,10 +222,11 @@ pub fn parse_status(text: &str) -> Option<ProgramState> {
     })
 }
 
-/// Prints the program's output file `name` (`stdout.log`, `stderr.log`) from byte `from` on.
-pub fn output_since(dir: &str, name: &str, from: u64) -> String {
+/// Prints at most `count` bytes of the program's output file `name` (`stdout.log`,
+/// `stderr.log`) from byte `from` on.
+pub fn output_since(dir: &str, name: &str, from: u64, count: usize) -> String {
     format!(
-        "cd {} 2>/dev/null && [ -e {n} ] && tail -c +{} {n}; true",
+        "cd {} 2>/dev/null && [ -e {n} ] && tail -c +{} {n} | head -c {count}; true",
         quote(&program_dir(dir)),
         from + 1,
         n = quote(name),
@@ -419,9 +427,9 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
         assert_eq!(state, Some(ProgramState::Exited(7)));
-        let out = sh(&output_since("r/master", "stdout.log", 0), &home);
+        let out = sh(&output_since("r/master", "stdout.log", 0, 1024), &home);
         assert_eq!(String::from_utf8_lossy(&out.stdout), "out\n");
-        let out = sh(&output_since("r/master", "stderr.log", 2), &home);
+        let out = sh(&output_since("r/master", "stderr.log", 2, 1024), &home);
         assert_eq!(String::from_utf8_lossy(&out.stdout), "r\n");
         let none = sh(&status("r/worker-1"), &home);
         assert_eq!(

@@ -7,6 +7,7 @@ mod grants;
 mod host;
 mod hostile;
 mod limits;
+mod nodes;
 mod overrides;
 mod runs;
 mod secrets;
