@@ -327,10 +327,15 @@ async fn serve(
     let shutdown = Arc::clone(&state.shutdown);
     let data = web::Data::new(state);
     let peers = web::Data::new(api::bodies::peer_slots());
+    let https = tls.is_some();
     let mut server = HttpServer::new(move || {
+        // Over HTTPS, browsers are told to come back only over HTTPS (HSTS).
+        let hsts = middleware::DefaultHeaders::new()
+            .add(("Strict-Transport-Security", "max-age=31536000"));
         App::new()
             .app_data(data.clone())
             .app_data(peers.clone())
+            .wrap(middleware::Condition::new(https, hsts))
             .wrap(middleware::from_fn(api::bodies::bound))
             .wrap(middleware::from_fn(api::guard_origin))
             .wrap(middleware::from_fn(api::log_request))

@@ -11,7 +11,7 @@ use crate::api::contract::{Answer, Flag, Query, Reply, ok};
 use crate::api::error::ApiError;
 use crate::api::forward::or_forward;
 use crate::api::state::{ProgramPath, RunPath, State};
-use crate::model::access::{Act, Caller};
+use crate::model::access::{Act, Caller, Role};
 use crate::model::event::RunEvent;
 use crate::model::property::Values;
 use crate::model::run::RunKey;
@@ -56,9 +56,16 @@ pub async fn start_run(
     ok(Started { run_id })
 }
 
-/// A page of runs: the list, and, when more runs follow, a `Link` to the next page.
-fn page(req: &HttpRequest, filter: &RunFilter, page: runs::RunPage) -> Reply<Vec<RunView>> {
-    let mut answer = Answer::new(page.runs);
+/// A page of runs for `caller`: the list, and, when more runs follow, a `Link` to the next
+/// page.
+fn page(
+    req: &HttpRequest,
+    caller: &Caller,
+    filter: &RunFilter,
+    page: runs::RunPage,
+) -> Reply<Vec<RunView>> {
+    let runs = page.runs.into_iter().map(|r| seen_by(caller, r)).collect();
+    let mut answer = Answer::new(runs);
     if let Some(next) = &page.next {
         let mut query = format!("before={next}");
         if let Some(limit) = filter.limit {
@@ -78,8 +85,19 @@ fn page(req: &HttpRequest, filter: &RunFilter, page: runs::RunPage) -> Reply<Vec
     Ok(answer)
 }
 
+/// Run `view` as `caller` sees it: which server owns a run (the name its resources are
+/// tagged with) is for those who may act on the run, not for viewers.
+pub fn seen_by(caller: &Caller, view: RunView) -> RunView {
+    let acts = caller
+        .grants
+        .role_in(&view.namespace)
+        .is_some_and(|r| r >= Role::Operator);
+    if acts { view } else { view.owned_by(None) }
+}
+
 pub async fn list_runs(
     state: State,
+    caller: Caller,
     path: web::Path<ProgramPath>,
     filter: Query<RunFilter>,
     req: HttpRequest,
@@ -87,22 +105,24 @@ pub async fn list_runs(
     let p = path.into_inner();
     let filter = filter.0;
     let runs = runs::list_program(&state.runtime, p.ns, p.app, p.program, filter.clone()).await?;
-    page(&req, &filter, runs)
+    page(&req, &caller, &filter, runs)
 }
 
 pub async fn list_namespace_runs(
     state: State,
+    caller: Caller,
     ns: web::Path<String>,
     filter: Query<RunFilter>,
     req: HttpRequest,
 ) -> Reply<Vec<RunView>> {
     let filter = filter.0;
     let runs = runs::list_namespace(&state.runtime, ns.into_inner(), filter.clone()).await?;
-    page(&req, &filter, runs)
+    page(&req, &caller, &filter, runs)
 }
 
-pub async fn get_run(state: State, path: web::Path<RunPath>) -> Reply<RunView> {
-    ok(runs::get(&state.runtime, path.into_inner().into()).await?)
+pub async fn get_run(state: State, caller: Caller, path: web::Path<RunPath>) -> Reply<RunView> {
+    let view = runs::get(&state.runtime, path.into_inner().into()).await?;
+    ok(seen_by(&caller, view))
 }
 
 /// The body of `POST .../stop`.

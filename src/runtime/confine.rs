@@ -14,7 +14,7 @@
 //!
 //! It must never weaken what it finds: a data dir others can read is narrowed, not trusted.
 
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt as _, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// Makes every file and directory this process creates from now on owner-only.
@@ -50,6 +50,15 @@ pub fn private_dir(dir: &Path) -> std::io::Result<()> {
         return Err(std::io::Error::other(
             "is a symbolic link; give the real directory",
         ));
+    }
+    // Another user's directory (one root would otherwise take over) is refused: its owner
+    // could plant links and files where the server writes and deletes.
+    let me = rustix::process::geteuid().as_raw();
+    if meta.uid() != me {
+        return Err(std::io::Error::other(format!(
+            "is owned by another user (uid {}), not the server's (uid {me}); give a directory of the server's user",
+            meta.uid()
+        )));
     }
     if meta.permissions().mode() & 0o077 != 0 {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;

@@ -115,6 +115,28 @@ pub async fn create(
         .grants
         .may_grant(&grants)
         .map_err(ServiceError::NotAllowed)?;
+    // Token names are one space for the whole installation: a namespace admin's are named
+    // after a namespace it grants a role in, so whether a name is taken tells it nothing
+    // of tokens outside its namespaces.
+    if !caller.grants.instance_admin
+        && !grants
+            .namespaces
+            .keys()
+            .any(|ns| spec.name.starts_with(&format!("{ns}-")))
+    {
+        let example = grants
+            .namespaces
+            .keys()
+            .next()
+            .map_or("<namespace>", |n| n.as_str());
+        return Err(ServiceError::invalid(
+            "name",
+            format!(
+                "a namespace admin names its tokens after a namespace they have a role in: '{example}-{}'",
+                spec.name
+            ),
+        ));
+    }
     let secret = new_secret()?;
     let now = now_secs();
     let record = signed(

@@ -78,6 +78,11 @@ fn https_with_a_certificate_made_at_test_time() {
         .send()
         .expect("the handshake succeeds with the CA");
     assert_eq!(reply.status().as_u16(), 200);
+    // Browsers are told to come back over HTTPS only.
+    assert_eq!(
+        reply.headers()["strict-transport-security"],
+        "max-age=31536000"
+    );
     // Over HTTPS the UI's session cookie is Secure: a browser never sends it in the clear.
     let signed_in = reqwest::blocking::Client::builder()
         .add_root_certificate(reqwest::Certificate::from_pem(&pem).expect("pem"))

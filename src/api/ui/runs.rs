@@ -322,7 +322,8 @@ fn status_panel(ctx: &Ctx, run: &RunView) -> Markup {
                 _ => html! { "–" },
             }),
             ("Exit", run.exit.map_or(html! { "–" }, |e| html! { (e.to_string()) })),
-            ("Owner", html! { (run.owner.as_deref().unwrap_or("–")) }),
+            // Which server owns it is for those who may act on it (the API's rule).
+            ("Owner", html! { (if may("/stop") { run.owner.as_deref().unwrap_or("–") } else { "–" }) }),
         ]))
         @if may("/stop") {
             div.actions role="group" aria-label="Commands" {

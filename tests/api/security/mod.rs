@@ -2,6 +2,7 @@
 //! server, secrets never reach programs or other users, the open endpoint refuses what
 //! other pages and hosts send, and oversized input gets a 4xx naming its limit.
 
+mod disclosure;
 mod exhaustion;
 mod grants;
 mod host;

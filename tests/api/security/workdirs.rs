@@ -94,3 +94,37 @@ fn the_janitor_follows_no_link_and_no_record_that_lies_about_its_place() {
         "neither is ebb's: {sweep:#}"
     );
 }
+
+#[test]
+fn a_server_refuses_a_data_or_work_dir_of_another_user() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    if !is_root() {
+        eprintln!("not root: another user's directory cannot be made here, so not checked");
+        return;
+    }
+    for which in ["data", "work"] {
+        let theirs = dir.path().join(format!("theirs-{which}"));
+        std::fs::create_dir_all(&theirs).expect("mkdir");
+        std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).expect("chown");
+        let mine = dir.path().join(format!("mine-{which}"));
+        let (data, work) = if which == "data" {
+            (theirs.clone(), mine.join("work"))
+        } else {
+            (mine.clone(), theirs.clone())
+        };
+        let work = work.to_str().expect("utf-8").to_string();
+        let stderr = crate::support::server::serve_fails_with(&data, &["--work-dir", &work]);
+        assert!(
+            stderr.contains("is owned by another user (uid 65534)"),
+            "{stderr}"
+        );
+    }
+}
+
+/// Whether the tests run as root (who can make another user's directory).
+fn is_root() -> bool {
+    std::fs::metadata("/proc/self").is_ok_and(|m| {
+        use std::os::unix::fs::MetadataExt as _;
+        m.uid() == 0
+    })
+}
