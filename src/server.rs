@@ -278,7 +278,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         forwarder: api::forward::client(config.ca_cert.as_deref()).map_err(ServerError::Tls)?,
         shutdown: Arc::default(),
         https: config.tls.is_some(),
-        streams: api::ui::events::Streams::default(),
+        streams: api::ui::streams::Streams::default(),
         metrics: metrics_recorder(),
     };
     let served = serve(state, &config, tls, signals, &arbiter).await?;

@@ -163,6 +163,11 @@ pub fn tail_of(text: &str) -> String {
     text[start..].trim().to_string()
 }
 
+/// Set on a node's record when a replace began its new resource: the operation's id.
+pub const REPLACED: &str = "replacedBy";
+/// Set on a node's properties when a failed confirm replaced its resource: the failed attempt.
+pub const RECREATED: &str = "recreated";
+
 /// Most bytes of a result file read.
 pub const RESULT_MAX: usize = 64 * 1024;
 /// Most facts one attempt reports; more are dropped.
@@ -177,7 +182,7 @@ pub const MAX_NODE_FACTS: usize = 256;
 /// ([`ebb_spi::RESERVED_FACTS`], the marks ebb keeps on a node's record, anything `ebb`…).
 fn reportable(name: &str) -> bool {
     !ebb_spi::RESERVED_FACTS.contains(&name)
-        && ![super::task::REPLACED, super::task::RECREATED].contains(&name)
+        && ![REPLACED, RECREATED].contains(&name)
         && !name.to_ascii_lowercase().starts_with("ebb")
         && name.len() <= MAX_FACT_NAME
 }

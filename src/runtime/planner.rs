@@ -517,7 +517,7 @@ fn completed(
     let mark = op.to_string();
     let replaced: BTreeSet<&str> = nodes
         .iter()
-        .filter(|n| n.may_exist() && n.properties.get(super::task::REPLACED) == Some(&mark))
+        .filter(|n| n.may_exist() && n.properties.get(super::attempt::REPLACED) == Some(&mark))
         .map(|n| n.node.as_str())
         .collect();
     tasks

@@ -19,7 +19,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use ebb_spi::{ProvisionError, Resource, ResourceKey, ResourceState};
 
-use super::attempt::{AttemptOutcome, TaskSpec, merge_properties};
+use super::attempt::{AttemptOutcome, RECREATED, REPLACED, TaskSpec, merge_properties};
 use super::deps::Deps;
 use std::collections::BTreeMap;
 
@@ -422,9 +422,6 @@ async fn recreate(deps: &Deps, spec: &TaskSpec, failed: u32) -> AttemptOutcome {
     resource_task(deps, spec, TaskKind::Confirm, generation(spec.op, failed)).await
 }
 
-/// Set on a node's record when a replace began its new resource: the operation's id.
-pub const REPLACED: &str = "replacedBy";
-
 /// Replaces the node's resource: the old one is deleted (deleting one that is gone succeeds)
 /// and a new incarnation requested; the confirm that follows waits for it. The new record
 /// is written, marked with the operation, before the create is requested: a restart in the
@@ -476,9 +473,6 @@ async fn replace(deps: &Deps, spec: &TaskSpec) -> AttemptOutcome {
 
 /// How long a resource just made may stay invisible before a confirm counts it as gone.
 const INVISIBLE_GRACE_MS: u64 = 5_000;
-
-/// Set on a node's properties when a failed confirm replaced its resource: the failed attempt.
-pub const RECREATED: &str = "recreated";
 
 /// Walks the node's resource through one resource step (create, confirm, delete);
 /// `generation` is the incarnation a create makes ([`ResourceKey::generation`]).

@@ -1,19 +1,16 @@
 //! A run page's live events: server-sent events, and polling when the server's streams are
 //! taken.
 //!
-//! Each open stream holds a connection for minutes, so streams are bounded: [`MAX_STREAMS`]
-//! on a server, of which one token holds at most [`PER_TOKEN`] and one address [`PER_PEER`].
+//! Each open stream holds a connection for minutes, so streams are bounded ([`streams`](super::streams)):
+//! a server's, each token's and each address's share.
 //! A page whose stream finds no room is not refused: it gets the events it has not seen and
 //! the status, at once, and a `retry` that has the browser come back in a few seconds: it
 //! polls until a stream is free.
 
-use std::net::IpAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use actix_web::{HttpMessage as _, HttpRequest, HttpResponse, web};
 use maud::html;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::layout::{Answer, need};
 use super::runs::{event_item, live};
@@ -21,16 +18,9 @@ use crate::api::state::{RunPath, State};
 use crate::model::access::Caller;
 use crate::model::event::RunEvent;
 use crate::model::run::RunKey;
-use crate::runtime::shares::{Share, Shares};
 use crate::service::history;
 use crate::service::runs;
 
-/// Most event streams one server keeps open at once (each is one browser tab on a run).
-pub const MAX_STREAMS: usize = 256;
-/// Most streams one token keeps open on a server.
-pub const PER_TOKEN: usize = 16;
-/// Most streams one address keeps open on a server (several people behind one address).
-pub const PER_PEER: usize = 64;
 /// Longest one event stream stays open; the browser then reconnects where it left off.
 const STREAM_LIFE: Duration = Duration::from_secs(300);
 /// How long one wait for news lasts before the stream sends a heartbeat.
@@ -40,49 +30,6 @@ const FIRST_EVENTS: usize = 1000;
 /// How soon a browser comes back: after a stream ends, and while it polls.
 const RETRY: &str = "retry: 2000\n\n";
 const POLL_RETRY: &str = "retry: 5000\n\n";
-
-/// The server's event streams: the global cap, and each token's and address's share.
-#[derive(Debug, Clone)]
-pub struct Streams {
-    total: Arc<Semaphore>,
-    tokens: Shares<String>,
-    peers: Shares<IpAddr>,
-}
-
-/// One open stream's places, given back when it closes.
-#[derive(Debug)]
-pub struct Open {
-    _total: OwnedSemaphorePermit,
-    _token: Share<String>,
-    _peer: Option<Share<IpAddr>>,
-}
-
-impl Default for Streams {
-    fn default() -> Self {
-        Streams {
-            total: Arc::new(Semaphore::new(MAX_STREAMS)),
-            tokens: Shares::new(PER_TOKEN),
-            peers: Shares::new(PER_PEER),
-        }
-    }
-}
-
-impl Streams {
-    /// Places for a stream of `token` from `peer`, if its shares and the server have room.
-    pub fn open(&self, token: &str, peer: Option<IpAddr>) -> Option<Open> {
-        let token = self.tokens.try_take(token.to_string())?;
-        let peer = match peer {
-            Some(p) => Some(self.peers.try_take(p)?),
-            None => None,
-        };
-        let total = Arc::clone(&self.total).try_acquire_owned().ok()?;
-        Some(Open {
-            _total: total,
-            _token: token,
-            _peer: peer,
-        })
-    }
-}
 
 /// One server-sent event: its name, id and HTML, one `data:` line per line. Every line
 /// break the event stream format knows (`\n`, `\r\n`, a lone `\r`) starts a new `data:`
@@ -227,32 +174,5 @@ mod tests {
             std::str::from_utf8(&b).expect("utf-8"),
             "event: events\ndata: x\ndata: event: end\ndata: data: y\n\n"
         );
-    }
-
-    #[test]
-    fn a_token_and_an_address_hold_at_most_their_shares() {
-        let streams = Streams::default();
-        let me: IpAddr = [10, 0, 0, 1].into();
-        let mine: Vec<Open> = (0..PER_TOKEN)
-            .map(|_| streams.open("viewer", Some(me)).expect("room"))
-            .collect();
-        assert!(
-            streams.open("viewer", Some(me)).is_none(),
-            "the token's share"
-        );
-        assert!(
-            streams.open("other", Some(me)).is_some(),
-            "another token has room"
-        );
-        let others: Vec<Open> = (0..PER_PEER - PER_TOKEN)
-            .map(|i| streams.open(&format!("t{i}"), Some(me)).expect("room"))
-            .collect();
-        assert!(
-            streams.open("fresh", Some(me)).is_none(),
-            "the address's share"
-        );
-        assert!(streams.open("fresh", Some([10, 0, 0, 2].into())).is_some());
-        drop((mine, others));
-        assert!(streams.open("viewer", Some(me)).is_some());
     }
 }

@@ -24,6 +24,7 @@ pub mod overview;
 pub mod profiles;
 pub mod runs;
 pub mod session;
+pub mod streams;
 pub mod templates;
 pub mod timeline;
 pub mod widgets;

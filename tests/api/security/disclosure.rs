@@ -32,14 +32,8 @@ fn viewers_do_not_see_which_server_owns_a_run() {
 fn a_namespace_admin_names_tokens_after_its_namespace_and_learns_nothing_of_others() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(&dir);
-    let (code, ns) = server.put("/v3/namespaces/team", json!({}));
-    assert_eq!(code, 200, "{ns}");
+    let admin = super::team_with_admin(&server);
     make_token(&server, "ops-root", json!({"instanceAdmin": true}));
-    let admin = make_token(
-        &server,
-        "team-admin",
-        json!({"namespaces": {"team": "admin"}}),
-    );
     let create = |name: &str| {
         server.call(
             "POST",

@@ -6,7 +6,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use crate::support::runs::{deploy_in, program_in, wait_deprovisioned};
-use crate::support::server::{Server, assert_error, make_token};
+use crate::support::server::{Server, assert_error};
 
 /// A template whose one service's install script writes `marker` on whatever host runs it.
 fn template_writing(marker: &Path) -> Value {
@@ -31,13 +31,7 @@ fn local_profile(template: &str) -> Value {
 fn a_namespace_admins_profile_or_template_never_runs_on_the_servers_host() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(&dir);
-    let (code, ns) = server.put("/v3/namespaces/team", json!({}));
-    assert_eq!(code, 200, "{ns}");
-    let admin = make_token(
-        &server,
-        "team-admin",
-        json!({"namespaces": {"team": "admin"}}),
-    );
+    let admin = super::team_with_admin(&server);
     let as_admin = |method: &str, path: &str, body: Option<Value>| {
         server.call(method, path, body, Some(&admin))
     };

@@ -21,6 +21,17 @@ use serde_json::json;
 
 use crate::support::server::Server;
 
+/// Makes namespace `team` and a token `team-admin` that is its admin; returns the secret.
+fn team_with_admin(server: &Server) -> String {
+    let (code, ns) = server.put("/v3/namespaces/team", json!({}));
+    assert_eq!(code, 200, "{ns}");
+    crate::support::server::make_token(
+        server,
+        "team-admin",
+        json!({"namespaces": {"team": "admin"}}),
+    )
+}
+
 /// The server still answers: it did not abort, and its writer is not stalled.
 #[track_caller]
 fn assert_alive(server: &Server) {

@@ -3,19 +3,13 @@
 
 use serde_json::{Value, json};
 
-use crate::support::server::{Server, assert_error, make_token, work_dir};
+use crate::support::server::{Server, assert_error, work_dir};
 
 #[test]
 fn only_an_instance_admin_chooses_a_directory_on_the_servers_host() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(&dir);
-    let (code, ns) = server.put("/v3/namespaces/team", json!({}));
-    assert_eq!(code, 200, "{ns}");
-    let admin = make_token(
-        &server,
-        "team-admin",
-        json!({"namespaces": {"team": "admin"}}),
-    );
+    let admin = super::team_with_admin(&server);
     let victim = dir.path().join("victim");
     let victim = victim.to_str().expect("utf-8");
     for (provisioner, property) in [("local", "workDir"), ("sim", "stateDir")] {
