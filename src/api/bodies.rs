@@ -1,13 +1,17 @@
-//! Request bodies arrive within a time limit, and one peer sends only so many at once.
+//! Request bodies arrive within a time limit, and one peer has only so many requests in
+//! flight.
 //!
 //! A client that sends a request head promising a body and then nothing holds a connection,
 //! a descriptor and a worker's attention for as long as the body is awaited; a thousand such
 //! clients, with no token at all (the sign-in form takes a body), would stop the server
-//! answering anyone. So every request that carries a body takes a slot of its peer (at most
-//! [`PER_PEER`] at once: more are answered 429 and their connection closed), and its body
-//! must keep arriving: [`IDLE`] without a byte, or [`WHOLE`] in all, and it is answered 408
-//! and its connection closed. Requests without a body (`GET`s, the health check) take no
-//! slot. Behind a proxy every client shares the proxy's address, so its share is the
+//! answering anyone. So every request takes a slot of its peer address (at most
+//! [`PER_PEER`] in flight, long polls included; the UI's event streams have shares of
+//! their own), every request that carries a
+//! body a second one (at most [`BODIES_PER_PEER`]); past either, it is answered 429 and its
+//! connection closed. A body must keep arriving: [`IDLE`] without a byte, or [`WHOLE`] in
+//! all, and the request is answered 408 and its connection closed. (A connection that sends
+//! no request head within 5 s, or stays idle for 5 s between requests, is closed by the
+//! server.) Behind a proxy every client shares the proxy's address, so its share is the
 //! proxy's.
 
 use std::future::Future as _;
@@ -26,20 +30,31 @@ use actix_web::middleware::Next;
 use actix_web::{HttpMessage as _, HttpResponse, web};
 use futures_util::Stream;
 
+use crate::runtime::shares::{Share, Shares};
+
+/// Requests one peer address may have in flight at once.
+pub const PER_PEER: usize = 256;
 /// Requests with a body one peer address may have in flight at once.
-pub const PER_PEER: usize = 64;
+pub const BODIES_PER_PEER: usize = 64;
 /// Longest a body may pause between two chunks.
 pub const IDLE: Duration = Duration::from_secs(10);
 /// Longest a whole body may take to arrive.
 pub const WHOLE: Duration = Duration::from_secs(60);
 
-/// The slots of requests with bodies, per peer address: one for the whole server, kept as
-/// app data of its own.
-pub type PeerSlots = crate::runtime::shares::Shares<IpAddr>;
+/// Each peer address's slots: of requests, and of requests with bodies. One for the whole
+/// server, kept as app data of its own.
+#[derive(Debug, Clone)]
+pub struct PeerSlots {
+    requests: Shares<IpAddr>,
+    bodies: Shares<IpAddr>,
+}
 
 /// The peer slots a server starts with.
 pub fn peer_slots() -> PeerSlots {
-    PeerSlots::new(PER_PEER)
+    PeerSlots {
+        requests: Shares::new(PER_PEER),
+        bodies: Shares::new(BODIES_PER_PEER),
+    }
 }
 
 /// Whether a request carries a body: a length above zero, or chunks.
@@ -65,29 +80,37 @@ fn closing(status: StatusCode, message: &str) -> HttpResponse {
     res
 }
 
-/// The middleware: a slot per request with a body, and a deadline on its body.
+/// The middleware: a slot per request and one more per request with a body, and a deadline
+/// on its body.
 pub async fn bound(
     mut req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
-    if !has_body(&req) {
-        return next.call(req).await.map(|r| r.map_into_boxed_body());
-    }
+    let body = has_body(&req);
     let slots = req.app_data::<web::Data<PeerSlots>>().cloned();
-    let peer = req.peer_addr().map(|a| a.ip());
-    let slot = match (slots, peer) {
-        (Some(slots), Some(peer)) => match slots.try_take(peer) {
-            Some(slot) => Some(slot),
-            None => {
-                let message = format!(
-                    "this address has {PER_PEER} requests with bodies in flight already; wait for them"
-                );
-                let res = closing(StatusCode::TOO_MANY_REQUESTS, &message);
-                return Ok(req.into_response(res));
+    let mut held: Vec<Share<IpAddr>> = Vec::new();
+    if let (Some(slots), Some(peer)) = (slots, req.peer_addr().map(|a| a.ip())) {
+        let mut kinds = vec![(&slots.requests, PER_PEER, "requests")];
+        if body {
+            kinds.push((&slots.bodies, BODIES_PER_PEER, "requests with bodies"));
+        }
+        for (shares, limit, what) in kinds {
+            match shares.try_take(peer) {
+                Some(slot) => held.push(slot),
+                None => {
+                    let message =
+                        format!("this address has {limit} {what} in flight already; wait for them");
+                    let res = closing(StatusCode::TOO_MANY_REQUESTS, &message);
+                    return Ok(req.into_response(res));
+                }
             }
-        },
-        _ => None,
-    };
+        }
+    }
+    if !body {
+        let res = next.call(req).await;
+        drop(held);
+        return res.map(|r| r.map_into_boxed_body());
+    }
     let timed_out = Arc::new(AtomicBool::new(false));
     let payload = Deadline {
         inner: req.take_payload(),
@@ -99,7 +122,7 @@ pub async fn bound(
         payload: Box::pin(payload),
     });
     let res = next.call(req).await;
-    drop(slot);
+    drop(held);
     if timed_out.load(Ordering::SeqCst) {
         let message = format!(
             "the request's body did not arrive in time (a pause of {}s, or {}s in all)",

@@ -35,9 +35,10 @@ impl schemars::JsonSchema for Document {
 /// Where the schemas of the document live.
 const SCHEMAS: &str = "#/components/schemas/";
 
-/// The statuses a route may answer with an error, by what it needs.
+/// The statuses a route may answer with an error, by what it needs. Any request may be
+/// answered 408 (its body stopped arriving) and 429 (its address has its share in flight).
 fn errors(route: &Route) -> Vec<u16> {
-    let mut out = vec![400, 404, 503];
+    let mut out = vec![400, 404, 408, 429, 503];
     if route.need != Need::Public {
         out.extend([401, 403]);
     }

@@ -114,3 +114,53 @@ fn stalled_bodies_do_not_stop_the_server_answering() {
     let (code, _) = server.get("/v3/health");
     assert_eq!(code, 200);
 }
+
+#[test]
+fn one_address_holds_only_so_many_requests_and_others_are_answered() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    crate::support::runs::deploy(&server, "a", "sleep 600", serde_json::json!({}));
+    let run = crate::support::runs::start(&server, "a", serde_json::json!({}));
+    let token = server.token().expect("token");
+    let addr = server.url.trim_start_matches("http://").to_string();
+    // Long polls that wait for events that will not come: each holds a request in flight.
+    let poll = format!(
+        "GET {run}/events?after=99999999999999999&wait=30s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\r\n"
+    );
+    let held: Vec<TcpStream> = (0..256)
+        .map(|_| {
+            let mut s = TcpStream::connect(&addr).expect("connect");
+            s.write_all(poll.as_bytes()).expect("send");
+            s
+        })
+        .collect();
+    // Once the server holds them all, any other request from this address is refused.
+    let probe = "GET /v3/health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    let refused = (0..200).find_map(|_| {
+        std::thread::sleep(Duration::from_millis(50));
+        let reply = send_plain(&server, probe);
+        reply.starts_with("HTTP/1.1 429").then_some(reply)
+    });
+    let refused = refused.expect("the 257th request in flight from one address is refused");
+    assert!(refused.contains("256 requests in flight"), "{refused}");
+    // Another address is answered at once.
+    let other = reqwest::blocking::Client::builder()
+        .local_address(std::net::IpAddr::from([127, 0, 0, 2]))
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("client");
+    let reply = other
+        .get(format!("{}/v3/namespaces", server.url))
+        .bearer_auth(&token)
+        .send()
+        .expect("another address is answered");
+    assert_eq!(reply.status().as_u16(), 200);
+    // (Their server-side waits end with their time; the run stops from the other address.)
+    drop(held);
+    let reply = other
+        .post(format!("{}{run}/stop", server.url))
+        .bearer_auth(&token)
+        .send()
+        .expect("stop");
+    assert_eq!(reply.status().as_u16(), 200);
+}
