@@ -402,25 +402,30 @@ pub fn store_location(data_dir: &Path) -> ebb::store::Location {
 }
 
 pub fn serve_fails_with(data_dir: &Path, args: &[&str]) -> String {
+    serve_fails_at("127.0.0.1:0", data_dir, args)
+}
+
+pub fn serve_fails(bind: &str, data_dir: &Path) -> String {
+    serve_fails_at(bind, data_dir, &[])
+}
+
+/// Runs `ebb serve` on `bind` and `data_dir` with `args`, which must fail; its stderr.
+fn serve_fails_at(bind: &str, data_dir: &Path, args: &[&str]) -> String {
     let store = if args.contains(&"--store") {
         Vec::new()
     } else {
         store_args(data_dir)
     };
-    let data_dir = data_dir.to_str().expect("utf-8 path");
-    let mut all = vec!["serve", "--bind", "127.0.0.1:0", "--data-dir", data_dir];
-    all.extend(store.iter().map(String::as_str));
-    all.extend_from_slice(args);
-    let (code, _, stderr) = run_ebb(&all, &[], None);
-    assert_eq!(code, 1, "serve should have failed: {stderr}");
-    stderr
-}
-
-pub fn serve_fails(bind: &str, data_dir: &Path) -> String {
-    let store = store_args(data_dir);
+    // The work dir inside the data dir, as for a server that starts: the default one is a
+    // sibling, which a temporary data dir would leave behind.
+    let work = work_dir(data_dir).to_str().expect("utf-8 path").to_string();
     let data_dir = data_dir.to_str().expect("utf-8 path");
     let mut all = vec!["serve", "--bind", bind, "--data-dir", data_dir];
     all.extend(store.iter().map(String::as_str));
+    if !args.contains(&"--work-dir") {
+        all.extend(["--work-dir", work.as_str()]);
+    }
+    all.extend_from_slice(args);
     let (code, _, stderr) = run_ebb(&all, &[], None);
     assert_eq!(code, 1, "serve should have failed: {stderr}");
     stderr
