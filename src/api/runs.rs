@@ -19,6 +19,7 @@ use crate::model::view::{Logs, RunView};
 use crate::rules::lifecycle::Event;
 use crate::service::history;
 use crate::service::runs::{self, RunFilter};
+use crate::service::starts;
 
 /// Longest a request may wait for new events.
 const MAX_WAIT: Duration = Duration::from_secs(60);
@@ -52,7 +53,7 @@ pub async fn start_run(
     let p = path.into_inner();
     // The run's id, the act's target, is made by the start.
     let act = Act::new(&caller, "run.start", Some(&p.ns), "");
-    let run_id = runs::start(&state.runtime, act, p.ns, p.app, p.program, args.0).await?;
+    let run_id = starts::start(&state.runtime, act, p.ns, p.app, p.program, args.0).await?;
     ok(Started { run_id })
 }
 

@@ -18,5 +18,6 @@ pub mod runs;
 pub mod secure;
 pub mod servers;
 pub mod sessions;
+pub mod starts;
 pub mod templates;
 pub mod tokens;

@@ -12,7 +12,7 @@ use crate::model::access::Act;
 use crate::model::property::{PROFILE_KEY, PROPERTY_PREFIX, Values};
 use crate::model::run::RunKey;
 use crate::service::error::ServiceError;
-use crate::service::{apps, profiles, runs};
+use crate::service::{apps, profiles, runs, starts};
 
 /// `GET /ui/ns/{ns}/apps`.
 pub async fn list(state: State, ctx: Ctx, ns: web::Path<String>) -> Answer {
@@ -244,7 +244,7 @@ pub async fn program(state: State, ctx: Ctx, path: web::Path<ProgramPath>) -> An
     Ok(frame(&ctx, &format!("{} / {}", p.app, p.program), body))
 }
 
-fn preview_of(p: &runs::Preview) -> Markup {
+fn preview_of(p: &starts::Preview) -> Markup {
     html! {
         h3 { "This run would use " (p.profile) }
         p.muted {
@@ -279,7 +279,7 @@ pub async fn preview(
         }
     };
     Ok(fragment(
-        match runs::preview(&state.runtime, p.ns, p.app, p.program, args).await {
+        match starts::preview(&state.runtime, p.ns, p.app, p.program, args).await {
             Ok(preview) => preview_of(&preview),
             Err(e) => {
                 html! { p.notice.bad role="alert" { "It would be refused: " (crate::api::error::ApiError::from(e).to_string()) } }
@@ -302,7 +302,7 @@ pub async fn start(
         Err(e) => return refused(&req, e),
     };
     let act = Act::new(&ctx.caller, "run.start", Some(&p.ns), "");
-    match runs::start(
+    match starts::start(
         &state.runtime,
         act,
         p.ns.clone(),

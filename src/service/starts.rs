@@ -1,0 +1,568 @@
+//! Starting runs: `start` resolves the run's profile over every level of the hierarchy,
+//! checks it (its properties, its template, who may run what on the server's host, the
+//! program's concurrency limit, the namespace's quota), and records the run (or its
+//! rejection) in one write, so a check and the record it guards cannot race. Everything
+//! after that is the supervisor's. `preview` shows what a start would resolve to.
+
+use std::collections::BTreeMap;
+
+use crate::model::access::{Act, Trust, runs_on_host};
+use crate::model::app::{Program, WORKFLOWS};
+use crate::model::event::EventKind;
+use crate::model::preference::Scope;
+use crate::model::profile::ProfileStatus;
+use crate::model::property::{Level, Origin, Values};
+use crate::model::run::{Launch, ProgramStatus, RunError, RunKey, RunRecord};
+use crate::model::server::Owner;
+use crate::model::time;
+use crate::rules::lifecycle::{self, Event};
+use crate::rules::{host, resolve};
+use crate::runtime::handle::Runtime;
+use crate::service::catalog;
+use crate::service::error::ServiceError;
+use crate::store::events;
+use crate::store::keys;
+use crate::store::{Read, StoreError, Table, Txn, changes};
+
+fn prefs(r: &impl Read, scope: Scope) -> Result<Values, StoreError> {
+    Ok(r.get(Table::Preferences, &scope.key())?.unwrap_or_default())
+}
+
+/// Starts a run of `ns/app/program` with runtime arguments `args`. Returns the run id; a run
+/// refused for the concurrency limit is recorded as REJECTED and reported as an error.
+pub async fn start(
+    runtime: &Runtime,
+    act: Act,
+    ns: String,
+    app_name: String,
+    program: String,
+    args: Values,
+) -> Result<String, ServiceError> {
+    metrics::counter!(crate::model::metrics::RUNS_STARTED.name, "namespace" => ns.clone())
+        .increment(1);
+    let key = RunKey {
+        namespace: ns,
+        app: app_name,
+        program,
+        run: uuid::Uuid::now_v7().to_string(),
+    };
+    key.check()?;
+    resolve::check_overrides(Level::Runtime, &args)?;
+    if runtime.deps().member.draining() {
+        let me = runtime.deps().member.name.to_string();
+        return Err(crate::runtime::error::RuntimeError::Draining(me).into());
+    }
+    let registry = runtime.deps().registry.clone();
+    // A request answers 503 when the store cannot be reached, rather than wait as runs do.
+    let store = &runtime.store();
+    // A run without a template is recorded in one write. With one, the write hands back what
+    // it resolved, the layout is solved outside it (the solver never holds the store's
+    // writer), and the next write records the run if what was solved for still holds.
+    let mut solved: Option<(Resolved, Layout)> = None;
+    // The server that accepts a start owns the run.
+    let member = &runtime.deps().member;
+    let owner = Owner {
+        server: member.name.to_string(),
+        lease: member.lease(),
+        since: crate::model::time::now_secs(),
+    };
+    let act = Act {
+        namespace: Some(key.namespace.clone()),
+        target: key.run.clone(),
+        ..act
+    };
+    for _ in 0..MAX_START_TRIES {
+        let (r, k, a, o) = (registry.clone(), key.clone(), args.clone(), owner.clone());
+        let act = act.clone();
+        let outcome = store
+            .write(move |tx| record_start(tx, &r, k.clone(), a.clone(), solved.clone(), &o, &act))
+            .await?;
+        match outcome {
+            Recorded::Started(run) => {
+                let id = run.key.run.clone();
+                runtime.spawn(*run);
+                return Ok(id);
+            }
+            Recorded::Rejected(refusal) => return Err(refusal.into()),
+            Recorded::Unsolved(resolved) => {
+                let r = registry.clone();
+                solved = Some(
+                    tokio::task::spawn_blocking(move || {
+                        solve_layout(&r, &resolved).map(|layout| (*resolved, layout))
+                    })
+                    .await
+                    .map_err(|e| {
+                        StoreError::Storage(format!("the layout was not solved: {e}"))
+                    })??,
+                );
+            }
+        }
+    }
+    Err(ServiceError::Changed(format!(
+        "the run's profile, preferences or template kept changing while it started ({MAX_START_TRIES} tries); start it again"
+    )))
+}
+
+/// What a start of a program would resolve to, shown before starting it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Preview {
+    /// `SYSTEM:name` or `USER:name`, and the level that chose it.
+    pub profile: String,
+    pub origin: crate::model::property::Origin,
+    pub provisioner: String,
+    pub keepalive: crate::model::profile::Keepalive,
+    pub timeout: Option<u64>,
+    /// Effective properties, secrets masked, each with the level that set it.
+    pub properties: Vec<crate::model::property::EffectiveProperty>,
+    pub nodes: usize,
+}
+
+/// What starting `ns/app/program` with runtime arguments `args` would resolve to: the same
+/// resolution and checks as a start, without starting anything.
+pub async fn preview(
+    runtime: &Runtime,
+    ns: String,
+    app: String,
+    program: String,
+    args: Values,
+) -> Result<Preview, ServiceError> {
+    let key = RunKey {
+        namespace: ns,
+        app,
+        program,
+        run: "preview".into(),
+    };
+    key.check()?;
+    resolve::check_overrides(Level::Runtime, &args)?;
+    let registry = std::sync::Arc::clone(&runtime.deps().registry);
+    runtime
+        .store()
+        .read(move |r| {
+            let resolved = resolve_start(r, &registry, &key, &args)?;
+            Ok(Preview {
+                profile: resolved.chosen.id.scoped_name(),
+                origin: resolved.chosen.origin,
+                provisioner: resolved.provisioner,
+                keepalive: resolved.keepalive,
+                timeout: resolved.timeout,
+                properties: resolved
+                    .properties
+                    .into_iter()
+                    .map(|p| crate::model::property::EffectiveProperty {
+                        value: crate::model::property::redact(&p.name, &p.value).to_string(),
+                        ..p
+                    })
+                    .collect(),
+                nodes: resolved.nodes.len(),
+            })
+        })
+        .await
+}
+
+/// How often a start resolves and solves again when the store changed under it.
+const MAX_START_TRIES: usize = 3;
+
+/// What a start resolves from the store: with a template, resolved once to solve the layout
+/// outside the store's writer, and again in the write that records the run, which goes ahead
+/// only if nothing changed in between.
+#[derive(Debug, Clone, PartialEq)]
+struct Resolved {
+    chosen: resolve::ChosenProfile,
+    keepalive: crate::model::profile::Keepalive,
+    timeout: Option<u64>,
+    properties: Vec<crate::model::property::EffectiveProperty>,
+    provisioner: String,
+    nodes: Vec<String>,
+    template: Option<crate::model::template::Template>,
+    program: Program,
+    /// Who wrote the profile and the template, for the host check.
+    authors: Authors,
+}
+
+/// The authors of what a run resolved to, and their names for a refusal.
+#[derive(Debug, Clone, PartialEq)]
+struct Authors {
+    profile: Trust,
+    profile_id: crate::model::profile::ProfileId,
+    /// The template's reference and its author.
+    template: Option<(String, Trust)>,
+}
+
+/// The layout a template gives the run's nodes: services and types per node.
+type Layout = (
+    BTreeMap<String, std::collections::BTreeSet<String>>,
+    BTreeMap<String, crate::model::template::NodeTypes>,
+);
+
+/// Resolves the run's profile, properties, nodes and template, checking each.
+fn resolve_start(
+    r: &impl Read,
+    registry: &crate::runtime::registry::Registry,
+    key: &RunKey,
+    args: &Values,
+) -> Result<Resolved, ServiceError> {
+    let ns = key.namespace.clone();
+    let (app, program) = catalog::require_program(r, &ns, &key.app, WORKFLOWS, &key.program)?;
+    let scope = Scope::Program {
+        namespace: ns.clone(),
+        app: key.app.clone(),
+        program_type: WORKFLOWS.into(),
+        program: key.program.clone(),
+    };
+    let mut maps: Vec<(Level, Values)> = Vec::new();
+    for s in &scope.lineage() {
+        maps.push((s.level(), prefs(r, s.clone())?));
+    }
+    maps.push((Level::App, app.config.clone()));
+    maps.push((Level::Runtime, args.clone()));
+    let levels: Vec<(Level, &Values)> = maps.iter().map(|(l, v)| (*l, v)).collect();
+
+    let chosen = resolve::choose_profile(&ns, &levels)?;
+    let stored = catalog::stored_profile(r, &chosen.id)?
+        .ok_or_else(|| ServiceError::ProfileNotFound(chosen.id.clone()))?;
+    if stored.profile.status == ProfileStatus::Disabled {
+        return Err(ServiceError::ProfileDisabled(chosen.id));
+    }
+    let provisioner_name = stored.profile.provisioner.name.clone();
+    let provisioner = registry
+        .get(&provisioner_name)
+        .ok_or_else(|| ServiceError::ProvisionerNotFound(provisioner_name.clone()))?;
+    let authority = resolve::Authority {
+        author: stored.author(),
+        spec: provisioner.spec(),
+    };
+    let properties =
+        resolve::effective_properties(&chosen.id, &stored.profile, authority, &levels)?;
+    let map = crate::model::property::by_name(&properties);
+    if let Err(e) = provisioner.validate(&map) {
+        return Err(RunError::BadProperty {
+            property: e.property,
+            message: e.message,
+        }
+        .into());
+    }
+    crate::model::property::check_references("properties", provisioner.spec(), &map)?;
+    catalog::check_secure_keys_exist(r, &ns, &map)?;
+    let nodes = provisioner.nodes(&map);
+    let max = provisioner.max_nodes(&map);
+    if nodes.len() > max as usize {
+        return Err(RunError::BadProperty {
+            property: "nodes".into(),
+            message: format!(
+                "provisioner '{provisioner_name}' allows at most {max} nodes, not {}",
+                nodes.len()
+            ),
+        }
+        .into());
+    }
+    let (template, template_author) = match map.get(ebb_spi::resource::TEMPLATE.name) {
+        None => (None, None),
+        Some(name) => {
+            let (t, author) = catalog::resolve_template(r, &ns, name, chosen.id.scope)?;
+            (Some(t), Some((name.clone(), author)))
+        }
+    };
+    let authors = Authors {
+        profile: stored.author(),
+        profile_id: chosen.id.clone(),
+        template: template_author,
+    };
+    Ok(Resolved {
+        chosen,
+        keepalive: stored.profile.keepalive,
+        timeout: stored.profile.timeout,
+        properties,
+        provisioner: provisioner_name,
+        nodes,
+        template,
+        program,
+        authors,
+    })
+}
+
+/// Solves the template's layout for the run's nodes and checks that every node's types give
+/// the provisioner valid properties and that the plan stays within bounds. Pure, and possibly
+/// slow: called on the blocking pool, never inside a store write.
+fn solve_layout(
+    registry: &crate::runtime::registry::Registry,
+    resolved: &Resolved,
+) -> Result<Layout, ServiceError> {
+    let Some(template) = &resolved.template else {
+        return Ok((BTreeMap::new(), BTreeMap::new()));
+    };
+    let provisioner_name = &resolved.provisioner;
+    let provisioner = registry
+        .get(provisioner_name)
+        .ok_or_else(|| ServiceError::ProvisionerNotFound(provisioner_name.clone()))?;
+    let map = crate::model::property::by_name(&resolved.properties);
+    let nodes = &resolved.nodes;
+    let solved = crate::rules::solver::solve(
+        template,
+        &crate::rules::solver::Request {
+            provisioner: provisioner_name.clone(),
+            nodes: nodes.len() as u32,
+            ..Default::default()
+        },
+    )
+    .map_err(|e| ServiceError::invalid("template", e.to_string()))?;
+    // A node gets its hardware and image type's properties on top of the profile's: the
+    // provisioner must accept them too (checked once per pair of types).
+    let mut checked = std::collections::BTreeSet::new();
+    for l in &solved {
+        if !checked.insert((&l.hardware_type, &l.image_type)) {
+            continue;
+        }
+        let types = crate::model::template::NodeTypes {
+            hardware_type: l.hardware_type.clone(),
+            image_type: l.image_type.clone(),
+        };
+        let given = template.type_properties(provisioner_name, &types);
+        // A template trusted less than the profile's author may not move what only the
+        // author decides (an endpoint, a subnet, credentials) through its node types.
+        let template_author = resolved.authors.template.as_ref().map(|(_, t)| *t);
+        if let Some(author) = template_author
+            && author < resolved.authors.profile
+            && let Some(name) = given.keys().find(|k| provisioner.spec().author_only(k))
+        {
+            return Err(ServiceError::invalid(
+                "template",
+                format!(
+                    "hardware type '{}' with image type '{}' sets property '{name}', which only the author of {} ({}) may set; the template was written by a {author}",
+                    types.hardware_type,
+                    types.image_type,
+                    resolved.authors.profile_id,
+                    resolved.authors.profile
+                ),
+            ));
+        }
+        let mut merged = map.clone();
+        merged.extend(given);
+        provisioner.validate(&merged).map_err(|e| {
+            ServiceError::invalid(
+                "template",
+                format!(
+                    "hardware type '{}' with image type '{}' gives {provisioner_name} a bad property '{}': {}",
+                    types.hardware_type, types.image_type, e.property, e.message
+                ),
+            )
+        })?;
+    }
+    let plan_nodes: Vec<crate::model::plan::PlanNode> = nodes
+        .iter()
+        .zip(&solved)
+        .map(|(name, l)| crate::model::plan::PlanNode {
+            name: name.clone(),
+            services: l.services.clone(),
+        })
+        .collect();
+    crate::rules::plan::cluster::check_size(
+        crate::model::plan::ClusterOperation::Create,
+        template,
+        &plan_nodes,
+    )
+    .map_err(|e| ServiceError::invalid("template", e))?;
+    let node_types = nodes
+        .iter()
+        .cloned()
+        .zip(solved.iter().map(|l| crate::model::template::NodeTypes {
+            hardware_type: l.hardware_type.clone(),
+            image_type: l.image_type.clone(),
+        }))
+        .collect();
+    let layout = nodes
+        .iter()
+        .cloned()
+        .zip(solved.into_iter().map(|l| l.services))
+        .collect();
+    Ok((layout, node_types))
+}
+
+/// What [`record_start`] did.
+enum Recorded {
+    Started(Box<RunRecord>),
+    Rejected(RunError),
+    /// Nothing: the run has a template whose layout must be solved first (or solved again:
+    /// the profile, its properties or the template changed since).
+    Unsolved(Box<Resolved>),
+}
+
+/// Records run `key`, or its rejection for the concurrency limit, in one write. A run with
+/// a template needs `solved`, the layout solved for what the store still resolves to;
+/// otherwise nothing is written and what to solve for is handed back.
+fn record_start(
+    tx: &mut Txn,
+    registry: &crate::runtime::registry::Registry,
+    key: RunKey,
+    args: Values,
+    solved: Option<(Resolved, Layout)>,
+    owner: &Owner,
+    act: &Act,
+) -> Result<Recorded, ServiceError> {
+    let resolved = resolve_start(tx, registry, &key, &args)?;
+    let actor = Some(act.actor.as_str());
+    let layout = match solved {
+        _ if resolved.template.is_none() => Layout::default(),
+        Some((expected, layout)) if expected == resolved => layout,
+        _ => return Ok(Recorded::Unsolved(Box::new(resolved))),
+    };
+    let Resolved {
+        chosen,
+        keepalive,
+        timeout,
+        properties,
+        provisioner,
+        nodes,
+        template,
+        program,
+        authors,
+    } = resolved;
+    let (layout, node_types) = layout;
+    let now = time::now_secs();
+    let run = RunRecord {
+        key: key.clone(),
+        status: ProgramStatus::Pending,
+        starting: now,
+        start: None,
+        end: None,
+        args,
+        profile: chosen.id.scoped_name(),
+        provisioner,
+        profile_properties: properties,
+        keepalive,
+        timeout,
+        launch: Launch {
+            command: program.command.clone(),
+            env: program.env.clone(),
+        },
+        cluster: crate::model::run::ClusterState {
+            nodes,
+            ..Default::default()
+        },
+        failure: None,
+        stop: None,
+        exit: None,
+        template,
+        layout,
+        node_types,
+        config: None,
+        launcher: None,
+        format: crate::model::run::RUN_FORMAT,
+    };
+    // Only a limit reads the program's active runs: a scan makes this write conflict with
+    // every other start and end of the program's runs (on etcd, a retry each).
+    let refusal = refusal(tx, &key, &run, &authors, program.max_concurrent_runs)?;
+    if let Some(refusal) = refusal {
+        let t = lifecycle::on(&run, Event::Reject(refusal.to_string()), now)?;
+        tx.put(Table::Runs, &key.key(), &t.run)?;
+        index(tx, &key)?;
+        for note in t.notes {
+            events::append_by(tx, &key.run, EventKind::Status, None, note, actor)?;
+        }
+        changes::record(tx, act)?;
+        return Ok(Recorded::Rejected(refusal));
+    }
+    tx.put(Table::Runs, &key.key(), &run)?;
+    index(tx, &key)?;
+    tx.put(
+        Table::Active,
+        &key.key(),
+        &serde_json::json!({ "profile": run.profile, "nodes": run.cluster.nodes.len() }),
+    )?;
+    tx.put(Table::Owners, &key.key(), owner)?;
+    let origin = match chosen.origin {
+        Origin::Level(level) => format!("set by {level}"),
+        Origin::Default | Origin::Profile => "the instance default".into(),
+    };
+    events::append_by(
+        tx,
+        &key.run,
+        EventKind::Status,
+        None,
+        format!(
+            "run PENDING with profile {} ({origin}), {} node(s), started by {}",
+            run.profile,
+            run.cluster.nodes.len(),
+            act.actor
+        ),
+        actor,
+    )?;
+    changes::record(tx, act)?;
+    Ok(Recorded::Started(Box::new(run)))
+}
+
+/// Why run `run` (`key`) may not start, if it may not: a part of it that may not run on the
+/// server's host, its program's concurrency limit, or its namespace's quota. Each check
+/// reads only what it needs (a scan makes the write conflict with every other start and end
+/// it covers: on etcd, a retry each).
+fn refusal(
+    tx: &Txn,
+    key: &RunKey,
+    run: &RunRecord,
+    authors: &Authors,
+    max_concurrent_runs: Option<u32>,
+) -> Result<Option<RunError>, ServiceError> {
+    let namespace = catalog::require_namespace(tx, &key.namespace)?;
+    let properties = run.properties();
+    if runs_on_host(&run.provisioner, &properties) {
+        let app = catalog::require_app(tx, &key.namespace, &key.app)?;
+        let host = host::HostRun {
+            namespace_allows: namespace.allow_host_programs,
+            app_approved: app.host_programs,
+            profile: authors.profile,
+            template: authors.template.as_ref().map(|(_, t)| *t),
+        };
+        if let Some(part) = host::refusal(&host) {
+            let (part, written_by) = match part {
+                host::HostPart::App => (format!("app '{}'", key.app), None),
+                host::HostPart::Profile(by) => (authors.profile_id.to_string(), Some(by)),
+                host::HostPart::Template(by) => {
+                    let name = authors.template.as_ref().map_or("", |(n, _)| n.as_str());
+                    (format!("template '{name}'"), Some(by))
+                }
+            };
+            return Ok(Some(RunError::HostPrograms {
+                namespace: key.namespace.clone(),
+                part,
+                written_by,
+                profile: format!("{}, provisioner {}", run.profile, run.provisioner),
+                run: key.run.clone(),
+            }));
+        }
+    }
+    let active = match max_concurrent_runs {
+        Some(_) => tx
+            .scan::<serde_json::Value>(
+                Table::Active,
+                &keys::program_runs(&key.namespace, &key.app, &key.program),
+            )?
+            .len(),
+        None => 0,
+    };
+    if let Some(max) = max_concurrent_runs
+        && active >= max as usize
+    {
+        return Ok(Some(RunError::ConcurrencyLimit {
+            program: format!("{}/{}/{}", key.namespace, key.app, key.program),
+            active,
+            run: key.run.clone(),
+        }));
+    }
+    if namespace.quota.limits() {
+        let usage = catalog::namespace_usage(tx, &key.namespace)?;
+        let nodes = u32::try_from(run.cluster.nodes.len()).unwrap_or(u32::MAX);
+        if let Some(reason) = namespace.quota.refuse(usage, nodes) {
+            return Ok(Some(RunError::Quota {
+                namespace: key.namespace.clone(),
+                reason,
+                run: key.run.clone(),
+            }));
+        }
+    }
+    Ok(None)
+}
+
+/// Adds run `key` to its namespace's run index.
+fn index(tx: &mut Txn, key: &RunKey) -> Result<(), StoreError> {
+    let entry = keys::run_index(&key.namespace, &key.run);
+    tx.put(Table::RunIndex, &entry, &key.key())
+}
