@@ -286,6 +286,10 @@ impl NodeRecord {
 
     /// Moves to `status` at `now_ms`, starting a fresh budget.
     pub fn enter(&mut self, status: ResourceStatus, now_ms: u64) {
+        // Only a deleted resource has an end: one found again (adopted, still there) has not.
+        if status != ResourceStatus::Deleted {
+            self.delete_time = None;
+        }
         self.status = status;
         self.since_ms = now_ms;
         self.attempts = 0;

@@ -17,17 +17,17 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use actix::prelude::*;
-use ebb_spi::{ProvisionError, Resource, ResourceKey, ResourceState};
+use ebb_spi::{ProvisionError, ResourceKey};
 
 use super::attempt::{AttemptOutcome, RECREATED, REPLACED, TaskSpec, merge_properties};
 use super::deps::Deps;
-use std::collections::BTreeMap;
 
 use crate::model::event::EventKind;
 use crate::model::operation::{AttemptRecord, AttemptStatus};
 use crate::model::plan::{Action, NodeRecord, ResourceStatus, TaskKind};
 use crate::model::service::ServiceRecord;
 use crate::model::time::{now_f64, now_millis};
+use crate::rules::plan::answer::{self, Answer, Progress};
 use crate::rules::plan::resource::{Backoff, Step, generation, next_step};
 use crate::rules::service::Happened;
 use crate::store::events;
@@ -471,9 +471,6 @@ async fn replace(deps: &Deps, spec: &TaskSpec) -> AttemptOutcome {
     resource_task(deps, spec, TaskKind::Create, incarnation).await
 }
 
-/// How long a resource just made may stay invisible before a confirm counts it as gone.
-const INVISIBLE_GRACE_MS: u64 = 5_000;
-
 /// Walks the node's resource through one resource step (create, confirm, delete);
 /// `generation` is the incarnation a create makes ([`ResourceKey::generation`]).
 async fn resource_task(
@@ -503,7 +500,7 @@ async fn resource_task(
         let step = next_step(kind, record.as_ref());
         if step == Step::Done {
             return AttemptOutcome::Done {
-                result: facts(record.as_ref()),
+                result: answer::facts(record.as_ref()),
                 output: None,
             };
         }
@@ -512,7 +509,7 @@ async fn resource_task(
         }
         let now = now_millis();
         // Persist, then act: record that a create or delete is about to be requested.
-        let before = announcement(spec, &step, record.as_ref(), tries, now);
+        let before = answer::announce(spec.node(), &step, record.as_ref(), tries, now);
         if let Some((r, note)) = before {
             let notes: Vec<(EventKind, String)> = note
                 .map(|n| (EventKind::Task, n.to_string()))
@@ -529,9 +526,11 @@ async fn resource_task(
             return progress_failure(e);
         }
         let called = std::time::Instant::now();
-        let outcome = call(spec, kind, &identity, &step, record.as_ref()).await;
+        let outcome = call(spec, &identity, &step).await;
         count_call(spec, &step, &outcome, called.elapsed());
-        match outcome {
+        let learnt =
+            outcome.map(|a| answer::learn(spec.node(), kind, record.as_ref(), a, now_millis()));
+        match learnt {
             Ok(Progress::Save(r, note)) => {
                 tries = 0;
                 if let Err(e) = save(
@@ -574,67 +573,30 @@ async fn resource_task(
     }
 }
 
-/// The record to persist before `step` asks the provider to create or delete something:
-/// the intent, so a crash during the call leaves a trace to find the resource by. `None` for
-/// steps that change nothing outside.
-fn announcement(
-    spec: &TaskSpec,
-    step: &Step,
-    record: Option<&NodeRecord>,
-    tries: u32,
-    now: u64,
-) -> Option<(NodeRecord, Option<&'static str>)> {
-    match step {
-        Step::Create => {
-            let mut r = record.cloned().unwrap_or_else(|| {
-                NodeRecord::new(spec.node(), ResourceStatus::RequestingCreate, now)
-            });
-            r.attempts += 1;
-            Some((r, (tries == 0).then_some("create requested")))
-        }
-        Step::Delete(_) => {
-            let mut r = record.cloned().expect("a delete step has a record");
-            if r.status != ResourceStatus::RequestingDelete {
-                r.enter(ResourceStatus::RequestingDelete, now);
-            }
-            r.attempts += 1;
-            Some((r, (tries == 0).then_some("delete requested")))
-        }
-        Step::Find | Step::Describe(_) | Step::Done => None,
-    }
-}
-
-/// Makes the provider call `step` asks for, and reads what it taught us.
+/// Makes the provider call `step` asks for.
 async fn call(
     spec: &TaskSpec,
-    kind: TaskKind,
     identity: &ResourceKey,
     step: &Step,
-    record: Option<&NodeRecord>,
-) -> Result<Progress, ProvisionError> {
+) -> Result<Answer, ProvisionError> {
     let ctx = &spec.context;
+    let provisioner = &spec.provisioner;
     match step {
-        Step::Find => spec
-            .provisioner
-            .find(ctx, identity)
-            .await
-            .map(|found| found_resource(kind, record, found, now_millis())),
-        Step::Create => spec
-            .provisioner
-            .create(ctx, identity)
-            .await
-            .map(|r| adopt(record, &r, now_millis())),
-        Step::Describe(id) => spec
-            .provisioner
+        Step::Find => provisioner.find(ctx, identity).await.map(Answer::Found),
+        Step::Create => provisioner.create(ctx, identity).await.map(Answer::Created),
+        Step::Describe(id) => provisioner
             .describe(ctx, id)
             .await
-            .map(|found| described(kind, record, id, found, now_millis())),
-        Step::Delete(id) => spec
-            .provisioner
+            .map(|found| Answer::Described {
+                id: id.clone(),
+                found,
+            }),
+        Step::Delete(id) => provisioner
             .delete(ctx, id)
             .await
-            .map(|()| Progress::Again),
-        Step::Done => Ok(Progress::Again),
+            .map(|()| Answer::DeleteAccepted),
+        // `next_step` said there is nothing to do: nothing is called.
+        Step::Done => Ok(Answer::DeleteAccepted),
     }
 }
 
@@ -711,7 +673,7 @@ fn count_attempt(spec: &TaskSpec, record: &AttemptRecord, cancelled: bool) {
 fn count_call(
     spec: &TaskSpec,
     step: &Step,
-    outcome: &Result<Progress, ProvisionError>,
+    outcome: &Result<Answer, ProvisionError>,
     took: Duration,
 ) {
     use crate::model::metrics::{PROVISIONER_CALL_SECONDS, PROVISIONER_CALLS};
@@ -743,142 +705,6 @@ fn step_name(step: &Step) -> &'static str {
 
 fn progress_failure(e: StoreError) -> AttemptOutcome {
     AttemptOutcome::failed(format!("cannot record progress: {e}"), true)
-}
-
-/// What a node's record tells later tasks: the provider's id, the address, its facts.
-fn facts(record: Option<&NodeRecord>) -> BTreeMap<String, String> {
-    let Some(r) = record else {
-        return BTreeMap::new();
-    };
-    let mut out = r.properties.clone();
-    if let Some(id) = &r.id {
-        out.insert("id".into(), id.clone());
-    }
-    if let Some(address) = &r.address {
-        out.insert("address".into(), address.clone());
-    }
-    out
-}
-
-/// What a call taught us.
-enum Progress {
-    /// A new record to persist, with a note for the history.
-    Save(NodeRecord, String),
-    /// Decide again right away (a delete was accepted: look at the resource now).
-    Again,
-    /// Not there yet; poll again after a pause.
-    Poll(String),
-    /// The resource being confirmed is gone: this attempt failed.
-    Gone(String),
-}
-
-fn describe_resource(r: &Resource) -> String {
-    match &r.address {
-        Some(a) => format!("{} at {a}", r.id),
-        None => r.id.clone(),
-    }
-}
-
-fn adopt(record: Option<&NodeRecord>, resource: &Resource, now: u64) -> Progress {
-    let mut r = record
-        .cloned()
-        .unwrap_or_else(|| NodeRecord::new("", ResourceStatus::RequestingCreate, now));
-    r.adopt(resource, now);
-    let note = match r.status {
-        ResourceStatus::Created => format!("created {}", describe_resource(resource)),
-        ResourceStatus::RequestingCreate
-        | ResourceStatus::PollingCreate
-        | ResourceStatus::RequestingDelete
-        | ResourceStatus::PollingDelete
-        | ResourceStatus::Deleted => format!("create accepted: {} is pending", resource.id),
-    };
-    Progress::Save(r, note)
-}
-
-fn found_resource(
-    kind: TaskKind,
-    record: Option<&NodeRecord>,
-    found: Option<Resource>,
-    now: u64,
-) -> Progress {
-    let Some(record) = record else {
-        return Progress::Again;
-    };
-    match found {
-        Some(resource) => {
-            let Progress::Save(r, _) = adopt(Some(record), &resource, now) else {
-                unreachable!("adopt always saves")
-            };
-            Progress::Save(
-                r,
-                format!("found {} made by an earlier create", resource.id),
-            )
-        }
-        None => {
-            let mut r = record.clone();
-            match kind {
-                // Nothing was made: the next step creates (once more).
-                TaskKind::Create | TaskKind::Confirm => {
-                    r.attempts = 0;
-                    Progress::Save(r, "no resource from the earlier create; creating".into())
-                }
-                TaskKind::Delete => {
-                    r.enter(ResourceStatus::Deleted, now);
-                    r.delete_time = Some(now / 1000);
-                    Progress::Save(r, "nothing was created; nothing to delete".into())
-                }
-            }
-        }
-    }
-}
-
-fn described(
-    kind: TaskKind,
-    record: Option<&NodeRecord>,
-    id: &str,
-    found: Option<Resource>,
-    now: u64,
-) -> Progress {
-    let Some(record) = record else {
-        return Progress::Again;
-    };
-    let mut r = record.clone();
-    match (kind, found) {
-        (TaskKind::Confirm, Some(res)) if res.state == ResourceState::Running => {
-            r.adopt(&res, now);
-            Progress::Save(r, format!("ready: {}", describe_resource(&res)))
-        }
-        // Shutting down though nobody asked: it failed to come up.
-        (TaskKind::Confirm, Some(res)) if res.state == ResourceState::Deleting => {
-            Progress::Gone(format!("{id} shut down instead of coming up"))
-        }
-        (TaskKind::Confirm, Some(res)) => {
-            Progress::Poll(format!("{} is still {:?}", res.id, res.state))
-        }
-        // Just made and not yet visible is normal for a while; gone for longer, it failed.
-        (TaskKind::Confirm, None) if now.saturating_sub(r.since_ms) < INVISIBLE_GRACE_MS => {
-            Progress::Poll(format!("{id} is not visible"))
-        }
-        (TaskKind::Confirm, None) => Progress::Gone(format!("{id} is gone: it did not come up")),
-        (_, None) => {
-            r.enter(ResourceStatus::Deleted, now);
-            r.delete_time = Some(now / 1000);
-            Progress::Save(r, format!("deleted {id}"))
-        }
-        (_, Some(res)) if res.state == ResourceState::Deleting => {
-            if r.status == ResourceStatus::PollingDelete {
-                Progress::Poll(format!("{id} is still being deleted"))
-            } else {
-                r.enter(ResourceStatus::PollingDelete, now);
-                Progress::Save(r, format!("{id} is being deleted"))
-            }
-        }
-        // Still there and not being deleted: the delete request did not land; ask again.
-        (_, Some(_)) => {
-            r.enter(ResourceStatus::RequestingDelete, now);
-            Progress::Save(r, format!("{id} is not being deleted; requesting again"))
-        }
-    }
 }
 
 async fn save(
