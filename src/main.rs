@@ -35,7 +35,20 @@ fn main() -> ExitCode {
         Command::Shim { run_dir } => {
             ExitCode::from(ebb::runtime::program::shim(&run_dir).clamp(0, 255) as u8)
         }
-        command => ebb::cli::run(&cli.client, command),
+        command @ (Command::Namespace(_)
+        | Command::Provisioner(_)
+        | Command::Profile(_)
+        | Command::Pref(_)
+        | Command::App(_)
+        | Command::Run(_)
+        | Command::Template(_)
+        | Command::Plan(_)
+        | Command::Secure(_)
+        | Command::Janitor(_)
+        | Command::Server(_)
+        | Command::Token(_)
+        | Command::Audit(_)
+        | Command::Store(_)) => ebb::cli::run(&cli.client, command),
     }
 }
 

@@ -141,6 +141,7 @@ impl Collector<'_> {
 }
 
 impl<'ast> Visit<'ast> for Collector<'_> {
+    #[allow(clippy::wildcard_enum_match_arm, reason = "syn's items, not ebb's")]
     fn visit_item(&mut self, item: &'ast syn::Item) {
         match item {
             syn::Item::Const(i) => self.define(&i.ident),

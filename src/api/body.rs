@@ -124,7 +124,10 @@ impl<'de> serde::Deserializer<'de> for Strict {
                 value: None,
             }),
             serde_json::Value::Array(items) => visitor.visit_seq(StrictSeq(items.into_iter())),
-            other => other.deserialize_any(visitor),
+            other @ (serde_json::Value::Null
+            | serde_json::Value::Bool(_)
+            | serde_json::Value::Number(_)
+            | serde_json::Value::String(_)) => other.deserialize_any(visitor),
         }
     }
 
@@ -144,7 +147,11 @@ impl<'de> serde::Deserializer<'de> for Strict {
         use serde::de::Error;
         match self.0 {
             serde_json::Value::Object(_) => self.deserialize_any(visitor),
-            other => Err(serde_json::Error::invalid_type(
+            other @ (serde_json::Value::Null
+            | serde_json::Value::Bool(_)
+            | serde_json::Value::Number(_)
+            | serde_json::Value::String(_)
+            | serde_json::Value::Array(_)) => Err(serde_json::Error::invalid_type(
                 unexpected(&other),
                 &"an object",
             )),
@@ -157,7 +164,11 @@ impl<'de> serde::Deserializer<'de> for Strict {
     ) -> Result<V::Value, Self::Error> {
         match self.0 {
             serde_json::Value::Null => visitor.visit_none(),
-            _ => visitor.visit_some(self),
+            serde_json::Value::Bool(_)
+            | serde_json::Value::Number(_)
+            | serde_json::Value::String(_)
+            | serde_json::Value::Array(_)
+            | serde_json::Value::Object(_) => visitor.visit_some(self),
         }
     }
 

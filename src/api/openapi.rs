@@ -216,6 +216,6 @@ fn rename_refs(value: &mut Value, renamed: &BTreeMap<String, String>) {
             }
         }
         Value::Array(items) => items.iter_mut().for_each(|v| rename_refs(v, renamed)),
-        _ => {}
+        Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => {}
     }
 }

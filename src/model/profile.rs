@@ -261,7 +261,9 @@ impl<'de> Deserialize<'de> for ValueText {
             serde_json::Value::String(s) => Ok(ValueText(s)),
             serde_json::Value::Number(n) => Ok(ValueText(n.to_string())),
             serde_json::Value::Bool(b) => Ok(ValueText(b.to_string())),
-            other => Err(serde::de::Error::custom(format!(
+            other @ (serde_json::Value::Null
+            | serde_json::Value::Array(_)
+            | serde_json::Value::Object(_)) => Err(serde::de::Error::custom(format!(
                 "expected a string, number or boolean, got {other}"
             ))),
         }
@@ -298,7 +300,10 @@ impl<'de> Deserialize<'de> for Seconds {
             serde_json::Value::String(s) => ebb_spi::parse_duration(&s)
                 .map_err(D::Error::custom)?
                 .as_secs(),
-            other => {
+            other @ (serde_json::Value::Null
+            | serde_json::Value::Bool(_)
+            | serde_json::Value::Array(_)
+            | serde_json::Value::Object(_)) => {
                 return Err(D::Error::custom(format!(
                     "expected seconds or a duration like \"8h\", got {other}"
                 )));

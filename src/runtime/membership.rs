@@ -194,7 +194,14 @@ pub async fn drain(runtime: &Runtime) -> Result<(), StoreError> {
                 .await
                 .or_else(|e| match e {
                     StoreError::Fenced { .. } => Ok(()),
-                    e => Err(e),
+                    e @ (StoreError::Open { .. }
+                    | StoreError::InUse { .. }
+                    | StoreError::SchemaTooNew { .. }
+                    | StoreError::Storage(_)
+                    | StoreError::Unavailable { .. }
+                    | StoreError::Contended { .. }
+                    | StoreError::Corrupt { .. }
+                    | StoreError::Closed) => Err(e),
                 })?;
             tracing::info!(run.id = %run.key.run, "run handed to the other servers");
         }

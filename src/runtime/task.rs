@@ -361,7 +361,12 @@ async fn execute(deps: &Deps, spec: &TaskSpec, last_failure: Option<u32>) -> Att
         Action::Delete => resource_task(deps, spec, TaskKind::Delete, 0).await,
         Action::Bootstrap => AttemptOutcome::done(),
         Action::Replace => replace(deps, spec).await,
-        _ => super::automator::run(deps, spec).await,
+        Action::Install
+        | Action::Configure
+        | Action::Initialize
+        | Action::Start
+        | Action::Stop
+        | Action::Remove => super::automator::run(deps, spec).await,
     }
 }
 
@@ -396,7 +401,9 @@ async fn recreate(deps: &Deps, spec: &TaskSpec, failed: u32) -> AttemptOutcome {
             .await;
             match resource_task(deps, spec, TaskKind::Delete, 0).await {
                 AttemptOutcome::Done { .. } => {}
-                other => return other,
+                other @ (AttemptOutcome::Cancelled | AttemptOutcome::Failed { .. }) => {
+                    return other;
+                }
             }
             let k = key.clone();
             let removed = deps.store.write(move |tx| {
@@ -411,7 +418,7 @@ async fn recreate(deps: &Deps, spec: &TaskSpec, failed: u32) -> AttemptOutcome {
         let fresh = generation(spec.op, failed);
         match resource_task(deps, spec, TaskKind::Create, fresh).await {
             AttemptOutcome::Done { .. } => {}
-            other => return other,
+            other @ (AttemptOutcome::Cancelled | AttemptOutcome::Failed { .. }) => return other,
         }
         // Mark the new resource, so a restart confirms it instead of replacing it again.
         let mark = [(RECREATED.to_string(), mark)].into();
@@ -454,7 +461,9 @@ async fn replace(deps: &Deps, spec: &TaskSpec) -> AttemptOutcome {
             .await;
             match resource_task(deps, spec, TaskKind::Delete, 0).await {
                 AttemptOutcome::Done { .. } => {}
-                other => return other,
+                other @ (AttemptOutcome::Cancelled | AttemptOutcome::Failed { .. }) => {
+                    return other;
+                }
             }
         }
         let mut fresh =

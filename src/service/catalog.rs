@@ -285,7 +285,7 @@ pub fn assignments(r: &impl Read, id: &ProfileId) -> Result<Vec<Assignment>, Ser
             let (app, program) = match &scope {
                 Scope::App { app, .. } => (Some(app.clone()), None),
                 Scope::Program { app, program, .. } => (Some(app.clone()), Some(program.clone())),
-                _ => (None, None),
+                Scope::Instance | Scope::Namespace(_) => (None, None),
             };
             places.push(Assignment {
                 level: scope.level(),

@@ -532,6 +532,10 @@ impl Session {
     }
 
     /// Runs `command` with the login shell, feeding it `stdin` (then end of file).
+    #[allow(
+        clippy::wildcard_enum_match_arm,
+        reason = "russh's channel messages, not ebb's"
+    )]
     pub async fn exec(&self, command: &str, stdin: &[u8]) -> Result<Output, Error> {
         let broken = |e: russh::Error| Error::Unreachable {
             target: self.target.to_string(),
@@ -553,6 +557,8 @@ impl Session {
                     Output::keep(&mut out.stderr, &data, &mut out.truncated);
                 }
                 ChannelMsg::ExitStatus { exit_status } => out.status = Some(exit_status),
+                // russh's channel messages: the window, EOF, signals and the rest say nothing
+                // the output keeps.
                 _ => {}
             }
         }

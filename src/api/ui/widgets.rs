@@ -100,12 +100,9 @@ fn choices(attributes: &Value) -> Vec<(String, String)> {
                         let label = text(v, "label");
                         (value.clone(), if label.is_empty() { value } else { label })
                     }
-                    other => {
-                        let s = match other {
-                            Value::String(s) => s.clone(),
-                            o => o.to_string(),
-                        };
-                        (s.clone(), s)
+                    Value::String(s) => (s.clone(), s.clone()),
+                    Value::Null | Value::Bool(_) | Value::Number(_) | Value::Array(_) => {
+                        (v.to_string(), v.to_string())
                     }
                 })
                 .collect()

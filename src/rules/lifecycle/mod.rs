@@ -316,20 +316,14 @@ pub fn on(run: &RunRecord, event: Event, now: u64) -> Result<Transition, RunErro
             ));
         }
         // Waiting --Expired|TimedOut|Deprovision--> Deprovisioning
-        (
-            (any_status!(), Some(C::Waiting)),
-            event @ (Event::Expired | Event::TimedOut | Event::Deprovision),
-        ) => {
-            next.cluster.status = Some(C::Deprovisioning);
-            next.cluster.expires_at = None;
-            let why = match event {
-                Event::Expired => "keepalive expired",
-                Event::TimedOut => "the profile's timeout passed",
-                _ => "deprovision requested",
-            };
-            Transition::new(next)
-                .note(format!("{why}; cluster DEPROVISIONING"))
-                .effect(Effect::DeleteCluster)
+        ((any_status!(), Some(C::Waiting)), Event::Expired) => {
+            deprovision(next, "keepalive expired")
+        }
+        ((any_status!(), Some(C::Waiting)), Event::TimedOut) => {
+            deprovision(next, "the profile's timeout passed")
+        }
+        ((any_status!(), Some(C::Waiting)), Event::Deprovision) => {
+            deprovision(next, "deprovision requested")
         }
         // Stale timers are harmless elsewhere.
         (any_state!(), Event::Expired | Event::TimedOut) => Transition::new(next),
@@ -428,17 +422,27 @@ pub fn on(run: &RunRecord, event: Event, now: u64) -> Result<Transition, RunErro
     Ok(t)
 }
 
-/// The stop that `event` (Stop or TimedOut) records. A timeout never keeps the cluster.
+/// A WAITING cluster goes, for reason `why`.
+fn deprovision(mut next: RunRecord, why: &str) -> Transition {
+    next.cluster.status = Some(C::Deprovisioning);
+    next.cluster.expires_at = None;
+    Transition::new(next)
+        .note(format!("{why}; cluster DEPROVISIONING"))
+        .effect(Effect::DeleteCluster)
+}
+
+/// The stop that `event` records: a stop asked for, or else the profile's timeout, which
+/// never keeps the cluster.
 fn stop_for(event: &Event) -> Stop {
-    match event {
-        Event::Stop { keepalive } => Stop {
+    if let Event::Stop { keepalive } = event {
+        return Stop {
             reason: StopReason::Requested,
             keepalive: *keepalive,
-        },
-        _ => Stop {
-            reason: StopReason::Timeout,
-            keepalive: false,
-        },
+        };
+    }
+    Stop {
+        reason: StopReason::Timeout,
+        keepalive: false,
     }
 }
 

@@ -211,14 +211,6 @@ fn the_answer_table() {
             (Want::Again, Progress::Again) => {}
             (Want::Poll(words), Progress::Poll(m)) | (Want::Gone(words), Progress::Gone(m)) => {
                 assert!(m.contains(words), "{case}: {m}");
-                assert_eq!(
-                    std::mem::discriminant(&want),
-                    std::mem::discriminant(&match got {
-                        Progress::Poll(_) => Want::Poll(""),
-                        _ => Want::Gone(""),
-                    }),
-                    "{case}"
-                );
             }
             _ => panic!("{case}: wanted {want:?}, got {got:?}"),
         }
@@ -260,12 +252,19 @@ fn every_kind_status_and_answer_is_answered() {
         {
             for answer in answers() {
                 // Total: no combination panics, and a saved record stays the node's.
-                let case = format!("{kind:?} {:?} {answer:?}", before.as_ref().map(|r| r.status));
+                let case = format!(
+                    "{kind:?} {:?} {answer:?}",
+                    before.as_ref().map(|r| r.status)
+                );
                 if let Progress::Save(r, note) = learn("master", kind, before.as_ref(), answer, NOW)
                 {
                     assert_eq!(r.node, "master", "{case}");
                     assert!(!note.is_empty(), "{case}");
-                    assert_eq!(r.delete_time.is_some(), r.status == S::Deleted, "{case}: {r:?}");
+                    assert_eq!(
+                        r.delete_time.is_some(),
+                        r.status == S::Deleted,
+                        "{case}: {r:?}"
+                    );
                 }
             }
         }

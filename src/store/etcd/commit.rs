@@ -154,7 +154,7 @@ pub(super) fn commit(
 fn still_owned(response: &etcd_client::TxnResponse, lease: i64) -> bool {
     response.op_responses().iter().any(|r| match r {
         TxnOpResponse::Get(get) => get.kvs().first().is_some_and(|kv| kv.lease() == lease),
-        _ => false,
+        TxnOpResponse::Put(_) | TxnOpResponse::Delete(_) | TxnOpResponse::Txn(_) => false,
     })
 }
 

@@ -269,7 +269,9 @@ impl Shared {
             .into_iter()
             .find_map(|r| match r {
                 etcd_client::TxnOpResponse::Get(g) => g.kvs().first().map(|kv| kv.value().to_vec()),
-                _ => None,
+                etcd_client::TxnOpResponse::Put(_)
+                | etcd_client::TxnOpResponse::Delete(_)
+                | etcd_client::TxnOpResponse::Txn(_) => None,
             })
             .unwrap_or_default();
         let found: u64 = serde_json::from_slice(&found).map_err(|e| StoreError::Corrupt {

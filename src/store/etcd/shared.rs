@@ -121,6 +121,10 @@ impl Shared {
 }
 
 /// A failed call to etcd as a store error: unreachable (worth waiting for) or not.
+#[allow(
+    clippy::wildcard_enum_match_arm,
+    reason = "etcd-client's errors, not ebb's"
+)]
 pub(super) fn classify(describe: &str, e: &etcd_client::Error) -> StoreError {
     use tonic::Code;
     let transient = match e {
@@ -137,6 +141,7 @@ pub(super) fn classify(describe: &str, e: &etcd_client::Error) -> StoreError {
                 | Code::Unimplemented
         ),
         etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_) => true,
+        // The client's own mistakes (bad endpoints, encodings, a lock or election error).
         _ => false,
     };
     let message = match e {

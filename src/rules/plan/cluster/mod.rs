@@ -164,7 +164,9 @@ pub fn chains(
         Op::StopServices => (true, false),
         Op::StartServices => (false, true),
         Op::RestartServices => (true, true),
-        _ => return Default::default(),
+        Op::Create | Op::Delete | Op::Expand | Op::Shrink | Op::Configure | Op::ReplaceNode => {
+            return Default::default();
+        }
     };
     let selected: Placed = nodes
         .iter()
