@@ -119,6 +119,79 @@ pub fn heal_step(
     }
 }
 
+/// What to do about a service a check found down or failed, all things weighed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HealDecision {
+    /// Nothing: its policy only reports, or its limit was reached and said so within this
+    /// window already.
+    Nothing,
+    /// Its limit of `attempts` heals in the window is reached: stop healing, and say so.
+    Exhausted { attempts: u32 },
+    /// Heal it now, heal number `n` in the window: make its node anew (`replace`: the node is
+    /// gone and the policy replaces nodes), or restart it with its dependent chain.
+    Heal { n: u32, replace: bool },
+}
+
+/// A check's finding, as the heal decision weighs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Found<'a> {
+    pub node: &'a str,
+    pub service: &'a str,
+    /// The state the check moved the service to (`down`, `failed`).
+    pub state: &'a str,
+    /// What the check said.
+    pub detail: &'a str,
+    /// The node's resource is gone.
+    pub gone: bool,
+}
+
+/// The heal decision for a service found as `found` at `now_ms`, under `policy`, after heals
+/// begun at `past` (epoch ms), when its exhausted limit was last said at `said` (once per
+/// window, not at every check).
+pub fn decide_heal(
+    policy: &crate::model::template::HealPolicy,
+    past: &[u64],
+    found: &Found<'_>,
+    said: Option<u64>,
+    now_ms: u64,
+) -> HealDecision {
+    use crate::model::template::Heal;
+    match heal_step(policy, past, now_ms) {
+        HealStep::Report => HealDecision::Nothing,
+        HealStep::Exhausted { attempts } => {
+            let window = u64::try_from(policy.window.as_millis()).unwrap_or(u64::MAX);
+            if said.is_some_and(|t| now_ms.saturating_sub(t) < window) {
+                HealDecision::Nothing
+            } else {
+                HealDecision::Exhausted { attempts }
+            }
+        }
+        HealStep::Heal { n } => HealDecision::Heal {
+            n,
+            replace: found.gone && policy.heal == Heal::ReplaceNode,
+        },
+    }
+}
+
+/// What the heal operation records as its trigger: what was found, and which heal it is.
+pub fn heal_trigger(
+    policy: &crate::model::template::HealPolicy,
+    found: &Found<'_>,
+    n: u32,
+    replace: bool,
+) -> serde_json::Value {
+    serde_json::json!({
+        "heal": if replace { "replace-node" } else { "restart" },
+        "node": found.node,
+        "service": found.service,
+        "state": found.state,
+        "found": found.detail,
+        "attempt": n,
+        "of": policy.attempts,
+        "window": humantime::format_duration(policy.window).to_string(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -262,5 +335,115 @@ mod tests {
             ..policy
         };
         assert_eq!(heal_step(&report, &[], now), HealStep::Report);
+    }
+
+    #[test]
+    fn the_heal_decision_table() {
+        use crate::model::template::{Heal, HealPolicy};
+        let now = 1_000_000;
+        let policy = |heal| HealPolicy {
+            heal,
+            attempts: 2,
+            window: std::time::Duration::from_secs(60),
+        };
+        let down = Found {
+            node: "worker-1",
+            service: "zk",
+            state: "down",
+            detail: "exit 1",
+            gone: false,
+        };
+        let gone = Found { gone: true, ..down };
+        let full = [now - 2_000, now - 1_000];
+        let one = [now - 1_000];
+        type Row<'a> = (Heal, &'a [u64], &'a Found<'a>, Option<u64>, HealDecision);
+        let rows: Vec<Row<'_>> = vec![
+            // restart a service that is down, whatever the node's state
+            (
+                Heal::Restart,
+                &[],
+                &down,
+                None,
+                HealDecision::Heal {
+                    n: 1,
+                    replace: false,
+                },
+            ),
+            (
+                Heal::Restart,
+                &[],
+                &gone,
+                None,
+                HealDecision::Heal {
+                    n: 1,
+                    replace: false,
+                },
+            ),
+            // a gone node is made anew only where the policy replaces nodes
+            (
+                Heal::ReplaceNode,
+                &[],
+                &gone,
+                None,
+                HealDecision::Heal {
+                    n: 1,
+                    replace: true,
+                },
+            ),
+            (
+                Heal::ReplaceNode,
+                &one,
+                &down,
+                None,
+                HealDecision::Heal {
+                    n: 2,
+                    replace: false,
+                },
+            ),
+            // the limit: said once per window
+            (
+                Heal::Restart,
+                &full,
+                &down,
+                None,
+                HealDecision::Exhausted { attempts: 2 },
+            ),
+            (
+                Heal::Restart,
+                &full,
+                &down,
+                Some(now - 59_000),
+                HealDecision::Nothing,
+            ),
+            (
+                Heal::Restart,
+                &full,
+                &down,
+                Some(now - 60_000),
+                HealDecision::Exhausted { attempts: 2 },
+            ),
+            (
+                Heal::ReplaceNode,
+                &full,
+                &gone,
+                Some(now - 1),
+                HealDecision::Nothing,
+            ),
+            // a policy that only reports
+            (Heal::None, &[], &gone, None, HealDecision::Nothing),
+        ];
+        for (heal, past, found, said, want) in rows {
+            assert_eq!(
+                decide_heal(&policy(heal), past, found, said, now),
+                want,
+                "{heal:?} {past:?} {found:?} {said:?}"
+            );
+        }
+        let trigger = heal_trigger(&policy(Heal::ReplaceNode), &gone, 1, true);
+        assert_eq!(
+            trigger,
+            serde_json::json!({"heal": "replace-node", "node": "worker-1", "service": "zk",
+                "state": "down", "found": "exit 1", "attempt": 1, "of": 2, "window": "1m"})
+        );
     }
 }

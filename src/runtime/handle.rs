@@ -5,10 +5,10 @@ use actix::prelude::*;
 
 use super::deps::Deps;
 use super::supervisor::{self, ClusterCommand, Command, RunSupervisor, Supervisors};
+use super::transition;
 use crate::model::run::{RunError, RunKey, RunRecord};
 use crate::model::server::{Owner, ServerRecord};
-use crate::model::time;
-use crate::rules::lifecycle::{self, Event};
+use crate::rules::lifecycle::Event;
 use crate::rules::resize::Change;
 use crate::runtime::error::RuntimeError;
 use crate::store::{Read, Store, StoreError, Table};
@@ -195,14 +195,10 @@ impl Runtime {
             .await?
             .ok_or_else(|| RuntimeError::RunNotFound(key.run.clone()))?;
         self.owned_here(&run).await?;
-        let leftovers = event == Event::ForceDeprovision;
-        let t = lifecycle::on(&run, event, time::now_secs())?;
         let deps = Deps {
             store: self.store(),
             ..self.deps.clone()
         };
-        supervisor::persist(&deps, &t, leftovers, Some(&act)).await?;
-        supervisor::count_transition(&run, &t.run);
-        Ok(t.run)
+        transition::apply(&deps, &run, event, &act).await
     }
 }

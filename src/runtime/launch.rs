@@ -1,6 +1,6 @@
-//! What the supervisor launches a run's program with: its launch file (command, environment,
-//! working directory and `cluster.json`) on this host, or the program on a remote master
-//! reached over SSH.
+//! Launching a run's program for its supervisor, watching it, and stopping it: its launch
+//! file (command, environment, working directory and `cluster.json`) on this host, or the
+//! program on a remote master reached over SSH.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -8,11 +8,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::deps::Deps;
-use super::program::LaunchFile;
+use super::program::{self, LaunchFile, Started};
 use crate::model::plan::{NodeRecord, ResourceStatus};
-use crate::model::run::RunRecord;
+use crate::model::run::{Exit, RunRecord};
+use crate::rules::lifecycle::Event;
 use crate::store::keys;
 use crate::store::{Read, StoreError, Table};
+
+/// How long a stopped program gets between SIGTERM and SIGKILL.
+const KILL_GRACE: Duration = Duration::from_secs(10);
 
 /// What to launch for `run`: its command, environment and working directory on the master
 /// node, with `cluster.json` written beside it.
@@ -155,5 +159,86 @@ pub(super) async fn launch_remote(
                 tokio::time::sleep(Duration::from_secs(2 * tries)).await;
             }
         }
+    }
+}
+
+/// Launches `run`'s program, on its cluster's master over SSH or on this host, or re-attaches
+/// to it after a restart, and tells `news` what becomes of it: launched (or not), then its
+/// exit. A program that ran on another server's host, which is gone, is lost.
+pub async fn watch(deps: &Deps, run: &RunRecord, context: ebb_spi::Context, news: impl Fn(Event)) {
+    let dir = deps.run_dir(&run.key.run);
+    match remote_program(deps, run, context).await {
+        None => {
+            if let Some(other) = run.launcher.as_deref().filter(|l| **l != *deps.member.name) {
+                return news(Event::ProgramLost(format!(
+                    "the program ran on the host of server {other}, which is gone; no other server can reach it"
+                )));
+            }
+        }
+        Some(Err(e)) => return news(Event::LaunchFailed(e)),
+        Some(Ok(program)) => {
+            return match launch_remote(deps, run, &program).await {
+                Ok(()) => {
+                    news(Event::Launched);
+                    news(Event::Exited(program.wait(deps).await));
+                }
+                Err(e) => news(Event::LaunchFailed(e)),
+            };
+        }
+    }
+    let started = match launch_file(deps, run).await {
+        Ok(launch) => {
+            let (exe, dir) = (deps.exe.clone(), dir.clone());
+            tokio::task::spawn_blocking(move || program::start(&exe, &dir, &launch))
+                .await
+                .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+        }
+        Err(e) => Err(e),
+    };
+    let child = match started {
+        Ok(Started::Child(child)) => Some(child),
+        Ok(Started::Running) => None,
+        Ok(Started::Ended(exit)) => {
+            news(Event::Launched);
+            news(Event::Exited(exit));
+            return;
+        }
+        Ok(Started::Lost) => {
+            news(Event::Launched);
+            news(Event::Exited(Exit {
+                code: None,
+                signal: None,
+            }));
+            return;
+        }
+        Err(e) => {
+            news(Event::LaunchFailed(e.to_string()));
+            return;
+        }
+    };
+    news(Event::Launched);
+    let exit = match program::wait(dir, child).await {
+        Ok(Started::Ended(exit)) => exit,
+        Ok(_) | Err(_) => Exit {
+            code: None,
+            signal: None,
+        },
+    };
+    news(Event::Exited(exit));
+}
+
+/// Signals `run`'s program to stop (SIGTERM, then SIGKILL after [`KILL_GRACE`]), wherever it
+/// runs.
+pub async fn kill(deps: &Deps, run: &RunRecord, context: ebb_spi::Context) {
+    let dir = deps.run_dir(&run.key.run);
+    let killed = match remote_program(deps, run, context).await {
+        Some(Ok(program)) => program.kill(deps, KILL_GRACE).await,
+        Some(Err(e)) => Err(e),
+        None => program::kill(dir, KILL_GRACE)
+            .await
+            .map_err(|e| e.to_string()),
+    };
+    if let Err(e) = killed {
+        tracing::warn!(run.id = %run.key.run, error = %e, "cannot signal a program");
     }
 }

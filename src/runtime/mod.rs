@@ -6,6 +6,9 @@
 //! - [`planner`]: one `Planner` per cluster operation, running the plan's tasks.
 //! - [`task`]: one `TaskRunner` per node-level task, persisting the resource state around
 //!   every outside call.
+//! - [`health`]: the checks of a run's live cluster and what their findings lead to, for its
+//!   supervisor; [`checker`] runs and records one check.
+//! - [`transition`]: the one way a run's record changes (lifecycle rule, commit, count).
 //! - [`attempt`]: what the task runner, the automator and the remote launcher share.
 //! - [`handle`]: the [`Runtime`] handle that spawns supervisors and routes commands to them;
 //!   [`deps`]: what the actors share.
@@ -24,6 +27,7 @@ pub mod confine;
 pub mod deps;
 pub mod error;
 pub mod handle;
+pub mod health;
 pub mod janitor;
 pub mod launch;
 pub mod membership;
@@ -36,6 +40,7 @@ pub mod retention;
 pub mod shares;
 pub mod supervisor;
 pub mod task;
+pub mod transition;
 
 pub use deps::Deps;
 pub use handle::Runtime;

@@ -1,12 +1,14 @@
 //! RunSupervisor: one actor per live run, the only writer of its run record.
 //!
 //! Every input (an API command, an operation's end, the program's end, a deadline) becomes a
-//! `lifecycle::Event`. The supervisor computes the transition with the pure
-//! `lifecycle::on`, persists the new record and its history in one write, and only then
-//! carries out the effects: start or cancel a planner, launch or kill the program, arm the
-//! deadline timer. Persisting blocks the mailbox (`ctx.wait`), so transitions apply one at a
-//! time in order. On start-up a supervisor re-reads nothing but its record and resumes with
-//! `lifecycle::resume`.
+//! `lifecycle::Event`, applied the one way a run changes ([`transition`]: the pure
+//! `lifecycle::on`, then the new record and its history committed in one write); only then
+//! does the supervisor carry out the effects: start or cancel a planner, launch or kill the
+//! program ([`launch`]), arm the deadline timer. Committing blocks the mailbox (`ctx.wait`),
+//! so transitions apply one at a time in order. The cluster operations it starts go through
+//! `rules::admission` (one at a time; an admin's waits or is refused); the checks of a live
+//! cluster and their heals are its [`Health`]. On start-up a supervisor re-reads nothing but
+//! its record and resumes with `lifecycle::resume`.
 
 use crate::model::access::Act;
 use std::collections::{BTreeMap, HashMap};
@@ -18,26 +20,21 @@ use ebb_spi::resource::{DEFAULT_RETRY_BUDGET, RETRY_BUDGET};
 
 use super::checker;
 use super::deps::Deps;
-use super::launch::{launch_file, launch_remote, remote_program};
+use super::health::{Due, Healing, Health};
+use super::launch;
 use super::planner::{self as planner, Cancel, OpDone, OpSpec, Planner};
-use super::program::{self, Started};
-use crate::model::event::EventKind;
+use super::transition::{self, Next};
 use crate::model::operation::{OpOutcome, OpStatus, OperationRecord};
-use crate::model::plan::{ClusterOperation, NodeRecord};
-use crate::model::run::{ClusterStatus, Exit, ProgramStatus, RunError, RunRecord};
-use crate::model::template::Heal;
+use crate::model::plan::ClusterOperation;
+use crate::model::run::{ProgramStatus, RunError, RunRecord};
 use crate::model::time;
 use crate::rules::admission::{self, Slot};
 use crate::rules::lifecycle::{self, Effect, Event, Transition};
 use crate::rules::resize::{self, Change};
 use crate::runtime::error::RuntimeError;
+use crate::store::StoreError;
 use crate::store::audit;
-use crate::store::events;
-use crate::store::keys;
-use crate::store::{Read, StoreError, Table};
 
-/// How long a stopped program gets between SIGTERM and SIGKILL.
-const KILL_GRACE: Duration = Duration::from_secs(10);
 /// The longest a deadline timer sleeps before it checks again.
 const MAX_TIMER: Duration = Duration::from_secs(24 * 3600);
 
@@ -119,9 +116,8 @@ pub struct RunSupervisor {
     pending: Option<Change>,
     /// The run's span: every log line of its supervisor carries the run's id.
     span: tracing::Span,
-    /// The checks of the cluster's services, and the ticker that starts those due.
-    checks: checker::Checks,
-    check_timer: Option<SpawnHandle>,
+    /// The checks of the cluster's services, and what their findings lead to.
+    health: Health,
 }
 
 impl RunSupervisor {
@@ -144,34 +140,33 @@ impl RunSupervisor {
             resuming: false,
             slot: Slot::default(),
             pending: None,
-            checks: checker::Checks::default(),
-            check_timer: None,
+            health: Health::default(),
         }
     }
 
-    /// Applies `event`: transition, persist, then effects. Errors are the command's refusal.
+    /// Applies `event`: transition, commit, then effects. Errors are the command's refusal.
     fn apply(&mut self, event: Event, ctx: &mut Context<Self>) -> Result<(), RunError> {
-        let leftovers = event == Event::ForceDeprovision;
-        let mut t = lifecycle::on(&self.run, event, time::now_secs())?;
-        if t.effects.contains(&Effect::Launch) {
-            // Recorded before the launch: another server taking the run over then knows a
-            // program on this host is out of its reach.
-            t.run.launcher = Some(self.deps.member.name.to_string());
+        let next = transition::next(&self.run, event, &self.deps.member.name, time::now_secs())?;
+        if !next.is_idle(&self.run) {
+            self.commit(next, ctx);
         }
-        if t.run == self.run && t.effects.is_empty() {
-            return Ok(());
-        }
-        let deps = self.deps.clone();
-        let t2 = t.clone();
-        ctx.wait(
-            async move { persist(&deps, &t2, leftovers, None).await }
-                .into_actor(self)
-                .map(move |saved, act, ctx| act.after_persist(saved, t, ctx)),
-        );
         Ok(())
     }
 
-    fn after_persist(
+    /// Commits `next` (the mailbox waits for it), then performs its effects.
+    fn commit(&mut self, next: Next, ctx: &mut Context<Self>) {
+        let (deps, before) = (self.deps.clone(), self.run.clone());
+        ctx.wait(
+            async move {
+                let saved = transition::commit(&deps, &before, &next, None).await;
+                (saved, next.transition)
+            }
+            .into_actor(self)
+            .map(|(saved, t), act, ctx| act.after_commit(saved, t, ctx)),
+        );
+    }
+
+    fn after_commit(
         &mut self,
         saved: Result<(), StoreError>,
         t: Transition,
@@ -191,7 +186,6 @@ impl RunSupervisor {
                 "run status"
             );
         }
-        count_transition(&self.run, &t.run);
         self.run = t.run;
         self.perform(&t.effects, ctx);
         self.arm_timer(ctx);
@@ -212,21 +206,9 @@ impl RunSupervisor {
                 }
                 Effect::Launch => self.launch(ctx),
                 Effect::Kill => {
-                    let dir = self.deps.run_dir(&self.run.key.run);
                     let (deps, run, context) =
                         (self.deps.clone(), self.run.clone(), self.context());
-                    actix::spawn(async move {
-                        let killed = match remote_program(&deps, &run, context).await {
-                            Some(Ok(program)) => program.kill(&deps, KILL_GRACE).await,
-                            Some(Err(e)) => Err(e),
-                            None => program::kill(dir, KILL_GRACE)
-                                .await
-                                .map_err(|e| e.to_string()),
-                        };
-                        if let Err(e) = killed {
-                            tracing::warn!(run.id = %run.key.run, error = %e, "cannot signal a program");
-                        }
-                    });
+                    actix::spawn(async move { launch::kill(&deps, &run, context).await });
                 }
                 Effect::Finish => ctx.stop(),
             }
@@ -242,12 +224,12 @@ impl RunSupervisor {
         for effect in effects {
             match effect {
                 admission::Effect::Start(operation) if operation.is_lifecycle() => {
-                    self.checks.epoch += 1;
+                    self.health.operation_started();
                     self.start_lifecycle_op(operation, ctx);
                 }
                 admission::Effect::Start(_) => {
                     // A check that looked before the operation says nothing after it.
-                    self.checks.epoch += 1;
+                    self.health.operation_started();
                     answer = Admitted::Start;
                 }
                 admission::Effect::Cancel => {
@@ -367,14 +349,8 @@ impl RunSupervisor {
         let Some(change) = self.pending.take() else {
             return;
         };
-        let t = resize::finished(&self.run, change, &outcome);
-        let deps = self.deps.clone();
-        let t2 = t.clone();
-        ctx.wait(
-            async move { persist(&deps, &t2, false, None).await }
-                .into_actor(self)
-                .map(move |saved, act, ctx| act.after_persist(saved, t, ctx)),
-        );
+        let next = Next::of(resize::finished(&self.run, change, &outcome));
+        self.commit(next, ctx);
     }
 
     /// After a restart: carries on with an admin's operation that was running.
@@ -431,104 +407,25 @@ impl RunSupervisor {
         );
     }
 
+    /// Launches the program (or re-attaches to it after a restart); its news comes back as
+    /// events.
     fn launch(&mut self, ctx: &mut Context<Self>) {
-        let deps = self.deps.clone();
-        let run = self.run.clone();
-        let me = ctx.address();
-        let context = self.context();
+        let (deps, run, context, me) = (
+            self.deps.clone(),
+            self.run.clone(),
+            self.context(),
+            ctx.address(),
+        );
         actix::spawn(async move {
-            let news = |e: Event| me.do_send(ProgramNews(e));
-            let dir = deps.run_dir(&run.key.run);
-            match remote_program(&deps, &run, context).await {
-                None => {
-                    if let Some(other) =
-                        run.launcher.as_deref().filter(|l| **l != *deps.member.name)
-                    {
-                        return news(Event::ProgramLost(format!(
-                            "the program ran on the host of server {other}, which is gone; no other server can reach it"
-                        )));
-                    }
-                }
-                Some(Err(e)) => return news(Event::LaunchFailed(e)),
-                Some(Ok(program)) => {
-                    return match launch_remote(&deps, &run, &program).await {
-                        Ok(()) => {
-                            news(Event::Launched);
-                            news(Event::Exited(program.wait(&deps).await));
-                        }
-                        Err(e) => news(Event::LaunchFailed(e)),
-                    };
-                }
-            }
-            let started = match launch_file(&deps, &run).await {
-                Ok(launch) => {
-                    let (exe, dir) = (deps.exe.clone(), dir.clone());
-                    tokio::task::spawn_blocking(move || program::start(&exe, &dir, &launch))
-                        .await
-                        .unwrap_or_else(|e| Err(std::io::Error::other(e)))
-                }
-                Err(e) => Err(e),
-            };
-            let child = match started {
-                Ok(Started::Child(child)) => Some(child),
-                Ok(Started::Running) => None,
-                Ok(Started::Ended(exit)) => {
-                    news(Event::Launched);
-                    news(Event::Exited(exit));
-                    return;
-                }
-                Ok(Started::Lost) => {
-                    news(Event::Launched);
-                    news(Event::Exited(Exit {
-                        code: None,
-                        signal: None,
-                    }));
-                    return;
-                }
-                Err(e) => {
-                    news(Event::LaunchFailed(e.to_string()));
-                    return;
-                }
-            };
-            news(Event::Launched);
-            let exit = match program::wait(dir, child).await {
-                Ok(Started::Ended(exit)) => exit,
-                Ok(_) | Err(_) => Exit {
-                    code: None,
-                    signal: None,
-                },
-            };
-            news(Event::Exited(exit));
+            launch::watch(&deps, &run, context, |e| me.do_send(ProgramNews(e))).await;
         });
     }
 
     /// Starts the checks of the cluster's services while it is live, and ends them when it is
     /// no longer.
     fn arm_checks(&mut self, ctx: &mut Context<Self>) {
-        let live = matches!(
-            self.run.cluster.status,
-            Some(ClusterStatus::Provisioned | ClusterStatus::Waiting)
-        );
-        let checked = self.run.template.as_ref().is_some_and(|t| {
-            self.run
-                .layout
-                .values()
-                .flatten()
-                .any(|s| t.services.get(s).is_some_and(|s| s.check().is_some()))
-        });
-        match (live && checked, self.check_timer.is_some()) {
-            (true, false) => {
-                let tick = ctx.run_interval(checker::TICK, |act, ctx| act.tick_checks(ctx));
-                self.check_timer = Some(tick);
-            }
-            (false, true) => {
-                if let Some(handle) = self.check_timer.take() {
-                    ctx.cancel_future(handle);
-                }
-                self.checks.clear();
-            }
-            _ => {}
-        }
+        self.health
+            .arm(&self.run, ctx, |act, ctx| act.tick_checks(ctx));
     }
 
     /// Starts the checks that are due, unless an operation runs.
@@ -536,49 +433,29 @@ impl RunSupervisor {
         if self.slot.running.is_some() {
             return;
         }
-        let Some(template) = self.run.template.clone() else {
-            return;
-        };
-        let Some(context) = self.checks.context.clone() else {
-            return self.resolve_check_context(ctx);
-        };
-        let now = time::now_millis();
-        let due = self
-            .checks
-            .due(&template, &self.run.cluster.nodes, &self.run.layout, now);
-        let config = self.run.config();
-        let provisioner = self.deps.registry.get(&self.run.provisioner).cloned();
-        let properties = self.run.properties();
-        for check in due {
-            let replaces = checker::policy(Some(&template), &check.0.1, &properties)
-                .is_some_and(|p| p.heal == Heal::ReplaceNode);
-            let job = self.checks.job(
-                (&self.run.key.namespace, &self.run.key.run),
-                check,
-                Arc::clone(&context),
-                &config,
-                &self.run.layout,
-                provisioner.clone().filter(|_| replaces),
-            );
-            let deps = self.deps.clone();
-            ctx.spawn(
-                async move {
-                    let finding = checker::run(&deps, &job).await;
-                    (job, finding)
+        let provisioner = self.deps.registry.get(&self.run.provisioner);
+        match self.health.due(&self.run, provisioner, time::now_millis()) {
+            Due::Nothing => {}
+            Due::Resolve => self.resolve_check_context(ctx),
+            Due::Jobs(jobs) => {
+                for job in jobs {
+                    let deps = self.deps.clone();
+                    ctx.spawn(
+                        async move {
+                            let finding = checker::run(&deps, &job).await;
+                            (job, finding)
+                        }
+                        .into_actor(self)
+                        .map(|(job, finding), act, ctx| act.checked(job, finding, ctx)),
+                    );
                 }
-                .into_actor(self)
-                .map(|(job, finding), act, ctx| act.checked(job, finding, ctx)),
-            );
+            }
         }
     }
 
     /// Resolves the secure references of the run's properties once, for its checks (a node
     /// reached over SSH needs its key).
     fn resolve_check_context(&mut self, ctx: &mut Context<Self>) {
-        if self.checks.resolving {
-            return;
-        }
-        self.checks.resolving = true;
         let (deps, namespace, context) = (
             self.deps.clone(),
             self.run.key.namespace.clone(),
@@ -588,32 +465,27 @@ impl RunSupervisor {
             async move { planner::resolve_context(&deps, &namespace, context).await }
                 .into_actor(self)
                 .map(|resolved, act, _| {
-                    act.checks.resolving = false;
-                    match resolved {
-                        Ok(Ok(context)) => act.checks.context = Some(context),
+                    let context = match resolved {
+                        Ok(Ok(context)) => Some(context),
                         Ok(Err(why)) => {
-                            tracing::warn!(run.id = %act.run.key.run, error = %why, "checks cannot run")
+                            tracing::warn!(run.id = %act.run.key.run, error = %why, "checks cannot run");
+                            None
                         }
                         Err(e) => {
-                            tracing::warn!(run.id = %act.run.key.run, error = %e, "checks wait for the store")
+                            tracing::warn!(run.id = %act.run.key.run, error = %e, "checks wait for the store");
+                            None
                         }
-                    }
+                    };
+                    act.health.resolved(context);
                 }),
         );
     }
 
     /// A check ended: records what it found, unless an operation started since it began.
     fn checked(&mut self, job: checker::Job, finding: checker::Finding, ctx: &mut Context<Self>) {
-        self.checks.ended(&(job.node.clone(), job.service.clone()));
-        let still_there = self
-            .run
-            .layout
-            .get(&job.node)
-            .is_some_and(|s| s.contains(&job.service));
-        if job.epoch != self.checks.epoch
-            || self.slot.running.is_some()
-            || self.check_timer.is_none()
-            || !still_there
+        if !self
+            .health
+            .ended(&job, &self.run, self.slot.running.is_some())
         {
             return;
         }
@@ -644,14 +516,9 @@ impl RunSupervisor {
         recorded: checker::Recorded,
         ctx: &mut Context<Self>,
     ) {
-        let properties = self.run.properties();
-        let Some(policy) = checker::policy(self.run.template.as_ref(), &job.service, &properties)
-        else {
+        let Some(policy) = Health::policy(&self.run, &job) else {
             return;
         };
-        if policy.heal == Heal::None {
-            return;
-        }
         let deps = self.deps.clone();
         ctx.spawn(
             async move {
@@ -667,83 +534,25 @@ impl RunSupervisor {
                     }
                 };
                 let now = time::now_millis();
-                let at = (job.node.clone(), job.service.clone());
-                let state = recorded.after.map(|s| s.to_string()).unwrap_or_default();
-                let window = humantime::format_duration(policy.window).to_string();
-                match crate::rules::service::heal_step(&policy, &past, now) {
-                    crate::rules::service::HealStep::Report => {}
-                    crate::rules::service::HealStep::Exhausted { attempts } => {
-                        // Said once per window, not at every check.
-                        let window_ms = u64::try_from(policy.window.as_millis()).unwrap_or(u64::MAX);
-                        if act
-                            .checks
-                            .exhausted
-                            .get(&at)
-                            .is_some_and(|t| now.saturating_sub(*t) < window_ms)
-                        {
-                            return;
+                let healing = act
+                    .health
+                    .heal(&act.run, &job, &finding, &recorded, policy, &past, now);
+                let (me, deps) = (ctx.address(), act.deps.clone());
+                actix::spawn(async move {
+                    let message = match healing {
+                        Healing::Nothing => return,
+                        Healing::Note(message) => message,
+                        Healing::Operation(heal) => {
+                            let asked = ClusterCommand(heal.change.clone(), heal.act.clone());
+                            heal.said(match me.send(asked).await {
+                                Ok(Ok(id)) => Ok(id),
+                                Ok(Err(e)) => Err(e.to_string()),
+                                Err(e) => Err(e.to_string()),
+                            })
                         }
-                        act.checks.exhausted.insert(at, now);
-                        metrics::counter!(crate::model::metrics::HEALS.name, "heal" => "exhausted")
-                            .increment(1);
-                        let message = format!(
-                            "{} stays {state}: healing stopped at its limit of {attempts} heal(s) in {window}",
-                            job.service
-                        );
-                        let deps = act.deps.clone();
-                        actix::spawn(async move {
-                            let _ = checker::note(&deps, &job.run, &job.node, message).await;
-                        });
-                    }
-                    crate::rules::service::HealStep::Heal { n } => {
-                        act.checks.exhausted.remove(&at);
-                        // A node that is gone is made anew; a service that is down on a node
-                        // that is there is restarted.
-                        let replace = finding.gone && policy.heal == Heal::ReplaceNode;
-                        let trigger = serde_json::json!({
-                            "heal": if replace { "replace-node" } else { "restart" },
-                            "node": job.node,
-                            "service": job.service,
-                            "state": state,
-                            "found": finding.detail,
-                            "attempt": n,
-                            "of": policy.attempts,
-                            "window": window,
-                        });
-                        let kind = if replace { "replace-node" } else { "restart" };
-                        metrics::counter!(crate::model::metrics::HEALS.name, "heal" => kind)
-                            .increment(1);
-                        let change = if replace {
-                            resize::heal_replace(&act.run, &job.node, trigger)
-                        } else {
-                            resize::heal_restart(&act.run, &job.node, &job.service, trigger)
-                        };
-                        let how = if replace {
-                            format!("operation {{id}} replaces node {}", job.node)
-                        } else {
-                            "operation {id} restarts it with its dependent chain".to_string()
-                        };
-                        let run_id = act.run.key.run.clone();
-                        let heal = Act {
-                            namespace: Some(act.run.key.namespace.clone()),
-                            ..Act::by_server("run.heal", &run_id)
-                        };
-                        let (me, deps) = (ctx.address(), act.deps.clone());
-                        actix::spawn(async move {
-                            let message = match me.send(ClusterCommand(change, heal)).await {
-                                Ok(Ok(id)) => format!(
-                                    "healing {}: {} (heal {n} of {} in {window})",
-                                    job.service,
-                                    how.replace("{id}", &id.to_string()),
-                                    policy.attempts
-                                ),
-                                Ok(Err(e)) => format!("cannot heal {}: {e}", job.service),
-                                Err(e) => format!("cannot heal {}: {e}", job.service),
-                            };
-                            let _ = checker::note(&deps, &job.run, &job.node, message).await;
-                        });
-                    }
-                }
+                    };
+                    let _ = checker::note(&deps, &job.run, &job.node, message).await;
+                });
             }),
         );
     }
@@ -811,26 +620,28 @@ impl Handler<Command> for RunSupervisor {
 
     fn handle(&mut self, cmd: Command, _: &mut Context<Self>) -> Self::Result {
         let _span = self.span.clone().entered();
-        let leftovers = cmd.0 == Event::ForceDeprovision;
-        let act = cmd.1;
-        let t = match lifecycle::on(&self.run, cmd.0, time::now_secs()) {
-            Ok(t) => t,
-            Err(e) => return AtomicResponse::new(Box::pin(fut::ready(Err(e.into())))),
-        };
-        let deps = self.deps.clone();
-        let t2 = t.clone();
+        let Command(event, act) = cmd;
+        let next =
+            match transition::next(&self.run, event, &self.deps.member.name, time::now_secs()) {
+                Ok(next) => next,
+                Err(e) => return AtomicResponse::new(Box::pin(fut::ready(Err(e.into())))),
+            };
+        let (deps, before) = (self.deps.clone(), self.run.clone());
         AtomicResponse::new(Box::pin(
-            async move { persist(&deps, &t2, leftovers, Some(&act)).await }
-                .into_actor(self)
-                .map(move |saved, actor, ctx| {
-                    let record = t.run.clone();
-                    let failed = saved.as_ref().err().cloned();
-                    actor.after_persist(saved, t, ctx);
-                    match failed {
-                        Some(e) => Err(RuntimeError::Store(e)),
-                        None => Ok(record),
-                    }
-                }),
+            async move {
+                let saved = transition::commit(&deps, &before, &next, Some(&act)).await;
+                (saved, next.transition)
+            }
+            .into_actor(self)
+            .map(|(saved, t), actor, ctx| {
+                let record = t.run.clone();
+                let failed = saved.as_ref().err().cloned();
+                actor.after_commit(saved, t, ctx);
+                match failed {
+                    Some(e) => Err(RuntimeError::Store(e)),
+                    None => Ok(record),
+                }
+            }),
         ))
     }
 }
@@ -954,100 +765,4 @@ impl Handler<Deadline> for RunSupervisor {
             _ => self.arm_timer(ctx),
         }
     }
-}
-
-/// Persists a transition: the record, the active index, and the notes as history.
-/// Commits transition `t` of a run: its record, its events, and, for a command someone asked
-/// for (`act`), who asked, in the events and the audit log of changes.
-/// Counts what a persisted transition from `before` to `after` changed: the statuses
-/// entered, and the provisioning and running phases that ended.
-pub fn count_transition(before: &RunRecord, after: &RunRecord) {
-    use crate::model::metrics::{CLUSTER_STATUS, RUN_PHASE, RUN_STATUS};
-    if before.status != after.status {
-        metrics::counter!(RUN_STATUS.name, "status" => after.status.to_string()).increment(1);
-        if after.status == crate::model::run::ProgramStatus::Running
-            && let Some(start) = after.start
-        {
-            metrics::histogram!(RUN_PHASE.name, "phase" => "provisioning")
-                .record(start.saturating_sub(after.starting) as f64);
-        }
-        if after.status.is_end()
-            && let (Some(start), Some(end)) = (before.start.or(after.start), after.end)
-        {
-            metrics::histogram!(RUN_PHASE.name, "phase" => "running")
-                .record(end.saturating_sub(start) as f64);
-        }
-    }
-    if before.cluster.status != after.cluster.status
-        && let Some(status) = after.cluster.status
-    {
-        metrics::counter!(CLUSTER_STATUS.name, "status" => status.to_string()).increment(1);
-    }
-}
-
-pub async fn persist(
-    deps: &Deps,
-    t: &Transition,
-    leftovers: bool,
-    act: Option<&Act>,
-) -> Result<(), StoreError> {
-    let act = act.cloned();
-    let mut run = t.run.clone();
-    run.format = crate::model::run::RUN_FORMAT;
-    let notes = t.notes.clone();
-    deps.store
-        .write(move |tx| {
-            let key = run.key.key();
-            tx.put(Table::Runs, &key, &run)?;
-            if !run.is_active() {
-                tx.delete(Table::Active, &key);
-                tx.delete(Table::Owners, &key);
-            } else {
-                // The namespace's quota counts the nodes its live runs hold: an expand or a
-                // shrink changes them.
-                let nodes = run.cluster.nodes.len();
-                if let Some(mut entry) = tx.get::<serde_json::Value>(Table::Active, &key)?
-                    && entry.get("nodes").and_then(serde_json::Value::as_u64) != Some(nodes as u64)
-                {
-                    entry["nodes"] = serde_json::json!(nodes);
-                    tx.put(Table::Active, &key, &entry)?;
-                }
-            }
-            let actor = act.as_ref().map(|a| a.actor.as_str());
-            for note in &notes {
-                events::append_by(tx, &run.key.run, EventKind::Status, None, note, actor)?;
-            }
-            if let Some(act) = &act {
-                crate::store::changes::record(tx, act)?;
-            }
-            if leftovers {
-                let left: Vec<String> = tx
-                    .scan::<NodeRecord>(Table::Resources, &keys::of_run(&run.key.run))?
-                    .into_iter()
-                    .map(|(_, n)| n)
-                    .filter(NodeRecord::may_exist)
-                    .map(|n| {
-                        format!(
-                            "{} ({}, {:?})",
-                            n.node,
-                            n.id.as_deref().unwrap_or("id unknown"),
-                            n.status
-                        )
-                    })
-                    .collect();
-                let message = if left.is_empty() {
-                    "no resource was left behind".to_string()
-                } else {
-                    format!(
-                        "resources that may have been left behind: {}",
-                        left.join(", ")
-                    )
-                };
-                events::append(tx, &run.key.run, EventKind::Error, None, message)?;
-            }
-            Ok::<_, StoreError>(())
-        })
-        .await?;
-    deps.notifier.notify(&t.run.key.run);
-    Ok(())
 }

@@ -1,0 +1,172 @@
+//! The one way a run's record changes: an event goes through the lifecycle rule
+//! ([`next`]), and the transition is committed with its history and counted ([`commit`]).
+//! The supervisor applies its run's events this way, its command handler too, and the
+//! runtime's command path for a run without a supervisor ([`apply`]); an admin's operation
+//! that ends commits the transition `rules::resize` made the same way.
+//!
+//! Committing is the only write of a run's record after its start: the record, the index of
+//! active runs (with the nodes the namespace's quota counts), the notes as the run's history,
+//! and who asked, for a command.
+
+use crate::model::access::Act;
+use crate::model::event::EventKind;
+use crate::model::plan::NodeRecord;
+use crate::model::run::{RunError, RunRecord};
+use crate::model::time;
+use crate::rules::lifecycle::{self, Effect, Event, Transition};
+use crate::store::events;
+use crate::store::keys;
+use crate::store::{Read, StoreError, Table};
+
+use super::deps::Deps;
+use super::error::RuntimeError;
+
+/// A transition on its way to the store.
+#[derive(Debug, Clone)]
+pub struct Next {
+    pub transition: Transition,
+    /// A forced deprovision: the history says what may have been left behind.
+    pub leftovers: bool,
+}
+
+impl Next {
+    /// A transition another rule made (an admin's operation that ended).
+    pub fn of(transition: Transition) -> Self {
+        Self {
+            transition,
+            leftovers: false,
+        }
+    }
+
+    /// Whether committing it changes nothing: the same record and nothing to do.
+    pub fn is_idle(&self, run: &RunRecord) -> bool {
+        self.transition.run == *run && self.transition.effects.is_empty()
+    }
+}
+
+/// What `event` does to `run` at `now` (epoch seconds) on server `server`, by the lifecycle
+/// rule; a refusal is the command's error.
+pub fn next(run: &RunRecord, event: Event, server: &str, now: u64) -> Result<Next, RunError> {
+    let leftovers = event == Event::ForceDeprovision;
+    let mut transition = lifecycle::on(run, event, now)?;
+    if transition.effects.contains(&Effect::Launch) {
+        // Recorded before the launch: another server taking the run over then knows a
+        // program on this host is out of its reach.
+        transition.run.launcher = Some(server.to_string());
+    }
+    Ok(Next {
+        transition,
+        leftovers,
+    })
+}
+
+/// Applies `event` to `run`, for a run without a supervisor (it ended, or it waits for an
+/// owner), as asked by `act`; answers with the new record.
+pub async fn apply(
+    deps: &Deps,
+    run: &RunRecord,
+    event: Event,
+    act: &Act,
+) -> Result<RunRecord, RuntimeError> {
+    let next = next(run, event, &deps.member.name, time::now_secs())?;
+    commit(deps, run, &next, Some(act)).await?;
+    Ok(next.transition.run)
+}
+
+/// Commits transition `next` of a run that was `before`: its record, its events, and, for a
+/// command someone asked for (`act`), who asked, in the events and the audit log of changes.
+/// Then counts what it changed.
+pub async fn commit(
+    deps: &Deps,
+    before: &RunRecord,
+    next: &Next,
+    act: Option<&Act>,
+) -> Result<(), StoreError> {
+    let (t, leftovers) = (&next.transition, next.leftovers);
+    let act = act.cloned();
+    let mut run = t.run.clone();
+    run.format = crate::model::run::RUN_FORMAT;
+    let notes = t.notes.clone();
+    deps.store
+        .write(move |tx| {
+            let key = run.key.key();
+            tx.put(Table::Runs, &key, &run)?;
+            if !run.is_active() {
+                tx.delete(Table::Active, &key);
+                tx.delete(Table::Owners, &key);
+            } else {
+                // The namespace's quota counts the nodes its live runs hold: an expand or a
+                // shrink changes them.
+                let nodes = run.cluster.nodes.len();
+                if let Some(mut entry) = tx.get::<serde_json::Value>(Table::Active, &key)?
+                    && entry.get("nodes").and_then(serde_json::Value::as_u64) != Some(nodes as u64)
+                {
+                    entry["nodes"] = serde_json::json!(nodes);
+                    tx.put(Table::Active, &key, &entry)?;
+                }
+            }
+            let actor = act.as_ref().map(|a| a.actor.as_str());
+            for note in &notes {
+                events::append_by(tx, &run.key.run, EventKind::Status, None, note, actor)?;
+            }
+            if let Some(act) = &act {
+                crate::store::changes::record(tx, act)?;
+            }
+            if leftovers {
+                let left: Vec<String> = tx
+                    .scan::<NodeRecord>(Table::Resources, &keys::of_run(&run.key.run))?
+                    .into_iter()
+                    .map(|(_, n)| n)
+                    .filter(NodeRecord::may_exist)
+                    .map(|n| {
+                        format!(
+                            "{} ({}, {:?})",
+                            n.node,
+                            n.id.as_deref().unwrap_or("id unknown"),
+                            n.status
+                        )
+                    })
+                    .collect();
+                let message = if left.is_empty() {
+                    "no resource was left behind".to_string()
+                } else {
+                    format!(
+                        "resources that may have been left behind: {}",
+                        left.join(", ")
+                    )
+                };
+                events::append(tx, &run.key.run, EventKind::Error, None, message)?;
+            }
+            Ok::<_, StoreError>(())
+        })
+        .await?;
+    deps.notifier.notify(&t.run.key.run);
+    count(before, &t.run);
+    Ok(())
+}
+
+/// Counts what a committed transition from `before` to `after` changed: the statuses
+/// entered, and the provisioning and running phases that ended.
+fn count(before: &RunRecord, after: &RunRecord) {
+    use crate::model::metrics::{CLUSTER_STATUS, RUN_PHASE, RUN_STATUS};
+    if before.status != after.status {
+        metrics::counter!(RUN_STATUS.name, "status" => after.status.to_string()).increment(1);
+        if after.status == crate::model::run::ProgramStatus::Running
+            && let Some(start) = after.start
+        {
+            metrics::histogram!(RUN_PHASE.name, "phase" => "provisioning")
+                .record(start.saturating_sub(after.starting) as f64);
+        }
+        if after.status.is_end()
+            && let (Some(start), Some(end)) = (before.start.or(after.start), after.end)
+        {
+            metrics::histogram!(RUN_PHASE.name, "phase" => "running")
+                .record(end.saturating_sub(start) as f64);
+        }
+    }
+    if before.cluster.status != after.cluster.status
+        && let Some(status) = after.cluster.status
+    {
+        metrics::counter!(CLUSTER_STATUS.name, "status" => status.to_string()).increment(1);
+    }
+}
