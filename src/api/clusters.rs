@@ -1,6 +1,6 @@
 //! Routes of clusters: a plan's dry run, and the operations on a run's cluster.
 
-use actix_web::{HttpRequest, web};
+use actix_web::web;
 use serde::Deserialize;
 
 use crate::api::body::Json;
@@ -26,13 +26,10 @@ pub async fn run_cluster(
     caller: Caller,
     path: web::Path<RunPath>,
     body: Json<crate::rules::resize::ClusterRequest>,
-    req: HttpRequest,
 ) -> Reply<runs::OperationStarted> {
-    let sent = serde_json::to_value(&body.0).ok();
     let key: RunKey = path.into_inner().into();
     let act = Act::new(&caller, "run.cluster", Some(&key.namespace), &key.run);
-    let done = runs::cluster_operation(&state.runtime, key, body.0, act).await;
-    crate::api::forward::or_forward(&state, &req, sent, done).await
+    ok(runs::cluster_operation(&state.runtime, key, body.0, act).await?)
 }
 
 pub async fn run_operations(state: State, path: web::Path<RunPath>) -> Reply<Vec<OperationView>> {

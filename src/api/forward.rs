@@ -1,16 +1,27 @@
-//! Commands for a run that another server owns go to that server: the request is sent on to
-//! the owner's advertised URL, with the caller's token, and the owner's answer comes back as
-//! it is. A forwarded request is marked, and never forwarded again: a server that gets one for
-//! a run it does not own answers 503 (ownership is moving).
+//! Commands for a run that another server owns go to that server: a route row marked
+//! owner-bound ([`Route::owned`](super::route::Route::owned)), of the API or of the web UI, is
+//! sent on to the owner's advertised URL before its handler runs, with the caller's token or
+//! session, and the owner's answer comes back as it is ([`owner_bound`]). A forwarded request
+//! is marked, and never forwarded again: a server that gets one for a run it does not own
+//! answers 503 (ownership is moving). Other requests for another server (a drain) go there
+//! the same way ([`forward`]).
 
-use actix_web::http::StatusCode;
-use actix_web::{HttpRequest, HttpResponse};
-use serde::Serialize;
+use std::sync::Arc;
 
-use super::contract::{Answer, Reply, ok};
+use actix_web::body::BoxBody;
+use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
+use actix_web::http::header::{
+    ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, COOKIE, HeaderName,
+};
+use actix_web::http::{Method, StatusCode};
+use actix_web::middleware::Next;
+use actix_web::{HttpRequest, HttpResponse, web};
+use futures_util::StreamExt;
+
+use super::body::MAX_BODY;
 use super::error::ApiError;
 use super::state::State;
-use crate::runtime::error::RuntimeError;
+use crate::model::run::RunKey;
 use crate::service::error::ServiceError;
 
 /// The header a forwarded request carries: the name of the server that forwarded it.
@@ -36,33 +47,120 @@ pub fn client(ca: Option<&std::path::Path>) -> Result<reqwest::Client, String> {
         .map_err(|e| format!("cannot set up HTTP: {e}"))
 }
 
-/// Answers `result`; when it says another server owns the run, answers with that server's
-/// answer to the same request, sent on with `body`.
-pub async fn or_forward<T: Serialize>(
-    state: &State,
-    req: &HttpRequest,
-    body: Option<serde_json::Value>,
-    result: Result<T, ServiceError>,
-) -> Reply<T> {
-    match result {
-        Err(ServiceError::Runtime(RuntimeError::Elsewhere { run, server, url }))
-            if !url.is_empty() =>
-        {
-            let owner = format!("run '{run}' is owned by server {server}, which");
-            forward(state, req, body, &owner, &url)
-                .await
-                .map(Answer::forwarded)
-        }
-        other => ok(other?),
-    }
+/// The middleware of a resource whose rows for `methods` are owner-bound (commands for a
+/// run): a request for a run another server owns goes to that server before any handler
+/// runs, and its answer (status, type, body and the UI's `hx-*` headers) comes back as it is.
+/// Runs after the guard: who calls is settled first, and the owner checks again.
+pub async fn owner_bound(
+    methods: Arc<[Method]>,
+    req: ServiceRequest,
+    next: Next<BoxBody>,
+) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
+    let bound = methods.contains(req.method()) && !req.headers().contains_key(FORWARDED_BY);
+    let Some(state) = req.app_data::<State>().cloned().filter(|_| bound) else {
+        return next.call(req).await;
+    };
+    let part = |name: &str| req.match_info().get(name).map(str::to_string);
+    let (Some(namespace), Some(app), Some(program), Some(run)) =
+        (part("ns"), part("app"), part("program"), part("run"))
+    else {
+        return next.call(req).await;
+    };
+    let key = RunKey {
+        namespace,
+        app,
+        program,
+        run,
+    };
+    let owner = state
+        .runtime
+        .owned_elsewhere(&key)
+        .await
+        .map_err(|e| ApiError::from(ServiceError::from(e)))?;
+    let Some((server, url)) = owner else {
+        return next.call(req).await;
+    };
+    let (http, mut payload) = req.into_parts();
+    let body = read_body(&http, &mut payload).await?;
+    let who = format!("run '{}' is owned by server {server}, which", key.run);
+    let answer = pass_on(&state, &http, body, &who, &url).await?;
+    Ok(ServiceResponse::new(http, answer))
 }
 
-/// Sends `req` on to the server at `url` (`who`, for messages: "server s1, which") and answers
-/// with its answer; a request forwarded already is refused with a 503 instead.
+/// The request headers a forwarded request keeps: who calls (a token, or the UI's session),
+/// what its body is, and what the UI asked for.
+fn kept(name: &HeaderName) -> bool {
+    [AUTHORIZATION, COOKIE, CONTENT_TYPE, ACCEPT].contains(name) || name.as_str().starts_with("hx-")
+}
+
+/// Reads a request body to pass on, bounded as every body is.
+async fn read_body(req: &HttpRequest, payload: &mut Payload) -> Result<web::Bytes, ApiError> {
+    let declared = req
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY) {
+        return Err(ApiError::BodyTooLarge { limit: MAX_BODY });
+    }
+    let mut buf = web::BytesMut::new();
+    while let Some(chunk) = payload.next().await {
+        let chunk = chunk.map_err(|e| ApiError::Body {
+            field: "body".into(),
+            message: format!("cannot be read: {e}"),
+        })?;
+        if buf.len() + chunk.len() > MAX_BODY {
+            return Err(ApiError::BodyTooLarge { limit: MAX_BODY });
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(buf.freeze())
+}
+
+/// Sends `req` (with `body`) on to the server at `url` (`who`, for messages) and answers with
+/// its answer.
+async fn pass_on(
+    state: &State,
+    req: &HttpRequest,
+    body: web::Bytes,
+    who: &str,
+    url: &str,
+) -> Result<HttpResponse, ApiError> {
+    let path = req.uri().path_and_query().map_or("", |p| p.as_str());
+    let target = format!("{}{path}", url.trim_end_matches('/'));
+    let method = reqwest::Method::from_bytes(req.method().as_str().as_bytes())
+        .unwrap_or(reqwest::Method::POST);
+    let mut call = state
+        .forwarder
+        .request(method, &target)
+        .header(FORWARDED_BY, state.runtime.deps().member.name.as_ref())
+        .body(body.to_vec());
+    for (name, value) in req.headers().iter().filter(|(n, _)| kept(n)) {
+        call = call.header(name.as_str(), value.as_bytes());
+    }
+    let unreachable =
+        |e: String| ApiError::Unavailable(format!("{who} cannot be reached at {url}: {e}"));
+    let answer = call.send().await.map_err(|e| unreachable(e.to_string()))?;
+    let status = StatusCode::from_u16(answer.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+    let mut response = HttpResponse::build(status);
+    for (name, value) in answer.headers() {
+        if name == reqwest::header::CONTENT_TYPE || name.as_str().starts_with("hx-") {
+            response.insert_header((name.as_str(), value.as_bytes()));
+        }
+    }
+    let bytes = answer
+        .bytes()
+        .await
+        .map_err(|e| unreachable(e.to_string()))?;
+    Ok(response.body(bytes))
+}
+
+/// Sends `req` (without a body) on to the server at `url` (`who`, for messages: "server s1,
+/// which") and answers with its answer; a request forwarded already is refused with a 503
+/// instead.
 pub async fn forward(
     state: &State,
     req: &HttpRequest,
-    body: Option<serde_json::Value>,
     who: &str,
     url: &str,
 ) -> Result<HttpResponse, ApiError> {
@@ -71,48 +169,5 @@ pub async fn forward(
             "{who} is not this server; the request was forwarded here already"
         )));
     }
-    let method = reqwest::Method::from_bytes(req.method().as_str().as_bytes())
-        .unwrap_or(reqwest::Method::POST);
-    let auth = req
-        .headers()
-        .get(actix_web::http::header::AUTHORIZATION)
-        .map(|v| v.as_bytes().to_vec());
-    let path = req.uri().path_and_query().map_or("", |p| p.as_str());
-    let (status, bytes) = send(state, method, path, auth, body, who, url).await?;
-    Ok(HttpResponse::build(status)
-        .content_type("application/json")
-        .body(bytes))
-}
-
-/// Sends a request for `path` (with its query) to the server at `url`, with `auth` as its
-/// `Authorization` header; answers the status and body that server answered.
-pub async fn send(
-    state: &State,
-    method: reqwest::Method,
-    path: &str,
-    auth: Option<Vec<u8>>,
-    body: Option<serde_json::Value>,
-    who: &str,
-    url: &str,
-) -> Result<(StatusCode, actix_web::web::Bytes), ApiError> {
-    let target = format!("{}{path}", url.trim_end_matches('/'));
-    let mut call = state
-        .forwarder
-        .request(method, &target)
-        .header(FORWARDED_BY, state.runtime.deps().member.name.as_ref());
-    if let Some(auth) = auth {
-        call = call.header(reqwest::header::AUTHORIZATION, auth);
-    }
-    if let Some(body) = body {
-        call = call.json(&body);
-    }
-    let unreachable =
-        |e: String| ApiError::Unavailable(format!("{who} cannot be reached at {url}: {e}"));
-    let answer = call.send().await.map_err(|e| unreachable(e.to_string()))?;
-    let status = StatusCode::from_u16(answer.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
-    let bytes = answer
-        .bytes()
-        .await
-        .map_err(|e| unreachable(e.to_string()))?;
-    Ok((status, bytes))
+    pass_on(state, req, web::Bytes::new(), who, url).await
 }

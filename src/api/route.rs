@@ -20,6 +20,9 @@ pub struct Route {
     pub need: Need,
     pub to: Arc<dyn Fn() -> actix_web::Route + Send + Sync>,
     pub doc: Option<Doc>,
+    /// A command for a run, which the run's owner carries out: another server sends it there
+    /// before its handler runs ([`forward::owner_bound`](crate::api::forward::owner_bound)).
+    pub owner_bound: bool,
 }
 
 impl std::fmt::Debug for Route {
@@ -63,6 +66,7 @@ impl Route {
             need,
             to: Arc::new(to),
             doc: None,
+            owner_bound: false,
         }
     }
 
@@ -84,7 +88,15 @@ impl Route {
                 takes: <Args as Takes>::describe,
                 gives: <F::Output as Gives>::describe,
             }),
+            owner_bound: false,
         }
+    }
+
+    /// The row is a command for the run its path names (`{ns}`, `{app}`, `{program}`,
+    /// `{run}`): the run's owner answers it, wherever the request arrives.
+    pub fn owned(mut self) -> Route {
+        self.owner_bound = true;
+        self
     }
 
     /// The names of the query parameters the route's handler takes.
@@ -114,6 +126,15 @@ impl Route {
 
 /// What each method of one path needs.
 pub type Needs = Arc<[(Method, Need)]>;
+
+/// The methods of `rows` that are owner-bound: a resource's
+/// [`forward::owner_bound`](crate::api::forward::owner_bound) middleware takes them.
+pub fn owner_bound(rows: &[&Route]) -> Arc<[Method]> {
+    rows.iter()
+        .filter(|r| r.owner_bound)
+        .map(|r| r.method.clone())
+        .collect()
+}
 
 /// The rows of `table` by path, in the table's order: each path with its rows and what each
 /// of their methods needs.

@@ -47,14 +47,15 @@ pub fn table() -> Vec<Route> {
         Route::api(M::GET, "/namespaces/{ns}/runs", VIEW, list_namespace_runs),
         Route::api(M::GET, program!(""), VIEW, get_program),
         Route::api(M::GET, program!("/runs"), VIEW, list_runs),
-        Route::api(M::POST, program!("/runs/{run}/stop"), OPERATE, stop_run),
+        Route::api(M::POST, program!("/runs/{run}/stop"), OPERATE, stop_run).owned(),
         Route::api(
             M::POST,
             program!("/runs/{run}/deprovision"),
             OPERATE,
             deprovision_run,
-        ),
-        Route::api(M::POST, program!("/runs/{run}/extend"), OPERATE, extend_run),
+        )
+        .owned(),
+        Route::api(M::POST, program!("/runs/{run}/extend"), OPERATE, extend_run).owned(),
         Route::api(M::GET, program!("/runs/{run}/logs"), VIEW, run_logs),
         Route::api(
             M::GET,
@@ -67,7 +68,8 @@ pub fn table() -> Vec<Route> {
             program!("/runs/{run}/cluster"),
             OPERATE,
             run_cluster,
-        ),
+        )
+        .owned(),
         Route::api(
             M::GET,
             program!("/runs/{run}/operations/{op}"),
@@ -290,8 +292,13 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         let guard = actix_web::middleware::from_fn(move |req, next| {
             crate::api::guard::check(std::sync::Arc::clone(&needs), req, next)
         });
-        // The guard runs first: who calls is settled before what they asked is read.
-        let resource = resource.wrap(known_query).wrap(guard);
+        let owned = crate::api::route::owner_bound(&rows);
+        let owner_bound = actix_web::middleware::from_fn(move |req, next| {
+            crate::api::forward::owner_bound(std::sync::Arc::clone(&owned), req, next)
+        });
+        // The guard runs first: who calls is settled before what they asked is read, and
+        // before a command goes to its run's owner.
+        let resource = resource.wrap(owner_bound).wrap(known_query).wrap(guard);
         if root {
             cfg.service(resource);
         } else {

@@ -4,12 +4,10 @@ use std::time::Duration;
 
 use actix_web::{HttpRequest, web};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
 use crate::api::body::{Json, OrDefault};
 use crate::api::contract::{Answer, Flag, Query, Reply, ok};
 use crate::api::error::ApiError;
-use crate::api::forward::or_forward;
 use crate::api::state::{ProgramPath, RunPath, State};
 use crate::model::access::{Act, Caller, Role};
 use crate::model::event::RunEvent;
@@ -136,20 +134,17 @@ pub struct StopBody {
 }
 
 /// Sends command `event` to run `path` for `caller`, recorded as `action`; answers with the
-/// run, or with its owner's answer when another server owns it.
+/// run. (A run another server owns was sent there before: its rows are owner-bound.)
 async fn command(
     state: &State,
     caller: &Caller,
-    req: &HttpRequest,
     path: RunPath,
     event: Event,
     action: &str,
-    body: Option<serde_json::Value>,
 ) -> Reply<RunView> {
     let key: RunKey = path.into();
     let act = Act::new(caller, action, Some(&key.namespace), &key.run);
-    let done = runs::command(&state.runtime, key, event, act).await;
-    or_forward(state, req, body, done).await
+    ok(runs::command(&state.runtime, key, event, act).await?)
 }
 
 pub async fn stop_run(
@@ -157,21 +152,11 @@ pub async fn stop_run(
     caller: Caller,
     path: web::Path<RunPath>,
     body: OrDefault<StopBody>,
-    req: HttpRequest,
 ) -> Reply<RunView> {
-    let keepalive = body.0.keepalive;
-    let event = Event::Stop { keepalive };
-    let body = Some(json!({ "keepalive": keepalive }));
-    command(
-        &state,
-        &caller,
-        &req,
-        path.into_inner(),
-        event,
-        "run.stop",
-        body,
-    )
-    .await
+    let event = Event::Stop {
+        keepalive: body.0.keepalive,
+    };
+    command(&state, &caller, path.into_inner(), event, "run.stop").await
 }
 
 /// The query of `POST .../deprovision`.
@@ -188,23 +173,13 @@ pub async fn deprovision_run(
     caller: Caller,
     path: web::Path<RunPath>,
     query: Query<DeprovisionQuery>,
-    req: HttpRequest,
 ) -> Reply<RunView> {
     let (event, action) = if query.0.force.0 {
         (Event::ForceDeprovision, "run.deprovision.force")
     } else {
         (Event::Deprovision, "run.deprovision")
     };
-    command(
-        &state,
-        &caller,
-        &req,
-        path.into_inner(),
-        event,
-        action,
-        None,
-    )
-    .await
+    command(&state, &caller, path.into_inner(), event, action).await
 }
 
 /// The body of `POST .../extend`.
@@ -220,21 +195,11 @@ pub async fn extend_run(
     caller: Caller,
     path: web::Path<RunPath>,
     body: Json<ExtendBody>,
-    req: HttpRequest,
 ) -> Reply<RunView> {
-    let expire_at = body.0.expire_at;
-    let event = Event::Extend { expire_at };
-    let body = Some(json!({ "expireAt": expire_at }));
-    command(
-        &state,
-        &caller,
-        &req,
-        path.into_inner(),
-        event,
-        "run.extend",
-        body,
-    )
-    .await
+    let event = Event::Extend {
+        expire_at: body.0.expire_at,
+    };
+    command(&state, &caller, path.into_inner(), event, "run.extend").await
 }
 
 pub async fn run_logs(state: State, path: web::Path<RunPath>) -> Reply<Logs> {

@@ -48,7 +48,7 @@ pub async fn drain_server(
             return Err(ServiceError::ServerNotFound(name).into());
         };
         let who = format!("server {name}, which");
-        return forward(&state, &req, None, &who, &server.record.url)
+        return forward(&state, &req, &who, &server.record.url)
             .await
             .map(Answer::forwarded);
     }

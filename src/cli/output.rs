@@ -88,6 +88,33 @@ pub fn timestamp(v: Option<u64>) -> String {
     }
 }
 
+/// How long before `now` epoch-seconds time `then` was, in its largest unit or two: `45s
+/// ago`, `3m ago`, `2h 5m ago`, `3d ago`; a time ahead of `now` (clocks apart) is `just now`.
+pub fn ago(then: u64, now: u64) -> String {
+    let Some(secs) = now.checked_sub(then).filter(|s| *s > 0) else {
+        return "just now".into();
+    };
+    let (d, h, m, s) = (secs / 86_400, secs / 3_600 % 24, secs / 60 % 60, secs % 60);
+    let span = match (d, h, m) {
+        (0, 0, 0) => format!("{s}s"),
+        (0, 0, m) => format!("{m}m"),
+        (0, h, 0) => format!("{h}h"),
+        (0, h, m) => format!("{h}h {m}m"),
+        (d, 0, _) => format!("{d}d"),
+        (d, h, _) => format!("{d}d {h}h"),
+    };
+    format!("{span} ago")
+}
+
+/// An epoch-seconds time as a UTC time and how long ago it was
+/// (`2026-11-22T15:04:17Z (3m ago)`); null as "-".
+pub fn when(v: Option<u64>, now: u64) -> String {
+    match v {
+        Some(s) => format!("{} ({})", timestamp(Some(s)), ago(s, now)),
+        None => "-".into(),
+    }
+}
+
 /// Prints JSON for scripts.
 pub fn json(v: &Value) {
     emit(&serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string()));
@@ -104,4 +131,28 @@ pub fn done(json: bool, message: &str) -> Result<(), CliError> {
         out!("{message}");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_read_as_how_long_ago() {
+        let now = 1_764_000_000;
+        for (then, said) in [
+            (now, "just now"),
+            (now + 5, "just now"),
+            (now - 45, "45s ago"),
+            (now - 180, "3m ago"),
+            (now - 7_500, "2h 5m ago"),
+            (now - 7_200, "2h ago"),
+            (now - 3 * 86_400, "3d ago"),
+            (now - 86_400 - 3_600 * 5 - 60, "1d 5h ago"),
+        ] {
+            assert_eq!(ago(then, now), said, "{then}");
+        }
+        assert_eq!(when(None, now), "-");
+        assert_eq!(when(Some(now - 180), now), "2025-11-24T15:57:00Z (3m ago)");
+    }
 }

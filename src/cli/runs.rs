@@ -256,6 +256,7 @@ fn list_runs(
         return Ok(());
     }
     let runs: Vec<RunView> = client.get_as(&path)?;
+    let now = crate::model::time::now_secs();
     let rows: Vec<Vec<String>> = runs
         .iter()
         .map(|r| {
@@ -264,11 +265,11 @@ fn list_runs(
                 r.status.to_string(),
                 r.cluster.status.map(|c| c.to_string()).unwrap_or_default(),
                 r.profile.clone(),
-                r.starting.to_string(),
+                output::ago(r.starting, now),
             ]
         })
         .collect();
-    table(&["RUN", "STATUS", "CLUSTER", "PROFILE", "STARTING"], &rows);
+    table(&["RUN", "STATUS", "CLUSTER", "PROFILE", "STARTED"], &rows);
     Ok(())
 }
 
@@ -489,13 +490,10 @@ fn show_run(json: bool, answer: Value) -> Result<(), CliError> {
     let stopping = if r.stopping { " (stopping)" } else { "" };
     out!("status:   {}{stopping}", r.status);
     out!("profile:  {}", r.profile);
-    let when = |t: Option<u64>| t.map_or("-".to_string(), |t| t.to_string());
-    out!(
-        "starting: {}  start: {}  end: {}",
-        r.starting,
-        when(r.start),
-        when(r.end)
-    );
+    let now = crate::model::time::now_secs();
+    out!("starting: {}", output::when(Some(r.starting), now));
+    out!("running:  {}", output::when(r.start, now));
+    out!("ended:    {}", output::when(r.end, now));
     if let Some(code) = r.exit.as_ref().and_then(|e| e.code) {
         out!("exit:     {code}");
     }

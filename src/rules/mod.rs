@@ -2,9 +2,11 @@
 //! something on the server's [`host`], the layout
 //! [`solver`], cluster operation [`plan`]s and the per-resource lifecycle, the run
 //! [`lifecycle`], the [`admission`] of cluster operations, an operation's [`outcome`] (and
-//! rollback), and cluster [`resize`]s.
+//! rollback), cluster [`resize`]s, a [`service`]'s state on a node and its heals, and which
+//! runs a server [`claim`]s when several share the store.
 
 pub mod admission;
+pub mod claim;
 pub mod host;
 pub mod lifecycle;
 pub mod outcome;

@@ -139,13 +139,13 @@ impl Runtime {
         }
     }
 
-    /// Whether this server may change `run`, which it does not supervise: not when another
-    /// server owns it ([`RuntimeError::Elsewhere`], the command goes there), nor while a live
-    /// run on a shared store waits for a new owner.
-    async fn owned_here(&self, run: &RunRecord) -> Result<(), RuntimeError> {
-        let key = run.key.key();
-        let (owner, servers) = self
-            .store()
+    /// Run `key`'s owner and the owner's server record.
+    async fn owner(
+        &self,
+        key: &RunKey,
+    ) -> Result<(Option<Owner>, Option<ServerRecord>), StoreError> {
+        let key = key.key();
+        self.store()
             .read(move |r| {
                 let owner = r.get::<Owner>(Table::Owners, &key)?;
                 let server = match &owner {
@@ -154,8 +154,33 @@ impl Runtime {
                 };
                 Ok::<_, StoreError>((owner, server))
             })
-            .await?;
-        match (owner, servers) {
+            .await
+    }
+
+    /// The server a command for run `key` must go to, with the URL it is reached at, when
+    /// another server owns the run; `None` when it is this server's to take (it supervises
+    /// the run, the store is its own, or no other server owns it): the command's own checks
+    /// then answer.
+    pub async fn owned_elsewhere(
+        &self,
+        key: &RunKey,
+    ) -> Result<Option<(String, String)>, StoreError> {
+        if !self.deps.store.shared() || self.supervises(&key.run) {
+            return Ok(None);
+        }
+        Ok(match self.owner(key).await? {
+            (Some(owner), Some(server)) if *owner.server != *self.deps.member.name => {
+                Some((owner.server, server.url)).filter(|(_, url)| !url.is_empty())
+            }
+            _ => None,
+        })
+    }
+
+    /// Whether this server may change `run`, which it does not supervise: not when another
+    /// server owns it ([`RuntimeError::Elsewhere`]), nor while a live run on a shared store
+    /// waits for a new owner.
+    async fn owned_here(&self, run: &RunRecord) -> Result<(), RuntimeError> {
+        match self.owner(&run.key).await? {
             (Some(owner), server) if *owner.server != *self.deps.member.name => {
                 Err(RuntimeError::Elsewhere {
                     run: run.key.run.clone(),

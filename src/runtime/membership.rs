@@ -11,15 +11,16 @@
 //! own lease ended abandons its runs where they are, then joins again and claims like any
 //! other.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::time::{Duration, Instant};
+use std::collections::BTreeMap;
+use std::time::Duration;
 
 use super::deps::{Deps, Member};
 use super::handle::Runtime;
 use crate::model::event::EventKind;
 use crate::model::run::{RUN_FORMAT, RunRecord};
 use crate::model::server::{Owner, ServerRecord};
-use crate::model::time::now_secs;
+use crate::model::time::{now_millis, now_secs};
+use crate::rules::claim::{self, Census, Chooser, Claim};
 use crate::store::{Read, Store, StoreError, Table};
 use crate::store::{events, keys};
 
@@ -97,7 +98,7 @@ pub async fn run(runtime: Runtime, settings: Settings) {
     let Some(mut gone) = deps.store.watch_deletes(Table::Servers) else {
         return;
     };
-    let mut orphaned: HashMap<String, Instant> = HashMap::new();
+    let mut orphaned: BTreeMap<String, u64> = BTreeMap::new();
     let mut tick = tokio::time::interval(settings.ttl / 2);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -296,13 +297,6 @@ async fn heartbeat(deps: &Deps) -> Result<(), StoreError> {
         .await
 }
 
-/// What a claim round reads: the live runs, their owners, and the servers that are up.
-struct Census {
-    active: BTreeSet<String>,
-    owners: BTreeMap<String, Owner>,
-    servers: Vec<String>,
-}
-
 async fn census(store: &Store) -> Result<Census, StoreError> {
     store
         .read(|r| {
@@ -328,12 +322,11 @@ async fn census(store: &Store) -> Result<Census, StoreError> {
         .await
 }
 
-/// One claim round: every live run without an owner is claimed by the server it hashes to
-/// among those up, or by any once it has gone `ttl` without one; a run this server owns but
-/// does not supervise (a supervisor stopped by a fenced write) gets one again.
+/// One claim round ([`claim::claims`] chooses): the live runs without an owner this server
+/// may take, and those it owns but does not supervise.
 async fn claim(
     runtime: &Runtime,
-    orphaned: &mut HashMap<String, Instant>,
+    orphaned: &mut BTreeMap<String, u64>,
     ttl: Duration,
 ) -> Result<(), StoreError> {
     let deps = runtime.deps();
@@ -343,44 +336,33 @@ async fn claim(
     let me = deps.member.name.to_string();
     let lease = deps.member.lease();
     let census = census(&deps.store).await?;
-    orphaned.retain(|key, _| census.active.contains(key) && !census.owners.contains_key(key));
-    for key in &census.active {
-        let run_id = key.rsplit('/').next().unwrap_or(key);
-        match census.owners.get(key) {
-            Some(owner) if owner.server == me && owner.lease == lease => {
-                if !runtime.supervises(run_id) {
-                    take(runtime, key, None).await?;
-                }
-            }
-            Some(_) => {}
-            None => {
-                let since = *orphaned.entry(key.clone()).or_insert_with(Instant::now);
-                if preferred(key, &census.servers) == Some(me.as_str()) || since.elapsed() >= ttl {
-                    let owner = Owner {
-                        server: me.clone(),
-                        lease,
-                        since: now_secs(),
-                    };
-                    take(runtime, key, Some(owner)).await?;
-                    orphaned.remove(key);
-                }
+    let chooser = Chooser {
+        name: &me,
+        lease,
+        ttl_ms: u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX),
+    };
+    let (claims, waiting) = claim::claims(
+        &census,
+        &chooser,
+        |run| runtime.supervises(run),
+        orphaned,
+        now_millis(),
+    );
+    *orphaned = waiting;
+    for claim in claims {
+        match claim {
+            Claim::Resupervise(key) => take(runtime, &key, None).await?,
+            Claim::Take(key) => {
+                let owner = Owner {
+                    server: me.clone(),
+                    lease,
+                    since: now_secs(),
+                };
+                take(runtime, &key, Some(owner)).await?;
             }
         }
     }
     Ok(())
-}
-
-/// The server a run without an owner goes to first: one of those up, by a hash of its key.
-fn preferred<'a>(key: &str, servers: &'a [String]) -> Option<&'a str> {
-    if servers.is_empty() {
-        return None;
-    }
-    // FNV-1a: the same on every server.
-    let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
-    let i = usize::try_from(hash % servers.len() as u64).unwrap_or(0);
-    servers.get(i).map(String::as_str)
 }
 
 /// The provisioner whose nodes live on the making server's own host.
@@ -443,22 +425,4 @@ async fn take(runtime: &Runtime, key: &str, claim: Option<Owner>) -> Result<(), 
         runtime.spawn(run);
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_run_goes_first_to_the_same_server_everywhere() {
-        let servers: Vec<String> = ["a", "b", "c"].into_iter().map(String::from).collect();
-        let first = preferred("ns/app/p/run-1", &servers);
-        assert!(first.is_some());
-        assert_eq!(first, preferred("ns/app/p/run-1", &servers));
-        assert_eq!(preferred("x", &[]), None);
-        let spread: std::collections::BTreeSet<&str> = (0..64)
-            .filter_map(|i| preferred(&format!("ns/app/p/run-{i}"), &servers))
-            .collect();
-        assert_eq!(spread.len(), 3, "runs spread over every server");
-    }
 }

@@ -95,6 +95,7 @@ pub enum ServiceError {
     /// The caller sees the thing but may not do this to it.
     #[error("{0}")]
     NotAllowed(String),
+    /// A bug: a 500, never blamed on the store or the caller.
     #[error("{0}")]
     Internal(String),
     #[error(transparent)]
@@ -107,5 +108,12 @@ impl ServiceError {
     /// A bad input value: `field` names it the way the caller wrote it.
     pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
         ServiceError::Invalid(Invalid::new(field, message))
+    }
+
+    /// Work on the blocking pool (solving, planning) that did not finish: it panicked, a bug
+    /// (a 500, not the store's 503), said with `what` it was to produce.
+    pub fn unfinished(what: &str, e: &tokio::task::JoinError) -> Self {
+        tracing::error!(error = %e, work = what, "blocking work did not finish");
+        ServiceError::Internal(format!("{what} did not finish: an internal error"))
     }
 }

@@ -277,7 +277,7 @@ pub async fn cluster_operation(
         Ok::<_, ServiceError>((run, change))
     })
     .await
-    .map_err(|e| StoreError::Storage(format!("the operation was not planned: {e}")))??;
+    .map_err(|e| ServiceError::unfinished("the operation's plan", &e))??;
     let (before, after) = (run.cluster.nodes.len(), change.final_nodes.len());
     if after > before {
         check_expand(runtime, &run.key.namespace, before, after).await?;

@@ -91,9 +91,7 @@ pub async fn start(
                         solve_layout(&r, &resolved).map(|layout| (*resolved, layout))
                     })
                     .await
-                    .map_err(|e| {
-                        StoreError::Storage(format!("the layout was not solved: {e}"))
-                    })??,
+                    .map_err(|e| ServiceError::unfinished("the layout's solution", &e))??,
                 );
             }
         }

@@ -226,7 +226,7 @@ pub async fn dry_run(
     // worker, on the blocking pool.
     tokio::task::spawn_blocking(move || plan_dry_run(&*provisioner, &template, request))
         .await
-        .map_err(|e| crate::store::StoreError::Storage(format!("the plan did not finish: {e}")))?
+        .map_err(|e| ServiceError::unfinished("the plan", &e))?
 }
 
 /// The solving and planning of [`dry_run`].

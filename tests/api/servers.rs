@@ -151,6 +151,58 @@ fn the_server_that_accepts_a_start_owns_the_run_and_commands_reach_it() {
     }
 }
 
+/// Commands with bodies, and the web UI's, reach the run's owner through any server: a stop
+/// that keeps the cluster and an extend through the API, then a deprovision through the UI
+/// with a session made on the server that does not own the run.
+#[test]
+fn commands_with_bodies_and_the_uis_reach_the_owner_through_any_server() {
+    let cluster = Cluster::start(1);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sim = sub(&dir, "sim");
+    let install = Installation::new(&cluster, dir.path(), TTL, "/forwarded");
+    let s0 = install.server("s0");
+    let s1 = install.server("s1");
+    sim_profile(&s0, "p", &sim, &[("nodes", "1")], 0, None);
+    deploy(&s0, "a", "sleep 30", json!({}));
+    let run = start(&s0, "a", json!({"system.profile.name": "p"}));
+    wait_until(&s1, &run, Duration::from_secs(30), |r| {
+        r["status"] == "RUNNING"
+    });
+    let (code, body) = s1.post_json(&format!("{run}/stop"), json!({"keepalive": true}));
+    assert_eq!(code, 200, "{body}");
+    let waiting = wait_until(&s1, &run, Duration::from_secs(30), |r| {
+        r["cluster"]["status"] == "WAITING"
+    });
+    assert_eq!(waiting["status"], "KILLED", "{waiting}");
+    let until = waiting["cluster"]["expiresAt"].as_u64().expect("expiresAt") + 3600;
+    let (code, body) = s1.post_json(&format!("{run}/extend"), json!({ "expireAt": until }));
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["cluster"]["expiresAt"], until, "{body}");
+    assert_eq!(body["owner"], "s0", "{body}");
+
+    let cookie = crate::ui::cookie_of(&crate::ui::sign_in(&s1, &s1.token().expect("token")));
+    let id = run.rsplit('/').next().expect("run id");
+    let reply = crate::ui::raw()
+        .post(format!(
+            "{}/ui/ns/default/apps/a/p/runs/{id}/deprovision",
+            s1.url
+        ))
+        .header("Cookie", &cookie)
+        .form(&[("x", "")])
+        .send()
+        .expect("deprovision");
+    assert_eq!(reply.status(), 200);
+    assert_eq!(reply.headers()["hx-trigger"], "ebb-run-changed");
+    let done = wait_deprovisioned(&s1, &run);
+    let (_, events) = s0.get(&format!("{run}/events"));
+    assert!(
+        events.to_string().contains("deprovision requested"),
+        "{events}"
+    );
+    assert_eq!(done["status"], "KILLED", "{done}");
+    assert_clean(&sim, &[id], 1);
+}
+
 /// The owner dies while one run's program runs on its host and another run's cluster is
 /// WAITING after a failure: the program is recorded lost (`server-lost`, never started
 /// again) and its cluster deprovisioned as the profile's keepalive says; the WAITING cluster

@@ -294,6 +294,40 @@ fn the_session_cookie_is_http_only_same_site_strict_and_every_page_needs_it() {
     assert!(reply.text().expect("body").contains("not valid"));
 }
 
+/// A path the UI does not have answers a page with the navigation (404), not the API's JSON;
+/// without a session it leads to sign-in like every page.
+#[test]
+fn a_page_the_ui_does_not_have_is_a_page_with_the_navigation() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    let cookie = cookie_of(&sign_in(&server, &server.token().expect("token")));
+    let reply = raw()
+        .get(format!("{}/ui/no/such/page", server.url))
+        .header("Cookie", &cookie)
+        .send()
+        .expect("get");
+    assert_eq!(reply.status(), 404);
+    assert!(
+        reply.headers()["content-type"]
+            .to_str()
+            .is_ok_and(|t| t.starts_with("text/html")),
+        "{:?}",
+        reply.headers()
+    );
+    let page = reply.text().expect("body");
+    assert!(page.contains("There is no page at"), "{page}");
+    assert!(page.contains("<code>/ui/no/such/page</code>"), "{page}");
+    assert!(page.contains("href=\"/ui/runs\""), "the navigation: {page}");
+    let reply = raw()
+        .get(format!("{}/ui/no/such/page", server.url))
+        .send()
+        .expect("get");
+    assert_eq!(reply.status(), 303);
+    // The API's unknown paths stay JSON.
+    let (code, body) = server.get("/v3/no/such/thing");
+    assert_eq!(code, 404, "{body}");
+}
+
 #[test]
 fn writes_from_other_sites_frames_and_open_redirects_are_refused() {
     let dir = tempfile::tempdir().expect("tempdir");

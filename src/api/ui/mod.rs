@@ -83,16 +83,20 @@ pub fn table() -> Vec<Route> {
         }),
         row(M::POST, run!("/stop"), OPERATE, || {
             web::post().to(runs::stop)
-        }),
+        })
+        .owned(),
         row(M::POST, run!("/deprovision"), OPERATE, || {
             web::post().to(runs::deprovision)
-        }),
+        })
+        .owned(),
         row(M::POST, run!("/extend"), OPERATE, || {
             web::post().to(runs::extend)
-        }),
+        })
+        .owned(),
         row(M::POST, run!("/cluster"), OPERATE, || {
             web::post().to(runs::cluster)
-        }),
+        })
+        .owned(),
         row(M::GET, "/profiles", TOKEN, || web::get().to(profiles::list)),
         row(M::GET, "/profiles/new", TOKEN, || {
             web::get().to(profiles::new)
@@ -194,17 +198,48 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     let mut scope = web::scope("/ui").app_data(web::Data::new(layout::Rights(rights)));
     for (path, rows, needs) in crate::api::route::by_path(&table) {
         let mut resource = web::resource(path);
-        for row in rows {
+        for row in &rows {
             resource = resource.route((row.to)());
         }
         let guard = actix_web::middleware::from_fn(move |req, next| {
             session::check(Arc::clone(&needs), req, next)
         });
-        scope = scope.service(resource.wrap(guard));
+        let owned = crate::api::route::owner_bound(&rows);
+        let owner_bound = actix_web::middleware::from_fn(move |req, next| {
+            crate::api::forward::owner_bound(Arc::clone(&owned), req, next)
+        });
+        // As the API's: the session is checked before a command goes to its run's owner.
+        scope = scope.service(resource.wrap(owner_bound).wrap(guard));
     }
+    // A path the UI does not have: a page saying so, with the navigation, for whoever is
+    // signed in.
+    let signed_in: crate::api::route::Needs = [Method::GET, Method::HEAD, Method::POST]
+        .into_iter()
+        .map(|m| (m, TOKEN))
+        .collect();
+    let guard = actix_web::middleware::from_fn(move |req, next| {
+        session::check(Arc::clone(&signed_in), req, next)
+    });
+    let scope = scope.default_service(web::to(not_found).wrap(guard));
     cfg.service(web::resource("/").get(to_ui))
         .service(web::resource("/ui/").get(to_ui))
         .service(scope.wrap(headers()));
+}
+
+/// The page for a path the UI does not have.
+async fn not_found(ctx: layout::Ctx) -> actix_web::HttpResponse {
+    let path = ctx.path.clone();
+    let mut page = layout::frame(
+        &ctx,
+        "Not found",
+        maud::html! {
+            h1 { "Not found" }
+            p.notice.bad role="alert" { "There is no page at " code { (path) } "." }
+            p { a href="/ui" { "Back to the overview" } }
+        },
+    );
+    *page.status_mut() = actix_web::http::StatusCode::NOT_FOUND;
+    page
 }
 
 /// What every answer of the UI tells the browser: run only the UI's own scripts and styles

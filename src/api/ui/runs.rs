@@ -10,8 +10,8 @@ use maud::{Markup, html};
 use serde::Deserialize;
 
 use super::layout::{
-    Answer, Ctx, Secret, UiError, badge, deadline, facts, fragment, frame, need, notice, refused,
-    run_href, span, time, values,
+    Answer, Ctx, UiError, badge, deadline, facts, fragment, frame, need, notice, refused, run_href,
+    span, time, values,
 };
 use crate::api::error::ApiError;
 use crate::api::state::{RunPath, State};
@@ -572,7 +572,6 @@ pub struct CommandForm {
 async fn command(
     state: &State,
     ctx: &Ctx,
-    secret: &Secret,
     req: &HttpRequest,
     key: RunKey,
     what: Command,
@@ -588,50 +587,11 @@ async fn command(
                 .map(drop)
         }
     };
-    let (status, message) = match done {
-        Ok(_) => (StatusCode::OK, what.done.to_string()),
-        Err(ServiceError::Runtime(crate::runtime::error::RuntimeError::Elsewhere {
-            run,
-            server,
-            url,
-        })) if !url.is_empty() => {
-            let who = format!("run '{run}' is owned by server {server}, which");
-            let path = format!(
-                "/v3/namespaces/{}/apps/{}/workflows/{}/runs/{}/{}",
-                key.namespace, key.app, key.program, key.run, what.api
-            );
-            let auth = secret
-                .0
-                .as_ref()
-                .map(|s| format!("Bearer {s}").into_bytes());
-            match crate::api::forward::send(
-                state,
-                reqwest::Method::POST,
-                &path,
-                auth,
-                what.body.clone(),
-                &who,
-                &url,
-            )
-            .await
-            {
-                Ok((status, _)) if status.is_success() => (StatusCode::OK, what.done.to_string()),
-                Ok((status, bytes)) => {
-                    let message = serde_json::from_slice::<serde_json::Value>(&bytes)
-                        .ok()
-                        .and_then(|v| {
-                            v.get("message")
-                                .and_then(|m| m.as_str())
-                                .map(str::to_string)
-                        })
-                        .unwrap_or_else(|| format!("server {server} answered {status}"));
-                    (status, message)
-                }
-                Err(e) => return refused(req, e),
-            }
-        }
-        Err(e) => return refused(req, e),
-    };
+    // (A run another server owns was sent there before: these rows are owner-bound.)
+    if let Err(e) = done {
+        return refused(req, e);
+    }
+    let (status, message) = (StatusCode::OK, what.done.to_string());
     let mut answer = notice(req, status, &message);
     if status.is_success() {
         // The status panel follows at once, without waiting for the event stream.
@@ -643,13 +603,11 @@ async fn command(
     Ok(answer)
 }
 
-/// What a command does: the event or operation, the action recorded, the API's path and body
-/// for forwarding, and what the notice says when it is done.
+/// What a command does: the event or operation, the action recorded, and what the notice
+/// says when it is done.
 struct Command {
     kind: Kind,
     action: &'static str,
-    api: &'static str,
-    body: Option<serde_json::Value>,
     done: String,
 }
 
@@ -665,7 +623,6 @@ fn flag(v: &Option<String>) -> bool {
 pub async fn stop(
     state: State,
     ctx: Ctx,
-    secret: Secret,
     path: web::Path<RunPath>,
     form: web::Form<CommandForm>,
     req: HttpRequest,
@@ -674,21 +631,18 @@ pub async fn stop(
     let what = Command {
         kind: Kind::Event(Event::Stop { keepalive }),
         action: "run.stop",
-        api: "stop",
-        body: Some(serde_json::json!({ "keepalive": keepalive })),
         done: if keepalive {
             "Stop requested; the cluster is kept for the profile's keepalive.".into()
         } else {
             "Stop requested.".into()
         },
     };
-    command(&state, &ctx, &secret, &req, path.into_inner().into(), what).await
+    command(&state, &ctx, &req, path.into_inner().into(), what).await
 }
 
 pub async fn deprovision(
     state: State,
     ctx: Ctx,
-    secret: Secret,
     path: web::Path<RunPath>,
     req: HttpRequest,
 ) -> Answer {
@@ -697,8 +651,6 @@ pub async fn deprovision(
         Command {
             kind: Kind::Event(Event::ForceDeprovision),
             action: "run.deprovision.force",
-            api: "deprovision?force=true",
-            body: None,
             done: "The cluster is recorded deprovisioned; the events list what may be left behind."
                 .into(),
         }
@@ -706,12 +658,10 @@ pub async fn deprovision(
         Command {
             kind: Kind::Event(Event::Deprovision),
             action: "run.deprovision",
-            api: "deprovision",
-            body: None,
             done: "Deprovisioning the cluster now.".into(),
         }
     };
-    command(&state, &ctx, &secret, &req, path.into_inner().into(), what).await
+    command(&state, &ctx, &req, path.into_inner().into(), what).await
 }
 
 /// The epoch second a `datetime-local` value names, in a zone `offset` minutes behind UTC.
@@ -740,7 +690,6 @@ fn local_time(value: &str, offset: i64) -> Result<u64, String> {
 pub async fn extend(
     state: State,
     ctx: Ctx,
-    secret: Secret,
     path: web::Path<RunPath>,
     form: web::Form<CommandForm>,
     req: HttpRequest,
@@ -781,14 +730,12 @@ pub async fn extend(
     let what = Command {
         kind: Kind::Event(Event::Extend { expire_at }),
         action: "run.extend",
-        api: "extend",
-        body: Some(serde_json::json!({ "expireAt": expire_at })),
         done: format!(
             "The cluster is kept until {} from now.",
             span(expire_at.saturating_sub(now))
         ),
     };
-    command(&state, &ctx, &secret, &req, key, what).await
+    command(&state, &ctx, &req, key, what).await
 }
 
 /// The operations the run page offers on a live cluster, with their labels.
@@ -805,7 +752,6 @@ const CLUSTER_OPERATIONS: [(&str, &str); 7] = [
 pub async fn cluster(
     state: State,
     ctx: Ctx,
-    secret: Secret,
     path: web::Path<RunPath>,
     form: web::Form<CommandForm>,
     req: HttpRequest,
@@ -866,13 +812,11 @@ pub async fn cluster(
         }
     };
     let what = Command {
-        body: serde_json::to_value(&request).ok(),
         kind: Kind::Cluster(request),
         action: "run.cluster",
-        api: "cluster",
         done: format!("Operation {operation} started."),
     };
-    command(&state, &ctx, &secret, &req, path.into_inner().into(), what).await
+    command(&state, &ctx, &req, path.into_inner().into(), what).await
 }
 
 #[cfg(test)]
