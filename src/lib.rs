@@ -7,6 +7,7 @@
 //! The crate is in layers; each uses only the layers below it (`tests/layers.rs` checks):
 //! ```text
 //! server.rs  wiring: start-up, shutdown, the serve configuration
+//! ui         the web UI's pages under `/ui`, on the API's route rows, guard and errors
 //! api | cli  HTTP routes per resource and the one error table | the `ebb` command line
 //! service    one module per resource: validation and check-then-write rules in the store;
 //!            the catalog for what crosses tables
@@ -31,3 +32,4 @@ pub mod runtime;
 pub mod server;
 pub mod service;
 pub mod store;
+pub mod ui;

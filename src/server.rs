@@ -278,7 +278,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         forwarder: api::forward::client(config.ca_cert.as_deref()).map_err(ServerError::Tls)?,
         shutdown: Arc::default(),
         https: config.tls.is_some(),
-        streams: api::ui::streams::Streams::default(),
+        streams: api::streams::Streams::default(),
         metrics: metrics_recorder(),
     };
     let served = serve(state, &config, tls, signals, &arbiter).await?;
@@ -339,7 +339,7 @@ async fn serve(
             .wrap(middleware::from_fn(api::bodies::bound))
             .wrap(middleware::from_fn(api::guard_origin))
             .wrap(middleware::from_fn(api::log_request))
-            .configure(api::ui::configure)
+            .configure(crate::ui::configure)
             .configure(api::configure)
     })
     .disable_signals()

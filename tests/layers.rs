@@ -2,7 +2,7 @@
 //! layers below it, and no two modules may use each other, directly or through others.
 //!
 //! The layers, lowest first (`../shared/DESIGN.md`, "Architecture"):
-//! `model` → `rules` → `store` → `runtime` → `service` → `api` | `cli` → the crate root
+//! `model` → `rules` → `store` → `runtime` → `service` → `api` | `cli` → `ui` → the crate root
 //! (`lib.rs`, `server.rs`). `api` and `cli` sit side by side and do not use each other.
 //!
 //! A module is a source file. Every path a file names (`use` declarations and paths in code,
@@ -24,6 +24,7 @@ const LAYERS: &[&[&str]] = &[
     &["runtime"],
     &["service"],
     &["api", "cli"],
+    &["ui"],
 ];
 
 /// Files at the top: the wiring, above every layer.

@@ -10,8 +10,10 @@
 //!   [`securekeys`], [`system`]);
 //! - [`state`]: what handlers reach; [`body`]: request bodies; [`error`]: the one error table;
 //! - [`guard`]: who calls and whether it may; [`middleware`] and [`origin`]: the origin
-//!   guard, the request log;
-//! - [`ui`]: the web UI under `/ui`, on the same services and rights.
+//!   guard, the request log; [`forward`]: commands for a run another server owns;
+//!   [`bodies`]: each address's share of requests; [`streams`]: the live event streams' share.
+//!
+//! The web UI (`crate::ui`) is served beside it, on the same route rows, guard and errors.
 
 pub mod apps;
 pub mod bodies;
@@ -32,11 +34,11 @@ pub mod routes;
 pub mod runs;
 pub mod securekeys;
 pub mod state;
+pub mod streams;
 pub mod system;
 pub mod templates;
 pub mod tls;
 pub mod tokens;
-pub mod ui;
 
 pub use middleware::{guard_origin, log_request};
 pub use routes::configure;

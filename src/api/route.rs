@@ -1,5 +1,5 @@
 //! One row of a route table (the API's, [`routes`](crate::api::routes), and the web UI's,
-//! [`ui`](crate::api::ui)): a method on a path, the right it needs and its handler; and how
+//! [`ui`](crate::ui)): a method on a path, the right it needs and its handler; and how
 //! rows become resources, each checking its rows' rights before any handler runs.
 
 use std::sync::Arc;

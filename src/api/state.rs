@@ -31,7 +31,7 @@ pub struct AppState {
     /// The server answers over HTTPS: the UI's session cookie is marked `Secure`.
     pub https: bool,
     /// Bounds the UI's open event streams, and each token's and address's share of them.
-    pub streams: crate::api::ui::streams::Streams,
+    pub streams: crate::api::streams::Streams,
     /// Renders the recorded metrics (`None` when this process could not install the
     /// recorder).
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,

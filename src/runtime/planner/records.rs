@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use super::OpSpec;
+use super::spec::OpSpec;
 use crate::model::event::EventKind;
 use crate::model::operation::{
     self, AttemptRecord, AttemptStatus, OpOutcome, OpStatus, OperationRecord, Snapshot, TaskStatus,

@@ -266,13 +266,13 @@ mod tests {
 
     /// Every widget file, whether or not this build has its provisioner.
     const WIDGETS: &[&str] = &[
-        include_str!("../../../widgets/native.json"),
-        include_str!("../../../widgets/local.json"),
-        include_str!("../../../widgets/sim.json"),
-        include_str!("../../../widgets/aws-ec2.json"),
-        include_str!("../../../widgets/hosts.json"),
-        include_str!("../../../widgets/gcp-compute.json"),
-        include_str!("../../../widgets/gcp-dataproc.json"),
+        include_str!("../../widgets/native.json"),
+        include_str!("../../widgets/local.json"),
+        include_str!("../../widgets/sim.json"),
+        include_str!("../../widgets/aws-ec2.json"),
+        include_str!("../../widgets/hosts.json"),
+        include_str!("../../widgets/gcp-compute.json"),
+        include_str!("../../widgets/gcp-dataproc.json"),
     ];
 
     #[test]

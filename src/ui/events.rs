@@ -1,7 +1,7 @@
 //! A run page's live events: server-sent events, and polling when the server's streams are
 //! taken.
 //!
-//! Each open stream holds a connection for minutes, so streams are bounded ([`streams`](super::streams)):
+//! Each open stream holds a connection for minutes, so streams are bounded ([`streams`](crate::api::streams)):
 //! a server's, each token's and each address's share.
 //! A page whose stream finds no room is not refused: it gets the events it has not seen and
 //! the status, at once, and a `retry` that has the browser come back in a few seconds: it

@@ -24,7 +24,6 @@ pub mod overview;
 pub mod profiles;
 pub mod runs;
 pub mod session;
-pub mod streams;
 pub mod templates;
 pub mod timeline;
 pub mod widgets;

@@ -1,6 +1,6 @@
 //! The UI's static files, compiled into the binary: its style sheet and script, and htmx
 //! with its server-sent-events extension (vendored from their npm packages by
-//! `src/api/ui/assets/vendor.sh`, which checks their digests).
+//! `src/ui/assets/vendor.sh`, which checks their digests).
 //!
 //! Each is linked with a digest of its content in the URL, so a browser may keep it for a
 //! year and still never runs a stale one after an upgrade.

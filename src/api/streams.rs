@@ -1,6 +1,6 @@
-//! The UI's live event streams, bounded: [`MAX_STREAMS`] on a server, of which one token
-//! holds at most [`PER_TOKEN`] and one address at most [`PER_PEER`] (see
-//! [`events`](super::events) for what a page without room gets).
+//! The live event streams (the web UI's run pages hold them), bounded: [`MAX_STREAMS`] on a
+//! server, of which one token holds at most [`PER_TOKEN`] and one address at most
+//! [`PER_PEER`] (the UI's `events` page says what a page without room gets).
 
 use std::net::IpAddr;
 use std::sync::Arc;

@@ -1,0 +1,232 @@
+//! The live panels of a run's page: its status (badges, facts, the commands its caller may
+//! send, the nodes and their services), the program's output and the operations, each
+//! redrawn when the run changes.
+
+use actix_web::http::Method;
+use actix_web::web;
+use maud::{Markup, html};
+
+use crate::api::state::{RunPath, State};
+use crate::model::event::{EventKind, RunEvent};
+use crate::model::run::{ClusterStatus, ProgramStatus, RunKey};
+use crate::model::view::RunView;
+use crate::service::history;
+use crate::service::runs::{self};
+use crate::ui::layout::{Answer, Ctx, badge, deadline, facts, fragment, need, run_href, time};
+
+/// The operations the run page offers on a live cluster, with their labels.
+pub(super) const CLUSTER_OPERATIONS: [(&str, &str); 7] = [
+    ("expand", "expand"),
+    ("shrink", "shrink"),
+    ("start-services", "start services"),
+    ("stop-services", "stop services"),
+    ("restart-services", "restart services"),
+    ("configure", "configure"),
+    ("replace-node", "replace nodes"),
+];
+
+/// Bytes of each output stream the page shows (the end of it).
+const LOG_TAIL: u64 = 64 * 1024;
+
+pub(super) fn short(id: &str) -> &str {
+    id.get(..13).unwrap_or(id)
+}
+
+pub(super) fn key_of(r: &RunView) -> RunKey {
+    RunKey {
+        namespace: r.namespace.clone(),
+        app: r.app.clone(),
+        program: r.program.clone(),
+        run: r.runid.clone(),
+    }
+}
+
+pub(crate) fn live(run: &RunView) -> bool {
+    run.status != ProgramStatus::Rejected
+        && !matches!(
+            run.cluster.status,
+            Some(ClusterStatus::Deprovisioned | ClusterStatus::Orphaned)
+        )
+}
+
+/// The part of a run's page that changes with its status: badges, facts, commands, nodes.
+pub(super) fn status_panel(ctx: &Ctx, run: &RunView) -> Markup {
+    let key = key_of(run);
+    let href = run_href(&key);
+    let ns = Some(run.namespace.as_str());
+    let may = |tail: &str| {
+        let path = format!("/ns/{{ns}}/apps/{{app}}/{{program}}/runs/{{run}}{tail}");
+        ctx.may(Method::POST, &path, ns)
+    };
+    let cluster = run.cluster.status;
+    let ended = run.status.is_end();
+    html! {
+        div.statusline {
+            "Program " (badge(&run.status.to_string()))
+            @if let Some(c) = cluster { " · cluster " (badge(&c.to_string())) }
+            @if run.stopping { " · " span.badge.wait { "STOPPING" } }
+        }
+        @if let Some(f) = &run.failure {
+            p.notice.bad role="alert" { strong { "Failed (" (f.kind) "): " } (f.message) }
+        }
+        (facts(&[
+            ("Profile", html! { (run.profile) }),
+            ("Queued", time(run.starting)),
+            ("Started", run.start.map_or(html! { "–" }, time)),
+            ("Ended", run.end.map_or(html! { "–" }, time)),
+            ("Cluster kept until", match (cluster, run.cluster.expires_at) {
+                (Some(ClusterStatus::Waiting), Some(at)) => deadline(at),
+                _ => html! { "–" },
+            }),
+            ("Exit", run.exit.map_or(html! { "–" }, |e| html! { (e.to_string()) })),
+            // Which server owns it is for those who may act on it (the API's rule).
+            ("Owner", html! { (if may("/stop") { run.owner.as_deref().unwrap_or("–") } else { "–" }) }),
+        ]))
+        @if may("/stop") {
+            div.actions role="group" aria-label="Commands" {
+                @if !ended && !run.stopping {
+                    button hx-target="#notice" hx-post=(format!("{href}/stop")) hx-confirm="Stop this run? Its cluster is deleted once the program ends." { "Stop" }
+                    button hx-target="#notice" hx-post=(format!("{href}/stop")) hx-vals=r#"{"keepalive":"true"}"#
+                        hx-confirm="Stop this run and keep its cluster for the profile's keepalive?" { "Stop, keep cluster" }
+                }
+                @if cluster == Some(ClusterStatus::Waiting) {
+                    form hx-target="#notice" hx-post=(format!("{href}/extend")) aria-label="Extend the cluster's life" {
+                        div.field {
+                            label for="extend-at" { "Keep until (your time)" }
+                            input #extend-at type="datetime-local" name="at";
+                        }
+                        input type="hidden" name="tzOffset" value="0";
+                        button type="submit" { "Extend" }
+                        button type="submit" name="by" value="1h" { "+1h" }
+                    }
+                    button hx-target="#notice" hx-post=(format!("{href}/deprovision")) hx-confirm="Delete this cluster now?" { "Deprovision now" }
+                }
+                @if matches!(cluster, Some(ClusterStatus::Deprovisioning | ClusterStatus::Orphaned)) {
+                    div {
+                        p.notice.warn {
+                            "A forced deprovision records the cluster DEPROVISIONED without waiting for its resources to be deleted. "
+                            "Whatever is still out there (instances, disks) is listed in the events, is left to the janitor, and may keep costing money until it is gone."
+                        }
+                        button.danger hx-target="#notice" hx-post=(format!("{href}/deprovision?force=true"))
+                            hx-confirm="Force the deprovision? Resources that are not deleted yet are left behind." { "Force deprovision" }
+                    }
+                }
+                @if matches!(cluster, Some(ClusterStatus::Provisioned | ClusterStatus::Waiting)) {
+                    form hx-target="#notice" hx-post=(format!("{href}/cluster")) aria-label="Cluster operation" {
+                        div.field {
+                            label for="op" { "Cluster operation" }
+                            select #op name="operation" {
+                                @for (op, label) in CLUSTER_OPERATIONS {
+                                    option value=(op) { (label) }
+                                }
+                            }
+                        }
+                        div.field {
+                            label for="op-nodes" { "Nodes (expand, shrink)" }
+                            input #op-nodes type="number" name="nodes" min="1" max="1000" value="1";
+                        }
+                        div.field {
+                            label for="op-services" { "Services (start, stop, restart; comma-separated, empty: all)" }
+                            input #op-services type="text" name="services" maxlength="2000" placeholder="zookeeper";
+                        }
+                        div.field {
+                            label for="op-on" { "On nodes (start, stop, restart, replace; comma-separated, empty: all)" }
+                            input #op-on type="text" name="on" maxlength="2000" placeholder="worker-1";
+                        }
+                        div.field {
+                            label for="op-config" { "Config (configure; JSON)" }
+                            textarea #op-config name="config" rows="1" placeholder="{\"zookeeper\": {\"tickTime\": 2000}}" {}
+                        }
+                        button type="submit" hx-confirm="Run this operation on the cluster?" { "Run" }
+                    }
+                }
+            }
+        }
+        h2 { "Nodes" }
+        @if run.cluster.nodes.is_empty() {
+            p.muted { "No nodes (yet)." }
+        } @else {
+            div.scroll {
+                table.wide {
+                    thead { tr {
+                        th scope="col" { "Node" } th scope="col" { "Status" } th scope="col" { "Services" }
+                        th scope="col" { "Address" } th scope="col" { "Id" } th scope="col" { "Created" } th scope="col" { "Deleted" }
+                    } }
+                    tbody {
+                        @for n in &run.cluster.nodes {
+                            tr {
+                                td data-label="Node" { (n.name) }
+                                td data-label="Status" { (badge(&serde_json::to_value(n.status).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default())) }
+                                td data-label="Services" {
+                                    @if n.services.is_empty() { "–" }
+                                    @for (service, state) in &n.services {
+                                        span.service { (service) " " (service_badge(*state)) } " "
+                                    }
+                                }
+                                td data-label="Address" { code { (n.ip_address.as_deref().unwrap_or("–")) } }
+                                td data-label="Id" { code { (n.id.as_deref().unwrap_or("–")) } }
+                                td data-label="Created" { (n.create_time.map_or(html! { "–" }, time)) }
+                                td data-label="Deleted" { (n.delete_time.map_or(html! { "–" }, time)) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A service's state on a node, coloured as a status.
+fn service_badge(state: crate::model::service::ServiceState) -> Markup {
+    use crate::model::service::ServiceState;
+    let class = match state {
+        ServiceState::Up => "ok",
+        ServiceState::Failed | ServiceState::Down => "bad",
+        ServiceState::Unknown | ServiceState::Outdated => "wait",
+    };
+    html! { span.badge.(class) { (state) } }
+}
+
+pub(crate) fn event_item(e: &RunEvent) -> Markup {
+    let kind = match e.kind {
+        EventKind::Status => "status",
+        EventKind::Task => "task",
+        EventKind::Retry => "retry",
+        EventKind::Error => "error",
+        EventKind::Program => "program",
+        EventKind::Service => "service",
+    };
+    html! {
+        li id=(format!("ev-{}", e.seq)) class=(kind) {
+            (time(e.time as u64))
+            @if let Some(node) = &e.node { strong { (node) } ": " }
+            (e.message)
+            @if let Some(actor) = &e.actor { span.muted { " (by " (actor) ")" } }
+        }
+    }
+}
+
+/// `GET .../status`: the status panel, for its live updates.
+pub async fn status(state: State, ctx: Ctx, path: web::Path<RunPath>) -> Answer {
+    let run = need(runs::get(&state.runtime, path.into_inner().into()).await)?;
+    Ok(fragment(status_panel(&ctx, &run)))
+}
+
+/// `GET .../logs`: the end of the program's output.
+pub async fn logs(state: State, path: web::Path<RunPath>) -> Answer {
+    let logs = need(history::logs_tail(&state.runtime, path.into_inner().into(), LOG_TAIL).await)?;
+    Ok(fragment(html! {
+        h3 { "stdout" }
+        pre.log tabindex="0" aria-label="Standard output" { (logs.stdout) }
+        @if !logs.stderr.is_empty() {
+            h3 { "stderr" }
+            pre.log tabindex="0" aria-label="Standard error" { (logs.stderr) }
+        }
+    }))
+}
+
+/// `GET .../operations`: the cluster's operations, each a timeline per node.
+pub async fn operations(state: State, path: web::Path<RunPath>) -> Answer {
+    let ops = need(history::operations(&state.runtime, path.into_inner().into()).await)?;
+    Ok(fragment(crate::ui::timeline::operations(&ops)))
+}
