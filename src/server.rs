@@ -20,7 +20,7 @@ use crate::runtime::janitor::Janitor;
 use crate::runtime::registry::Registry;
 use crate::runtime::{Deps, Runtime};
 use crate::service::error::ServiceError;
-use crate::service::{builtin, namespaces};
+use crate::service::{namespaces, profiles};
 use crate::store::etcd::Endpoints;
 use crate::store::events::Notifier;
 use crate::store::secure::Cipher;
@@ -307,7 +307,7 @@ fn directories(config: &Config) -> Result<(PathBuf, PathBuf), ServerError> {
 /// The default namespace and the built-in profiles and templates.
 async fn load_builtins(store: &Store, registry: &Registry) -> Result<(), ServerError> {
     namespaces::ensure_default(store).await?;
-    let profiles = builtin::load(store, registry).await?;
+    let profiles = profiles::load_builtin(store, registry).await?;
     tracing::info!(profiles = profiles.len(), "built-in profiles loaded");
     let templates = crate::service::templates::load_builtin(store).await?;
     tracing::info!(templates, "built-in templates loaded");

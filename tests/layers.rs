@@ -5,11 +5,15 @@
 //! `model` → `rules` → `store` → `runtime` → `service` → `api` | `cli` → `ui` → the crate root
 //! (`lib.rs`, `server.rs`). `api` and `cli` sit side by side and do not use each other.
 //!
-//! A module is a source file. Every path a file names (`use` declarations and paths in code,
-//! through `crate::`, `super::`, `self::`, a child module or an imported name) is resolved to
-//! the file that defines the item, following `pub use` re-exports, so a facade `mod.rs`
-//! that re-exports its children adds no dependency of its own. Paths that leave the crate
-//! (std, other crates, local variables) are not followed.
+//! A module is a source file. Every path a file names (`use` declarations and paths in code
+//! and in macro bodies, through `crate::`, `super::`, `self::`, a child module or an imported
+//! name) is resolved to the file that defines the item, following `pub use` re-exports, so a
+//! facade `mod.rs` that re-exports its children adds no dependency of its own. Paths that
+//! leave the crate (std, other crates, local variables) are not followed.
+//!
+//! Besides the layers: `model` and `rules` are pure (no IO crate, no `std::fs`,
+//! `std::process`, `std::net`, no wall clock or randomness outside their tests), and services
+//! never use each other but through the catalog (and the layer's error).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -48,8 +52,14 @@ struct Module {
 #[derive(Debug, Default)]
 struct Crate {
     modules: BTreeMap<ModPath, Module>,
-    /// Paths each file names, each with the module it was named from.
-    references: Vec<(String, ModPath, ModPath)>,
+    /// Paths each file names, each with the module it was named from and whether it was
+    /// named in a test.
+    references: Vec<(String, ModPath, ModPath, bool)>,
+    /// Every path each file names outside its tests, as written (`std::fs::read`,
+    /// `tokio::spawn`, `SystemTime::now`), from `use` trees, code and macro bodies.
+    named: Vec<(String, Vec<String>)>,
+    /// Files that are test modules (declared under `#[cfg(test)]`), by path under `src/`.
+    test_files: BTreeSet<String>,
 }
 
 fn src() -> PathBuf {
@@ -122,6 +132,71 @@ struct Collector<'a> {
     krate: &'a mut Crate,
     file: String,
     module: ModPath,
+    /// Inside an item only tests compile (`#[cfg(test)]`, `#[test]`).
+    in_test: bool,
+}
+
+/// Whether `attrs` make an item test-only.
+fn test_only(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        a.path().is_ident("test")
+            || (a.path().is_ident("cfg") && a.parse_args::<syn::Ident>().is_ok_and(|i| i == "test"))
+    })
+}
+
+/// The attributes of an item (those syn gives).
+#[allow(clippy::wildcard_enum_match_arm, reason = "syn's items, not ebb's")]
+fn attributes(item: &syn::Item) -> &[syn::Attribute] {
+    match item {
+        syn::Item::Const(i) => &i.attrs,
+        syn::Item::Enum(i) => &i.attrs,
+        syn::Item::Fn(i) => &i.attrs,
+        syn::Item::Impl(i) => &i.attrs,
+        syn::Item::Macro(i) => &i.attrs,
+        syn::Item::Mod(i) => &i.attrs,
+        syn::Item::Static(i) => &i.attrs,
+        syn::Item::Struct(i) => &i.attrs,
+        syn::Item::Trait(i) => &i.attrs,
+        syn::Item::Type(i) => &i.attrs,
+        syn::Item::Use(i) => &i.attrs,
+        _ => &[],
+    }
+}
+
+/// The paths written in a macro's tokens (`a::b::c`, `crate::x`), for macros whose body is
+/// not a list of expressions (`html!`, `counter!("x", "k" => v)`).
+fn token_paths(tokens: proc_macro2::TokenStream, out: &mut Vec<Vec<String>>) {
+    use proc_macro2::TokenTree;
+    let trees: Vec<TokenTree> = tokens.into_iter().collect();
+    let mut i = 0;
+    while i < trees.len() {
+        match &trees[i] {
+            TokenTree::Group(g) => token_paths(g.stream(), out),
+            TokenTree::Ident(first) => {
+                let mut path = vec![first.to_string()];
+                let mut j = i + 1;
+                while let (
+                    Some(TokenTree::Punct(a)),
+                    Some(TokenTree::Punct(b)),
+                    Some(TokenTree::Ident(next)),
+                ) = (trees.get(j), trees.get(j + 1), trees.get(j + 2))
+                {
+                    if a.as_char() != ':' || b.as_char() != ':' {
+                        break;
+                    }
+                    path.push(next.to_string());
+                    j += 3;
+                }
+                if path.len() > 1 {
+                    out.push(path);
+                }
+                i = j;
+                continue;
+            }
+            TokenTree::Punct(_) | TokenTree::Literal(_) => {}
+        }
+        i += 1;
+    }
 }
 
 impl Collector<'_> {
@@ -139,11 +214,107 @@ impl Collector<'_> {
     fn define(&mut self, ident: &syn::Ident) {
         self.module().items.insert(ident.to_string());
     }
+
+    /// Notes a path as written, unless in a test.
+    fn named(&mut self, path: Vec<String>) {
+        if !self.in_test {
+            self.krate.named.push((self.file.clone(), path));
+        }
+    }
+
+    /// The file a `mod name;` declared here lives in (`#[path]` or the usual places).
+    fn child_file(&self, name: &str, attrs: &[syn::Attribute]) -> Vec<String> {
+        let dir = match self.file.rsplit_once('/') {
+            Some((dir, _)) => format!("{dir}/"),
+            None => String::new(),
+        };
+        for a in attrs {
+            if a.path().is_ident("path")
+                && let syn::Meta::NameValue(nv) = &a.meta
+                && let syn::Expr::Lit(lit) = &nv.value
+                && let syn::Lit::Str(s) = &lit.lit
+            {
+                return vec![format!("{dir}{}", s.value())];
+            }
+        }
+        let stem = self.file.trim_end_matches(".rs");
+        let base = if self.file.ends_with("mod.rs") || self.file == "lib.rs" {
+            dir
+        } else {
+            format!("{stem}/")
+        };
+        vec![format!("{base}{name}.rs"), format!("{base}{name}/mod.rs")]
+    }
 }
 
 impl<'ast> Visit<'ast> for Collector<'_> {
-    #[allow(clippy::wildcard_enum_match_arm, reason = "syn's items, not ebb's")]
     fn visit_item(&mut self, item: &'ast syn::Item) {
+        let was = self.in_test;
+        self.in_test |= test_only(attributes(item));
+        self.visit_item_inner(item);
+        self.in_test = was;
+    }
+
+    fn visit_path(&mut self, path: &'ast syn::Path) {
+        let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+        if segments.len() > 1 || matches!(segments[0].as_str(), "crate" | "super" | "self") {
+            self.krate.references.push((
+                self.file.clone(),
+                self.module.clone(),
+                segments.clone(),
+                self.in_test,
+            ));
+        }
+        if segments.len() > 1 {
+            self.named(segments);
+        }
+        syn::visit::visit_path(self, path);
+    }
+
+    fn visit_visibility(&mut self, _: &'ast syn::Visibility) {
+        // `pub(super)` names who may see an item, not what it uses.
+    }
+
+    fn visit_macro(&mut self, mac: &'ast syn::Macro) {
+        // Paths inside macro calls (`format!`, `matches!`, `assert!`...) are code too.
+        if let Ok(exprs) = mac.parse_body_with(
+            syn::punctuated::Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated,
+        ) {
+            for expr in &exprs {
+                self.visit_expr(expr);
+            }
+        } else {
+            // A body of another shape (`html!`, `counter!("x", "k" => v)`): its paths.
+            let mut paths = Vec::new();
+            token_paths(mac.tokens.clone(), &mut paths);
+            for path in paths {
+                if matches!(path[0].as_str(), "crate" | "super" | "self") {
+                    self.krate.references.push((
+                        self.file.clone(),
+                        self.module.clone(),
+                        path.clone(),
+                        self.in_test,
+                    ));
+                }
+                self.named(path);
+            }
+        }
+        // The macro's own path (`metrics::counter!`).
+        let segments: Vec<String> = mac
+            .path
+            .segments
+            .iter()
+            .map(|s| s.ident.to_string())
+            .collect();
+        if segments.len() > 1 {
+            self.named(segments);
+        }
+    }
+}
+
+impl Collector<'_> {
+    #[allow(clippy::wildcard_enum_match_arm, reason = "syn's items, not ebb's")]
+    fn visit_item_inner(&mut self, item: &syn::Item) {
         match item {
             syn::Item::Const(i) => self.define(&i.ident),
             syn::Item::Enum(i) => self.define(&i.ident),
@@ -163,6 +334,7 @@ impl<'ast> Visit<'ast> for Collector<'_> {
                 let mut found = Vec::new();
                 use_paths(&u.tree, &mut Vec::new(), &mut found);
                 for (name, path) in found {
+                    self.named(path.clone());
                     let Some(absolute) = absolute(&self.module, &path, self.krate) else {
                         continue;
                     };
@@ -170,9 +342,12 @@ impl<'ast> Visit<'ast> for Collector<'_> {
                         let named = std::iter::once("crate".to_string())
                             .chain(absolute.iter().cloned())
                             .collect();
-                        self.krate
-                            .references
-                            .push((self.file.clone(), self.module.clone(), named));
+                        self.krate.references.push((
+                            self.file.clone(),
+                            self.module.clone(),
+                            named,
+                            self.in_test,
+                        ));
                     }
                     let module = self.module();
                     if name == "*" {
@@ -185,6 +360,10 @@ impl<'ast> Visit<'ast> for Collector<'_> {
             }
             syn::Item::Mod(m) => {
                 self.define(&m.ident);
+                if m.content.is_none() && self.in_test {
+                    let files = self.child_file(&m.ident.to_string(), &m.attrs);
+                    self.krate.test_files.extend(files);
+                }
                 if let Some((_, items)) = &m.content {
                     self.module.push(m.ident.to_string());
                     self.module();
@@ -198,32 +377,6 @@ impl<'ast> Visit<'ast> for Collector<'_> {
             _ => {}
         }
         syn::visit::visit_item(self, item);
-    }
-
-    fn visit_path(&mut self, path: &'ast syn::Path) {
-        let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
-        if segments.len() > 1 || matches!(segments[0].as_str(), "crate" | "super" | "self") {
-            self.krate
-                .references
-                .push((self.file.clone(), self.module.clone(), segments));
-        }
-        syn::visit::visit_path(self, path);
-    }
-
-    fn visit_visibility(&mut self, _: &'ast syn::Visibility) {
-        // `pub(super)` names who may see an item, not what it uses.
-    }
-
-    fn visit_macro(&mut self, mac: &'ast syn::Macro) {
-        // Paths inside macro calls (`format!`, `matches!`, `assert!`...) are code too.
-        if let Ok(exprs) = mac.parse_body_with(
-            syn::punctuated::Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated,
-        ) {
-            for expr in &exprs {
-                self.visit_expr(expr);
-            }
-        }
-        syn::visit::visit_macro(self, mac);
     }
 }
 
@@ -331,6 +484,7 @@ fn parse_crate() -> Crate {
             krate: &mut krate,
             file: relative.clone(),
             module: module_of(relative),
+            in_test: false,
         };
         collector.visit_file(&file);
     }
@@ -339,11 +493,19 @@ fn parse_crate() -> Crate {
 
 /// Which file uses which: file → files it names (itself left out).
 fn dependencies(krate: &Crate) -> BTreeMap<String, BTreeSet<String>> {
+    uses(krate, true)
+}
+
+/// Which file uses which, counting the uses in tests or not.
+fn uses(krate: &Crate, with_tests: bool) -> BTreeMap<String, BTreeSet<String>> {
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for module in krate.modules.values() {
         graph.entry(module.file.clone()).or_default();
     }
-    for (file, module, path) in &krate.references {
+    for (file, module, path, in_test) in &krate.references {
+        if !with_tests && (*in_test || krate.test_files.contains(file)) {
+            continue;
+        }
         let Some(absolute) = absolute(module, path, krate).filter(|p| !p.is_empty()) else {
             continue;
         };
@@ -483,6 +645,81 @@ fn no_modules_use_each_other() {
     assert!(found.is_empty(), "import cycles:\n{}", found.join("\n"));
 }
 
+/// What `model` and `rules` may never name outside their tests: IO, the wall clock,
+/// randomness, logging and metrics (their callers do those, and pass in `now` and jitter).
+fn impure(path: &[String]) -> bool {
+    const CRATES: &[&str] = &[
+        "tokio",
+        "reqwest",
+        "redb",
+        "etcd_client",
+        "actix",
+        "actix_web",
+        "rustix",
+        "russh",
+        "tonic",
+        "hyper",
+        "fastrand",
+        "getrandom",
+        "tracing",
+        "metrics",
+    ];
+    const STD: &[&str] = &["fs", "process", "net", "env", "thread"];
+    let first = path[0].as_str();
+    CRATES.contains(&first)
+        || (first == "std" && path.get(1).is_some_and(|m| STD.contains(&m.as_str())))
+        || path.iter().any(|s| s == "SystemTime" || s == "Instant")
+}
+
+#[test]
+fn model_and_rules_do_no_io_and_read_no_clock() {
+    let krate = parse_crate();
+    let found: BTreeSet<String> = krate
+        .named
+        .iter()
+        .filter(|(file, _)| {
+            (file.starts_with("model/") || file.starts_with("rules/"))
+                && !krate.test_files.contains(file)
+        })
+        .filter(|(_, path)| impure(path))
+        .map(|(file, path)| format!("{file}: {}", path.join("::")))
+        .collect();
+    assert!(
+        found.is_empty(),
+        "impure names in model/ or rules/:\n{}",
+        found.into_iter().collect::<Vec<_>>().join("\n")
+    );
+}
+
+#[test]
+fn services_use_each_other_only_through_the_catalog() {
+    // Outside tests (a test may set up what another service keeps); a service is a file or
+    // a folder of files under `service/`.
+    let graph = uses(&parse_crate(), false);
+    const SHARED: &[&str] = &["service/catalog.rs", "service/error.rs", "service/mod.rs"];
+    let service = |f: &str| {
+        f.split('/')
+            .nth(1)
+            .map(|s| s.trim_end_matches(".rs").to_string())
+    };
+    let mut found = Vec::new();
+    for (file, targets) in graph.iter().filter(|(f, _)| f.starts_with("service/")) {
+        for target in targets {
+            if target.starts_with("service/")
+                && !SHARED.contains(&target.as_str())
+                && service(target) != service(file)
+            {
+                found.push(format!("{file} -> {target}"));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "services using each other:\n{}",
+        found.join("\n")
+    );
+}
+
 #[test]
 fn the_checker_sees_a_cycle_and_a_layer() {
     let graph: BTreeMap<String, BTreeSet<String>> = [
@@ -499,6 +736,39 @@ fn the_checker_sees_a_cycle_and_a_layer() {
     assert_eq!(layer("cli/runs.rs"), layer("api/runs.rs"));
     assert_eq!(layer("server.rs"), Some(LAYERS.len()));
     assert_eq!(layer("elsewhere.rs"), None);
+    // Impure names, however written; pure ones pass.
+    let path = |p: &str| p.split("::").map(str::to_string).collect::<Vec<_>>();
+    for bad in [
+        "std::fs::read",
+        "tokio::spawn",
+        "SystemTime::now",
+        "std::time::Instant",
+        "metrics::counter",
+    ] {
+        assert!(impure(&path(bad)), "{bad}");
+    }
+    for good in [
+        "std::time::Duration",
+        "serde_json::json",
+        "crate::model::run::RunRecord",
+    ] {
+        assert!(!impure(&path(good)), "{good}");
+    }
+    // Paths inside macro bodies of any shape are read.
+    let mut paths = Vec::new();
+    token_paths(
+        "html! { p { (crate::ui::x(a)) } }, \"k\" => std::fs::read(b)"
+            .parse()
+            .expect("tokens"),
+        &mut paths,
+    );
+    assert_eq!(paths, vec![path("crate::ui::x"), path("std::fs::read")]);
+    let krate = parse_crate();
+    assert!(
+        krate.test_files.contains("rules/plan/answer_tests.rs"),
+        "{:?}",
+        krate.test_files
+    );
     // This crate's own graph is read: some file uses another.
     let real = dependencies(&parse_crate());
     assert!(

@@ -84,9 +84,15 @@ pub async fn caller_of(req: &HttpRequest, given: Option<&str>) -> Result<Option<
     };
     // An unreachable store is a 503, never a 401: the token may well be good.
     let store = state.store.impatient();
-    let found = match crate::service::sessions::Credential::parse(given) {
+    let found = match crate::service::tokens::sessions::Credential::parse(given) {
         Some(session) => {
-            crate::service::sessions::caller(&store, &state.cipher, fixed.as_ref(), &session).await
+            crate::service::tokens::sessions::caller(
+                &store,
+                &state.cipher,
+                fixed.as_ref(),
+                &session,
+            )
+            .await
         }
         None => tokens::authenticate(&store, &state.cipher, fixed.as_ref(), given).await,
     };

@@ -146,7 +146,7 @@ pub fn run(client: &Client, json: bool, cmd: RunCmd) -> Result<u8, CliError> {
         }
         RunCmd::Extend { run, by, until } => {
             let expire_at = match (by, until) {
-                (Some(by), _) => crate::model::time::now_secs() + duration("--by", &by)?,
+                (Some(by), _) => crate::runtime::clock::now_secs() + duration("--by", &by)?,
                 (None, Some(until)) => until,
                 (None, None) => return Err(CliError::Usage("give --by or --until".into())),
             };
@@ -256,7 +256,7 @@ fn list_runs(
         return Ok(());
     }
     let runs: Vec<RunView> = client.get_as(&path)?;
-    let now = crate::model::time::now_secs();
+    let now = crate::runtime::clock::now_secs();
     let rows: Vec<Vec<String>> = runs
         .iter()
         .map(|r| {
@@ -490,7 +490,7 @@ fn show_run(json: bool, answer: Value) -> Result<(), CliError> {
     let stopping = if r.stopping { " (stopping)" } else { "" };
     out!("status:   {}{stopping}", r.status);
     out!("profile:  {}", r.profile);
-    let now = crate::model::time::now_secs();
+    let now = crate::runtime::clock::now_secs();
     out!("starting: {}", output::when(Some(r.starting), now));
     out!("running:  {}", output::when(r.start, now));
     out!("ended:    {}", output::when(r.end, now));

@@ -14,19 +14,8 @@ use crate::model::invalid::Invalid;
 use crate::model::names;
 
 /// What a token may do in one namespace; each role has every right of the ones before it.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Serialize,
-    Deserialize,
-    schemars::JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     /// Reads what is in the namespace: runs, their events and logs, profiles, apps,
@@ -43,7 +32,8 @@ pub enum Role {
 display_as_serde!(Role);
 
 /// What a token may do: a role in some namespaces, or everything (instance admin).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Grants {
     /// Everything the roles give in every namespace, and also SYSTEM profiles and templates,
@@ -103,19 +93,8 @@ impl Grants {
 /// profile, a template, a preference, a run's arguments) may steer only what that writer's
 /// role may decide: a value set at a lower trust never moves what a higher one fixed, and
 /// only what instance admins wrote runs on the server's own host.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Serialize,
-    Deserialize,
-    schemars::JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum Trust {
     /// An operator (or anything that starts runs for one): runtime arguments.
@@ -394,7 +373,8 @@ impl SessionRecord {
 }
 
 /// A token as the API shows it; `token`, the secret, only in the answer that made it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TokenView {
     pub name: String,
@@ -417,7 +397,8 @@ pub const SERVER_ACTOR: &str = "ebb serve";
 
 /// A change someone asked for: who (a token's name), what, to which thing, in which
 /// namespace. The service records it in the same write as the change.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Act {
     /// The name of the token that asked.

@@ -15,7 +15,8 @@ pub const WORKFLOWS: &str = "workflows";
 const MAX_ARGS: usize = 4096;
 
 /// A program as deployed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Program {
     #[serde(rename = "type")]
@@ -47,7 +48,8 @@ pub struct AppSpec {
 }
 
 /// A deployed app.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct App {
     pub name: String,

@@ -4,7 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 /// What an event is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum EventKind {
     /// The run or its cluster changed status.

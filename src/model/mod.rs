@@ -34,5 +34,4 @@ pub mod server;
 pub mod service;
 pub mod sweep;
 pub mod template;
-pub mod time;
 pub mod view;

@@ -28,9 +28,8 @@ pub struct Namespace {
 
 /// The shares of an installation a namespace may hold at once (the patent's shares per
 /// tenant); none is a limit left out. A start that would pass one is REJECTED.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Quota {
     /// Nodes of all its live runs (those whose cluster is not yet deprovisioned).
@@ -45,9 +44,8 @@ pub struct Quota {
 }
 
 /// What a namespace's live runs hold now.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Usage {
     pub live_runs: u32,

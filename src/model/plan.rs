@@ -29,19 +29,8 @@ pub enum Progress {
 }
 
 /// What a task does.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Serialize,
-    Deserialize,
-    schemars::JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum Action {
     Create,
@@ -108,7 +97,8 @@ impl Action {
 }
 
 /// One task of a cluster plan.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterTask {
     pub id: usize,
@@ -129,7 +119,8 @@ pub struct PlanNode {
 /// Which services a start, stop or restart of services acts on, and on which nodes; empty
 /// lists mean all. The plan adds the dependent chains: what needs them at run time (stopped
 /// first, started after) and, for a start, what they need (started first).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Selection {
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
@@ -154,7 +145,8 @@ impl Selection {
 }
 
 /// An operation on a cluster.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum ClusterOperation {
     Create,
@@ -234,7 +226,8 @@ impl ClusterTask {
 }
 
 /// Where a resource is in its life, as ebb last recorded it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ResourceStatus {
     RequestingCreate,

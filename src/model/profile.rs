@@ -24,19 +24,8 @@ pub const SYSTEM_NAMESPACE: &str = "system";
 pub const MAX_SECONDS: u64 = 10 * 365 * 24 * 3600;
 
 /// Who a profile belongs to.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Serialize,
-    Deserialize,
-    schemars::JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum Scope {
     /// Instance-wide, usable from every namespace.
@@ -48,7 +37,8 @@ pub enum Scope {
 display_as_serde!(Scope);
 
 /// Whether a profile may be assigned and used by new runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum ProfileStatus {
     Enabled,
@@ -188,9 +178,8 @@ pub struct PropertyValue {
 }
 
 /// How long a cluster is kept after its run ends badly, in seconds (0: tear down at once).
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Keepalive {
     /// After the run was stopped with `keepalive: true`.
     pub killed: u64,

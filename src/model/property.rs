@@ -15,19 +15,8 @@ pub const PROFILE_KEY: &str = "system.profile.name";
 pub const PROPERTY_PREFIX: &str = "system.profile.properties.";
 
 /// The levels of the preference hierarchy, from least to most specific.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Serialize,
-    Deserialize,
-    schemars::JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum Level {
     /// Instance preferences (`/v3/preferences`).
@@ -74,7 +63,8 @@ impl fmt::Display for Level {
 }
 
 /// Where an effective value came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum Origin {
     /// Nothing chose a profile: the instance default.

@@ -17,7 +17,8 @@ use crate::model::template::NodeTypes;
 use crate::model::{names, namespace};
 
 /// Program status, as CDAP names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ProgramStatus {
     /// Recorded; the supervisor has not begun.
@@ -44,7 +45,8 @@ impl ProgramStatus {
 }
 
 /// Cluster status, as CDAP names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ClusterStatus {
     Provisioning,
@@ -60,7 +62,8 @@ pub enum ClusterStatus {
 display_as_serde!(ProgramStatus, ClusterStatus, FailureKind);
 
 /// What kind of failure ended a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum FailureKind {
     Provisioning,
@@ -73,7 +76,8 @@ pub enum FailureKind {
 }
 
 /// Why a run failed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Failure {
     pub kind: FailureKind,
     pub message: String,
@@ -98,7 +102,8 @@ pub struct Stop {
 }
 
 /// How a program ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Exit {
     /// The exit code, when it exited by itself.
     pub code: Option<i32>,

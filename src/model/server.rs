@@ -3,7 +3,8 @@
 use serde::{Deserialize, Serialize};
 
 /// A server that is up, as it registers itself (`Table::Servers`, by name).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ServerRecord {
     pub name: String,
@@ -33,7 +34,8 @@ pub struct Owner {
 }
 
 /// A server as the API shows it: its record and how many runs it owns.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ServerView {
     #[serde(flatten)]

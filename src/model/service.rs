@@ -5,7 +5,8 @@
 use serde::{Deserialize, Serialize};
 
 /// What ebb last knew of a service on a node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum ServiceState {
     /// Running, with the cluster's configuration.

@@ -4,7 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 /// How the janitor runs on its own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Settings {
     /// Seconds between scheduled sweeps; `None`: no scheduled sweeps.

@@ -23,8 +23,8 @@ use crate::model::operation::OperationRecord;
 use crate::model::plan::{NodeRecord, ResourceStatus};
 use crate::model::service::{CheckOutcome, ServiceRecord, ServiceState};
 use crate::model::template::{HealPolicy, Template};
-use crate::model::time::now_millis;
 use crate::rules::service::{Happened, next};
+use crate::runtime::clock::now_millis;
 use crate::store::{Read, StoreError, Table, audit, events, keys};
 use ebb_spi::resource::{HEAL, HEAL_ATTEMPTS, HEAL_WINDOW};
 

@@ -23,7 +23,7 @@ use crate::model::plan::{NodeRecord, ResourceStatus};
 use crate::model::profile::StoredProfile;
 use crate::model::run::{ClusterStatus, RunRecord};
 use crate::model::sweep::{AccountSweep, Orphan, SOURCES_SHOWN, Settings, Sweep};
-use crate::model::time::now_secs;
+use crate::runtime::clock::now_secs;
 use crate::runtime::deps::Deps;
 use crate::runtime::error::RuntimeError;
 use crate::store::events;

@@ -19,8 +19,8 @@ use super::handle::Runtime;
 use crate::model::event::EventKind;
 use crate::model::run::{RUN_FORMAT, RunRecord};
 use crate::model::server::{Owner, ServerRecord};
-use crate::model::time::{now_millis, now_secs};
 use crate::rules::claim::{self, Census, Chooser, Claim};
+use crate::runtime::clock::{now_millis, now_secs};
 use crate::store::{Read, Store, StoreError, Table};
 use crate::store::{events, keys};
 

@@ -15,6 +15,8 @@
 //! - [`program`]: launching the program detached, re-attaching after a restart; [`launch`]:
 //!   what it is launched with, here or on a remote master.
 //! - [`remote`]: the same, and service scripts, on nodes reached over SSH.
+//! - [`clock`]: the wall clock, read here and above; `model` and `rules` take `now` as an
+//!   argument.
 //! - [`shares`]: each claimant's share of a bounded resource (a namespace's running checks).
 //!
 //! The runtime never decides a transition itself; `rules::lifecycle` and `rules::plan` do. It never
@@ -23,6 +25,7 @@
 pub mod attempt;
 pub mod automator;
 pub mod checker;
+pub mod clock;
 pub mod confine;
 pub mod deps;
 pub mod error;

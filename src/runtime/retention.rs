@@ -17,8 +17,8 @@ use super::membership::{Duty, leads};
 use crate::model::plan::NodeRecord;
 use crate::model::profile::ProfileId;
 use crate::model::run::RunRecord;
-use crate::model::time::now_secs;
 use crate::model::view::KeptUsage;
+use crate::runtime::clock::now_secs;
 use crate::store::{Read, Store, StoreError, Table, keys};
 
 /// The `Meta` prefix of the markers of runs whose history is being dropped.

@@ -27,10 +27,10 @@ use super::transition::{self, Next};
 use crate::model::operation::{OpOutcome, OpStatus, OperationRecord};
 use crate::model::plan::ClusterOperation;
 use crate::model::run::{ProgramStatus, RunError, RunRecord};
-use crate::model::time;
 use crate::rules::admission::{self, Slot};
 use crate::rules::lifecycle::{self, Effect, Event, Transition};
 use crate::rules::resize::{self, Change};
+use crate::runtime::clock;
 use crate::runtime::error::RuntimeError;
 use crate::store::StoreError;
 use crate::store::audit;
@@ -146,7 +146,7 @@ impl RunSupervisor {
 
     /// Applies `event`: transition, commit, then effects. Errors are the command's refusal.
     fn apply(&mut self, event: Event, ctx: &mut Context<Self>) -> Result<(), RunError> {
-        let next = transition::next(&self.run, event, &self.deps.member.name, time::now_secs())?;
+        let next = transition::next(&self.run, event, &self.deps.member.name, clock::now_secs())?;
         if !next.is_idle(&self.run) {
             self.commit(next, ctx);
         }
@@ -434,7 +434,7 @@ impl RunSupervisor {
             return;
         }
         let provisioner = self.deps.registry.get(&self.run.provisioner);
-        match self.health.due(&self.run, provisioner, time::now_millis()) {
+        match self.health.due(&self.run, provisioner, clock::now_millis()) {
             Due::Nothing => {}
             Due::Resolve => self.resolve_check_context(ctx),
             Due::Jobs(jobs) => {
@@ -533,7 +533,7 @@ impl RunSupervisor {
                         return tracing::warn!(run.id = %act.run.key.run, error = %e, "cannot read earlier heals");
                     }
                 };
-                let now = time::now_millis();
+                let now = clock::now_millis();
                 let healing = act
                     .health
                     .heal(&act.run, &job, &finding, &recorded, policy, &past, now);
@@ -563,7 +563,7 @@ impl RunSupervisor {
             ctx.cancel_future(handle);
         }
         if let Some((at, _)) = lifecycle::next_deadline(&self.run) {
-            let now_ms = time::now_millis();
+            let now_ms = clock::now_millis();
             // Never more than a day at once: the handler re-arms until the deadline is there,
             // so no stored time, however far, can overflow the timer or wrap it to zero.
             let delay = Duration::from_millis(at.saturating_mul(1000).saturating_sub(now_ms))
@@ -622,7 +622,7 @@ impl Handler<Command> for RunSupervisor {
         let _span = self.span.clone().entered();
         let Command(event, act) = cmd;
         let next =
-            match transition::next(&self.run, event, &self.deps.member.name, time::now_secs()) {
+            match transition::next(&self.run, event, &self.deps.member.name, clock::now_secs()) {
                 Ok(next) => next,
                 Err(e) => return AtomicResponse::new(Box::pin(fut::ready(Err(e.into())))),
             };
@@ -757,7 +757,7 @@ impl Handler<Deadline> for RunSupervisor {
         let _span = self.span.clone().entered();
         self.timer = None;
         match lifecycle::next_deadline(&self.run) {
-            Some((at, event)) if at <= time::now_secs() => {
+            Some((at, event)) if at <= clock::now_secs() => {
                 if let Err(e) = self.apply(event, ctx) {
                     tracing::warn!(run.id = %self.run.key.run, error = %e, "deadline does not apply");
                 }

@@ -12,8 +12,8 @@ use crate::model::access::Act;
 use crate::model::event::EventKind;
 use crate::model::plan::NodeRecord;
 use crate::model::run::{RunError, RunRecord};
-use crate::model::time;
 use crate::rules::lifecycle::{self, Effect, Event, Transition};
+use crate::runtime::clock;
 use crate::store::events;
 use crate::store::keys;
 use crate::store::{Read, StoreError, Table};
@@ -68,7 +68,7 @@ pub async fn apply(
     event: Event,
     act: &Act,
 ) -> Result<RunRecord, RuntimeError> {
-    let next = next(run, event, &deps.member.name, time::now_secs())?;
+    let next = next(run, event, &deps.member.name, clock::now_secs())?;
     commit(deps, run, &next, Some(act)).await?;
     Ok(next.transition.run)
 }

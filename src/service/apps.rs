@@ -13,7 +13,7 @@ use crate::model::namespace;
 use crate::model::profile::ProfileId;
 use crate::model::property::Level;
 use crate::model::property::PROFILE_KEY;
-use crate::model::time;
+use crate::runtime::clock;
 use crate::service::catalog;
 use crate::service::error::ServiceError;
 use crate::store::keys;
@@ -42,7 +42,7 @@ pub async fn put(
             if !host_programs {
                 refuse_host_profile(tx, &ns, &spec.config)?;
             }
-            let now = time::now_secs();
+            let now = clock::now_secs();
             let created = tx
                 .get::<App>(Table::Apps, &keys::app(&ns, &name))?
                 .map_or(now, |a| a.created);

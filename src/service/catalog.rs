@@ -377,3 +377,20 @@ pub fn require_run(r: &impl Read, key: &RunKey) -> Result<RunRecord, ServiceErro
     r.get::<RunRecord>(Table::Runs, &key.key())?
         .ok_or_else(|| ServiceError::RunNotFound(key.run.clone()))
 }
+
+/// Stages the end of every token's role in namespace `ns` (it is deleted), so that no token
+/// holds a role in a namespace made later under the same name. Records this installation
+/// did not sign are left as they are: they grant nothing, and are not to be signed now.
+pub fn forget_grants(
+    tx: &mut crate::store::Txn,
+    cipher: &crate::store::secure::Cipher,
+    ns: &str,
+) -> Result<(), StoreError> {
+    for (key, mut record) in tx.scan::<crate::model::access::TokenRecord>(Table::Tokens, "")? {
+        if record.grants.namespaces.contains_key(ns) && cipher.token_is_genuine(&record) {
+            record.grants.namespaces.remove(ns);
+            tx.put(Table::Tokens, &key, &cipher.seal_token(record))?;
+        }
+    }
+    Ok(())
+}

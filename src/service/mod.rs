@@ -6,7 +6,6 @@
 
 pub mod apps;
 pub mod audit;
-pub mod builtin;
 pub mod catalog;
 pub mod error;
 pub mod history;
@@ -17,7 +16,6 @@ pub mod profiles;
 pub mod runs;
 pub mod secure;
 pub mod servers;
-pub mod sessions;
 pub mod starts;
 pub mod templates;
 pub mod tokens;

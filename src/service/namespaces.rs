@@ -6,7 +6,7 @@
 use crate::model::access::{Act, Grants};
 use crate::model::namespace::{self, DEFAULT, Namespace, NamespaceSpec, NamespaceView};
 use crate::model::profile::SYSTEM_NAMESPACE;
-use crate::model::time::now_secs;
+use crate::runtime::clock::now_secs;
 use crate::service::catalog;
 use crate::service::error::ServiceError;
 use crate::store::keys;
@@ -137,7 +137,7 @@ pub async fn delete(
                 });
             }
             catalog::delete_namespace_preferences(tx, &name)?;
-            crate::service::tokens::forget_namespace(tx, &cipher, &name)?;
+            crate::service::catalog::forget_grants(tx, &cipher, &name)?;
             tx.delete(Table::Namespaces, &name);
             changes::record(tx, &act)?;
             Ok(ns)

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use crate::model::plan::ResourceStatus;
 use crate::model::run::{ClusterStatus, Failure, RunKey, RunRecord};
-use crate::model::time;
+use crate::runtime::clock;
 use crate::runtime::handle::Runtime;
 use crate::service::catalog;
 use crate::service::error::ServiceError;
@@ -71,7 +71,7 @@ pub async fn overview(
     runtime
         .store()
         .read(move |r| {
-            let now = time::now_secs();
+            let now = clock::now_secs();
             let since = now.saturating_sub(days * 86_400);
             let mut out = Overview {
                 days,

@@ -3,6 +3,7 @@
 //! cannot both pass a check that only one should.
 
 use crate::model::access::{Act, Trust};
+use crate::model::builtin;
 use crate::model::namespace;
 use crate::model::plan::ResourceStatus;
 use crate::model::preference::Assignment;
@@ -10,8 +11,8 @@ use crate::model::profile::{
     Profile, ProfileId, ProfileSpec, ProfileStatus, Scope, StoredProfile, ValidSpec,
 };
 use crate::model::run::RunRecord;
-use crate::model::time::{self, now_secs};
 use crate::model::view::{KeptUsage, Usage};
+use crate::runtime::clock::{self, now_secs};
 use crate::runtime::handle::Runtime;
 use crate::runtime::registry::Registry;
 use crate::service::catalog;
@@ -215,7 +216,7 @@ pub async fn usage(runtime: &Runtime, id: ProfileId) -> Result<Usage, ServiceErr
         .store()
         .read(move |r| {
             require(r, &id)?;
-            let now = time::now_secs();
+            let now = clock::now_secs();
             let mut usage = Usage {
                 profile: id.scoped_name(),
                 ..Default::default()
@@ -276,9 +277,39 @@ pub async fn assignments(
         .await
 }
 
+/// Writes the built-in SYSTEM profiles (`profiles/*.json`, compiled in) to the store, at every
+/// start-up. Each keeps its status and creation time, so an admin's disable survives a restart
+/// or an upgrade; one built in that no longer ships becomes an ordinary SYSTEM profile the
+/// admin may edit or delete.
+pub async fn load_builtin(
+    store: &Store,
+    registry: &Registry,
+) -> Result<Vec<ProfileId>, ServiceError> {
+    let profiles = builtin::profiles(registry)?;
+    store
+        .write(move |tx| {
+            let ids: Vec<ProfileId> = profiles.iter().map(|(id, _)| id.clone()).collect();
+            for (key, mut stored) in tx.scan::<StoredProfile>(
+                Table::Profiles,
+                &crate::store::keys::in_namespace(crate::model::profile::SYSTEM_NAMESPACE),
+            )? {
+                if stored.builtin && !ids.iter().any(|id| id.name == stored.profile.name) {
+                    stored.builtin = false;
+                    tx.put(Table::Profiles, &key, &stored)?;
+                }
+            }
+            for (id, spec) in &profiles {
+                upsert(tx, id, spec.clone(), true, Trust::InstanceAdmin)?;
+            }
+            Ok(ids)
+        })
+        .await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::builtin;
     use crate::runtime::registry::Registry;
 
     fn validate(json: &str) -> Result<ValidSpec, String> {
@@ -345,5 +376,19 @@ mod tests {
             let err = validate(json).expect_err(json);
             assert!(err.contains(field), "{json}: '{err}' does not name {field}");
         }
+    }
+
+    #[test]
+    fn every_file_in_profiles_is_built_in_and_valid() {
+        builtin::assert_all_built_in("profiles", builtin::PROFILE_FILES);
+        let parsed = builtin::profiles(&Registry::builtin()).expect("built-in profiles are valid");
+        let names: Vec<&str> = parsed.iter().map(|(id, _)| id.name.as_str()).collect();
+        assert!(names.contains(&"native") && names.contains(&"local"));
+        let local = parsed
+            .iter()
+            .find(|(id, _)| id.name == "local")
+            .expect("local");
+        assert_eq!(local.1.provisioner.name, "local");
+        assert_eq!(local.1.provisioner.properties[0].value, "3");
     }
 }

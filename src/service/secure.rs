@@ -14,7 +14,7 @@ use crate::model::access::Act;
 use crate::model::names;
 use crate::model::namespace;
 use crate::model::secure::{KeyMetadata, KeySpec};
-use crate::model::time::now_millis;
+use crate::runtime::clock::now_millis;
 use crate::service::catalog;
 use crate::service::error::ServiceError;
 use crate::store::changes;

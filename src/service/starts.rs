@@ -14,9 +14,9 @@ use crate::model::profile::ProfileStatus;
 use crate::model::property::{Level, Origin, Values};
 use crate::model::run::{Launch, ProgramStatus, RunError, RunKey, RunRecord};
 use crate::model::server::Owner;
-use crate::model::time;
 use crate::rules::lifecycle::{self, Event};
 use crate::rules::{host, resolve};
+use crate::runtime::clock;
 use crate::runtime::handle::Runtime;
 use crate::service::catalog;
 use crate::service::error::ServiceError;
@@ -64,7 +64,7 @@ pub async fn start(
     let owner = Owner {
         server: member.name.to_string(),
         lease: member.lease(),
-        since: crate::model::time::now_secs(),
+        since: crate::runtime::clock::now_secs(),
     };
     let act = Act {
         namespace: Some(key.namespace.clone()),
@@ -415,7 +415,7 @@ fn record_start(
         authors,
     } = resolved;
     let (layout, node_types) = layout;
-    let now = time::now_secs();
+    let now = clock::now_secs();
     let run = RunRecord {
         key: key.clone(),
         status: ProgramStatus::Pending,

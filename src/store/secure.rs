@@ -13,10 +13,14 @@ use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use serde::{Deserialize, Serialize};
 
+use crate::model::access::TokenRecord;
 use crate::model::names;
 use crate::model::property::{is_reference, substitute};
 use crate::model::secure::KeyMetadata;
 use crate::store::{Read, Table, keys};
+
+/// What token records are sealed under.
+const TOKEN_SEAL: &str = "token";
 
 /// Why the server key cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -122,6 +126,17 @@ impl Cipher {
             .into_bytes()
             .into();
         Cipher { aead, signing }
+    }
+
+    /// Token `record`, sealed by this installation (its signature set).
+    pub fn seal_token(&self, mut record: TokenRecord) -> TokenRecord {
+        record.signature = self.sign(TOKEN_SEAL, &record.signed());
+        record
+    }
+
+    /// Whether this installation sealed token `record` as it is.
+    pub fn token_is_genuine(&self, record: &TokenRecord) -> bool {
+        self.verify(TOKEN_SEAL, &record.signed(), &record.signature)
     }
 
     /// The signature of `data` as a record of kind `label` (`token`, `session`): hex.

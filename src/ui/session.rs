@@ -1,7 +1,7 @@
 //! Signing in to the UI, and the check every page passes.
 //!
 //! The sign-in page takes a token (the same tokens as the API) and begins a session for it
-//! ([`sessions`](crate::service::sessions)): the browser keeps the session's credential,
+//! ([`sessions`](crate::service::tokens::sessions)): the browser keeps the session's credential,
 //! never the token, in the session cookie: `HttpOnly` (no script reads it), `SameSite=Strict`
 //! (no other site's page sends it), gone when the browser closes, and over HTTPS `Secure` and
 //! named `__Host-ebb_session` (only this host's HTTPS pages may set it, at path `/`). The
@@ -21,7 +21,7 @@ use crate::api::guard;
 use crate::api::route::{Needs, caller_needed};
 use crate::api::state::{Access, State};
 use crate::service::error::ServiceError;
-use crate::service::sessions::{self, Credential};
+use crate::service::tokens::sessions::{self, Credential};
 
 /// The session cookie's name over plain HTTP.
 pub const COOKIE: &str = "ebb_session";

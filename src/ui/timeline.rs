@@ -25,7 +25,7 @@ fn task_name(t: &TaskView) -> String {
 
 /// The operations, newest first.
 pub fn operations(ops: &[OperationView]) -> Markup {
-    let now = crate::model::time::now_f64();
+    let now = crate::runtime::clock::now_f64();
     html! {
         @if ops.is_empty() {
             p.muted { "No cluster operations (yet)." }

@@ -18,19 +18,8 @@ use crate::model::invalid::Invalid;
 use crate::model::names;
 
 /// A step of a service's life on a node, in the order a create walks them.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Serialize,
-    Deserialize,
-    schemars::JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum ActionKind {
     Install,
@@ -56,7 +45,8 @@ pub const MAX_TYPES: usize = 32;
 pub const MAX_LIST: usize = MAX_SERVICES;
 
 /// What an action runs: an automator type and its fields.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "camelCase", deny_unknown_fields)]
 pub enum Action {
     /// A shell script run on the node (`sh -c`).
@@ -102,7 +92,8 @@ impl Action {
 }
 
 /// The services one set of dependencies names.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DependencySet {
     /// Must be in the cluster, and ordered before.
@@ -114,7 +105,8 @@ pub struct DependencySet {
 }
 
 /// A service's dependencies.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Dependencies {
     /// Ordering of installs.
@@ -132,7 +124,8 @@ pub struct Dependencies {
 }
 
 /// A service of a template.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Service {
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -178,9 +171,8 @@ pub struct Service {
 }
 
 /// How a service found down or failed is healed.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Heal {
     /// Report it, nothing more.
@@ -251,7 +243,8 @@ impl Service {
 pub type TypeMap = BTreeMap<String, BTreeMap<String, BTreeMap<String, String>>>;
 
 /// What may go into a cluster of this template; empty lists mean "everything defined".
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Compatibility {
     #[serde(default)]
@@ -263,7 +256,8 @@ pub struct Compatibility {
 }
 
 /// What a cluster gets when the run does not say.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Defaults {
     #[serde(default)]
@@ -275,7 +269,8 @@ pub struct Defaults {
 }
 
 /// A whole-number range, both ends included.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Range {
     #[serde(default)]
@@ -289,7 +284,8 @@ fn unbounded() -> u32 {
 }
 
 /// A share of the cluster's nodes, from 0 to 1.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Ratio {
     #[serde(default)]
@@ -303,7 +299,8 @@ fn one() -> f64 {
 }
 
 /// Which services must share nodes, and which must not.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LayoutConstraints {
     /// Each group: a node with one of these services has all of them (that are in the cluster).
@@ -315,7 +312,8 @@ pub struct LayoutConstraints {
 }
 
 /// Where and how often one service may be placed.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ServiceConstraint {
     /// Hardware types its nodes may have (any, when empty).
@@ -334,7 +332,8 @@ pub struct ServiceConstraint {
 }
 
 /// What every layout of this template must satisfy.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Constraints {
     /// How many nodes a cluster may have.
@@ -346,7 +345,8 @@ pub struct Constraints {
 }
 
 /// A cluster template, as stored and as a `PUT` body.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Template {
     /// Only in built-in files (a body takes its name from the path).

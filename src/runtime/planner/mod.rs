@@ -26,9 +26,9 @@ use super::deps::Deps;
 use super::task::{TaskDone, TaskOutcome, TaskRunner};
 use crate::model::operation::{OpOutcome, OpStatus, OperationRecord, Snapshot};
 use crate::model::plan::{Action, ClusterOperation, Progress};
-use crate::model::time::now_f64;
 use crate::rules::outcome::{self, Phase};
 use crate::rules::plan::cluster;
+use crate::runtime::clock::now_f64;
 use crate::store::keys;
 use crate::store::{StoreError, Table};
 
@@ -64,7 +64,7 @@ fn count_operation(operation: ClusterOperation, outcome: &OpOutcome, created: Op
     metrics::counter!(OPERATIONS.name, "operation" => kind.clone(), "status" => status)
         .increment(1);
     if let Some(created) = created {
-        let took = (crate::model::time::now_f64() - created).max(0.0);
+        let took = (crate::runtime::clock::now_f64() - created).max(0.0);
         metrics::histogram!(OPERATION_SECONDS.name, "operation" => kind).record(took);
         if operation == ClusterOperation::Delete && matches!(outcome, OpOutcome::Done) {
             metrics::histogram!(RUN_PHASE.name, "phase" => "deprovisioning").record(took);

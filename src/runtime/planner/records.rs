@@ -15,9 +15,9 @@ use crate::model::plan::{
     Action, ClusterOperation, ClusterTask, NodeRecord, PlanNode, Progress, ResourceStatus,
 };
 use crate::model::template::Template;
-use crate::model::time::now_f64;
 use crate::rules::outcome::{self, Resume};
 use crate::rules::plan::cluster;
+use crate::runtime::clock::now_f64;
 use crate::runtime::deps::Deps;
 use crate::store::audit;
 use crate::store::events;

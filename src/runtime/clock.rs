@@ -1,4 +1,5 @@
-//! Wall-clock time: whole seconds since the Unix epoch (as the API shows it), or milliseconds.
+//! The wall clock: whole seconds since the Unix epoch (as the API shows it), milliseconds, or
+//! fractional seconds. Read in the runtime and above; `model` and `rules` are given `now`.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

@@ -12,10 +12,10 @@
 
 use std::sync::Arc;
 
+use super::{self as tokens, FixedToken, hash};
 use crate::model::access::{Caller, SessionRecord};
-use crate::model::time::now_secs;
+use crate::runtime::clock::now_secs;
 use crate::service::error::ServiceError;
-use crate::service::tokens::{self, FixedToken, hash};
 use crate::store::secure::Cipher;
 use crate::store::{Read, Store, StoreError, Table, Txn};
 

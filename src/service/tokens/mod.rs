@@ -5,28 +5,27 @@
 //! token is found; the hash found is compared in constant time. Each record is signed with
 //! a key derived from the installation's secure key file ([`Cipher::sign`]): a token record
 //! written into the store by anyone but a server of the installation (someone who reached
-//! etcd's port, say) is refused, however it names itself.
+//! etcd's port, say) is refused, however it names itself. The web UI's sign-ins of tokens are
+//! [`sessions`].
 
 use std::path::{Path, PathBuf};
 
+pub mod sessions;
+
 use crate::model::access::{Act, Caller, Grants, TokenRecord, TokenSpec, TokenView};
-use crate::model::time::now_secs;
+use crate::runtime::clock::now_secs;
 use crate::service::error::ServiceError;
 use crate::store::secure::Cipher;
 use crate::store::{Read, Store, StoreError, Table, changes};
 
-/// What token signatures are made under.
-const SIGNED_AS: &str = "token";
-
 /// `record`, signed by this installation.
-fn signed(cipher: &Cipher, mut record: TokenRecord) -> TokenRecord {
-    record.signature = cipher.sign(SIGNED_AS, &record.signed());
-    record
+fn signed(cipher: &Cipher, record: TokenRecord) -> TokenRecord {
+    cipher.seal_token(record)
 }
 
 /// Whether this installation signed `record` as it is.
 pub fn genuine(cipher: &Cipher, record: &TokenRecord) -> bool {
-    cipher.verify(SIGNED_AS, &record.signed(), &record.signature)
+    cipher.token_is_genuine(record)
 }
 
 /// The prefix of every secret, so that secret scanners and people can tell what it is.
@@ -66,23 +65,6 @@ pub fn random_hex() -> Result<String, ServiceError> {
     getrandom::fill(&mut bytes)
         .map_err(|e| ServiceError::Internal(format!("cannot make a secret: {e}")))?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
-}
-
-/// Stages the end of every token's role in namespace `ns` (it is deleted), so that no token
-/// holds a role in a namespace made later under the same name. Records this installation
-/// did not sign are left as they are: they grant nothing, and are not to be signed now.
-pub fn forget_namespace(
-    tx: &mut crate::store::Txn,
-    cipher: &Cipher,
-    ns: &str,
-) -> Result<(), StoreError> {
-    for (key, mut record) in tx.scan::<TokenRecord>(Table::Tokens, "")? {
-        if record.grants.namespaces.contains_key(ns) && genuine(cipher, &record) {
-            record.grants.namespaces.remove(ns);
-            tx.put(Table::Tokens, &key, &signed(cipher, record))?;
-        }
-    }
-    Ok(())
 }
 
 /// Stages token `record` under its name and hash, unless the name is taken or it grants a
