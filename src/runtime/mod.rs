@@ -45,5 +45,8 @@ pub mod supervisor;
 pub mod task;
 pub mod transition;
 
+#[cfg(test)]
+mod tests;
+
 pub use deps::Deps;
 pub use handle::Runtime;

@@ -90,6 +90,19 @@ impl Registry {
         Registry { entries }
     }
 
+    /// A registry of `provisioner` alone (the in-process actor tests' scripted one).
+    #[cfg(test)]
+    pub fn only(provisioner: Arc<dyn Provisioner>) -> Registry {
+        let name = provisioner.spec().name;
+        let entry = Entry {
+            provisioner,
+            configuration_groups: serde_json::Value::Array(Vec::new()),
+        };
+        Registry {
+            entries: [(name, entry)].into(),
+        }
+    }
+
     /// The provisioner called `name`.
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Provisioner>> {
         self.entries.get(name).map(|e| &e.provisioner)

@@ -69,6 +69,21 @@ pub struct Store {
     fence: Option<Arc<Fence>>,
 }
 
+/// The store's answer to a read or write; `None` if it was dropped. In the crate's own tests
+/// it is awaited on the blocking pool: a test that pauses tokio's clock must not see the clock
+/// jump ahead while the store works on its own thread (tokio holds a paused clock still while
+/// a blocking task runs, not while a channel waits).
+async fn answered<T: Send + 'static>(answer: oneshot::Receiver<T>) -> Option<T> {
+    #[cfg(test)]
+    if tokio::runtime::Handle::try_current().is_ok() {
+        return tokio::task::spawn_blocking(move || answer.blocking_recv().ok())
+            .await
+            .ok()
+            .flatten();
+    }
+    answer.await.ok()
+}
+
 impl Store {
     /// Opens (or creates) the store at `location`, checks its schema version and starts what
     /// it needs. Blocking: call it before serving, not from an async worker.
@@ -197,9 +212,9 @@ impl Store {
     {
         let (reply, answer) = oneshot::channel();
         self.backend.read(job::read(f, reply), self.patient);
-        answer
+        answered(answer)
             .await
-            .unwrap_or_else(|_| Err(StoreError::Storage("the read was dropped".into()).into()))
+            .unwrap_or_else(|| Err(StoreError::Storage("the read was dropped".into()).into()))
     }
 
     /// Whether the store answers now: one read of the schema version. An impatient store
@@ -223,9 +238,9 @@ impl Store {
         let (reply, answer) = oneshot::channel();
         self.backend
             .write(job::write(f, reply), self.patient, self.fence.as_deref());
-        answer
+        answered(answer)
             .await
-            .unwrap_or_else(|_| Err(StoreError::Closed.into()))
+            .unwrap_or_else(|| Err(StoreError::Closed.into()))
     }
 
     /// The keys of `table` under `prefix`.
