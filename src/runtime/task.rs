@@ -7,8 +7,9 @@
 //! ends. A fatal error (the provider says retrying cannot help) ends the task at once. A
 //! failed `confirm` is retried by deleting the node's resource and creating it anew.
 //!
-//! Node tasks walk `plan::resource::next_step`, persisting the record before every call that
-//! changes the outside world (create, delete) and after every call that taught us something;
+//! Node tasks walk `plan::resource::next_step`, persisting the record `plan::answer::announce`
+//! gives before every call that changes the outside world (create, delete) and the one
+//! `plan::answer::learn` makes of every answer that taught us something;
 //! retryable errors are retried with backoff inside the profile's `retryBudget`. A cancelled
 //! task stops before its next call, never in the middle of one, so whatever an in-flight
 //! create made is recorded and the delete operation will find it.

@@ -5,7 +5,7 @@
 //!
 //! The browser tests install what they need (`tests/support/ui/setup.sh`) and fail loudly
 //! when they cannot. Their screenshots go to `target/ui-screenshots/`; with
-//! `EBB_UPDATE_SCREENSHOTS=1` they are copied to `tests/ui/screenshots/`, which the README
+//! `EBB_UPDATE_SCREENSHOTS=1` they are copied to `docs/src/ui/screenshots/`, which the book
 //! shows.
 
 use std::path::PathBuf;
@@ -58,7 +58,7 @@ fn flow(server: &Server, flow: &str, env: &[(&str, String)]) {
         String::from_utf8_lossy(&out.stderr)
     );
     if std::env::var_os("EBB_UPDATE_SCREENSHOTS").is_some() {
-        let kept = root().join("tests/ui/screenshots");
+        let kept = root().join("docs/src/ui/screenshots");
         std::fs::create_dir_all(&kept).expect("screenshots dir");
         for entry in std::fs::read_dir(&shots).expect("screenshots") {
             let path = entry.expect("entry").path();
