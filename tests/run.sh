@@ -6,9 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 tests/support/etcd/setup.sh
 echo "== tests on redb"
-cargo nextest run --workspace "$@"
+cargo nextest run --workspace --features ebb/paused-clock "$@"
 echo "== the integration suite on etcd"
 # --workspace with a filter, not -p ebb: the same features as above, so nothing is rebuilt.
 # The etcd store's own tests and the several-server tests run on etcd in the first pass already.
-EBB_TEST_STORE=etcd cargo nextest run --workspace \
+EBB_TEST_STORE=etcd cargo nextest run --workspace --features ebb/paused-clock \
   -E 'binary_id(ebb::api) and not test(/^(etcd|servers)::/)' "$@"

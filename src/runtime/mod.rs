@@ -45,8 +45,19 @@ pub mod supervisor;
 pub mod task;
 pub mod transition;
 
-#[cfg(test)]
+#[cfg(all(test, feature = "paused-clock"))]
 mod tests;
+
+/// Without `paused-clock` the in-process actor tests cannot run: say so, failing, rather than
+/// skip them in silence.
+#[cfg(all(test, not(feature = "paused-clock")))]
+#[test]
+fn the_actor_tests_need_the_paused_clock_feature() {
+    panic!(
+        "the in-process actor tests (src/runtime/tests) need `--features paused-clock`; \
+         tests/run.sh passes it"
+    );
+}
 
 pub use deps::Deps;
 pub use handle::Runtime;
