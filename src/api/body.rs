@@ -50,7 +50,8 @@ impl<T: DeserializeOwned + Default + 'static> FromRequest for OrDefault<T> {
     }
 }
 
-fn read(req: &HttpRequest, payload: &mut Payload) -> Reading<web::BytesMut> {
+/// Reads a request body, bounded by [`MAX_BODY`] (a 413 past it, declared or sent).
+pub fn read(req: &HttpRequest, payload: &mut Payload) -> Reading<web::BytesMut> {
     let declared = req
         .headers()
         .get(actix_web::http::header::CONTENT_LENGTH)

@@ -9,16 +9,12 @@
 use std::sync::Arc;
 
 use actix_web::body::BoxBody;
-use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
-use actix_web::http::header::{
-    ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, COOKIE, HeaderName,
-};
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, COOKIE, HeaderName};
 use actix_web::http::{Method, StatusCode};
 use actix_web::middleware::Next;
 use actix_web::{HttpRequest, HttpResponse, web};
-use futures_util::StreamExt;
 
-use super::body::MAX_BODY;
 use super::error::ApiError;
 use super::state::State;
 use crate::model::run::RunKey;
@@ -81,7 +77,8 @@ pub async fn owner_bound(
         return next.call(req).await;
     };
     let (http, mut payload) = req.into_parts();
-    let body = read_body(&http, &mut payload).await?;
+    // Bounded as every body is.
+    let body = super::body::read(&http, &mut payload).await?.freeze();
     let who = format!("run '{}' is owned by server {server}, which", key.run);
     let answer = pass_on(&state, &http, body, &who, &url).await?;
     Ok(ServiceResponse::new(http, answer))
@@ -91,30 +88,6 @@ pub async fn owner_bound(
 /// what its body is, and what the UI asked for.
 fn kept(name: &HeaderName) -> bool {
     [AUTHORIZATION, COOKIE, CONTENT_TYPE, ACCEPT].contains(name) || name.as_str().starts_with("hx-")
-}
-
-/// Reads a request body to pass on, bounded as every body is.
-async fn read_body(req: &HttpRequest, payload: &mut Payload) -> Result<web::Bytes, ApiError> {
-    let declared = req
-        .headers()
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > MAX_BODY) {
-        return Err(ApiError::BodyTooLarge { limit: MAX_BODY });
-    }
-    let mut buf = web::BytesMut::new();
-    while let Some(chunk) = payload.next().await {
-        let chunk = chunk.map_err(|e| ApiError::Body {
-            field: "body".into(),
-            message: format!("cannot be read: {e}"),
-        })?;
-        if buf.len() + chunk.len() > MAX_BODY {
-            return Err(ApiError::BodyTooLarge { limit: MAX_BODY });
-        }
-        buf.extend_from_slice(&chunk);
-    }
-    Ok(buf.freeze())
 }
 
 /// Sends `req` (with `body`) on to the server at `url` (`who`, for messages) and answers with
