@@ -43,7 +43,12 @@ fn main() {
 fn throughput(cluster: &Cluster, servers: usize, runs: usize, clients: usize) {
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = dir.path().join("sim");
-    let install = Installation::new(cluster, dir.path(), TTL, &format!("/bench-{servers}"));
+    let install = Installation::new(
+        cluster,
+        dir.path(),
+        TTL,
+        &format!("/ebb-test/bench-{servers}"),
+    );
     let up: Vec<Arc<Server>> = (0..servers)
         .map(|i| Arc::new(install.server(&format!("s{i}"))))
         .collect();
@@ -88,7 +93,7 @@ fn throughput(cluster: &Cluster, servers: usize, runs: usize, clients: usize) {
 fn failover(cluster: &Cluster, kills: usize) {
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = dir.path().join("sim");
-    let install = Installation::new(cluster, dir.path(), TTL, "/bench-failover");
+    let install = Installation::new(cluster, dir.path(), TTL, "/ebb-test/bench-failover");
     let keeper = install.server("keeper");
     sim_profile(
         &keeper,

@@ -83,6 +83,8 @@ pub struct EtcdConfig {
     /// Client URLs, comma-separated; `None` when none were given.
     pub endpoints: Option<String>,
     pub prefix: String,
+    /// TLS and etcd's users.
+    pub access: crate::store::etcd::Access,
 }
 
 /// Why the server could not start or stop cleanly.
@@ -146,8 +148,12 @@ fn location(config: &Config, data_dir: &Path) -> Result<Location, ServerError> {
     Ok(match &config.etcd {
         None => Location::Redb(data_dir.to_path_buf()),
         Some(etcd) => Location::Etcd(
-            Endpoints::parse(etcd.endpoints.as_deref().unwrap_or(""), &etcd.prefix)
-                .map_err(ServerError::Etcd)?,
+            Endpoints::parse(
+                etcd.endpoints.as_deref().unwrap_or(""),
+                &etcd.prefix,
+                etcd.access.clone(),
+            )
+            .map_err(ServerError::Etcd)?,
         ),
     })
 }
@@ -610,6 +616,7 @@ impl From<ServeArgs> for Config {
             etcd: (args.store == crate::cli::StoreKind::Etcd).then_some(EtcdConfig {
                 endpoints: args.etcd_endpoints,
                 prefix: args.etcd_prefix,
+                access: args.etcd_access.into(),
             }),
             history_retention: args.history_retention.0.filter(|d| !d.is_zero()),
             work_dir: args.work_dir,

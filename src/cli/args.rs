@@ -233,6 +233,8 @@ pub struct ServeArgs {
     /// use different prefixes.
     #[arg(long, env = "EBB_ETCD_PREFIX", default_value = "/ebb")]
     pub etcd_prefix: String,
+    #[command(flatten)]
+    pub etcd_access: EtcdAccessArgs,
     /// How long the history of an ended run is kept (its record, events and audit log)
     /// before it is compacted; profile usage totals are kept ("off" keeps it for ever).
     #[arg(long, env = "EBB_HISTORY_RETENTION", default_value = "30d", value_parser = parse_interval)]
@@ -337,7 +339,48 @@ pub enum StoreCmd {
         /// Replace whatever the target holds.
         #[arg(long)]
         force: bool,
+        /// How to reach etcd, for whichever side is etcd.
+        #[command(flatten)]
+        etcd_access: EtcdAccessArgs,
     },
+}
+
+/// How a server reaches etcd securely: TLS, and etcd's own users or client certificates.
+#[derive(Debug, Clone, Args)]
+pub struct EtcdAccessArgs {
+    /// The CA certificate (PEM) that signed etcd's certificates: with https:// endpoints.
+    #[arg(long, env = "EBB_ETCD_CA_CERT", value_name = "FILE")]
+    pub etcd_ca_cert: Option<PathBuf>,
+    /// A client certificate (PEM), for an etcd that authenticates clients by certificate
+    /// (started with --client-cert-auth); with --etcd-key.
+    #[arg(long, env = "EBB_ETCD_CERT", value_name = "FILE")]
+    pub etcd_cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM), readable by its owner only.
+    #[arg(long, env = "EBB_ETCD_KEY", value_name = "FILE")]
+    pub etcd_key: Option<PathBuf>,
+    /// An etcd user (etcd started with auth enabled); its password is read from
+    /// --etcd-password-file, never given on the command line.
+    #[arg(long, env = "EBB_ETCD_USER", value_name = "NAME")]
+    pub etcd_user: Option<String>,
+    /// A file holding the etcd user's password (its first line), readable by its owner only.
+    #[arg(long, env = "EBB_ETCD_PASSWORD_FILE", value_name = "FILE")]
+    pub etcd_password_file: Option<PathBuf>,
+    /// Allow plain http:// to an etcd on another host (behind a network you trust).
+    #[arg(long, env = "EBB_ETCD_INSECURE")]
+    pub etcd_insecure: bool,
+}
+
+impl From<EtcdAccessArgs> for crate::store::etcd::Access {
+    fn from(args: EtcdAccessArgs) -> Self {
+        crate::store::etcd::Access {
+            ca_cert: args.etcd_ca_cert,
+            client_cert: args.etcd_cert,
+            client_key: args.etcd_key,
+            user: args.etcd_user,
+            password_file: args.etcd_password_file,
+            insecure: args.etcd_insecure,
+        }
+    }
 }
 
 /// A period, or none (`off`).

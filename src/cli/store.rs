@@ -1,7 +1,7 @@
 //! `ebb store`: work on a store directly, with its servers stopped.
 
 use crate::store::copy::{self, CopyError};
-use crate::store::etcd::Endpoints;
+use crate::store::etcd::{Access, Endpoints};
 use crate::store::{Location, Store};
 
 use super::StoreCmd;
@@ -16,9 +16,11 @@ pub fn run(cmd: StoreCmd) -> Result<(), CliError> {
             from_prefix,
             to_prefix,
             force,
+            etcd_access,
         } => {
-            let from = location("--from", &from, &from_prefix)?;
-            let to = location("--to", &to, &to_prefix)?;
+            let access = Access::from(etcd_access);
+            let from = location("--from", &from, &from_prefix, &access)?;
+            let to = location("--to", &to, &to_prefix, &access)?;
             if from == to {
                 return Err(CliError::Usage("--from and --to are the same store".into()));
             }
@@ -46,11 +48,11 @@ pub fn run(cmd: StoreCmd) -> Result<(), CliError> {
 }
 
 /// `redb:DATA_DIR` or `etcd:URL[,URL...]`.
-fn location(flag: &str, text: &str, prefix: &str) -> Result<Location, CliError> {
+fn location(flag: &str, text: &str, prefix: &str, access: &Access) -> Result<Location, CliError> {
     let bad = |why: String| CliError::Usage(format!("{flag} {text}: {why}"));
     match text.split_once(':') {
         Some(("redb", dir)) if !dir.is_empty() => Ok(Location::Redb(dir.into())),
-        Some(("etcd", urls)) => Endpoints::parse(urls, prefix)
+        Some(("etcd", urls)) => Endpoints::parse(urls, prefix, access.clone())
             .map(Location::Etcd)
             .map_err(bad),
         _ => Err(bad("write redb:DATA_DIR or etcd:URL[,URL...]".into())),

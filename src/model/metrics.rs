@@ -135,6 +135,18 @@ pub const STORE_COMMIT_BATCH: Metric = m(
     &["store"],
     "Writes per commit (group commit on redb; always 1 on etcd).",
 );
+pub const STORE_INTENT_SECONDS: Metric = m(
+    "ebb_store_intent_seconds",
+    Kind::Histogram,
+    &[],
+    "How long applying a write larger than one etcd transaction took, from its commit to its last batch.",
+);
+pub const STORE_ROUND_TRIPS: Metric = m(
+    "ebb_store_round_trips_total",
+    Kind::Counter,
+    &["kind"],
+    "Requests to etcd: reads, commits, values' chunks, intents' batches.",
+);
 pub const JANITOR_ORPHANS_FOUND: Metric = m(
     "ebb_janitor_orphans_found_total",
     Kind::Counter,
@@ -198,6 +210,8 @@ pub const ALL: &[Metric] = &[
     RETRIES,
     STORE_COMMIT_SECONDS,
     STORE_COMMIT_BATCH,
+    STORE_INTENT_SECONDS,
+    STORE_ROUND_TRIPS,
     JANITOR_ORPHANS_FOUND,
     JANITOR_ORPHANS_DELETED,
     HTTP_REQUESTS,

@@ -4,8 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use ebb::store::etcd::Endpoints;
-use ebb::store::{Location, Read, Store, StoreError, Table};
+use ebb::store::{Read, Store, StoreError, Table};
 use serde_json::json;
 
 use crate::support::etcd::Cluster;
@@ -24,8 +23,7 @@ fn rt() -> tokio::runtime::Runtime {
 }
 
 fn open(cluster: &Cluster, prefix: &str) -> Store {
-    let endpoints = Endpoints::parse(&cluster.endpoints(), prefix).expect("endpoints");
-    Store::open_at(&Location::Etcd(endpoints)).expect("open etcd store")
+    Store::open_at(&cluster.location(prefix)).expect("open etcd store")
 }
 
 /// Two stores on one installation (as two servers would hold) add to one counter and insert
@@ -34,7 +32,10 @@ fn open(cluster: &Cluster, prefix: &str) -> Store {
 #[test]
 fn concurrent_writers_from_two_stores_lose_nothing_and_keep_limits() {
     let cluster = Cluster::start(1);
-    let (a, b) = (open(&cluster, "/race"), open(&cluster, "/race"));
+    let (a, b) = (
+        open(&cluster, "/ebb-test/race"),
+        open(&cluster, "/ebb-test/race"),
+    );
     rt().block_on(async {
         let mut handles = Vec::new();
         for i in 0..120 {
@@ -104,7 +105,7 @@ fn concurrent_writers_from_two_stores_lose_nothing_and_keep_limits() {
 #[test]
 fn a_large_value_is_split_never_truncated() {
     let cluster = Cluster::start(1);
-    let store = open(&cluster, "/large");
+    let store = open(&cluster, "/ebb-test/large");
     let big: String = (0..3_000_000u32)
         .map(|i| char::from(b'a' + (i % 26) as u8))
         .collect();
@@ -134,7 +135,7 @@ fn a_large_value_is_split_never_truncated() {
             .await
             .expect("rewrite");
     });
-    let chunks = crate::support::etcd::count_keys(&cluster, "/large/~chunks/");
+    let chunks = crate::support::etcd::count_keys(&cluster, "/ebb-test/large/~chunks/");
     assert_eq!(chunks, 0, "chunks of the old value were left behind");
 }
 
@@ -143,7 +144,7 @@ fn a_large_value_is_split_never_truncated() {
 #[test]
 fn writes_wait_for_etcd_or_fail_naming_it() {
     let mut cluster = Cluster::start(1);
-    let store = open(&cluster, "/away");
+    let store = open(&cluster, "/ebb-test/away");
     let runtime = rt();
     cluster.kill_member(0);
     let failed = runtime
@@ -154,7 +155,7 @@ fn writes_wait_for_etcd_or_fail_naming_it() {
         "{failed:?}"
     );
     assert!(
-        failed.to_string().contains("etcd at http://127.0.0.1:"),
+        failed.to_string().contains("etcd at https://127.0.0.1:"),
         "{failed}"
     );
     let patient = store.patient();
@@ -184,7 +185,7 @@ fn etcd_stopped_mid_provisioning_pauses_runs_and_loses_nothing() {
     let mut cluster = Cluster::start(1);
     let dir = tempfile::tempdir().expect("tempdir");
     let (data, sim) = (sub(&dir, "data"), sub(&dir, "sim"));
-    let server = Server::start_at(&data, etcd_options(&cluster.endpoints(), "/paused"));
+    let server = Server::start_at(&data, etcd_options(&cluster, "/ebb-test/paused"));
     sim_profile(
         &server,
         "p",
@@ -235,7 +236,7 @@ fn a_three_member_etcd_losing_a_member_changes_nothing() {
     let mut cluster = Cluster::start(3);
     let dir = tempfile::tempdir().expect("tempdir");
     let (data, sim) = (sub(&dir, "data"), sub(&dir, "sim"));
-    let server = Server::start_at(&data, etcd_options(&cluster.endpoints(), "/three"));
+    let server = Server::start_at(&data, etcd_options(&cluster, "/ebb-test/three"));
     sim_profile(
         &server,
         "p",
@@ -291,6 +292,7 @@ fn an_installation_moves_from_redb_to_etcd() {
     // With the server up, its redb file is held: the copy refuses to read it.
     let from = format!("redb:{}", data.display());
     let to = format!("etcd:{}", cluster.endpoints());
+    let access = cluster.access_args();
     let copy = |extra: &[&str]| {
         let mut args = vec![
             "store",
@@ -300,8 +302,9 @@ fn an_installation_moves_from_redb_to_etcd() {
             "--to",
             &to,
             "--to-prefix",
-            "/moved",
+            "/ebb-test/moved",
         ];
+        args.extend(access.iter().map(String::as_str));
         args.extend_from_slice(extra);
         run_ebb(&args, &[], None)
     };
@@ -319,7 +322,7 @@ fn an_installation_moves_from_redb_to_etcd() {
     let (code, _, err) = copy(&["--force"]);
     assert_eq!(code, 0, "{err}");
 
-    let server = Server::start_at(&data, etcd_options(&cluster.endpoints(), "/moved"));
+    let server = Server::start_at(&data, etcd_options(&cluster, "/ebb-test/moved"));
     let (code, moved) = server.get(&run);
     assert_eq!(code, 200, "{moved}");
     assert_eq!(moved["status"], "COMPLETED");
@@ -330,31 +333,165 @@ fn an_installation_moves_from_redb_to_etcd() {
     // The installation's secure keys are sealed with the data dir's key file: a server with
     // another key file is refused, naming the fix.
     let other = sub(&dir, "other");
-    let endpoints = cluster.endpoints();
-    let stderr = crate::support::server::serve_fails_with(
-        &other,
-        &[
-            "--store",
-            "etcd",
-            "--etcd-endpoints",
-            &endpoints,
-            "--etcd-prefix",
-            "/moved",
-        ],
-    );
+    let args = cluster.serve_args("/ebb-test/moved");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let stderr = crate::support::server::serve_fails_with(&other, &args);
     assert!(stderr.contains("same key file"), "{stderr}");
 }
 
-fn etcd_options(endpoints: &str, prefix: &str) -> Options {
+fn etcd_options(cluster: &Cluster, prefix: &str) -> Options {
     Options {
-        args: vec![
-            "--store".into(),
-            "etcd".into(),
-            "--etcd-endpoints".into(),
-            endpoints.into(),
-            "--etcd-prefix".into(),
-            prefix.into(),
-        ],
+        args: cluster.serve_args(prefix),
         ..Options::default()
+    }
+}
+
+/// TLS and etcd's own auth: what a server with the wrong CA, password or certificate is told
+/// at start, and that the password shows nowhere.
+mod access {
+    use super::*;
+    use crate::support::etcd::Auth;
+    use crate::support::pki::{Pki, private};
+
+    /// `serve_args` of `cluster` with the value after `flag` replaced by `value` (or the
+    /// flag and its value left out when `value` is `None`).
+    fn with(cluster: &Cluster, prefix: &str, flag: &str, value: Option<&str>) -> Vec<String> {
+        let mut args = cluster.serve_args(prefix);
+        let at = args.iter().position(|a| a == flag).expect(flag);
+        match value {
+            Some(v) => args[at + 1] = v.to_string(),
+            None => {
+                args.drain(at..at + 2);
+            }
+        }
+        args
+    }
+
+    fn fails(dir: &tempfile::TempDir, name: &str, args: &[String]) -> String {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        crate::support::server::serve_fails_with(&sub(dir, name), &args)
+    }
+
+    #[test]
+    fn a_wrong_ca_password_or_prefix_and_a_missing_client_certificate_are_refused_naming_which() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cluster = Cluster::start(1);
+
+        let other = sub(&dir, "other-ca");
+        let other_ca = Pki::new(&other).ca;
+        let err = fails(
+            &dir,
+            "ca",
+            &with(&cluster, "/ebb-test/a", "--etcd-ca-cert", other_ca.to_str()),
+        );
+        assert!(err.contains("certificate is not trusted"), "{err}");
+        assert!(err.contains("--etcd-ca-cert"), "{err}");
+
+        let wrong = dir.path().join("wrong.password");
+        private(&wrong, "not-the-password-4711\n");
+        let err = fails(
+            &dir,
+            "password",
+            &with(
+                &cluster,
+                "/ebb-test/a",
+                "--etcd-password-file",
+                wrong.to_str(),
+            ),
+        );
+        assert!(err.contains("refused user 'ebb'"), "{err}");
+        assert!(err.contains("--etcd-password-file"), "{err}");
+        assert!(!err.contains("not-the-password-4711"), "{err}");
+
+        let err = fails(&dir, "prefix", &cluster.serve_args("/elsewhere"));
+        assert!(
+            err.contains("may not read and write under /elsewhere"),
+            "{err}"
+        );
+
+        let err = fails(
+            &dir,
+            "no-user",
+            &with(&cluster, "/ebb-test/a", "--etcd-user", None)
+                .into_iter()
+                .filter(|a| !a.ends_with("ebb.password") && a != "--etcd-password-file")
+                .collect::<Vec<_>>(),
+        );
+        assert!(err.contains("requires a user"), "{err}");
+
+        let certs = Cluster::start_with(1, Auth::ClientCert);
+        let err = fails(
+            &dir,
+            "no-cert",
+            &with(&certs, "/ebb-test/a", "--etcd-cert", None)
+                .into_iter()
+                .filter(|a| !a.ends_with("ebb-key.pem") && a != "--etcd-key")
+                .collect::<Vec<_>>(),
+        );
+        assert!(err.contains("requires a client certificate"), "{err}");
+        assert!(err.contains("--etcd-cert"), "{err}");
+    }
+
+    #[test]
+    fn plain_http_to_another_host_is_refused_without_etcd_insecure() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let args: Vec<String> = [
+            "--store",
+            "etcd",
+            "--etcd-endpoints",
+            "http://192.0.2.10:2379",
+        ]
+        .map(String::from)
+        .to_vec();
+        let err = fails(&dir, "plain", &args);
+        assert!(err.contains("--etcd-insecure"), "{err}");
+        assert!(err.contains("https://"), "{err}");
+    }
+
+    /// A whole run on an etcd that knows ebb by its client certificate alone.
+    #[test]
+    fn a_run_on_an_etcd_that_authenticates_by_client_certificate() {
+        let cluster = Cluster::start_with(1, Auth::ClientCert);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (data, sim) = (sub(&dir, "data"), sub(&dir, "sim"));
+        let server = Server::start_at(&data, etcd_options(&cluster, "/ebb-test/certs"));
+        sim_profile(&server, "p", &sim, &[("nodes", "2")], 0, None);
+        deploy(&server, "a", "true", json!({}));
+        let run = start(&server, "a", json!({"system.profile.name": "p"}));
+        assert_eq!(wait_deprovisioned(&server, &run)["status"], "COMPLETED");
+        assert_clean(&sim, &[run.as_str()], 2);
+    }
+
+    /// The password is read from its file: it appears in no log line, in no process's
+    /// arguments or environment, and in no answer, through a whole run at debug level.
+    #[test]
+    fn the_password_shows_in_no_log_process_list_or_answer() {
+        let cluster = Cluster::start(1);
+        let password = std::fs::read_to_string(cluster.password_file()).expect("password");
+        let password = password.trim();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (data, sim) = (sub(&dir, "data"), sub(&dir, "sim"));
+        let mut options = etcd_options(&cluster, "/ebb-test/quiet");
+        options.env = vec![("RUST_LOG".into(), "debug".into())];
+        let server = Server::start_at(&data, options);
+        sim_profile(&server, "p", &sim, &[("nodes", "1")], 0, None);
+        deploy(&server, "a", "env; ps -eo args", json!({}));
+        let run = start(&server, "a", json!({"system.profile.name": "p"}));
+        assert_eq!(wait_deprovisioned(&server, &run)["status"], "COMPLETED");
+        let (_, logs) = server.get(&format!("{run}/logs"));
+        assert!(!logs.to_string().contains(password), "the program saw it");
+        let ps = std::process::Command::new("ps")
+            .args(["-eo", "args"])
+            .output()
+            .expect("ps");
+        assert!(!String::from_utf8_lossy(&ps.stdout).contains(password));
+        let environ = std::fs::read(format!("/proc/{}/environ", server.pid())).expect("environ");
+        assert!(!String::from_utf8_lossy(&environ).contains(password));
+        let logs = server.logs();
+        assert!(logs.len() > 10, "debug logs: {}", logs.len());
+        assert!(
+            logs.iter().all(|l| !l.contains(password)),
+            "a log line holds it"
+        );
     }
 }

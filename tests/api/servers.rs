@@ -46,7 +46,7 @@ fn a_killed_owners_runs_are_taken_over_mid_provisioning() {
     let cluster = Cluster::start(1);
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sub(&dir, "sim");
-    let install = Installation::new(&cluster, dir.path(), TTL, "/three-servers");
+    let install = Installation::new(&cluster, dir.path(), TTL, "/ebb-test/three-servers");
     let s0 = install.server("s0");
     let s1 = install.server("s1");
     let s2 = install.server("s2");
@@ -113,7 +113,7 @@ fn the_server_that_accepts_a_start_owns_the_run_and_commands_reach_it() {
     let cluster = Cluster::start(1);
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sub(&dir, "sim");
-    let install = Installation::new(&cluster, dir.path(), TTL, "/two-servers");
+    let install = Installation::new(&cluster, dir.path(), TTL, "/ebb-test/two-servers");
     let s0 = install.server("s0");
     let s1 = install.server("s1");
     sim_profile(&s0, "p", &sim, &[("nodes", "1")], 0, None);
@@ -159,7 +159,7 @@ fn commands_with_bodies_and_the_uis_reach_the_owner_through_any_server() {
     let cluster = Cluster::start(1);
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sub(&dir, "sim");
-    let install = Installation::new(&cluster, dir.path(), TTL, "/forwarded");
+    let install = Installation::new(&cluster, dir.path(), TTL, "/ebb-test/forwarded");
     let s0 = install.server("s0");
     let s1 = install.server("s1");
     sim_profile(&s0, "p", &sim, &[("nodes", "1")], 0, None);
@@ -213,7 +213,7 @@ fn a_program_on_a_dead_servers_host_is_lost_and_waiting_clusters_still_expire() 
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sub(&dir, "sim");
     let marker = dir.path().join("started");
-    let install = Installation::new(&cluster, dir.path(), TTL, "/lost-program");
+    let install = Installation::new(&cluster, dir.path(), TTL, "/ebb-test/lost-program");
     let s0 = install.server("s0");
     let s1 = install.server("s1");
     let _s2 = install.server("s2");
@@ -262,7 +262,7 @@ fn a_paused_owner_that_wakes_after_losing_its_lease_does_nothing_for_its_old_run
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sub(&dir, "sim");
     let marker = dir.path().join("programs");
-    let install = Installation::new(&cluster, dir.path(), TTL, "/paused-owner");
+    let install = Installation::new(&cluster, dir.path(), TTL, "/ebb-test/paused-owner");
     let s0 = install.server("s0");
     let s1 = install.server("s1");
     let _s2 = install.server("s2");
@@ -330,7 +330,7 @@ fn a_paused_owner_that_wakes_after_losing_its_lease_does_nothing_for_its_old_run
 fn one_server_sweeps_on_schedule_and_another_takes_over_when_it_dies() {
     let cluster = Cluster::start(1);
     let dir = tempfile::tempdir().expect("tempdir");
-    let install = Installation::new(&cluster, dir.path(), TTL, "/one-janitor");
+    let install = Installation::new(&cluster, dir.path(), TTL, "/ebb-test/one-janitor");
     let every = ["--janitor-interval", "1s"];
     let s0 = install.server_with("s0", &every);
     let s1 = install.server_with("s1", &every);
@@ -367,7 +367,7 @@ fn a_drain_under_load_hands_every_run_over_and_loses_none() {
     let cluster = Cluster::start(1);
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sub(&dir, "sim");
-    let install = Installation::new(&cluster, dir.path(), TTL, "/drain");
+    let install = Installation::new(&cluster, dir.path(), TTL, "/ebb-test/drain");
     let s0 = install.server("s0");
     let s1 = install.server("s1");
     sim_profile(
@@ -425,7 +425,7 @@ fn a_remote_program_keeps_running_and_is_reattached_by_the_new_owner() {
     let sshd = crate::support::sshd::Sshd::start(&["127.0.1.81", "127.0.1.82"]);
     let cluster = Cluster::start(1);
     let dir = tempfile::tempdir().expect("tempdir");
-    let install = Installation::new(&cluster, dir.path(), TTL, "/remote-program");
+    let install = Installation::new(&cluster, dir.path(), TTL, "/ebb-test/remote-program");
     let s0 = install.server("s0");
     let s1 = install.server("s1");
     let s2 = install.server("s2");
@@ -479,11 +479,11 @@ fn a_remote_program_keeps_running_and_is_reattached_by_the_new_owner() {
 /// the run waits for a server of that build (here: until its record is set back).
 #[test]
 fn a_run_recorded_by_a_newer_build_is_never_taken_over_by_an_older_server() {
-    use ebb::store::{Location, Read, Store, Table};
+    use ebb::store::{Read, Store, Table};
     let cluster = Cluster::start(1);
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sub(&dir, "sim");
-    let install = Installation::new(&cluster, dir.path(), TTL, "/upgrade");
+    let install = Installation::new(&cluster, dir.path(), TTL, "/ebb-test/upgrade");
     let s0 = install.server("s0");
     let s1 = install.server("s1");
     sim_profile(&s0, "p", &sim, &[("nodes", "1")], 60, None);
@@ -494,9 +494,7 @@ fn a_run_recorded_by_a_newer_build_is_never_taken_over_by_an_older_server() {
     });
     s0.kill();
     // Marked as written by a newer build, before s0's lease ends.
-    let endpoints =
-        ebb::store::etcd::Endpoints::parse(&install.endpoints, &install.prefix).expect("endpoints");
-    let store = Store::open_at(&Location::Etcd(endpoints)).expect("store");
+    let store = Store::open_at(&install.location).expect("store");
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -539,7 +537,12 @@ fn chaos_of_killed_and_restarted_servers_leaks_nothing_and_runs_nothing_twice() 
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sub(&dir, "sim");
     let marker = dir.path().join("programs");
-    let install = Arc::new(Installation::new(&cluster, dir.path(), TTL, "/chaos"));
+    let install = Arc::new(Installation::new(
+        &cluster,
+        dir.path(),
+        TTL,
+        "/ebb-test/chaos",
+    ));
     let names = ["s0", "s1", "s2"];
     let servers: Arc<Mutex<Vec<Option<Server>>>> = Arc::new(Mutex::new(
         names.iter().map(|n| Some(install.server(n))).collect(),
@@ -691,7 +694,7 @@ fn chaos_of_killed_and_restarted_servers_leaks_nothing_and_runs_nothing_twice() 
 fn a_local_runs_sandboxes_on_a_dead_server_are_reported_out_of_reach() {
     let cluster = Cluster::start(1);
     let dir = tempfile::tempdir().expect("tempdir");
-    let install = Installation::new(&cluster, dir.path(), TTL, "/local-sandboxes");
+    let install = Installation::new(&cluster, dir.path(), TTL, "/ebb-test/local-sandboxes");
     let s0 = install.server("s0");
     let s1 = install.server("s1");
     deploy(&s0, "a", "sleep 30", json!({}));
@@ -717,7 +720,7 @@ fn a_killed_owners_runs_are_taken_over_mid_deprovisioning() {
     let cluster = Cluster::start(1);
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sub(&dir, "sim");
-    let install = Installation::new(&cluster, dir.path(), TTL, "/mid-delete");
+    let install = Installation::new(&cluster, dir.path(), TTL, "/ebb-test/mid-delete");
     let s0 = install.server("s0");
     let s1 = install.server("s1");
     let _s2 = install.server("s2");
@@ -749,7 +752,7 @@ fn sigterm_with_drain_hands_the_runs_over_first() {
     let cluster = Cluster::start(1);
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sub(&dir, "sim");
-    let install = Installation::new(&cluster, dir.path(), TTL, "/sigterm-drain");
+    let install = Installation::new(&cluster, dir.path(), TTL, "/ebb-test/sigterm-drain");
     let s0 = install.server_with("s0", &["--drain"]);
     let s1 = install.server("s1");
     sim_profile(

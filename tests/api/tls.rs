@@ -1,43 +1,13 @@
 //! HTTPS with a certificate made at test time, what `ebb serve` refuses to expose, and the CLI
 //! with tokens from files.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use crate::support::pki::{Pki, private};
 use crate::support::server::{Options, Server, run_ebb, serve_fails_with};
 
-/// A CA and a certificate for 127.0.0.1 and `localhost` it signed, as PEM files in `dir`.
-struct Pki {
-    ca: PathBuf,
-    cert: PathBuf,
-    key: PathBuf,
-}
-
 fn pki(dir: &Path) -> Pki {
-    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca =
-        CertifiedIssuer::self_signed(ca_params, KeyPair::generate().expect("ca key")).expect("ca");
-    let key = KeyPair::generate().expect("key");
-    let cert = CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
-        .expect("params")
-        .signed_by(&key, &ca)
-        .expect("cert");
-    let pki = Pki {
-        ca: dir.join("ca.pem"),
-        cert: dir.join("cert.pem"),
-        key: dir.join("key.pem"),
-    };
-    std::fs::write(&pki.ca, ca.pem()).expect("ca.pem");
-    std::fs::write(&pki.cert, cert.pem()).expect("cert.pem");
-    private(&pki.key, &key.serialize_pem());
-    pki
-}
-
-fn private(path: &Path, text: &str) {
-    use std::os::unix::fs::PermissionsExt as _;
-    std::fs::write(path, text).expect("write");
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    Pki::new(dir)
 }
 
 fn path(p: &Path) -> String {

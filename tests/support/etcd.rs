@@ -1,14 +1,39 @@
 //! Real etcd servers for tests: Debian's `etcd-server` on free loopback ports, one member or
-//! several, each with its data in a temporary directory.
+//! several, each with its data in a temporary directory, served as an installation would be:
+//! over TLS (certificates made at test time), with etcd's auth enabled (a `root` user, and an
+//! `ebb` user whose role may read and write under [`ROOT`] only), on etcd's default flags.
 //!
 //! With `EBB_TEST_STORE=etcd` every test server keeps its state in etcd: one etcd per test
 //! process ([`shared`]), and one key prefix per data directory, so a server restarted on the
 //! same data directory finds its installation again, as it would find its redb file.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+use etcd_client::{
+    Certificate, Client, ConnectOptions, DeleteOptions, GetOptions, Identity, Permission,
+    TlsOptions,
+};
+
+use super::pki::{Pki, private};
+
+/// Every test installation's key prefix starts with this: the `ebb` user's role covers it.
+pub const ROOT: &str = "/ebb-test";
+
+/// The password of etcd's `root` user in test clusters.
+const ROOT_PASSWORD: &str = "root-test-password";
+
+/// How ebb proves who it is to a test cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Auth {
+    /// The `ebb` user and its password (from a file).
+    Password,
+    /// A client certificate whose common name is `ebb` (etcd started with
+    /// `--client-cert-auth`).
+    ClientCert,
+}
 
 /// Whether this test run keeps servers' state in etcd (`EBB_TEST_STORE=etcd`) rather than in
 /// redb files. Any other value but `redb` (or none) fails loudly.
@@ -28,14 +53,7 @@ pub fn shared() -> &'static Cluster {
 
 /// The `ebb serve` arguments that keep a server on `data_dir` in the shared etcd.
 pub fn serve_args(data_dir: &Path) -> Vec<String> {
-    vec![
-        "--store".into(),
-        "etcd".into(),
-        "--etcd-endpoints".into(),
-        shared().endpoints(),
-        "--etcd-prefix".into(),
-        prefix_of(data_dir),
-    ]
+    shared().serve_args(&prefix_of(data_dir))
 }
 
 /// The installation's key prefix for a data directory: the same for the same directory.
@@ -47,7 +65,7 @@ pub fn prefix_of(data_dir: &Path) -> String {
         .fold(0xcbf29ce484222325u64, |h, b| {
             (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
         });
-    format!("/ebb-test/{hash:016x}")
+    format!("{ROOT}/{hash:016x}")
 }
 
 /// Runs etcd with the arguments given, and SIGKILLs it on SIGTERM (a member stopped, to be
@@ -91,11 +109,26 @@ pub struct Member {
 pub struct Cluster {
     dir: tempfile::TempDir,
     pub members: Vec<Member>,
+    pki: Pki,
+    auth: Auth,
+    /// The `ebb` user's password file.
+    password_file: PathBuf,
+    /// The client certificate and key of the `ebb` user.
+    client: (PathBuf, PathBuf),
+    /// Whether etcd's auth is on yet (the cluster is set up).
+    secured: bool,
 }
 
 impl Cluster {
-    /// Starts `size` members and waits until the cluster answers.
+    /// Starts `size` members over TLS with the `ebb` user and its password, and waits until
+    /// the cluster answers.
     pub fn start(size: usize) -> Cluster {
+        Cluster::start_with(size, Auth::Password)
+    }
+
+    /// Starts `size` members over TLS, ebb authenticating as `auth` says, and waits until the
+    /// cluster answers.
+    pub fn start_with(size: usize, auth: Auth) -> Cluster {
         ensure_installed();
         // A port found free may be taken by another process before etcd binds it: etcd then
         // exits, and the cluster starts again on other ports.
@@ -109,48 +142,195 @@ impl Cluster {
                     child: None,
                 })
                 .collect();
-            let mut cluster = Cluster { dir, members };
+            let pki = Pki::new(dir.path());
+            let client = pki.client("ebb");
+            let password_file = dir.path().join("ebb.password");
+            private(&password_file, "ebb-test-password\n");
+            let mut cluster = Cluster {
+                dir,
+                members,
+                pki,
+                auth,
+                password_file,
+                client,
+                secured: false,
+            };
             for i in 0..size {
                 cluster.start_member(i);
             }
             if cluster.healthy_within(Duration::from_secs(limit)) {
+                cluster.secure();
                 return cluster;
             }
         }
         panic!("etcd never became healthy, on three sets of ports");
     }
 
-    /// Whether every running member answers healthy within `limit` (it has a leader); false
-    /// as soon as one exited.
+    /// Whether every running member answers within `limit` (it has a leader); false as soon
+    /// as one exited.
     fn healthy_within(&mut self, limit: Duration) -> bool {
-        let http = reqwest::blocking::Client::builder()
-            .timeout(Duration::from_secs(2))
-            .build()
-            .expect("client");
         let deadline = Instant::now() + limit;
-        for m in self.members.iter_mut().filter(|m| m.child.is_some()) {
-            let url = format!("http://127.0.0.1:{}/health", m.client_port);
+        let ports: Vec<(usize, u16)> = self
+            .members
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.child.is_some())
+            .map(|(i, m)| (i, m.client_port))
+            .collect();
+        for (i, port) in ports {
             loop {
-                let healthy = http
-                    .get(&url)
-                    .send()
-                    .ok()
-                    .and_then(|r| r.json::<serde_json::Value>().ok())
-                    .is_some_and(|v| v["health"] == "true");
-                if healthy {
+                if self.answers(port) {
                     break;
                 }
-                let exited = m
+                let exited = self.members[i]
                     .child
                     .as_mut()
                     .is_none_or(|c| c.try_wait().ok().flatten().is_some());
                 if exited || Instant::now() >= deadline {
                     return false;
                 }
-                std::thread::sleep(Duration::from_millis(20));
+                std::thread::sleep(Duration::from_millis(50));
             }
         }
         true
+    }
+
+    /// Whether the member on `port` answers a read that needs a leader.
+    fn answers(&self, port: u16) -> bool {
+        let url = format!("https://127.0.0.1:{port}");
+        self.admin_on(&[url], |mut client| async move {
+            client.get("health", None).await.map(|_| ())
+        })
+        .is_ok()
+    }
+
+    /// Runs `f` with a client of `urls` that may do anything: etcd's `root` once auth is on.
+    fn admin_on<T, F, Fut>(&self, urls: &[String], f: F) -> Result<T, etcd_client::Error>
+    where
+        F: FnOnce(Client) -> Fut,
+        Fut: std::future::Future<Output = Result<T, etcd_client::Error>>,
+    {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let ca = std::fs::read(&self.pki.ca).expect("ca");
+        let mut tls = TlsOptions::new().ca_certificate(Certificate::from_pem(ca));
+        if self.auth == Auth::ClientCert {
+            let cert = std::fs::read(&self.client.0).expect("client cert");
+            let key = std::fs::read(&self.client.1).expect("client key");
+            tls = tls.identity(Identity::from_pem(cert, key));
+        }
+        let mut options = ConnectOptions::new()
+            .with_tls(tls)
+            .with_connect_timeout(Duration::from_secs(2))
+            .with_timeout(Duration::from_secs(5))
+            .with_require_leader(true);
+        if self.secured {
+            options = options.with_user("root", ROOT_PASSWORD);
+        }
+        runtime.block_on(async move {
+            let client = Client::connect(urls, Some(options)).await?;
+            f(client).await
+        })
+    }
+
+    /// Runs `f` with a client of the cluster that may do anything.
+    pub fn admin<T, F, Fut>(&self, f: F) -> T
+    where
+        F: FnOnce(Client) -> Fut,
+        Fut: std::future::Future<Output = Result<T, etcd_client::Error>>,
+    {
+        let urls: Vec<String> = self.endpoints().split(',').map(str::to_string).collect();
+        self.admin_on(&urls, f)
+            .unwrap_or_else(|e| panic!("etcd as root: {e}"))
+    }
+
+    /// Turns etcd's auth on: `root`, and `ebb` whose role reads and writes under [`ROOT`].
+    fn secure(&mut self) {
+        let password = std::fs::read_to_string(&self.password_file).expect("password");
+        let password = password.trim().to_string();
+        self.admin(|mut c| async move {
+            c.user_add("root", ROOT_PASSWORD, None).await?;
+            c.user_grant_role("root", "root").await?;
+            c.role_add("ebb").await?;
+            c.role_grant_permission(
+                "ebb",
+                Permission::read_write(format!("{ROOT}/")).with_prefix(),
+            )
+            .await?;
+            c.user_add("ebb", password, None).await?;
+            c.user_grant_role("ebb", "ebb").await?;
+            c.auth_enable().await.map(|_| ())
+        });
+        self.secured = true;
+    }
+
+    /// The `ebb` user's password file.
+    pub fn password_file(&self) -> &Path {
+        &self.password_file
+    }
+
+    /// The `ebb serve` (or `ebb store copy`) arguments that reach this cluster as `ebb`, but
+    /// its endpoints: the CA, and the user's password file or client certificate.
+    pub fn access_args(&self) -> Vec<String> {
+        let path = |p: &Path| p.to_string_lossy().into_owned();
+        let mut args = vec!["--etcd-ca-cert".into(), path(&self.pki.ca)];
+        match self.auth {
+            Auth::Password => args.extend([
+                "--etcd-user".into(),
+                "ebb".into(),
+                "--etcd-password-file".into(),
+                path(&self.password_file),
+            ]),
+            Auth::ClientCert => args.extend([
+                "--etcd-cert".into(),
+                path(&self.client.0),
+                "--etcd-key".into(),
+                path(&self.client.1),
+            ]),
+        }
+        args
+    }
+
+    /// The `ebb serve` arguments of an installation under `prefix` on this cluster.
+    pub fn serve_args(&self, prefix: &str) -> Vec<String> {
+        let mut args = vec![
+            "--store".into(),
+            "etcd".into(),
+            "--etcd-endpoints".into(),
+            self.endpoints(),
+        ];
+        args.extend(self.access_args());
+        args.extend(["--etcd-prefix".into(), prefix.into()]);
+        args
+    }
+
+    /// How ebb's library reaches this cluster as `ebb`.
+    pub fn access(&self) -> ebb::store::etcd::Access {
+        let mut access = ebb::store::etcd::Access {
+            ca_cert: Some(self.pki.ca.clone()),
+            ..Default::default()
+        };
+        match self.auth {
+            Auth::Password => {
+                access.user = Some("ebb".into());
+                access.password_file = Some(self.password_file.clone());
+            }
+            Auth::ClientCert => {
+                access.client_cert = Some(self.client.0.clone());
+                access.client_key = Some(self.client.1.clone());
+            }
+        }
+        access
+    }
+
+    /// The store location of an installation under `prefix` on this cluster.
+    pub fn location(&self, prefix: &str) -> ebb::store::Location {
+        ebb::store::Location::Etcd(
+            ebb::store::etcd::Endpoints::parse(&self.endpoints(), prefix, self.access())
+                .expect("endpoints"),
+        )
     }
 
     fn initial_cluster(&self) -> String {
@@ -166,7 +346,7 @@ impl Cluster {
         let initial = self.initial_cluster();
         let data = self.dir.path().join(&self.members[i].name);
         let m = &mut self.members[i];
-        let client = format!("http://127.0.0.1:{}", m.client_port);
+        let client = format!("https://127.0.0.1:{}", m.client_port);
         let peer = format!("http://127.0.0.1:{}", m.peer_port);
         // A watchdog shell runs etcd and kills it when this test process ends (a process-wide
         // etcd is never dropped) or when told to (SIGTERM).
@@ -197,8 +377,21 @@ impl Cluster {
                 "new",
             ])
             .args(["--initial-cluster-token", "ebb-test"])
-            // The transaction size ebb needs (see the README), and quick elections on loopback.
-            .args(["--max-txn-ops", "1024"])
+            .arg("--cert-file")
+            .arg(&self.pki.cert)
+            .arg("--key-file")
+            .arg(&self.pki.key)
+            .args(if self.auth == Auth::ClientCert {
+                vec![
+                    "--client-cert-auth".to_string(),
+                    "--trusted-ca-file".to_string(),
+                    self.pki.ca.to_string_lossy().into_owned(),
+                ]
+            } else {
+                Vec::new()
+            })
+            // etcd's default limits (128 operations and 1.5 MiB a transaction), and quick
+            // elections on loopback.
             .args(["--heartbeat-interval", "50", "--election-timeout", "500"])
             .args(["--logger", "zap", "--log-level", "error"])
             .stdout(Stdio::null())
@@ -222,7 +415,7 @@ impl Cluster {
     pub fn endpoints(&self) -> String {
         self.members
             .iter()
-            .map(|m| format!("http://127.0.0.1:{}", m.client_port))
+            .map(|m| format!("https://127.0.0.1:{}", m.client_port))
             .collect::<Vec<_>>()
             .join(",")
     }
@@ -244,56 +437,26 @@ impl Drop for Cluster {
     }
 }
 
-/// Deletes every key of the installation under `prefix` in the shared etcd, through etcd's
-/// JSON gateway: the installation's store is gone, as a deleted redb file would be.
+/// Deletes every key of the installation under `prefix` in the shared etcd: the
+/// installation's store is gone, as a deleted redb file would be.
 pub fn delete_installation(prefix: &str) {
-    let start = prefix.as_bytes().to_vec();
-    let mut end = start.clone();
-    *end.last_mut().expect("a prefix") += 1;
-    let url = format!("{}/v3/kv/deleterange", shared().endpoints());
-    let reply = reqwest::blocking::Client::new()
-        .post(&url)
-        .json(&serde_json::json!({"key": base64(&start), "range_end": base64(&end)}))
-        .send()
-        .and_then(|r| r.error_for_status())
-        .unwrap_or_else(|e| panic!("{url}: {e}"));
-    drop(reply);
+    let prefix = prefix.to_string();
+    shared().admin(|mut c| async move {
+        c.delete(prefix, Some(DeleteOptions::new().with_prefix()))
+            .await
+            .map(|_| ())
+    });
 }
 
-fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let n = chunk.iter().fold(0u32, |n, b| (n << 8) | u32::from(*b)) << (8 * (3 - chunk.len()));
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-/// How many keys of `cluster` start with `prefix`, through etcd's JSON gateway.
+/// How many keys of `cluster` start with `prefix`.
 pub fn count_keys(cluster: &Cluster, prefix: &str) -> u64 {
-    let start = prefix.as_bytes().to_vec();
-    let mut end = start.clone();
-    *end.last_mut().expect("a prefix") += 1;
-    let url = format!(
-        "http://127.0.0.1:{}/v3/kv/range",
-        cluster.members[0].client_port
-    );
-    let reply: serde_json::Value = reqwest::blocking::Client::new()
-        .post(&url)
-        .json(&serde_json::json!({
-            "key": base64(&start), "range_end": base64(&end), "count_only": true
-        }))
-        .send()
-        .and_then(|r| r.json())
-        .unwrap_or_else(|e| panic!("{url}: {e}"));
-    reply["count"]
-        .as_str()
-        .map_or(0, |c| c.parse().expect("a count"))
+    let prefix = prefix.to_string();
+    cluster.admin(|mut c| async move {
+        c.get(
+            prefix,
+            Some(GetOptions::new().with_prefix().with_count_only()),
+        )
+        .await
+        .map(|r| u64::try_from(r.count()).unwrap_or(0))
+    })
 }

@@ -10,7 +10,10 @@ use super::server::{Options, Server};
 /// Servers of one installation on `cluster`, each on its own data dir under `dir`, sharing
 /// the secure store's key file (as every server of an installation must).
 pub struct Installation {
-    pub endpoints: String,
+    /// How a server reaches the cluster: `ebb serve`'s etcd arguments and the library's
+    /// location.
+    access_args: Vec<String>,
+    pub location: ebb::store::Location,
     pub prefix: String,
     dir: PathBuf,
     ttl: Duration,
@@ -23,7 +26,11 @@ impl Installation {
     /// keeping a lease of `ttl`.
     pub fn new(cluster: &Cluster, dir: &Path, ttl: Duration, prefix: &str) -> Installation {
         Installation {
-            endpoints: cluster.endpoints(),
+            access_args: ["--etcd-endpoints".to_string(), cluster.endpoints()]
+                .into_iter()
+                .chain(cluster.access_args())
+                .collect(),
+            location: cluster.location(prefix),
             prefix: prefix.to_string(),
             dir: dir.to_path_buf(),
             ttl,
@@ -43,23 +50,21 @@ impl Installation {
         let server = Server::start_at(
             &data,
             Options {
-                args: vec![
-                    "--store".into(),
-                    "etcd".into(),
-                    "--etcd-endpoints".into(),
-                    self.endpoints.clone(),
-                    "--etcd-prefix".into(),
-                    self.prefix.clone(),
-                    "--server-name".into(),
-                    name.into(),
-                    "--lease-ttl".into(),
-                    format!("{}s", self.ttl.as_secs()),
-                    "--secure-key-file".into(),
-                    key.to_string_lossy().into_owned(),
-                ]
-                .into_iter()
-                .chain(more.iter().map(|a| a.to_string()))
-                .collect(),
+                args: ["--store".to_string(), "etcd".into()]
+                    .into_iter()
+                    .chain(self.access_args.iter().cloned())
+                    .chain([
+                        "--etcd-prefix".into(),
+                        self.prefix.clone(),
+                        "--server-name".into(),
+                        name.into(),
+                        "--lease-ttl".into(),
+                        format!("{}s", self.ttl.as_secs()),
+                        "--secure-key-file".into(),
+                        key.to_string_lossy().into_owned(),
+                    ])
+                    .chain(more.iter().map(|a| a.to_string()))
+                    .collect(),
                 client_token: self.token.get().cloned(),
                 ..Options::default()
             },

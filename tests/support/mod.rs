@@ -3,8 +3,9 @@
 //! - `profiles`: profile bodies; `runs`: apps, runs, waiting, and the sim cloud's files;
 //! - `bench`: the benchmarks' server, profile and app;
 //! - `process`: child processes, and stand-ins that print their port;
-//! - `etcd`: real etcd servers, and the etcd store of every test server with
-//!   `EBB_TEST_STORE=etcd`; `installation`: several servers on one etcd;
+//! - `etcd`: real etcd servers (over TLS, with etcd's users), and the etcd store of every test server with
+//!   `EBB_TEST_STORE=etcd`; `installation`: several servers on one etcd; `pki`: certificates
+//!   made at test time;
 //! - the stand-ins for clouds and machines: moto for EC2 (`moto`), the Google Cloud stand-in
 //!   (`gcp`) and OpenSSH (`sshd`).
 //!
@@ -21,6 +22,7 @@ pub mod gcp;
 pub mod installation;
 #[cfg(feature = "aws")]
 pub mod moto;
+pub mod pki;
 pub mod process;
 pub mod profiles;
 pub mod runs;

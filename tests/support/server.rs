@@ -105,6 +105,12 @@ impl Server {
             .env_remove("EBB_DATA_DIR")
             .env_remove("EBB_STORE")
             .env_remove("EBB_ETCD_ENDPOINTS")
+            .env_remove("EBB_ETCD_CA_CERT")
+            .env_remove("EBB_ETCD_CERT")
+            .env_remove("EBB_ETCD_KEY")
+            .env_remove("EBB_ETCD_USER")
+            .env_remove("EBB_ETCD_PASSWORD_FILE")
+            .env_remove("EBB_ETCD_INSECURE")
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         if let Some(token) = &options.token {
@@ -389,13 +395,7 @@ pub fn lose_store(data_dir: &Path) {
 /// Where the test store of `data_dir` is, for the library's store functions.
 pub fn store_location(data_dir: &Path) -> ebb::store::Location {
     if super::etcd::enabled() {
-        ebb::store::Location::Etcd(
-            ebb::store::etcd::Endpoints::parse(
-                &super::etcd::shared().endpoints(),
-                &super::etcd::prefix_of(data_dir),
-            )
-            .expect("endpoints"),
-        )
+        super::etcd::shared().location(&super::etcd::prefix_of(data_dir))
     } else {
         ebb::store::Location::Redb(data_dir.to_path_buf())
     }

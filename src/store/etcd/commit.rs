@@ -9,12 +9,15 @@
 //!   key's chunks, so a rewrite or a delete leaves none behind.
 //! - Each transaction leaves a commit marker, so a write whose answer was lost can tell
 //!   whether it committed before running again.
+//! - Each compares that no intent is pending; a write larger than one transaction becomes one
+//!   (see [`super::intent`]).
 
 use std::collections::BTreeSet;
 
-use etcd_client::{Compare, CompareOp, DeleteOptions, PutOptions, Txn, TxnOp, TxnOpResponse};
+use etcd_client::{Compare, CompareOp, Txn, TxnOp, TxnOpResponse};
 
-use super::shared::Shared;
+use super::intent::{self, Op, Pending};
+use super::shared::{MAX_TXN_BYTES, Shared, Trip};
 use super::view::{CHUNKED, Pointer, View};
 use crate::store::backend::Fence;
 use crate::store::table::{StoreError, Table};
@@ -29,6 +32,9 @@ pub(super) enum Outcome {
     Committed,
     /// Something the closure read changed meanwhile: nothing was written.
     Conflict,
+    /// Another write larger than a transaction is being applied: nothing was written; finish
+    /// it ([`Shared::finish_pending`]) and run the closure again.
+    Pending,
 }
 
 /// A commit etcd did not answer, or refused.
@@ -57,13 +63,114 @@ pub(super) fn commit(
     if staged.is_empty() {
         return Ok(Outcome::Committed);
     }
-    let mut compares = compares(shared, view);
+    let ops = operations(shared, view, staged)?;
+    let max = shared.max_ops();
+    // Room for the compares of no pending intent, of the fence and of an intent's batches.
+    let mut compares = compares(shared, view, max.saturating_sub(3));
+    compares.push(shared.none_pending());
     let fence_key = fence.map(|f| shared.keys.of(Table::Owners, &f.run));
     if let (Some(fence), Some(key)) = (fence, &fence_key) {
         compares.push(Compare::lease(key.clone(), CompareOp::Equal, fence.lease));
     }
+    let marker = shared
+        .keys
+        .marker(&uuid::Uuid::now_v7().simple().to_string());
+    let mark = TxnOp::put(marker.clone(), Vec::new(), None);
+    // On failure, `~pending` (and the owner record of a fenced write) tell a conflict from an
+    // intent in the way and from a lost run.
+    let mut otherwise = vec![shared.get_pending()];
+    if let Some(key) = &fence_key {
+        otherwise.push(TxnOp::get(key.clone(), None));
+    }
+    let bytes: usize = ops.iter().map(Op::size).sum();
+    let (txn, intent) = if ops.len() < max && bytes <= MAX_TXN_BYTES {
+        let mut then: Vec<TxnOp> = ops.iter().map(Op::to_txn_op).collect();
+        then.push(mark);
+        (Txn::new().when(compares).and_then(then), None)
+    } else {
+        // Larger than one transaction: committed as an intent (see `intent`).
+        let id = uuid::Uuid::now_v7().simple().to_string();
+        let batches = intent::batches(ops, max.saturating_sub(1), MAX_TXN_BYTES);
+        shared.stage_intent(&id, &batches)?;
+        let pending = Pending {
+            id: id.clone(),
+            batches: batches.len(),
+        };
+        let record = serde_json::to_vec(&pending).expect("a pending record serializes");
+        // Its batches are still there (the sweep removes an intent's batches all at once).
+        compares.push(Compare::create_revision(
+            shared.keys.intent(&id, 0),
+            CompareOp::Greater,
+            0,
+        ));
+        let then = [TxnOp::put(shared.keys.pending(), record, None), mark];
+        (Txn::new().when(compares).and_then(then), Some(id))
+    };
+    let txn = txn.or_else(otherwise);
+    let mut kv = shared.kv();
+    let started = std::time::Instant::now();
+    shared.trip(Trip::Commit);
+    let answer = shared.handle.block_on(async move { kv.txn(txn).await });
+    metrics::histogram!(crate::model::metrics::STORE_COMMIT_SECONDS.name, "store" => "etcd")
+        .record(started.elapsed().as_secs_f64());
+    match answer {
+        Ok(response) if response.succeeded() => {
+            metrics::histogram!(crate::model::metrics::STORE_COMMIT_BATCH.name, "store" => "etcd")
+                .record(1.0);
+            if intent.is_some() {
+                // Committed: whoever comes next finishes it if this cannot.
+                if let Err(e) = shared.finish_pending() {
+                    tracing::debug!(error = %e, "an intent is left for the next reader to apply");
+                }
+            }
+            Ok(Outcome::Committed)
+        }
+        Ok(response) => {
+            if let Some(id) = &intent {
+                shared.drop_intent(id);
+            }
+            let pending = shared.keys.pending();
+            let found = |key: &[u8]| {
+                response.op_responses().into_iter().find_map(|r| match r {
+                    TxnOpResponse::Get(get) => get
+                        .kvs()
+                        .first()
+                        .filter(|kv| kv.key() == key)
+                        .map(|kv| kv.lease()),
+                    TxnOpResponse::Put(_) | TxnOpResponse::Delete(_) | TxnOpResponse::Txn(_) => {
+                        None
+                    }
+                })
+            };
+            if found(&pending).is_some() {
+                return Ok(Outcome::Pending);
+            }
+            match (fence, &fence_key) {
+                (Some(fence), Some(key)) if found(key) != Some(fence.lease) => {
+                    Err(StoreError::Fenced {
+                        run: fence.run.clone(),
+                    }
+                    .into())
+                }
+                _ => Ok(Outcome::Conflict),
+            }
+        }
+        Err(e) => {
+            let error = shared.unavailable(&e);
+            let marker = error.is_unavailable().then_some(marker);
+            Err(Failed { error, marker })
+        }
+    }
+}
+
+/// What `staged` does in etcd: each put and delete, large values as chunks (written now, under
+/// a fresh generation), a put of each table's deletion key a delete touched, and the removal
+/// of a key's chunks where it may have had some (not for a key the closure read as absent or
+/// stored whole).
+fn operations(shared: &Shared, view: &View<'_>, staged: Staged) -> Result<Vec<Op>, Failed> {
     let lease = *shared.lease.borrow();
-    let mut ops = Vec::with_capacity(staged.len() * 2 + 2);
+    let plain = view.plain();
+    let mut ops = Vec::with_capacity(staged.len() + 2);
     let mut deleted_from = BTreeSet::new();
     for ((table, key), value) in staged {
         let etcd_key = shared.keys.of(table, &key);
@@ -74,11 +181,17 @@ pub(super) fn commit(
             *end.last_mut().expect("ends with 0") = 1;
             end
         };
+        let whole = plain.contains(&etcd_key);
         match value {
             None => {
                 deleted_from.insert(table);
-                ops.push(TxnOp::delete(etcd_key, None));
-                ops.push(delete_range(chunks, chunks_end));
+                ops.push(Op::Delete {
+                    key: etcd_key,
+                    end: None,
+                });
+                if !whole {
+                    ops.push(delete_range(chunks, chunks_end));
+                }
             }
             Some(bytes) if table.is_live() => {
                 // Who is up now goes with the server that wrote it.
@@ -89,20 +202,30 @@ pub(super) fn commit(
                     ))
                     .into());
                 }
-                ops.push(TxnOp::put(
-                    etcd_key,
-                    bytes,
-                    Some(PutOptions::new().with_lease(lease)),
-                ));
+                ops.push(Op::Put {
+                    key: etcd_key,
+                    value: bytes,
+                    lease,
+                });
             }
             Some(bytes) if bytes.len() <= CHUNK => {
-                ops.push(TxnOp::put(etcd_key, bytes, None));
-                ops.push(delete_range(chunks, chunks_end));
+                ops.push(Op::Put {
+                    key: etcd_key,
+                    value: bytes,
+                    lease: 0,
+                });
+                if !whole {
+                    ops.push(delete_range(chunks, chunks_end));
+                }
             }
             Some(bytes) => {
                 let generation = uuid::Uuid::now_v7().simple().to_string();
                 let pointer = write_chunks(shared, &chunks, &generation, &bytes)?;
-                ops.push(TxnOp::put(etcd_key, pointer, None));
+                ops.push(Op::Put {
+                    key: etcd_key,
+                    value: pointer,
+                    lease: 0,
+                });
                 let mut this = chunks.clone();
                 this.extend_from_slice(generation.as_bytes());
                 let mut after = this.clone();
@@ -113,59 +236,32 @@ pub(super) fn commit(
         }
     }
     for table in deleted_from {
-        ops.push(TxnOp::put(shared.keys.deleted(table), Vec::new(), None));
+        ops.push(Op::Put {
+            key: shared.keys.deleted(table),
+            value: Vec::new(),
+            lease: 0,
+        });
     }
-    let marker = shared
-        .keys
-        .marker(&uuid::Uuid::now_v7().simple().to_string());
-    ops.push(TxnOp::put(marker.clone(), Vec::new(), None));
-    let mut txn = Txn::new().when(compares).and_then(ops);
-    if let Some(key) = &fence_key {
-        // On failure, the owner record tells a lost run from a conflict.
-        txn = txn.or_else([TxnOp::get(key.clone(), None)]);
-    }
-    let mut kv = shared.kv();
-    let started = std::time::Instant::now();
-    let answer = shared.handle.block_on(async move { kv.txn(txn).await });
-    metrics::histogram!(crate::model::metrics::STORE_COMMIT_SECONDS.name, "store" => "etcd")
-        .record(started.elapsed().as_secs_f64());
-    match answer {
-        Ok(response) if response.succeeded() => {
-            metrics::histogram!(crate::model::metrics::STORE_COMMIT_BATCH.name, "store" => "etcd")
-                .record(1.0);
-            Ok(Outcome::Committed)
-        }
-        Ok(response) => match fence {
-            Some(fence) if !still_owned(&response, fence.lease) => Err(StoreError::Fenced {
-                run: fence.run.clone(),
-            }
-            .into()),
-            _ => Ok(Outcome::Conflict),
-        },
-        Err(e) => {
-            let error = shared.unavailable(&e);
-            let marker = error.is_unavailable().then_some(marker);
-            Err(Failed { error, marker })
-        }
-    }
+    Ok(ops)
 }
 
-/// Whether the owner record a failed fenced transaction read back is still bound to `lease`.
-fn still_owned(response: &etcd_client::TxnResponse, lease: i64) -> bool {
-    response.op_responses().iter().any(|r| match r {
-        TxnOpResponse::Get(get) => get.kvs().first().is_some_and(|kv| kv.lease() == lease),
-        TxnOpResponse::Put(_) | TxnOpResponse::Delete(_) | TxnOpResponse::Txn(_) => false,
-    })
-}
-
-/// The compares of everything `view` read.
-fn compares(shared: &Shared, view: &View<'_>) -> Vec<Compare> {
+/// The compares of everything `view` read: each key's mod revision and each scanned range's,
+/// at most `room` of them. A closure that read more is compared table by table instead (no
+/// key of a table it read changed since, nor was one deleted): stricter, never looser.
+fn compares(shared: &Shared, view: &View<'_>, room: usize) -> Vec<Compare> {
     let reads = view.reads();
     let after = view.revision() + 1;
+    let unchanged_since = |table: Table, prefix: &str| {
+        [
+            Compare::mod_revision(shared.keys.of(table, prefix), CompareOp::Less, after)
+                .with_prefix(),
+            Compare::mod_revision(shared.keys.deleted(table), CompareOp::Less, after),
+        ]
+    };
     let mut compares: Vec<Compare> = reads
         .keys
         .iter()
-        .map(|(key, revision)| Compare::mod_revision(key.clone(), CompareOp::Equal, *revision))
+        .map(|(key, (_, revision))| Compare::mod_revision(key.clone(), CompareOp::Equal, *revision))
         .collect();
     for (table, prefixes) in &reads.ranges {
         for prefix in outermost(prefixes) {
@@ -180,7 +276,19 @@ fn compares(shared: &Shared, view: &View<'_>) -> Vec<Compare> {
             after,
         ));
     }
-    compares
+    if compares.len() <= room {
+        return compares;
+    }
+    let tables: BTreeSet<Table> = reads
+        .keys
+        .values()
+        .map(|(table, _)| *table)
+        .chain(reads.ranges.keys().copied())
+        .collect();
+    tables
+        .into_iter()
+        .flat_map(|table| unchanged_since(table, ""))
+        .collect()
 }
 
 /// The prefixes not already inside a shorter one of the set.
@@ -195,8 +303,11 @@ fn outermost(prefixes: &BTreeSet<String>) -> Vec<&str> {
     kept
 }
 
-fn delete_range(from: Vec<u8>, to: Vec<u8>) -> TxnOp {
-    TxnOp::delete(from, Some(DeleteOptions::new().with_range(to)))
+fn delete_range(from: Vec<u8>, to: Vec<u8>) -> Op {
+    Op::Delete {
+        key: from,
+        end: Some(to),
+    }
 }
 
 /// Writes `bytes` as chunks of generation `generation` under `base` (which ends in `\0`), and
@@ -215,6 +326,7 @@ fn write_chunks(
         key.extend_from_slice(format!("{n:06}").as_bytes());
         let mut kv = shared.kv();
         let chunk = chunk.to_vec();
+        shared.trip(Trip::Chunk);
         shared
             .handle
             .block_on(async move { kv.put(key, chunk, None).await })

@@ -13,7 +13,9 @@
 //! waits until etcd is back, so a run pauses where it is and never acts on a step it could
 //! not record.
 
+mod access;
 mod commit;
+mod intent;
 mod lease;
 mod shared;
 mod view;
@@ -23,9 +25,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, KvClient, LeaseClient, Txn, TxnOp, WatchClient,
-};
+use etcd_client::{Client, Compare, CompareOp, KvClient, LeaseClient, Txn, TxnOp, WatchClient};
 use tokio::sync::oneshot;
 
 use super::backend::{Backend, Fence, LeaseState};
@@ -35,14 +35,15 @@ use super::txn::Txn as StoreTxn;
 use shared::{Keys, MARKER_LIFE, Shared, classify, now_micros};
 use view::View;
 
+pub use access::Access;
+
 /// The key prefix of an installation when none is given.
 pub const DEFAULT_PREFIX: &str = "/ebb";
 
-/// The fewest operations etcd must accept in one transaction (its `--max-txn-ops`, 128 by
-/// default). A write's transaction holds one compare per key it read and one or two
-/// operations per key it writes; the largest of ebb's (a namespace's deletion, a cluster
-/// operation's start) stay under this.
-pub const MIN_TXN_OPS: usize = 1024;
+/// How many operations ebb asks etcd to take in one transaction, largest first: a
+/// transaction over etcd's `--max-txn-ops` is refused, and etcd's default is 128. A write that
+/// needs more than etcd takes is committed as an intent across several (see [`intent`]).
+pub const TXN_OPS: [usize; 2] = [1024, 128];
 
 /// How long an impatient read or write rides out an unreachable etcd (a leader election
 /// takes about a second) before it fails.
@@ -54,16 +55,20 @@ const MAX_CONFLICTS: u32 = 64;
 /// Longest pause between two tries while etcd cannot be reached.
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
-/// Where an installation's store is: etcd's client URLs and this installation's key prefix.
+/// Where an installation's store is: etcd's client URLs, this installation's key prefix, and
+/// how to reach etcd securely.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoints {
     pub urls: Vec<String>,
     pub prefix: String,
+    pub access: Access,
 }
 
 impl Endpoints {
-    /// Parses a comma-separated list of `http://host:port` client URLs and a key prefix.
-    pub fn parse(urls: &str, prefix: &str) -> Result<Endpoints, String> {
+    /// Parses a comma-separated list of `http://host:port` or `https://host:port` client URLs
+    /// and a key prefix, and checks `access` goes with them (TLS files with `https://`; plain
+    /// `http://` only to this machine unless `access.insecure`).
+    pub fn parse(urls: &str, prefix: &str, access: Access) -> Result<Endpoints, String> {
         let urls: Vec<String> = urls
             .split(',')
             .map(str::trim)
@@ -71,22 +76,32 @@ impl Endpoints {
             .map(str::to_string)
             .collect();
         if urls.is_empty() {
-            return Err("no etcd endpoint given: pass --etcd-endpoints http://HOST:PORT".into());
+            return Err("no etcd endpoint given: pass --etcd-endpoints https://HOST:PORT".into());
         }
         if urls.len() > 16 {
             return Err(format!("{} etcd endpoints given; at most 16", urls.len()));
         }
+        let mut hosts = Vec::with_capacity(urls.len());
+        let https = urls[0].starts_with("https://");
         for url in &urls {
-            let rest = url.strip_prefix("http://").ok_or_else(|| {
-                format!("etcd endpoint '{url}' must start with http:// (TLS to etcd is not supported yet)")
-            })?;
+            let rest = url
+                .strip_prefix(if https { "https://" } else { "http://" })
+                .ok_or_else(|| {
+                    if url.starts_with("http://") || url.starts_with("https://") {
+                        format!("etcd endpoint '{url}': every endpoint must use the same scheme, http:// or https://")
+                    } else {
+                        format!("etcd endpoint '{url}' must start with https:// (or http://)")
+                    }
+                })?;
             let (host, port) = rest.rsplit_once(':').ok_or_else(|| {
-                format!("etcd endpoint '{url}' has no port: write http://HOST:PORT")
+                format!("etcd endpoint '{url}' has no port: write https://HOST:PORT")
             })?;
             if host.is_empty() || port.parse::<u16>().is_err() || url.len() > 256 {
-                return Err(format!("etcd endpoint '{url}' is not http://HOST:PORT"));
+                return Err(format!("etcd endpoint '{url}' is not https://HOST:PORT"));
             }
+            hosts.push(host);
         }
+        access.check(https, &hosts)?;
         let prefix = prefix.trim_end_matches('/');
         if !prefix.starts_with('/')
             || prefix.len() > 128
@@ -101,6 +116,7 @@ impl Endpoints {
         Ok(Endpoints {
             urls,
             prefix: prefix.to_string(),
+            access,
         })
     }
 
@@ -144,7 +160,7 @@ pub(super) fn open(endpoints: &Endpoints) -> Result<Etcd, StoreError> {
         .map_err(|e| open_err(e.to_string()))?;
     let (clients, leases, watches) = handle
         .block_on(connect_each(endpoints))
-        .map_err(|e| open_err(format!("cannot connect: {e}")))?;
+        .map_err(|e| open_err(e.explain(endpoints)))?;
     let shared = Arc::new(Shared {
         clients,
         leases,
@@ -159,9 +175,13 @@ pub(super) fn open(endpoints: &Endpoints) -> Result<Etcd, StoreError> {
         describe: describe.clone(),
         closed: AtomicBool::new(false),
         in_flight: AtomicUsize::new(0),
+        max_ops: AtomicUsize::new(TXN_OPS[TXN_OPS.len() - 1]),
     });
     shared
-        .check_txn_limit()
+        .probe(&endpoints.urls[0])
+        .map_err(|e| open_err(e.explain(endpoints)))?;
+    shared
+        .learn_txn_limit()
         .map_err(|e| open_err(e.to_string()))?;
     shared.prepare()?;
     let sweeper = Arc::clone(&shared);
@@ -174,13 +194,29 @@ pub(super) fn open(endpoints: &Endpoints) -> Result<Etcd, StoreError> {
     })
 }
 
+/// Why the store could not be opened: the access options are wrong, or etcd refused them.
+enum OpenFailure {
+    Options(String),
+    /// etcd at this URL failed so.
+    Etcd(etcd_client::Error, String),
+}
+
+impl OpenFailure {
+    fn explain(&self, endpoints: &Endpoints) -> String {
+        match self {
+            OpenFailure::Options(message) => message.clone(),
+            OpenFailure::Etcd(e, url) => endpoints.access.explain(e, url, &endpoints.prefix),
+        }
+    }
+}
+
 /// The clients of each endpoint.
-async fn connect_each(endpoints: &Endpoints) -> Result<Clients, etcd_client::Error> {
+async fn connect_each(endpoints: &Endpoints) -> Result<Clients, OpenFailure> {
     let mut clients = Vec::with_capacity(endpoints.urls.len());
     let mut leases = Vec::with_capacity(endpoints.urls.len());
     let mut watches = Vec::with_capacity(endpoints.urls.len());
     for url in &endpoints.urls {
-        let client = connect(std::slice::from_ref(url)).await?;
+        let client = connect(std::slice::from_ref(url), &endpoints.access).await?;
         leases.push(client.lease_client());
         watches.push(client.watch_client());
         clients.push(
@@ -195,13 +231,18 @@ async fn connect_each(endpoints: &Endpoints) -> Result<Clients, etcd_client::Err
 /// Every endpoint's key-value, lease and watch clients.
 type Clients = (Vec<KvClient>, Vec<LeaseClient>, Vec<WatchClient>);
 
-async fn connect(urls: &[String]) -> Result<Client, etcd_client::Error> {
-    let options = ConnectOptions::new()
+/// A client of `urls`, with TLS and the user of `access`.
+async fn connect(urls: &[String], access: &Access) -> Result<Client, OpenFailure> {
+    let options = access
+        .connect_options()
+        .map_err(OpenFailure::Options)?
         .with_connect_timeout(Duration::from_secs(2))
         .with_timeout(Duration::from_secs(5))
         .with_keep_alive(Duration::from_secs(2), Duration::from_secs(2))
         .with_require_leader(true);
-    Client::connect(urls, Some(options)).await
+    Client::connect(urls, Some(options))
+        .await
+        .map_err(|e| OpenFailure::Etcd(e, urls.join(",")))
 }
 
 /// Writes a schema version into the installation at `endpoints`; see
@@ -217,7 +258,13 @@ pub(super) fn write_schema_version(endpoints: &Endpoints, version: u64) -> Resul
         root: endpoints.prefix.clone(),
     };
     runtime.block_on(async {
-        let mut kv = connect(&endpoints.urls).await.map_err(failed)?.kv_client();
+        let mut kv = connect(&endpoints.urls, &endpoints.access)
+            .await
+            .map_err(|e| StoreError::Open {
+                store: describe.clone(),
+                message: e.explain(endpoints),
+            })?
+            .kv_client();
         let value = serde_json::to_vec(&version).expect("a number serializes");
         kv.put(keys.of(Table::Meta, SCHEMA_KEY), value, None)
             .await
@@ -227,25 +274,42 @@ pub(super) fn write_schema_version(endpoints: &Endpoints, version: u64) -> Resul
 }
 
 impl Shared {
-    /// Refuses an etcd that would refuse ebb's larger transactions, with the flag that fixes it.
-    fn check_txn_limit(&self) -> Result<(), StoreError> {
+    /// One read of the schema version: the first call over the connection, so a certificate
+    /// or user etcd refuses is told at start.
+    fn probe(&self, url: &str) -> Result<(), OpenFailure> {
         let key = self.keys.of(Table::Meta, SCHEMA_KEY);
-        let compares: Vec<Compare> = (0..MIN_TXN_OPS)
-            .map(|_| Compare::mod_revision(key.clone(), CompareOp::Greater, -1))
-            .collect();
         let mut kv = self.kv();
-        match self
-            .handle
-            .block_on(async move { kv.txn(Txn::new().when(compares)).await })
-        {
-            Ok(_) => Ok(()),
-            Err(e) if e.to_string().contains("too many operations") => {
-                Err(StoreError::Storage(format!(
-                    "etcd refuses transactions of {MIN_TXN_OPS} operations; start every etcd member with --max-txn-ops={MIN_TXN_OPS} or more"
-                )))
+        self.handle
+            .block_on(async move { kv.get(key, None).await })
+            .map(|_| ())
+            .map_err(|e| OpenFailure::Etcd(e, url.to_string()))
+    }
+
+    /// Finds how many operations etcd takes in one transaction (its `--max-txn-ops`), among
+    /// [`TXN_OPS`]; refuses an etcd that takes fewer than its own default.
+    fn learn_txn_limit(&self) -> Result<(), StoreError> {
+        let key = self.keys.of(Table::Meta, SCHEMA_KEY);
+        for ops in TXN_OPS {
+            let compares: Vec<Compare> = (0..ops)
+                .map(|_| Compare::mod_revision(key.clone(), CompareOp::Greater, -1))
+                .collect();
+            let mut kv = self.kv();
+            match self
+                .handle
+                .block_on(async move { kv.txn(Txn::new().when(compares)).await })
+            {
+                Ok(_) => {
+                    self.max_ops.store(ops, Ordering::Relaxed);
+                    return Ok(());
+                }
+                Err(e) if e.to_string().contains("too many operations") => {}
+                Err(e) => return Err(self.unavailable(&e)),
             }
-            Err(e) => Err(self.unavailable(&e)),
         }
+        let least = TXN_OPS[TXN_OPS.len() - 1];
+        Err(StoreError::Storage(format!(
+            "etcd refuses transactions of {least} operations (its default); start every etcd member with --max-txn-ops={least} or more"
+        )))
     }
 
     /// Records the schema version in an empty store, or checks the one recorded.
@@ -297,7 +361,8 @@ impl Shared {
         Ok(())
     }
 
-    /// Deletes commit markers older than [`MARKER_LIFE`], once a minute.
+    /// Deletes commit markers and uncommitted intents older than [`MARKER_LIFE`], once a
+    /// minute.
     async fn sweep_markers(self: Arc<Self>) {
         let mut every = tokio::time::interval(Duration::from_secs(60));
         loop {
@@ -310,6 +375,19 @@ impl Shared {
             let options = etcd_client::DeleteOptions::new().with_range(to);
             if let Err(e) = self.kv().delete(from, Some(options)).await {
                 tracing::debug!(error = %e, "commit markers not swept this time");
+            }
+            // Batches of intents never committed (their writer died first, or conflicted and
+            // could not drop them): ids are time-ordered, so the old ones are a range. Never
+            // while an intent is pending, whose batches may be among them.
+            let (from, to) = self.keys.intents_before(&format!("{:012x}", cutoff / 1000));
+            let sweep = Txn::new()
+                .when([self.none_pending()])
+                .and_then([TxnOp::delete(
+                    from,
+                    Some(etcd_client::DeleteOptions::new().with_range(to)),
+                )]);
+            if let Err(e) = self.kv().txn(sweep).await {
+                tracing::debug!(error = %e, "stale intents not swept this time");
             }
         }
     }
@@ -350,6 +428,14 @@ impl Shared {
             }
             match commit::commit(self, &view, staged, fence) {
                 Ok(commit::Outcome::Committed) => return job.finish(Ok(())),
+                Ok(commit::Outcome::Pending) => {
+                    conflicts += 1;
+                    if let Err(e) = self.finish_pending() {
+                        if !self.wait(&e, patient, started, &mut waits) {
+                            return job.finish(Err(e));
+                        }
+                    }
+                }
                 Ok(commit::Outcome::Conflict) => {
                     conflicts += 1;
                     if conflicts >= MAX_CONFLICTS {
@@ -525,21 +611,67 @@ mod tests {
     use super::*;
 
     #[test]
-    fn endpoints_are_http_urls_with_ports_and_a_clean_prefix() {
-        let e =
-            Endpoints::parse("http://127.0.0.1:2379, http://10.0.0.2:2379", "/ebb/").expect("ok");
+    fn endpoints_are_urls_with_ports_one_scheme_and_a_clean_prefix() {
+        let e = Endpoints::parse(
+            "http://127.0.0.1:2379, http://localhost:2379",
+            "/ebb/",
+            Access::default(),
+        )
+        .expect("ok");
         assert_eq!(e.urls.len(), 2);
         assert_eq!(e.prefix, "/ebb");
-        for (urls, prefix, needle) in [
-            ("", "/ebb", "no etcd endpoint"),
-            ("127.0.0.1:2379", "/ebb", "http://"),
-            ("https://h:2379", "/ebb", "http://"),
-            ("http://h", "/ebb", "no port"),
-            ("http://h:99999", "/ebb", "HOST:PORT"),
-            ("http://h:2379", "ebb", "must start with '/'"),
-            ("http://h:2379", "/e b", "must start with '/'"),
+        let tls = Access {
+            ca_cert: Some("ca.pem".into()),
+            ..Access::default()
+        };
+        Endpoints::parse(
+            "https://etcd-1:2379,https://etcd-2:2379",
+            "/ebb",
+            tls.clone(),
+        )
+        .expect("https with a CA");
+        for (urls, prefix, access, needle) in [
+            ("", "/ebb", Access::default(), "no etcd endpoint"),
+            (
+                "127.0.0.1:2379",
+                "/ebb",
+                Access::default(),
+                "must start with https://",
+            ),
+            (
+                "https://h:2379",
+                "/ebb",
+                Access::default(),
+                "--etcd-ca-cert",
+            ),
+            (
+                "https://h:2379,http://h:2379",
+                "/ebb",
+                tls.clone(),
+                "same scheme",
+            ),
+            (
+                "http://10.0.0.2:2379",
+                "/ebb",
+                Access::default(),
+                "--etcd-insecure",
+            ),
+            ("http://h", "/ebb", Access::default(), "no port"),
+            ("http://h:99999", "/ebb", Access::default(), "HOST:PORT"),
+            (
+                "http://127.0.0.1:2379",
+                "ebb",
+                Access::default(),
+                "must start with '/'",
+            ),
+            (
+                "http://127.0.0.1:2379",
+                "/e b",
+                Access::default(),
+                "must start with '/'",
+            ),
         ] {
-            let e = Endpoints::parse(urls, prefix).expect_err(urls);
+            let e = Endpoints::parse(urls, prefix, access).expect_err(urls);
             assert!(e.contains(needle), "{urls} {prefix}: {e}");
         }
     }

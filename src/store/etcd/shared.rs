@@ -28,6 +28,22 @@ pub(super) struct Shared {
     pub(super) describe: String,
     pub(super) closed: AtomicBool,
     pub(super) in_flight: AtomicUsize,
+    /// The most operations (and compares) etcd takes in one transaction: its
+    /// `--max-txn-ops`, as found at start (128 by default).
+    pub(super) max_ops: AtomicUsize,
+}
+
+/// The most bytes of keys and values ebb puts in one transaction: well below etcd's default
+/// `--max-request-bytes` (1.5 MiB), with room for the compares.
+pub(super) const MAX_TXN_BYTES: usize = 1 << 20;
+
+/// What a request to etcd was for, as the round-trip counter says.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Trip {
+    Read,
+    Commit,
+    Chunk,
+    Intent,
 }
 
 /// The etcd keys of an installation.
@@ -65,6 +81,32 @@ impl Keys {
         format!("{}/~commits/{:020}-{id}", self.root, now_micros()).into_bytes()
     }
 
+    /// The record of the intent being applied, while one is (see [`super::intent`]).
+    pub(super) fn pending(&self) -> Vec<u8> {
+        format!("{}/~pending", self.root).into_bytes()
+    }
+
+    /// Batch `n` of intent `id`.
+    pub(super) fn intent(&self, id: &str, n: usize) -> Vec<u8> {
+        format!("{}/~intents/{id}/{n:06}", self.root).into_bytes()
+    }
+
+    /// Every batch of intent `id`: from, to (excluded).
+    pub(super) fn intent_range(&self, id: &str) -> (Vec<u8>, Vec<u8>) {
+        (
+            format!("{}/~intents/{id}/", self.root).into_bytes(),
+            format!("{}/~intents/{id}0", self.root).into_bytes(),
+        )
+    }
+
+    /// Every intent's batches whose id (time-ordered) sorts before `id`.
+    pub(super) fn intents_before(&self, id: &str) -> (Vec<u8>, Vec<u8>) {
+        (
+            format!("{}/~intents/", self.root).into_bytes(),
+            format!("{}/~intents/{id}", self.root).into_bytes(),
+        )
+    }
+
     pub(super) fn markers_before(&self, micros: u64) -> (Vec<u8>, Vec<u8>) {
         (
             format!("{}/~commits/", self.root).into_bytes(),
@@ -93,6 +135,23 @@ impl std::fmt::Debug for Shared {
 }
 
 impl Shared {
+    /// Counts one request to etcd.
+    pub(super) fn trip(&self, trip: Trip) {
+        let kind = match trip {
+            Trip::Read => "read",
+            Trip::Commit => "commit",
+            Trip::Chunk => "chunk",
+            Trip::Intent => "intent",
+        };
+        metrics::counter!(crate::model::metrics::STORE_ROUND_TRIPS.name, "kind" => kind)
+            .increment(1);
+    }
+
+    /// The most operations one transaction may hold.
+    pub(super) fn max_ops(&self) -> usize {
+        self.max_ops.load(Ordering::Relaxed)
+    }
+
     pub(super) fn unavailable(&self, e: &etcd_client::Error) -> StoreError {
         classify(&self.describe, e)
     }

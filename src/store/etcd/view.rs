@@ -5,9 +5,9 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 
-use etcd_client::{GetOptions, KeyValue, SortOrder, SortTarget};
+use etcd_client::{GetOptions, KeyValue, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse};
 
-use super::shared::Shared;
+use super::shared::{Shared, Trip};
 use crate::store::table::{StoreError, Table};
 use crate::store::txn::Source;
 
@@ -31,8 +31,11 @@ pub(super) struct Pointer {
 /// What a closure read, for its commit to compare.
 #[derive(Debug, Default)]
 pub(super) struct ReadSet {
-    /// Each key read on its own, and its mod revision then (0: absent).
-    pub(super) keys: BTreeMap<Vec<u8>, i64>,
+    /// Each key read on its own: its table, and its mod revision then (0: absent).
+    pub(super) keys: BTreeMap<Vec<u8>, (Table, i64)>,
+    /// The keys read on their own that were absent or stored whole (no chunks to drop when
+    /// they are written).
+    pub(super) plain: BTreeSet<Vec<u8>>,
     /// Each table scanned, and the prefixes scanned in it.
     pub(super) ranges: BTreeMap<Table, BTreeSet<String>>,
 }
@@ -64,37 +67,76 @@ impl<'a> View<'a> {
         self.reads.borrow()
     }
 
+    /// The keys read that were absent or stored whole.
+    pub(super) fn plain(&self) -> BTreeSet<Vec<u8>> {
+        self.reads.borrow().plain.clone()
+    }
+
     /// The first failure to reach etcd, if any: the closure's outcome cannot be trusted.
     pub(super) fn failure(&self) -> Option<StoreError> {
         self.failure.borrow().clone()
     }
 
-    /// One range request at the pinned revision (pinning it on the first).
+    /// One range request at the pinned revision. The first pins it, and reads `~pending` at
+    /// the same revision: a write larger than a transaction being applied is finished first
+    /// (see [`super::intent`]), so no view sees one half applied.
     fn range(&self, key: Vec<u8>, options: GetOptions) -> Result<Vec<KeyValue>, StoreError> {
         if let Some(e) = self.failure() {
             return Err(e);
         }
-        let options = options.with_revision(self.revision());
-        let mut kv = self.shared.kv();
-        let answer = self
-            .shared
-            .handle
-            .block_on(async move { kv.get(key, Some(options)).await });
-        match answer {
-            Ok(mut response) => {
-                if self.revision() == 0
-                    && let Some(header) = response.header()
-                {
-                    *self.revision.borrow_mut() = header.revision();
-                }
-                Ok(response.take_kvs())
+        if self.revision() != 0 {
+            let options = options.with_revision(self.revision());
+            let mut kv = self.shared.kv();
+            self.shared.trip(Trip::Read);
+            let answer = self
+                .shared
+                .handle
+                .block_on(async move { kv.get(key, Some(options)).await });
+            return match answer {
+                Ok(mut response) => Ok(response.take_kvs()),
+                Err(e) => Err(self.fail(&e)),
+            };
+        }
+        loop {
+            let txn = Txn::new().and_then([
+                TxnOp::get(key.clone(), Some(options.clone())),
+                self.shared.get_pending(),
+            ]);
+            let mut kv = self.shared.kv();
+            self.shared.trip(Trip::Read);
+            let answer = self
+                .shared
+                .handle
+                .block_on(async move { kv.txn(txn).await });
+            let response = match answer {
+                Ok(response) => response,
+                Err(e) => return Err(self.fail(&e)),
+            };
+            let revision = response.header().map_or(0, |h| h.revision());
+            let mut answers = response.op_responses().into_iter();
+            let (Some(TxnOpResponse::Get(mut found)), Some(TxnOpResponse::Get(pending))) =
+                (answers.next(), answers.next())
+            else {
+                return Err(StoreError::Storage(
+                    "etcd answered a read with something else".into(),
+                ));
+            };
+            if pending.kvs().is_empty() {
+                *self.revision.borrow_mut() = revision;
+                return Ok(found.take_kvs());
             }
-            Err(e) => {
-                let e = self.shared.unavailable(&e);
+            if let Err(e) = self.shared.finish_pending() {
                 *self.failure.borrow_mut() = Some(e.clone());
-                Err(e)
+                return Err(e);
             }
         }
+    }
+
+    /// Keeps the first failure to reach etcd.
+    fn fail(&self, e: &etcd_client::Error) -> StoreError {
+        let e = self.shared.unavailable(e);
+        *self.failure.borrow_mut() = Some(e.clone());
+        e
     }
 
     /// The value as stored: itself, or put together from its chunks.
@@ -190,10 +232,14 @@ impl Source for View<'_> {
         let etcd_key = self.shared.keys.of(table, key);
         let kvs = self.range(etcd_key.clone(), GetOptions::new())?;
         let found = kvs.first();
-        self.reads
-            .borrow_mut()
+        let mut reads = self.reads.borrow_mut();
+        if found.is_none_or(|kv| kv.value().first() != Some(&CHUNKED)) {
+            reads.plain.insert(etcd_key.clone());
+        }
+        reads
             .keys
-            .insert(etcd_key, found.map_or(0, KeyValue::mod_revision));
+            .insert(etcd_key, (table, found.map_or(0, KeyValue::mod_revision)));
+        drop(reads);
         found
             .map(|kv| self.value(table, key, kv.value()))
             .transpose()
