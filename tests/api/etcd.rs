@@ -346,6 +346,188 @@ fn etcd_options(cluster: &Cluster, prefix: &str) -> Options {
     }
 }
 
+/// On etcd's default limits (128 operations a transaction), a write of 2,000 records is
+/// still one write: readers and other writers racing with it see all of it or none of it.
+#[test]
+fn a_write_larger_than_a_transaction_is_all_or_nothing_to_everyone() {
+    let cluster = Cluster::start(1);
+    let store = open(&cluster, "/ebb-test/intent");
+    rt().block_on(async {
+        let writer = store.clone();
+        let big = tokio::spawn(async move {
+            for round in 0..5u32 {
+                writer
+                    .write(move |tx| {
+                        for i in 0..2000 {
+                            let key = format!("big/{i:04}");
+                            if round % 2 == 0 {
+                                tx.put(
+                                    Table::Events,
+                                    &key,
+                                    &json!({"round": round, "pad": "x".repeat(300)}),
+                                )?;
+                            } else {
+                                tx.delete(Table::Events, &key);
+                            }
+                        }
+                        Ok::<_, StoreError>(())
+                    })
+                    .await
+                    .expect("a write of 2000 records");
+            }
+        });
+        // A quick reader: the first and the last record of the write, read together, are of
+        // the same round (or both absent) whenever it looks.
+        let quick = {
+            let store = store.clone();
+            let big = big.abort_handle();
+            tokio::spawn(async move {
+                let mut looks = 0u32;
+                while !big.is_finished() {
+                    let (first, last) = store
+                        .read(|r| {
+                            let first: Option<serde_json::Value> =
+                                r.get(Table::Events, "big/0000")?;
+                            let last: Option<serde_json::Value> =
+                                r.get(Table::Events, "big/1999")?;
+                            Ok::<_, StoreError>((
+                                first.map(|v| v["round"].clone()),
+                                last.map(|v| v["round"].clone()),
+                            ))
+                        })
+                        .await
+                        .expect("read");
+                    assert_eq!(first, last, "a reader saw the write half applied");
+                    looks += 1;
+                }
+                looks
+            })
+        };
+        let mut seen = std::collections::BTreeSet::new();
+        let mut checks = 0;
+        while !big.is_finished() || checks < 20 {
+            let n = store
+                .read(|r| {
+                    Ok::<_, StoreError>(r.scan::<serde_json::Value>(Table::Events, "big/")?.len())
+                })
+                .await
+                .expect("read");
+            // A writer that decides on what it read: it records the count it saw.
+            let counted = store
+                .write(move |tx| {
+                    let n = tx.scan::<serde_json::Value>(Table::Events, "big/")?.len();
+                    tx.put(Table::Meta, &format!("seen/{checks:05}"), &n)?;
+                    Ok::<_, StoreError>(n)
+                })
+                .await
+                .expect("small write");
+            assert!(n == 0 || n == 2000, "a reader saw {n} of 2000 records");
+            assert!(
+                counted == 0 || counted == 2000,
+                "a writer saw {counted} of 2000"
+            );
+            seen.insert(n);
+            seen.insert(counted);
+            checks += 1;
+        }
+        big.await.expect("join");
+        let looks = quick.await.expect("the quick reader");
+        let last: Vec<(String, serde_json::Value)> = store
+            .read(|r| r.scan(Table::Events, "big/"))
+            .await
+            .expect("read");
+        assert_eq!(last.len(), 2000);
+        assert!(
+            last.iter().all(|(_, v)| v["round"] == 4),
+            "every record of the last round"
+        );
+        eprintln!("counts seen while writing: {seen:?} over {checks} checks, {looks} quick looks");
+    });
+    assert_eq!(
+        crate::support::etcd::count_keys(&cluster, "/ebb-test/intent/~pending"),
+        0
+    );
+    assert_eq!(
+        crate::support::etcd::count_keys(&cluster, "/ebb-test/intent/~intents/"),
+        0,
+        "an applied intent's batches are removed with it"
+    );
+}
+
+/// `ebb store copy` writes 200 records a write: on etcd's default limits each is an intent.
+/// SIGKILLed at random instants, it leaves every write whole or absent, and the next reader
+/// finishes one it committed but had not applied.
+#[test]
+fn a_writer_killed_mid_intent_leaves_whole_writes_only() {
+    let cluster = Cluster::start(1);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let source = sub(&dir, "source");
+    let store = Store::open(&source).expect("redb");
+    rt().block_on(store.write(|tx| {
+        for i in 0..1000 {
+            tx.put(
+                Table::Events,
+                &format!("r/{i:04}"),
+                &json!({"n": i, "pad": "y".repeat(400)}),
+            )?;
+        }
+        Ok::<_, StoreError>(())
+    }))
+    .expect("source");
+    rt().block_on(store.close()).expect("close");
+    drop(store);
+    let from = format!("redb:{}", source.display());
+    let to = format!("etcd:{}", cluster.endpoints());
+    let prefix = "/ebb-test/killed-copy";
+    let mut partial = 0;
+    for round in 0..12u64 {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ebb"))
+            .args([
+                "store",
+                "copy",
+                "--from",
+                &from,
+                "--to",
+                &to,
+                "--to-prefix",
+                prefix,
+                "--force",
+            ])
+            .args(cluster.access_args())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("ebb store copy");
+        std::thread::sleep(Duration::from_millis(150 + (round * 97) % 900));
+        let _ = child.kill();
+        let _ = child.wait();
+        let target = open(&cluster, prefix);
+        let n = rt()
+            .block_on(target.read(|r| {
+                Ok::<_, StoreError>(r.scan::<serde_json::Value>(Table::Events, "r/")?.len())
+            }))
+            .expect("read");
+        assert_eq!(
+            n % 200,
+            0,
+            "round {round}: {n} records, not whole writes of 200"
+        );
+        if n != 0 && n != 1000 {
+            partial += 1;
+        }
+        assert_eq!(
+            crate::support::etcd::count_keys(&cluster, &format!("{prefix}/~pending")),
+            0,
+            "round {round}: the reader finished the intent it met"
+        );
+        rt().block_on(target.close()).expect("close");
+    }
+    assert!(
+        partial > 0,
+        "no kill landed mid-copy; the test proved nothing"
+    );
+}
+
 /// TLS and etcd's own auth: what a server with the wrong CA, password or certificate is told
 /// at start, and that the password shows nowhere.
 mod access {
