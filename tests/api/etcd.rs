@@ -11,6 +11,7 @@ use crate::support::etcd::Cluster;
 use crate::support::profiles::sim_profile;
 use crate::support::runs::{
     assert_all_completed, assert_clean, deploy, start, sub, wait_deprovisioned, wait_for_call,
+    wait_until,
 };
 use crate::support::server::{Options, Server, run_ebb};
 
@@ -525,6 +526,65 @@ fn a_writer_killed_mid_intent_leaves_whole_writes_only() {
     assert!(
         partial > 0,
         "no kill landed mid-copy; the test proved nothing"
+    );
+}
+
+/// A 2,000-node cluster on etcd's default limits, its server SIGKILLed three times at random
+/// points while the cluster is created: each time the restarted server carries the same
+/// create on; every node is made once and deleted once, and the audit log holds one create
+/// and one delete, both ended well, with every node's tasks.
+#[test]
+fn a_2000_node_cluster_on_default_etcd_survives_kills_mid_create() {
+    const NODES: usize = 2000;
+    let cluster = Cluster::start(1);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (data, sim) = (sub(&dir, "data"), sub(&dir, "sim"));
+    let options = || etcd_options(&cluster, "/ebb-test/big-cluster");
+    let mut server = Server::start_at(&data, options());
+    sim_profile(&server, "p", &sim, &[("nodes", "2000")], 0, None);
+    deploy(&server, "a", "true", json!({}));
+    let run = start(&server, "a", json!({"system.profile.name": "p"}));
+    let mut points: Vec<usize> = (0..3).map(|_| fastrand::usize(20..NODES - 100)).collect();
+    points.sort_unstable();
+    eprintln!("SIGKILL after {points:?} creates");
+    for at in points {
+        let started = Instant::now();
+        loop {
+            let creates = crate::support::runs::calls(&sim)
+                .iter()
+                .filter(|c| c["op"] == "create")
+                .count();
+            if creates >= at {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(180),
+                "only {creates} creates in 3 minutes"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        server.kill();
+        server = Server::start_at(&data, options());
+    }
+    let done = wait_until(&server, &run, Duration::from_secs(600), |r| {
+        r["cluster"]["status"] == "DEPROVISIONED"
+    });
+    assert_eq!(done["status"], "COMPLETED", "{done}");
+    assert_clean(&sim, &[run.as_str()], NODES);
+    let ops = crate::support::runs::operations(&server, &run);
+    let kinds: Vec<(&str, &str)> = ops
+        .iter()
+        .map(|o| {
+            (
+                o["operation"].as_str().unwrap_or(""),
+                o["status"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [("create", "SUCCEEDED"), ("delete", "SUCCEEDED")],
+        "{kinds:?}"
     );
 }
 
