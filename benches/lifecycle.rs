@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use serde_json::json;
 
-use support::bench::{Bench, env_usize, percentile, wait_for_event};
+use support::bench::{Bench, env_usize, percentile, store_trips, trips_per_run, wait_for_event};
 use support::runs::start;
 
 fn main() {
@@ -28,6 +28,7 @@ fn main() {
     let bench = Bench::start(3);
     let server = Arc::new(bench.server);
 
+    let trips_before = store_trips(&server);
     let next = Arc::new(AtomicUsize::new(0));
     let latencies = Arc::new(Mutex::new(Vec::with_capacity(runs)));
     let started = Instant::now();
@@ -52,6 +53,7 @@ fn main() {
         w.join().expect("client thread");
     }
     let elapsed = started.elapsed();
+    let trips = trips_per_run(&trips_before, &store_trips(&server), runs);
     drop(server);
 
     let mut l = latencies.lock().expect("latencies").clone();
@@ -67,4 +69,7 @@ fn main() {
         l.last().copied().unwrap_or_default().as_secs_f64() * 1e3,
         elapsed.as_secs_f64()
     );
+    if let Some(trips) = trips {
+        println!("{trips}");
+    }
 }

@@ -259,6 +259,11 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     };
     let janitor = Janitor::new(deps.clone(), config.janitor);
     arbiter.spawn(janitor.clone().run_on_schedule());
+    // Long polls on this server hear of events any server appends.
+    if let Some(news) = deps.store.run_news() {
+        let notifier = deps.notifier.clone();
+        arbiter.spawn(async move { notifier.follow(news).await });
+    }
     if let Some(retention) = config.history_retention {
         arbiter.spawn(crate::runtime::retention::run_on_schedule(
             store.patient(),

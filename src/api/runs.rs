@@ -202,8 +202,26 @@ pub async fn extend_run(
     command(&state, &caller, path.into_inner(), event, "run.extend").await
 }
 
-pub async fn run_logs(state: State, path: web::Path<RunPath>) -> Reply<Logs> {
-    ok(history::logs(&state.runtime, path.into_inner().into()).await?)
+/// The program's output: read where it is, on the run's owner or the server that launched
+/// it when that is another server (a forwarded request is answered from here, whatever it
+/// holds).
+pub async fn run_logs(state: State, path: web::Path<RunPath>, req: HttpRequest) -> Reply<Logs> {
+    let key: RunKey = path.into_inner().into();
+    if !req
+        .headers()
+        .contains_key(crate::api::forward::FORWARDED_BY)
+        && let Some((server, url)) = state
+            .runtime
+            .output_elsewhere(&key)
+            .await
+            .map_err(|e| ApiError::from(crate::service::error::ServiceError::from(e)))?
+    {
+        let who = format!("server {server}, which holds the run's output,");
+        return crate::api::forward::forward(&state, &req, &who, &url)
+            .await
+            .map(Answer::forwarded);
+    }
+    ok(history::logs(&state.runtime, key).await?)
 }
 
 /// The query of `GET .../events`.

@@ -176,6 +176,36 @@ impl Runtime {
         })
     }
 
+    /// The server that holds run `key`'s program output, with its URL, when that is another
+    /// live server: the run's owner while it has one, else the server that launched the
+    /// program. `None`: this server's own copy is the one to read (a store of one server,
+    /// a run it supervises or launched, or one whose holder is gone).
+    pub async fn output_elsewhere(
+        &self,
+        key: &RunKey,
+    ) -> Result<Option<(String, String)>, StoreError> {
+        if !self.deps.store.shared() || self.supervises(&key.run) {
+            return Ok(None);
+        }
+        let (run_key, me) = (key.key(), self.deps.member.name.to_string());
+        self.store()
+            .read(move |r| {
+                let holder = match r.get::<Owner>(Table::Owners, &run_key)? {
+                    Some(owner) => Some(owner.server),
+                    None => r
+                        .get::<RunRecord>(Table::Runs, &run_key)?
+                        .and_then(|run| run.launcher),
+                };
+                let Some(holder) = holder.filter(|h| **h != *me) else {
+                    return Ok(None);
+                };
+                Ok(r.get::<ServerRecord>(Table::Servers, &holder)?
+                    .filter(|s| !s.url.is_empty())
+                    .map(|s| (holder, s.url)))
+            })
+            .await
+    }
+
     /// Whether this server may change `run`, which it does not supervise: not when another
     /// server owns it ([`RuntimeError::Elsewhere`]), nor while a live run on a shared store
     /// waits for a new owner.

@@ -106,8 +106,10 @@ pub async fn logs_tail(runtime: &Runtime, key: RunKey, max: u64) -> Result<Logs,
         .await
 }
 
-/// How often a long poll looks again for news of a run another server may own.
-const OTHERS_NEWS: Duration = Duration::from_millis(250);
+/// How often a long poll looks again for news of a run another server may own: the store's
+/// watch tells of every event at once ([`crate::store::Store::run_news`]); this only bounds
+/// what a watch cut off for a moment would delay.
+const OTHERS_NEWS: Duration = Duration::from_secs(5);
 
 /// The run's history after sequence `after`. With `wait`, waits up to that long for at
 /// least one new event while the run is live.
@@ -140,8 +142,8 @@ pub async fn history(
         if !events.is_empty() || !live || tokio::time::Instant::now() >= deadline {
             return Ok(events);
         }
-        // This server hears its own runs' news; with several servers the run may be another's,
-        // so it also looks again now and then.
+        // Every server hears every run's news (through the store's watch on etcd); with
+        // several servers it also looks again now and then, in case the watch was cut.
         let until = if runtime.deps().store.shared() {
             deadline.min(tokio::time::Instant::now() + OTHERS_NEWS)
         } else {

@@ -12,8 +12,10 @@ use super::table::StoreError;
 /// One store backend (redb, etcd) behind [`super::Store`].
 pub(super) trait Backend: Send + Sync + std::fmt::Debug {
     /// Runs `job` over a snapshot, off the async workers. A `patient` read waits out a store
-    /// that cannot be reached instead of failing.
-    fn read(&self, job: Box<dyn ReadJob>, patient: bool);
+    /// that cannot be reached instead of failing. An `owner`'s read (a run's actors, whose
+    /// writes are fenced) may be served from a copy that holds every write this server made;
+    /// any other read sees every write acknowledged anywhere before it began.
+    fn read(&self, job: Box<dyn ReadJob>, patient: bool, owner: bool);
 
     /// Runs `job` and commits what it staged, then answers it. A `patient` write waits out a
     /// store that cannot be reached instead of failing. A `fence`d write commits only while
@@ -40,6 +42,10 @@ pub(super) trait Backend: Send + Sync + std::fmt::Debug {
     /// A count that grows whenever keys of `table` are deleted (by anyone), for as long as the
     /// receiver is held; `None` on a backend of one server.
     fn watch_deletes(&self, table: super::Table) -> Option<watch::Receiver<u64>>;
+
+    /// The runs whose history grows (an event appended by any server), as they do; `None` on
+    /// a backend of one server, which hears its own writes.
+    fn run_news(&self) -> Option<tokio::sync::broadcast::Receiver<String>>;
 
     /// Finishes every write under way; later ones fail with [`StoreError::Closed`].
     fn close(&self) -> oneshot::Receiver<Result<(), StoreError>>;

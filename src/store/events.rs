@@ -105,6 +105,27 @@ impl Notifier {
         }
     }
 
+    /// Wakes everyone waiting on any run (news was missed: each looks again).
+    pub fn notify_all(&self) {
+        let waiters = self.waiters.lock().unwrap_or_else(|e| e.into_inner());
+        for notify in waiters.values() {
+            notify.notify_waiters();
+        }
+    }
+
+    /// Passes on `news` (runs whose history grew on any server) to the readers waiting on
+    /// them, until the store closes.
+    pub async fn follow(&self, mut news: tokio::sync::broadcast::Receiver<String>) {
+        use tokio::sync::broadcast::error::RecvError;
+        loop {
+            match news.recv().await {
+                Ok(run) => self.notify(&run),
+                Err(RecvError::Lagged(_)) => self.notify_all(),
+                Err(RecvError::Closed) => return,
+            }
+        }
+    }
+
     /// How many runs have someone waiting on them.
     pub fn len(&self) -> usize {
         self.waiters.lock().unwrap_or_else(|e| e.into_inner()).len()

@@ -192,6 +192,12 @@ impl Store {
         self.backend.watch_deletes(table)
     }
 
+    /// The runs whose history grows, by any server's write, as they do; `None` on a store of
+    /// one server.
+    pub fn run_news(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        self.backend.run_news()
+    }
+
     /// The store's file, if it is one (redb).
     pub fn file(&self) -> Option<&Path> {
         self.backend.file()
@@ -211,7 +217,8 @@ impl Store {
         E: From<StoreError> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
-        self.backend.read(job::read(f, reply), self.patient);
+        self.backend
+            .read(job::read(f, reply), self.patient, self.fence.is_some());
         answered(answer)
             .await
             .unwrap_or_else(|| Err(StoreError::Storage("the read was dropped".into()).into()))

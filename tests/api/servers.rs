@@ -151,6 +151,70 @@ fn the_server_that_accepts_a_start_owns_the_run_and_commands_reach_it() {
     }
 }
 
+/// What another server asks of a run it does not own is answered from the owner's side: the
+/// program's output (from the owner while the run lives, from the server that launched it
+/// once it has ended), and a long poll that hears the owner's news through the store's watch
+/// (its fallback look comes only every 5 s).
+#[test]
+fn a_non_owner_reads_the_owners_output_and_hears_its_news_at_once() {
+    let cluster = Cluster::start(1);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sim = sub(&dir, "sim");
+    let install = Installation::new(&cluster, dir.path(), TTL, "/ebb-test/non-owner");
+    let s0 = install.server("s0");
+    let s1 = install.server("s1");
+    sim_profile(&s0, "p", &sim, &[("nodes", "1")], 0, None);
+    deploy(
+        &s0,
+        "a",
+        "echo out-of-the-program; echo on-stderr >&2; sleep 2",
+        json!({}),
+    );
+    let run = start(&s0, "a", json!({"system.profile.name": "p"}));
+    wait_until(&s1, &run, Duration::from_secs(30), |r| {
+        r["status"] == "RUNNING"
+    });
+    let last = events(&s1, &run)
+        .last()
+        .and_then(|e| e["seq"].as_u64())
+        .expect("events");
+    // The next event (the program's end) reaches a long poll on s1 as soon as s0 records it.
+    let (code, news) = s1.get(&format!("{run}/events?after={last}&wait=30s"));
+    let heard = crate::support::runs::now_secs();
+    assert_eq!(code, 200, "{news}");
+    let first = &news.as_array().expect("events")[0];
+    let late = heard - first["time"].as_f64().expect("time");
+    assert!(
+        late < 2.5,
+        "the news came {late:.1} s after it was recorded: {first}"
+    );
+    for (when, server) in [("live", &s1), ("live", &s0)] {
+        let (code, logs) = server.get(&format!("{run}/logs"));
+        assert_eq!(code, 200, "{logs}");
+        assert!(
+            logs["stdout"]
+                .as_str()
+                .is_some_and(|o| o.contains("out-of-the-program")),
+            "{when}: {logs}"
+        );
+    }
+    assert_eq!(wait_deprovisioned(&s1, &run)["status"], "COMPLETED");
+    let (code, logs) = s1.get(&format!("{run}/logs"));
+    assert_eq!(code, 200, "{logs}");
+    assert!(
+        logs["stdout"]
+            .as_str()
+            .is_some_and(|o| o.contains("out-of-the-program")),
+        "ended: {logs}"
+    );
+    assert!(
+        logs["stderr"]
+            .as_str()
+            .is_some_and(|o| o.contains("on-stderr")),
+        "ended: {logs}"
+    );
+}
+
 /// Commands with bodies, and the web UI's, reach the run's owner through any server: a stop
 /// that keeps the cluster and an extend through the API, then a deprovision through the UI
 /// with a session made on the server that does not own the run.

@@ -90,3 +90,42 @@ pub fn percentile(sorted: &[std::time::Duration], p: f64) -> std::time::Duration
     let i = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
     sorted[i]
 }
+
+/// The server's requests to etcd so far, by kind (`ebb_store_round_trips_total`); empty on
+/// redb.
+pub fn store_trips(server: &Server) -> std::collections::BTreeMap<String, f64> {
+    let text = reqwest::blocking::Client::new()
+        .get(format!("{}/metrics", server.url))
+        .bearer_auth(server.token().expect("token"))
+        .send()
+        .and_then(|r| r.text())
+        .expect("metrics");
+    text.lines()
+        .filter_map(|l| l.strip_prefix("ebb_store_round_trips_total{kind=\""))
+        .filter_map(|l| {
+            let (kind, rest) = l.split_once("\"}")?;
+            Some((kind.to_string(), rest.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// What `after - before` round trips come to per lifecycle, as one line (none on redb).
+pub fn trips_per_run(
+    before: &std::collections::BTreeMap<String, f64>,
+    after: &std::collections::BTreeMap<String, f64>,
+    runs: usize,
+) -> Option<String> {
+    if after.is_empty() {
+        return None;
+    }
+    let per = |kind: &str| {
+        (after.get(kind).copied().unwrap_or(0.0) - before.get(kind).copied().unwrap_or(0.0))
+            / runs as f64
+    };
+    let kinds: Vec<String> = after.keys().map(|k| format!("{k} {:.1}", per(k))).collect();
+    let total: f64 = after.keys().map(|k| per(k)).sum();
+    Some(format!(
+        "etcd round trips per lifecycle: {total:.1} ({})",
+        kinds.join(", ")
+    ))
+}

@@ -33,6 +33,21 @@ pub enum Auth {
     /// A client certificate whose common name is `ebb` (etcd started with
     /// `--client-cert-auth`).
     ClientCert,
+    /// Plain HTTP and no auth at all, as on a trusted loopback: for benchmarks that measure
+    /// the store alone (`EBB_TEST_ETCD=plain`) beside builds that knew nothing else.
+    Plain,
+}
+
+impl Auth {
+    /// The kind of cluster tests start: `EBB_TEST_ETCD=plain` for [`Auth::Plain`], else
+    /// [`Auth::Password`].
+    fn chosen() -> Auth {
+        match std::env::var("EBB_TEST_ETCD").as_deref() {
+            Ok("plain") => Auth::Plain,
+            Ok("") | Err(_) => Auth::Password,
+            Ok(other) => panic!("EBB_TEST_ETCD={other}: use plain, or leave it unset"),
+        }
+    }
 }
 
 /// Whether this test run keeps servers' state in etcd (`EBB_TEST_STORE=etcd`) rather than in
@@ -123,7 +138,7 @@ impl Cluster {
     /// Starts `size` members over TLS with the `ebb` user and its password, and waits until
     /// the cluster answers.
     pub fn start(size: usize) -> Cluster {
-        Cluster::start_with(size, Auth::Password)
+        Cluster::start_with(size, Auth::chosen())
     }
 
     /// Starts `size` members over TLS, ebb authenticating as `auth` says, and waits until the
@@ -159,7 +174,9 @@ impl Cluster {
                 cluster.start_member(i);
             }
             if cluster.healthy_within(Duration::from_secs(limit)) {
-                cluster.secure();
+                if auth != Auth::Plain {
+                    cluster.secure();
+                }
                 return cluster;
             }
         }
@@ -197,7 +214,7 @@ impl Cluster {
 
     /// Whether the member on `port` answers a read that needs a leader.
     fn answers(&self, port: u16) -> bool {
-        let url = format!("https://127.0.0.1:{port}");
+        let url = format!("{}://127.0.0.1:{port}", self.scheme());
         self.admin_on(&[url], |mut client| async move {
             client.get("health", None).await.map(|_| ())
         })
@@ -214,15 +231,18 @@ impl Cluster {
             .enable_all()
             .build()
             .expect("runtime");
-        let ca = std::fs::read(&self.pki.ca).expect("ca");
-        let mut tls = TlsOptions::new().ca_certificate(Certificate::from_pem(ca));
-        if self.auth == Auth::ClientCert {
-            let cert = std::fs::read(&self.client.0).expect("client cert");
-            let key = std::fs::read(&self.client.1).expect("client key");
-            tls = tls.identity(Identity::from_pem(cert, key));
+        let mut options = ConnectOptions::new();
+        if self.auth != Auth::Plain {
+            let ca = std::fs::read(&self.pki.ca).expect("ca");
+            let mut tls = TlsOptions::new().ca_certificate(Certificate::from_pem(ca));
+            if self.auth == Auth::ClientCert {
+                let cert = std::fs::read(&self.client.0).expect("client cert");
+                let key = std::fs::read(&self.client.1).expect("client key");
+                tls = tls.identity(Identity::from_pem(cert, key));
+            }
+            options = options.with_tls(tls);
         }
-        let mut options = ConnectOptions::new()
-            .with_tls(tls)
+        let mut options = options
             .with_connect_timeout(Duration::from_secs(2))
             .with_timeout(Duration::from_secs(5))
             .with_require_leader(true);
@@ -275,8 +295,12 @@ impl Cluster {
     /// its endpoints: the CA, and the user's password file or client certificate.
     pub fn access_args(&self) -> Vec<String> {
         let path = |p: &Path| p.to_string_lossy().into_owned();
+        if self.auth == Auth::Plain {
+            return Vec::new();
+        }
         let mut args = vec!["--etcd-ca-cert".into(), path(&self.pki.ca)];
         match self.auth {
+            Auth::Plain => {}
             Auth::Password => args.extend([
                 "--etcd-user".into(),
                 "ebb".into(),
@@ -308,11 +332,15 @@ impl Cluster {
 
     /// How ebb's library reaches this cluster as `ebb`.
     pub fn access(&self) -> ebb::store::etcd::Access {
+        if self.auth == Auth::Plain {
+            return ebb::store::etcd::Access::default();
+        }
         let mut access = ebb::store::etcd::Access {
             ca_cert: Some(self.pki.ca.clone()),
             ..Default::default()
         };
         match self.auth {
+            Auth::Plain => {}
             Auth::Password => {
                 access.user = Some("ebb".into());
                 access.password_file = Some(self.password_file.clone());
@@ -345,8 +373,9 @@ impl Cluster {
     pub fn start_member(&mut self, i: usize) {
         let initial = self.initial_cluster();
         let data = self.dir.path().join(&self.members[i].name);
+        let scheme = self.scheme();
         let m = &mut self.members[i];
-        let client = format!("https://127.0.0.1:{}", m.client_port);
+        let client = format!("{scheme}://127.0.0.1:{}", m.client_port);
         let peer = format!("http://127.0.0.1:{}", m.peer_port);
         // A watchdog shell runs etcd and kills it when this test process ends (a process-wide
         // etcd is never dropped) or when told to (SIGTERM).
@@ -377,10 +406,16 @@ impl Cluster {
                 "new",
             ])
             .args(["--initial-cluster-token", "ebb-test"])
-            .arg("--cert-file")
-            .arg(&self.pki.cert)
-            .arg("--key-file")
-            .arg(&self.pki.key)
+            .args(if self.auth == Auth::Plain {
+                Vec::new()
+            } else {
+                vec![
+                    "--cert-file".to_string(),
+                    self.pki.cert.to_string_lossy().into_owned(),
+                    "--key-file".to_string(),
+                    self.pki.key.to_string_lossy().into_owned(),
+                ]
+            })
             .args(if self.auth == Auth::ClientCert {
                 vec![
                     "--client-cert-auth".to_string(),
@@ -411,11 +446,19 @@ impl Cluster {
         }
     }
 
+    fn scheme(&self) -> &'static str {
+        if self.auth == Auth::Plain {
+            "http"
+        } else {
+            "https"
+        }
+    }
+
     /// Every member's client URL, comma-separated.
     pub fn endpoints(&self) -> String {
         self.members
             .iter()
-            .map(|m| format!("https://127.0.0.1:{}", m.client_port))
+            .map(|m| format!("{}://127.0.0.1:{}", self.scheme(), m.client_port))
             .collect::<Vec<_>>()
             .join(",")
     }

@@ -72,6 +72,20 @@ impl Installation {
         if let Some(token) = server.token() {
             let _ = self.token.set(token);
         }
+        // A server listens first (its URL names its port), then joins: the others list it
+        // once it has.
+        let started = std::time::Instant::now();
+        while !server
+            .logs()
+            .iter()
+            .any(|l| l.contains("joined the installation"))
+        {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "server {name} never joined"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
         server
     }
 }

@@ -29,9 +29,11 @@ pub(super) const CHUNK: usize = 256 << 10;
 /// How a commit went, when etcd answered.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Outcome {
-    Committed,
-    /// Something the closure read changed meanwhile: nothing was written.
-    Conflict,
+    /// Committed at this revision.
+    Committed(i64),
+    /// Something the closure read changed meanwhile: nothing was written. etcd was at this
+    /// revision.
+    Conflict(i64),
     /// Another write larger than a transaction is being applied: nothing was written; finish
     /// it ([`Shared::finish_pending`]) and run the closure again.
     Pending,
@@ -61,7 +63,7 @@ pub(super) fn commit(
     fence: Option<&Fence>,
 ) -> Result<Outcome, Failed> {
     if staged.is_empty() {
-        return Ok(Outcome::Committed);
+        return Ok(Outcome::Committed(0));
     }
     let ops = operations(shared, view, staged)?;
     let max = shared.max_ops();
@@ -117,13 +119,17 @@ pub(super) fn commit(
         Ok(response) if response.succeeded() => {
             metrics::histogram!(crate::model::metrics::STORE_COMMIT_BATCH.name, "store" => "etcd")
                 .record(1.0);
+            let mut revision = response.header().map_or(0, |h| h.revision());
             if intent.is_some() {
                 // Committed: whoever comes next finishes it if this cannot.
-                if let Err(e) = shared.finish_pending() {
-                    tracing::debug!(error = %e, "an intent is left for the next reader to apply");
+                match shared.finish_pending() {
+                    Ok(finished) => revision = revision.max(finished),
+                    Err(e) => {
+                        tracing::debug!(error = %e, "an intent is left for the next reader to apply");
+                    }
                 }
             }
-            Ok(Outcome::Committed)
+            Ok(Outcome::Committed(revision))
         }
         Ok(response) => {
             if let Some(id) = &intent {
@@ -152,7 +158,9 @@ pub(super) fn commit(
                     }
                     .into())
                 }
-                _ => Ok(Outcome::Conflict),
+                _ => Ok(Outcome::Conflict(
+                    response.header().map_or(0, |h| h.revision()),
+                )),
             }
         }
         Err(e) => {

@@ -178,16 +178,18 @@ impl Shared {
     }
 
     /// Applies the pending intent, if there is one, and removes it (steps 3 and 4): by its
-    /// writer, or by anyone who finds it in their way.
-    pub(super) fn finish_pending(&self) -> Result<(), StoreError> {
+    /// writer, or by anyone who finds it in their way. Answers the revision etcd was at when
+    /// it was done.
+    pub(super) fn finish_pending(&self) -> Result<i64, StoreError> {
         let key = self.keys.pending();
         let mut kv = self.kv();
         let found = self
             .handle
             .block_on(async move { kv.get(key, None).await })
             .map_err(|e| self.unavailable(&e))?;
+        let now = found.header().map_or(0, |h| h.revision());
         let Some(record) = found.kvs().first() else {
-            return Ok(());
+            return Ok(now);
         };
         let revision = record.mod_revision();
         let pending: Pending =
@@ -205,17 +207,18 @@ impl Shared {
                 .handle
                 .block_on(async move { kv.get(key, None).await })
                 .map_err(|e| self.unavailable(&e))?;
+            let now = stored.header().map_or(0, |h| h.revision());
             let Some(stored) = stored.kvs().first() else {
                 // Removed with `~pending` by whoever finished it first.
-                return Ok(());
+                return Ok(now);
             };
             let ops = decode(stored.value()).map_err(|message| StoreError::Corrupt {
                 table: crate::store::Table::Meta,
                 key: format!("~intents/{}/{n}", pending.id),
                 message,
             })?;
-            if !self.apply(revision, &ops)? {
-                return Ok(());
+            if let Some(done) = self.apply(revision, &ops)? {
+                return Ok(done);
             }
         }
         let (from, to) = self.keys.intent_range(&pending.id);
@@ -224,18 +227,19 @@ impl Shared {
             TxnOp::delete(from, Some(DeleteOptions::new().with_range(to))),
         ]);
         let mut kv = self.kv();
-        self.handle
+        let done = self
+            .handle
             .block_on(async move { kv.txn(txn).await })
             .map_err(|e| self.unavailable(&e))?;
         metrics::histogram!(crate::model::metrics::STORE_INTENT_SECONDS.name)
             .record(started.elapsed().as_secs_f64());
-        Ok(())
+        Ok(done.header().map_or(0, |h| h.revision()))
     }
 
-    /// Applies one batch while `~pending` is still the record of `revision`; false if it is
-    /// not (someone finished the intent). A put bound to a lease that has ended is left out:
-    /// its key would have gone with the lease anyway.
-    fn apply(&self, revision: i64, ops: &[Op]) -> Result<bool, StoreError> {
+    /// Applies one batch while `~pending` is still the record of `revision`; the revision etcd
+    /// is at if it is not (someone finished the intent). A put bound to a lease that has ended
+    /// is left out: its key would have gone with the lease anyway.
+    fn apply(&self, revision: i64, ops: &[Op]) -> Result<Option<i64>, StoreError> {
         let mut ops = ops.to_vec();
         loop {
             let txn = Txn::new()
@@ -244,7 +248,10 @@ impl Shared {
             let mut kv = self.kv();
             self.trip(Trip::Intent);
             match self.handle.block_on(async move { kv.txn(txn).await }) {
-                Ok(response) => return Ok(response.succeeded()),
+                Ok(response) => {
+                    let now = response.header().map_or(0, |h| h.revision());
+                    return Ok((!response.succeeded()).then_some(now));
+                }
                 Err(e) if e.to_string().contains("lease not found") => {
                     let ended = self.ended_leases(&ops)?;
                     if ended.is_empty() {

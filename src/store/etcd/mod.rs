@@ -14,6 +14,7 @@
 //! not record.
 
 mod access;
+mod cache;
 mod commit;
 mod intent;
 mod lease;
@@ -32,7 +33,7 @@ use super::backend::{Backend, Fence, LeaseState};
 use super::job::{ReadJob, Verdict, WriteJob};
 use super::table::{SCHEMA_KEY, SCHEMA_VERSION, StoreError, Table};
 use super::txn::Txn as StoreTxn;
-use shared::{Keys, MARKER_LIFE, Shared, classify, now_micros};
+use shared::{Keys, MARKER_LIFE, Shared, Trip, classify, now_micros};
 use view::View;
 
 pub use access::Access;
@@ -176,6 +177,9 @@ pub(super) fn open(endpoints: &Endpoints) -> Result<Etcd, StoreError> {
         closed: AtomicBool::new(false),
         in_flight: AtomicUsize::new(0),
         max_ops: AtomicUsize::new(TXN_OPS[TXN_OPS.len() - 1]),
+        cache: cache::Cache::default(),
+        written: std::sync::atomic::AtomicI64::new(0),
+        news: tokio::sync::broadcast::Sender::new(1024),
     });
     shared
         .probe(&endpoints.urls[0])
@@ -188,6 +192,10 @@ pub(super) fn open(endpoints: &Endpoints) -> Result<Etcd, StoreError> {
     shared
         .handle
         .spawn(async move { sweeper.sweep_markers().await });
+    let keeper = Arc::clone(&shared);
+    shared
+        .handle
+        .spawn(async move { keeper.keep_cache().await });
     Ok(Etcd {
         shared,
         _stop: stop,
@@ -413,7 +421,21 @@ impl Shared {
                     }
                 }
             }
-            let view = View::new(self);
+            // The closure reads the copy in memory when there is one; while it shows a write
+            // larger than a transaction pending, that is finished first.
+            let view = match self.cache.snapshot() {
+                Some(copy) if copy.get(&self.keys.pending()).is_some() => {
+                    if let Err(e) = self.finish_pending()
+                        && !self.wait(&e, patient, started, &mut waits)
+                    {
+                        return job.finish(Err(e));
+                    }
+                    self.catch_up(copy.revision + 1);
+                    continue;
+                }
+                Some(copy) => View::cached(self, copy, Trip::WriteRead),
+                None => View::for_write(self),
+            };
             let mut txn = StoreTxn::new(&view);
             let verdict = job.run(&mut txn);
             let staged = txn.into_staged();
@@ -427,7 +449,12 @@ impl Shared {
                 return job.finish(Ok(()));
             }
             match commit::commit(self, &view, staged, fence) {
-                Ok(commit::Outcome::Committed) => return job.finish(Ok(())),
+                Ok(commit::Outcome::Committed(revision)) => {
+                    // What this server reads next (from the copy) includes this write.
+                    self.written.fetch_max(revision, Ordering::SeqCst);
+                    self.catch_up(revision);
+                    return job.finish(Ok(()));
+                }
                 Ok(commit::Outcome::Pending) => {
                     conflicts += 1;
                     if let Err(e) = self.finish_pending() {
@@ -436,7 +463,9 @@ impl Shared {
                         }
                     }
                 }
-                Ok(commit::Outcome::Conflict) => {
+                Ok(commit::Outcome::Conflict(revision)) => {
+                    // Run again on a copy at least as new as what etcd has.
+                    self.catch_up(revision);
                     conflicts += 1;
                     if conflicts >= MAX_CONFLICTS {
                         return job.finish(Err(StoreError::Contended {
@@ -456,6 +485,14 @@ impl Shared {
                     return job.finish(Err(error));
                 }
             }
+        }
+    }
+
+    /// Waits (a little) until the copy in memory, if there is one, has reached `revision`.
+    fn catch_up(&self, revision: i64) {
+        if self.cache.snapshot().is_some() {
+            self.handle
+                .block_on(self.cache.caught_up(revision, Duration::from_secs(1)));
         }
     }
 
@@ -488,11 +525,19 @@ impl Shared {
             .map_err(|e| self.unavailable(&e))
     }
 
-    fn read(&self, mut job: Box<dyn ReadJob>, patient: bool) {
+    fn read(&self, mut job: Box<dyn ReadJob>, patient: bool, owner: bool) {
         let started = Instant::now();
         let mut waits = 0u32;
         loop {
-            let view = View::new(self);
+            let view = match self.read_view(owner) {
+                Ok(view) => view,
+                Err(e) => {
+                    if self.wait(&e, patient, started, &mut waits) {
+                        continue;
+                    }
+                    return job.finish(Some(e));
+                }
+            };
             job.run(&view);
             match view.failure() {
                 None => return job.finish(None),
@@ -505,7 +550,69 @@ impl Shared {
             }
         }
     }
+
+    /// The view a read runs over. A run's owner reads the copy in memory as it is: it holds
+    /// every write this server made (a write is answered once the copy has it), and the
+    /// owner is the only writer of its run's records. Anyone else first asks etcd for its
+    /// revision (one round trip) and reads the copy once it has caught up with it, so the
+    /// read sees every write acknowledged before it began, by any server; if the copy lags
+    /// (etcd also serves others, whose writes it does not follow), the read goes to etcd at
+    /// that revision.
+    fn read_view(&self, owner: bool) -> Result<View<'_>, StoreError> {
+        let Some(copy) = self.cache.snapshot() else {
+            return Ok(View::new(self));
+        };
+        let pending = self.keys.pending();
+        let written = self.written.load(Ordering::SeqCst);
+        if owner && copy.get(&pending).is_none() {
+            if copy.revision >= written {
+                return Ok(View::cached(self, copy, Trip::Read));
+            }
+            if self
+                .handle
+                .block_on(self.cache.caught_up(written, COPY_LAG))
+                && let Some(copy) = self.cache.snapshot()
+                && copy.get(&pending).is_none()
+            {
+                return Ok(View::cached(self, copy, Trip::Read));
+            }
+        }
+        let mut kv = self.kv();
+        self.trip(Trip::Read);
+        let now = self
+            .handle
+            .block_on(async move {
+                kv.get(
+                    pending,
+                    Some(etcd_client::GetOptions::new().with_keys_only()),
+                )
+                .await
+            })
+            .map_err(|e| self.unavailable(&e))?;
+        let revision = now.header().map_or(0, |h| h.revision());
+        if !now.kvs().is_empty() {
+            let finished = self.finish_pending()?;
+            self.catch_up(finished);
+            return self.read_view(false);
+        }
+        if copy.revision >= revision {
+            return Ok(View::cached(self, copy, Trip::Read));
+        }
+        if self
+            .handle
+            .block_on(self.cache.caught_up(revision, COPY_LAG))
+            && let Some(copy) = self.cache.snapshot()
+            && copy.revision >= revision
+            && copy.get(&self.keys.pending()).is_none()
+        {
+            return Ok(View::cached(self, copy, Trip::Read));
+        }
+        Ok(View::at(self, revision))
+    }
 }
+
+/// How long a read waits for the copy in memory to catch up before it reads etcd itself.
+const COPY_LAG: Duration = Duration::from_millis(20);
 
 /// Counts a job in flight while it lives, so closing can wait for it.
 struct InFlight(Arc<Shared>);
@@ -528,12 +635,12 @@ impl Drop for InFlight {
 }
 
 impl Backend for Etcd {
-    fn read(&self, job: Box<dyn ReadJob>, patient: bool) {
+    fn read(&self, job: Box<dyn ReadJob>, patient: bool, owner: bool) {
         let Some(guard) = InFlight::enter(&self.shared) else {
             return job.finish(Some(StoreError::Closed));
         };
         self.shared.handle.spawn_blocking(move || {
-            guard.0.read(job, patient);
+            guard.0.read(job, patient, owner);
             drop(guard);
         });
     }
@@ -573,6 +680,10 @@ impl Backend for Etcd {
 
     fn lease_state(&self, lease: i64) -> LeaseState {
         self.shared.lease_state(lease)
+    }
+
+    fn run_news(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        Some(self.shared.news.subscribe())
     }
 
     fn watch_deletes(&self, table: Table) -> Option<tokio::sync::watch::Receiver<u64>> {

@@ -31,6 +31,13 @@ pub(super) struct Shared {
     /// The most operations (and compares) etcd takes in one transaction: its
     /// `--max-txn-ops`, as found at start (128 by default).
     pub(super) max_ops: AtomicUsize,
+    /// The installation's records in memory, for write closures and reads.
+    pub(super) cache: super::cache::Cache,
+    /// The revision of this server's latest write: a run owner's read waits for the copy to
+    /// hold it.
+    pub(super) written: std::sync::atomic::AtomicI64,
+    /// The runs whose history grew, by any server, as the watch tells them.
+    pub(super) news: tokio::sync::broadcast::Sender<String>,
 }
 
 /// The most bytes of keys and values ebb puts in one transaction: well below etcd's default
@@ -41,6 +48,8 @@ pub(super) const MAX_TXN_BYTES: usize = 1 << 20;
 #[derive(Debug, Clone, Copy)]
 pub(super) enum Trip {
     Read,
+    /// A read inside a write closure.
+    WriteRead,
     Commit,
     Chunk,
     Intent,
@@ -79,6 +88,39 @@ impl Keys {
     /// whether it committed. Markers sort by time and are swept after [`MARKER_LIFE`].
     pub(super) fn marker(&self, id: &str) -> Vec<u8> {
         format!("{}/~commits/{:020}-{id}", self.root, now_micros()).into_bytes()
+    }
+
+    /// Every key of the installation: `<root>/`.
+    pub(super) fn root_prefix(&self) -> Vec<u8> {
+        format!("{}/", self.root).into_bytes()
+    }
+
+    /// Whether `key` (an etcd key) is one the copy in memory keeps: a record of a copied table
+    /// (see [`super::cache::is_copied`]), or `~pending`.
+    pub(super) fn is_copied(&self, key: &[u8]) -> bool {
+        let Some(rest) = key
+            .strip_prefix(self.root.as_bytes())
+            .and_then(|k| k.strip_prefix(b"/"))
+        else {
+            return false;
+        };
+        if rest == b"~pending" {
+            return true;
+        }
+        let Some(name) = rest.split(|b| *b == b'/').next() else {
+            return false;
+        };
+        std::str::from_utf8(name)
+            .ok()
+            .and_then(Table::named)
+            .is_some_and(|t| rest.len() > name.len() && super::cache::is_copied(t))
+    }
+
+    /// The run whose history `key` (an etcd key) is an event of, if it is one.
+    pub(super) fn event_run<'k>(&self, key: &'k [u8]) -> Option<&'k str> {
+        let prefix = self.of(Table::Events, "");
+        let rest = std::str::from_utf8(key.strip_prefix(prefix.as_slice())?).ok()?;
+        rest.rsplit_once('/').map(|(run, _)| run)
     }
 
     /// The record of the intent being applied, while one is (see [`super::intent`]).
@@ -139,6 +181,7 @@ impl Shared {
     pub(super) fn trip(&self, trip: Trip) {
         let kind = match trip {
             Trip::Read => "read",
+            Trip::WriteRead => "write_read",
             Trip::Commit => "commit",
             Trip::Chunk => "chunk",
             Trip::Intent => "intent",

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use etcd_client::{GetOptions, KeyValue, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse};
 
+use super::cache::{Entry, Snapshot, is_copied};
 use super::shared::{Shared, Trip};
 use crate::store::table::{StoreError, Table};
 use crate::store::txn::Source;
@@ -43,15 +44,55 @@ pub(super) struct ReadSet {
 /// A closure's view of etcd.
 pub(super) struct View<'a> {
     shared: &'a Shared,
+    /// The copy in memory this view reads the copied tables from, at its revision; `None`:
+    /// every read asks etcd.
+    snapshot: Option<Snapshot>,
+    /// What its reads count as: a read of its own, or a write closure's.
+    trip: Trip,
     revision: RefCell<i64>,
     reads: RefCell<ReadSet>,
     failure: RefCell<Option<StoreError>>,
 }
 
 impl<'a> View<'a> {
+    /// A view for a read.
     pub(super) fn new(shared: &'a Shared) -> Self {
+        Self::counted(shared, Trip::Read)
+    }
+
+    /// A view for a write closure.
+    pub(super) fn for_write(shared: &'a Shared) -> Self {
+        Self::counted(shared, Trip::WriteRead)
+    }
+
+    /// A view for a write closure that reads the copy in memory `snapshot` (and the logs from
+    /// etcd at its revision).
+    pub(super) fn cached(shared: &'a Shared, snapshot: Snapshot, trip: Trip) -> Self {
+        let view = Self::counted(shared, trip);
+        *view.revision.borrow_mut() = snapshot.revision;
+        View {
+            snapshot: Some(snapshot),
+            ..view
+        }
+    }
+
+    /// A view for a read of etcd itself at `revision` (etcd's when the read began).
+    pub(super) fn at(shared: &'a Shared, revision: i64) -> Self {
+        let view = Self::counted(shared, Trip::Read);
+        *view.revision.borrow_mut() = revision;
+        view
+    }
+
+    /// The copy it reads, for a table, if the table is copied.
+    fn copy_of(&self, table: Table) -> Option<&Snapshot> {
+        self.snapshot.as_ref().filter(|_| is_copied(table))
+    }
+
+    fn counted(shared: &'a Shared, trip: Trip) -> Self {
         Self {
             shared,
+            snapshot: None,
+            trip,
             revision: RefCell::new(0),
             reads: RefCell::new(ReadSet::default()),
             failure: RefCell::new(None),
@@ -87,7 +128,7 @@ impl<'a> View<'a> {
         if self.revision() != 0 {
             let options = options.with_revision(self.revision());
             let mut kv = self.shared.kv();
-            self.shared.trip(Trip::Read);
+            self.shared.trip(self.trip);
             let answer = self
                 .shared
                 .handle
@@ -103,7 +144,7 @@ impl<'a> View<'a> {
                 self.shared.get_pending(),
             ]);
             let mut kv = self.shared.kv();
-            self.shared.trip(Trip::Read);
+            self.shared.trip(self.trip);
             let answer = self
                 .shared
                 .handle
@@ -227,19 +268,59 @@ pub(super) fn prefix_end(prefix: &[u8]) -> Vec<u8> {
     vec![0]
 }
 
-impl Source for View<'_> {
-    fn get(&self, table: Table, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let etcd_key = self.shared.keys.of(table, key);
-        let kvs = self.range(etcd_key.clone(), GetOptions::new())?;
-        let found = kvs.first();
+impl View<'_> {
+    /// Notes key `etcd_key` of `table` read, as `found` (its stored value and mod revision).
+    fn note_key(&self, table: Table, etcd_key: Vec<u8>, found: Option<(&[u8], i64)>) {
         let mut reads = self.reads.borrow_mut();
-        if found.is_none_or(|kv| kv.value().first() != Some(&CHUNKED)) {
+        if found.is_none_or(|(value, _)| value.first() != Some(&CHUNKED)) {
             reads.plain.insert(etcd_key.clone());
         }
         reads
             .keys
-            .insert(etcd_key, (table, found.map_or(0, KeyValue::mod_revision)));
-        drop(reads);
+            .insert(etcd_key, (table, found.map_or(0, |(_, revision)| revision)));
+    }
+
+    /// Entries of the copy as `(table key, stored value)`.
+    fn from_copy(
+        &self,
+        table: Table,
+        entries: Vec<(Vec<u8>, Entry)>,
+    ) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        let start = self.shared.keys.table_start(table);
+        entries
+            .into_iter()
+            .map(|(k, e)| {
+                let key = k
+                    .get(start..)
+                    .and_then(|k| std::str::from_utf8(k).ok())
+                    .map(str::to_string)
+                    .ok_or_else(|| StoreError::Storage("a copied key outside its table".into()))?;
+                let value = self.value(table, &key, &e.value)?;
+                Ok((key, value))
+            })
+            .collect()
+    }
+}
+
+impl Source for View<'_> {
+    fn get(&self, table: Table, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let etcd_key = self.shared.keys.of(table, key);
+        if let Some(copy) = self.copy_of(table) {
+            let found = copy.get(&etcd_key).cloned();
+            self.note_key(
+                table,
+                etcd_key,
+                found.as_ref().map(|e| (e.value.as_slice(), e.mod_revision)),
+            );
+            return found.map(|e| self.value(table, key, &e.value)).transpose();
+        }
+        let kvs = self.range(etcd_key.clone(), GetOptions::new())?;
+        let found = kvs.first();
+        self.note_key(
+            table,
+            etcd_key,
+            found.map(|kv| (kv.value(), KeyValue::mod_revision(kv))),
+        );
         found
             .map(|kv| self.value(table, key, kv.value()))
             .transpose()
@@ -247,6 +328,11 @@ impl Source for View<'_> {
 
     fn scan(&self, table: Table, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
         self.note_range(table, prefix);
+        if let Some(copy) = self.copy_of(table) {
+            let from = self.shared.keys.of(table, prefix);
+            let to = prefix_end(&from);
+            return self.from_copy(table, copy.range(&from, &to));
+        }
         let mut raw = Vec::new();
         let mut bad = None;
         self.pages(self.shared.keys.of(table, prefix), |kv| {
@@ -274,6 +360,11 @@ impl Source for View<'_> {
         count: usize,
     ) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
         self.note_range(table, prefix);
+        if let Some(copy) = self.copy_of(table) {
+            let from = self.shared.keys.of(table, prefix);
+            let to = self.shared.keys.of(table, end);
+            return self.from_copy(table, copy.range_back(&from, &to, count));
+        }
         let options = GetOptions::new()
             .with_range(self.shared.keys.of(table, end))
             .with_sort(SortTarget::Key, SortOrder::Descend)

@@ -58,7 +58,7 @@ fn describe(path: &Path) -> String {
 }
 
 impl Backend for Redb {
-    fn read(&self, mut job: Box<dyn ReadJob>, _patient: bool) {
+    fn read(&self, mut job: Box<dyn ReadJob>, _patient: bool, _owner: bool) {
         let db = Arc::clone(&self.db);
         tokio::task::spawn_blocking(move || match db.begin_read() {
             Ok(tx) => {
@@ -76,6 +76,10 @@ impl Backend for Redb {
 
     fn close(&self) -> oneshot::Receiver<Result<(), StoreError>> {
         self.writer.shutdown()
+    }
+
+    fn run_news(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        None
     }
 
     fn take_lease(&self, _ttl: std::time::Duration) -> oneshot::Receiver<Result<i64, StoreError>> {
