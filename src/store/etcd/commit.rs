@@ -175,7 +175,11 @@ pub(super) fn commit(
 /// a fresh generation), a put of each table's deletion key a delete touched, and the removal
 /// of a key's chunks where it may have had some (not for a key the closure read as absent or
 /// stored whole).
-fn operations(shared: &Shared, view: &View<'_>, staged: Staged) -> Result<Vec<Op>, Failed> {
+pub(super) fn operations(
+    shared: &Shared,
+    view: &View<'_>,
+    staged: Staged,
+) -> Result<Vec<Op>, Failed> {
     let lease = *shared.lease.borrow();
     let plain = view.plain();
     let mut ops = Vec::with_capacity(staged.len() + 2);
@@ -256,7 +260,7 @@ fn operations(shared: &Shared, view: &View<'_>, staged: Staged) -> Result<Vec<Op
 /// The compares of everything `view` read: each key's mod revision and each scanned range's,
 /// at most `room` of them. A closure that read more is compared table by table instead (no
 /// key of a table it read changed since, nor was one deleted): stricter, never looser.
-fn compares(shared: &Shared, view: &View<'_>, room: usize) -> Vec<Compare> {
+pub(super) fn compares(shared: &Shared, view: &View<'_>, room: usize) -> Vec<Compare> {
     let reads = view.reads();
     let after = view.revision() + 1;
     let unchanged_since = |table: Table, prefix: &str| {

@@ -16,6 +16,7 @@
 mod access;
 mod cache;
 mod commit;
+mod group;
 mod intent;
 mod lease;
 mod shared;
@@ -130,6 +131,8 @@ impl Endpoints {
 #[derive(Debug)]
 pub(super) struct Etcd {
     shared: Arc<Shared>,
+    /// Folds concurrent writes into one transaction (see [`group`]).
+    committer: group::Committer,
     /// Stops the backend's runtime thread when dropped.
     _stop: oneshot::Sender<()>,
 }
@@ -196,8 +199,11 @@ pub(super) fn open(endpoints: &Endpoints) -> Result<Etcd, StoreError> {
     shared
         .handle
         .spawn(async move { keeper.keep_cache().await });
+    let committer =
+        group::Committer::spawn(Arc::clone(&shared)).map_err(|e| open_err(e.to_string()))?;
     Ok(Etcd {
         shared,
+        committer,
         _stop: stop,
     })
 }
@@ -488,6 +494,16 @@ impl Shared {
         }
     }
 
+    /// Whether run `fence.run`'s owner record is still bound to the fence's lease.
+    fn still_owner(&self, fence: &Fence) -> bool {
+        let key = self.keys.of(Table::Owners, &fence.run);
+        let mut kv = self.kv();
+        self.handle
+            .block_on(async move { kv.get(key, None).await })
+            .ok()
+            .is_none_or(|r| r.kvs().first().is_some_and(|kv| kv.lease() == fence.lease))
+    }
+
     /// Waits (a little) until the copy in memory, if there is one, has reached `revision`.
     fn catch_up(&self, revision: i64) {
         if self.cache.snapshot().is_some() {
@@ -650,6 +666,16 @@ impl Backend for Etcd {
             return job.finish(Err(StoreError::Closed));
         };
         let fence = fence.cloned();
+        if self.shared.cache.snapshot().is_some() {
+            return self.committer.submit(group::Queued {
+                job,
+                patient,
+                fence,
+                started: Instant::now(),
+                conflicts: 0,
+                guard,
+            });
+        }
         self.shared.handle.spawn_blocking(move || {
             guard.0.write(job, patient, fence.as_ref());
             drop(guard);
