@@ -216,14 +216,15 @@ impl Shared {
             if events.is_empty() {
                 continue;
             }
+            // Runs whose history grew: told once the copy holds their news.
+            let mut news = Vec::new();
             for event in events {
                 let Some(kv) = event.kv() else { continue };
                 current.revision = current.revision.max(kv.mod_revision());
                 if event.event_type() == EventType::Put
                     && let Some(run) = self.keys.event_run(kv.key())
                 {
-                    // Nobody listening is no failure.
-                    let _ = self.news.send(run.to_string());
+                    news.push(run.to_string());
                 }
                 if !self.keys.is_copied(kv.key()) {
                     continue;
@@ -244,6 +245,98 @@ impl Shared {
                 }
             }
             self.cache.set(Some(current.clone()));
+            news.dedup();
+            for run in news {
+                // Nobody listening is no failure.
+                let _ = self.news.send(run);
+            }
         }
+    }
+}
+
+/// etcd's revision for reads, asked once for every read waiting: a read needs a revision
+/// etcd gave after the read began, and one request started after several reads began serves
+/// them all (as etcd batches its own read index).
+#[derive(Debug, Default)]
+pub(super) struct Probe {
+    state: std::sync::Mutex<ProbeState>,
+    done: std::sync::Condvar,
+}
+
+#[derive(Debug, Default)]
+struct ProbeState {
+    /// Requests started, the number of the latest finished one, and its answer.
+    started: u64,
+    finished: u64,
+    in_flight: bool,
+    answer: Option<Result<(i64, bool), StoreError>>,
+}
+
+impl Probe {
+    /// etcd's revision at some instant after this call began, and whether a write larger than
+    /// a transaction was pending then; `ask` asks etcd.
+    pub(super) fn revision(
+        &self,
+        ask: impl Fn() -> Result<(i64, bool), StoreError>,
+    ) -> Result<(i64, bool), StoreError> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let wanted = state.started + 1;
+        loop {
+            if state.finished >= wanted
+                && let Some(answer) = &state.answer
+            {
+                return answer.clone();
+            }
+            if !state.in_flight {
+                state.started += 1;
+                state.in_flight = true;
+                let mine = state.started;
+                drop(state);
+                let answer = ask();
+                state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                state.finished = mine;
+                state.answer = Some(answer);
+                state.in_flight = false;
+                self.done.notify_all();
+                continue;
+            }
+            state = self.done.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reads that wait together share one request, and each gets an answer from a request
+    /// that started after it began.
+    #[test]
+    fn waiting_reads_share_a_request_that_began_after_them() {
+        let probe = Arc::new(Probe::default());
+        let asked = Arc::new(std::sync::atomic::AtomicI64::new(0));
+        let readers: Vec<_> = (0..16)
+            .map(|_| {
+                let (probe, asked) = (Arc::clone(&probe), Arc::clone(&asked));
+                std::thread::spawn(move || {
+                    let before = asked.load(std::sync::atomic::Ordering::SeqCst);
+                    let (revision, _) = probe
+                        .revision(|| {
+                            // The request's number, counted when it starts.
+                            let n = asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                            std::thread::sleep(Duration::from_millis(20));
+                            Ok((n, false))
+                        })
+                        .expect("answer");
+                    // The request that answered started after this read began.
+                    assert!(revision > before, "{revision} <= {before}");
+                })
+            })
+            .collect();
+        for r in readers {
+            r.join().expect("reader");
+        }
+        let asked = asked.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(asked < 16, "{asked} requests for 16 waiting reads");
     }
 }

@@ -183,6 +183,7 @@ pub(super) fn open(endpoints: &Endpoints) -> Result<Etcd, StoreError> {
         cache: cache::Cache::default(),
         written: std::sync::atomic::AtomicI64::new(0),
         news: tokio::sync::broadcast::Sender::new(1024),
+        probe: cache::Probe::default(),
     });
     shared
         .probe(&endpoints.urls[0])
@@ -593,20 +594,26 @@ impl Shared {
                 return Ok(View::cached(self, copy, Trip::Read));
             }
         }
-        let mut kv = self.kv();
-        self.trip(Trip::Read);
-        let now = self
-            .handle
-            .block_on(async move {
-                kv.get(
-                    pending,
-                    Some(etcd_client::GetOptions::new().with_keys_only()),
-                )
-                .await
-            })
-            .map_err(|e| self.unavailable(&e))?;
-        let revision = now.header().map_or(0, |h| h.revision());
-        if !now.kvs().is_empty() {
+        let (revision, pending_now) = self.probe.revision(|| {
+            let mut kv = self.kv();
+            let pending = self.keys.pending();
+            self.trip(Trip::Read);
+            let now = self
+                .handle
+                .block_on(async move {
+                    kv.get(
+                        pending,
+                        Some(etcd_client::GetOptions::new().with_keys_only()),
+                    )
+                    .await
+                })
+                .map_err(|e| self.unavailable(&e))?;
+            Ok((
+                now.header().map_or(0, |h| h.revision()),
+                !now.kvs().is_empty(),
+            ))
+        })?;
+        if pending_now {
             let finished = self.finish_pending()?;
             self.catch_up(finished);
             return self.read_view(false);

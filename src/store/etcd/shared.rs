@@ -36,6 +36,8 @@ pub(super) struct Shared {
     /// The revision of this server's latest write: a run owner's read waits for the copy to
     /// hold it.
     pub(super) written: std::sync::atomic::AtomicI64,
+    /// etcd's revision for reads, asked once for all the reads waiting at a time.
+    pub(super) probe: super::cache::Probe,
     /// The runs whose history grew, by any server, as the watch tells them.
     pub(super) news: tokio::sync::broadcast::Sender<String>,
 }
