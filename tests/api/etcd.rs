@@ -609,6 +609,20 @@ mod access {
         args
     }
 
+    /// `serve_args` of `cluster` without `flags` and their values.
+    fn without(cluster: &Cluster, flags: [&str; 2]) -> Vec<String> {
+        flags
+            .into_iter()
+            .fold(cluster.serve_args("/ebb-test/a"), |args, flag| {
+                let at = args.iter().position(|a| a == flag).expect(flag);
+                args.into_iter()
+                    .enumerate()
+                    .filter(|(i, _)| *i != at && *i != at + 1)
+                    .map(|(_, a)| a)
+                    .collect()
+            })
+    }
+
     fn fails(dir: &tempfile::TempDir, name: &str, args: &[String]) -> String {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         crate::support::server::serve_fails_with(&sub(dir, name), &args)
@@ -654,10 +668,7 @@ mod access {
         let err = fails(
             &dir,
             "no-user",
-            &with(&cluster, "/ebb-test/a", "--etcd-user", None)
-                .into_iter()
-                .filter(|a| !a.ends_with("ebb.password") && a != "--etcd-password-file")
-                .collect::<Vec<_>>(),
+            &without(&cluster, ["--etcd-user", "--etcd-password-file"]),
         );
         assert!(err.contains("requires a user"), "{err}");
 
@@ -665,10 +676,7 @@ mod access {
         let err = fails(
             &dir,
             "no-cert",
-            &with(&certs, "/ebb-test/a", "--etcd-cert", None)
-                .into_iter()
-                .filter(|a| !a.ends_with("ebb-key.pem") && a != "--etcd-key")
-                .collect::<Vec<_>>(),
+            &without(&certs, ["--etcd-cert", "--etcd-key"]),
         );
         assert!(err.contains("requires a client certificate"), "{err}");
         assert!(err.contains("--etcd-cert"), "{err}");

@@ -109,16 +109,8 @@ pub(super) fn commit(
         (Txn::new().when(compares).and_then(then), Some(id))
     };
     let txn = txn.or_else(otherwise);
-    let mut kv = shared.kv();
-    let started = std::time::Instant::now();
-    shared.trip(Trip::Commit);
-    let answer = shared.handle.block_on(async move { kv.txn(txn).await });
-    metrics::histogram!(crate::model::metrics::STORE_COMMIT_SECONDS.name, "store" => "etcd")
-        .record(started.elapsed().as_secs_f64());
-    match answer {
+    match send(shared, txn, 1) {
         Ok(response) if response.succeeded() => {
-            metrics::histogram!(crate::model::metrics::STORE_COMMIT_BATCH.name, "store" => "etcd")
-                .record(1.0);
             let mut revision = response.header().map_or(0, |h| h.revision());
             if intent.is_some() {
                 // Committed: whoever comes next finishes it if this cannot.
@@ -169,6 +161,25 @@ pub(super) fn commit(
             Err(Failed { error, marker })
         }
     }
+}
+
+/// Sends a commit's transaction of `writes` writes, and counts it.
+pub(super) fn send(
+    shared: &Shared,
+    txn: Txn,
+    writes: usize,
+) -> Result<etcd_client::TxnResponse, etcd_client::Error> {
+    use crate::model::metrics::{STORE_COMMIT_BATCH, STORE_COMMIT_SECONDS};
+    let mut kv = shared.kv();
+    let started = std::time::Instant::now();
+    shared.trip(Trip::Commit);
+    let answer = shared.handle.block_on(async move { kv.txn(txn).await });
+    metrics::histogram!(STORE_COMMIT_SECONDS.name, "store" => "etcd")
+        .record(started.elapsed().as_secs_f64());
+    if answer.as_ref().is_ok_and(|r| r.succeeded()) {
+        metrics::histogram!(STORE_COMMIT_BATCH.name, "store" => "etcd").record(writes as f64);
+    }
+    answer
 }
 
 /// What `staged` does in etcd: each put and delete, large values as chunks (written now, under

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use etcd_client::{Compare, CompareOp, Txn, TxnOp, TxnOpResponse};
 
 use super::cache::Snapshot;
-use super::commit::{CHUNK, compares, operations};
+use super::commit::{CHUNK, compares, operations, send};
 use super::intent::Op;
 use super::shared::{MAX_TXN_BYTES, Shared, Trip};
 use super::view::View;
@@ -323,16 +323,8 @@ fn commit_group(shared: &Arc<Shared>, group: Vec<Member>) -> Vec<Queued> {
         }
     }
     let txn = Txn::new().when(compares).and_then(ops).or_else(otherwise);
-    let mut kv = shared.kv();
-    let started = Instant::now();
-    shared.trip(Trip::Commit);
-    let reply = shared.handle.block_on(async move { kv.txn(txn).await });
-    metrics::histogram!(crate::model::metrics::STORE_COMMIT_SECONDS.name, "store" => "etcd")
-        .record(started.elapsed().as_secs_f64());
-    match reply {
+    match send(shared, txn, group.len()) {
         Ok(response) if response.succeeded() => {
-            metrics::histogram!(crate::model::metrics::STORE_COMMIT_BATCH.name, "store" => "etcd")
-                .record(group.len() as f64);
             let revision = response.header().map_or(0, |h| h.revision());
             shared
                 .written
