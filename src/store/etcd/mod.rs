@@ -464,10 +464,10 @@ impl Shared {
                 }
                 Ok(commit::Outcome::Pending) => {
                     conflicts += 1;
-                    if let Err(e) = self.finish_pending() {
-                        if !self.wait(&e, patient, started, &mut waits) {
-                            return job.finish(Err(e));
-                        }
+                    if let Err(e) = self.finish_pending()
+                        && !self.wait(&e, patient, started, &mut waits)
+                    {
+                        return job.finish(Err(e));
                     }
                 }
                 Ok(commit::Outcome::Conflict(revision)) => {

@@ -281,7 +281,7 @@ impl View<'_> {
     }
 
     /// Entries of the copy as `(table key, stored value)`.
-    fn from_copy(
+    fn read_copy(
         &self,
         table: Table,
         entries: Vec<(Vec<u8>, Entry)>,
@@ -331,7 +331,7 @@ impl Source for View<'_> {
         if let Some(copy) = self.copy_of(table) {
             let from = self.shared.keys.of(table, prefix);
             let to = prefix_end(&from);
-            return self.from_copy(table, copy.range(&from, &to));
+            return self.read_copy(table, copy.range(&from, &to));
         }
         let mut raw = Vec::new();
         let mut bad = None;
@@ -363,7 +363,7 @@ impl Source for View<'_> {
         if let Some(copy) = self.copy_of(table) {
             let from = self.shared.keys.of(table, prefix);
             let to = self.shared.keys.of(table, end);
-            return self.from_copy(table, copy.range_back(&from, &to, count));
+            return self.read_copy(table, copy.range_back(&from, &to, count));
         }
         let options = GetOptions::new()
             .with_range(self.shared.keys.of(table, end))
