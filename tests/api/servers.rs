@@ -143,7 +143,11 @@ fn the_server_that_accepts_a_start_owns_the_run_and_commands_reach_it() {
         });
         let (code, body) = via.post(&format!("{run}/stop"));
         assert_eq!(code, 200, "{body}");
-        assert_eq!(body["stopping"], true, "{body}");
+        // Accepted: still stopping, or (the owner was quick) already stopped.
+        assert!(
+            body["stopping"] == true || body["status"] == "KILLED",
+            "{body}"
+        );
     }
     for run in [&on0, &on1] {
         let done = wait_deprovisioned(&s0, run);
