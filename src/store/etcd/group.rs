@@ -22,9 +22,8 @@ use etcd_client::{Compare, CompareOp, Txn, TxnOp, TxnOpResponse};
 use super::cache::Snapshot;
 use super::commit::{CHUNK, compares, operations, send};
 use super::intent::Op;
-use super::shared::{MAX_TXN_BYTES, Shared, Trip};
+use super::shared::{GRACE, InFlight, MAX_CONFLICTS, MAX_TXN_BYTES, Shared, Trip};
 use super::view::View;
-use super::{InFlight, MAX_CONFLICTS};
 use crate::store::backend::Fence;
 use crate::store::job::{Verdict, WriteJob};
 use crate::store::table::{StoreError, Table};
@@ -420,7 +419,7 @@ fn settle(shared: &Arc<Shared>, mut queued: Vec<Queued>, marker: &[u8], error: &
                 waits += 1;
                 let (keep, give_up): (Vec<Queued>, Vec<Queued>) = queued
                     .into_iter()
-                    .partition(|q| q.patient || q.started.elapsed() < super::GRACE);
+                    .partition(|q| q.patient || q.started.elapsed() < GRACE);
                 for q in give_up {
                     answer(q, Err(error.clone()));
                 }

@@ -16,6 +16,7 @@
 mod access;
 mod cache;
 mod commit;
+mod follow;
 mod group;
 mod intent;
 mod lease;
@@ -34,7 +35,9 @@ use super::backend::{Backend, Fence, LeaseState};
 use super::job::{ReadJob, Verdict, WriteJob};
 use super::table::{SCHEMA_KEY, SCHEMA_VERSION, StoreError, Table};
 use super::txn::Txn as StoreTxn;
-use shared::{Keys, MARKER_LIFE, Shared, Trip, classify, now_micros};
+use shared::{
+    GRACE, InFlight, Keys, MARKER_LIFE, MAX_CONFLICTS, Shared, Trip, classify, now_micros,
+};
 use view::View;
 
 pub use access::Access;
@@ -46,13 +49,6 @@ pub const DEFAULT_PREFIX: &str = "/ebb";
 /// transaction over etcd's `--max-txn-ops` is refused, and etcd's default is 128. A write that
 /// needs more than etcd takes is committed as an intent across several (see [`intent`]).
 pub const TXN_OPS: [usize; 2] = [1024, 128];
-
-/// How long an impatient read or write rides out an unreachable etcd (a leader election
-/// takes about a second) before it fails.
-const GRACE: Duration = Duration::from_secs(3);
-
-/// How many times a write runs again after conflicting with other writers.
-const MAX_CONFLICTS: u32 = 64;
 
 /// Longest pause between two tries while etcd cannot be reached.
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
@@ -636,26 +632,6 @@ impl Shared {
 
 /// How long a read waits for the copy in memory to catch up before it reads etcd itself.
 const COPY_LAG: Duration = Duration::from_millis(20);
-
-/// Counts a job in flight while it lives, so closing can wait for it.
-struct InFlight(Arc<Shared>);
-
-impl InFlight {
-    fn enter(shared: &Arc<Shared>) -> Option<InFlight> {
-        shared.in_flight.fetch_add(1, Ordering::SeqCst);
-        if shared.closed.load(Ordering::SeqCst) {
-            shared.in_flight.fetch_sub(1, Ordering::SeqCst);
-            return None;
-        }
-        Some(InFlight(Arc::clone(shared)))
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
-    }
-}
 
 impl Backend for Etcd {
     fn read(&self, job: Box<dyn ReadJob>, patient: bool, owner: bool) {

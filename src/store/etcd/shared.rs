@@ -1,6 +1,7 @@
 //! What every job of the etcd backend shares: the client, the runtime it runs on, the
 //! installation's keys, and how a failed call becomes a store error.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -156,6 +157,46 @@ impl Keys {
             format!("{}/~commits/", self.root).into_bytes(),
             format!("{}/~commits/{micros:020}", self.root).into_bytes(),
         )
+    }
+}
+
+/// The first key after every key that starts with `prefix`.
+pub(super) fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    // Only 0xff bytes: everything from the prefix on.
+    vec![0]
+}
+
+/// How long an impatient read or write rides out an unreachable etcd (a leader election
+/// takes about a second) before it fails.
+pub(super) const GRACE: Duration = Duration::from_secs(3);
+
+/// How many times a write runs again after conflicting with other writers.
+pub(super) const MAX_CONFLICTS: u32 = 64;
+
+/// Counts a job in flight while it lives, so closing can wait for it.
+pub(super) struct InFlight(pub(super) Arc<Shared>);
+
+impl InFlight {
+    pub(super) fn enter(shared: &Arc<Shared>) -> Option<InFlight> {
+        shared.in_flight.fetch_add(1, Ordering::SeqCst);
+        if shared.closed.load(Ordering::SeqCst) {
+            shared.in_flight.fetch_sub(1, Ordering::SeqCst);
+            return None;
+        }
+        Some(InFlight(Arc::clone(shared)))
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

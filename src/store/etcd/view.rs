@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use etcd_client::{GetOptions, KeyValue, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse};
 
 use super::cache::{Entry, Snapshot, is_copied};
-use super::shared::{Shared, Trip};
+use super::shared::{Shared, Trip, prefix_end};
 use crate::store::table::{StoreError, Table};
 use crate::store::txn::Source;
 
@@ -253,19 +253,6 @@ impl<'a> View<'a> {
             .map(str::to_string)
             .ok_or_else(|| StoreError::Storage("etcd returned a key outside its range".into()))
     }
-}
-
-/// The first key after every key that starts with `prefix`.
-pub(super) fn prefix_end(prefix: &[u8]) -> Vec<u8> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < 0xff {
-            end.push(last + 1);
-            return end;
-        }
-    }
-    // Only 0xff bytes: everything from the prefix on.
-    vec![0]
 }
 
 impl View<'_> {

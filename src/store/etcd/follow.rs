@@ -1,0 +1,162 @@
+//! The watch that keeps the copy in memory ([`super::cache`]): the copy is read once at one
+//! revision, then every event from the next revision on is applied to it, a response at a
+//! time (etcd sends a revision's events together), and the runs whose history grew are told.
+//! When the watch breaks (etcd away, its history compacted past the copy), the copy is
+//! dropped, so everything reads etcd meanwhile, and read anew.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use etcd_client::{EventType, GetOptions, WatchOptions};
+use imbl::OrdMap;
+
+use super::cache::{Entry, Snapshot, is_copied};
+use super::shared::{Shared, prefix_end};
+use crate::store::table::{StoreError, Table};
+
+impl Shared {
+    /// Keeps the copy: reads it, then follows the watch; reads it anew whenever the watch
+    /// breaks (etcd away, its history compacted past the copy). Runs until the store closes.
+    pub(super) async fn keep_cache(self: Arc<Self>) {
+        loop {
+            if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+                return;
+            }
+            let outcome = match self.load().await {
+                Ok(snapshot) => {
+                    let from = snapshot.revision;
+                    self.cache.set(Some(snapshot));
+                    self.follow(from).await
+                }
+                Err(e) => Err(e),
+            };
+            self.cache.set(None);
+            if let Err(e) = outcome {
+                tracing::debug!(error = %e, "the store's copy in memory is read anew");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Reads every copied table at one revision.
+    async fn load(&self) -> Result<Snapshot, StoreError> {
+        let mut entries = OrdMap::new();
+        let mut revision = 0;
+        let mut ranges: Vec<(Vec<u8>, Vec<u8>)> = Table::ALL
+            .into_iter()
+            .filter(|t| is_copied(*t))
+            .map(|t| {
+                let from = self.keys.of(t, "");
+                let to = prefix_end(&from);
+                (from, to)
+            })
+            .collect();
+        let pending = self.keys.pending();
+        ranges.push((pending.clone(), {
+            let mut end = pending;
+            end.push(0);
+            end
+        }));
+        for (from, to) in ranges {
+            let mut start = from;
+            loop {
+                let mut options = GetOptions::new().with_range(to.clone()).with_limit(1000);
+                if revision != 0 {
+                    options = options.with_revision(revision);
+                }
+                let response = self
+                    .kv()
+                    .get(start.clone(), Some(options))
+                    .await
+                    .map_err(|e| self.unavailable(&e))?;
+                if revision == 0 {
+                    revision = response.header().map_or(0, |h| h.revision());
+                }
+                let kvs = response.kvs();
+                for kv in kvs {
+                    entries.insert(
+                        kv.key().to_vec(),
+                        Entry {
+                            value: Arc::new(kv.value().to_vec()),
+                            mod_revision: kv.mod_revision(),
+                        },
+                    );
+                }
+                match kvs.last() {
+                    Some(last) if response.more() => {
+                        start = last.key().to_vec();
+                        start.push(0);
+                    }
+                    _ => break,
+                }
+            }
+        }
+        Ok(Snapshot { revision, entries })
+    }
+
+    /// Applies the watch's events from `after` on, until the watch breaks.
+    async fn follow(&self, after: i64) -> Result<(), StoreError> {
+        let root = self.keys.root_prefix();
+        let options = WatchOptions::new()
+            .with_prefix()
+            .with_start_revision(after + 1);
+        let mut stream = self
+            .watch_client()
+            .watch(root, Some(options))
+            .await
+            .map_err(|e| self.unavailable(&e))?;
+        let mut current = self.cache.snapshot().ok_or(StoreError::Closed)?;
+        loop {
+            if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+                return Ok(());
+            }
+            let Some(response) = stream.message().await.map_err(|e| self.unavailable(&e))? else {
+                return Err(StoreError::Storage("etcd ended the watch".into()));
+            };
+            if response.canceled() || response.compact_revision() > 0 {
+                return Err(StoreError::Storage(format!(
+                    "the watch was cancelled (compacted at {})",
+                    response.compact_revision()
+                )));
+            }
+            let events = response.events();
+            if events.is_empty() {
+                continue;
+            }
+            // Runs whose history grew: told once the copy holds their news.
+            let mut news = Vec::new();
+            for event in events {
+                let Some(kv) = event.kv() else { continue };
+                current.revision = current.revision.max(kv.mod_revision());
+                if event.event_type() == EventType::Put
+                    && let Some(run) = self.keys.event_run(kv.key())
+                {
+                    news.push(run.to_string());
+                }
+                if !self.keys.is_copied(kv.key()) {
+                    continue;
+                }
+                match event.event_type() {
+                    EventType::Put => {
+                        current.entries.insert(
+                            kv.key().to_vec(),
+                            Entry {
+                                value: Arc::new(kv.value().to_vec()),
+                                mod_revision: kv.mod_revision(),
+                            },
+                        );
+                    }
+                    EventType::Delete => {
+                        current.entries.remove(kv.key());
+                    }
+                }
+            }
+            self.cache.set(Some(current.clone()));
+            news.dedup();
+            for run in news {
+                // Nobody listening is no failure.
+                let _ = self.news.send(run);
+            }
+        }
+    }
+}
