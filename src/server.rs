@@ -515,15 +515,8 @@ fn auth_token(config: &Config) -> Result<Option<String>, ServerError> {
             "give the token either in a file or with --token/EBB_TOKEN, not both".into(),
         ));
     }
-    use std::os::unix::fs::PermissionsExt;
-    let meta = std::fs::metadata(path).map_err(|e| fail(e.to_string()))?;
-    if meta.permissions().mode() & 0o077 != 0 {
-        return Err(fail(format!(
-            "others can read it (mode {:o}); chmod 600 it",
-            meta.permissions().mode() & 0o777
-        )));
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
+    let bytes = crate::store::secure::read_owner_only(path, 4096).map_err(fail)?;
+    let text = String::from_utf8(bytes).map_err(|_| fail("is not UTF-8 text".into()))?;
     let token = text.trim_end_matches(['\n', '\r']).to_string();
     if token.trim().is_empty() {
         return Err(fail("is empty".into()));

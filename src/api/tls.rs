@@ -9,7 +9,6 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 /// The TLS configuration of a server with the certificate chain in `cert` and its private key
 /// in `key` (PEM). The key file must be owner-only, as the secure store's key is.
 pub fn server_config(cert: &Path, key: &Path) -> Result<rustls::ServerConfig, String> {
-    use std::os::unix::fs::PermissionsExt as _;
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
         .and_then(|certs| certs.collect::<Result<_, _>>())
         .map_err(|e| format!("--tls-cert {}: {e}", cert.display()))?;
@@ -19,18 +18,8 @@ pub fn server_config(cert: &Path, key: &Path) -> Result<rustls::ServerConfig, St
             cert.display()
         ));
     }
-    let mode = std::fs::metadata(key)
-        .map_err(|e| format!("--tls-key {}: {e}", key.display()))?
-        .permissions()
-        .mode();
-    if mode & 0o077 != 0 {
-        return Err(format!(
-            "--tls-key {}: others can read it (mode {:o}); chmod 600 it",
-            key.display(),
-            mode & 0o777
-        ));
-    }
-    let private = PrivateKeyDer::from_pem_file(key)
+    let private = crate::store::secure::read_owner_only(key, 1 << 20)
+        .and_then(|pem| PrivateKeyDer::from_pem_slice(&pem).map_err(|e| e.to_string()))
         .map_err(|e| format!("--tls-key {}: {e}", key.display()))?;
     rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
         rustls::crypto::aws_lc_rs::default_provider(),

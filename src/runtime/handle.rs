@@ -165,15 +165,7 @@ impl Runtime {
         &self,
         key: &RunKey,
     ) -> Result<Option<(String, String)>, StoreError> {
-        if !self.deps.store.shared() || self.supervises(&key.run) {
-            return Ok(None);
-        }
-        Ok(match self.owner(key).await? {
-            (Some(owner), Some(server)) if *owner.server != *self.deps.member.name => {
-                Some((owner.server, server.url)).filter(|(_, url)| !url.is_empty())
-            }
-            _ => None,
-        })
+        self.held_elsewhere(key, false).await
     }
 
     /// The server that holds run `key`'s program output, with its URL, when that is another
@@ -184,6 +176,16 @@ impl Runtime {
         &self,
         key: &RunKey,
     ) -> Result<Option<(String, String)>, StoreError> {
+        self.held_elsewhere(key, true).await
+    }
+
+    /// The other server that holds run `key` (its owner; with `or_launcher`, else the server
+    /// that launched its program), and the URL it is reached at.
+    async fn held_elsewhere(
+        &self,
+        key: &RunKey,
+        or_launcher: bool,
+    ) -> Result<Option<(String, String)>, StoreError> {
         if !self.deps.store.shared() || self.supervises(&key.run) {
             return Ok(None);
         }
@@ -192,9 +194,10 @@ impl Runtime {
             .read(move |r| {
                 let holder = match r.get::<Owner>(Table::Owners, &run_key)? {
                     Some(owner) => Some(owner.server),
-                    None => r
+                    None if or_launcher => r
                         .get::<RunRecord>(Table::Runs, &run_key)?
                         .and_then(|run| run.launcher),
+                    None => None,
                 };
                 let Some(holder) = holder.filter(|h| **h != *me) else {
                     return Ok(None);

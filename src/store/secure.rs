@@ -22,6 +22,33 @@ use crate::store::{Read, Table, keys};
 /// What token records are sealed under.
 const TOKEN_SEAL: &str = "token";
 
+/// The contents of `path`, a file that holds a secret (a key, a token, a password), at most
+/// `max` bytes: refused when anyone but its owner may read it, as the secure store's key is.
+/// The error says what is wrong, for the caller to put after the option that named the file.
+pub fn read_owner_only(path: &Path, max: u64) -> Result<Vec<u8>, String> {
+    use std::io::Read as _;
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mode = file
+        .metadata()
+        .map_err(|e| e.to_string())?
+        .permissions()
+        .mode();
+    if mode & 0o077 != 0 {
+        return Err(format!(
+            "others can read it (mode {:o}); chmod 600 it",
+            mode & 0o777
+        ));
+    }
+    let mut bytes = Vec::new();
+    file.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > max {
+        return Err(format!("larger than {max} bytes"));
+    }
+    Ok(bytes)
+}
+
 /// Why the server key cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum KeyFileError {

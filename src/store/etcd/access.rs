@@ -297,18 +297,10 @@ fn read_bounded(flag: &str, path: &Path) -> Result<Vec<u8>, String> {
     Ok(bytes)
 }
 
-/// A file of a secret: refused when other users may read it.
+/// A file of a secret: refused when anyone but its owner may read it.
 fn read_private(flag: &str, path: &Path) -> Result<Vec<u8>, String> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(path).map_err(|e| format!("{flag} {}: {e}", path.display()))?;
-    if meta.mode() & 0o004 != 0 {
-        return Err(format!(
-            "{flag} {} can be read by every user (mode {:o}): chmod o-r it",
-            path.display(),
-            meta.mode() & 0o777
-        ));
-    }
-    read_bounded(flag, path)
+    crate::store::secure::read_owner_only(path, MAX_FILE)
+        .map_err(|e| format!("{flag} {}: {e}", path.display()))
 }
 
 /// The password in `file`: its first line.
@@ -411,9 +403,14 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let file = dir.path().join("pw");
         std::fs::write(&file, "s3cret-pass\nignored\n").expect("write");
-        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).expect("chmod");
-        let e = password(&file).expect_err("world-readable");
-        assert!(e.contains("chmod o-r"), "{e}");
+        for mode in [0o644, 0o640] {
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).expect("chmod");
+            let e = password(&file).expect_err("readable by others");
+            assert!(
+                e.contains("others can read it") && e.contains("chmod 600"),
+                "{e}"
+            );
+        }
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
         let p = password(&file).expect("read");
         assert_eq!(p.0, "s3cret-pass");

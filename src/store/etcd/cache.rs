@@ -89,6 +89,14 @@ impl Cache {
             .clone()
     }
 
+    /// Whether there is a copy now.
+    pub(super) fn ready(&self) -> bool {
+        self.latest
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+
     /// Makes `snapshot` the copy (`None`: there is none for now).
     pub(super) fn set(&self, snapshot: Option<Snapshot>) {
         let revision = snapshot.as_ref().map_or(0, |s| s.revision);

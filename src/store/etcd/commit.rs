@@ -127,24 +127,11 @@ pub(super) fn commit(
             if let Some(id) = &intent {
                 shared.drop_intent(id);
             }
-            let pending = shared.keys.pending();
-            let found = |key: &[u8]| {
-                response.op_responses().into_iter().find_map(|r| match r {
-                    TxnOpResponse::Get(get) => get
-                        .kvs()
-                        .first()
-                        .filter(|kv| kv.key() == key)
-                        .map(|kv| kv.lease()),
-                    TxnOpResponse::Put(_) | TxnOpResponse::Delete(_) | TxnOpResponse::Txn(_) => {
-                        None
-                    }
-                })
-            };
-            if found(&pending).is_some() {
+            if found(&response, &shared.keys.pending()).is_some() {
                 return Ok(Outcome::Pending);
             }
             match (fence, &fence_key) {
-                (Some(fence), Some(key)) if found(key) != Some(fence.lease) => {
+                (Some(fence), Some(key)) if found(&response, key) != Some(fence.lease) => {
                     Err(StoreError::Fenced {
                         run: fence.run.clone(),
                     }
@@ -161,6 +148,19 @@ pub(super) fn commit(
             Err(Failed { error, marker })
         }
     }
+}
+
+/// What the failure branch of a commit's transaction read of `key` (`~pending`, an owner
+/// record): the lease it is bound to (0: none), if it exists.
+pub(super) fn found(response: &etcd_client::TxnResponse, key: &[u8]) -> Option<i64> {
+    response.op_responses().into_iter().find_map(|r| match r {
+        TxnOpResponse::Get(get) => get
+            .kvs()
+            .first()
+            .filter(|kv| kv.key() == key)
+            .map(|kv| kv.lease()),
+        TxnOpResponse::Put(_) | TxnOpResponse::Delete(_) | TxnOpResponse::Txn(_) => None,
+    })
 }
 
 /// Sends a commit's transaction of `writes` writes, and counts it.
@@ -192,7 +192,7 @@ pub(super) fn operations(
     staged: Staged,
 ) -> Result<Vec<Op>, Failed> {
     let lease = *shared.lease.borrow();
-    let plain = view.plain();
+    let reads = view.reads();
     let mut ops = Vec::with_capacity(staged.len() + 2);
     let mut deleted_from = BTreeSet::new();
     for ((table, key), value) in staged {
@@ -204,7 +204,7 @@ pub(super) fn operations(
             *end.last_mut().expect("ends with 0") = 1;
             end
         };
-        let whole = plain.contains(&etcd_key);
+        let whole = reads.keys.get(&etcd_key).is_some_and(|r| r.whole);
         match value {
             None => {
                 deleted_from.insert(table);
@@ -284,7 +284,7 @@ pub(super) fn compares(shared: &Shared, view: &View<'_>, room: usize) -> Vec<Com
     let mut compares: Vec<Compare> = reads
         .keys
         .iter()
-        .map(|(key, (_, revision))| Compare::mod_revision(key.clone(), CompareOp::Equal, *revision))
+        .map(|(key, read)| Compare::mod_revision(key.clone(), CompareOp::Equal, read.revision))
         .collect();
     for (table, prefixes) in &reads.ranges {
         for prefix in outermost(prefixes) {
@@ -305,7 +305,7 @@ pub(super) fn compares(shared: &Shared, view: &View<'_>, room: usize) -> Vec<Com
     let tables: BTreeSet<Table> = reads
         .keys
         .values()
-        .map(|(table, _)| *table)
+        .map(|read| read.table)
         .chain(reads.ranges.keys().copied())
         .collect();
     tables

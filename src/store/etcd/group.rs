@@ -17,10 +17,10 @@ use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use etcd_client::{Compare, CompareOp, Txn, TxnOp, TxnOpResponse};
+use etcd_client::{Compare, CompareOp, Txn, TxnOp};
 
 use super::cache::Snapshot;
-use super::commit::{CHUNK, compares, operations, send};
+use super::commit::{CHUNK, compares, found, operations, send};
 use super::intent::Op;
 use super::shared::{GRACE, InFlight, MAX_CONFLICTS, MAX_TXN_BYTES, Shared, Trip};
 use super::view::View;
@@ -335,25 +335,22 @@ fn commit_group(shared: &Arc<Shared>, group: Vec<Member>) -> Vec<Queued> {
             Vec::new()
         }
         Ok(response) => {
-            let revision = response.header().map_or(0, |h| h.revision());
-            let pending = shared.keys.pending();
-            let pending_found = response.op_responses().into_iter().any(|r| match r {
-                TxnOpResponse::Get(get) => get.kvs().first().is_some_and(|kv| kv.key() == pending),
-                TxnOpResponse::Put(_) | TxnOpResponse::Delete(_) | TxnOpResponse::Txn(_) => false,
-            });
-            if pending_found {
+            if found(&response, &shared.keys.pending()).is_some() {
                 let _ = shared.finish_pending();
                 return group.into_iter().map(|m| m.queued).collect();
             }
-            if group.len() == 1 {
-                return conflicted(shared, group.into_iter().map(|m| m.queued), revision);
+            if group.len() > 1 {
+                // Split: each member on its own, with its own compares.
+                return group
+                    .into_iter()
+                    .flat_map(|m| commit_group(shared, vec![m]))
+                    .collect();
             }
-            // Split: each member on its own, with its own compares.
-            let mut later = Vec::new();
-            for m in group {
-                later.extend(commit_group(shared, vec![m]));
-            }
-            later
+            let revision = response.header().map_or(0, |h| h.revision());
+            group
+                .into_iter()
+                .filter_map(|m| conflicted(shared, &response, m.queued, revision))
+                .collect()
         }
         Err(e) => {
             let error = shared.unavailable(&e);
@@ -365,37 +362,41 @@ fn commit_group(shared: &Arc<Shared>, group: Vec<Member>) -> Vec<Queued> {
                 return Vec::new();
             }
             // The answer was lost: the marker tells whether the group committed.
-            let shared = Arc::clone(shared);
-            let marker = marker.clone();
-            std::thread::spawn(move || settle(&shared, queued, &marker, &error));
+            let waiter = Arc::clone(shared);
+            shared
+                .handle
+                .spawn_blocking(move || settle(&waiter, queued, &marker, &error));
             Vec::new()
         }
     }
 }
 
-/// Writes whose commit conflicted: carried to the next round (on a copy at least at
-/// `revision`), or answered when they conflicted too often, or were fenced off.
-fn conflicted(shared: &Shared, queued: impl Iterator<Item = Queued>, revision: i64) -> Vec<Queued> {
-    shared.catch_up(revision);
-    let mut later = Vec::new();
-    for mut q in queued {
-        if let Some(fence) = &q.fence
-            && !shared.still_owner(fence)
-        {
-            let run = fence.run.clone();
-            answer(q, Err(StoreError::Fenced { run }));
-            continue;
-        }
-        q.conflicts += 1;
-        if q.conflicts >= MAX_CONFLICTS {
-            let tries = q.conflicts;
-            let store = shared.describe.clone();
-            answer(q, Err(StoreError::Contended { store, tries }));
-            continue;
-        }
-        later.push(q);
+/// A write whose own commit failed (its transaction's `response`, etcd at `revision`):
+/// answered when its run is no longer this server's (the owner record read back is not bound
+/// to its fence's lease) or when it conflicted too often, else carried to the next round, on a
+/// copy at least at `revision`.
+fn conflicted(
+    shared: &Shared,
+    response: &etcd_client::TxnResponse,
+    mut q: Queued,
+    revision: i64,
+) -> Option<Queued> {
+    if let Some(fence) = &q.fence
+        && found(response, &shared.keys.of(Table::Owners, &fence.run)) != Some(fence.lease)
+    {
+        let run = fence.run.clone();
+        answer(q, Err(StoreError::Fenced { run }));
+        return None;
     }
-    later
+    q.conflicts += 1;
+    if q.conflicts >= MAX_CONFLICTS {
+        let tries = q.conflicts;
+        let store = shared.describe.clone();
+        answer(q, Err(StoreError::Contended { store, tries }));
+        return None;
+    }
+    shared.catch_up(revision);
+    Some(q)
 }
 
 /// After a group's commit went unanswered: waits until etcd says whether its marker is there,

@@ -181,12 +181,7 @@ impl Shared {
     /// writer, or by anyone who finds it in their way. Answers the revision etcd was at when
     /// it was done.
     pub(super) fn finish_pending(&self) -> Result<i64, StoreError> {
-        let key = self.keys.pending();
-        let mut kv = self.kv();
-        let found = self
-            .handle
-            .block_on(async move { kv.get(key, None).await })
-            .map_err(|e| self.unavailable(&e))?;
+        let found = self.get_now(self.keys.pending(), None, Trip::Intent)?;
         let now = found.header().map_or(0, |h| h.revision());
         let Some(record) = found.kvs().first() else {
             return Ok(now);
@@ -200,13 +195,7 @@ impl Shared {
             })?;
         let started = std::time::Instant::now();
         for n in 0..pending.batches {
-            let key = self.keys.intent(&pending.id, n);
-            let mut kv = self.kv();
-            self.trip(Trip::Intent);
-            let stored = self
-                .handle
-                .block_on(async move { kv.get(key, None).await })
-                .map_err(|e| self.unavailable(&e))?;
+            let stored = self.get_now(self.keys.intent(&pending.id, n), None, Trip::Intent)?;
             let now = stored.header().map_or(0, |h| h.revision());
             let Some(stored) = stored.kvs().first() else {
                 // Removed with `~pending` by whoever finished it first.

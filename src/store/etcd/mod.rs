@@ -491,19 +491,9 @@ impl Shared {
         }
     }
 
-    /// Whether run `fence.run`'s owner record is still bound to the fence's lease.
-    fn still_owner(&self, fence: &Fence) -> bool {
-        let key = self.keys.of(Table::Owners, &fence.run);
-        let mut kv = self.kv();
-        self.handle
-            .block_on(async move { kv.get(key, None).await })
-            .ok()
-            .is_none_or(|r| r.kvs().first().is_some_and(|kv| kv.lease() == fence.lease))
-    }
-
     /// Waits (a little) until the copy in memory, if there is one, has reached `revision`.
     fn catch_up(&self, revision: i64) {
-        if self.cache.snapshot().is_some() {
+        if self.cache.ready() {
             self.handle
                 .block_on(self.cache.caught_up(revision, Duration::from_secs(1)));
         }
@@ -529,13 +519,9 @@ impl Shared {
     }
 
     fn exists(&self, key: &[u8]) -> Result<bool, StoreError> {
-        let mut kv = self.kv();
-        let key = key.to_vec();
         let options = etcd_client::GetOptions::new().with_count_only();
-        self.handle
-            .block_on(async move { kv.get(key, Some(options)).await })
+        self.get_now(key.to_vec(), Some(options), Trip::Read)
             .map(|r| r.count() > 0)
-            .map_err(|e| self.unavailable(&e))
     }
 
     fn read(&self, mut job: Box<dyn ReadJob>, patient: bool, owner: bool) {
@@ -591,19 +577,8 @@ impl Shared {
             }
         }
         let (revision, pending_now) = self.probe.revision(|| {
-            let mut kv = self.kv();
-            let pending = self.keys.pending();
-            self.trip(Trip::Read);
-            let now = self
-                .handle
-                .block_on(async move {
-                    kv.get(
-                        pending,
-                        Some(etcd_client::GetOptions::new().with_keys_only()),
-                    )
-                    .await
-                })
-                .map_err(|e| self.unavailable(&e))?;
+            let options = etcd_client::GetOptions::new().with_keys_only();
+            let now = self.get_now(self.keys.pending(), Some(options), Trip::Read)?;
             Ok((
                 now.header().map_or(0, |h| h.revision()),
                 !now.kvs().is_empty(),
@@ -649,7 +624,7 @@ impl Backend for Etcd {
             return job.finish(Err(StoreError::Closed));
         };
         let fence = fence.cloned();
-        if self.shared.cache.snapshot().is_some() {
+        if self.shared.cache.ready() {
             return self.committer.submit(group::Queued {
                 job,
                 patient,

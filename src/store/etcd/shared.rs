@@ -233,6 +233,20 @@ impl Shared {
             .increment(1);
     }
 
+    /// A read of `key` as etcd has it now (not at a view's revision), counted as `trip`.
+    pub(super) fn get_now(
+        &self,
+        key: Vec<u8>,
+        options: Option<etcd_client::GetOptions>,
+        trip: Trip,
+    ) -> Result<etcd_client::GetResponse, StoreError> {
+        let mut kv = self.kv();
+        self.trip(trip);
+        self.handle
+            .block_on(async move { kv.get(key, options).await })
+            .map_err(|e| self.unavailable(&e))
+    }
+
     /// The most operations one transaction may hold.
     pub(super) fn max_ops(&self) -> usize {
         self.max_ops.load(Ordering::Relaxed)

@@ -32,13 +32,20 @@ pub(super) struct Pointer {
 /// What a closure read, for its commit to compare.
 #[derive(Debug, Default)]
 pub(super) struct ReadSet {
-    /// Each key read on its own: its table, and its mod revision then (0: absent).
-    pub(super) keys: BTreeMap<Vec<u8>, (Table, i64)>,
-    /// The keys read on their own that were absent or stored whole (no chunks to drop when
-    /// they are written).
-    pub(super) plain: BTreeSet<Vec<u8>>,
+    /// Each key read on its own, as it was then.
+    pub(super) keys: BTreeMap<Vec<u8>, KeyRead>,
     /// Each table scanned, and the prefixes scanned in it.
     pub(super) ranges: BTreeMap<Table, BTreeSet<String>>,
+}
+
+/// A key as a closure read it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct KeyRead {
+    pub(super) table: Table,
+    /// Its mod revision (0: absent).
+    pub(super) revision: i64,
+    /// Absent, or stored whole: writing it leaves no chunks to drop.
+    pub(super) whole: bool,
 }
 
 /// A closure's view of etcd.
@@ -65,8 +72,8 @@ impl<'a> View<'a> {
         Self::counted(shared, Trip::WriteRead)
     }
 
-    /// A view for a write closure that reads the copy in memory `snapshot` (and the logs from
-    /// etcd at its revision).
+    /// A view that reads the copy in memory `snapshot` (and the logs from etcd at its
+    /// revision), its reads counted as `trip`.
     pub(super) fn cached(shared: &'a Shared, snapshot: Snapshot, trip: Trip) -> Self {
         let view = Self::counted(shared, trip);
         *view.revision.borrow_mut() = snapshot.revision;
@@ -106,11 +113,6 @@ impl<'a> View<'a> {
 
     pub(super) fn reads(&self) -> std::cell::Ref<'_, ReadSet> {
         self.reads.borrow()
-    }
-
-    /// The keys read that were absent or stored whole.
-    pub(super) fn plain(&self) -> BTreeSet<Vec<u8>> {
-        self.reads.borrow().plain.clone()
     }
 
     /// The first failure to reach etcd, if any: the closure's outcome cannot be trusted.
@@ -258,13 +260,12 @@ impl<'a> View<'a> {
 impl View<'_> {
     /// Notes key `etcd_key` of `table` read, as `found` (its stored value and mod revision).
     fn note_key(&self, table: Table, etcd_key: Vec<u8>, found: Option<(&[u8], i64)>) {
-        let mut reads = self.reads.borrow_mut();
-        if found.is_none_or(|(value, _)| value.first() != Some(&CHUNKED)) {
-            reads.plain.insert(etcd_key.clone());
-        }
-        reads
-            .keys
-            .insert(etcd_key, (table, found.map_or(0, |(_, revision)| revision)));
+        let read = KeyRead {
+            table,
+            revision: found.map_or(0, |(_, revision)| revision),
+            whole: found.is_none_or(|(value, _)| value.first() != Some(&CHUNKED)),
+        };
+        self.reads.borrow_mut().keys.insert(etcd_key, read);
     }
 
     /// Entries of the copy as `(table key, stored value)`.
