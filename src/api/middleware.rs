@@ -52,7 +52,8 @@ pub async fn log_request(
     let started = Instant::now();
     let method = req.method().clone();
     let path = req.path().to_string();
-    let res = next.call(req).await;
+    // The request's reads share one look at the store's revision, taken after it began.
+    let res = crate::store::serving_request(next.call(req)).await;
     let (status, route) = match &res {
         Ok(r) => (
             r.status().as_u16(),

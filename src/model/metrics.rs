@@ -145,7 +145,7 @@ pub const STORE_ROUND_TRIPS: Metric = m(
     "ebb_store_round_trips_total",
     Kind::Counter,
     &["kind"],
-    "Requests to etcd: reads, commits, values' chunks, intents' batches.",
+    "Requests to etcd: reads, probes of its revision, commits, values' chunks, intents' batches.",
 );
 pub const JANITOR_ORPHANS_FOUND: Metric = m(
     "ebb_janitor_orphans_found_total",

@@ -9,13 +9,25 @@ use tokio::sync::{oneshot, watch};
 use super::job::{ReadJob, WriteJob};
 use super::table::StoreError;
 
+/// How a read is to be served.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ReadAs {
+    /// It waits out a store that cannot be reached instead of failing.
+    pub(super) patient: bool,
+    /// A run's actors (whose writes are fenced) read: it may be served from a copy that holds
+    /// every write this server made. Any other read sees every write acknowledged anywhere
+    /// before it began, or before the request it serves began.
+    pub(super) owner: bool,
+    /// When the request it serves began, if it serves one: the request's reads may share one
+    /// look at the store's state taken after that instant, as the request as a whole then
+    /// still sees every write acknowledged before it.
+    pub(super) since: Option<std::time::Instant>,
+}
+
 /// One store backend (redb, etcd) behind [`super::Store`].
 pub(super) trait Backend: Send + Sync + std::fmt::Debug {
-    /// Runs `job` over a snapshot, off the async workers. A `patient` read waits out a store
-    /// that cannot be reached instead of failing. An `owner`'s read (a run's actors, whose
-    /// writes are fenced) may be served from a copy that holds every write this server made;
-    /// any other read sees every write acknowledged anywhere before it began.
-    fn read(&self, job: Box<dyn ReadJob>, patient: bool, owner: bool);
+    /// Runs `job` over a snapshot, off the async workers, as `how` says.
+    fn read(&self, job: Box<dyn ReadJob>, how: ReadAs);
 
     /// Runs `job` and commits what it staged, then answers it. A `patient` write waits out a
     /// store that cannot be reached instead of failing. A `fence`d write commits only while

@@ -50,6 +50,18 @@ pub fn write_schema_version_at(location: &Location, version: u64) -> Result<(), 
 }
 pub use txn::{Page, Read, Reader, Txn};
 
+tokio::task_local! {
+    /// When the request being served began (see [`serving_request`]).
+    static REQUEST_BEGAN: std::time::Instant;
+}
+
+/// Runs `f`, the serving of one request that begins now. Its reads see every write
+/// acknowledged before it began, and may therefore share one look at etcd's revision taken
+/// after that instant instead of asking anew each (a request is linearizable as a whole).
+pub async fn serving_request<F: std::future::Future>(f: F) -> F::Output {
+    REQUEST_BEGAN.scope(std::time::Instant::now(), f).await
+}
+
 /// Which backend to open, and where.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Location {
@@ -209,7 +221,8 @@ impl Store {
     }
 
     /// Runs `f` over a snapshot, off the async workers. `f` may run more than once (a read
-    /// cut off while the store could not be reached); its last outcome is answered.
+    /// cut off while the store could not be reached); its last outcome is answered. Inside
+    /// [`serving_request`], it sees every write acknowledged before the request began.
     pub async fn read<T, E, F>(&self, f: F) -> Result<T, E>
     where
         F: Fn(&Reader) -> Result<T, E> + Send + 'static,
@@ -217,8 +230,12 @@ impl Store {
         E: From<StoreError> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
-        self.backend
-            .read(job::read(f, reply), self.patient, self.fence.is_some());
+        let how = backend::ReadAs {
+            patient: self.patient,
+            owner: self.fence.is_some(),
+            since: REQUEST_BEGAN.try_with(|began| *began).ok(),
+        };
+        self.backend.read(job::read(f, reply), how);
         answered(answer)
             .await
             .unwrap_or_else(|| Err(StoreError::Storage("the read was dropped".into()).into()))

@@ -101,6 +101,90 @@ fn concurrent_writers_from_two_stores_lose_nothing_and_keep_limits() {
     });
 }
 
+/// Many writers append to one run's history at once while a reader follows it by sequence
+/// (as a long poll does, asking only for events after the last it saw): the reader misses
+/// none, and etcd holds the history in the order of its sequence. Appends commit in the order
+/// their sequence numbers were drawn, from the first write on (while the copy in memory is
+/// still being read) and with several groups committing at once.
+#[test]
+fn a_history_followed_by_sequence_misses_no_concurrent_append() {
+    use ebb::model::event::EventKind;
+    use ebb::store::events;
+    const WRITERS: usize = 16;
+    const EACH: usize = 25;
+    let cluster = Cluster::start(1);
+    let store = open(&cluster, "/ebb-test/history");
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    rt().block_on(async {
+        let reader = {
+            let (store, seen) = (store.clone(), std::sync::Arc::clone(&seen));
+            tokio::spawn(async move {
+                let mut after = 0u64;
+                while seen.lock().expect("seen").len() < WRITERS * EACH {
+                    let new = store
+                        .read(move |r| events::list(r, "run-1", after))
+                        .await
+                        .expect("read the history");
+                    for e in new {
+                        assert!(e.seq > after, "events came out of order");
+                        after = e.seq;
+                        seen.lock().expect("seen").push(e.message);
+                    }
+                    tokio::task::yield_now().await;
+                }
+            })
+        };
+        let writers: Vec<_> = (0..WRITERS)
+            .map(|w| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    for i in 0..EACH {
+                        store
+                            .write(move |tx| {
+                                // Each write touches a key of its own too, as a task's does.
+                                tx.put(Table::Meta, &format!("writer/{w:02}"), &i)?;
+                                events::append(
+                                    tx,
+                                    "run-1",
+                                    EventKind::Task,
+                                    None,
+                                    format!("{w}/{i}"),
+                                )
+                            })
+                            .await
+                            .expect("append");
+                    }
+                })
+            })
+            .collect();
+        for w in writers {
+            w.await.expect("writer");
+        }
+        // The reader stops once it saw them all; one that missed some never does.
+        let _ = tokio::time::timeout(Duration::from_secs(20), reader).await;
+    });
+    let seen = seen.lock().expect("seen").clone();
+    let distinct: std::collections::BTreeSet<&String> = seen.iter().collect();
+    assert_eq!(
+        (seen.len(), distinct.len()),
+        (WRITERS * EACH, WRITERS * EACH),
+        "the reader missed events that committed after a later one"
+    );
+    let revisions: Vec<i64> = cluster.admin(|mut c| async move {
+        let found = c
+            .get(
+                "/ebb-test/history/events/run-1/",
+                Some(etcd_client::GetOptions::new().with_prefix()),
+            )
+            .await?;
+        Ok(found.kvs().iter().map(|kv| kv.mod_revision()).collect())
+    });
+    assert!(
+        revisions.is_sorted(),
+        "events committed out of sequence order: {revisions:?}"
+    );
+}
+
 /// A value larger than etcd takes in one request is split across keys and read back whole;
 /// rewriting it small leaves no chunk behind.
 #[test]

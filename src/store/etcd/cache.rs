@@ -13,7 +13,7 @@
 //! a pointer, and the watch makes the next one beside it.
 
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use imbl::OrdMap;
 use tokio::sync::watch;
@@ -27,14 +27,43 @@ pub(super) struct Entry {
     pub(super) mod_revision: i64,
 }
 
+/// Most events of one run the copy holds; a run whose history grows past it is read from
+/// etcd again.
+pub(super) const MAX_HELD_EVENTS: usize = 512;
+
 /// The copy at one revision of etcd.
 #[derive(Debug, Clone)]
 pub(super) struct Snapshot {
     pub(super) revision: i64,
     pub(super) entries: OrdMap<Vec<u8>, Entry>,
+    /// The runs whose whole history (`Events`) the copy holds too, and how many events each:
+    /// runs the watch saw created, from then until they end (see [`super::follow`]).
+    pub(super) histories: imbl::HashMap<String, usize>,
 }
 
 impl Snapshot {
+    /// A copy of `entries`, at `revision`, holding no run's history.
+    pub(super) fn new(revision: i64, entries: OrdMap<Vec<u8>, Entry>) -> Snapshot {
+        Snapshot {
+            revision,
+            entries,
+            histories: imbl::HashMap::new(),
+        }
+    }
+
+    /// Whether the copy holds what a read of `table` from key (or prefix) `from` up to `to`
+    /// covers: a copied table, or the history of one run it holds.
+    pub(super) fn holds(&self, table: Table, from: &str, to: &str) -> bool {
+        if is_copied(table) {
+            return true;
+        }
+        let run_of = |key: &str| key.split_once('/').map(|(run, _)| run.to_string());
+        table == Table::Events
+            && run_of(from).is_some_and(|run| {
+                self.histories.contains_key(&run) && (to.is_empty() || run_of(to) == Some(run))
+            })
+    }
+
     pub(super) fn get(&self, key: &[u8]) -> Option<&Entry> {
         self.entries.get(key)
     }
@@ -129,17 +158,32 @@ struct ProbeState {
     finished: u64,
     in_flight: bool,
     answer: Option<Result<(i64, bool), StoreError>>,
+    /// When the request in flight started, and when the one that gave `answer` did.
+    in_flight_from: Option<Instant>,
+    answer_from: Option<Instant>,
 }
 
 impl Probe {
-    /// etcd's revision at some instant after this call began, and whether a write larger than
-    /// a transaction was pending then; `ask` asks etcd.
+    /// etcd's revision at some instant after this call began (after `since`, if given: the
+    /// start of the request the read serves), and whether a write larger than a transaction
+    /// was pending then; `ask` asks etcd.
     pub(super) fn revision(
         &self,
+        since: Option<Instant>,
         ask: impl Fn() -> Result<(i64, bool), StoreError>,
     ) -> Result<(i64, bool), StoreError> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let wanted = state.started + 1;
+        let after = |from: Option<Instant>| since.is_some_and(|s| from.is_some_and(|f| f >= s));
+        if after(state.answer_from)
+            && let Some(Ok(answer)) = &state.answer
+        {
+            return Ok(*answer);
+        }
+        let wanted = if state.in_flight && after(state.in_flight_from) {
+            state.started
+        } else {
+            state.started + 1
+        };
         loop {
             if state.finished >= wanted
                 && let Some(answer) = &state.answer
@@ -147,14 +191,17 @@ impl Probe {
                 return answer.clone();
             }
             if !state.in_flight {
+                let from = Instant::now();
                 state.started += 1;
                 state.in_flight = true;
+                state.in_flight_from = Some(from);
                 let mine = state.started;
                 drop(state);
                 let answer = ask();
                 state = self.state.lock().unwrap_or_else(|e| e.into_inner());
                 state.finished = mine;
                 state.answer = Some(answer);
+                state.answer_from = Some(from);
                 state.in_flight = false;
                 self.done.notify_all();
                 continue;
@@ -168,6 +215,35 @@ impl Probe {
 mod tests {
     use super::*;
 
+    /// The reads of one request share a revision asked after the request began; a request
+    /// that began later asks anew.
+    #[test]
+    fn a_requests_reads_share_a_revision_asked_after_it_began() {
+        let probe = Probe::default();
+        let asked = std::sync::atomic::AtomicI64::new(0);
+        let ask = || {
+            let n = asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            Ok((n, false))
+        };
+        let began = Instant::now();
+        assert_eq!(probe.revision(Some(began), ask).expect("first"), (1, false));
+        assert_eq!(
+            probe.revision(Some(began), ask).expect("same request"),
+            (1, false)
+        );
+        assert_eq!(probe.revision(None, ask).expect("no request"), (2, false));
+        std::thread::sleep(Duration::from_millis(2));
+        let later = Instant::now();
+        assert_eq!(
+            probe.revision(Some(later), ask).expect("a later request"),
+            (3, false)
+        );
+        assert_eq!(
+            probe.revision(Some(began), ask).expect("the first again"),
+            (3, false)
+        );
+    }
+
     /// Reads that wait together share one request, and each gets an answer from a request
     /// that started after it began.
     #[test]
@@ -180,7 +256,7 @@ mod tests {
                 std::thread::spawn(move || {
                     let before = asked.load(std::sync::atomic::Ordering::SeqCst);
                     let (revision, _) = probe
-                        .revision(|| {
+                        .revision(None, || {
                             // The request's number, counted when it starts.
                             let n = asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
                             std::thread::sleep(Duration::from_millis(20));

@@ -10,8 +10,9 @@ use std::time::Duration;
 use etcd_client::{EventType, GetOptions, WatchOptions};
 use imbl::OrdMap;
 
-use super::cache::{Entry, Snapshot, is_copied};
+use super::cache::{Entry, MAX_HELD_EVENTS, Snapshot, is_copied};
 use super::shared::{Shared, prefix_end};
+use crate::model::run::RunRecord;
 use crate::store::table::{StoreError, Table};
 
 impl Shared {
@@ -91,7 +92,7 @@ impl Shared {
                 }
             }
         }
-        Ok(Snapshot { revision, entries })
+        Ok(Snapshot::new(revision, entries))
     }
 
     /// Applies the watch's events from `after` on, until the watch breaks.
@@ -123,32 +124,50 @@ impl Shared {
             if events.is_empty() {
                 continue;
             }
+            // The runs this response creates: the copy holds their history from its first
+            // event on (a run's events are written with or after its record).
+            for event in events {
+                if event.event_type() == EventType::Put
+                    && let Some(kv) = event.kv()
+                    && kv.version() == 1
+                    && let Some(run) = self.keys.record_run(kv.key())
+                {
+                    current.histories.insert(run.to_string(), 0);
+                }
+            }
             // Runs whose history grew: told once the copy holds their news.
             let mut news = Vec::new();
             for event in events {
                 let Some(kv) = event.kv() else { continue };
                 current.revision = current.revision.max(kv.mod_revision());
-                if event.event_type() == EventType::Put
-                    && let Some(run) = self.keys.event_run(kv.key())
-                {
-                    news.push(run.to_string());
+                let put = event.event_type() == EventType::Put;
+                if let Some(run) = self.keys.event_run(kv.key()) {
+                    if put {
+                        news.push(run.to_string());
+                    }
+                    self.hold_event(&mut current, run, kv, put);
+                    continue;
                 }
                 if !self.keys.is_copied(kv.key()) {
                     continue;
                 }
-                match event.event_type() {
-                    EventType::Put => {
-                        current.entries.insert(
-                            kv.key().to_vec(),
-                            Entry {
-                                value: Arc::new(kv.value().to_vec()),
-                                mod_revision: kv.mod_revision(),
-                            },
-                        );
-                    }
-                    EventType::Delete => {
-                        current.entries.remove(kv.key());
-                    }
+                if put {
+                    current.entries.insert(
+                        kv.key().to_vec(),
+                        Entry {
+                            value: Arc::new(kv.value().to_vec()),
+                            mod_revision: kv.mod_revision(),
+                        },
+                    );
+                } else {
+                    current.entries.remove(kv.key());
+                }
+                // A run that ended (or went) no longer needs its history at hand.
+                if let Some(run) = self.keys.record_run(kv.key())
+                    && current.histories.contains_key(run)
+                    && (!put || !live(kv.value()))
+                {
+                    self.drop_history(&mut current, run);
                 }
             }
             self.cache.set(Some(current.clone()));
@@ -159,4 +178,52 @@ impl Shared {
             }
         }
     }
+
+    /// Applies a put or delete of event `kv` of run `run` to the copy, if it holds the run's
+    /// history; a history grown past [`MAX_HELD_EVENTS`] is let go.
+    fn hold_event(&self, current: &mut Snapshot, run: &str, kv: &etcd_client::KeyValue, put: bool) {
+        let Some(held) = current.histories.get_mut(run) else {
+            return;
+        };
+        if put {
+            *held += 1;
+            let over = *held > MAX_HELD_EVENTS;
+            current.entries.insert(
+                kv.key().to_vec(),
+                Entry {
+                    value: Arc::new(kv.value().to_vec()),
+                    mod_revision: kv.mod_revision(),
+                },
+            );
+            if over {
+                self.drop_history(current, run);
+            }
+        } else {
+            *held = held.saturating_sub(1);
+            current.entries.remove(kv.key());
+        }
+    }
+
+    /// Lets go of run `run`'s history: reads of it go to etcd again.
+    fn drop_history(&self, current: &mut Snapshot, run: &str) {
+        current.histories.remove(run);
+        let from = self
+            .keys
+            .of(Table::Events, &crate::store::keys::of_run(run));
+        let to = prefix_end(&from);
+        let held: Vec<Vec<u8>> = current
+            .entries
+            .range(from..to)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in held {
+            current.entries.remove(&key);
+        }
+    }
+}
+
+/// Whether a stored run record is of a run still live (a supervisor has work to do for it);
+/// a value that does not read as one (a large record kept in chunks) counts as ended.
+fn live(stored: &[u8]) -> bool {
+    serde_json::from_slice::<RunRecord>(stored).is_ok_and(|run| run.needs_supervisor())
 }

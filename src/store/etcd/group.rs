@@ -29,6 +29,9 @@ use crate::store::job::{Verdict, WriteJob};
 use crate::store::table::{StoreError, Table};
 use crate::store::txn::{Staged, Txn as StoreTxn};
 
+/// How long a round waits for the copy in memory while it is read.
+const COPY_WAIT: Duration = Duration::from_secs(2);
+
 /// Most writes one round takes.
 const MAX_GROUP: usize = 256;
 
@@ -70,9 +73,42 @@ struct Parts {
     /// and may be put by several members.
     written: BTreeSet<Vec<u8>>,
     deletion_keys: BTreeSet<Vec<u8>>,
+    /// The logs it appends to (a run's events, a namespace's changes): their keys' prefix.
+    /// Readers of a log go by sequence, so appends to one log commit in the order their
+    /// closures ran: in one transaction, or one group after the other.
+    logs: BTreeSet<Vec<u8>>,
 }
 
 impl Parts {
+    /// What a group committing `members` touches, for later writes to keep clear of.
+    fn of_group(members: &[Member]) -> Parts {
+        let mut all = Parts {
+            compares: Vec::new(),
+            ops: Vec::new(),
+            bytes: 0,
+            read: BTreeSet::new(),
+            scanned: Vec::new(),
+            written: BTreeSet::new(),
+            deletion_keys: BTreeSet::new(),
+            logs: BTreeSet::new(),
+        };
+        for m in members {
+            let p = &m.parts;
+            all.read.extend(p.read.iter().cloned());
+            all.scanned.extend(p.scanned.iter().cloned());
+            all.written.extend(p.written.iter().cloned());
+            all.deletion_keys.extend(p.deletion_keys.iter().cloned());
+            all.logs.extend(p.logs.iter().cloned());
+        }
+        all
+    }
+
+    /// Whether it must wait for a group still committing that touched `flying`: it meets it,
+    /// or appends to a log that group appends to.
+    fn waits_for(&self, flying: &Parts) -> bool {
+        self.meets(flying) || !self.logs.is_disjoint(&flying.logs)
+    }
+
     /// Whether it reads what `other` writes, either way, or both write one key.
     fn meets(&self, other: &Parts) -> bool {
         let reads_of =
@@ -87,51 +123,141 @@ impl Parts {
     }
 }
 
+/// Most groups committing at once: a round is gathered while earlier groups are on their way.
+const MAX_FLIGHTS: usize = 4;
+
+/// What the committer hears.
+enum Msg {
+    /// A write to commit.
+    Write(Queued),
+    /// Group `n` is committed (or failed) and the copy holds it: writes waiting for it may go.
+    Landed(u64),
+    /// The store is dropped: stop once everything queued is answered.
+    Stop,
+}
+
 /// The sending side of the committer's queue.
 #[derive(Debug)]
 pub(super) struct Committer {
-    queue: mpsc::Sender<Queued>,
+    queue: mpsc::Sender<Msg>,
 }
 
 impl Committer {
     /// Starts the committer thread.
     pub(super) fn spawn(shared: Arc<Shared>) -> std::io::Result<Committer> {
-        let (queue, inbox) = mpsc::channel::<Queued>();
+        let (queue, inbox) = mpsc::channel::<Msg>();
+        let outbox = queue.clone();
         std::thread::Builder::new()
             .name("ebb-etcd-writer".into())
-            .spawn(move || run(&shared, &inbox))?;
+            .spawn(move || run(&shared, &inbox, &outbox))?;
         Ok(Committer { queue })
     }
 
     /// Queues a write; if the committer is gone, the write goes alone.
     pub(super) fn submit(&self, queued: Queued) {
-        if let Err(mpsc::SendError(queued)) = self.queue.send(queued) {
+        if let Err(mpsc::SendError(Msg::Write(queued))) = self.queue.send(Msg::Write(queued)) {
             alone(queued);
         }
     }
 }
 
-/// Commits rounds until every sender is gone.
-fn run(shared: &Arc<Shared>, inbox: &mpsc::Receiver<Queued>) {
-    let mut carried: Vec<Queued> = Vec::new();
-    loop {
-        if carried.is_empty() {
-            let Ok(first) = inbox.recv() else { return };
-            carried.push(first);
+impl Drop for Committer {
+    fn drop(&mut self) {
+        let _ = self.queue.send(Msg::Stop);
+    }
+}
+
+/// A group on its way: its number, and what it touches.
+struct Flight {
+    n: u64,
+    parts: Parts,
+}
+
+/// What the committer keeps between messages.
+#[derive(Default)]
+struct Rounds {
+    /// Writes for the next round, in the order they came.
+    carried: Vec<Queued>,
+    /// Groups committing.
+    flights: Vec<Flight>,
+    /// Writes waiting for a group committing (by its number) to land: their closures run
+    /// again only then.
+    parked: std::collections::HashMap<u64, Vec<Queued>>,
+    stopping: bool,
+    /// The number of the last group sent.
+    sent: u64,
+}
+
+impl Rounds {
+    fn take(&mut self, msg: Msg) {
+        match msg {
+            Msg::Write(queued) => self.carried.push(queued),
+            Msg::Landed(n) => {
+                self.flights.retain(|f| f.n != n);
+                self.carried
+                    .extend(self.parked.remove(&n).unwrap_or_default());
+            }
+            Msg::Stop => self.stopping = true,
         }
-        while carried.len() < MAX_GROUP {
-            match inbox.try_recv() {
-                Ok(queued) => carried.push(queued),
-                Err(_) => break,
+    }
+
+    /// Whether a round can go: a write waits, and fewer than [`MAX_FLIGHTS`] groups commit.
+    fn ready(&self) -> bool {
+        !self.carried.is_empty() && self.flights.len() < MAX_FLIGHTS
+    }
+}
+
+/// Commits rounds until the store is dropped and every write is answered. A round goes while
+/// fewer than [`MAX_FLIGHTS`] groups are committing; a write that meets one of them (or
+/// appends to a log it appends to) waits for it to land.
+fn run(shared: &Arc<Shared>, inbox: &mpsc::Receiver<Msg>, outbox: &mpsc::Sender<Msg>) {
+    let mut rounds = Rounds::default();
+    loop {
+        if !rounds.ready() {
+            if rounds.stopping && rounds.carried.is_empty() && rounds.flights.is_empty() {
+                return;
+            }
+            match inbox.recv() {
+                Ok(msg) => rounds.take(msg),
+                Err(_) => return,
             }
         }
-        let round = std::mem::take(&mut carried);
-        carried = round_of(shared, round);
+        while let Ok(msg) = inbox.try_recv() {
+            rounds.take(msg);
+        }
+        if !rounds.ready() {
+            continue;
+        }
+        let n = rounds.sent + 1;
+        let round = std::mem::take(&mut rounds.carried);
+        let (later, group, parked) = round_of(shared, round, &rounds.flights, n);
+        rounds.carried = later;
+        for (on, queued) in parked {
+            rounds.parked.entry(on).or_default().push(queued);
+        }
+        if group.is_empty() {
+            continue;
+        }
+        rounds.sent = n;
+        rounds.flights.push(Flight {
+            n,
+            parts: Parts::of_group(&group),
+        });
+        let (shared, outbox) = (Arc::clone(shared), outbox.clone());
+        shared.clone().handle.spawn_blocking(move || {
+            for queued in commit_group(&shared, group) {
+                if let Err(mpsc::SendError(Msg::Write(queued))) = outbox.send(Msg::Write(queued)) {
+                    alone(queued);
+                }
+            }
+            let _ = outbox.send(Msg::Landed(n));
+        });
     }
 }
 
 /// Runs a write the way of a single write, on the blocking pool.
 fn alone(queued: Queued) {
+    eprintln!("DBG alone");
     let Queued {
         job,
         patient,
@@ -146,27 +272,44 @@ fn alone(queued: Queued) {
     });
 }
 
-/// One round: runs the closures over one copy, commits a group, and answers what is carried
-/// to the next round.
-fn round_of(shared: &Arc<Shared>, round: Vec<Queued>) -> Vec<Queued> {
-    let Some(copy) = shared.cache.snapshot() else {
+/// One round: runs the closures over one copy and gathers group `n` to commit. Answers the
+/// writes left for the next round (once the group is full, the rest are not run), and those
+/// parked until a group lands: one committing in `flights` that they meet, or this one.
+fn round_of(
+    shared: &Arc<Shared>,
+    round: Vec<Queued>,
+    flights: &[Flight],
+    n: u64,
+) -> (Vec<Queued>, Vec<Member>, Vec<(u64, Queued)>) {
+    // While the copy is read (at start, after its watch broke), wait for it a little: writes
+    // that go alone commit in no set order, and a log's readers go by sequence.
+    let copy = shared.cache.snapshot().or_else(|| {
+        shared
+            .handle
+            .block_on(shared.cache.caught_up(1, COPY_WAIT))
+            .then(|| shared.cache.snapshot())
+            .flatten()
+    });
+    let Some(copy) = copy else {
         round.into_iter().for_each(alone);
-        return Vec::new();
+        return (Vec::new(), Vec::new(), Vec::new());
     };
     if copy.get(&shared.keys.pending()).is_some() {
         // A write larger than a transaction is being applied: finish it first.
         if shared.finish_pending().is_err() {
             round.into_iter().for_each(alone);
-            return Vec::new();
+            return (Vec::new(), Vec::new(), Vec::new());
         }
         shared.catch_up(copy.revision + 1);
-        return round;
+        return (round, Vec::new(), Vec::new());
     }
     let mut group: Vec<Member> = Vec::new();
     let mut later = Vec::new();
+    let mut parked = Vec::new();
     let (mut ops, mut compared, mut bytes) = (1usize, 1usize, 0usize);
     let max = shared.max_ops();
-    for queued in round {
+    let mut round = round.into_iter();
+    while let Some(queued) = round.next() {
         let member = match run_closure(shared, &copy, queued) {
             Ran::Answered => continue,
             Ran::Alone(queued) => {
@@ -176,22 +319,34 @@ fn round_of(shared: &Arc<Shared>, round: Vec<Queued>) -> Vec<Queued> {
             Ran::Member(member) => member,
         };
         let p = &member.parts;
-        let fits = ops + p.ops.len() < max
+        if let Some(flight) = flights.iter().find(|f| p.waits_for(&f.parts)) {
+            parked.push((flight.n, member.queued));
+            continue;
+        }
+        if group.iter().any(|m| m.parts.meets(p)) {
+            parked.push((n, member.queued));
+            continue;
+        }
+        let fits = group.len() < MAX_GROUP
+            && ops + p.ops.len() < max
             && compared + p.compares.len() < max
             && bytes + p.bytes <= MAX_TXN_BYTES;
-        if !fits || group.iter().any(|m| m.parts.meets(p)) {
-            later.push(member.queued);
+        if !fits && group.is_empty() {
+            // Too large for a group even alone.
+            alone(member.queued);
             continue;
+        }
+        if !fits {
+            later.push(member.queued);
+            later.extend(round);
+            break;
         }
         ops += p.ops.len();
         compared += p.compares.len();
         bytes += p.bytes;
         group.push(member);
     }
-    if !group.is_empty() {
-        later.extend(commit_group(shared, group));
-    }
-    later
+    (later, group, parked)
 }
 
 /// How a closure's run over the copy went.
@@ -278,8 +433,14 @@ fn parts(
             Op::Delete { end: Some(_), .. } => {}
         }
     }
+    let logs = written
+        .iter()
+        .filter(|k| shared.keys.is_log(k))
+        .filter_map(|k| k.iter().rposition(|b| *b == b'/').map(|i| k[..=i].to_vec()))
+        .collect();
     let bytes = ops.iter().map(Op::size).sum();
     Ok(Parts {
+        logs,
         compares,
         ops,
         bytes,

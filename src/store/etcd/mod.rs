@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use etcd_client::{Client, Compare, CompareOp, KvClient, LeaseClient, Txn, TxnOp, WatchClient};
 use tokio::sync::oneshot;
 
-use super::backend::{Backend, Fence, LeaseState};
+use super::backend::{Backend, Fence, LeaseState, ReadAs};
 use super::job::{ReadJob, Verdict, WriteJob};
 use super::table::{SCHEMA_KEY, SCHEMA_VERSION, StoreError, Table};
 use super::txn::Txn as StoreTxn;
@@ -524,11 +524,12 @@ impl Shared {
             .map(|r| r.count() > 0)
     }
 
-    fn read(&self, mut job: Box<dyn ReadJob>, patient: bool, owner: bool) {
+    fn read(&self, mut job: Box<dyn ReadJob>, how: ReadAs) {
         let started = Instant::now();
         let mut waits = 0u32;
+        let patient = how.patient;
         loop {
-            let view = match self.read_view(owner) {
+            let view = match self.read_view(how.owner, how.since) {
                 Ok(view) => view,
                 Err(e) => {
                     if self.wait(&e, patient, started, &mut waits) {
@@ -557,7 +558,7 @@ impl Shared {
     /// read sees every write acknowledged before it began, by any server; if the copy lags
     /// (etcd also serves others, whose writes it does not follow), the read goes to etcd at
     /// that revision.
-    fn read_view(&self, owner: bool) -> Result<View<'_>, StoreError> {
+    fn read_view(&self, owner: bool, since: Option<Instant>) -> Result<View<'_>, StoreError> {
         let Some(copy) = self.cache.snapshot() else {
             return Ok(View::new(self));
         };
@@ -576,9 +577,9 @@ impl Shared {
                 return Ok(View::cached(self, copy, Trip::Read));
             }
         }
-        let (revision, pending_now) = self.probe.revision(|| {
+        let (revision, pending_now) = self.probe.revision(since, || {
             let options = etcd_client::GetOptions::new().with_keys_only();
-            let now = self.get_now(self.keys.pending(), Some(options), Trip::Read)?;
+            let now = self.get_now(self.keys.pending(), Some(options), Trip::Probe)?;
             Ok((
                 now.header().map_or(0, |h| h.revision()),
                 !now.kvs().is_empty(),
@@ -587,7 +588,7 @@ impl Shared {
         if pending_now {
             let finished = self.finish_pending()?;
             self.catch_up(finished);
-            return self.read_view(false);
+            return self.read_view(false, None);
         }
         if copy.revision >= revision {
             return Ok(View::cached(self, copy, Trip::Read));
@@ -609,12 +610,12 @@ impl Shared {
 const COPY_LAG: Duration = Duration::from_millis(20);
 
 impl Backend for Etcd {
-    fn read(&self, job: Box<dyn ReadJob>, patient: bool, owner: bool) {
+    fn read(&self, job: Box<dyn ReadJob>, how: ReadAs) {
         let Some(guard) = InFlight::enter(&self.shared) else {
             return job.finish(Some(StoreError::Closed));
         };
         self.shared.handle.spawn_blocking(move || {
-            guard.0.read(job, patient, owner);
+            guard.0.read(job, how);
             drop(guard);
         });
     }
@@ -623,20 +624,13 @@ impl Backend for Etcd {
         let Some(guard) = InFlight::enter(&self.shared) else {
             return job.finish(Err(StoreError::Closed));
         };
-        let fence = fence.cloned();
-        if self.shared.cache.ready() {
-            return self.committer.submit(group::Queued {
-                job,
-                patient,
-                fence,
-                started: Instant::now(),
-                conflicts: 0,
-                guard,
-            });
-        }
-        self.shared.handle.spawn_blocking(move || {
-            guard.0.write(job, patient, fence.as_ref());
-            drop(guard);
+        self.committer.submit(group::Queued {
+            job,
+            patient,
+            fence: fence.cloned(),
+            started: Instant::now(),
+            conflicts: 0,
+            guard,
         });
     }
 

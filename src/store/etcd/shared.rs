@@ -51,6 +51,8 @@ pub(super) const MAX_TXN_BYTES: usize = 1 << 20;
 #[derive(Debug, Clone, Copy)]
 pub(super) enum Trip {
     Read,
+    /// A read of etcd's revision alone, that a read of the copy may stand for etcd's state.
+    Probe,
     /// A read inside a write closure.
     WriteRead,
     Commit,
@@ -120,6 +122,21 @@ impl Keys {
     }
 
     /// The run whose history `key` (an etcd key) is an event of, if it is one.
+    /// Whether `key` is an entry of a log read by sequence (a run's events, a namespace's
+    /// changes).
+    pub(super) fn is_log(&self, key: &[u8]) -> bool {
+        [Table::Events, Table::Changes]
+            .into_iter()
+            .any(|t| key.starts_with(&self.of(t, "")))
+    }
+
+    /// The run whose record (in `Runs`, `<ns>/<app>/<program>/<run>`) `key` is.
+    pub(super) fn record_run<'k>(&self, key: &'k [u8]) -> Option<&'k str> {
+        let prefix = self.of(Table::Runs, "");
+        let rest = std::str::from_utf8(key.strip_prefix(prefix.as_slice())?).ok()?;
+        rest.rsplit('/').next().filter(|run| !run.is_empty())
+    }
+
     pub(super) fn event_run<'k>(&self, key: &'k [u8]) -> Option<&'k str> {
         let prefix = self.of(Table::Events, "");
         let rest = std::str::from_utf8(key.strip_prefix(prefix.as_slice())?).ok()?;
@@ -224,6 +241,7 @@ impl Shared {
     pub(super) fn trip(&self, trip: Trip) {
         let kind = match trip {
             Trip::Read => "read",
+            Trip::Probe => "probe",
             Trip::WriteRead => "write_read",
             Trip::Commit => "commit",
             Trip::Chunk => "chunk",

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use etcd_client::{GetOptions, KeyValue, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse};
 
-use super::cache::{Entry, Snapshot, is_copied};
+use super::cache::{Entry, Snapshot};
 use super::shared::{Shared, Trip, prefix_end};
 use crate::store::table::{StoreError, Table};
 use crate::store::txn::Source;
@@ -90,9 +90,10 @@ impl<'a> View<'a> {
         view
     }
 
-    /// The copy it reads, for a table, if the table is copied.
-    fn copy_of(&self, table: Table) -> Option<&Snapshot> {
-        self.snapshot.as_ref().filter(|_| is_copied(table))
+    /// The copy it reads, for a read of `table` from `from` up to `to` (empty: all under
+    /// `from`), if the copy holds that.
+    fn copy_of(&self, table: Table, from: &str, to: &str) -> Option<&Snapshot> {
+        self.snapshot.as_ref().filter(|s| s.holds(table, from, to))
     }
 
     fn counted(shared: &'a Shared, trip: Trip) -> Self {
@@ -293,7 +294,7 @@ impl View<'_> {
 impl Source for View<'_> {
     fn get(&self, table: Table, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
         let etcd_key = self.shared.keys.of(table, key);
-        if let Some(copy) = self.copy_of(table) {
+        if let Some(copy) = self.copy_of(table, key, "") {
             let found = copy.get(&etcd_key).cloned();
             self.note_key(
                 table,
@@ -316,7 +317,7 @@ impl Source for View<'_> {
 
     fn scan(&self, table: Table, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
         self.note_range(table, prefix);
-        if let Some(copy) = self.copy_of(table) {
+        if let Some(copy) = self.copy_of(table, prefix, "") {
             let from = self.shared.keys.of(table, prefix);
             let to = prefix_end(&from);
             return self.read_copy(table, copy.range(&from, &to));
@@ -348,7 +349,7 @@ impl Source for View<'_> {
         count: usize,
     ) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
         self.note_range(table, prefix);
-        if let Some(copy) = self.copy_of(table) {
+        if let Some(copy) = self.copy_of(table, prefix, end) {
             let from = self.shared.keys.of(table, prefix);
             let to = self.shared.keys.of(table, end);
             return self.read_copy(table, copy.range_back(&from, &to, count));

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use redb::{Database, ReadableDatabase, ReadableTable, WriteTransaction};
 use tokio::sync::oneshot;
 
-use super::backend::{Backend, Fence, LeaseState};
+use super::backend::{Backend, Fence, LeaseState, ReadAs};
 use super::job::{ReadJob, WriteJob};
 use super::table::{SCHEMA_KEY, SCHEMA_VERSION, StoreError, Table};
 
@@ -58,7 +58,7 @@ fn describe(path: &Path) -> String {
 }
 
 impl Backend for Redb {
-    fn read(&self, mut job: Box<dyn ReadJob>, _patient: bool, _owner: bool) {
+    fn read(&self, mut job: Box<dyn ReadJob>, _how: ReadAs) {
         let db = Arc::clone(&self.db);
         tokio::task::spawn_blocking(move || match db.begin_read() {
             Ok(tx) => {
