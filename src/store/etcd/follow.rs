@@ -124,13 +124,23 @@ impl Shared {
             if events.is_empty() {
                 continue;
             }
-            // The runs this response creates: the copy holds their history from its first
-            // event on (a run's events are written with or after its record).
+            // The runs this response creates with this server as their owner: the copy holds
+            // their history from its first event on (a run's events are written with or after
+            // its record), for the long polls of the server that runs them.
+            let lease = *self.lease.borrow();
+            let created_here: Vec<&str> = events
+                .iter()
+                .filter(|e| e.event_type() == EventType::Put)
+                .filter_map(|e| e.kv())
+                .filter(|kv| lease != 0 && kv.lease() == lease)
+                .filter_map(|kv| self.keys.record_run(Table::Owners, kv.key()))
+                .collect();
             for event in events {
                 if event.event_type() == EventType::Put
                     && let Some(kv) = event.kv()
                     && kv.version() == 1
-                    && let Some(run) = self.keys.record_run(kv.key())
+                    && let Some(run) = self.keys.record_run(Table::Runs, kv.key())
+                    && created_here.contains(&run)
                 {
                     current.histories.insert(run.to_string(), 0);
                 }
@@ -163,7 +173,7 @@ impl Shared {
                     current.entries.remove(kv.key());
                 }
                 // A run that ended (or went) no longer needs its history at hand.
-                if let Some(run) = self.keys.record_run(kv.key())
+                if let Some(run) = self.keys.record_run(Table::Runs, kv.key())
                     && current.histories.contains_key(run)
                     && (!put || !live(kv.value()))
                 {

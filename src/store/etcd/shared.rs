@@ -130,9 +130,10 @@ impl Keys {
             .any(|t| key.starts_with(&self.of(t, "")))
     }
 
-    /// The run whose record (in `Runs`, `<ns>/<app>/<program>/<run>`) `key` is.
-    pub(super) fn record_run<'k>(&self, key: &'k [u8]) -> Option<&'k str> {
-        let prefix = self.of(Table::Runs, "");
+    /// The run whose record in `table` (`Runs` or `Owners`, keyed
+    /// `<ns>/<app>/<program>/<run>`) `key` is.
+    pub(super) fn record_run<'k>(&self, table: Table, key: &'k [u8]) -> Option<&'k str> {
+        let prefix = self.of(table, "");
         let rest = std::str::from_utf8(key.strip_prefix(prefix.as_slice())?).ok()?;
         rest.rsplit('/').next().filter(|run| !run.is_empty())
     }
