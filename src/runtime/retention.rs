@@ -19,13 +19,16 @@ use crate::model::profile::ProfileId;
 use crate::model::run::RunRecord;
 use crate::model::view::KeptUsage;
 use crate::runtime::clock::now_secs;
-use crate::store::{Read, Store, StoreError, Table, keys};
+use crate::store::{Read, Reader, Store, StoreError, Table, keys};
 
 /// The `Meta` prefix of the markers of runs whose history is being dropped.
 const COMPACTING: &str = "compacting/";
 
 /// Most runs one sweep compacts; the next sweep takes the rest.
 const RUNS_PER_SWEEP: usize = 500;
+
+/// Entries of a run index read per page while looking for ended runs.
+const INDEX_PAGE: usize = 1000;
 
 /// Most entries of the audit log of changes one sweep drops.
 const CHANGES_PER_SWEEP: usize = 10_000;
@@ -76,14 +79,7 @@ pub async fn sweep(store: &Store, retention: Duration) -> Result<usize, StoreErr
                 .into_iter()
                 .map(|(_, run)| run)
                 .collect();
-            let ended: Vec<String> = r
-                .scan::<RunRecord>(Table::Runs, "")?
-                .into_iter()
-                .filter(|(_, run)| !run.is_active() && run.end.unwrap_or(run.starting) < cutoff)
-                .take(RUNS_PER_SWEEP)
-                .map(|(key, _)| key)
-                .collect();
-            Ok::<_, StoreError>((marked, ended))
+            Ok::<_, StoreError>((marked, ended_before(r, cutoff, RUNS_PER_SWEEP)?))
         })
         .await?;
     for run in marked {
@@ -98,6 +94,72 @@ pub async fn sweep(store: &Store, retention: Duration) -> Result<usize, StoreErr
     }
     drop_changes(store, cutoff).await?;
     Ok(compacted)
+}
+
+/// The `Runs` keys of at most `limit` runs that ended before `cutoff` (epoch seconds). A run
+/// ends after it starts, and run ids follow their start, so only the runs each namespace's
+/// run index lists before the cutoff are read, newest first: those not compacted yet, and
+/// the few still live since; never every run record.
+fn ended_before(r: &Reader, cutoff: u64, limit: usize) -> Result<Vec<String>, StoreError> {
+    let first_kept = keys::run_ids_before(cutoff.saturating_mul(1000));
+    let mut ended = Vec::new();
+    for ns in namespaces_with_runs(r)? {
+        let prefix = keys::in_namespace(&ns);
+        let mut before = Some(format!("{prefix}{first_kept}"));
+        while ended.len() < limit {
+            let mut failed = None;
+            let page = r.scan_back::<String>(
+                Table::RunIndex,
+                &prefix,
+                before.as_deref(),
+                limit - ended.len(),
+                INDEX_PAGE,
+                |_, key| match r.get::<RunRecord>(Table::Runs, key) {
+                    Ok(Some(run)) => !run.is_active() && run.end.unwrap_or(run.starting) < cutoff,
+                    Ok(None) => false,
+                    Err(e) => {
+                        failed.get_or_insert(e);
+                        false
+                    }
+                },
+            )?;
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            ended.extend(page.entries.into_iter().map(|(_, key)| key));
+            match page.next {
+                Some(next) => before = Some(next),
+                None => break,
+            }
+        }
+    }
+    Ok(ended)
+}
+
+/// The namespaces the run index lists runs of (a deleted namespace's runs included), one
+/// entry read for each: from the last key back, each namespace's keys skipped at once.
+fn namespaces_with_runs(r: &Reader) -> Result<Vec<String>, StoreError> {
+    let mut found = Vec::new();
+    let mut before = None;
+    loop {
+        let page = r.scan_back::<serde_json::Value>(
+            Table::RunIndex,
+            "",
+            before.as_deref(),
+            1,
+            1,
+            |_, _| true,
+        )?;
+        let Some((ns, _)) = page
+            .entries
+            .first()
+            .and_then(|(key, _)| key.split_once('/'))
+        else {
+            return Ok(found);
+        };
+        before = Some(keys::in_namespace(ns));
+        found.push(ns.to_string());
+    }
 }
 
 /// Drops the entries of the audit log of changes made before `cutoff` (epoch seconds), up to
@@ -183,5 +245,28 @@ mod tests {
             interval(Duration::from_secs(30 * 86_400)),
             Duration::from_secs(3600)
         );
+    }
+
+    /// Namespaces whose names share a beginning, or sort around `/`, are each found once.
+    #[tokio::test]
+    async fn every_namespace_with_runs_is_found_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("store");
+        store
+            .write(|tx| {
+                for k in [
+                    "a/1", "a/2", "ns/1", "ns-a/1", "ns.b/1", "nsa/1", "nsa/2", "z/9",
+                ] {
+                    tx.put(Table::RunIndex, k, &format!("x/y/{k}"))?;
+                }
+                Ok::<_, StoreError>(())
+            })
+            .await
+            .expect("index");
+        let found = store
+            .read(|r| namespaces_with_runs(r))
+            .await
+            .expect("namespaces");
+        assert_eq!(found, ["z", "nsa", "ns", "ns.b", "ns-a", "a"]);
     }
 }

@@ -54,6 +54,13 @@ pub fn run_index(ns: &str, run: &str) -> String {
     format!("{ns}/{run}")
 }
 
+/// A bound on run ids: every run created before `epoch_ms` (milliseconds since the epoch) has
+/// an id that sorts before it. Run ids are UUIDv7, whose text begins with their creation time
+/// in milliseconds, in hexadecimal (`tttttttt-tttt-7…`).
+pub fn run_ids_before(epoch_ms: u64) -> String {
+    format!("{:08x}-{:04x}", epoch_ms >> 16, epoch_ms & 0xffff)
+}
+
 /// The `RunIndex` entry of the run stored in `Runs` under `runs_key`
 /// (`<ns>/<app>/<program>/<run>`).
 pub fn run_index_of(runs_key: &str) -> Option<String> {
@@ -123,5 +130,21 @@ mod tests {
             Some("ns/0190-a")
         );
         assert_eq!(run_index_of("nothing"), None);
+    }
+
+    /// A run created at any millisecond sorts before the bound of the next one, and not
+    /// before its own.
+    #[test]
+    fn run_ids_sort_before_the_bound_of_any_later_instant() {
+        for ms in [0u64, 1, 65_535, 65_536, 1_795_686_527_398, (1 << 48) - 2] {
+            let id = uuid::Uuid::new_v7(uuid::Timestamp::from_unix(
+                uuid::NoContext,
+                ms / 1000,
+                (ms % 1000) as u32 * 1_000_000,
+            ))
+            .to_string();
+            assert!(id < run_ids_before(ms + 1), "{id} at {ms}");
+            assert!(id >= run_ids_before(ms), "{id} at {ms}");
+        }
     }
 }
