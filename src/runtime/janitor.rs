@@ -17,6 +17,7 @@ use std::time::Duration;
 use ebb_spi::{Context, Provisioner, Resource, ResourceState, TAG_NODE, TAG_RUN, TAG_SERVER};
 
 use super::membership::{Duty, leads};
+use super::retention::namespaces_with_runs;
 use crate::model::access::Trust;
 use crate::model::event::EventKind;
 use crate::model::plan::{NodeRecord, ResourceStatus};
@@ -28,7 +29,7 @@ use crate::runtime::deps::Deps;
 use crate::runtime::error::RuntimeError;
 use crate::store::events;
 use crate::store::keys;
-use crate::store::{Read, StoreError, Table};
+use crate::store::{Read, Reader, StoreError, Table};
 
 /// Where the last sweep is kept in the `Meta` table.
 const LAST: &str = "janitor/last";
@@ -341,24 +342,34 @@ struct Known {
     nodes: BTreeMap<String, NodeRecord>,
 }
 
+/// The runs among `wanted` (run ids) the store knows, looked up through each namespace's run
+/// index rather than by reading every run record.
 fn known_runs(
-    r: &impl Read,
+    r: &Reader,
     wanted: &BTreeSet<String>,
 ) -> Result<HashMap<String, Known>, RuntimeError> {
     let mut out = HashMap::new();
     if wanted.is_empty() {
         return Ok(out);
     }
-    for (_, run) in r.scan::<RunRecord>(Table::Runs, "")? {
-        if !wanted.contains(&run.key.run) {
-            continue;
+    for ns in namespaces_with_runs(r)? {
+        for id in wanted {
+            if out.contains_key(id) {
+                continue;
+            }
+            let Some(key) = r.get::<String>(Table::RunIndex, &keys::run_index(&ns, id))? else {
+                continue;
+            };
+            let Some(run) = r.get::<RunRecord>(Table::Runs, &key)? else {
+                continue;
+            };
+            let nodes = r
+                .scan::<NodeRecord>(Table::Resources, &keys::of_run(id))?
+                .into_iter()
+                .map(|(_, n)| (n.node.clone(), n))
+                .collect();
+            out.insert(id.clone(), Known { run, nodes });
         }
-        let nodes = r
-            .scan::<NodeRecord>(Table::Resources, &keys::of_run(&run.key.run))?
-            .into_iter()
-            .map(|(_, n)| (n.node.clone(), n))
-            .collect();
-        out.insert(run.key.run.clone(), Known { run, nodes });
     }
     Ok(out)
 }

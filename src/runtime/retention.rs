@@ -138,7 +138,7 @@ fn ended_before(r: &Reader, cutoff: u64, limit: usize) -> Result<Vec<String>, St
 
 /// The namespaces the run index lists runs of (a deleted namespace's runs included), one
 /// entry read for each: from the last key back, each namespace's keys skipped at once.
-fn namespaces_with_runs(r: &Reader) -> Result<Vec<String>, StoreError> {
+pub(super) fn namespaces_with_runs(r: &Reader) -> Result<Vec<String>, StoreError> {
     let mut found = Vec::new();
     let mut before = None;
     loop {
