@@ -5,12 +5,17 @@
 //! another of the group writes. The group's transaction holds every member's compares (and
 //! fence) and every member's operations: it commits all of them or none. If it fails on a
 //! conflict, the members are committed one by one with their own compares, so a conflict
-//! fails only the write it concerns, which runs again on a copy that has caught up. A write
-//! that meets the group waits for the next one, run again on the newer copy.
+//! fails only the write it concerns, which runs again on a copy that has caught up.
+//!
+//! Several groups are on their way at once (at most [`MAX_FLIGHTS`]): the thread gathers the
+//! next group while earlier ones commit. A write that meets a group still committing — or
+//! appends to a history (a run's events, the audit log) it appends to, since readers follow a
+//! history by sequence — is parked until that group has landed and the copy holds it; only
+//! then is its closure run again.
 //!
 //! What the group cannot take goes the way of a single write ([`Shared::write`]): a write
-//! while there is no copy, one that read a log from etcd and could not, one with a value
-//! larger than a chunk, or one larger than a transaction.
+//! while there has been no copy for a while, one that read a log from etcd and could not,
+//! one with a value larger than a chunk, or one larger than a transaction.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -243,9 +248,9 @@ fn run(shared: &Arc<Shared>, inbox: &mpsc::Receiver<Msg>, outbox: &mpsc::Sender<
             n,
             parts: Parts::of_group(&group),
         });
-        let (shared, outbox) = (Arc::clone(shared), outbox.clone());
-        shared.clone().handle.spawn_blocking(move || {
-            for queued in commit_group(&shared, group) {
+        let (committing, outbox) = (Arc::clone(shared), outbox.clone());
+        shared.handle.spawn_blocking(move || {
+            for queued in commit_group(&committing, group) {
                 if let Err(mpsc::SendError(Msg::Write(queued))) = outbox.send(Msg::Write(queued)) {
                     alone(queued);
                 }
