@@ -199,8 +199,11 @@ impl Rounds {
             Msg::Write(queued) => self.carried.push(queued),
             Msg::Landed(n) => {
                 self.flights.retain(|f| f.n != n);
-                self.carried
-                    .extend(self.parked.remove(&n).unwrap_or_default());
+                // The writes that waited go first: they came before the rest.
+                if let Some(mut waited) = self.parked.remove(&n) {
+                    waited.append(&mut self.carried);
+                    self.carried = waited;
+                }
             }
             Msg::Stop => self.stopping = true,
         }
