@@ -263,10 +263,7 @@ mod tests {
             })
             .await
             .expect("index");
-        let found = store
-            .read(|r| namespaces_with_runs(r))
-            .await
-            .expect("namespaces");
+        let found = store.read(namespaces_with_runs).await.expect("namespaces");
         assert_eq!(found, ["z", "nsa", "ns", "ns.b", "ns-a", "a"]);
     }
 }
