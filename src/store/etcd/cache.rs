@@ -57,10 +57,12 @@ impl Snapshot {
         if is_copied(table) {
             return true;
         }
-        let run_of = |key: &str| key.split_once('/').map(|(run, _)| run.to_string());
+        fn run_of(key: &str) -> Option<&str> {
+            key.split_once('/').map(|(run, _)| run)
+        }
         table == Table::Events
             && run_of(from).is_some_and(|run| {
-                self.histories.contains_key(&run) && (to.is_empty() || run_of(to) == Some(run))
+                self.histories.contains_key(run) && (to.is_empty() || run_of(to) == Some(run))
             })
     }
 

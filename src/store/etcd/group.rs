@@ -37,7 +37,7 @@ use crate::store::txn::{Staged, Txn as StoreTxn};
 /// How long a round waits for the copy in memory while it is read.
 const COPY_WAIT: Duration = Duration::from_secs(2);
 
-/// Most writes one round takes.
+/// Most writes one group takes.
 const MAX_GROUP: usize = 256;
 
 /// A write waiting for its turn.
@@ -172,6 +172,16 @@ impl Drop for Committer {
     }
 }
 
+/// Tells the committer that group `.0` landed when dropped, however its commit ended (a panic
+/// included): the writes parked on it never wait for good.
+struct Landing(u64, mpsc::Sender<Msg>);
+
+impl Drop for Landing {
+    fn drop(&mut self) {
+        let _ = self.1.send(Msg::Landed(self.0));
+    }
+}
+
 /// A group on its way: its number, and what it touches.
 struct Flight {
     n: u64,
@@ -251,21 +261,21 @@ fn run(shared: &Arc<Shared>, inbox: &mpsc::Receiver<Msg>, outbox: &mpsc::Sender<
             n,
             parts: Parts::of_group(&group),
         });
-        let (committing, outbox) = (Arc::clone(shared), outbox.clone());
+        let (committing, landing) = (Arc::clone(shared), Landing(n, outbox.clone()));
         shared.handle.spawn_blocking(move || {
             for queued in commit_group(&committing, group) {
-                if let Err(mpsc::SendError(Msg::Write(queued))) = outbox.send(Msg::Write(queued)) {
+                if let Err(mpsc::SendError(Msg::Write(queued))) = landing.1.send(Msg::Write(queued))
+                {
                     alone(queued);
                 }
             }
-            let _ = outbox.send(Msg::Landed(n));
+            drop(landing);
         });
     }
 }
 
 /// Runs a write the way of a single write, on the blocking pool.
 fn alone(queued: Queued) {
-    eprintln!("DBG alone");
     let Queued {
         job,
         patient,

@@ -554,10 +554,11 @@ impl Shared {
     /// The view a read runs over. A run's owner reads the copy in memory as it is: it holds
     /// every write this server made (a write is answered once the copy has it), and the
     /// owner is the only writer of its run's records. Anyone else first asks etcd for its
-    /// revision (one round trip) and reads the copy once it has caught up with it, so the
-    /// read sees every write acknowledged before it began, by any server; if the copy lags
-    /// (etcd also serves others, whose writes it does not follow), the read goes to etcd at
-    /// that revision.
+    /// revision (one round trip, shared with the reads waiting at the time, and with the
+    /// other reads of the request it serves, `since` it began) and reads the copy once it has
+    /// caught up with it, so the read sees every write acknowledged before it (or its request)
+    /// began, by any server; if the copy lags (etcd also serves others, whose writes it does
+    /// not follow), the read goes to etcd at that revision.
     fn read_view(&self, owner: bool, since: Option<Instant>) -> Result<View<'_>, StoreError> {
         let Some(copy) = self.cache.snapshot() else {
             return Ok(View::new(self));

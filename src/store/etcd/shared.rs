@@ -121,7 +121,6 @@ impl Keys {
             .is_some_and(|t| rest.len() > name.len() && super::cache::is_copied(t))
     }
 
-    /// The run whose history `key` (an etcd key) is an event of, if it is one.
     /// Whether `key` is an entry of a log read by sequence (a run's events, a namespace's
     /// changes).
     pub(super) fn is_log(&self, key: &[u8]) -> bool {
@@ -138,6 +137,7 @@ impl Keys {
         rest.rsplit('/').next().filter(|run| !run.is_empty())
     }
 
+    /// The run whose history `key` (an etcd key) is an event of, if it is one.
     pub(super) fn event_run<'k>(&self, key: &'k [u8]) -> Option<&'k str> {
         let prefix = self.of(Table::Events, "");
         let rest = std::str::from_utf8(key.strip_prefix(prefix.as_slice())?).ok()?;
