@@ -29,6 +29,7 @@ pub mod preference;
 pub mod profile;
 pub mod property;
 pub mod run;
+pub mod schedule;
 pub mod secure;
 pub mod server;
 pub mod service;

@@ -2,8 +2,9 @@
 //! something on the server's [`host`], the layout
 //! [`solver`], cluster operation [`plan`]s and the per-resource lifecycle, the run
 //! [`lifecycle`], the [`admission`] of cluster operations, an operation's [`outcome`] (and
-//! rollback), cluster [`resize`]s, a [`service`]'s state on a node and its heals, and which
-//! runs a server [`claim`]s when several share the store.
+//! rollback), cluster [`resize`]s, what a [`schedule`] fires and when, a [`service`]'s
+//! state on a node and its heals, and which runs a server [`claim`]s when several share the
+//! store.
 
 pub mod admission;
 pub mod claim;
@@ -13,5 +14,6 @@ pub mod outcome;
 pub mod plan;
 pub mod resize;
 pub mod resolve;
+pub mod schedule;
 pub mod service;
 pub mod solver;
