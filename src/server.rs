@@ -37,6 +37,8 @@ pub struct Config {
     pub etcd: Option<EtcdConfig>,
     /// How long an ended run's history is kept; `None` for ever.
     pub history_retention: Option<std::time::Duration>,
+    /// How the scheduler fires schedules.
+    pub scheduler: crate::service::scheduler::Settings,
     /// Host names, besides IP addresses and `localhost`, that requests may be addressed to.
     pub allowed_hosts: Vec<String>,
     /// Where programs and provisioners work; `None` for `<data-dir>-work`.
@@ -277,6 +279,10 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         let resumed = runtime.resume().await?;
         tracing::info!(runs = resumed, "live runs resumed");
     }
+    arbiter.spawn(crate::service::scheduler::run(
+        runtime.clone(),
+        config.scheduler,
+    ));
 
     let state = AppState {
         store: store.clone(),
@@ -617,6 +623,9 @@ impl From<ServeArgs> for Config {
                 access: args.etcd_access.into(),
             }),
             history_retention: args.history_retention.0.filter(|d| !d.is_zero()),
+            scheduler: crate::service::scheduler::Settings {
+                grace: args.schedule_grace,
+            },
             work_dir: args.work_dir,
             allowed_hosts: args.allowed_hosts,
             bind: args.bind,

@@ -96,6 +96,7 @@ fn service_status(e: &ServiceError) -> StatusCode {
         | ServiceError::AppNotFound { .. }
         | ServiceError::ProgramNotFound { .. }
         | ServiceError::RunNotFound(_)
+        | ServiceError::ScheduleNotFound(_)
         | ServiceError::OperationNotFound { .. }
         | ServiceError::TemplateNotFound(_)
         | ServiceError::SecureKeyNotFound { .. }
@@ -113,6 +114,9 @@ fn service_status(e: &ServiceError) -> StatusCode {
         | ServiceError::ProfileInUse { .. }
         | ServiceError::AppActive { .. }
         | ServiceError::TokenExists(_)
+        | ServiceError::ScheduleExists(_)
+        | ServiceError::ScheduleStatusUnchanged { .. }
+        | ServiceError::TooManySchedules { .. }
         | ServiceError::Quota { .. }
         | ServiceError::Changed(_) => StatusCode::CONFLICT,
         ServiceError::Store(e) => store_status(e),

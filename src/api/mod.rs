@@ -32,6 +32,7 @@ pub mod profiles;
 pub mod route;
 pub mod routes;
 pub mod runs;
+pub mod schedules;
 pub mod securekeys;
 pub mod state;
 pub mod streams;

@@ -20,6 +20,13 @@ macro_rules! program {
     };
 }
 
+/// The path of a schedule.
+macro_rules! schedule {
+    ($tail:literal) => {
+        concat!("/namespaces/{ns}/apps/{app}/schedules/{name}", $tail)
+    };
+}
+
 const VIEW: Need = Need::Namespace(Role::Viewer);
 const OPERATE: Need = Need::Namespace(Role::Operator);
 const ADMIN: Need = Need::Namespace(Role::Admin);
@@ -34,6 +41,7 @@ pub fn table() -> Vec<Route> {
     use crate::api::preferences::*;
     use crate::api::profiles::*;
     use crate::api::runs::*;
+    use crate::api::schedules::*;
     use crate::api::securekeys::*;
     use crate::api::system::*;
     use crate::api::templates::*;
@@ -259,6 +267,35 @@ pub fn table() -> Vec<Route> {
             ADMIN,
             delete_preferences,
         ),
+        // Schedules: viewers read them, operators enable and disable them, admins change them.
+        Route::api(
+            M::GET,
+            "/namespaces/{ns}/schedules",
+            VIEW,
+            list_namespace_schedules,
+        ),
+        Route::api(
+            M::GET,
+            "/namespaces/{ns}/apps/{app}/schedules",
+            VIEW,
+            list_app_schedules,
+        ),
+        Route::api(M::GET, schedule!(""), VIEW, get_schedule),
+        Route::api(M::PUT, schedule!(""), ADMIN, create_schedule),
+        Route::api(M::POST, schedule!(""), ADMIN, update_schedule),
+        Route::api(M::DELETE, schedule!(""), ADMIN, delete_schedule),
+        // CDAP's own update path.
+        Route::api(M::POST, schedule!("/update"), ADMIN, update_schedule),
+        Route::api(M::POST, schedule!("/enable"), OPERATE, enable_schedule),
+        Route::api(M::POST, schedule!("/resume"), OPERATE, enable_schedule),
+        Route::api(M::POST, schedule!("/disable"), OPERATE, disable_schedule),
+        Route::api(M::POST, schedule!("/suspend"), OPERATE, disable_schedule),
+        Route::api(M::GET, schedule!("/status"), VIEW, schedule_status),
+        Route::api(M::GET, schedule!("/fires"), VIEW, schedule_fires),
+        Route::api(M::GET, schedule!("/next"), VIEW, schedule_next),
+        Route::api(M::GET, program!("/schedules"), VIEW, list_program_schedules),
+        Route::api(M::GET, program!("/nextruntime"), VIEW, next_runtime),
+        Route::api(M::GET, program!("/previousruntime"), VIEW, previous_runtime),
         Route::api(M::GET, program!("/preferences"), VIEW, get_preferences),
         Route::api(M::PUT, program!("/preferences"), ADMIN, put_preferences),
         Route::api(

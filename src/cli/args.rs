@@ -239,6 +239,10 @@ pub struct ServeArgs {
     /// before it is compacted; profile usage totals are kept ("off" keeps it for ever).
     #[arg(long, env = "EBB_HISTORY_RETENTION", default_value = "30d", value_parser = parse_interval)]
     pub history_retention: Interval,
+    /// How late a schedule's cron time may be fired and still run whatever the schedule's
+    /// `catchUp`: older ones were missed (no server fired schedules then) and follow it.
+    #[arg(long, env = "EBB_SCHEDULE_GRACE", default_value = "60s", value_parser = ebb_spi::parse_duration)]
+    pub schedule_grace: std::time::Duration,
     /// Directory of what programs and provisioners work in: programs' working directories,
     /// `local` sandboxes, the `sim` cloud's files. Kept apart from the data dir, which holds
     /// the store and the secure key (default: `<data-dir>-work`, next to it).

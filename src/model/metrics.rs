@@ -192,6 +192,30 @@ pub const HEALS: Metric = m(
     &["heal"],
     "Heals this server started (restart, replace-node), and those it held back at their limit (exhausted).",
 );
+pub const SCHEDULES_ENABLED: Metric = m(
+    "ebb_schedules_enabled",
+    Kind::Gauge,
+    &[],
+    "Schedules that fire (SCHEDULED), as the server that fires schedules last read them.",
+);
+pub const SCHEDULE_FIRES: Metric = m(
+    "ebb_schedule_fires_total",
+    Kind::Counter,
+    &["outcome"],
+    "Schedule fires this server recorded, by outcome (started, skipped, waiting).",
+);
+pub const SCHEDULE_MISSED: Metric = m(
+    "ebb_schedule_missed_total",
+    Kind::Counter,
+    &[],
+    "Cron times missed while no server fired schedules, and skipped per the schedule's catchUp.",
+);
+pub const SCHEDULE_FIRE_LAG: Metric = m(
+    "ebb_schedule_fire_lag_seconds",
+    Kind::Histogram,
+    &[],
+    "From a cron time to its fire being recorded on this server.",
+);
 
 pub const ALL: &[Metric] = &[
     RUNS_STARTED,
@@ -218,6 +242,10 @@ pub const ALL: &[Metric] = &[
     HTTP_SECONDS,
     SERVICE_CHECKS,
     HEALS,
+    SCHEDULES_ENABLED,
+    SCHEDULE_FIRES,
+    SCHEDULE_MISSED,
+    SCHEDULE_FIRE_LAG,
 ];
 
 /// The buckets of the histograms of seconds: from a millisecond to an hour.

@@ -133,6 +133,8 @@ pub struct Assignment {
     pub app: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub program: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
 }
 
 impl fmt::Display for Assignment {
@@ -148,6 +150,11 @@ impl fmt::Display for Assignment {
                 f,
                 "program '{ns}/{app}/{}' preferences",
                 self.program.as_deref().unwrap_or_default()
+            ),
+            Level::Schedule => write!(
+                f,
+                "schedule '{ns}/{app}/{}'",
+                self.schedule.as_deref().unwrap_or_default()
             ),
         }
     }

@@ -29,7 +29,9 @@ pub enum Level {
     AppPreferences,
     /// Program preferences.
     Program,
-    /// Runtime arguments of the run (or schedule properties).
+    /// The properties of the schedule that started the run.
+    Schedule,
+    /// Runtime arguments of the run.
     Runtime,
 }
 
@@ -41,9 +43,11 @@ impl Level {
         use crate::model::access::Trust;
         match self {
             Level::Instance => Trust::InstanceAdmin,
-            Level::Namespace | Level::App | Level::AppPreferences | Level::Program => {
-                Trust::NamespaceAdmin
-            }
+            Level::Namespace
+            | Level::App
+            | Level::AppPreferences
+            | Level::Program
+            | Level::Schedule => Trust::NamespaceAdmin,
             Level::Runtime => Trust::Operator,
         }
     }
@@ -57,26 +61,66 @@ impl fmt::Display for Level {
             Level::App => "app configuration",
             Level::AppPreferences => "app preferences",
             Level::Program => "program preferences",
+            Level::Schedule => "schedule properties",
             Level::Runtime => "runtime arguments",
         })
     }
 }
 
-/// Where an effective value came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Where an effective value came from: `default`, `profile`, a level (`namespace`,
+/// `appPreferences`, `runtime`, ...), or `schedule:<name>` for the properties of the schedule
+/// that started the run.
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[derive(Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(into = "String", try_from = "String")]
+#[schemars(with = "String")]
 pub enum Origin {
     /// Nothing chose a profile: the instance default.
     Default,
     /// The profile's own value.
     Profile,
     /// An override at this level.
-    #[serde(untagged)]
     Level(Level),
+    /// The properties of schedule `ns/app/name`.
+    Schedule(String),
 }
 
-display_as_serde!(Origin);
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::Default => f.write_str("default"),
+            Origin::Profile => f.write_str("profile"),
+            Origin::Level(level) => {
+                let v = serde_json::to_value(level).map_err(|_| fmt::Error)?;
+                f.write_str(v.as_str().unwrap_or_default())
+            }
+            Origin::Schedule(name) => write!(f, "schedule:{name}"),
+        }
+    }
+}
+
+impl From<Origin> for String {
+    fn from(o: Origin) -> String {
+        o.to_string()
+    }
+}
+
+impl TryFrom<String> for Origin {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Origin, String> {
+        match s.as_str() {
+            "default" => Ok(Origin::Default),
+            "profile" => Ok(Origin::Profile),
+            _ => match s.strip_prefix("schedule:") {
+                Some(name) => Ok(Origin::Schedule(name.to_string())),
+                None => serde_json::from_value(serde_json::Value::String(s.clone()))
+                    .map(Origin::Level)
+                    .map_err(|_| format!("'{s}' is not an origin")),
+            },
+        }
+    }
+}
 
 /// One level's key/values.
 pub type Values = BTreeMap<String, String>;

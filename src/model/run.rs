@@ -236,6 +236,9 @@ pub struct RunRecord {
     /// program on that server's own host is out of reach of any other.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub launcher: Option<String>,
+    /// The schedule fire that started it, if one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_by: Option<crate::model::schedule::StartedBy>,
     /// The [`RUN_FORMAT`] of the build that last wrote the record (0: before formats were
     /// recorded).
     #[serde(default)]

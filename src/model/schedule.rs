@@ -355,6 +355,41 @@ pub struct StartedBy {
     pub triggering: Option<TriggeringRun>,
 }
 
+impl StartedBy {
+    /// What fired, for a run's history: "the time 2026-11-26T04:00:00Z", "the end of run
+    /// ... (COMPLETED)".
+    pub fn describe(&self) -> String {
+        match &self.triggering {
+            Some(t) => format!(
+                "the end of run {} of {}/{}/{} ({})",
+                t.run, t.namespace, t.application, t.program, t.status
+            ),
+            None => format!("the time {}", crate::model::schedule::iso(self.time)),
+        }
+    }
+}
+
+/// Epoch ms as an RFC 3339 time in UTC (the epoch itself if out of range).
+pub fn iso(ms: u64) -> String {
+    i64::try_from(ms)
+        .ok()
+        .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
+        .unwrap_or(jiff::Timestamp::UNIX_EPOCH)
+        .to_string()
+}
+
+/// The end status a program-status trigger may name for a run that ended with `status`.
+pub fn end_status(status: crate::model::run::ProgramStatus) -> Option<EndStatus> {
+    use crate::model::run::ProgramStatus as P;
+    match status {
+        P::Completed => Some(EndStatus::Completed),
+        P::Failed => Some(EndStatus::Failed),
+        P::Killed => Some(EndStatus::Killed),
+        P::Rejected => Some(EndStatus::Rejected),
+        P::Pending | P::Starting | P::Running => None,
+    }
+}
+
 /// A run end waiting for the scheduler to fire the program-status triggers it meets: written
 /// in the same write as the end, removed once its fires are recorded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

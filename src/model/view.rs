@@ -67,6 +67,9 @@ pub struct RunView {
     /// The server that carries the run on while it is live (none once it ended).
     #[serde(default)]
     pub owner: Option<String>,
+    /// The schedule fire that started it, if one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_by: Option<crate::model::schedule::StartedBy>,
 }
 
 impl RunView {
@@ -88,7 +91,7 @@ impl RunView {
             .map(|p| PropertyView {
                 name: p.name.clone(),
                 value: redact(&p.name, &p.value).to_string(),
-                origin: p.origin,
+                origin: p.origin.clone(),
             })
             .collect();
         let nodes = nodes
@@ -131,6 +134,7 @@ impl RunView {
             exit: run.exit,
             stopping: run.stop.is_some() && !run.status.is_end(),
             owner: None,
+            started_by: run.started_by,
         }
     }
 

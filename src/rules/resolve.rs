@@ -594,7 +594,7 @@ mod tests {
         let names: Vec<(&str, &str, Origin)> = found
             .properties
             .iter()
-            .map(|p| (p.name.as_str(), p.value.as_str(), p.origin))
+            .map(|p| (p.name.as_str(), p.value.as_str(), p.origin.clone()))
             .collect();
         assert_eq!(
             names,

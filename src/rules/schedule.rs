@@ -158,6 +158,56 @@ pub fn check_constraints(constraints: &[Constraint]) -> Result<(), Invalid> {
     Ok(())
 }
 
+/// The schedule property that copies the triggering run's runtime arguments into the
+/// triggered run's (CDAP's `triggering.properties.mapping`, its `arguments` part):
+/// `{"arguments": [{"source": "day", "target": "upstream.day"}]}`; `target` defaults to
+/// `source`.
+pub const MAPPING: &str = "triggering.properties.mapping";
+
+/// Most arguments one mapping copies.
+pub const MAX_MAPPED: usize = 64;
+
+/// The (source, target) pairs of the mapping in `properties`, if any.
+pub fn mapping(
+    properties: &crate::model::property::Values,
+) -> Result<Vec<(String, String)>, Invalid> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Mapping {
+        #[serde(default)]
+        arguments: Vec<Argument>,
+        /// CDAP's plugin-property part: accepted, and has nothing to copy in ebb.
+        #[serde(default, rename = "pluginProperties")]
+        _plugin_properties: Vec<serde_json::Value>,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Argument {
+        source: String,
+        target: Option<String>,
+        #[serde(default, rename = "pipelineId")]
+        _pipeline: Option<serde_json::Value>,
+    }
+    let field = format!("properties.{MAPPING}");
+    let Some(text) = properties.get(MAPPING) else {
+        return Ok(Vec::new());
+    };
+    let m: Mapping = serde_json::from_str(text).map_err(|e| Invalid::new(&field, e.to_string()))?;
+    if m.arguments.len() > MAX_MAPPED {
+        return Err(Invalid::new(
+            field,
+            format!("at most {MAX_MAPPED} arguments"),
+        ));
+    }
+    Ok(m.arguments
+        .into_iter()
+        .map(|a| {
+            let target = a.target.unwrap_or_else(|| a.source.clone());
+            (a.source, target)
+        })
+        .collect())
+}
+
 /// The fire times of one schedule between its last fire and now.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Due {

@@ -471,6 +471,7 @@ mod tests {
             node_types: BTreeMap::new(),
             config: None,
             launcher: None,
+            started_by: None,
             format: 0,
         }
     }

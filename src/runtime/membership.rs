@@ -222,6 +222,8 @@ pub enum Duty {
     Janitor,
     /// Compacting the history of ended runs.
     Retention,
+    /// Firing schedules.
+    Scheduler,
 }
 
 impl Duty {
@@ -229,6 +231,7 @@ impl Duty {
         match self {
             Duty::Janitor => "janitor",
             Duty::Retention => "retention",
+            Duty::Scheduler => "scheduler",
         }
     }
 }

@@ -87,6 +87,7 @@ pub async fn commit(
     let mut run = t.run.clone();
     run.format = crate::model::run::RUN_FORMAT;
     let notes = t.notes.clone();
+    let ended = run.status.is_end() && !before.status.is_end();
     deps.store
         .write(move |tx| {
             let key = run.key.key();
@@ -104,6 +105,9 @@ pub async fn commit(
                     entry["nodes"] = serde_json::json!(nodes);
                     tx.put(Table::Active, &key, &entry)?;
                 }
+            }
+            if ended {
+                crate::store::ends::record(tx, &run)?;
             }
             let actor = act.as_ref().map(|a| a.actor.as_str());
             for note in &notes {

@@ -6,13 +6,11 @@
 //! keep the program they started with. Deleting an app is refused while any of its runs still
 //! holds a cluster. This module never starts runs; `service::runs` does.
 
-use crate::model::access::{Act, Caller, runs_on_host};
+use crate::model::access::{Act, Caller};
 use crate::model::app::{App, AppSpec, check_spec};
 use crate::model::names;
 use crate::model::namespace;
-use crate::model::profile::ProfileId;
 use crate::model::property::Level;
-use crate::model::property::PROFILE_KEY;
 use crate::runtime::clock;
 use crate::service::catalog;
 use crate::service::error::ServiceError;
@@ -40,7 +38,7 @@ pub async fn put(
             catalog::check_level(tx, &ns, Level::App, &spec.config)?;
             let host_programs = instance_admin || namespace.allow_host_programs;
             if !host_programs {
-                refuse_host_profile(tx, &ns, &spec.config)?;
+                catalog::refuse_host_profile(tx, &ns, "config", &spec.config)?;
             }
             let now = clock::now_secs();
             let created = tx
@@ -84,30 +82,6 @@ pub async fn list(store: &Store, ns: String) -> Result<Vec<App>, ServiceError> {
                 .collect())
         })
         .await
-}
-
-/// Refuses an app config that picks a profile whose runs execute on the server's host.
-fn refuse_host_profile(
-    r: &impl Read,
-    ns: &str,
-    config: &crate::model::property::Values,
-) -> Result<(), ServiceError> {
-    let Some(chosen) = config.get(PROFILE_KEY) else {
-        return Ok(());
-    };
-    let Ok(id) = ProfileId::parse_scoped(ns, chosen) else {
-        return Ok(());
-    };
-    let Some(stored) = catalog::stored_profile(r, &id)? else {
-        return Ok(());
-    };
-    let provisioner = &stored.profile.provisioner.name;
-    if runs_on_host(provisioner, &stored.profile.properties()) {
-        return Err(ServiceError::NotAllowed(format!(
-            "config.{PROFILE_KEY}: {chosen} runs programs on the server's own host ({provisioner}), which only an instance admin may deploy, or set allowHostPrograms on namespace '{ns}'"
-        )));
-    }
-    Ok(())
 }
 
 /// Deletes app `name` and its preferences; refused while one of its runs holds a cluster.

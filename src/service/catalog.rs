@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::model::access::Trust;
+use crate::model::access::{Trust, runs_on_host};
 use crate::model::app::{App, Program, WORKFLOWS};
 use crate::model::namespace::{DEFAULT, Namespace};
 use crate::model::plan::NodeRecord;
@@ -15,6 +15,7 @@ use crate::model::preference::{Assignment, Scope, check_keys};
 use crate::model::profile::{ProfileId, ProfileStatus, SYSTEM_NAMESPACE, StoredProfile};
 use crate::model::property::{Level, PROFILE_KEY, Values, references};
 use crate::model::run::{RunKey, RunRecord};
+use crate::model::schedule::Schedule;
 use crate::model::service::ServiceRecord;
 use crate::model::template::{StoredTemplate, Template, TemplateId};
 use crate::rules::resolve;
@@ -270,7 +271,8 @@ pub fn check_profile_assignment(
     Ok(())
 }
 
-/// Every place profile `id` is assigned: preferences at every level and app configurations.
+/// Every place profile `id` is assigned: preferences at every level, app configurations and
+/// schedules.
 pub fn assignments(r: &impl Read, id: &ProfileId) -> Result<Vec<Assignment>, ServiceError> {
     let mut places = Vec::new();
     for (key, values) in r.scan::<Values>(Table::Preferences, "")? {
@@ -292,6 +294,7 @@ pub fn assignments(r: &impl Read, id: &ProfileId) -> Result<Vec<Assignment>, Ser
                 namespace: scope.namespace().map(str::to_string),
                 app,
                 program,
+                schedule: None,
             });
         }
     }
@@ -304,6 +307,20 @@ pub fn assignments(r: &impl Read, id: &ProfileId) -> Result<Vec<Assignment>, Ser
                 namespace: Some(app.namespace.clone()),
                 app: Some(app.name.clone()),
                 program: None,
+                schedule: None,
+            });
+        }
+    }
+    for (_, s) in r.scan::<Schedule>(Table::Schedules, "")? {
+        if let Some(assigned) = s.properties.get(PROFILE_KEY)
+            && ProfileId::parse_scoped(&s.namespace, assigned).as_ref() == Ok(id)
+        {
+            places.push(Assignment {
+                level: Level::Schedule,
+                namespace: Some(s.namespace.clone()),
+                app: Some(s.application.clone()),
+                program: Some(s.program.program_name.clone()),
+                schedule: Some(s.name.clone()),
             });
         }
     }
@@ -391,6 +408,32 @@ pub fn forget_grants(
             record.grants.namespaces.remove(ns);
             tx.put(Table::Tokens, &key, &cipher.seal_token(record))?;
         }
+    }
+    Ok(())
+}
+
+/// Refuses values of one level (an app's config, a schedule's properties: `field`) that pick
+/// a profile whose runs execute on the server's host, for a caller who may not choose one.
+pub fn refuse_host_profile(
+    r: &impl Read,
+    ns: &str,
+    field: &str,
+    config: &crate::model::property::Values,
+) -> Result<(), ServiceError> {
+    let Some(chosen) = config.get(PROFILE_KEY) else {
+        return Ok(());
+    };
+    let Ok(id) = ProfileId::parse_scoped(ns, chosen) else {
+        return Ok(());
+    };
+    let Some(stored) = stored_profile(r, &id)? else {
+        return Ok(());
+    };
+    let provisioner = &stored.profile.provisioner.name;
+    if runs_on_host(provisioner, &stored.profile.properties()) {
+        return Err(ServiceError::NotAllowed(format!(
+            "{field}.{PROFILE_KEY}: {chosen} runs programs on the server's own host ({provisioner}), which only an instance admin may choose there, or set allowHostPrograms on namespace '{ns}'"
+        )));
     }
     Ok(())
 }

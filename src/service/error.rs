@@ -44,6 +44,17 @@ pub enum ServiceError {
     },
     #[error("run '{0}' not found")]
     RunNotFound(String),
+    #[error("schedule '{0}' not found")]
+    ScheduleNotFound(String),
+    #[error("schedule '{0}' already exists; update it with POST, or delete it first")]
+    ScheduleExists(String),
+    #[error("schedule '{schedule}' is already {status}")]
+    ScheduleStatusUnchanged {
+        schedule: String,
+        status: crate::model::schedule::ScheduleStatus,
+    },
+    #[error("namespace '{namespace}' holds {max} schedules, the most it may; delete some first")]
+    TooManySchedules { namespace: String, max: usize },
     #[error("run '{run}' has no operation {id}")]
     OperationNotFound { run: String, id: String },
     #[error("{profile} is used by active runs ({}); wait until they are deprovisioned", runs.join(", "))]

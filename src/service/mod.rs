@@ -2,7 +2,8 @@
 //! inside one store write, so check-then-write is atomic. Services never call each other:
 //! what crosses tables (does the namespace exist, which apps does it hold, where is a profile
 //! assigned) is in [`catalog`]. A run's history, operations and logs are in [`history`].
-//! [`error`] is the layer's error.
+//! [`schedules`] keeps schedules; [`scheduler`] fires them, starting runs through [`starts`]
+//! as a request would (the one module that drives another). [`error`] is the layer's error.
 
 pub mod apps;
 pub mod audit;
@@ -14,6 +15,8 @@ pub mod overview;
 pub mod preferences;
 pub mod profiles;
 pub mod runs;
+pub mod scheduler;
+pub mod schedules;
 pub mod secure;
 pub mod servers;
 pub mod starts;

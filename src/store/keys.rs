@@ -43,6 +43,17 @@ pub fn program_runs(ns: &str, app: &str, program: &str) -> String {
     format!("{ns}/{app}/{program}/")
 }
 
+/// `Schedules`: schedule `name` of app `app` in namespace `ns`; also the prefix of its fires
+/// in `Fires` (with a `/`).
+pub fn schedule(ns: &str, app: &str, name: &str) -> String {
+    format!("{ns}/{app}/{name}")
+}
+
+/// `Fires`: fire `fire` of schedule `schedule` (its key in `Schedules`).
+pub fn fire(schedule: &str, fire: &str) -> String {
+    format!("{schedule}/{fire}")
+}
+
 /// `SecureKeys`: secure key `name` of namespace `ns`.
 pub fn secure_key(ns: &str, name: &str) -> String {
     format!("{ns}/{name}")

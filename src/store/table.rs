@@ -67,11 +67,22 @@ pub enum Table {
     Changes,
     /// Signed-in browsers' sessions by `<token>/<hex SHA-256 of the session's secret>`.
     Sessions,
+    /// Schedules by `<namespace>/<app>/<name>`.
+    Schedules,
+    /// Each schedule's fires by `<namespace>/<app>/<name>/<fire id>` (`t<epoch ms, 13
+    /// digits>` for a time, `r<run id>` for a run's end): a fire's key existing is what makes
+    /// it happen once.
+    Fires,
+    /// Run ends not yet offered to program-status triggers, by run id: written in the same
+    /// write as the end, removed once the scheduler recorded the fires they cause.
+    RunEnds,
+    /// The fires waiting for a constraint, by their key in `Fires`.
+    WaitingFires,
 }
 
 impl Table {
     /// Every table, created when the store is opened.
-    pub const ALL: [Table; 23] = [
+    pub const ALL: [Table; 27] = [
         Table::Meta,
         Table::Namespaces,
         Table::Profiles,
@@ -95,6 +106,10 @@ impl Table {
         Table::TokenHashes,
         Table::Changes,
         Table::Sessions,
+        Table::Schedules,
+        Table::Fires,
+        Table::RunEnds,
+        Table::WaitingFires,
     ];
 
     /// The table's name in every backend: a redb table, an etcd key prefix.
@@ -123,6 +138,10 @@ impl Table {
             Table::TokenHashes => "token_hashes",
             Table::Changes => "changes",
             Table::Sessions => "sessions",
+            Table::Schedules => "schedules",
+            Table::Fires => "fires",
+            Table::RunEnds => "run_ends",
+            Table::WaitingFires => "waiting_fires",
         }
     }
 

@@ -248,7 +248,7 @@ fn preview_of(p: &starts::Preview) -> Markup {
     html! {
         h3 { "This run would use " (p.profile) }
         p.muted {
-            "Chosen by " (super::layout::origin(p.origin)) "; provisioner " code { (p.provisioner) } ", " (p.nodes) " node(s); kept "
+            "Chosen by " (super::layout::origin(&p.origin)) "; provisioner " code { (p.provisioner) } ", " (p.nodes) " node(s); kept "
             (span(p.keepalive.failed)) " after a failure; "
             (p.timeout.map_or("no time limit".to_string(), |t| format!("at most {}", span(t)))) "."
         }
@@ -256,7 +256,7 @@ fn preview_of(p: &starts::Preview) -> Markup {
             thead { tr { th scope="col" { "Property" } th scope="col" { "Value" } th scope="col" { "Set by" } } }
             tbody {
                 @for e in &p.properties {
-                    tr { td { code { (e.name) } } td { code { (e.value) } } td { (super::layout::origin(e.origin)) } }
+                    tr { td { code { (e.name) } } td { code { (e.value) } } td { (super::layout::origin(&e.origin)) } }
                 }
             }
         }

@@ -449,12 +449,13 @@ pub fn need<T>(r: Result<T, ServiceError>) -> Result<T, UiError> {
 }
 
 /// Where a value came from, as a person reads it: "runtime arguments", "the profile".
-pub fn origin(o: crate::model::property::Origin) -> String {
+pub fn origin(o: &crate::model::property::Origin) -> String {
     use crate::model::property::Origin;
     match o {
         Origin::Default => "the instance default".into(),
         Origin::Profile => "the profile".into(),
         Origin::Level(level) => level.to_string(),
+        Origin::Schedule(name) => format!("schedule {name}"),
     }
 }
 

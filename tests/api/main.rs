@@ -24,6 +24,7 @@ mod preferences;
 mod profiles;
 mod provisioners;
 mod runs;
+mod schedules;
 mod security;
 mod server;
 mod servers;

@@ -38,6 +38,7 @@ fn run(status: P, cluster: Option<C>) -> RunRecord {
         node_types: Default::default(),
         config: None,
         launcher: None,
+        started_by: None,
         format: 0,
         exit: None,
         template: None,

@@ -58,6 +58,7 @@ fn run(status: ProgramStatus, cluster: Option<ClusterStatus>) -> RunRecord {
         node_types: Default::default(),
         config: None,
         launcher: None,
+        started_by: None,
         format: crate::model::run::RUN_FORMAT,
     }
 }

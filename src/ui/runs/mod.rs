@@ -313,7 +313,7 @@ pub async fn page_of(state: &State, ctx: &Ctx, key: RunKey) -> Answer {
                     thead { tr { th scope="col" { "Property" } th scope="col" { "Value" } th scope="col" { "Set by" } } }
                     tbody {
                         @for p in &run.profile_properties {
-                            tr { td { code { (p.name) } } td { code { (p.value) } } td { (super::layout::origin(p.origin)) } }
+                            tr { td { code { (p.name) } } td { code { (p.value) } } td { (super::layout::origin(&p.origin)) } }
                         }
                     }
                 } }

@@ -1,0 +1,482 @@
+//! The scheduler: fires schedules. One server of an installation does it at a time (an
+//! election, as the janitor's), and it keeps nothing the store does not: its schedules, the
+//! last time each fired, the run ends not yet offered to program-status triggers and the fires
+//! waiting for a constraint are all read from the store when it takes the duty, so a restart
+//! or another server carries on where it stopped.
+//!
+//! Each tick (at the next fire time, at least every second) it
+//! - reads the schedules again if any changed (a counter in `Meta` moves with each change);
+//! - fires every cron time due since a schedule last fired: a time later than the grace is on
+//!   time; older ones were missed and follow the schedule's `catchUp`;
+//! - offers every recorded run end to the program-status triggers, and forgets it once its
+//!   fires are recorded;
+//! - judges again the fires waiting for a constraint whose time has come.
+//!
+//! A fire is recorded under an identity derived from what fired, in the same write as its
+//! run ([`starts::fire`]): however often a crash or a second scheduler repeats one, it happens
+//! once.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+
+use crate::model::property::Values;
+use crate::model::run::RunRecord;
+use crate::model::schedule::{
+    self, Fire, FireOutcome, RunEnd, Schedule, ScheduleStatus, StartedBy,
+};
+use crate::rules::schedule::{self as rule, Cron};
+use crate::runtime::Runtime;
+use crate::runtime::clock;
+use crate::runtime::membership::{Duty, leads};
+use crate::service::error::ServiceError;
+use crate::service::schedules::{self, CHANGED};
+use crate::service::starts::{self, Fired, Firing, Waiting};
+use crate::store::{Read, Reader, StoreError, Table, keys};
+
+/// How the scheduler behaves.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    /// How late a cron time may be fired and still count as on time; older ones were missed
+    /// and follow the schedule's `catchUp`. (Quartz calls it the misfire threshold.)
+    pub grace: Duration,
+}
+
+/// Most fires recorded at once.
+const PARALLEL: usize = 64;
+/// Most run ends read per tick.
+const ENDS_PER_TICK: usize = 512;
+/// The longest a tick waits for the next.
+const TICK: Duration = Duration::from_secs(1);
+/// How many fire records each schedule keeps of each kind (times, run ends).
+pub const KEPT_FIRES: usize = 1000;
+
+/// A schedule as the scheduler holds it.
+struct Entry {
+    schedule: Schedule,
+    crons: Vec<Cron>,
+    /// The newest cron time it fired for (or when it was enabled or last changed).
+    cursor: u64,
+    /// Fires recorded since the last trim of its fire records.
+    fired: usize,
+}
+
+impl Entry {
+    fn next(&self) -> Option<u64> {
+        self.crons.iter().filter_map(|c| c.after(self.cursor)).min()
+    }
+}
+
+/// What the scheduler holds while it has the duty.
+#[derive(Default)]
+struct State {
+    /// The `CHANGED` counter when the schedules were read.
+    version: Option<u64>,
+    entries: BTreeMap<String, Entry>,
+}
+
+/// Fires schedules until the server stops.
+pub async fn run(runtime: Runtime, settings: Settings) {
+    let mut state = State::default();
+    loop {
+        let wait = state
+            .entries
+            .values()
+            .filter_map(Entry::next)
+            .min()
+            .map_or(TICK, |next| {
+                Duration::from_millis(next.saturating_sub(clock::now_millis())).min(TICK)
+            });
+        tokio::time::sleep(wait.max(Duration::from_millis(10))).await;
+        let deps = runtime.deps();
+        match leads(&deps.store, &deps.member, Duty::Scheduler).await {
+            Ok(true) => {}
+            Ok(false) => {
+                state = State::default();
+                continue;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot tell which server fires schedules; retried");
+                continue;
+            }
+        }
+        if let Err(e) = tick(&runtime, &mut state, settings).await {
+            tracing::warn!(error = %e, "firing schedules failed; retried");
+            // Read everything again: what failed may have half happened.
+            state = State::default();
+        }
+    }
+}
+
+/// One round of the scheduler.
+async fn tick(
+    runtime: &Runtime,
+    state: &mut State,
+    settings: Settings,
+) -> Result<(), ServiceError> {
+    refresh(runtime, state).await?;
+    let now = clock::now_millis();
+    fire_times(runtime, state, now, settings).await?;
+    offer_ends(runtime, state).await?;
+    judge_waiting(runtime, now).await?;
+    trim(runtime, state).await?;
+    Ok(())
+}
+
+/// Reads the schedules again if any changed since they were read.
+async fn refresh(runtime: &Runtime, state: &mut State) -> Result<(), StoreError> {
+    let store = runtime.store();
+    let version: u64 = store
+        .read(|r| r.get(Table::Meta, CHANGED))
+        .await?
+        .unwrap_or(0);
+    if state.version == Some(version) {
+        return Ok(());
+    }
+    let known: BTreeMap<String, (u64, u64)> = state
+        .entries
+        .iter()
+        .map(|(k, e)| (k.clone(), (e.schedule.last_update_time, e.cursor)))
+        .collect();
+    let loaded = store
+        .read(move |r| {
+            let mut out = Vec::new();
+            for (key, s) in r.scan::<Schedule>(Table::Schedules, "")? {
+                if s.status != ScheduleStatus::Scheduled {
+                    continue;
+                }
+                // A schedule unchanged since it was read keeps its place; any other starts
+                // from its newest fire, or from when it was enabled or changed.
+                let cursor = match known.get(&key) {
+                    Some((version, cursor)) if *version == s.last_update_time => *cursor,
+                    _ => {
+                        let last = schedules::last_time_fire(r, &key)?.unwrap_or(0);
+                        last.max(s.enabled_at.unwrap_or(0)).max(s.last_update_time)
+                    }
+                };
+                out.push((key, s, cursor));
+            }
+            Ok::<_, StoreError>(out)
+        })
+        .await?;
+    let now = clock::now_millis();
+    let mut entries = BTreeMap::new();
+    for (key, schedule, cursor) in loaded {
+        let crons = rule::time_parts(&schedule.trigger)
+            .into_iter()
+            .filter_map(|(e, z)| Cron::parse(e, z, now).ok())
+            .collect();
+        let fired = state.entries.get(&key).map_or(0, |e| e.fired);
+        entries.insert(
+            key,
+            Entry {
+                schedule,
+                crons,
+                cursor,
+                fired,
+            },
+        );
+    }
+    state.entries = entries;
+    state.version = Some(version);
+    metrics::gauge!(crate::model::metrics::SCHEDULES_ENABLED.name).set(state.entries.len() as f64);
+    Ok(())
+}
+
+/// Fires every cron time due by `now`.
+async fn fire_times(
+    runtime: &Runtime,
+    state: &mut State,
+    now: u64,
+    settings: Settings,
+) -> Result<(), ServiceError> {
+    let grace = u64::try_from(settings.grace.as_millis()).unwrap_or(u64::MAX);
+    let mut firings = Vec::new();
+    let mut skips = Vec::new();
+    for (key, entry) in &state.entries {
+        if entry.next().is_none_or(|next| next > now) {
+            continue;
+        }
+        let mut times = BTreeSet::new();
+        for cron in &entry.crons {
+            let due = rule::due(cron, entry.cursor, now, grace, entry.schedule.catch_up);
+            times.extend(due.run);
+            if let Some(skipped) = due.skipped {
+                skips.push((key.clone(), entry.schedule.clone(), skipped));
+            }
+        }
+        for time in times {
+            firings.push((key.clone(), time_firing(key, &entry.schedule, time)));
+        }
+    }
+    for (key, s, skipped) in skips {
+        record_skip(runtime, &key, &s, &skipped).await?;
+        if let Some(e) = state.entries.get_mut(&key) {
+            e.cursor = e.cursor.max(skipped.time);
+        }
+    }
+    let results = run_fires(runtime, firings.iter().map(|(_, f)| f.clone()).collect()).await;
+    for ((key, f), result) in firings.into_iter().zip(results) {
+        result?;
+        if let Some(e) = state.entries.get_mut(&key) {
+            e.cursor = e.cursor.max(f.by.time);
+            e.fired += 1;
+        }
+        let lag = now.saturating_sub(f.by.time) as f64 / 1000.0;
+        metrics::histogram!(crate::model::metrics::SCHEDULE_FIRE_LAG.name).record(lag);
+    }
+    Ok(())
+}
+
+/// The firing of schedule `key` for cron time `time`.
+fn time_firing(key: &str, s: &Schedule, time: u64) -> Firing {
+    let mut args = Values::new();
+    args.insert("logical.start.time".into(), time.to_string());
+    Firing {
+        schedule: key.to_string(),
+        version: s.last_update_time,
+        by: StartedBy {
+            schedule: s.path(),
+            fire: schedule::time_fire(time),
+            time,
+            triggering: None,
+        },
+        args,
+    }
+}
+
+/// Records fires, [`PARALLEL`] at a time; answers each one's outcome in order.
+async fn run_fires(runtime: &Runtime, firings: Vec<Firing>) -> Vec<Result<Fired, ServiceError>> {
+    futures_util::stream::iter(firings)
+        .map(|f| async move {
+            let last_run = match needs_last_run(runtime, &f).await {
+                Ok(last) => last,
+                Err(e) => return Err(e.into()),
+            };
+            let fired = starts::fire(runtime, f, last_run).await;
+            if let Ok(Fired::Recorded(outcome)) = &fired {
+                count(outcome);
+            }
+            fired
+        })
+        .buffered(PARALLEL)
+        .collect()
+        .await
+}
+
+/// Counts a fire's outcome.
+fn count(outcome: &FireOutcome) {
+    let status = match outcome {
+        FireOutcome::Started { .. } => "started",
+        FireOutcome::Skipped { .. } => "skipped",
+        FireOutcome::Waiting { .. } => "waiting",
+    };
+    metrics::counter!(crate::model::metrics::SCHEDULE_FIRES.name, "outcome" => status).increment(1);
+}
+
+/// For a schedule with a `LAST_RUN` constraint: when the newest run of its program that did
+/// not fail started (epoch ms).
+async fn needs_last_run(runtime: &Runtime, f: &Firing) -> Result<Option<u64>, StoreError> {
+    let key = f.schedule.clone();
+    runtime
+        .store()
+        .read(move |r| {
+            let Some(s) = r.get::<Schedule>(Table::Schedules, &key)? else {
+                return Ok(None);
+            };
+            if !s
+                .constraints
+                .iter()
+                .any(|c| matches!(c, schedule::Constraint::LastRun { .. }))
+            {
+                return Ok(None);
+            }
+            last_run(r, &s)
+        })
+        .await
+}
+
+/// When the newest run of `s`'s program that did not fail started, looking at its newest
+/// hundred runs.
+fn last_run(r: &Reader, s: &Schedule) -> Result<Option<u64>, StoreError> {
+    let prefix = keys::program_runs(&s.namespace, &s.application, &s.program.program_name);
+    let page = r.scan_back::<RunRecord>(Table::Runs, &prefix, None, 1, 100, |_, run| {
+        run.status != crate::model::run::ProgramStatus::Failed
+            && run.status != crate::model::run::ProgramStatus::Rejected
+    })?;
+    Ok(page
+        .entries
+        .first()
+        .map(|(_, run)| run.starting.saturating_mul(1000)))
+}
+
+/// Records that `skipped` cron times of schedule `s` were missed and not run.
+async fn record_skip(
+    runtime: &Runtime,
+    key: &str,
+    s: &Schedule,
+    skipped: &rule::Skipped,
+) -> Result<(), StoreError> {
+    let reason = format!(
+        "missed {}{} fire time(s) from {} to {} while no server fired schedules (catchUp {})",
+        if skipped.more { "more than " } else { "" },
+        skipped.count,
+        schedule::iso(skipped.first),
+        schedule::iso(skipped.time),
+        s.catch_up
+    );
+    let fire_key = keys::fire(key, &schedule::time_fire(skipped.time));
+    let record = Fire {
+        schedule: s.name.clone(),
+        id: schedule::time_fire(skipped.time),
+        time: skipped.time,
+        recorded: clock::now_millis(),
+        outcome: FireOutcome::Skipped { reason },
+        triggering: None,
+    };
+    let missed = skipped.count as u64;
+    runtime
+        .store()
+        .write(move |tx| {
+            if tx.get::<Fire>(Table::Fires, &fire_key)?.is_none() {
+                tx.put(Table::Fires, &fire_key, &record)?;
+            }
+            Ok::<_, StoreError>(())
+        })
+        .await?;
+    metrics::counter!(crate::model::metrics::SCHEDULE_MISSED.name).increment(missed);
+    tracing::warn!(schedule = %s.path(), missed, catch_up = %s.catch_up, "schedule fire times missed");
+    Ok(())
+}
+
+/// Offers the recorded run ends to the program-status triggers, and forgets each once its
+/// fires are recorded.
+async fn offer_ends(runtime: &Runtime, state: &mut State) -> Result<(), ServiceError> {
+    let store = runtime.store();
+    let ends = store
+        .read(|r| {
+            let page = r.scan_back::<RunEnd>(
+                Table::RunEnds,
+                "",
+                None,
+                ENDS_PER_TICK,
+                ENDS_PER_TICK,
+                |_, _| true,
+            )?;
+            Ok::<_, StoreError>(page.entries)
+        })
+        .await?;
+    if ends.is_empty() {
+        return Ok(());
+    }
+    let mut firings = Vec::new();
+    for (_, end) in &ends {
+        for (key, entry) in &state.entries {
+            if let Some(f) = end_firing(key, &entry.schedule, end) {
+                firings.push((key.clone(), f));
+            }
+        }
+    }
+    let results = run_fires(runtime, firings.iter().map(|(_, f)| f.clone()).collect()).await;
+    for ((key, _), result) in firings.into_iter().zip(results) {
+        result?;
+        if let Some(e) = state.entries.get_mut(&key) {
+            e.fired += 1;
+        }
+    }
+    let done: Vec<String> = ends.into_iter().map(|(k, _)| k).collect();
+    store.delete_in_batches(Table::RunEnds, &done).await?;
+    Ok(())
+}
+
+/// The firing of schedule `key` (`s`) for run end `end`, if it meets its trigger.
+fn end_firing(key: &str, s: &Schedule, end: &RunEnd) -> Option<Firing> {
+    let t = &end.run;
+    if !rule::meets_end(
+        &s.trigger,
+        &s.namespace,
+        &t.namespace,
+        &t.application,
+        &t.program,
+        t.status,
+    ) {
+        return None;
+    }
+    let mut args = Values::new();
+    for (source, target) in rule::mapping(&s.properties).unwrap_or_default() {
+        if let Some(value) = end.args.get(&source) {
+            args.insert(target, value.clone());
+        }
+    }
+    args.insert("triggering.run.id".into(), t.run.clone());
+    args.insert("triggering.namespace".into(), t.namespace.clone());
+    args.insert("triggering.app".into(), t.application.clone());
+    args.insert("triggering.program".into(), t.program.clone());
+    args.insert("triggering.status".into(), t.status.to_string());
+    Some(Firing {
+        schedule: key.to_string(),
+        version: s.last_update_time,
+        by: StartedBy {
+            schedule: s.path(),
+            fire: schedule::end_fire(&t.run),
+            time: end.time,
+            triggering: Some(t.clone()),
+        },
+        args,
+    })
+}
+
+/// Judges again the fires waiting for a constraint whose time has come.
+async fn judge_waiting(runtime: &Runtime, now: u64) -> Result<(), ServiceError> {
+    let waiting = runtime
+        .store()
+        .read(move |r| {
+            Ok::<_, StoreError>(
+                r.scan::<Waiting>(Table::WaitingFires, "")?
+                    .into_iter()
+                    .map(|(_, w)| w)
+                    .filter(|w| w.until <= now)
+                    .map(|w| w.fire)
+                    .collect::<Vec<_>>(),
+            )
+        })
+        .await?;
+    for result in run_fires(runtime, waiting).await {
+        result?;
+    }
+    Ok(())
+}
+
+/// Keeps the newest [`KEPT_FIRES`] fire records of each kind of every schedule that fired
+/// more than a tenth of that since it was last trimmed.
+async fn trim(runtime: &Runtime, state: &mut State) -> Result<(), StoreError> {
+    let store = runtime.store();
+    for (key, entry) in &mut state.entries {
+        if entry.fired < KEPT_FIRES / 10 {
+            continue;
+        }
+        entry.fired = 0;
+        for kind in ["t", "r"] {
+            let prefix = format!("{key}/{kind}");
+            let fires = store.keys_under(Table::Fires, &prefix).await?;
+            if fires.len() <= KEPT_FIRES {
+                continue;
+            }
+            let old = &fires[..fires.len() - KEPT_FIRES];
+            // A fire still waiting for a constraint keeps its record.
+            let waiting: BTreeSet<String> = store
+                .keys_under(Table::WaitingFires, &format!("{key}/"))
+                .await?
+                .into_iter()
+                .collect();
+            let old: Vec<String> = old
+                .iter()
+                .filter(|k| !waiting.contains(*k))
+                .cloned()
+                .collect();
+            store.delete_in_batches(Table::Fires, &old).await?;
+        }
+    }
+    Ok(())
+}
