@@ -38,7 +38,7 @@ pub struct Config {
     /// How long an ended run's history is kept; `None` for ever.
     pub history_retention: Option<std::time::Duration>,
     /// How the scheduler fires schedules.
-    pub scheduler: crate::service::scheduler::Settings,
+    pub scheduler: crate::service::starts::scheduler::Settings,
     /// Host names, besides IP addresses and `localhost`, that requests may be addressed to.
     pub allowed_hosts: Vec<String>,
     /// Where programs and provisioners work; `None` for `<data-dir>-work`.
@@ -279,7 +279,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         let resumed = runtime.resume().await?;
         tracing::info!(runs = resumed, "live runs resumed");
     }
-    arbiter.spawn(crate::service::scheduler::run(
+    arbiter.spawn(crate::service::starts::scheduler::run(
         runtime.clone(),
         config.scheduler,
     ));
@@ -623,7 +623,7 @@ impl From<ServeArgs> for Config {
                 access: args.etcd_access.into(),
             }),
             history_retention: args.history_retention.0.filter(|d| !d.is_zero()),
-            scheduler: crate::service::scheduler::Settings {
+            scheduler: crate::service::starts::scheduler::Settings {
                 grace: args.schedule_grace,
             },
             work_dir: args.work_dir,

@@ -378,18 +378,6 @@ pub fn iso(ms: u64) -> String {
         .to_string()
 }
 
-/// The end status a program-status trigger may name for a run that ended with `status`.
-pub fn end_status(status: crate::model::run::ProgramStatus) -> Option<EndStatus> {
-    use crate::model::run::ProgramStatus as P;
-    match status {
-        P::Completed => Some(EndStatus::Completed),
-        P::Failed => Some(EndStatus::Failed),
-        P::Killed => Some(EndStatus::Killed),
-        P::Rejected => Some(EndStatus::Rejected),
-        P::Pending | P::Starting | P::Running => None,
-    }
-}
-
 /// A run end waiting for the scheduler to fire the program-status triggers it meets: written
 /// in the same write as the end, removed once its fires are recorded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -15,7 +15,7 @@ use crate::model::preference::{Assignment, Scope, check_keys};
 use crate::model::profile::{ProfileId, ProfileStatus, SYSTEM_NAMESPACE, StoredProfile};
 use crate::model::property::{Level, PROFILE_KEY, Values, references};
 use crate::model::run::{RunKey, RunRecord};
-use crate::model::schedule::Schedule;
+use crate::model::schedule::{Fire, Schedule};
 use crate::model::service::ServiceRecord;
 use crate::model::template::{StoredTemplate, Template, TemplateId};
 use crate::rules::resolve;
@@ -436,4 +436,15 @@ pub fn refuse_host_profile(
         )));
     }
     Ok(())
+}
+
+/// The `Meta` key that changes whenever any schedule does: the scheduler reads its schedules
+/// again when it moves.
+pub const SCHEDULES_CHANGED: &str = "schedules/changed";
+
+/// The newest cron time schedule `key` fired for (started, skipped or waiting), if any.
+pub fn last_time_fire(r: &crate::store::Reader, key: &str) -> Result<Option<u64>, StoreError> {
+    let prefix = format!("{key}/t");
+    let page = r.scan_back::<Fire>(Table::Fires, &prefix, None, 1, 1, |_, _| true)?;
+    Ok(page.entries.first().map(|(_, f)| f.time))
 }

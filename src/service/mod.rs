@@ -2,8 +2,8 @@
 //! inside one store write, so check-then-write is atomic. Services never call each other:
 //! what crosses tables (does the namespace exist, which apps does it hold, where is a profile
 //! assigned) is in [`catalog`]. A run's history, operations and logs are in [`history`].
-//! [`schedules`] keeps schedules; [`scheduler`] fires them, starting runs through [`starts`]
-//! as a request would (the one module that drives another). [`error`] is the layer's error.
+//! [`schedules`] keeps schedules; [`starts`] starts runs, by request or when a schedule fires
+//! (its `scheduler`). [`error`] is the layer's error.
 
 pub mod apps;
 pub mod audit;
@@ -15,7 +15,6 @@ pub mod overview;
 pub mod preferences;
 pub mod profiles;
 pub mod runs;
-pub mod scheduler;
 pub mod schedules;
 pub mod secure;
 pub mod servers;

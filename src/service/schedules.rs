@@ -19,21 +19,19 @@ use crate::rules::schedule::{self as rule, Cron};
 use crate::runtime::clock;
 use crate::service::catalog;
 use crate::service::error::ServiceError;
-use crate::store::{Read, Reader, Store, StoreError, Table, Txn, changes, keys};
+use crate::store::{Read, Store, StoreError, Table, Txn, changes, keys};
 
 /// The `Meta` key that counts the schedules of namespace `ns`.
 fn count_key(ns: &str) -> String {
     format!("schedules/{ns}")
 }
 
-/// The `Meta` key that changes whenever any schedule does: the scheduler reads its schedules
-/// again when it moves.
-pub const CHANGED: &str = "schedules/changed";
-
 /// Marks that a schedule changed, for the scheduler.
 fn touch(tx: &mut Txn) -> Result<(), StoreError> {
-    let n: u64 = tx.get(Table::Meta, CHANGED)?.unwrap_or(0);
-    tx.put(Table::Meta, CHANGED, &(n + 1))
+    let n: u64 = tx
+        .get(Table::Meta, catalog::SCHEDULES_CHANGED)?
+        .unwrap_or(0);
+    tx.put(Table::Meta, catalog::SCHEDULES_CHANGED, &(n + 1))
 }
 
 /// Which schedule a request names.
@@ -418,7 +416,7 @@ pub async fn previous_runtimes(
                 if s.program.program_name != program {
                     continue;
                 }
-                if let Some(time) = last_time_fire(r, &key)? {
+                if let Some(time) = catalog::last_time_fire(r, &key)? {
                     out.push(RunTime {
                         id: s.name.clone(),
                         time,
@@ -429,13 +427,6 @@ pub async fn previous_runtimes(
             Ok(out)
         })
         .await
-}
-
-/// The newest cron time schedule `key` fired for (started, skipped or waiting), if any.
-pub fn last_time_fire(r: &Reader, key: &str) -> Result<Option<u64>, StoreError> {
-    let prefix = format!("{key}/t");
-    let page = r.scan_back::<Fire>(Table::Fires, &prefix, None, 1, 1, |_, _| true)?;
-    Ok(page.entries.first().map(|(_, f)| f.time))
 }
 
 async fn program_schedules(

@@ -3,7 +3,7 @@
 //! it has recorded the fires it causes, so no end is missed across a crash or a failover.
 
 use crate::model::run::RunRecord;
-use crate::model::schedule::{RunEnd, TriggeringRun, end_status};
+use crate::model::schedule::{EndStatus, RunEnd, TriggeringRun};
 
 use super::{StoreError, Table, Txn};
 
@@ -24,4 +24,16 @@ pub fn record(tx: &mut Txn, run: &RunRecord) -> Result<(), StoreError> {
         args: run.args.clone(),
     };
     tx.put(Table::RunEnds, &run.key.run, &end)
+}
+
+/// The end status a program-status trigger may name for a run that ended with `status`.
+pub fn end_status(status: crate::model::run::ProgramStatus) -> Option<EndStatus> {
+    use crate::model::run::ProgramStatus as P;
+    match status {
+        P::Completed => Some(EndStatus::Completed),
+        P::Failed => Some(EndStatus::Failed),
+        P::Killed => Some(EndStatus::Killed),
+        P::Rejected => Some(EndStatus::Rejected),
+        P::Pending | P::Starting | P::Running => None,
+    }
 }

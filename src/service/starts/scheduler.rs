@@ -13,7 +13,7 @@
 //! - judges again the fires waiting for a constraint whose time has come.
 //!
 //! A fire is recorded under an identity derived from what fired, in the same write as its
-//! run ([`starts::fire`]): however often a crash or a second scheduler repeats one, it happens
+//! run ([`fire::fire`]): however often a crash or a second scheduler repeats one, it happens
 //! once.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 
+use super::fire::{self, Fired, Firing, Waiting};
 use crate::model::property::Values;
 use crate::model::run::RunRecord;
 use crate::model::schedule::{
@@ -30,9 +31,8 @@ use crate::rules::schedule::{self as rule, Cron};
 use crate::runtime::Runtime;
 use crate::runtime::clock;
 use crate::runtime::membership::{Duty, leads};
+use crate::service::catalog::{self, SCHEDULES_CHANGED};
 use crate::service::error::ServiceError;
-use crate::service::schedules::{self, CHANGED};
-use crate::service::starts::{self, Fired, Firing, Waiting};
 use crate::store::{Read, Reader, StoreError, Table, keys};
 
 /// How the scheduler behaves.
@@ -71,7 +71,7 @@ impl Entry {
 /// What the scheduler holds while it has the duty.
 #[derive(Default)]
 struct State {
-    /// The `CHANGED` counter when the schedules were read.
+    /// The `SCHEDULES_CHANGED` counter when the schedules were read.
     version: Option<u64>,
     entries: BTreeMap<String, Entry>,
 }
@@ -128,7 +128,7 @@ async fn tick(
 async fn refresh(runtime: &Runtime, state: &mut State) -> Result<(), StoreError> {
     let store = runtime.store();
     let version: u64 = store
-        .read(|r| r.get(Table::Meta, CHANGED))
+        .read(|r| r.get(Table::Meta, SCHEDULES_CHANGED))
         .await?
         .unwrap_or(0);
     if state.version == Some(version) {
@@ -151,7 +151,7 @@ async fn refresh(runtime: &Runtime, state: &mut State) -> Result<(), StoreError>
                 let cursor = match known.get(&key) {
                     Some((version, cursor)) if *version == s.last_update_time => *cursor,
                     _ => {
-                        let last = schedules::last_time_fire(r, &key)?.unwrap_or(0);
+                        let last = catalog::last_time_fire(r, &key)?.unwrap_or(0);
                         last.max(s.enabled_at.unwrap_or(0)).max(s.last_update_time)
                     }
                 };
@@ -254,7 +254,7 @@ async fn run_fires(runtime: &Runtime, firings: Vec<Firing>) -> Vec<Result<Fired,
                 Ok(last) => last,
                 Err(e) => return Err(e.into()),
             };
-            let fired = starts::fire(runtime, f, last_run).await;
+            let fired = fire::fire(runtime, f, last_run).await;
             if let Ok(Fired::Recorded(outcome)) = &fired {
                 count(outcome);
             }

@@ -1,0 +1,311 @@
+//! Starting the run of a schedule's fire: the same resolution and checks as a manual start,
+//! with the schedule's properties as a level of the hierarchy, and its constraints judged in
+//! the same write that records the fire and its run (or that it waits or was skipped), under
+//! a key derived from the fire, so it happens once.
+
+use std::collections::BTreeMap;
+
+use crate::model::access::Act;
+use crate::model::property::Values;
+use crate::model::run::{Launch, ProgramStatus, RunKey, RunRecord};
+use crate::model::schedule::{Constraint, Fire, FireOutcome, Schedule, ScheduleStatus, StartedBy};
+use crate::model::server::Owner;
+use crate::rules::schedule::Verdict;
+use crate::runtime::clock;
+use crate::runtime::handle::Runtime;
+use crate::service::error::ServiceError;
+use crate::store::keys;
+use crate::store::{Read, StoreError, Table, Txn};
+
+use super::{
+    Layout, MAX_START_TRIES, Recorded, Resolved, Starting, record_rejected, record_start,
+    solve_layout,
+};
+
+/// A fire of a schedule, on its way to the store: what fired, and the arguments its run gets
+/// beside the schedule's properties.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Firing {
+    /// The schedule's key in `Schedules`.
+    pub schedule: String,
+    /// The schedule's `lastUpdateTime` when the fire was decided: a schedule changed since
+    /// decides again.
+    pub version: u64,
+    pub by: StartedBy,
+    /// The run's runtime arguments from the trigger (`logical.start.time`, `triggering.*`,
+    /// arguments copied from the triggering run).
+    pub args: Values,
+}
+
+/// What became of a fire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fired {
+    /// Recorded now, with this outcome.
+    Recorded(FireOutcome),
+    /// Recorded before (another server, or before a crash): nothing done.
+    Already,
+    /// The schedule is gone, suspended or changed since the fire was decided: nothing done.
+    Stale,
+}
+
+/// Records the fire `f` of a schedule: its run (started or REJECTED), or that it waits for a
+/// constraint or was skipped, in one write with the fire's record, whose key makes it happen
+/// once. A run it records is started here. `last_run` is when the program's newest run that
+/// did not fail started (for `LAST_RUN`), read before.
+pub async fn fire(
+    runtime: &Runtime,
+    f: Firing,
+    last_run: Option<u64>,
+) -> Result<Fired, ServiceError> {
+    let registry = runtime.deps().registry.clone();
+    let store = runtime.store();
+    let member = &runtime.deps().member;
+    let owner = Owner {
+        server: member.name.to_string(),
+        lease: member.lease(),
+        since: clock::now_secs(),
+    };
+    let mut solved: Option<(Resolved, Layout)> = None;
+    for _ in 0..MAX_START_TRIES {
+        let (r, f, o) = (registry.clone(), f.clone(), owner.clone());
+        let outcome = store
+            .write(move |tx| record_fire(tx, &r, &f, last_run, solved.clone(), &o))
+            .await?;
+        match outcome {
+            FireRecorded::Done(fired, run) => {
+                if let Some(run) = run {
+                    runtime.spawn(*run);
+                }
+                return Ok(fired);
+            }
+            FireRecorded::Unsolved(resolved) => {
+                let r = registry.clone();
+                solved = Some(
+                    tokio::task::spawn_blocking(move || {
+                        solve_layout(&r, &resolved).map(|layout| (*resolved, layout))
+                    })
+                    .await
+                    .map_err(|e| ServiceError::unfinished("the layout's solution", &e))??,
+                );
+            }
+        }
+    }
+    Err(ServiceError::Changed(format!(
+        "schedule {}: the run's profile, preferences or template kept changing while it started ({MAX_START_TRIES} tries)",
+        f.schedule
+    )))
+}
+
+/// What [`record_fire`] did.
+enum FireRecorded {
+    Done(Fired, Option<Box<RunRecord>>),
+    Unsolved(Box<Resolved>),
+}
+
+/// The write of [`fire`].
+fn record_fire(
+    tx: &mut Txn,
+    registry: &crate::runtime::registry::Registry,
+    f: &Firing,
+    last_run: Option<u64>,
+    solved: Option<(Resolved, Layout)>,
+    owner: &Owner,
+) -> Result<FireRecorded, ServiceError> {
+    let fire_key = keys::fire(&f.schedule, &f.by.fire);
+    let done = |fired| Ok(FireRecorded::Done(fired, None));
+    let earlier = tx.get::<Fire>(Table::Fires, &fire_key)?;
+    if earlier
+        .as_ref()
+        .is_some_and(|e| !matches!(e.outcome, FireOutcome::Waiting { .. }))
+    {
+        tx.delete(Table::WaitingFires, &fire_key);
+        return done(Fired::Already);
+    }
+    let Some(schedule) = tx.get::<Schedule>(Table::Schedules, &f.schedule)? else {
+        tx.delete(Table::WaitingFires, &fire_key);
+        return done(Fired::Stale);
+    };
+    if schedule.status != ScheduleStatus::Scheduled
+        || (earlier.is_none() && schedule.last_update_time != f.version)
+    {
+        if earlier.is_some() {
+            // A waiting fire of a schedule suspended since: dropped, and said so.
+            let reason = "the schedule was suspended while the fire waited".to_string();
+            put_fire(
+                tx,
+                f,
+                FireOutcome::Skipped {
+                    reason: reason.clone(),
+                },
+            )?;
+            return done(Fired::Recorded(FireOutcome::Skipped { reason }));
+        }
+        return done(Fired::Stale);
+    }
+    let key = RunKey {
+        namespace: schedule.namespace.clone(),
+        app: schedule.application.clone(),
+        program: schedule.program.program_name.clone(),
+        run: crate::rules::schedule::run_id(&schedule.path(), &f.by.fire, f.by.time),
+    };
+    if tx.get::<RunRecord>(Table::Runs, &key.key())?.is_some() {
+        return done(Fired::Already);
+    }
+    let active = if schedule
+        .constraints
+        .iter()
+        .any(|c| matches!(c, Constraint::Concurrency { .. }))
+    {
+        tx.scan::<serde_json::Value>(
+            Table::Active,
+            &keys::program_runs(&key.namespace, &key.app, &key.program),
+        )?
+        .len()
+    } else {
+        0
+    };
+    let facts = crate::rules::schedule::Facts {
+        now: clock::now_millis(),
+        fired: f.by.time,
+        active,
+        last_run,
+        timeout: schedule.timeout_millis,
+    };
+    match crate::rules::schedule::judge(&schedule.constraints, &facts) {
+        Verdict::Skip { reason } => {
+            let outcome = FireOutcome::Skipped { reason };
+            put_fire(tx, f, outcome.clone())?;
+            return done(Fired::Recorded(outcome));
+        }
+        Verdict::Wait { reason, until } => {
+            let outcome = FireOutcome::Waiting { reason };
+            put_fire(tx, f, outcome.clone())?;
+            tx.put(
+                Table::WaitingFires,
+                &fire_key,
+                &Waiting {
+                    until,
+                    fire: f.clone(),
+                },
+            )?;
+            return done(Fired::Recorded(outcome));
+        }
+        Verdict::Go => {}
+    }
+    let act = Act {
+        actor: format!("schedule:{}", schedule.path()),
+        action: "run.start".into(),
+        namespace: Some(key.namespace.clone()),
+        target: key.run.clone(),
+    };
+    let mut args = schedule.properties.clone();
+    args.extend(f.args.clone());
+    let how = Starting {
+        owner,
+        act: &act,
+        schedule: Some((&schedule, &f.by)),
+    };
+    let run = match record_start(tx, registry, key.clone(), f.args.clone(), solved, &how) {
+        Ok(Recorded::Unsolved(resolved)) => return Ok(FireRecorded::Unsolved(resolved)),
+        Ok(Recorded::Started(run)) => Some(run),
+        Ok(Recorded::Rejected(_)) => None,
+        // What a manual start answers with an error (a disabled or missing profile, a bad
+        // property) leaves a REJECTED run with the reason: nobody is there to read an error.
+        Err(e @ (ServiceError::Store(_) | ServiceError::Internal(_))) => return Err(e),
+        Err(e) => {
+            let run = unresolved_run(tx, key.clone(), args.clone(), &f.by)?;
+            record_rejected(tx, run, e.to_string(), &act)?;
+            None
+        }
+    };
+    // The run keeps the schedule's properties among its arguments, as CDAP's do.
+    let run = match run {
+        Some(mut run) => {
+            run.args = args;
+            tx.put(Table::Runs, &key.key(), &run)?;
+            Some(run)
+        }
+        None => None,
+    };
+    let outcome = FireOutcome::Started {
+        run: key.run.clone(),
+    };
+    put_fire(tx, f, outcome.clone())?;
+    tx.delete(Table::WaitingFires, &fire_key);
+    Ok(FireRecorded::Done(Fired::Recorded(outcome), run))
+}
+
+/// A fire waiting for a constraint, in `WaitingFires`: judged again at `until`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Waiting {
+    pub until: u64,
+    pub fire: Firing,
+}
+
+/// Puts the record of fire `f` with `outcome`.
+fn put_fire(tx: &mut Txn, f: &Firing, outcome: FireOutcome) -> Result<(), StoreError> {
+    let name = f
+        .schedule
+        .rsplit('/')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    tx.put(
+        Table::Fires,
+        &keys::fire(&f.schedule, &f.by.fire),
+        &Fire {
+            schedule: name,
+            id: f.by.fire.clone(),
+            time: f.by.time,
+            recorded: clock::now_millis(),
+            outcome,
+            triggering: f.by.triggering.clone(),
+        },
+    )
+}
+
+/// A run record for `key` that could not be resolved, to be recorded REJECTED: what is
+/// known of it (its program's command, if the program exists).
+fn unresolved_run(
+    r: &impl Read,
+    key: RunKey,
+    args: Values,
+    by: &StartedBy,
+) -> Result<RunRecord, StoreError> {
+    let program = r
+        .get::<crate::model::app::App>(Table::Apps, &keys::app(&key.namespace, &key.app))?
+        .and_then(|a| a.program(&key.program).cloned());
+    Ok(RunRecord {
+        key,
+        status: ProgramStatus::Pending,
+        starting: clock::now_secs(),
+        start: None,
+        end: None,
+        args,
+        profile: String::new(),
+        provisioner: String::new(),
+        profile_properties: Vec::new(),
+        keepalive: crate::model::profile::Keepalive::default(),
+        timeout: None,
+        launch: Launch {
+            command: program
+                .as_ref()
+                .map(|p| p.command.clone())
+                .unwrap_or_default(),
+            env: program.map(|p| p.env).unwrap_or_default(),
+        },
+        cluster: crate::model::run::ClusterState::default(),
+        failure: None,
+        stop: None,
+        exit: None,
+        template: None,
+        layout: BTreeMap::new(),
+        node_types: BTreeMap::new(),
+        config: None,
+        launcher: None,
+        started_by: Some(by.clone()),
+        format: crate::model::run::RUN_FORMAT,
+    })
+}
