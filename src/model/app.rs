@@ -45,6 +45,11 @@ pub struct AppSpec {
     pub config: Values,
     #[serde(default)]
     pub programs: Vec<Program>,
+    /// Schedules deployed with the app (each with its `name`): created, or updated where
+    /// they exist; deleted with the app.
+    #[serde(default)]
+    #[schemars(length(max = 1000))]
+    pub schedules: Vec<crate::model::schedule::ScheduleBody>,
 }
 
 /// A deployed app.

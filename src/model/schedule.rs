@@ -391,6 +391,89 @@ pub struct RunEnd {
     pub args: Values,
 }
 
+/// Schedule `ns/app/name` as `body` makes it: a new one (`old` none: `program` and `trigger`
+/// required, `SUSPENDED` unless the body says otherwise), or `old` with the fields the body
+/// gives (its program cannot change), changed by `by` at `now` (epoch ms). Unchecked: see
+/// [`check`].
+pub fn merge(
+    (ns, app, name): (&str, &str, &str),
+    body: &ScheduleBody,
+    old: Option<&Schedule>,
+    by: &str,
+    now: u64,
+) -> Result<Schedule, Invalid> {
+    for (field, given, path) in [
+        ("name", &body.name, name),
+        ("namespace", &body.namespace, ns),
+        ("application", &body.application, app),
+    ] {
+        if let Some(g) = given
+            && g != path
+        {
+            return Err(Invalid::new(
+                field,
+                format!("'{g}' differs from the path's '{path}'"),
+            ));
+        }
+    }
+    let Some(old) = old else {
+        let program = body
+            .program
+            .clone()
+            .ok_or_else(|| Invalid::new("program", "required: {programName, programType}"))?;
+        let trigger = body
+            .trigger
+            .clone()
+            .ok_or_else(|| Invalid::new("trigger", "required"))?;
+        let status = body.status.unwrap_or_default();
+        return Ok(Schedule {
+            namespace: ns.to_string(),
+            application: app.to_string(),
+            name: name.to_string(),
+            description: body.description.clone().unwrap_or_default(),
+            program,
+            properties: body.properties.clone().unwrap_or_default(),
+            trigger,
+            constraints: body.constraints.clone().unwrap_or_default(),
+            timeout_millis: body.timeout_millis.unwrap_or(DEFAULT_TIMEOUT_MILLIS),
+            catch_up: body.catch_up.unwrap_or_default(),
+            status,
+            last_update_time: now,
+            enabled_at: (status == ScheduleStatus::Scheduled).then_some(now),
+            updated_by: Some(by.to_string()),
+        });
+    };
+    if let Some(p) = &body.program
+        && (p.program_name != old.program.program_name
+            || !p
+                .program_type
+                .eq_ignore_ascii_case(&old.program.program_type))
+    {
+        return Err(Invalid::new(
+            "program",
+            "a schedule's program cannot change: delete the schedule and create a new one",
+        ));
+    }
+    let status = body.status.unwrap_or(old.status);
+    Ok(Schedule {
+        description: body.description.clone().unwrap_or(old.description.clone()),
+        properties: body.properties.clone().unwrap_or(old.properties.clone()),
+        trigger: body.trigger.clone().unwrap_or(old.trigger.clone()),
+        constraints: body.constraints.clone().unwrap_or(old.constraints.clone()),
+        timeout_millis: body.timeout_millis.unwrap_or(old.timeout_millis),
+        catch_up: body.catch_up.unwrap_or(old.catch_up),
+        status,
+        last_update_time: now,
+        enabled_at: match (old.status, status) {
+            (ScheduleStatus::Suspended, ScheduleStatus::Scheduled) => Some(now),
+            (_, ScheduleStatus::Suspended) => None,
+            (ScheduleStatus::Scheduled, ScheduleStatus::Scheduled) => old.enabled_at,
+        },
+        updated_by: Some(by.to_string()),
+        ..old.clone()
+    })
+}
+
 /// Checks the shape and bounds of a complete schedule `s` (after an update's merge).
 pub fn check(s: &Schedule) -> Result<(), Invalid> {
     names::check("name", &s.name)?;

@@ -11,6 +11,7 @@ use crate::model::app::{App, AppSpec, check_spec};
 use crate::model::names;
 use crate::model::namespace;
 use crate::model::property::Level;
+use crate::model::schedule::{Schedule, ScheduleBody, merge};
 use crate::runtime::clock;
 use crate::service::catalog;
 use crate::service::error::ServiceError;
@@ -32,6 +33,7 @@ pub async fn put(
     check_spec(&spec)?;
     let act = Act::new(caller, "app.put", Some(&ns), &name);
     let instance_admin = caller.grants.instance_admin;
+    let caller = caller.clone();
     store
         .write(move |tx| {
             let namespace = catalog::require_namespace(tx, &ns)?;
@@ -56,6 +58,7 @@ pub async fn put(
                 deployed_by: Some(act.actor.clone()),
             };
             tx.put(Table::Apps, &keys::app(&app.namespace, &app.name), &app)?;
+            deploy_schedules(tx, &caller, &app, &spec.schedules)?;
             changes::record(tx, &act)?;
             Ok(app)
         })
@@ -84,6 +87,41 @@ pub async fn list(store: &Store, ns: String) -> Result<Vec<App>, ServiceError> {
         .await
 }
 
+/// Creates or updates the schedules an app's spec carries, in the write that deploys it
+/// (after the app, whose programs they name). An error names the schedule's place in the
+/// spec.
+fn deploy_schedules(
+    tx: &mut crate::store::Txn,
+    caller: &Caller,
+    app: &App,
+    bodies: &[ScheduleBody],
+) -> Result<(), ServiceError> {
+    let now = clock::now_millis();
+    for (i, body) in bodies.iter().enumerate() {
+        let at = |e: ServiceError| {
+            if let ServiceError::Invalid(inv) = &e {
+                return ServiceError::invalid(
+                    format!("schedules[{i}].{}", inv.field),
+                    inv.message.clone(),
+                );
+            }
+            e
+        };
+        let name = body
+            .name
+            .clone()
+            .ok_or_else(|| ServiceError::invalid(format!("schedules[{i}].name"), "required"))?;
+        names::check(&format!("schedules[{i}].name"), &name)?;
+        let key = keys::schedule(&app.namespace, &app.name, &name);
+        let old = tx.get::<Schedule>(Table::Schedules, &key)?;
+        let names = (app.namespace.as_str(), app.name.as_str(), name.as_str());
+        let s = merge(names, body, old.as_ref(), &caller.name, now).map_err(|e| at(e.into()))?;
+        catalog::check_schedule(&s, caller, now).map_err(at)?;
+        catalog::save_schedule(tx, &s, caller, old.is_none()).map_err(at)?;
+    }
+    Ok(())
+}
+
 /// Deletes app `name` and its preferences; refused while one of its runs holds a cluster.
 pub async fn delete(
     store: &Store,
@@ -92,7 +130,7 @@ pub async fn delete(
     name: String,
 ) -> Result<App, ServiceError> {
     namespace::check_name(&ns)?;
-    store
+    let (app, schedules) = store
         .write(move |tx| {
             let app = catalog::require_app(tx, &ns, &name)?;
             let active: Vec<String> = tx
@@ -108,9 +146,21 @@ pub async fn delete(
                 });
             }
             catalog::delete_app_preferences(tx, &ns, &name)?;
+            let schedules: Vec<Schedule> = tx
+                .scan::<Schedule>(Table::Schedules, &format!("{}/", keys::app(&ns, &name)))?
+                .into_iter()
+                .map(|(_, s)| s)
+                .collect();
+            for s in &schedules {
+                catalog::forget_schedule(tx, s)?;
+            }
             tx.delete(Table::Apps, &keys::app(&ns, &name));
             changes::record(tx, &act)?;
-            Ok(app)
+            Ok((app, schedules))
         })
-        .await
+        .await?;
+    for s in &schedules {
+        catalog::forget_fires(store, s).await?;
+    }
+    Ok(app)
 }

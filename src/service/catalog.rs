@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::model::access::{Trust, runs_on_host};
+use crate::model::access::{Caller, Trust, runs_on_host};
 use crate::model::app::{App, Program, WORKFLOWS};
 use crate::model::namespace::{DEFAULT, Namespace};
 use crate::model::plan::NodeRecord;
@@ -447,4 +447,131 @@ pub fn last_time_fire(r: &crate::store::Reader, key: &str) -> Result<Option<u64>
     let prefix = format!("{key}/t");
     let page = r.scan_back::<Fire>(Table::Fires, &prefix, None, 1, 1, |_, _| true)?;
     Ok(page.entries.first().map(|(_, f)| f.time))
+}
+
+/// The `Meta` key that counts the schedules of namespace `ns`.
+fn schedule_count_key(ns: &str) -> String {
+    format!("schedules/{ns}")
+}
+
+/// Marks that a schedule changed, for the scheduler.
+pub fn touch_schedules(tx: &mut Txn) -> Result<(), StoreError> {
+    let n: u64 = tx.get(Table::Meta, SCHEDULES_CHANGED)?.unwrap_or(0);
+    tx.put(Table::Meta, SCHEDULES_CHANGED, &(n + 1))
+}
+
+/// The checks of schedule `s` made by `caller` that need no store: shape and bounds, cron
+/// expressions and time zones, the argument mapping, and that a program-status trigger
+/// watches the caller's own namespace.
+pub fn check_schedule(s: &Schedule, caller: &Caller, now: u64) -> Result<(), ServiceError> {
+    crate::model::schedule::check(s)?;
+    crate::rules::schedule::check_trigger(&s.trigger, now)?;
+    crate::rules::schedule::check_constraints(&s.constraints)?;
+    let mapped = crate::rules::schedule::mapping(&s.properties)?;
+    // Copied arguments become the triggered run's runtime arguments: checked as those are.
+    let targets: Values = mapped
+        .into_iter()
+        .map(|(_, t)| (t, String::new()))
+        .collect();
+    resolve::check_overrides(Level::Runtime, &targets)?;
+    for (_, t) in s.trigger.walk() {
+        if let crate::model::schedule::Trigger::ProgramStatus { program_id, .. } = t
+            && let Some(other) = &program_id.namespace
+            && *other != s.namespace
+            && !caller.grants.instance_admin
+        {
+            // The end of another namespace's runs (and their arguments, which a triggered
+            // run may copy) is that namespace's to share.
+            return Err(ServiceError::invalid(
+                "trigger.programId.namespace",
+                format!(
+                    "a schedule in namespace '{}' may watch only its own namespace's programs, not '{other}' (an instance admin may)",
+                    s.namespace
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The checks of schedule `s` against the store: its program exists; its properties are a
+/// valid level (keys, overrides, a profile that exists and is enabled); a profile that runs
+/// programs on the server's host only where the caller may choose one.
+pub fn check_schedule_in_store(
+    r: &impl Read,
+    s: &Schedule,
+    instance_admin: bool,
+) -> Result<(), ServiceError> {
+    let ns = &s.namespace;
+    let namespace = require_namespace(r, ns)?;
+    require_program(r, ns, &s.application, WORKFLOWS, &s.program.program_name)?;
+    let checked = check_level(r, ns, Level::Schedule, &s.properties);
+    // The keys are checked as preferences are; here they are the schedule's properties.
+    if let Err(ServiceError::Invalid(i)) = &checked
+        && i.field == "preferences"
+    {
+        return Err(ServiceError::invalid("properties", i.message.clone()));
+    }
+    checked?;
+    if !(instance_admin || namespace.allow_host_programs) {
+        refuse_host_profile(r, ns, "properties", &s.properties)?;
+    }
+    Ok(())
+}
+
+/// Checks schedule `s` (checked with [`check_schedule`]) against the store and stores it, as
+/// `caller` made it; a `new` one counts against its namespace's bound.
+pub fn save_schedule(
+    tx: &mut Txn,
+    s: &Schedule,
+    caller: &Caller,
+    new: bool,
+) -> Result<(), ServiceError> {
+    use crate::model::schedule::MAX_PER_NAMESPACE;
+    check_schedule_in_store(tx, s, caller.grants.instance_admin)?;
+    if new {
+        let count: usize = tx
+            .get(Table::Meta, &schedule_count_key(&s.namespace))?
+            .unwrap_or(0);
+        if count >= MAX_PER_NAMESPACE {
+            return Err(ServiceError::TooManySchedules {
+                namespace: s.namespace.clone(),
+                max: MAX_PER_NAMESPACE,
+            });
+        }
+        tx.put(Table::Meta, &schedule_count_key(&s.namespace), &(count + 1))?;
+    }
+    tx.put(
+        Table::Schedules,
+        &keys::schedule(&s.namespace, &s.application, &s.name),
+        s,
+    )?;
+    touch_schedules(tx)?;
+    Ok(())
+}
+
+/// Removes schedule `s` from the store, in a write: its record, its count, and the fires it
+/// has waiting. (Its fire records go after, in batches: [`forget_fires`].)
+pub fn forget_schedule(tx: &mut Txn, s: &Schedule) -> Result<(), StoreError> {
+    let key = keys::schedule(&s.namespace, &s.application, &s.name);
+    tx.delete(Table::Schedules, &key);
+    let count: usize = tx
+        .get(Table::Meta, &schedule_count_key(&s.namespace))?
+        .unwrap_or(0);
+    tx.put(
+        Table::Meta,
+        &schedule_count_key(&s.namespace),
+        &count.saturating_sub(1),
+    )?;
+    for (waiting, _) in tx.scan::<serde_json::Value>(Table::WaitingFires, &format!("{key}/"))? {
+        tx.delete(Table::WaitingFires, &waiting);
+    }
+    touch_schedules(tx)
+}
+
+/// Deletes the fire records of schedule `s` (already removed), in batches.
+pub async fn forget_fires(store: &crate::store::Store, s: &Schedule) -> Result<(), StoreError> {
+    let prefix = format!("{}/", keys::schedule(&s.namespace, &s.application, &s.name));
+    let fires = store.keys_under(Table::Fires, &prefix).await?;
+    store.delete_in_batches(Table::Fires, &fires).await
 }

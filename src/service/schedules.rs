@@ -1,38 +1,21 @@
 //! Schedules of programs (CDAP's v3 schedule API): create, update, read, list, delete,
 //! enable and disable, the next and previous fire times, and the record of each schedule's
-//! fires. Every change is one write that checks what it depends on: the program exists, a
+//! fires. Every change is one write that checks what it depends on (the catalog's
+//! `check_schedule` and `save_schedule`, which app deploys share): the program exists, a
 //! profile named in the properties exists, is enabled and may be chosen by the caller, and
-//! the namespace holds no more than [`MAX_PER_NAMESPACE`] schedules. Firing is
-//! [`super::scheduler`]'s.
+//! the namespace holds no more than `MAX_PER_NAMESPACE` schedules. Firing is the
+//! scheduler's (`starts::scheduler`).
 
 use crate::model::access::{Act, Caller};
 use crate::model::app::WORKFLOWS;
-use crate::model::invalid::Invalid;
 use crate::model::names;
 use crate::model::namespace;
-use crate::model::property::Level;
-use crate::model::schedule::{
-    self, CatchUp, DEFAULT_TIMEOUT_MILLIS, Fire, MAX_PER_NAMESPACE, Schedule, ScheduleBody,
-    ScheduleStatus, Trigger,
-};
+use crate::model::schedule::{self, Fire, Schedule, ScheduleBody, ScheduleStatus};
 use crate::rules::schedule::{self as rule, Cron};
 use crate::runtime::clock;
 use crate::service::catalog;
 use crate::service::error::ServiceError;
-use crate::store::{Read, Store, StoreError, Table, Txn, changes, keys};
-
-/// The `Meta` key that counts the schedules of namespace `ns`.
-fn count_key(ns: &str) -> String {
-    format!("schedules/{ns}")
-}
-
-/// Marks that a schedule changed, for the scheduler.
-fn touch(tx: &mut Txn) -> Result<(), StoreError> {
-    let n: u64 = tx
-        .get(Table::Meta, catalog::SCHEDULES_CHANGED)?
-        .unwrap_or(0);
-    tx.put(Table::Meta, catalog::SCHEDULES_CHANGED, &(n + 1))
-}
+use crate::store::{Read, Store, Table, changes, keys};
 
 /// Which schedule a request names.
 #[derive(Debug, Clone)]
@@ -73,52 +56,18 @@ pub async fn create(
     body: ScheduleBody,
 ) -> Result<Schedule, ServiceError> {
     id.check()?;
-    check_body_names(&id, &body)?;
-    let program = body
-        .program
-        .clone()
-        .ok_or_else(|| Invalid::new("program", "required: {programName, programType}"))?;
-    let trigger = body
-        .trigger
-        .clone()
-        .ok_or_else(|| Invalid::new("trigger", "required"))?;
     let now = clock::now_millis();
-    let status = body.status.unwrap_or_default();
-    let s = Schedule {
-        namespace: id.namespace.clone(),
-        application: id.app.clone(),
-        name: id.name.clone(),
-        description: body.description.clone().unwrap_or_default(),
-        program,
-        properties: body.properties.clone().unwrap_or_default(),
-        trigger,
-        constraints: body.constraints.clone().unwrap_or_default(),
-        timeout_millis: body.timeout_millis.unwrap_or(DEFAULT_TIMEOUT_MILLIS),
-        catch_up: body.catch_up.unwrap_or(CatchUp::None),
-        status,
-        last_update_time: now,
-        enabled_at: (status == ScheduleStatus::Scheduled).then_some(now),
-        updated_by: Some(caller.name.clone()),
-    };
-    check(&s, caller, now)?;
+    let names = (id.namespace.as_str(), id.app.as_str(), id.name.as_str());
+    let s = schedule::merge(names, &body, None, &caller.name, now)?;
+    catalog::check_schedule(&s, caller, now)?;
     let act = Act::new(caller, "schedule.create", Some(&id.namespace), &id.path());
-    let instance_admin = caller.grants.instance_admin;
+    let caller = caller.clone();
     store
         .write(move |tx| {
             if tx.get::<Schedule>(Table::Schedules, &id.key())?.is_some() {
                 return Err(ServiceError::ScheduleExists(id.path()));
             }
-            check_in_store(tx, &s, instance_admin)?;
-            let count: usize = tx.get(Table::Meta, &count_key(&id.namespace))?.unwrap_or(0);
-            if count >= MAX_PER_NAMESPACE {
-                return Err(ServiceError::TooManySchedules {
-                    namespace: id.namespace.clone(),
-                    max: MAX_PER_NAMESPACE,
-                });
-            }
-            tx.put(Table::Meta, &count_key(&id.namespace), &(count + 1))?;
-            tx.put(Table::Schedules, &id.key(), &s)?;
-            touch(tx)?;
+            catalog::save_schedule(tx, &s, &caller, true)?;
             changes::record(tx, &act)?;
             Ok(s.clone())
         })
@@ -135,47 +84,16 @@ pub async fn update(
     body: ScheduleBody,
 ) -> Result<Schedule, ServiceError> {
     id.check()?;
-    check_body_names(&id, &body)?;
     let act = Act::new(caller, "schedule.update", Some(&id.namespace), &id.path());
-    let instance_admin = caller.grants.instance_admin;
     let caller = caller.clone();
     store
         .write(move |tx| {
             let old = require(tx, &id)?;
-            if let Some(p) = &body.program
-                && (p.program_name != old.program.program_name
-                    || !p
-                        .program_type
-                        .eq_ignore_ascii_case(&old.program.program_type))
-            {
-                return Err(ServiceError::invalid(
-                    "program",
-                    "a schedule's program cannot change: delete the schedule and create a new one",
-                ));
-            }
             let now = clock::now_millis();
-            let status = body.status.unwrap_or(old.status);
-            let s = Schedule {
-                description: body.description.clone().unwrap_or(old.description.clone()),
-                properties: body.properties.clone().unwrap_or(old.properties.clone()),
-                trigger: body.trigger.clone().unwrap_or(old.trigger.clone()),
-                constraints: body.constraints.clone().unwrap_or(old.constraints.clone()),
-                timeout_millis: body.timeout_millis.unwrap_or(old.timeout_millis),
-                catch_up: body.catch_up.unwrap_or(old.catch_up),
-                status,
-                last_update_time: now,
-                enabled_at: match (old.status, status) {
-                    (ScheduleStatus::Suspended, ScheduleStatus::Scheduled) => Some(now),
-                    (_, ScheduleStatus::Suspended) => None,
-                    _ => old.enabled_at,
-                },
-                updated_by: Some(caller.name.clone()),
-                ..old.clone()
-            };
-            check(&s, &caller, now)?;
-            check_in_store(tx, &s, instance_admin)?;
-            tx.put(Table::Schedules, &id.key(), &s)?;
-            touch(tx)?;
+            let names = (id.namespace.as_str(), id.app.as_str(), id.name.as_str());
+            let s = schedule::merge(names, &body, Some(&old), &caller.name, now)?;
+            catalog::check_schedule(&s, &caller, now)?;
+            catalog::save_schedule(tx, &s, &caller, false)?;
             changes::record(tx, &act)?;
             Ok(s)
         })
@@ -210,7 +128,7 @@ pub async fn set_status(
             }
             if status == ScheduleStatus::Scheduled {
                 // The profile it names may have been disabled since it was written.
-                check_in_store(tx, &old, instance_admin)?;
+                catalog::check_schedule_in_store(tx, &old, instance_admin)?;
             }
             let now = clock::now_millis();
             let s = Schedule {
@@ -220,7 +138,7 @@ pub async fn set_status(
                 ..old
             };
             tx.put(Table::Schedules, &id.key(), &s)?;
-            touch(tx)?;
+            catalog::touch_schedules(tx)?;
             changes::record(tx, &act)?;
             Ok(s)
         })
@@ -303,37 +221,13 @@ pub async fn delete(
     let removed = store
         .write(move |tx| {
             let s = require(tx, &id)?;
-            forget(tx, &s)?;
+            catalog::forget_schedule(tx, &s)?;
             changes::record(tx, &act)?;
             Ok::<_, ServiceError>(s)
         })
         .await?;
-    forget_fires(store, &removed).await?;
+    catalog::forget_fires(store, &removed).await?;
     Ok(removed)
-}
-
-/// Removes schedule `s` from the store, in a write: its record, its count, and the fires it
-/// has waiting. (Its fire records go after, in batches: [`forget_fires`].)
-pub fn forget(tx: &mut Txn, s: &Schedule) -> Result<(), StoreError> {
-    let key = keys::schedule(&s.namespace, &s.application, &s.name);
-    tx.delete(Table::Schedules, &key);
-    let count: usize = tx.get(Table::Meta, &count_key(&s.namespace))?.unwrap_or(0);
-    tx.put(
-        Table::Meta,
-        &count_key(&s.namespace),
-        &count.saturating_sub(1),
-    )?;
-    for (waiting, _) in tx.scan::<serde_json::Value>(Table::WaitingFires, &format!("{key}/"))? {
-        tx.delete(Table::WaitingFires, &waiting);
-    }
-    touch(tx)
-}
-
-/// Deletes the fire records of schedule `s` (already removed), in batches.
-pub async fn forget_fires(store: &Store, s: &Schedule) -> Result<(), StoreError> {
-    let prefix = format!("{}/", keys::schedule(&s.namespace, &s.application, &s.name));
-    let fires = store.keys_under(Table::Fires, &prefix).await?;
-    store.delete_in_batches(Table::Fires, &fires).await
 }
 
 /// The fires of schedule `id`, newest first: at most `limit`, before fire `before` if given.
@@ -464,76 +358,4 @@ pub fn next_times(s: &Schedule, now: u64, count: usize) -> Vec<u64> {
     times.dedup();
     times.truncate(count);
     times
-}
-
-/// The checks of a schedule that need no store: shape and bounds, cron expressions and time
-/// zones, and that a program-status trigger watches the caller's own namespace.
-fn check(s: &Schedule, caller: &Caller, now: u64) -> Result<(), ServiceError> {
-    schedule::check(s)?;
-    rule::check_trigger(&s.trigger, now)?;
-    let mapped = rule::mapping(&s.properties)?;
-    // Copied arguments become the triggered run's runtime arguments: checked as those are.
-    let targets: crate::model::property::Values = mapped
-        .into_iter()
-        .map(|(_, t)| (t, String::new()))
-        .collect();
-    crate::rules::resolve::check_overrides(Level::Runtime, &targets)?;
-    rule::check_constraints(&s.constraints)?;
-    for (_, t) in s.trigger.walk() {
-        if let Trigger::ProgramStatus { program_id, .. } = t
-            && let Some(other) = &program_id.namespace
-            && *other != s.namespace
-            && !caller.grants.instance_admin
-        {
-            // The end of another namespace's runs (and their arguments, which a triggered
-            // run may copy) is that namespace's to share.
-            return Err(ServiceError::invalid(
-                "trigger.programId.namespace",
-                format!(
-                    "a schedule in namespace '{}' may watch only its own namespace's programs, not '{other}' (an instance admin may)",
-                    s.namespace
-                ),
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// The checks of a schedule against the store: its program exists; its properties are a
-/// valid level (keys, overrides, a profile that exists and is enabled); a profile that runs
-/// programs on the server's host only where the caller may choose one.
-fn check_in_store(tx: &Txn, s: &Schedule, instance_admin: bool) -> Result<(), ServiceError> {
-    let ns = &s.namespace;
-    let namespace = catalog::require_namespace(tx, ns)?;
-    catalog::require_program(tx, ns, &s.application, WORKFLOWS, &s.program.program_name)?;
-    catalog::check_level(tx, ns, Level::Schedule, &s.properties).map_err(|e| match e {
-        // The keys are checked as preferences are; here they are the schedule's properties.
-        ServiceError::Invalid(i) if i.field == "preferences" => {
-            ServiceError::invalid("properties", i.message)
-        }
-        other => other,
-    })?;
-    if !(instance_admin || namespace.allow_host_programs) {
-        catalog::refuse_host_profile(tx, ns, "properties", &s.properties)?;
-    }
-    Ok(())
-}
-
-/// A body's `name`, `namespace` and `application` must be the path's, if given.
-fn check_body_names(id: &ScheduleId, body: &ScheduleBody) -> Result<(), ServiceError> {
-    for (field, given, path) in [
-        ("name", &body.name, &id.name),
-        ("namespace", &body.namespace, &id.namespace),
-        ("application", &body.application, &id.app),
-    ] {
-        if let Some(g) = given
-            && g != path
-        {
-            return Err(ServiceError::invalid(
-                field,
-                format!("'{g}' differs from the path's '{path}'"),
-            ));
-        }
-    }
-    Ok(())
 }

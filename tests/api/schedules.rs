@@ -584,3 +584,53 @@ fn bad_schedules_are_refused_naming_the_field() {
     assert_eq!(code, 200);
     assert_eq!(list, json!([]), "a refused schedule was kept");
 }
+
+#[test]
+fn schedules_deploy_and_go_with_their_app() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    let app = |cron: &str| {
+        json!({
+            "programs": [{"type": "workflows", "name": "p", "command": ["true"]}],
+            "schedules": [{
+                "name": "nightly",
+                "program": {"programName": "p", "programType": "WORKFLOW"},
+                "trigger": {"type": "TIME", "cronExpression": cron, "timeZone": "Europe/Berlin"}
+            }]
+        })
+    };
+    let (code, body) = server.put("/v3/namespaces/default/apps/etl", app("0 4 * * *"));
+    assert_eq!(code, 200, "{body}");
+    let (code, s) = server.get(&schedule("etl", "nightly"));
+    assert_eq!(code, 200, "{s}");
+    assert_eq!(s["status"], "SUSPENDED", "a deployed schedule waits to be enabled");
+    let (code, _) = server.post(&format!("{}/enable", schedule("etl", "nightly")));
+    assert_eq!(code, 200);
+    // Deployed again: updated in place, still enabled.
+    let (code, body) = server.put("/v3/namespaces/default/apps/etl", app("0 5 * * *"));
+    assert_eq!(code, 200, "{body}");
+    let (_, s) = server.get(&schedule("etl", "nightly"));
+    assert_eq!(s["trigger"]["cronExpression"], "0 5 * * *");
+    assert_eq!(s["status"], "SCHEDULED");
+    let (code, next) = server.get(&format!("{}/next?count=3", schedule("etl", "nightly")));
+    assert_eq!(code, 200, "{next}");
+    let times: Vec<u64> = next
+        .as_array()
+        .expect("times")
+        .iter()
+        .map(|t| t.as_u64().expect("ms"))
+        .collect();
+    assert_eq!(times.len(), 3);
+    assert!(times.windows(2).all(|w| w[1] - w[0] >= 23 * 3600 * 1000), "{times:?}");
+    assert_error(
+        server.put("/v3/namespaces/default/apps/etl", app("0 0 31 2 *")),
+        400,
+        "schedules[0].trigger.cronExpression",
+    );
+    let (code, body) = server.delete("/v3/namespaces/default/apps/etl");
+    assert_eq!(code, 200, "{body}");
+    let (code, _) = server.get(&schedule("etl", "nightly"));
+    assert_eq!(code, 404);
+    let (_, all) = server.get("/v3/namespaces/default/schedules");
+    assert_eq!(all, json!([]));
+}
