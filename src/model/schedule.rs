@@ -312,6 +312,9 @@ pub struct Fire {
     /// The run whose end fired it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub triggering: Option<TriggeringRun>,
+    /// The server that recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
 }
 
 /// What became of a fire.

@@ -603,7 +603,10 @@ fn schedules_deploy_and_go_with_their_app() {
     assert_eq!(code, 200, "{body}");
     let (code, s) = server.get(&schedule("etl", "nightly"));
     assert_eq!(code, 200, "{s}");
-    assert_eq!(s["status"], "SUSPENDED", "a deployed schedule waits to be enabled");
+    assert_eq!(
+        s["status"], "SUSPENDED",
+        "a deployed schedule waits to be enabled"
+    );
     let (code, _) = server.post(&format!("{}/enable", schedule("etl", "nightly")));
     assert_eq!(code, 200);
     // Deployed again: updated in place, still enabled.
@@ -621,7 +624,10 @@ fn schedules_deploy_and_go_with_their_app() {
         .map(|t| t.as_u64().expect("ms"))
         .collect();
     assert_eq!(times.len(), 3);
-    assert!(times.windows(2).all(|w| w[1] - w[0] >= 23 * 3600 * 1000), "{times:?}");
+    assert!(
+        times.windows(2).all(|w| w[1] - w[0] >= 23 * 3600 * 1000),
+        "{times:?}"
+    );
     assert_error(
         server.put("/v3/namespaces/default/apps/etl", app("0 0 31 2 *")),
         400,

@@ -843,3 +843,92 @@ fn sigterm_with_drain_hands_the_runs_over_first() {
     assert!(taken, "{:?}", events(&s1, &run));
     assert_clean(&sim, &[run.as_str()], 1);
 }
+
+/// Schedules fire on one server of the installation at a time; when it is SIGKILLed another
+/// takes over within the lease's time to live and a few seconds, carries on from the last
+/// recorded fire, and no fire time runs twice.
+#[test]
+fn the_scheduling_server_dies_and_another_fires_on_without_doubling_a_time() {
+    let cluster = Cluster::start(1);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let install = Installation::new(&cluster, dir.path(), TTL, "/ebb-test/scheduler");
+    // Fire times missed in the failover are late, not missed: all of them run.
+    let grace = ["--schedule-grace", "60s"];
+    let s0 = install.server_with("s0", &grace);
+    let s1 = install.server_with("s1", &grace);
+    let s2 = install.server_with("s2", &grace);
+    deploy(&s0, "tick", "true", json!({}));
+    let schedule = "/v3/namespaces/default/apps/tick/schedules/s";
+    let (code, body) = s0.put(
+        schedule,
+        json!({"program": {"programName": "p", "programType": "WORKFLOW"},
+               "trigger": {"type": "TIME", "cronExpression": "* * * * * *"},
+               "status": "SCHEDULED"}),
+    );
+    assert_eq!(code, 200, "{body}");
+    let fires = |s: &Server| -> Vec<Value> {
+        let (code, body) = s.get(&format!("{schedule}/fires?limit=1000"));
+        assert_eq!(code, 200, "{body}");
+        body.as_array().expect("fires").clone()
+    };
+    let started = Instant::now();
+    let firer = loop {
+        if let Some(f) = fires(&s1).first() {
+            break f["server"].as_str().expect("server").to_string();
+        }
+        assert!(started.elapsed() < Duration::from_secs(15), "nothing fired");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    let mut live = vec![("s0", s0), ("s1", s1), ("s2", s2)];
+    let at = live
+        .iter()
+        .position(|(n, _)| *n == firer)
+        .expect("a server fires");
+    let (_, dead) = live.remove(at);
+    dead.kill();
+    let killed = Instant::now();
+    let other = &live[0].1;
+    let taken_over = loop {
+        let newest = fires(other);
+        if let Some(f) = newest.first()
+            && f["server"] != firer.as_str()
+        {
+            break f["server"].as_str().expect("server").to_string();
+        }
+        assert!(
+            killed.elapsed() < TTL + Duration::from_secs(10),
+            "no other server fired after {:?}",
+            killed.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_ne!(taken_over, firer);
+    std::thread::sleep(Duration::from_secs(2));
+    let (code, _) = other.post(&format!("{schedule}/disable"));
+    assert_eq!(code, 200);
+    std::thread::sleep(Duration::from_millis(500));
+    let all = fires(other);
+    let mut times: Vec<u64> = all
+        .iter()
+        .map(|f| {
+            assert_eq!(f["outcome"]["status"], "STARTED", "{f}");
+            f["time"].as_u64().expect("time")
+        })
+        .collect();
+    times.sort_unstable();
+    let every: Vec<u64> = (times[0]..=*times.last().expect("fired"))
+        .step_by(1000)
+        .collect();
+    assert_eq!(
+        times, every,
+        "each second fired exactly once across the failover"
+    );
+    let (code, runs) = other.get("/v3/namespaces/default/apps/tick/workflows/p/runs?limit=1000");
+    assert_eq!(code, 200, "{runs}");
+    assert_eq!(
+        runs.as_array().expect("runs").len(),
+        every.len(),
+        "one run per fire"
+    );
+}

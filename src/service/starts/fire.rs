@@ -134,6 +134,7 @@ fn record_fire(
             let reason = "the schedule was suspended while the fire waited".to_string();
             put_fire(
                 tx,
+                owner,
                 f,
                 FireOutcome::Skipped {
                     reason: reason.clone(),
@@ -175,12 +176,12 @@ fn record_fire(
     match crate::rules::schedule::judge(&schedule.constraints, &facts) {
         Verdict::Skip { reason } => {
             let outcome = FireOutcome::Skipped { reason };
-            put_fire(tx, f, outcome.clone())?;
+            put_fire(tx, owner, f, outcome.clone())?;
             return done(Fired::Recorded(outcome));
         }
         Verdict::Wait { reason, until } => {
             let outcome = FireOutcome::Waiting { reason };
-            put_fire(tx, f, outcome.clone())?;
+            put_fire(tx, owner, f, outcome.clone())?;
             tx.put(
                 Table::WaitingFires,
                 &fire_key,
@@ -231,7 +232,7 @@ fn record_fire(
     let outcome = FireOutcome::Started {
         run: key.run.clone(),
     };
-    put_fire(tx, f, outcome.clone())?;
+    put_fire(tx, owner, f, outcome.clone())?;
     tx.delete(Table::WaitingFires, &fire_key);
     Ok(FireRecorded::Done(Fired::Recorded(outcome), run))
 }
@@ -245,7 +246,12 @@ pub struct Waiting {
 }
 
 /// Puts the record of fire `f` with `outcome`.
-fn put_fire(tx: &mut Txn, f: &Firing, outcome: FireOutcome) -> Result<(), StoreError> {
+fn put_fire(
+    tx: &mut Txn,
+    owner: &Owner,
+    f: &Firing,
+    outcome: FireOutcome,
+) -> Result<(), StoreError> {
     let name = f
         .schedule
         .rsplit('/')
@@ -262,6 +268,7 @@ fn put_fire(tx: &mut Txn, f: &Firing, outcome: FireOutcome) -> Result<(), StoreE
             recorded: clock::now_millis(),
             outcome,
             triggering: f.by.triggering.clone(),
+            server: Some(owner.server.clone()),
         },
     )
 }

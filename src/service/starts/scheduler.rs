@@ -334,6 +334,7 @@ async fn record_skip(
         recorded: clock::now_millis(),
         outcome: FireOutcome::Skipped { reason },
         triggering: None,
+        server: Some(runtime.deps().member.name.to_string()),
     };
     let missed = skipped.count as u64;
     runtime
