@@ -41,6 +41,7 @@ fn main() -> ExitCode {
         | Command::Pref(_)
         | Command::App(_)
         | Command::Run(_)
+        | Command::Schedule(_)
         | Command::Template(_)
         | Command::Plan(_)
         | Command::Secure(_)

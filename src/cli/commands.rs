@@ -2,7 +2,9 @@
 
 use super::args::{ClientArgs, Command};
 use super::client::{CliError, Client};
-use super::{apps, namespaces, preferences, profiles, runs, securekeys, system, templates, tokens};
+use super::{
+    apps, namespaces, preferences, profiles, runs, schedules, securekeys, system, templates, tokens,
+};
 
 /// Runs a client command; the result is the process's exit code.
 pub fn run(args: &ClientArgs, command: Command) -> Result<u8, CliError> {
@@ -21,6 +23,7 @@ pub fn run(args: &ClientArgs, command: Command) -> Result<u8, CliError> {
         Command::Pref(cmd) => preferences::pref(&client, json, cmd).map(|()| 0),
         Command::App(cmd) => apps::app(&client, json, cmd).map(|()| 0),
         Command::Run(cmd) => runs::run(&client, json, cmd),
+        Command::Schedule(cmd) => schedules::schedule(&client, json, *cmd).map(|()| 0),
         Command::Template(cmd) => templates::template(&client, json, cmd).map(|()| 0),
         Command::Plan(args) => templates::plan(&client, json, args).map(|()| 0),
         Command::Secure(cmd) => securekeys::secure(&client, json, cmd).map(|()| 0),

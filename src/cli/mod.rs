@@ -14,6 +14,7 @@ mod output;
 mod preferences;
 mod profiles;
 mod runs;
+mod schedules;
 mod securekeys;
 mod store;
 mod system;

@@ -20,7 +20,11 @@ pub fn record(tx: &mut Txn, run: &RunRecord) -> Result<(), StoreError> {
             run: run.key.run.clone(),
             status,
         },
-        time: run.end.unwrap_or(run.starting).saturating_mul(1000),
+        // When the end is recorded, to the millisecond (the record keeps seconds): the run a
+        // trigger starts is named after it, and sorts after the run that ended.
+        time: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
         args: run.args.clone(),
     };
     tx.put(Table::RunEnds, &run.key.run, &end)

@@ -379,3 +379,67 @@ fn secure_keys_from_the_cli_never_print_their_data() {
     ok(&s, &["secure", "delete", "db"]);
     assert!(!ok(&s, &["secure", "list"]).contains("db"));
 }
+
+#[test]
+fn schedules_from_flags() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = Server::start(&dir);
+    crate::support::runs::deploy(&s, "etl", "true", serde_json::json!({}));
+    let made = ok(
+        &s,
+        &[
+            "schedule",
+            "create",
+            "default/etl/nightly",
+            "--program",
+            "p",
+            "--cron",
+            "0 4 * * *",
+            "--time-zone",
+            "Europe/Berlin",
+            "--property",
+            "day=monday",
+        ],
+    );
+    assert!(made.contains("SUSPENDED"), "{made}");
+    assert!(made.contains("cron '0 4 * * *' Europe/Berlin"), "{made}");
+    let next = ok(&s, &["schedule", "next", "default/etl/nightly", "--count", "2"]);
+    assert_eq!(next.lines().count(), 2, "{next}");
+    assert!(next.contains("04:00:00 Europe/Berlin"), "{next}");
+    ok(&s, &["schedule", "enable", "default/etl/nightly"]);
+    ok(
+        &s,
+        &[
+            "schedule",
+            "create",
+            "default/etl/after",
+            "--program",
+            "p",
+            "--after",
+            "default/etl/p",
+            "--on",
+            "failed,killed",
+        ],
+    );
+    let list = ok(&s, &["schedule", "list"]);
+    assert!(list.contains("etl/nightly") && list.contains("SCHEDULED"), "{list}");
+    assert!(list.contains("after default/etl/p FAILED|KILLED"), "{list}");
+    let listed = json(&s, &["schedule", "list", "--app", "etl"]);
+    assert_eq!(listed.as_array().expect("list").len(), 2, "{listed}");
+    ok(&s, &["schedule", "update", "default/etl/nightly", "--cron", "0 5 * * *"]);
+    let got = json(&s, &["schedule", "get", "default/etl/nightly"]);
+    assert_eq!(got["trigger"]["cronExpression"], "0 5 * * *");
+    assert_eq!(got["trigger"].get("timeZone"), None, "a new --cron replaces the trigger");
+    let err = fails(&s, &["schedule", "create", "default/etl/x", "--program", "p"]);
+    assert!(err.contains("--cron or --after"), "{err}");
+    let err = fails(&s, &["schedule", "create", "etl/x", "--program", "p", "--cron", "* * * * *"]);
+    assert!(err.contains("NAMESPACE/APP/NAME"), "{err}");
+    let err = fails(
+        &s,
+        &["schedule", "create", "default/etl/x", "--program", "p", "--cron", "0 0 31 2 *"],
+    );
+    assert!(err.contains("never fires"), "{err}");
+    ok(&s, &["schedule", "delete", "default/etl/after"]);
+    let fires = ok(&s, &["schedule", "fires", "default/etl/nightly"]);
+    assert!(fires.contains("FIRED FOR"), "{fires}");
+}
