@@ -458,6 +458,8 @@ fn connections_per_worker(workers: usize) -> usize {
 /// describes every metric; `None` (and a warning) when one is installed already.
 fn metrics_recorder() -> Option<metrics_exporter_prometheus::PrometheusHandle> {
     use crate::model::metrics::{ALL, BATCH_BUCKETS, Kind, SECONDS_BUCKETS, STORE_COMMIT_BATCH};
+    use crate::model::metrics::{LIVE_CLUSTERS, LIVE_NODES, LIVE_RUNS};
+    const LIVE: [&str; 3] = [LIVE_RUNS.name, LIVE_CLUSTERS.name, LIVE_NODES.name];
     use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
     let built = PrometheusBuilder::new()
         .set_buckets(SECONDS_BUCKETS)
@@ -480,7 +482,8 @@ fn metrics_recorder() -> Option<metrics_exporter_prometheus::PrometheusHandle> {
             Kind::Counter => metrics::describe_counter!(m.name, m.help),
             Kind::Histogram => metrics::describe_histogram!(m.name, m.help),
             // The live gauges are read from the store at each scrape.
-            Kind::Gauge => {}
+            Kind::Gauge if LIVE.contains(&m.name) => {}
+            Kind::Gauge => metrics::describe_gauge!(m.name, m.help),
         }
     }
     Some(handle)
