@@ -656,7 +656,12 @@ pub struct ScheduleSpec {
     #[arg(long, value_name = "NAMESPACE/APP/PROGRAM")]
     pub after: Option<String>,
     /// With --after: the ends that fire it, comma-separated (default COMPLETED).
-    #[arg(long, requires = "after", value_delimiter = ',', value_name = "STATUS,...")]
+    #[arg(
+        long,
+        requires = "after",
+        value_delimiter = ',',
+        value_name = "STATUS,..."
+    )]
     pub on: Vec<String>,
     /// A property KEY=VALUE of its runs (system.profile.name=USER:nightly, a runtime
     /// argument); repeat for more.

@@ -8,14 +8,14 @@ use super::args::{ScheduleCmd, ScheduleSpec};
 use super::client::{CliError, Client, read_answer};
 use super::input::{read_json, split_pair};
 use super::output::{self, done, out, table};
-use crate::model::schedule::{Fire, FireOutcome, Schedule, Trigger};
+use crate::model::schedule::{Fire, FireOutcome, Schedule};
 
 /// The API path of schedule `NAMESPACE/APP/NAME`.
 fn schedule_path(schedule: &str) -> Result<String, CliError> {
     match schedule.split('/').collect::<Vec<_>>().as_slice() {
-        [ns, app, name] if !ns.is_empty() && !app.is_empty() && !name.is_empty() => Ok(format!(
-            "/v3/namespaces/{ns}/apps/{app}/schedules/{name}"
-        )),
+        [ns, app, name] if !ns.is_empty() && !app.is_empty() && !name.is_empty() => {
+            Ok(format!("/v3/namespaces/{ns}/apps/{app}/schedules/{name}"))
+        }
         _ => Err(CliError::Usage(format!(
             "'{schedule}' is not NAMESPACE/APP/NAME"
         ))),
@@ -60,7 +60,7 @@ pub fn schedule(client: &Client, json: bool, cmd: ScheduleCmd) -> Result<(), Cli
                         format!("{}/{}", s.application, s.name),
                         s.program.program_name.clone(),
                         s.status.to_string(),
-                        trigger_text(&s.trigger),
+                        s.trigger.summary(),
                     ]
                 })
                 .collect();
@@ -153,7 +153,10 @@ fn body(spec: &ScheduleSpec, new: bool) -> Result<Value, CliError> {
         let on: Vec<String> = if spec.on.is_empty() {
             vec!["COMPLETED".into()]
         } else {
-            spec.on.iter().map(|s| s.trim().to_ascii_uppercase()).collect()
+            spec.on
+                .iter()
+                .map(|s| s.trim().to_ascii_uppercase())
+                .collect()
         };
         body.insert(
             "trigger".into(),
@@ -193,41 +196,6 @@ fn body(spec: &ScheduleSpec, new: bool) -> Result<Value, CliError> {
     Ok(Value::Object(body))
 }
 
-/// A trigger in a line.
-fn trigger_text(t: &Trigger) -> String {
-    match t {
-        Trigger::Time {
-            cron_expression,
-            time_zone,
-        } => format!(
-            "cron '{cron_expression}' {}",
-            time_zone.as_deref().unwrap_or("UTC")
-        ),
-        Trigger::ProgramStatus {
-            program_id,
-            program_statuses,
-        } => {
-            let statuses: Vec<String> = program_statuses.iter().map(ToString::to_string).collect();
-            format!(
-                "after {}/{}/{} {}",
-                program_id.namespace.as_deref().unwrap_or("(same namespace)"),
-                program_id.application,
-                program_id.program,
-                statuses.join("|")
-            )
-        }
-        Trigger::And { triggers } | Trigger::Or { triggers } => {
-            let parts: Vec<String> = triggers.iter().map(trigger_text).collect();
-            let joint = if matches!(t, Trigger::And { .. }) {
-                " and "
-            } else {
-                " or "
-            };
-            format!("({})", parts.join(joint))
-        }
-    }
-}
-
 fn show(json: bool, answer: Value) -> Result<(), CliError> {
     if json {
         output::json(&answer);
@@ -237,16 +205,13 @@ fn show(json: bool, answer: Value) -> Result<(), CliError> {
     out!("schedule:    {}", s.path());
     out!("program:     {}", s.program.program_name);
     out!("status:      {}", s.status);
-    out!("trigger:     {}", trigger_text(&s.trigger));
+    out!("trigger:     {}", s.trigger.summary());
     out!("catch-up:    {}", s.catch_up);
     if !s.description.is_empty() {
         out!("description: {}", s.description);
     }
     for (k, v) in &s.properties {
-        out!(
-            "property:    {k}={}",
-            crate::model::property::redact(k, v)
-        );
+        out!("property:    {k}={}", crate::model::property::redact(k, v));
     }
     for c in &s.constraints {
         out!(
@@ -264,7 +229,11 @@ fn next(client: &Client, path: &str, count: usize) -> Result<(), CliError> {
     let zone = crate::rules::schedule::time_parts(&s.trigger)
         .first()
         .and_then(|(_, z)| *z)
-        .and_then(|z| jiff::tz::TimeZone::get(z).ok().map(|tz| (z.to_string(), tz)));
+        .and_then(|z| {
+            jiff::tz::TimeZone::get(z)
+                .ok()
+                .map(|tz| (z.to_string(), tz))
+        });
     let times: Vec<u64> = read_answer(client.get(&format!("{path}/next?count={count}"))?)?;
     if times.is_empty() {
         out!("next:        none (not a time schedule)");
@@ -272,7 +241,10 @@ fn next(client: &Client, path: &str, count: usize) -> Result<(), CliError> {
     for t in times {
         let local = zone.as_ref().and_then(|(name, tz)| {
             let at = jiff::Timestamp::from_millisecond(i64::try_from(t).ok()?).ok()?;
-            Some(format!(" ({} {name})", at.to_zoned(tz.clone()).strftime("%Y-%m-%d %H:%M:%S")))
+            Some(format!(
+                " ({} {name})",
+                at.to_zoned(tz.clone()).strftime("%Y-%m-%d %H:%M:%S")
+            ))
         });
         out!(
             "next:        {}{}",

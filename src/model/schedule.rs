@@ -140,6 +140,45 @@ impl Trigger {
         out
     }
 
+    /// The trigger in a line: `cron '0 4 * * *' Europe/Berlin`, `after ns/app/p COMPLETED`.
+    pub fn summary(&self) -> String {
+        match self {
+            Trigger::Time {
+                cron_expression,
+                time_zone,
+            } => format!(
+                "cron '{cron_expression}' {}",
+                time_zone.as_deref().unwrap_or("UTC")
+            ),
+            Trigger::ProgramStatus {
+                program_id,
+                program_statuses,
+            } => {
+                let statuses: Vec<String> =
+                    program_statuses.iter().map(ToString::to_string).collect();
+                format!(
+                    "after {}/{}/{} {}",
+                    program_id
+                        .namespace
+                        .as_deref()
+                        .unwrap_or("(same namespace)"),
+                    program_id.application,
+                    program_id.program,
+                    statuses.join("|")
+                )
+            }
+            Trigger::And { triggers } | Trigger::Or { triggers } => {
+                let parts: Vec<String> = triggers.iter().map(Trigger::summary).collect();
+                let joint = if matches!(self, Trigger::And { .. }) {
+                    " and "
+                } else {
+                    " or "
+                };
+                format!("({})", parts.join(joint))
+            }
+        }
+    }
+
     /// Its category as CDAP's `trigger-type` query names it.
     pub fn category(&self) -> &'static str {
         match self {

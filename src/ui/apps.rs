@@ -189,6 +189,7 @@ pub async fn program(state: State, ctx: Ctx, path: web::Path<ProgramPath>) -> An
         .await,
     )?;
     let choices = need(profiles::list(&state.store, Some(p.ns.clone()), true).await)?;
+    let schedules = super::schedules::section(&state, &ctx, &p).await?;
     let base = format!("/ui/ns/{}/apps/{}/{}", p.ns, p.app, p.program);
     let may_start = ctx.may(
         Method::POST,
@@ -230,6 +231,7 @@ pub async fn program(state: State, ctx: Ctx, path: web::Path<ProgramPath>) -> An
             }
             div #preview aria-live="polite" {}
         }
+        (schedules)
         h2 { "Newest runs" }
         @if recent.runs.is_empty() { p.muted { "None yet." } }
         ul {

@@ -364,11 +364,12 @@ pub fn frame(ctx: &Ctx, title: &str, body: Markup) -> HttpResponse {
 /// A status as a badge whose colour says how it went.
 pub fn badge(status: &str) -> Markup {
     let class = match status {
-        "COMPLETED" | "PROVISIONED" | "ENABLED" | "SUCCEEDED" | "CREATED" => "ok",
+        "COMPLETED" | "PROVISIONED" | "ENABLED" | "SUCCEEDED" | "CREATED" | "SCHEDULED"
+        | "STARTED" => "ok",
         "FAILED" | "REJECTED" | "ORPHANED" | "TIMED_OUT" | "ROLLED_BACK" => "bad",
         "RUNNING" | "STARTING" | "PENDING" | "PROVISIONING" | "DEPROVISIONING"
         | "POLLING_CREATE" | "POLLING_DELETE" | "REQUESTING_CREATE" | "REQUESTING_DELETE" => "live",
-        "WAITING" | "KILLED" | "DISABLED" => "wait",
+        "WAITING" | "KILLED" | "DISABLED" | "SUSPENDED" | "SKIPPED" => "wait",
         _ => "done",
     };
     html! { span.badge.(class) { (status) } }

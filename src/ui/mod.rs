@@ -11,8 +11,9 @@
 //! [`session::check`] exactly as [`guard`](crate::api::guard) checks the API's rows. A page
 //! shows only the buttons its caller may use ([`layout::Ctx::may`]).
 //!
-//! - [`overview`], [`runs`] (with [`timeline`]), [`profiles`] (with [`widgets`]), [`apps`],
-//!   [`templates`], [`admin`] (secure keys, janitor, namespaces): the pages;
+//! - [`overview`], [`runs`] (with [`timeline`]), [`profiles`] (with [`widgets`]), [`apps`]
+//!   (with [`schedules`]), [`templates`], [`admin`] (secure keys, janitor, namespaces): the
+//!   pages;
 //! - [`layout`]: the page frame and the pieces pages share; [`assets`]: the static files.
 
 pub mod admin;
@@ -23,6 +24,7 @@ pub mod layout;
 pub mod overview;
 pub mod profiles;
 pub mod runs;
+pub mod schedules;
 pub mod session;
 pub mod templates;
 pub mod timeline;
@@ -149,6 +151,24 @@ pub fn table() -> Vec<Route> {
             "/ns/{ns}/apps/{app}/{program}/start",
             OPERATE,
             || web::post().to(apps::start),
+        ),
+        row(
+            M::POST,
+            "/ns/{ns}/apps/{app}/{program}/schedules",
+            ADMIN,
+            || web::post().to(schedules::create),
+        ),
+        row(
+            M::POST,
+            "/ns/{ns}/apps/{app}/{program}/schedules/preview",
+            VIEW,
+            || web::post().to(schedules::preview),
+        ),
+        row(
+            M::POST,
+            "/ns/{ns}/apps/{app}/schedules/{name}/status",
+            OPERATE,
+            || web::post().to(schedules::set_status),
         ),
         row(M::GET, "/templates", TOKEN, || {
             web::get().to(templates::list)

@@ -403,7 +403,10 @@ fn schedules_from_flags() {
     );
     assert!(made.contains("SUSPENDED"), "{made}");
     assert!(made.contains("cron '0 4 * * *' Europe/Berlin"), "{made}");
-    let next = ok(&s, &["schedule", "next", "default/etl/nightly", "--count", "2"]);
+    let next = ok(
+        &s,
+        &["schedule", "next", "default/etl/nightly", "--count", "2"],
+    );
     assert_eq!(next.lines().count(), 2, "{next}");
     assert!(next.contains("04:00:00 Europe/Berlin"), "{next}");
     ok(&s, &["schedule", "enable", "default/etl/nightly"]);
@@ -422,21 +425,59 @@ fn schedules_from_flags() {
         ],
     );
     let list = ok(&s, &["schedule", "list"]);
-    assert!(list.contains("etl/nightly") && list.contains("SCHEDULED"), "{list}");
+    assert!(
+        list.contains("etl/nightly") && list.contains("SCHEDULED"),
+        "{list}"
+    );
     assert!(list.contains("after default/etl/p FAILED|KILLED"), "{list}");
     let listed = json(&s, &["schedule", "list", "--app", "etl"]);
     assert_eq!(listed.as_array().expect("list").len(), 2, "{listed}");
-    ok(&s, &["schedule", "update", "default/etl/nightly", "--cron", "0 5 * * *"]);
+    ok(
+        &s,
+        &[
+            "schedule",
+            "update",
+            "default/etl/nightly",
+            "--cron",
+            "0 5 * * *",
+        ],
+    );
     let got = json(&s, &["schedule", "get", "default/etl/nightly"]);
     assert_eq!(got["trigger"]["cronExpression"], "0 5 * * *");
-    assert_eq!(got["trigger"].get("timeZone"), None, "a new --cron replaces the trigger");
-    let err = fails(&s, &["schedule", "create", "default/etl/x", "--program", "p"]);
+    assert_eq!(
+        got["trigger"].get("timeZone"),
+        None,
+        "a new --cron replaces the trigger"
+    );
+    let err = fails(
+        &s,
+        &["schedule", "create", "default/etl/x", "--program", "p"],
+    );
     assert!(err.contains("--cron or --after"), "{err}");
-    let err = fails(&s, &["schedule", "create", "etl/x", "--program", "p", "--cron", "* * * * *"]);
+    let err = fails(
+        &s,
+        &[
+            "schedule",
+            "create",
+            "etl/x",
+            "--program",
+            "p",
+            "--cron",
+            "* * * * *",
+        ],
+    );
     assert!(err.contains("NAMESPACE/APP/NAME"), "{err}");
     let err = fails(
         &s,
-        &["schedule", "create", "default/etl/x", "--program", "p", "--cron", "0 0 31 2 *"],
+        &[
+            "schedule",
+            "create",
+            "default/etl/x",
+            "--program",
+            "p",
+            "--cron",
+            "0 0 31 2 *",
+        ],
     );
     assert!(err.contains("never fires"), "{err}");
     ok(&s, &["schedule", "delete", "default/etl/after"]);

@@ -136,6 +136,14 @@ fn a_run_started_in_the_ui_is_watched_to_completion_live() {
 }
 
 #[test]
+fn a_schedule_is_made_previewed_enabled_and_seen_firing_from_the_ui() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    deploy(&server, "timed", "true", json!({}));
+    flow(&server, "schedules", &[]);
+}
+
+#[test]
 fn a_failed_runs_cluster_is_extended_then_deprovisioned_from_the_ui() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(&dir);

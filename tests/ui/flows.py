@@ -291,6 +291,45 @@ def flow_first_steps(page):
     shot(page, "janitor")
 
 
+def flow_schedules(page):
+    """A schedule made from its program's page: its cron previewed (next five times), made
+    suspended, enabled with its switch, fired; its run's page says which schedule started it."""
+    sign_in(page)
+    page.goto(URL + "/ui/ns/default/apps/timed/p")
+    expect(page.get_by_text("None: runs start only when asked.")).to_be_visible()
+    page.get_by_text("New schedule").click()
+    page.get_by_label("Name").fill("every5s")
+    # The time zone starts as the browser's own.
+    expect(page.get_by_label("Time zone")).not_to_have_value("")
+    page.get_by_label("Time zone").fill("UTC")
+    page.get_by_label("Cron expression").fill("0 0 31 2 *")
+    expect(page.locator("#cron-preview").get_by_role("alert")).to_contain_text("never fires")
+    page.get_by_label("Cron expression").fill("*/5 * * * * *")
+    expect(page.locator("#cron-preview li")).to_have_count(5)
+    page.get_by_label("Properties").fill("day=monday")
+    page.get_by_role("button", name="Create").click()
+    row = page.locator("tr#schedule-every5s")
+    expect(row.get_by_text("SUSPENDED")).to_be_visible()
+    assert api("GET", "/v3/namespaces/default/apps/timed/schedules/every5s/status")[1] == {"status": "SUSPENDED"}
+    row.get_by_role("button", name="Enable every5s").click()
+    expect(row.get_by_text("SCHEDULED")).to_be_visible()
+    expect(row.locator("time")).to_have_count(3)
+    shot(page, "schedules")
+    # It fires: the newest run of the program says what started it.
+    for _ in range(LIMIT // 250):
+        status, runs = api("GET", "/v3/namespaces/default/apps/timed/workflows/p/runs")
+        if status == 200 and runs:
+            break
+        page.wait_for_timeout(250)
+    else:
+        raise AssertionError("the schedule never fired")
+    page.goto(URL + "/ui/ns/default/apps/timed/p/runs/" + runs[0]["runid"])
+    expect(page.locator("p", has_text="Started by schedule default/timed/every5s")).to_be_visible()
+    page.goto(URL + "/ui/ns/default/apps/timed/p")
+    page.locator("tr#schedule-every5s").get_by_role("button", name="Disable every5s").click()
+    expect(page.locator("tr#schedule-every5s").get_by_text("SUSPENDED")).to_be_visible()
+
+
 FLOWS = {name[5:]: f for name, f in globals().items() if name.startswith("flow_")}
 
 

@@ -1,7 +1,8 @@
 // ebb's web UI: the few things a server-rendered page cannot do by itself.
 // - times (<time data-t>) are shown in the browser's own zone;
 // - deadlines (<time data-deadline>) read "in 2h 14m" and keep counting;
-// - date/time pickers send the browser's zone offset with them;
+// - date/time pickers send the browser's zone offset with them, and a new schedule's
+//   time zone starts as the browser's;
 // - the namespace picker goes to the same page in the namespace picked.
 // Everything here also runs on parts htmx swaps in.
 (function () {
@@ -39,6 +40,15 @@
   function zones(root) {
     root.querySelectorAll("input[name=tzOffset]").forEach(function (el) {
       el.value = String(new Date().getTimezoneOffset());
+    });
+    // A new schedule's time zone starts as the browser's own.
+    root.querySelectorAll("input[data-zone=browser]").forEach(function (el) {
+      if (el.dataset.bound) return;
+      el.dataset.bound = "1";
+      try {
+        var zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
+        if (zone) el.value = zone;
+      } catch (e) { /* keep UTC */ }
     });
   }
 

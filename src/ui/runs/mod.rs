@@ -280,6 +280,7 @@ pub async fn page_of(state: &State, ctx: &Ctx, key: RunKey) -> Answer {
             " / " a href=(format!("/ui/ns/{}/apps/{}/{}", run.namespace, run.app, run.program)) { (run.app) " / " (run.program) }
         }
         h1 { "Run " code { (run.runid) } }
+        @if let Some(by) = &run.started_by { (super::schedules::started_by(by)) }
         div #live hx-ext="sse" sse-connect=(format!("{href}/events")) sse-close="end" {
             div #status hx-get=(format!("{href}/status")) hx-trigger="sse:status, ebb-run-changed from:body" hx-swap="innerHTML" {
                 (status_panel(ctx, &run))
