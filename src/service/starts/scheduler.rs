@@ -45,8 +45,10 @@ pub struct Settings {
 
 /// Most fires recorded at once.
 const PARALLEL: usize = 64;
-/// Most run ends read per tick.
-const ENDS_PER_TICK: usize = 512;
+/// Most run ends read at once.
+const ENDS_PER_TICK: usize = 1024;
+/// Most pages of run ends offered per tick.
+const ENDS_PAGES: usize = 4;
 /// The longest a tick waits for the next.
 const TICK: Duration = Duration::from_secs(1);
 /// How many fire records each schedule keeps of each kind (times, run ends).
@@ -58,13 +60,19 @@ struct Entry {
     crons: Vec<Cron>,
     /// The newest cron time it fired for (or when it was enabled or last changed).
     cursor: u64,
+    /// Its next cron time after `cursor`.
+    next: Option<u64>,
     /// Fires recorded since the last trim of its fire records.
     fired: usize,
 }
 
 impl Entry {
-    fn next(&self) -> Option<u64> {
-        self.crons.iter().filter_map(|c| c.after(self.cursor)).min()
+    /// Moves its cursor to `time` (if later) and finds its next cron time.
+    fn advance(&mut self, time: u64) {
+        if time > self.cursor || self.next.is_none() {
+            self.cursor = self.cursor.max(time);
+            self.next = self.crons.iter().filter_map(|c| c.after(self.cursor)).min();
+        }
     }
 }
 
@@ -74,21 +82,19 @@ struct State {
     /// The `SCHEDULES_CHANGED` counter when the schedules were read.
     version: Option<u64>,
     entries: BTreeMap<String, Entry>,
+    /// The schedules with a program-status trigger, by the program they watch
+    /// (`ns/app/program`).
+    watchers: BTreeMap<String, Vec<String>>,
 }
 
 /// Fires schedules until the server stops.
 pub async fn run(runtime: Runtime, settings: Settings) {
     let mut state = State::default();
+    // At once at start, then at the next fire time (at least every second).
+    let mut wait = Duration::ZERO;
     loop {
-        let wait = state
-            .entries
-            .values()
-            .filter_map(Entry::next)
-            .min()
-            .map_or(TICK, |next| {
-                Duration::from_millis(next.saturating_sub(clock::now_millis())).min(TICK)
-            });
-        tokio::time::sleep(wait.max(Duration::from_millis(10))).await;
+        tokio::time::sleep(wait).await;
+        wait = TICK;
         let deps = runtime.deps();
         match leads(&deps.store, &deps.member, Duty::Scheduler).await {
             Ok(true) => {}
@@ -101,10 +107,18 @@ pub async fn run(runtime: Runtime, settings: Settings) {
                 continue;
             }
         }
-        if let Err(e) = tick(&runtime, &mut state, settings).await {
-            tracing::warn!(error = %e, "firing schedules failed; retried");
-            // Read everything again: what failed may have half happened.
-            state = State::default();
+        match tick(&runtime, &mut state, settings).await {
+            Ok(()) => {
+                if let Some(next) = state.entries.values().filter_map(|e| e.next).min() {
+                    let until = next.saturating_sub(clock::now_millis());
+                    wait = Duration::from_millis(until).clamp(Duration::from_millis(10), TICK);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "firing schedules failed; retried");
+                // Read everything again: what failed may have half happened.
+                state = State::default();
+            }
         }
     }
 }
@@ -162,23 +176,38 @@ async fn refresh(runtime: &Runtime, state: &mut State) -> Result<(), StoreError>
         .await?;
     let now = clock::now_millis();
     let mut entries = BTreeMap::new();
+    let mut watchers: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (key, schedule, cursor) in loaded {
         let crons = rule::time_parts(&schedule.trigger)
             .into_iter()
             .filter_map(|(e, z)| Cron::parse(e, z, now).ok())
             .collect();
         let fired = state.entries.get(&key).map_or(0, |e| e.fired);
-        entries.insert(
-            key,
-            Entry {
-                schedule,
-                crons,
-                cursor,
-                fired,
-            },
-        );
+        for (_, t) in schedule.trigger.walk() {
+            if let schedule::Trigger::ProgramStatus { program_id, .. } = t {
+                let ns = program_id
+                    .namespace
+                    .as_deref()
+                    .unwrap_or(&schedule.namespace);
+                let watched = format!("{ns}/{}/{}", program_id.application, program_id.program);
+                let keys = watchers.entry(watched).or_insert_with(Vec::new);
+                if !keys.contains(&key) {
+                    keys.push(key.clone());
+                }
+            }
+        }
+        let mut entry = Entry {
+            schedule,
+            crons,
+            cursor,
+            next: None,
+            fired,
+        };
+        entry.advance(cursor);
+        entries.insert(key, entry);
     }
     state.entries = entries;
+    state.watchers = watchers;
     state.version = Some(version);
     metrics::gauge!(crate::model::metrics::SCHEDULES_ENABLED.name).set(state.entries.len() as f64);
     Ok(())
@@ -195,7 +224,7 @@ async fn fire_times(
     let mut firings = Vec::new();
     let mut skips = Vec::new();
     for (key, entry) in &state.entries {
-        if entry.next().is_none_or(|next| next > now) {
+        if entry.next.is_none_or(|next| next > now) {
             continue;
         }
         let mut times = BTreeSet::new();
@@ -213,14 +242,14 @@ async fn fire_times(
     for (key, s, skipped) in skips {
         record_skip(runtime, &key, &s, &skipped).await?;
         if let Some(e) = state.entries.get_mut(&key) {
-            e.cursor = e.cursor.max(skipped.time);
+            e.advance(skipped.time);
         }
     }
     let results = run_fires(runtime, firings.iter().map(|(_, f)| f.clone()).collect()).await;
     for ((key, f), result) in firings.into_iter().zip(results) {
         result?;
         if let Some(e) = state.entries.get_mut(&key) {
-            e.cursor = e.cursor.max(f.by.time);
+            e.advance(f.by.time);
             e.fired += 1;
         }
         let lag = now.saturating_sub(f.by.time) as f64 / 1000.0;
@@ -352,42 +381,52 @@ async fn record_skip(
 }
 
 /// Offers the recorded run ends to the program-status triggers, and forgets each once its
-/// fires are recorded.
+/// fires are recorded; at most [`ENDS_PER_TICK`] a page, a few pages a tick.
 async fn offer_ends(runtime: &Runtime, state: &mut State) -> Result<(), ServiceError> {
     let store = runtime.store();
-    let ends = store
-        .read(|r| {
-            let page = r.scan_back::<RunEnd>(
-                Table::RunEnds,
-                "",
-                None,
-                ENDS_PER_TICK,
-                ENDS_PER_TICK,
-                |_, _| true,
-            )?;
-            Ok::<_, StoreError>(page.entries)
-        })
-        .await?;
-    if ends.is_empty() {
-        return Ok(());
-    }
-    let mut firings = Vec::new();
-    for (_, end) in &ends {
-        for (key, entry) in &state.entries {
-            if let Some(f) = end_firing(key, &entry.schedule, end) {
-                firings.push((key.clone(), f));
+    for _ in 0..ENDS_PAGES {
+        let ends = store
+            .read(|r| {
+                let page = r.scan_back::<RunEnd>(
+                    Table::RunEnds,
+                    "",
+                    None,
+                    ENDS_PER_TICK,
+                    ENDS_PER_TICK,
+                    |_, _| true,
+                )?;
+                Ok::<_, StoreError>(page.entries)
+            })
+            .await?;
+        if ends.is_empty() {
+            return Ok(());
+        }
+        let mut firings = Vec::new();
+        for (_, end) in &ends {
+            let t = &end.run;
+            let watched = format!("{}/{}/{}", t.namespace, t.application, t.program);
+            for key in state.watchers.get(&watched).into_iter().flatten() {
+                if let Some(entry) = state.entries.get(key)
+                    && let Some(f) = end_firing(key, &entry.schedule, end)
+                {
+                    firings.push((key.clone(), f));
+                }
             }
         }
-    }
-    let results = run_fires(runtime, firings.iter().map(|(_, f)| f.clone()).collect()).await;
-    for ((key, _), result) in firings.into_iter().zip(results) {
-        result?;
-        if let Some(e) = state.entries.get_mut(&key) {
-            e.fired += 1;
+        let results = run_fires(runtime, firings.iter().map(|(_, f)| f.clone()).collect()).await;
+        for ((key, _), result) in firings.into_iter().zip(results) {
+            result?;
+            if let Some(e) = state.entries.get_mut(&key) {
+                e.fired += 1;
+            }
+        }
+        let done: Vec<String> = ends.into_iter().map(|(k, _)| k).collect();
+        let full = done.len() == ENDS_PER_TICK;
+        store.delete_in_batches(Table::RunEnds, &done).await?;
+        if !full {
+            return Ok(());
         }
     }
-    let done: Vec<String> = ends.into_iter().map(|(k, _)| k).collect();
-    store.delete_in_batches(Table::RunEnds, &done).await?;
     Ok(())
 }
 
