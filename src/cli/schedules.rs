@@ -103,6 +103,7 @@ pub fn schedule(client: &Client, json: bool, cmd: ScheduleCmd) -> Result<(), Cli
                         FireOutcome::Started { run } => ("STARTED", format!("run {run}")),
                         FireOutcome::Skipped { reason } => ("SKIPPED", reason.clone()),
                         FireOutcome::Waiting { reason } => ("WAITING", reason.clone()),
+                        FireOutcome::Part { reason } => ("PART", reason.clone()),
                     };
                     let what = match &f.triggering {
                         Some(t) => format!("end of {} ({})", t.run, t.status),

@@ -202,7 +202,7 @@ pub const SCHEDULE_FIRES: Metric = m(
     "ebb_schedule_fires_total",
     Kind::Counter,
     &["outcome"],
-    "Schedule fires this server recorded, by outcome (started, skipped, waiting).",
+    "Schedule fires this server recorded, by outcome (started, skipped, waiting, part of an AND).",
 );
 pub const SCHEDULE_MISSED: Metric = m(
     "ebb_schedule_missed_total",

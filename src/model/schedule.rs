@@ -368,6 +368,30 @@ pub enum FireOutcome {
     Skipped { reason: String },
     /// Waiting for a constraint (`reason`).
     Waiting { reason: String },
+    /// A part of an `AND`, kept until the other parts fire too (`reason` says which).
+    Part { reason: String },
+}
+
+/// The parts of a schedule's `AND` that fired and wait for the others, each a list of the
+/// fires of one leaf of its trigger (numbered as `rules::schedule::leaves` numbers them).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Join {
+    /// The schedule's `lastUpdateTime` the parts are for: a changed schedule starts afresh.
+    pub version: u64,
+    pub parts: std::collections::BTreeMap<usize, Vec<PartFire>>,
+}
+
+/// One fire of a leaf of an `AND`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PartFire {
+    pub id: String,
+    pub time: u64,
+    #[serde(default)]
+    pub args: Values,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub triggering: Option<TriggeringRun>,
 }
 
 /// The run whose end fired a program-status trigger.

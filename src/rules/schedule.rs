@@ -8,6 +8,8 @@
 //! fall-back fold runs once (at its first instance), and a job with `*` in the hour runs on
 //! the wall clock as it goes; the times of one expression always strictly increase.
 
+use std::collections::BTreeSet;
+
 use croner::parser::{CronParser, Seconds, Year};
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
@@ -129,19 +131,82 @@ pub fn time_parts(trigger: &Trigger) -> Vec<(&str, Option<&str>)> {
         .collect()
 }
 
-/// Checks every cron expression and time zone of `trigger`. An `AND` is refused: ebb does
-/// not join the parts of one yet.
-pub fn check_trigger(trigger: &Trigger, now: u64) -> Result<(), Invalid> {
-    if trigger
+/// The leaves of `trigger` (its times and program statuses) with their place in it: the
+/// index of each among all its triggers, in [`Trigger::walk`] order.
+pub fn leaves(trigger: &Trigger) -> Vec<(usize, &Trigger)> {
+    trigger
+        .walk()
+        .into_iter()
+        .enumerate()
+        .filter(|(_, (_, t))| matches!(t, Trigger::Time { .. } | Trigger::ProgramStatus { .. }))
+        .map(|(i, (_, t))| (i, t))
+        .collect()
+}
+
+/// Whether `trigger` holds an `AND`: its leaves' fires are then parts, joined before the
+/// schedule fires.
+pub fn joins(trigger: &Trigger) -> bool {
+    trigger
         .walk()
         .iter()
         .any(|(_, t)| matches!(t, Trigger::And { .. }))
-    {
-        return Err(Invalid::new(
-            "trigger.type",
-            "AND composites are not supported yet: use OR, or one trigger",
-        ));
+}
+
+/// The leaves of `trigger` (as [`leaves`] numbers them) that the end of run
+/// `ns/app/program` with `status` meets, for a schedule in namespace `home`.
+pub fn end_leaves(
+    trigger: &Trigger,
+    home: &str,
+    ns: &str,
+    app: &str,
+    program: &str,
+    status: EndStatus,
+) -> Vec<usize> {
+    leaves(trigger)
+        .into_iter()
+        .filter(|(_, t)| meets_end(t, home, ns, app, program, status))
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// Whether `trigger` is met when the leaves in `fired` (numbered as [`leaves`] numbers them)
+/// have fired: the leaves that meet it (one way, the first found), or `None`.
+pub fn satisfied(trigger: &Trigger, fired: &BTreeSet<usize>) -> Option<BTreeSet<usize>> {
+    fn at(t: &Trigger, index: &mut usize, fired: &BTreeSet<usize>) -> Option<BTreeSet<usize>> {
+        let me = *index;
+        *index += 1;
+        match t {
+            Trigger::Time { .. } | Trigger::ProgramStatus { .. } => {
+                fired.contains(&me).then(|| BTreeSet::from([me]))
+            }
+            Trigger::And { triggers } => {
+                let mut used = BTreeSet::new();
+                let mut all = true;
+                for c in triggers {
+                    match at(c, index, fired) {
+                        Some(u) => used.extend(u),
+                        None => all = false,
+                    }
+                }
+                all.then_some(used)
+            }
+            Trigger::Or { triggers } => {
+                let mut first = None;
+                for c in triggers {
+                    let u = at(c, index, fired);
+                    if first.is_none() {
+                        first = u;
+                    }
+                }
+                first
+            }
+        }
     }
+    at(trigger, &mut 0, fired)
+}
+
+/// Checks every cron expression and time zone of `trigger`.
+pub fn check_trigger(trigger: &Trigger, now: u64) -> Result<(), Invalid> {
     for (expression, zone) in time_parts(trigger) {
         Cron::parse(expression, zone, now)?;
     }
@@ -317,7 +382,7 @@ pub fn meets_end(
         Trigger::Or { triggers } => triggers
             .iter()
             .any(|t| meets_end(t, home, ns, app, program, status)),
-        // An AND is refused when the schedule is made (`check_trigger`).
+        // An AND's parts are joined: see `joins` and `end_leaves`.
         Trigger::And { .. } | Trigger::Time { .. } => false,
     }
 }
@@ -711,6 +776,32 @@ mod tests {
         assert_eq!(u.get_version_num(), 7);
         let (secs, _) = u.get_timestamp().expect("time").to_unix();
         assert_eq!(secs, 1_700_000_000);
+    }
+
+    #[test]
+    fn an_and_is_met_once_each_part_has_fired() {
+        // AND(time 0, OR(status 2, status 3), time 4): walk order 0 AND, 1 TIME, 2 OR, 3 PS, 4 PS, 5 TIME.
+        let t: Trigger = serde_json::from_value(serde_json::json!({"type": "AND", "triggers": [
+            {"type": "TIME", "cronExpression": "0 4 * * *"},
+            {"type": "OR", "triggers": [
+                {"type": "PROGRAM_STATUS", "programStatuses": ["COMPLETED"],
+                 "programId": {"application": "a", "program": "p"}},
+                {"type": "PROGRAM_STATUS", "programStatuses": ["COMPLETED"],
+                 "programId": {"application": "b", "program": "p"}}]},
+            {"type": "TIME", "cronExpression": "0 5 * * *"}]}))
+        .expect("trigger");
+        let numbers: Vec<usize> = leaves(&t).into_iter().map(|(i, _)| i).collect();
+        assert_eq!(numbers, vec![1, 3, 4, 5]);
+        assert!(joins(&t));
+        let set = |v: &[usize]| v.iter().copied().collect::<BTreeSet<usize>>();
+        assert_eq!(satisfied(&t, &set(&[1, 5])), None);
+        assert_eq!(satisfied(&t, &set(&[1, 4, 5])), Some(set(&[1, 4, 5])));
+        assert_eq!(satisfied(&t, &set(&[1, 3, 4, 5])), Some(set(&[1, 3, 5])));
+        assert_eq!(
+            end_leaves(&t, "ns", "ns", "b", "p", EndStatus::Completed),
+            vec![4]
+        );
+        assert!(!meets_end(&t, "ns", "ns", "b", "p", EndStatus::Completed));
     }
 
     #[test]

@@ -550,11 +550,12 @@ pub fn save_schedule(
     Ok(())
 }
 
-/// Removes schedule `s` from the store, in a write: its record, its count, and the fires it
-/// has waiting. (Its fire records go after, in batches: [`forget_fires`].)
+/// Removes schedule `s` from the store, in a write: its record, its count, the fires it
+/// has waiting and the parts of its `AND` that wait for the others. (Its fire records go after, in batches: [`forget_fires`].)
 pub fn forget_schedule(tx: &mut Txn, s: &Schedule) -> Result<(), StoreError> {
     let key = keys::schedule(&s.namespace, &s.application, &s.name);
     tx.delete(Table::Schedules, &key);
+    tx.delete(Table::Joins, &key);
     let count: usize = tx
         .get(Table::Meta, &schedule_count_key(&s.namespace))?
         .unwrap_or(0);

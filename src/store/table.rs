@@ -78,11 +78,14 @@ pub enum Table {
     RunEnds,
     /// The fires waiting for a constraint, by their key in `Fires`.
     WaitingFires,
+    /// The parts of each schedule's `AND` that fired and wait for the others, by the
+    /// schedule's key.
+    Joins,
 }
 
 impl Table {
     /// Every table, created when the store is opened.
-    pub const ALL: [Table; 27] = [
+    pub const ALL: [Table; 28] = [
         Table::Meta,
         Table::Namespaces,
         Table::Profiles,
@@ -110,6 +113,7 @@ impl Table {
         Table::Fires,
         Table::RunEnds,
         Table::WaitingFires,
+        Table::Joins,
     ];
 
     /// The table's name in every backend: a redb table, an etcd key prefix.
@@ -142,6 +146,7 @@ impl Table {
             Table::Fires => "fires",
             Table::RunEnds => "run_ends",
             Table::WaitingFires => "waiting_fires",
+            Table::Joins => "joins",
         }
     }
 

@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 use crate::model::access::Act;
 use crate::model::property::Values;
 use crate::model::run::{Launch, ProgramStatus, RunKey, RunRecord};
-use crate::model::schedule::{Constraint, Fire, FireOutcome, Schedule, ScheduleStatus, StartedBy};
+use crate::model::schedule::{
+    Constraint, Fire, FireOutcome, Join, PartFire, Schedule, ScheduleStatus, StartedBy,
+};
 use crate::model::server::Owner;
 use crate::rules::schedule::Verdict;
 use crate::runtime::clock;
@@ -36,6 +38,9 @@ pub struct Firing {
     /// The run's runtime arguments from the trigger (`logical.start.time`, `triggering.*`,
     /// arguments copied from the triggering run).
     pub args: Values,
+    /// For a schedule whose trigger holds an `AND`: the leaf that fired, a part to join.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part: Option<usize>,
 }
 
 /// What became of a fire.
@@ -153,6 +158,23 @@ fn record_fire(
     if tx.get::<RunRecord>(Table::Runs, &key.key())?.is_some() {
         return done(Fired::Already);
     }
+    // A part of an AND joins the others; the schedule fires once they all have.
+    let joined;
+    let f = match f.part {
+        Some(leaf) if earlier.is_none() => match join(tx, &schedule, f, leaf)? {
+            Some(all) => {
+                joined = all;
+                &joined
+            }
+            None => {
+                let reason = "a part of the AND; waiting for the other parts".to_string();
+                let outcome = FireOutcome::Part { reason };
+                put_fire(tx, owner, f, outcome.clone())?;
+                return done(Fired::Recorded(outcome));
+            }
+        },
+        _ => f,
+    };
     let active = if schedule
         .constraints
         .iter()
@@ -235,6 +257,61 @@ fn record_fire(
     put_fire(tx, owner, f, outcome.clone())?;
     tx.delete(Table::WaitingFires, &fire_key);
     Ok(FireRecorded::Done(Fired::Recorded(outcome), run))
+}
+
+/// Joins part `f` (of leaf `leaf` of `schedule`'s trigger) with the parts that fired before
+/// within the schedule's `timeoutMillis`. When the trigger is met, the parts that met it are
+/// used up and the fire goes on with their arguments together (oldest first); otherwise the
+/// part is kept.
+fn join(
+    tx: &mut Txn,
+    schedule: &Schedule,
+    f: &Firing,
+    leaf: usize,
+) -> Result<Option<Firing>, StoreError> {
+    let mut state = tx
+        .get::<Join>(Table::Joins, &f.schedule)?
+        .filter(|j| j.version == schedule.last_update_time)
+        .unwrap_or_else(|| Join {
+            version: schedule.last_update_time,
+            ..Join::default()
+        });
+    let part = state.parts.entry(leaf).or_default();
+    if !part.iter().any(|p| p.id == f.by.fire) {
+        part.push(PartFire {
+            id: f.by.fire.clone(),
+            time: f.by.time,
+            args: f.args.clone(),
+            triggering: f.by.triggering.clone(),
+        });
+    }
+    let oldest = f.by.time.saturating_sub(schedule.timeout_millis);
+    for fires in state.parts.values_mut() {
+        fires.retain(|p| p.time >= oldest);
+    }
+    state.parts.retain(|_, fires| !fires.is_empty());
+    let fired: std::collections::BTreeSet<usize> = state.parts.keys().copied().collect();
+    let Some(used) = crate::rules::schedule::satisfied(&schedule.trigger, &fired) else {
+        tx.put(Table::Joins, &f.schedule, &state)?;
+        return Ok(None);
+    };
+    let mut parts: Vec<PartFire> = used
+        .iter()
+        .filter_map(|leaf| state.parts.remove(leaf))
+        .flatten()
+        .collect();
+    parts.sort_by_key(|p| p.time);
+    tx.put(Table::Joins, &f.schedule, &state)?;
+    let mut all = f.clone();
+    all.part = None;
+    all.args = Values::new();
+    for p in &parts {
+        all.args.extend(p.args.clone());
+        if p.triggering.is_some() {
+            all.by.triggering.clone_from(&p.triggering);
+        }
+    }
+    Ok(Some(all))
 }
 
 /// A fire waiting for a constraint, in `WaitingFires`: judged again at `until`.

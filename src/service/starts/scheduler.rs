@@ -57,7 +57,10 @@ pub const KEPT_FIRES: usize = 1000;
 /// A schedule as the scheduler holds it.
 struct Entry {
     schedule: Schedule,
-    crons: Vec<Cron>,
+    /// Its cron expressions, each with its leaf's number in the trigger.
+    crons: Vec<(usize, Cron)>,
+    /// Its trigger holds an `AND`: each leaf's fire is a part to join.
+    joins: bool,
     /// The newest cron time it fired for (or when it was enabled or last changed).
     cursor: u64,
     /// Its next cron time after `cursor`.
@@ -71,7 +74,11 @@ impl Entry {
     fn advance(&mut self, time: u64) {
         if time > self.cursor || self.next.is_none() {
             self.cursor = self.cursor.max(time);
-            self.next = self.crons.iter().filter_map(|c| c.after(self.cursor)).min();
+            self.next = self
+                .crons
+                .iter()
+                .filter_map(|(_, c)| c.after(self.cursor))
+                .min();
         }
     }
 }
@@ -178,10 +185,21 @@ async fn refresh(runtime: &Runtime, state: &mut State) -> Result<(), StoreError>
     let mut entries = BTreeMap::new();
     let mut watchers: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (key, schedule, cursor) in loaded {
-        let crons = rule::time_parts(&schedule.trigger)
+        let crons = rule::leaves(&schedule.trigger)
             .into_iter()
-            .filter_map(|(e, z)| Cron::parse(e, z, now).ok())
+            .filter_map(|(leaf, t)| match t {
+                schedule::Trigger::Time {
+                    cron_expression,
+                    time_zone,
+                } => Cron::parse(cron_expression, time_zone.as_deref(), now)
+                    .ok()
+                    .map(|c| (leaf, c)),
+                schedule::Trigger::ProgramStatus { .. }
+                | schedule::Trigger::And { .. }
+                | schedule::Trigger::Or { .. } => None,
+            })
             .collect();
+        let joins = rule::joins(&schedule.trigger);
         let fired = state.entries.get(&key).map_or(0, |e| e.fired);
         for (_, t) in schedule.trigger.walk() {
             if let schedule::Trigger::ProgramStatus { program_id, .. } = t {
@@ -199,6 +217,7 @@ async fn refresh(runtime: &Runtime, state: &mut State) -> Result<(), StoreError>
         let mut entry = Entry {
             schedule,
             crons,
+            joins,
             cursor,
             next: None,
             fired,
@@ -227,16 +246,19 @@ async fn fire_times(
         if entry.next.is_none_or(|next| next > now) {
             continue;
         }
+        // Without an AND, times two expressions share fire once; with one, each leaf's
+        // time is a part of its own.
         let mut times = BTreeSet::new();
-        for cron in &entry.crons {
+        for (leaf, cron) in &entry.crons {
             let due = rule::due(cron, entry.cursor, now, grace, entry.schedule.catch_up);
-            times.extend(due.run);
+            let part = entry.joins.then_some(*leaf);
+            times.extend(due.run.into_iter().map(|t| (t, part)));
             if let Some(skipped) = due.skipped {
                 skips.push((key.clone(), entry.schedule.clone(), skipped));
             }
         }
-        for time in times {
-            firings.push((key.clone(), time_firing(key, &entry.schedule, time)));
+        for (time, part) in times {
+            firings.push((key.clone(), time_firing(key, &entry.schedule, time, part)));
         }
     }
     for (key, s, skipped) in skips {
@@ -258,8 +280,8 @@ async fn fire_times(
     Ok(())
 }
 
-/// The firing of schedule `key` for cron time `time`.
-fn time_firing(key: &str, s: &Schedule, time: u64) -> Firing {
+/// The firing of schedule `key` for cron time `time` (of leaf `part` of an `AND`).
+fn time_firing(key: &str, s: &Schedule, time: u64, part: Option<usize>) -> Firing {
     let mut args = Values::new();
     args.insert("logical.start.time".into(), time.to_string());
     Firing {
@@ -267,11 +289,20 @@ fn time_firing(key: &str, s: &Schedule, time: u64) -> Firing {
         version: s.last_update_time,
         by: StartedBy {
             schedule: s.path(),
-            fire: schedule::time_fire(time),
+            fire: part_id(schedule::time_fire(time), part),
             time,
             triggering: None,
         },
         args,
+        part,
+    }
+}
+
+/// The id of a fire, told apart by the leaf it is a part of, if any.
+fn part_id(id: String, part: Option<usize>) -> String {
+    match part {
+        Some(leaf) => format!("{id}-{leaf}"),
+        None => id,
     }
 }
 
@@ -300,6 +331,7 @@ fn count(outcome: &FireOutcome) {
         FireOutcome::Started { .. } => "started",
         FireOutcome::Skipped { .. } => "skipped",
         FireOutcome::Waiting { .. } => "waiting",
+        FireOutcome::Part { .. } => "part",
     };
     metrics::counter!(crate::model::metrics::SCHEDULE_FIRES.name, "outcome" => status).increment(1);
 }
@@ -406,10 +438,10 @@ async fn offer_ends(runtime: &Runtime, state: &mut State) -> Result<(), ServiceE
             let t = &end.run;
             let watched = format!("{}/{}/{}", t.namespace, t.application, t.program);
             for key in state.watchers.get(&watched).into_iter().flatten() {
-                if let Some(entry) = state.entries.get(key)
-                    && let Some(f) = end_firing(key, &entry.schedule, end)
-                {
-                    firings.push((key.clone(), f));
+                if let Some(entry) = state.entries.get(key) {
+                    for f in end_firings(key, &entry.schedule, entry.joins, end) {
+                        firings.push((key.clone(), f));
+                    }
                 }
             }
         }
@@ -430,19 +462,21 @@ async fn offer_ends(runtime: &Runtime, state: &mut State) -> Result<(), ServiceE
     Ok(())
 }
 
-/// The firing of schedule `key` (`s`) for run end `end`, if it meets its trigger.
-fn end_firing(key: &str, s: &Schedule, end: &RunEnd) -> Option<Firing> {
+/// The firings of schedule `key` (`s`) for run end `end`: one if it meets its trigger, or,
+/// when the trigger holds an `AND` (`joins`), one part for each leaf it meets.
+fn end_firings(key: &str, s: &Schedule, joins: bool, end: &RunEnd) -> Vec<Firing> {
     let t = &end.run;
-    if !rule::meets_end(
-        &s.trigger,
-        &s.namespace,
-        &t.namespace,
-        &t.application,
-        &t.program,
-        t.status,
-    ) {
-        return None;
-    }
+    let (ns, app, program) = (&t.namespace, &t.application, &t.program);
+    let parts: Vec<Option<usize>> = if joins {
+        rule::end_leaves(&s.trigger, &s.namespace, ns, app, program, t.status)
+            .into_iter()
+            .map(Some)
+            .collect()
+    } else if rule::meets_end(&s.trigger, &s.namespace, ns, app, program, t.status) {
+        vec![None]
+    } else {
+        Vec::new()
+    };
     let mut args = Values::new();
     for (source, target) in rule::mapping(&s.properties).unwrap_or_default() {
         if let Some(value) = end.args.get(&source) {
@@ -454,17 +488,21 @@ fn end_firing(key: &str, s: &Schedule, end: &RunEnd) -> Option<Firing> {
     args.insert("triggering.app".into(), t.application.clone());
     args.insert("triggering.program".into(), t.program.clone());
     args.insert("triggering.status".into(), t.status.to_string());
-    Some(Firing {
-        schedule: key.to_string(),
-        version: s.last_update_time,
-        by: StartedBy {
-            schedule: s.path(),
-            fire: schedule::end_fire(&t.run),
-            time: end.time,
-            triggering: Some(t.clone()),
-        },
-        args,
-    })
+    parts
+        .into_iter()
+        .map(|part| Firing {
+            schedule: key.to_string(),
+            version: s.last_update_time,
+            by: StartedBy {
+                schedule: s.path(),
+                fire: part_id(schedule::end_fire(&t.run), part),
+                time: end.time,
+                triggering: Some(t.clone()),
+            },
+            args: args.clone(),
+            part,
+        })
+        .collect()
 }
 
 /// Judges again the fires waiting for a constraint whose time has come.
