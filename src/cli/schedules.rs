@@ -124,7 +124,11 @@ fn body(spec: &ScheduleSpec, new: bool) -> Result<Value, CliError> {
     let mut body: Map<String, Value> = match &spec.file {
         Some(file) => match read_json(file)? {
             Value::Object(m) => m,
-            _ => {
+            Value::Null
+            | Value::Bool(_)
+            | Value::Number(_)
+            | Value::String(_)
+            | Value::Array(_) => {
                 return Err(CliError::Usage(
                     "--file must hold a JSON object (a schedule body)".into(),
                 ));
@@ -168,7 +172,7 @@ fn body(spec: &ScheduleSpec, new: bool) -> Result<Value, CliError> {
     if !spec.properties.is_empty() {
         let mut props = match body.remove("properties") {
             Some(Value::Object(m)) => m,
-            _ => Map::new(),
+            Some(_) | None => Map::new(),
         };
         for pair in &spec.properties {
             let (k, v) = split_pair(pair)?;

@@ -932,3 +932,88 @@ fn the_scheduling_server_dies_and_another_fires_on_without_doubling_a_time() {
         "one run per fire"
     );
 }
+
+/// A run that ends while no server fires schedules (the one that did was SIGKILLed) still
+/// fires the program-status triggers that name it, once, when another server takes the duty.
+#[test]
+fn a_run_end_while_no_server_fires_schedules_fires_its_trigger_once_after() {
+    let cluster = Cluster::start(1);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let install = Installation::new(&cluster, dir.path(), TTL, "/ebb-test/ends");
+    let s0 = install.server("s0");
+    let s1 = install.server("s1");
+    deploy(&s0, "a", "sleep 2", json!({}));
+    deploy(&s0, "b", "true", json!({}));
+    let on = |app: &str, name: &str, trigger: Value| {
+        let (code, body) = s0.put(
+            &format!("/v3/namespaces/default/apps/{app}/schedules/{name}"),
+            json!({"program": {"programName": "p", "programType": "WORKFLOW"},
+                   "trigger": trigger, "status": "SCHEDULED"}),
+        );
+        assert_eq!(code, 200, "{body}");
+    };
+    // A cron schedule tells which server fires schedules.
+    on(
+        "a",
+        "tick",
+        json!({"type": "TIME", "cronExpression": "0 0 4 1 1 *"}),
+    );
+    on(
+        "b",
+        "after-a",
+        json!({"type": "PROGRAM_STATUS", "programStatuses": ["COMPLETED"],
+               "programId": {"application": "a", "program": "p"}}),
+    );
+    let (code, _) = s0.post("/v3/namespaces/default/apps/a/schedules/tick/disable");
+    assert_eq!(code, 200);
+    let b_runs = |s: &Server| -> Vec<Value> {
+        let (code, body) = s.get("/v3/namespaces/default/apps/b/workflows/p/runs");
+        assert_eq!(code, 200, "{body}");
+        body.as_array().expect("runs").clone()
+    };
+    // Find the scheduler: the server whose run of a fires b at once.
+    let warm = start(&s0, "a", json!({}));
+    wait_until(&s0, &warm, Duration::from_secs(30), |r| {
+        r["status"] == "COMPLETED"
+    });
+    let started = Instant::now();
+    let firer = loop {
+        if let Some(run) = b_runs(&s0).first() {
+            let (_, fires) = s0.get("/v3/namespaces/default/apps/b/schedules/after-a/fires");
+            assert_eq!(fires[0]["outcome"]["run"], run["runid"], "{fires}");
+            break fires[0]["server"].as_str().expect("server").to_string();
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "b never fired");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let (firer, other) = if firer == "s0" { (s0, s1) } else { (s1, s0) };
+    // A run of a on the other server; the scheduler dies while it runs.
+    let run = start(&other, "a", json!({}));
+    let run_id = run.rsplit('/').next().expect("id").to_string();
+    firer.kill();
+    wait_until(&other, &run, Duration::from_secs(30), |r| {
+        r["status"] == "COMPLETED"
+    });
+    let ended = Instant::now();
+    let fired = loop {
+        let found: Vec<Value> = b_runs(&other)
+            .into_iter()
+            .filter(|r| r["properties"]["triggering.run.id"] == run_id.as_str())
+            .collect();
+        if !found.is_empty() {
+            break found;
+        }
+        assert!(
+            ended.elapsed() < TTL + Duration::from_secs(15),
+            "the end of {run_id} never fired b"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    let again: Vec<Value> = b_runs(&other)
+        .into_iter()
+        .filter(|r| r["properties"]["triggering.run.id"] == run_id.as_str())
+        .collect();
+    assert_eq!(fired.len(), 1);
+    assert_eq!(again.len(), 1, "the end fired b twice: {again:?}");
+}

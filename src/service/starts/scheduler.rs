@@ -208,7 +208,7 @@ async fn refresh(runtime: &Runtime, state: &mut State) -> Result<(), StoreError>
                     .as_deref()
                     .unwrap_or(&schedule.namespace);
                 let watched = format!("{ns}/{}/{}", program_id.application, program_id.program);
-                let keys = watchers.entry(watched).or_insert_with(Vec::new);
+                let keys = watchers.entry(watched).or_default();
                 if !keys.contains(&key) {
                     keys.push(key.clone());
                 }
