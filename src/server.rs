@@ -483,7 +483,11 @@ fn metrics_recorder() -> Option<metrics_exporter_prometheus::PrometheusHandle> {
             Kind::Histogram => metrics::describe_histogram!(m.name, m.help),
             // The live gauges are read from the store at each scrape.
             Kind::Gauge if LIVE.contains(&m.name) => {}
-            Kind::Gauge => metrics::describe_gauge!(m.name, m.help),
+            // Exported from the start: 0 until something sets it.
+            Kind::Gauge => {
+                metrics::describe_gauge!(m.name, m.help);
+                metrics::gauge!(m.name).set(0.0);
+            }
         }
     }
     Some(handle)

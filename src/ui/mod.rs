@@ -287,10 +287,15 @@ mod tests {
     use super::*;
 
     /// Only the sign-in pages and the static files are public; every action that changes
-    /// something needs more than a viewer (the dry runs, preview and plan, change nothing).
+    /// something needs more than a viewer (the dry runs, the previews and plan, change
+    /// nothing).
     #[test]
     fn every_page_needs_a_session_and_every_change_a_role_that_may_make_it() {
-        let dry = ["/ns/{ns}/apps/{app}/{program}/preview", "/ns/{ns}/plan"];
+        let dry = [
+            "/ns/{ns}/apps/{app}/{program}/preview",
+            "/ns/{ns}/apps/{app}/{program}/schedules/preview",
+            "/ns/{ns}/plan",
+        ];
         for page in table() {
             let open = ["/assets/{file}", "/login", "/logout"].contains(&page.path);
             assert_eq!(

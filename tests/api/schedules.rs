@@ -705,3 +705,127 @@ fn an_and_fires_once_all_its_parts_have_within_the_timeout() {
         .collect();
     assert_eq!(outcomes, vec!["PART", "STARTED", "PART"], "newest first");
 }
+
+/// Waits until a fire of schedule `name` of `app` has outcome `status`; returns it.
+#[track_caller]
+fn wait_fire(server: &Server, app: &str, name: &str, status: &str) -> Value {
+    let started = Instant::now();
+    loop {
+        if let Some(f) = fires(server, app, name)
+            .into_iter()
+            .find(|f| f["outcome"]["status"] == status)
+        {
+            return f;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "no {status} fire: {:?}",
+            fires(server, app, name)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn time_ranges_last_runs_and_a_waiting_concurrency_limit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    let every_second = json!({"type": "TIME", "cronExpression": "* * * * * *"});
+    // A window two hours from now: every fire is outside it, and skipped.
+    deploy(&server, "window", "true", json!({}));
+    let hour = (crate::support::runs::now_secs() as u64 / 3600 + 2) % 24;
+    create(
+        &server,
+        "window",
+        "later",
+        every_second.clone(),
+        json!({"constraints": [{"type": "TIME_RANGE", "startTime": format!("{hour:02}:00"),
+            "endTime": format!("{:02}:00", (hour + 1) % 24), "waitUntilMet": false}]}),
+    );
+    let skipped = wait_fire(&server, "window", "later", "SKIPPED");
+    assert!(
+        skipped["outcome"]["reason"]
+            .as_str()
+            .expect("reason")
+            .contains("outside"),
+        "{skipped}"
+    );
+    server.post(&format!("{}/disable", schedule("window", "later")));
+    assert!(runs(&server, "window").is_empty());
+
+    // A run a moment ago: LAST_RUN of an hour skips.
+    deploy(&server, "recent", "true", json!({}));
+    let manual = start(&server, "recent", json!({}));
+    wait_until(&server, &manual, Duration::from_secs(30), |r| {
+        r["status"] == "COMPLETED"
+    });
+    create(
+        &server,
+        "recent",
+        "hourly-at-most",
+        every_second,
+        json!({"constraints": [{"type": "LAST_RUN", "millisSinceLastRun": 3_600_000}]}),
+    );
+    let skipped = wait_fire(&server, "recent", "hourly-at-most", "SKIPPED");
+    assert!(
+        skipped["outcome"]["reason"]
+            .as_str()
+            .expect("reason")
+            .contains("less than 3600000 ms ago"),
+        "{skipped}"
+    );
+    server.post(&format!("{}/disable", schedule("recent", "hourly-at-most")));
+    assert_eq!(
+        runs(&server, "recent").len(),
+        1,
+        "LAST_RUN let a run through"
+    );
+
+    // One at a time, waiting: a fire that meets a live run waits, then starts.
+    deploy(&server, "queue", "sleep 3", json!({}));
+    create(
+        &server,
+        "queue",
+        "one",
+        json!({"type": "TIME", "cronExpression": "*/2 * * * * *"}),
+        json!({"constraints": [{"type": "CONCURRENCY", "maxConcurrency": 1,
+            "waitUntilMet": true}]}),
+    );
+    // The oldest waiting fire goes first, once the live run has ended.
+    let started = Instant::now();
+    let id = loop {
+        if let Some(f) = fires(&server, "queue", "one")
+            .iter()
+            .rev()
+            .find(|f| f["outcome"]["status"] == "WAITING")
+        {
+            break f["id"].clone();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "no fire waited"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let started = Instant::now();
+    loop {
+        let now = fires(&server, "queue", "one");
+        let f = now.iter().find(|f| f["id"] == id).expect("the fire");
+        if f["outcome"]["status"] == "STARTED" {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the waiting fire never started: {f}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    server.post(&format!("{}/disable", schedule("queue", "one")));
+    let all = runs(&server, "queue");
+    assert!(all.len() >= 2, "{all:?}");
+    let live = all
+        .iter()
+        .filter(|r| r["cluster"]["status"] != "DEPROVISIONED")
+        .count();
+    assert!(live <= 1, "{live} runs at once: {all:?}");
+}

@@ -195,7 +195,16 @@ fn record_fire(
         last_run,
         timeout: schedule.timeout_millis,
     };
-    match crate::rules::schedule::judge(&schedule.constraints, &facts) {
+    let mut verdict = crate::rules::schedule::judge(&schedule.constraints, &facts);
+    // Fires that wait go in the order they fired: one that may go waits while an older fire
+    // of the schedule still does.
+    if verdict == Verdict::Go && older_waiting(tx, f, &fire_key)? {
+        verdict = Verdict::Wait {
+            reason: "waiting behind an older fire of the schedule".into(),
+            until: facts.now + crate::rules::schedule::RECHECK,
+        };
+    }
+    match verdict {
         Verdict::Skip { reason } => {
             let outcome = FireOutcome::Skipped { reason };
             put_fire(tx, owner, f, outcome.clone())?;
@@ -312,6 +321,15 @@ fn join(
         }
     }
     Ok(Some(all))
+}
+
+/// Whether a fire of `f`'s schedule older than `f` (whose key is `fire_key`) waits.
+fn older_waiting(tx: &Txn, f: &Firing, fire_key: &str) -> Result<bool, StoreError> {
+    let mine = (f.by.time, fire_key);
+    Ok(tx
+        .scan::<Waiting>(Table::WaitingFires, &format!("{}/", f.schedule))?
+        .iter()
+        .any(|(key, w)| key != fire_key && (w.fire.by.time, key.as_str()) < mine))
 }
 
 /// A fire waiting for a constraint, in `WaitingFires`: judged again at `until`.
