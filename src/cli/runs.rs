@@ -490,6 +490,16 @@ fn show_run(json: bool, answer: Value) -> Result<(), CliError> {
     let stopping = if r.stopping { " (stopping)" } else { "" };
     out!("status:   {}{stopping}", r.status);
     out!("profile:  {}", r.profile);
+    if let Some(by) = &r.started_by {
+        out!(
+            "started:  by schedule {} for {}",
+            by.schedule,
+            by.describe()
+        );
+    }
+    for (k, v) in &r.properties {
+        out!("argument: {k}={v}");
+    }
     let now = crate::runtime::clock::now_secs();
     out!("starting: {}", output::when(Some(r.starting), now));
     out!("running:  {}", output::when(r.start, now));

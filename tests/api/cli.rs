@@ -483,4 +483,40 @@ fn schedules_from_flags() {
     ok(&s, &["schedule", "delete", "default/etl/after"]);
     let fires = ok(&s, &["schedule", "fires", "default/etl/nightly"]);
     assert!(fires.contains("FIRED FOR"), "{fires}");
+    // A fired run says which fire started it, and its arguments.
+    ok(
+        &s,
+        &[
+            "schedule",
+            "create",
+            "default/etl/often",
+            "--program",
+            "p",
+            "--cron",
+            "* * * * * *",
+            "--property",
+            "day=tuesday",
+            "--enable",
+        ],
+    );
+    let started = std::time::Instant::now();
+    let run = loop {
+        let listed = json(&s, &["run", "list", "default/etl/p"]);
+        if let Some(r) = listed.as_array().and_then(|a| a.first()) {
+            break format!("default/etl/p/{}", r["runid"].as_str().expect("id"));
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "never fired"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    ok(&s, &["schedule", "disable", "default/etl/often"]);
+    let shown = ok(&s, &["run", "get", &run]);
+    assert!(
+        shown.contains("started:  by schedule default/etl/often for the time "),
+        "{shown}"
+    );
+    assert!(shown.contains("argument: day=tuesday"), "{shown}");
+    assert!(shown.contains("argument: logical.start.time="), "{shown}");
 }
