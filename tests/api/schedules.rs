@@ -148,6 +148,22 @@ fn a_cron_every_two_seconds_fires_runs_with_the_schedules_properties() {
         assert_eq!(run["properties"]["logical.start.time"], time.to_string());
         assert_eq!(run["properties"]["day"], "monday");
     }
+    // Who started them: the schedule, and who last changed it, in the audit log.
+    let (code, audit) = server.get("/v3/audit?namespace=default&limit=1000");
+    assert_eq!(code, 200, "{audit}");
+    let by_schedule = audit
+        .as_array()
+        .expect("changes")
+        .iter()
+        .find(|c| c["action"] == "run.start")
+        .expect("a run.start change");
+    assert!(
+        by_schedule["actor"]
+            .as_str()
+            .expect("actor")
+            .starts_with("schedule:default/etl/every2s (last changed by "),
+        "{by_schedule}"
+    );
     let ended = wait_ended(&server, "etl", &fired[0]);
     assert_eq!(ended["status"], "COMPLETED", "{ended}");
     assert_eq!(ended["cluster"]["numNodes"], 2, "{ended}");

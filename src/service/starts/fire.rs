@@ -226,7 +226,12 @@ fn record_fire(
         Verdict::Go => {}
     }
     let act = Act {
-        actor: format!("schedule:{}", schedule.path()),
+        // The schedule, and who last changed it: in the run's history and the audit log.
+        actor: format!(
+            "schedule:{} (last changed by {})",
+            schedule.path(),
+            schedule.updated_by.as_deref().unwrap_or("unknown")
+        ),
         action: "run.start".into(),
         namespace: Some(key.namespace.clone()),
         target: key.run.clone(),
