@@ -155,10 +155,13 @@ async fn refresh(runtime: &Runtime, state: &mut State) -> Result<(), StoreError>
     if state.version == Some(version) {
         return Ok(());
     }
-    let known: BTreeMap<String, (u64, u64)> = state
+    // What tells one version of a schedule from another: when it last changed and when it
+    // was last enabled (a suspend and resume between two reads changes only the latter).
+    let version_of = |s: &Schedule| (s.last_update_time, s.enabled_at);
+    let known: BTreeMap<String, ((u64, Option<u64>), u64)> = state
         .entries
         .iter()
-        .map(|(k, e)| (k.clone(), (e.schedule.last_update_time, e.cursor)))
+        .map(|(k, e)| (k.clone(), (version_of(&e.schedule), e.cursor)))
         .collect();
     let loaded = store
         .read(move |r| {
@@ -170,7 +173,7 @@ async fn refresh(runtime: &Runtime, state: &mut State) -> Result<(), StoreError>
                 // A schedule unchanged since it was read keeps its place; any other starts
                 // from its newest fire, or from when it was enabled or changed.
                 let cursor = match known.get(&key) {
-                    Some((version, cursor)) if *version == s.last_update_time => *cursor,
+                    Some((version, cursor)) if *version == version_of(&s) => *cursor,
                     _ => {
                         let last = catalog::last_time_fire(r, &key)?.unwrap_or(0);
                         last.max(s.enabled_at.unwrap_or(0)).max(s.last_update_time)
