@@ -115,6 +115,8 @@ fn service_status(e: &ServiceError) -> StatusCode {
         | ServiceError::AppActive { .. }
         | ServiceError::TokenExists(_)
         | ServiceError::ScheduleExists(_)
+        | ServiceError::IdempotencyKeyReused { .. }
+        | ServiceError::RefusedBefore(_)
         | ServiceError::ScheduleStatusUnchanged { .. }
         | ServiceError::TooManySchedules { .. }
         | ServiceError::Quota { .. }

@@ -15,6 +15,7 @@ use crate::model::property::Values;
 use crate::model::run::RunKey;
 use crate::model::view::{Logs, RunView};
 use crate::rules::lifecycle::Event;
+use crate::service::error::ServiceError;
 use crate::service::history;
 use crate::service::runs::{self, RunFilter};
 use crate::service::starts;
@@ -47,11 +48,27 @@ pub async fn start_run(
     caller: Caller,
     path: web::Path<ProgramPath>,
     args: OrDefault<Values>,
+    req: HttpRequest,
 ) -> Reply<Started> {
     let p = path.into_inner();
     // The run's id, the act's target, is made by the start.
     let act = Act::new(&caller, "run.start", Some(&p.ns), "");
-    let run_id = starts::start(&state.runtime, act, p.ns, p.app, p.program, args.0).await?;
+    // A retried request carries the key of the first: it starts nothing more.
+    let once = match req.headers().get(starts::idempotent::HEADER) {
+        None => None,
+        Some(v) => Some(
+            v.to_str()
+                .map_err(|_| {
+                    ServiceError::invalid(
+                        starts::idempotent::HEADER,
+                        "must be visible ASCII characters",
+                    )
+                })?
+                .to_string(),
+        ),
+    };
+    let program = (p.ns, p.app, p.program);
+    let run_id = starts::start(&state.runtime, act, program, args.0, once).await?;
     ok(Started { run_id })
 }
 

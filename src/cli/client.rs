@@ -62,6 +62,23 @@ impl Client {
         read_answer(self.get(path)?)
     }
 
+    /// POSTs `body` to `path` under a fresh idempotency key (a start), sending it again with
+    /// the same key when the server could not be reached or the answer was lost, so a retry
+    /// never starts twice.
+    pub fn post_once(&self, path: &str, body: &Value) -> Result<Value, CliError> {
+        let key = uuid::Uuid::now_v7().to_string();
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match self.send(Method::POST, path, Some(body), Some(&key)) {
+                Err(CliError::Unreachable { .. }) if tries < 3 => {
+                    std::thread::sleep(std::time::Duration::from_millis(500));
+                }
+                answer => return answer,
+            }
+        }
+    }
+
     /// Sends a request and returns the JSON answer, or the server's error message.
     pub fn call(
         &self,
@@ -69,9 +86,22 @@ impl Client {
         path: &str,
         body: Option<&Value>,
     ) -> Result<Value, CliError> {
+        self.send(method, path, body, None)
+    }
+
+    fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        idempotency_key: Option<&str>,
+    ) -> Result<Value, CliError> {
         let mut req = self.request(method, path);
         if let Some(body) = body {
             req = req.json(body);
+        }
+        if let Some(key) = idempotency_key {
+            req = req.header("Idempotency-Key", key);
         }
         let res = req.send().map_err(|e| CliError::Unreachable {
             server: self.base.clone(),

@@ -214,11 +214,7 @@ fn start(
         let (k, v) = split_pair(pair)?;
         body.insert(k.to_string(), json!(v));
     }
-    let v = client.call(
-        Method::POST,
-        &format!("{path}/start"),
-        Some(&Value::Object(body)),
-    )?;
+    let v = client.post_once(&format!("{path}/start"), &Value::Object(body))?;
     let id = text(&v["runId"]);
     let full = format!("{program}/{id}");
     if !wait {

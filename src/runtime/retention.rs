@@ -93,6 +93,7 @@ pub async fn sweep(store: &Store, retention: Duration) -> Result<usize, StoreErr
         }
     }
     drop_changes(store, cutoff).await?;
+    drop_start_keys(store).await?;
     Ok(compacted)
 }
 
@@ -179,6 +180,29 @@ async fn drop_changes(store: &Store, cutoff: u64) -> Result<(), StoreError> {
         .take(CHANGES_PER_SWEEP)
         .collect();
     store.delete_in_batches(Table::Changes, &old).await
+}
+
+/// How long a start's idempotency key is kept (`service::starts::idempotent` honours it no
+/// longer; the sweep drops it after).
+pub const START_KEYS_KEPT: u64 = 24 * 3600;
+
+/// Drops the idempotency keys of starts older than [`START_KEYS_KEPT`], up to
+/// [`CHANGES_PER_SWEEP`].
+async fn drop_start_keys(store: &Store) -> Result<(), StoreError> {
+    let cutoff = now_secs().saturating_sub(START_KEYS_KEPT);
+    let old: Vec<String> = store
+        .read(move |r| {
+            Ok::<_, StoreError>(
+                r.scan::<serde_json::Value>(Table::StartKeys, "")?
+                    .into_iter()
+                    .filter(|(_, v)| v["created"].as_u64().is_some_and(|c| c < cutoff))
+                    .map(|(k, _)| k)
+                    .take(CHANGES_PER_SWEEP)
+                    .collect(),
+            )
+        })
+        .await?;
+    store.delete_in_batches(Table::StartKeys, &old).await
 }
 
 /// Moves run `key`'s usage into its profile's kept totals and drops its record, if it still

@@ -46,6 +46,13 @@ pub enum ServiceError {
     RunNotFound(String),
     #[error("schedule '{0}' not found")]
     ScheduleNotFound(String),
+    #[error(
+        "Idempotency-Key: this key started run {run} with other runtime arguments; use a new key for a new start"
+    )]
+    IdempotencyKeyReused { run: String },
+    /// A start repeated with its idempotency key, which the first time was refused.
+    #[error("{0}")]
+    RefusedBefore(String),
     #[error("schedule '{0}' already exists; update it with POST, or delete it first")]
     ScheduleExists(String),
     #[error("schedule '{schedule}' is already {status}")]

@@ -54,6 +54,12 @@ pub fn fire(schedule: &str, fire: &str) -> String {
     format!("{schedule}/{fire}")
 }
 
+/// `StartKeys`: the idempotency key whose digest is `digest`, of a start of
+/// `ns/app/program`.
+pub fn start_key(ns: &str, app: &str, program: &str, digest: &str) -> String {
+    format!("{ns}/{app}/{program}/{digest}")
+}
+
 /// `SecureKeys`: secure key `name` of namespace `ns`.
 pub fn secure_key(ns: &str, name: &str) -> String {
     format!("{ns}/{name}")

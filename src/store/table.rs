@@ -81,11 +81,14 @@ pub enum Table {
     /// The parts of each schedule's `AND` that fired and wait for the others, by the
     /// schedule's key.
     Joins,
+    /// The idempotency keys of starts, by `<namespace>/<app>/<program>/<hex SHA-256 of the
+    /// key>`: the run each recorded, kept a day.
+    StartKeys,
 }
 
 impl Table {
     /// Every table, created when the store is opened.
-    pub const ALL: [Table; 28] = [
+    pub const ALL: [Table; 29] = [
         Table::Meta,
         Table::Namespaces,
         Table::Profiles,
@@ -114,6 +117,7 @@ impl Table {
         Table::RunEnds,
         Table::WaitingFires,
         Table::Joins,
+        Table::StartKeys,
     ];
 
     /// The table's name in every backend: a redb table, an etcd key prefix.
@@ -147,6 +151,7 @@ impl Table {
             Table::RunEnds => "run_ends",
             Table::WaitingFires => "waiting_fires",
             Table::Joins => "joins",
+            Table::StartKeys => "start_keys",
         }
     }
 

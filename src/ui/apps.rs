@@ -304,16 +304,8 @@ pub async fn start(
         Err(e) => return refused(&req, e),
     };
     let act = Act::new(&ctx.caller, "run.start", Some(&p.ns), "");
-    match starts::start(
-        &state.runtime,
-        act,
-        p.ns.clone(),
-        p.app.clone(),
-        p.program.clone(),
-        args,
-    )
-    .await
-    {
+    let program = (p.ns.clone(), p.app.clone(), p.program.clone());
+    match starts::start(&state.runtime, act, program, args, None).await {
         Ok(id) => {
             let key = RunKey {
                 namespace: p.ns,

@@ -246,7 +246,8 @@ fn record_fire(
     let run = match record_start(tx, registry, key.clone(), f.args.clone(), solved, &how) {
         Ok(Recorded::Unsolved(resolved)) => return Ok(FireRecorded::Unsolved(resolved)),
         Ok(Recorded::Started(run)) => Some(run),
-        Ok(Recorded::Rejected(_)) => None,
+        // A fire carries no idempotency key: its own key made it once.
+        Ok(Recorded::Rejected(_) | Recorded::Replayed(_)) => None,
         // What a manual start answers with an error (a disabled or missing profile, a bad
         // property) leaves a REJECTED run with the reason: nobody is there to read an error.
         Err(e @ (ServiceError::Store(_) | ServiceError::Internal(_))) => return Err(e),

@@ -8,6 +8,7 @@
 //! [`fire`] records a fire with its run.
 
 pub mod fire;
+pub mod idempotent;
 pub mod scheduler;
 
 use std::collections::BTreeMap;
@@ -36,14 +37,14 @@ fn prefs(r: &impl Read, scope: Scope) -> Result<Values, StoreError> {
 }
 
 /// Starts a run of `ns/app/program` with runtime arguments `args`. Returns the run id; a run
-/// refused for the concurrency limit is recorded as REJECTED and reported as an error.
+/// refused for the concurrency limit is recorded as REJECTED and reported as an error. With
+/// an idempotency key (`once`), a start the key made before is answered again instead.
 pub async fn start(
     runtime: &Runtime,
     act: Act,
-    ns: String,
-    app_name: String,
-    program: String,
+    (ns, app_name, program): (String, String, String),
     args: Values,
+    once: Option<String>,
 ) -> Result<String, ServiceError> {
     metrics::counter!(crate::model::metrics::RUNS_STARTED.name, "namespace" => ns.clone())
         .increment(1);
@@ -55,6 +56,9 @@ pub async fn start(
     };
     key.check()?;
     resolve::check_overrides(Level::Runtime, &args)?;
+    if let Some(once) = &once {
+        idempotent::check(once)?;
+    }
     if runtime.deps().member.draining() {
         let me = runtime.deps().member.name.to_string();
         return Err(crate::runtime::error::RuntimeError::Draining(me).into());
@@ -80,18 +84,41 @@ pub async fn start(
     };
     for _ in 0..MAX_START_TRIES {
         let (r, k, a, o) = (registry.clone(), key.clone(), args.clone(), owner.clone());
-        let act = act.clone();
+        let (act, once) = (act.clone(), once.clone());
         let outcome = store
             .write(move |tx| {
+                let now = crate::runtime::clock::now_secs();
+                if let Some(once) = &once
+                    && let Some(first) = idempotent::earlier(tx, &k, once, &a, now)?
+                {
+                    return Ok::<_, ServiceError>(Recorded::Replayed(first));
+                }
                 let how = Starting {
                     owner: &o,
                     act: &act,
                     schedule: None,
                 };
-                record_start(tx, &r, k.clone(), a.clone(), solved.clone(), &how)
+                let recorded = record_start(tx, &r, k.clone(), a.clone(), solved.clone(), &how)?;
+                if let Some(once) = &once {
+                    let refused = match &recorded {
+                        Recorded::Rejected(refusal) => Some(Some(refusal.to_string())),
+                        Recorded::Started(_) => Some(None),
+                        Recorded::Unsolved(_) | Recorded::Replayed(_) => None,
+                    };
+                    if let Some(refused) = refused {
+                        idempotent::remember(tx, &k, once, &a, refused, now)?;
+                    }
+                }
+                Ok(recorded)
             })
             .await?;
         match outcome {
+            Recorded::Replayed(first) => {
+                return match first.refused {
+                    Some(refusal) => Err(ServiceError::RefusedBefore(refusal)),
+                    None => Ok(first.run),
+                };
+            }
             Recorded::Started(run) => {
                 let id = run.key.run.clone();
                 runtime.spawn(*run);
@@ -410,6 +437,8 @@ enum Recorded {
     /// Nothing: the run has a template whose layout must be solved first (or solved again:
     /// the profile, its properties or the template changed since).
     Unsolved(Box<Resolved>),
+    /// Nothing: a start with the same idempotency key did this before.
+    Replayed(idempotent::Remembered),
 }
 
 /// What a start records besides the run's key and arguments.
