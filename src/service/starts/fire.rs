@@ -21,7 +21,7 @@ use crate::store::{Read, StoreError, Table, Txn};
 
 use super::{
     Layout, MAX_START_TRIES, Recorded, Resolved, Starting, record_rejected, record_start,
-    solve_layout,
+    solve_outside,
 };
 
 /// A fire of a schedule, on its way to the store: what fired, and the arguments its run gets
@@ -85,14 +85,7 @@ pub async fn fire(
                 return Ok(fired);
             }
             FireRecorded::Unsolved(resolved) => {
-                let r = registry.clone();
-                solved = Some(
-                    tokio::task::spawn_blocking(move || {
-                        solve_layout(&r, &resolved).map(|layout| (*resolved, layout))
-                    })
-                    .await
-                    .map_err(|e| ServiceError::unfinished("the layout's solution", &e))??,
-                );
+                solved = Some(solve_outside(&registry, *resolved).await?);
             }
         }
     }
@@ -207,6 +200,13 @@ fn record_fire(
     match verdict {
         Verdict::Skip { reason } => {
             let outcome = FireOutcome::Skipped { reason };
+            put_fire(tx, owner, f, outcome.clone())?;
+            return done(Fired::Recorded(outcome));
+        }
+        Verdict::Wait { .. } if earlier.is_none() && waiting(tx, f)? >= MAX_WAITING => {
+            let outcome = FireOutcome::Skipped {
+                reason: format!("{MAX_WAITING} fires of the schedule already wait"),
+            };
             put_fire(tx, owner, f, outcome.clone())?;
             return done(Fired::Recorded(outcome));
         }
@@ -327,6 +327,17 @@ fn join(
         }
     }
     Ok(Some(all))
+}
+
+/// Most fires of one schedule that wait at once; a newer one is skipped, so a schedule that
+/// fires faster than its constraint lets it run cannot pile up waiting fires without bound.
+pub const MAX_WAITING: usize = 100;
+
+/// How many fires of `f`'s schedule wait.
+fn waiting(tx: &Txn, f: &Firing) -> Result<usize, StoreError> {
+    Ok(tx
+        .scan::<serde_json::Value>(Table::WaitingFires, &format!("{}/", f.schedule))?
+        .len())
 }
 
 /// Whether a fire of `f`'s schedule older than `f` (whose key is `fire_key`) waits.

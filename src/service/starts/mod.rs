@@ -126,14 +126,7 @@ pub async fn start(
             }
             Recorded::Rejected(refusal) => return Err(refusal.into()),
             Recorded::Unsolved(resolved) => {
-                let r = registry.clone();
-                solved = Some(
-                    tokio::task::spawn_blocking(move || {
-                        solve_layout(&r, &resolved).map(|layout| (*resolved, layout))
-                    })
-                    .await
-                    .map_err(|e| ServiceError::unfinished("the layout's solution", &e))??,
-                );
+                solved = Some(solve_outside(&registry, *resolved).await?);
             }
         }
     }
@@ -331,6 +324,20 @@ fn resolve_start(
         program,
         authors,
     })
+}
+
+/// Solves the layout of what a start resolved to, on the blocking pool (never inside a
+/// store write).
+async fn solve_outside(
+    registry: &std::sync::Arc<crate::runtime::registry::Registry>,
+    resolved: Resolved,
+) -> Result<(Resolved, Layout), ServiceError> {
+    let r = std::sync::Arc::clone(registry);
+    tokio::task::spawn_blocking(move || {
+        solve_layout(&r, &resolved).map(|layout| (resolved, layout))
+    })
+    .await
+    .map_err(|e| ServiceError::unfinished("the layout's solution", &e))?
 }
 
 /// Solves the template's layout for the run's nodes and checks that every node's types give
