@@ -739,7 +739,25 @@ fn chaos_of_killed_and_restarted_servers_leaks_nothing_and_runs_nothing_twice() 
         *made.entry((run, node)).or_default() += 1;
     }
     let twice: Vec<_> = made.iter().filter(|(_, n)| **n > 1).collect();
-    assert!(twice.is_empty(), "made twice: {twice:?}");
+    if let Some(((run, _), _)) = twice.first() {
+        // What the cloud was asked and what the run recorded, to tell why.
+        let asked = crate::support::runs::calls(&sim);
+        let ids: Vec<String> = crate::support::runs::instances(&sim)
+            .iter()
+            .filter(|i| i["tags"]["ebb:run"] == run.as_str())
+            .map(|i| i["id"].as_str().unwrap_or_default().to_string())
+            .collect();
+        let asked: Vec<&Value> = asked
+            .iter()
+            .filter(|c| {
+                c["tags"]["ebb:run"] == run.as_str() || ids.iter().any(|id| c["id"] == id.as_str())
+            })
+            .collect();
+        let (_, events) = s.get(&format!(
+            "/v3/namespaces/default/apps/a/workflows/p/runs/{run}/events"
+        ));
+        panic!("made twice: {twice:?}\ncalls: {asked:#?}\nevents: {events:#}");
+    }
     for run in runs.iter().filter(|r| r["status"] == "COMPLETED") {
         assert_clean(&sim, &[run["runid"].as_str().expect("id")], 2);
     }

@@ -97,6 +97,9 @@ pub struct Call {
     pub tags: Option<Tags>,
     pub ok: bool,
     pub error: Option<String>,
+    /// The process that made the call (which server, in a test of several).
+    #[serde(default)]
+    pub pid: u32,
 }
 
 /// Latency and faults, from the run's properties.
@@ -202,6 +205,7 @@ impl Cloud {
             tags: tags.cloned(),
             ok: error.is_none(),
             error: error.map(str::to_string),
+            pid: std::process::id(),
         };
         let mut line = serde_json::to_vec(&call).expect("a call serializes");
         line.push(b'\n');

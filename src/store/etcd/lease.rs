@@ -15,8 +15,24 @@ use super::shared::Shared;
 use crate::store::backend::LeaseState;
 use crate::store::table::StoreError;
 
-/// Taken off the lease's time to live when judging it by this host's clock.
+/// Taken off the lease's time to live when judging it by this host's clock, at the least.
 const MARGIN: Duration = Duration::from_millis(250);
+
+/// How much of its time to live a lease must still have, by this host's clock, for an
+/// outside call to start under it: a third of it (at least [`MARGIN`]). A call that starts
+/// has that long to reach the cloud before etcd can end the lease and another server claim
+/// the run and look for what the call made; with only a quarter second, a call held up on
+/// a busy host (waiting for a worker thread or a lock) could land after the new owner
+/// looked and found nothing, and make a resource twice. A lease renewed every third of its
+/// time to live stays this far from its end while etcd answers.
+fn margin(ttl: Duration) -> Duration {
+    (ttl / 3).max(MARGIN)
+}
+
+/// How long after a renewal was sent a lease of `ttl` counts as live for outside calls.
+fn live_for(ttl: Duration) -> Duration {
+    ttl.saturating_sub(margin(ttl))
+}
 
 impl Shared {
     /// Takes a lease of `ttl` and keeps it alive until it ends or the store closes.
@@ -39,7 +55,7 @@ impl Shared {
     /// The lease was renewed by a request sent at `sent`: etcd keeps it at least `ttl` from
     /// then.
     fn renewed(&self, sent: Instant, ttl: Duration) {
-        let until = sent + ttl.saturating_sub(MARGIN);
+        let until = sent + live_for(ttl);
         *self
             .lease_deadline
             .lock()
@@ -100,5 +116,28 @@ impl Shared {
             .await
             .map(|_| ())
             .map_err(|e| self.unavailable(&e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_outside_call_starts_only_while_a_third_of_the_lease_is_left() {
+        let ttl = Duration::from_secs(3);
+        // Renewed 1.9 s ago: over a second left before etcd may end it.
+        assert!(Duration::from_millis(1_900) < live_for(ttl));
+        // Renewed 2.1 s ago: under a second left, too little for a call held up on a busy
+        // host to land before another server may claim the run and look for its resource.
+        assert!(Duration::from_millis(2_100) >= live_for(ttl));
+        // Renewed every third of the time to live, a lease etcd keeps renewing stays live
+        // with room for the renewal's round trip.
+        assert!(live_for(ttl) > ttl / 3 + Duration::from_millis(500));
+        // A short lease keeps the quarter second at least.
+        assert_eq!(
+            live_for(Duration::from_millis(600)),
+            Duration::from_millis(350)
+        );
     }
 }
