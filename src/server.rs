@@ -258,6 +258,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
             crate::runtime::checker::MAX_RUNNING_ON_SERVER,
             crate::runtime::checker::MAX_RUNNING_PER_NAMESPACE,
         )),
+        queue_news: Default::default(),
     };
     let janitor = Janitor::new(deps.clone(), config.janitor);
     arbiter.spawn(janitor.clone().run_on_schedule());
@@ -283,6 +284,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         runtime.clone(),
         config.scheduler,
     ));
+    arbiter.spawn(crate::service::starts::queue::run(runtime.clone()));
 
     let state = AppState {
         store: store.clone(),

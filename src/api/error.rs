@@ -134,7 +134,8 @@ fn run_status(e: &RunError) -> StatusCode {
         | RunError::BadProperty { .. } => StatusCode::BAD_REQUEST,
         RunError::WrongState { .. }
         | RunError::ConcurrencyLimit { .. }
-        | RunError::Quota { .. } => StatusCode::CONFLICT,
+        | RunError::Quota { .. }
+        | RunError::QueueFull { .. } => StatusCode::CONFLICT,
         RunError::HostPrograms { .. } => StatusCode::FORBIDDEN,
     }
 }

@@ -461,7 +461,8 @@ fn exit_status(run: &RunView) -> u8 {
     match run.status {
         ProgramStatus::Completed => 0,
         ProgramStatus::Killed => 130,
-        ProgramStatus::Pending
+        ProgramStatus::Queued
+        | ProgramStatus::Pending
         | ProgramStatus::Starting
         | ProgramStatus::Running
         | ProgramStatus::Failed

@@ -216,6 +216,24 @@ pub const SCHEDULE_FIRE_LAG: Metric = m(
     &[],
     "From a cron time to its fire being recorded on this server.",
 );
+pub const RUNS_QUEUED: Metric = m(
+    "ebb_runs_queued",
+    Kind::Gauge,
+    &[],
+    "Runs waiting in the admission queue, over every namespace, as the server that starts queued runs last read them.",
+);
+pub const RUN_QUEUE_WAIT: Metric = m(
+    "ebb_run_queue_wait_seconds",
+    Kind::Histogram,
+    &[],
+    "How long a run waited in the admission queue before it started (on the server that started it).",
+);
+pub const RUN_QUEUE_LAG: Metric = m(
+    "ebb_run_queue_admit_lag_seconds",
+    Kind::Histogram,
+    &[],
+    "From the server that starts queued runs hearing that a slot freed (or a run was queued) to a queued run starting in it.",
+);
 
 pub const ALL: &[Metric] = &[
     RUNS_STARTED,
@@ -246,6 +264,9 @@ pub const ALL: &[Metric] = &[
     SCHEDULE_FIRES,
     SCHEDULE_MISSED,
     SCHEDULE_FIRE_LAG,
+    RUNS_QUEUED,
+    RUN_QUEUE_WAIT,
+    RUN_QUEUE_LAG,
 ];
 
 /// The buckets of the histograms of seconds: from a millisecond to an hour.

@@ -24,6 +24,48 @@ pub struct Namespace {
     /// (otherwise only an instance admin may).
     #[serde(default)]
     pub allow_host_programs: bool,
+    /// Whether a start that a limit refuses waits in the queue instead, and for how long.
+    #[serde(default, flatten)]
+    pub queue: QueueSettings,
+}
+
+/// Most runs one namespace's queue may be set to hold.
+pub const MAX_QUEUED_BOUND: u32 = 100_000;
+/// Runs a namespace's queue holds when it sets no `maxQueued`.
+pub const DEFAULT_MAX_QUEUED: u32 = 1_000;
+/// Longest a namespace may let a run wait in its queue: 30 days.
+pub const MAX_QUEUE_TIME_BOUND: u64 = 30 * 24 * 3600;
+/// How long a run waits in the queue when its namespace sets no `maxQueueTime`: a day.
+pub const DEFAULT_MAX_QUEUE_TIME: u64 = 24 * 3600;
+
+/// How a namespace queues the starts a limit (its program's `maxConcurrentRuns`, the
+/// namespace's `maxLiveRuns` or `maxLiveNodes`) would refuse. A run also queues when the
+/// `system.run.queue` preference or argument says so, whatever `queueRuns` is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueSettings {
+    /// Queue every such start of the namespace's programs.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub queue_runs: bool,
+    /// Most runs waiting at once (default 1000); a start past it is REJECTED.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_queued: Option<u32>,
+    /// Longest a run waits, in seconds (default a day); then it is REJECTED.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_queue_time: Option<u64>,
+}
+
+impl QueueSettings {
+    /// Most runs waiting at once.
+    pub fn max_queued(&self) -> u32 {
+        self.max_queued.unwrap_or(DEFAULT_MAX_QUEUED)
+    }
+
+    /// Longest a run waits, in seconds.
+    pub fn max_queue_time(&self) -> u64 {
+        self.max_queue_time.unwrap_or(DEFAULT_MAX_QUEUE_TIME)
+    }
 }
 
 /// The shares of an installation a namespace may hold at once (the patent's shares per
@@ -115,6 +157,14 @@ pub struct NamespaceSpec {
     pub max_nodes_per_run: Option<Option<u32>>,
     #[serde(default)]
     pub allow_host_programs: Option<bool>,
+    #[serde(default)]
+    pub queue_runs: Option<bool>,
+    /// At most 100000; `null` for the default (1000).
+    #[serde(default, deserialize_with = "some")]
+    pub max_queued: Option<Option<u32>>,
+    /// Seconds or a duration (`"2h"`), at most 30 days; `null` for the default (a day).
+    #[serde(default, deserialize_with = "some")]
+    pub max_queue_time: Option<Option<crate::model::profile::Seconds>>,
 }
 
 /// A field that is present (`Some`), as `null` or a value.
@@ -125,8 +175,41 @@ fn some<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
 }
 
 impl NamespaceSpec {
+    /// Checks the bounds of what it sets (400 naming the field).
+    pub fn check(&self) -> Result<(), Invalid> {
+        if let Some(Some(max)) = self.max_queued
+            && max > MAX_QUEUED_BOUND
+        {
+            return Err(Invalid::new(
+                "maxQueued",
+                format!("must be at most {MAX_QUEUED_BOUND}, got {max}"),
+            ));
+        }
+        if let Some(Some(t)) = self.max_queue_time
+            && (t.0 == 0 || t.0 > MAX_QUEUE_TIME_BOUND)
+        {
+            return Err(Invalid::new(
+                "maxQueueTime",
+                format!(
+                    "must be at least a second and at most 30 days ({MAX_QUEUE_TIME_BOUND} s), got {} s",
+                    t.0
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Applies the spec to `ns`.
     pub fn apply(&self, ns: &mut Namespace) {
+        if let Some(v) = self.queue_runs {
+            ns.queue.queue_runs = v;
+        }
+        if let Some(v) = self.max_queued {
+            ns.queue.max_queued = v;
+        }
+        if let Some(v) = self.max_queue_time {
+            ns.queue.max_queue_time = v.map(|t| t.0);
+        }
         if let Some(description) = &self.description {
             ns.description = description.clone();
         }
@@ -190,6 +273,7 @@ mod tests {
                 max_nodes_per_run: None,
             },
             allow_host_programs: false,
+            queue: QueueSettings::default(),
         };
         let spec: NamespaceSpec =
             serde_json::from_value(serde_json::json!({"maxLiveRuns": null, "maxNodesPerRun": 3}))

@@ -13,6 +13,9 @@ use crate::model::names;
 pub const PROFILE_KEY: &str = "system.profile.name";
 /// Prefix of keys that override a profile property.
 pub const PROPERTY_PREFIX: &str = "system.profile.properties.";
+/// Key that makes a start a limit refuses wait in its namespace's queue instead (`true`), or
+/// not (`false`), whatever the namespace's `queueRuns` says.
+pub const QUEUE_KEY: &str = "system.run.queue";
 
 /// The levels of the preference hierarchy, from least to most specific.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

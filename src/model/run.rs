@@ -21,6 +21,8 @@ use crate::model::{names, namespace};
 #[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ProgramStatus {
+    /// Waiting in its namespace's queue for a limit to allow it (no cluster yet).
+    Queued,
     /// Recorded; the supervisor has not begun.
     Pending,
     /// The cluster is being made, then the program launched.
@@ -30,7 +32,7 @@ pub enum ProgramStatus {
     Completed,
     Failed,
     Killed,
-    /// Refused before it began (concurrency limit).
+    /// Refused before it began (a limit, a full queue, or too long in the queue).
     Rejected,
 }
 
@@ -239,6 +241,9 @@ pub struct RunRecord {
     /// The schedule fire that started it, if one did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_by: Option<crate::model::schedule::StartedBy>,
+    /// Its stay in the admission queue, when a limit made it wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<QueueStay>,
     /// The [`RUN_FORMAT`] of the build that last wrote the record (0: before formats were
     /// recorded).
     #[serde(default)]
@@ -247,8 +252,33 @@ pub struct RunRecord {
 
 /// The format of run records this build writes. During a rolling upgrade servers of two
 /// builds share an installation: a server never takes over a run whose record a newer
-/// format wrote, since it might misread it.
-pub const RUN_FORMAT: u32 = 1;
+/// format wrote, since it might misread it. 2: runs may be QUEUED, with their stay.
+pub const RUN_FORMAT: u32 = 2;
+
+/// A run's stay in its namespace's admission queue.
+#[derive(
+    Debug,
+    Clone,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema
+)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueStay {
+    /// When it was queued (epoch milliseconds).
+    pub since: u64,
+    /// When it is REJECTED if still queued (epoch milliseconds): the namespace's
+    /// `maxQueueTime` after `since`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<u64>,
+    /// The limit it waits on, in words.
+    pub reason: String,
+    /// When it left the queue to start (epoch milliseconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admitted: Option<u64>,
+}
 
 impl RunRecord {
     /// The cluster's config: the template's default config (an empty object without one).
@@ -270,7 +300,16 @@ impl RunRecord {
 
     /// When the profile's timeout ends the cluster's life, if it has one.
     pub fn deadline(&self) -> Option<u64> {
-        self.timeout.map(|t| self.starting.saturating_add(t))
+        self.timeout.map(|t| self.began().saturating_add(t))
+    }
+
+    /// When its cluster's life began to count (epoch seconds): when it was requested, or,
+    /// for a run that waited in the queue, when it left it.
+    pub fn began(&self) -> u64 {
+        match self.queue.as_ref().and_then(|q| q.admitted) {
+            Some(admitted) => admitted / 1000,
+            None => self.starting,
+        }
     }
 
     /// Whether the run still holds (or may hold) a cluster.
@@ -286,6 +325,30 @@ impl RunRecord {
                 self.cluster.status,
                 Some(ClusterStatus::Deprovisioned | ClusterStatus::Orphaned)
             )
+    }
+}
+
+impl RunError {
+    /// The limit a refusal names, in words, when waiting would lift it (a program's
+    /// `maxConcurrentRuns`, a namespace's `maxLiveRuns` or `maxLiveNodes`).
+    pub fn limit(&self) -> Option<String> {
+        match self {
+            RunError::ConcurrencyLimit {
+                program, active, ..
+            } => Some(format!(
+                "program '{program}' has {active} run(s) holding a cluster, its maximum (maxConcurrentRuns)"
+            )),
+            RunError::Quota {
+                namespace, reason, ..
+            } => Some(format!("namespace '{namespace}' is at its quota: {reason}")),
+            RunError::WrongState { .. }
+            | RunError::QueueFull { .. }
+            | RunError::HostPrograms { .. }
+            | RunError::ExpireInPast { .. }
+            | RunError::ExpireBeyondTimeout { .. }
+            | RunError::ExpireTooFar { .. }
+            | RunError::BadProperty { .. } => None,
+        }
     }
 }
 
@@ -312,6 +375,16 @@ pub enum RunError {
     Quota {
         namespace: String,
         reason: String,
+        run: String,
+    },
+    #[error(
+        "namespace '{namespace}' already has {max} run(s) queued, its maximum (maxQueued), and {waits_on}; run {run} was recorded as REJECTED"
+    )]
+    QueueFull {
+        namespace: String,
+        max: u32,
+        /// What the run would have waited on.
+        waits_on: String,
         run: String,
     },
     #[error(

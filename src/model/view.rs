@@ -70,6 +70,28 @@ pub struct RunView {
     /// The schedule fire that started it, if one did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_by: Option<crate::model::schedule::StartedBy>,
+    /// Its stay in the admission queue, if a limit made it wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<QueueView>,
+}
+
+/// A run's stay in the admission queue, as shown.
+#[derive(
+    Debug,
+    Clone,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema
+)]
+pub struct QueueView {
+    #[serde(flatten)]
+    pub stay: crate::model::run::QueueStay,
+    /// Where it stands in its namespace's queue while QUEUED (1 is next, in order of
+    /// arrival; the runs ahead that a limit of their own holds back may be passed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<u32>,
 }
 
 impl RunView {
@@ -135,7 +157,19 @@ impl RunView {
             stopping: run.stop.is_some() && !run.status.is_end(),
             owner: None,
             started_by: run.started_by,
+            queue: run.queue.map(|stay| QueueView {
+                stay,
+                position: None,
+            }),
         }
+    }
+
+    /// The view, with where the run stands in its namespace's queue.
+    pub fn placed(mut self, position: Option<u32>) -> RunView {
+        if let Some(q) = self.queue.as_mut() {
+            q.position = position;
+        }
+        self
     }
 
     /// The view, with the server that owns the run.

@@ -3,7 +3,7 @@
 //! [`solver`], cluster operation [`plan`]s and the per-resource lifecycle, the run
 //! [`lifecycle`], the [`admission`] of cluster operations, an operation's [`outcome`] (and
 //! rollback), cluster [`resize`]s, what a [`schedule`] fires and when, a [`service`]'s
-//! state on a node and its heals, and which runs a server [`claim`]s when several share the
+//! state on a node and its heals, the [`queue`] of runs waiting for a limit, and which runs a server [`claim`]s when several share the
 //! store.
 
 pub mod admission;
@@ -12,6 +12,7 @@ pub mod host;
 pub mod lifecycle;
 pub mod outcome;
 pub mod plan;
+pub mod queue;
 pub mod resize;
 pub mod resolve;
 pub mod schedule;

@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use crate::model::access::Trust;
 use crate::model::profile::{Profile, ProfileId, Scope};
 use crate::model::property::{
-    EffectiveProperty, Level, Origin, PROFILE_KEY, PROPERTY_PREFIX, Values,
+    EffectiveProperty, Level, Origin, PROFILE_KEY, PROPERTY_PREFIX, QUEUE_KEY, Values,
 };
 
 /// Why resolution failed.
@@ -64,6 +64,27 @@ pub enum ResolveError {
         level: Level,
         author: Trust,
     },
+    #[error("{QUEUE_KEY} in {level} must be true or false, got '{value}'")]
+    BadQueue { level: Level, value: String },
+}
+
+/// Whether a start that a limit refuses waits in the queue: what the most specific level
+/// that sets `system.run.queue` says, if any does.
+pub fn queue_wanted(levels: &[(Level, &Values)]) -> Result<Option<bool>, ResolveError> {
+    let mut chosen: Option<(Level, bool)> = None;
+    for (level, values) in levels {
+        let Some(value) = values.get(QUEUE_KEY) else {
+            continue;
+        };
+        let wanted = ebb_spi::parse_bool(value).map_err(|_| ResolveError::BadQueue {
+            level: *level,
+            value: value.chars().take(64).collect(),
+        })?;
+        if chosen.is_none_or(|(at, _)| *level > at) {
+            chosen = Some((*level, wanted));
+        }
+    }
+    Ok(chosen.map(|(_, wanted)| wanted))
 }
 
 /// The profile a run uses and the level that chose it.
@@ -255,6 +276,25 @@ pub fn merge(levels: &[(Level, &Values)]) -> Values {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_most_specific_level_says_whether_a_start_queues() {
+        let on = values(&[(QUEUE_KEY, "true")]);
+        let off = values(&[(QUEUE_KEY, "false")]);
+        let none = values(&[]);
+        let bad = values(&[(QUEUE_KEY, "sometimes")]);
+        assert_eq!(queue_wanted(&[(Level::Namespace, &none)]), Ok(None));
+        assert_eq!(
+            queue_wanted(&[(Level::Runtime, &off), (Level::Namespace, &on)]),
+            Ok(Some(false))
+        );
+        assert_eq!(
+            queue_wanted(&[(Level::Instance, &off), (Level::Program, &on)]),
+            Ok(Some(true))
+        );
+        let err = queue_wanted(&[(Level::Runtime, &bad)]).expect_err("bad");
+        assert!(err.to_string().contains("system.run.queue"), "{err}");
+    }
+
     use super::*;
     use crate::model::profile::{Keepalive, ProfileStatus, PropertyValue, ProvisionerInfo};
 

@@ -31,6 +31,9 @@ pub struct Deps {
     /// Bounds the services' checks this server runs at once, over all its runs, and each
     /// namespace's share of them.
     pub check_slots: Arc<crate::runtime::shares::Lanes<String>>,
+    /// Told when a run of this server enters the admission queue or lets go of its cluster
+    /// (a slot a limit counts frees): the dispatcher of queued runs looks at once.
+    pub queue_news: Arc<tokio::sync::Notify>,
 }
 
 /// A server among the servers of an installation: its name, and the lease it holds now.

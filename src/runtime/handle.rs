@@ -252,6 +252,18 @@ impl Runtime {
             .read(move |r| r.get(Table::Runs, &store_key))
             .await?
             .ok_or_else(|| RuntimeError::RunNotFound(key.run.clone()))?;
+        // A queued run has no owner yet: any server changes it, in a write that makes sure
+        // it is still queued. One that left the queue meanwhile has an owner to ask.
+        if run.status == crate::model::run::ProgramStatus::Queued {
+            let deps = Deps {
+                store: self.store(),
+                ..self.deps.clone()
+            };
+            if let Some(run) = transition::withdraw(&deps, &key, event.clone(), &act).await? {
+                return Ok(run);
+            }
+            return Box::pin(self.command(key, event, act)).await;
+        }
         self.owned_here(&run).await?;
         let deps = Deps {
             store: self.store(),

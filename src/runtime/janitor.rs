@@ -472,6 +472,7 @@ mod tests {
             config: None,
             launcher: None,
             started_by: None,
+            queue: None,
             format: 0,
         }
     }

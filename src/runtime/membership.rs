@@ -224,6 +224,8 @@ pub enum Duty {
     Retention,
     /// Firing schedules.
     Scheduler,
+    /// Starting queued runs as limits allow.
+    Queue,
 }
 
 impl Duty {
@@ -232,6 +234,7 @@ impl Duty {
             Duty::Janitor => "janitor",
             Duty::Retention => "retention",
             Duty::Scheduler => "scheduler",
+            Duty::Queue => "queue",
         }
     }
 }

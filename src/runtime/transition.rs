@@ -11,7 +11,7 @@
 use crate::model::access::Act;
 use crate::model::event::EventKind;
 use crate::model::plan::NodeRecord;
-use crate::model::run::{RunError, RunRecord};
+use crate::model::run::{ProgramStatus, RunError, RunRecord};
 use crate::rules::lifecycle::{self, Effect, Event, Transition};
 use crate::runtime::clock;
 use crate::store::events;
@@ -145,8 +145,60 @@ pub async fn commit(
         })
         .await?;
     deps.notifier.notify(&t.run.key.run);
+    if before.is_active() && !t.run.is_active() {
+        // A slot a limit counts is free: a queued run may take it.
+        deps.queue_news.notify_one();
+    }
     count(before, &t.run);
     Ok(())
+}
+
+/// Applies `event` (a stop) to run `key` if it is still QUEUED, in one write that also takes
+/// it out of the queue, so the dispatcher cannot start it meanwhile; answers the new record,
+/// or `None` when the run is not queued (any more).
+pub async fn withdraw(
+    deps: &Deps,
+    key: &crate::model::run::RunKey,
+    event: Event,
+    act: &Act,
+) -> Result<Option<RunRecord>, RuntimeError> {
+    let (k, act) = (key.key(), act.clone());
+    let changed = deps
+        .store
+        .write(move |tx| {
+            let Some(run) = tx.get::<RunRecord>(Table::Runs, &k)? else {
+                return Ok(None);
+            };
+            if run.status != ProgramStatus::Queued {
+                return Ok(None);
+            }
+            let t = lifecycle::on(&run, event.clone(), clock::now_secs())?;
+            let mut after = t.run.clone();
+            after.format = crate::model::run::RUN_FORMAT;
+            tx.put(Table::Runs, &k, &after)?;
+            crate::store::queue::leave(tx, &run)?;
+            if after.status.is_end() {
+                crate::store::ends::record(tx, &after)?;
+            }
+            for note in &t.notes {
+                events::append_by(
+                    tx,
+                    &after.key.run,
+                    EventKind::Status,
+                    None,
+                    note,
+                    Some(&act.actor),
+                )?;
+            }
+            crate::store::changes::record(tx, &act)?;
+            Ok::<_, RuntimeError>(Some((run, after)))
+        })
+        .await?;
+    Ok(changed.map(|(before, after)| {
+        deps.notifier.notify(&after.key.run);
+        count(&before, &after);
+        after
+    }))
 }
 
 /// Counts what a committed transition from `before` to `after` changed: the statuses
@@ -159,7 +211,7 @@ fn count(before: &RunRecord, after: &RunRecord) {
             && let Some(start) = after.start
         {
             metrics::histogram!(RUN_PHASE.name, "phase" => "provisioning")
-                .record(start.saturating_sub(after.starting) as f64);
+                .record(start.saturating_sub(after.began()) as f64);
         }
         if after.status.is_end()
             && let (Some(start), Some(end)) = (before.start.or(after.start), after.end)

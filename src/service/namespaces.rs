@@ -33,6 +33,7 @@ fn new(name: &str, description: String) -> Namespace {
         created: now_secs(),
         quota: Default::default(),
         allow_host_programs: false,
+        queue: Default::default(),
     }
 }
 
@@ -44,6 +45,7 @@ pub async fn put(
     spec: NamespaceSpec,
 ) -> Result<Namespace, ServiceError> {
     namespace::check_name(&name)?;
+    spec.check()?;
     if name == SYSTEM_NAMESPACE {
         return Err(ServiceError::invalid(
             "namespace",

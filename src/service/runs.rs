@@ -127,13 +127,17 @@ fn list_page(
         }
     };
     let next = page.map(|key| key.rsplit('/').next().unwrap_or_default().to_string());
+    let mut positions = Positions::default();
     let runs = runs
         .into_iter()
         .map(|run| {
             let nodes = catalog::nodes_of(r, &run.key.run)?;
             let services = catalog::services_of(r, &run.key.run, &nodes)?;
             let owner = owner_of(r, &run.key)?;
-            Ok(RunView::new(run, nodes, services).owned_by(owner))
+            let position = positions.of(r, &run)?;
+            Ok(RunView::new(run, nodes, services)
+                .owned_by(owner)
+                .placed(position))
         })
         .collect::<Result<Vec<_>, ServiceError>>()?;
     Ok(RunPage { runs, next })
@@ -159,7 +163,7 @@ fn check_filter(filter: &RunFilter) -> Result<(), ServiceError> {
             return Err(ServiceError::invalid(
                 "status",
                 format!(
-                    "'{status}' is not a run or cluster status (PENDING, STARTING, RUNNING, COMPLETED, FAILED, KILLED, REJECTED, PROVISIONING, PROVISIONED, WAITING, DEPROVISIONING, DEPROVISIONED, ORPHANED)"
+                    "'{status}' is not a run or cluster status (QUEUED, PENDING, STARTING, RUNNING, COMPLETED, FAILED, KILLED, REJECTED, PROVISIONING, PROVISIONED, WAITING, DEPROVISIONING, DEPROVISIONED, ORPHANED)"
                 ),
             ));
         }
@@ -224,9 +228,31 @@ pub async fn get(runtime: &Runtime, key: RunKey) -> Result<RunView, ServiceError
             let nodes = catalog::nodes_of(r, &key.run)?;
             let services = catalog::services_of(r, &key.run, &nodes)?;
             let owner = owner_of(r, &key)?;
-            Ok(RunView::new(run, nodes, services).owned_by(owner))
+            let position = Positions::default().of(r, &run)?;
+            Ok(RunView::new(run, nodes, services)
+                .owned_by(owner)
+                .placed(position))
         })
         .await
+}
+
+/// Where queued runs stand in their namespace's queue, each namespace's queue read once.
+#[derive(Default)]
+struct Positions(std::collections::BTreeMap<String, std::collections::BTreeMap<String, u32>>);
+
+impl Positions {
+    /// Where `run` stands, if it is queued.
+    fn of(&mut self, r: &impl Read, run: &RunRecord) -> Result<Option<u32>, StoreError> {
+        if run.status != ProgramStatus::Queued {
+            return Ok(None);
+        }
+        let ns = &run.key.namespace;
+        if !self.0.contains_key(ns) {
+            let positions = crate::store::queue::positions(r, ns)?;
+            self.0.insert(ns.clone(), positions);
+        }
+        Ok(self.0.get(ns).and_then(|p| p.get(&run.key.run)).copied())
+    }
 }
 
 /// The server that owns run `key`, while it is live.

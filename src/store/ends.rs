@@ -38,6 +38,6 @@ pub fn end_status(status: crate::model::run::ProgramStatus) -> Option<EndStatus>
         P::Failed => Some(EndStatus::Failed),
         P::Killed => Some(EndStatus::Killed),
         P::Rejected => Some(EndStatus::Rejected),
-        P::Pending | P::Starting | P::Running => None,
+        P::Queued | P::Pending | P::Starting | P::Running => None,
     }
 }

@@ -23,6 +23,7 @@ pub mod etcd;
 pub mod events;
 mod job;
 pub mod keys;
+pub mod queue;
 pub mod redb;
 pub mod secure;
 mod table;

@@ -84,11 +84,13 @@ pub enum Table {
     /// The idempotency keys of starts, by `<namespace>/<app>/<program>/<hex SHA-256 of the
     /// key>`: the run each recorded, kept a day.
     StartKeys,
+    /// The QUEUED runs, oldest first in each namespace (see `store::queue`).
+    Queue,
 }
 
 impl Table {
     /// Every table, created when the store is opened.
-    pub const ALL: [Table; 29] = [
+    pub const ALL: [Table; 30] = [
         Table::Meta,
         Table::Namespaces,
         Table::Profiles,
@@ -118,6 +120,7 @@ impl Table {
         Table::WaitingFires,
         Table::Joins,
         Table::StartKeys,
+        Table::Queue,
     ];
 
     /// The table's name in every backend: a redb table, an etcd key prefix.
@@ -152,6 +155,7 @@ impl Table {
             Table::WaitingFires => "waiting_fires",
             Table::Joins => "joins",
             Table::StartKeys => "start_keys",
+            Table::Queue => "queue",
         }
     }
 

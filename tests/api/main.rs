@@ -23,6 +23,7 @@ mod openapi;
 mod preferences;
 mod profiles;
 mod provisioners;
+mod queue;
 mod runs;
 mod schedules;
 mod security;

@@ -21,7 +21,14 @@ use crate::model::run::{
 /// so a new status does not compile until this list (and each such arm) is thought over.
 macro_rules! any_status {
     () => {
-        P::Pending | P::Starting | P::Running | P::Completed | P::Failed | P::Killed | P::Rejected
+        P::Queued
+            | P::Pending
+            | P::Starting
+            | P::Running
+            | P::Completed
+            | P::Failed
+            | P::Killed
+            | P::Rejected
     };
 }
 
@@ -49,8 +56,11 @@ macro_rules! any_state {
 /// Something that happened to a run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
-    /// The run is refused as it is recorded (its program's concurrency limit is reached).
+    /// The run is refused as it is recorded (a limit is reached), or after waiting in the
+    /// queue too long.
     Reject(String),
+    /// A QUEUED run leaves the queue to start, at `now_ms` (epoch milliseconds).
+    Admit { now_ms: u64 },
     /// The supervisor takes up a PENDING run.
     Begin,
     /// The create operation made every node.
@@ -156,8 +166,8 @@ pub fn on(run: &RunRecord, event: Event, now: u64) -> Result<Transition, RunErro
     let mut next = run.clone();
     let state = (run.status, run.cluster.status);
     let t = match (state, event) {
-        // Pending --Reject--> Rejected, with no cluster
-        ((P::Pending, None), Event::Reject(message)) => {
+        // Pending|Queued --Reject--> Rejected, with no cluster
+        ((P::Pending | P::Queued, None), Event::Reject(message)) => {
             next.status = P::Rejected;
             next.end = Some(now);
             next.failure = Some(Failure {
@@ -165,6 +175,28 @@ pub fn on(run: &RunRecord, event: Event, now: u64) -> Result<Transition, RunErro
                 message: message.clone(),
             });
             Transition::new(next).note(format!("run REJECTED: {message}"))
+        }
+        // Queued --Admit--> Pending
+        ((P::Queued, None), Event::Admit { now_ms }) => {
+            next.status = P::Pending;
+            let waited = match next.queue.as_mut() {
+                Some(stay) => {
+                    stay.admitted = Some(now_ms);
+                    now_ms.saturating_sub(stay.since)
+                }
+                None => 0,
+            };
+            Transition::new(next).note(format!(
+                "run PENDING: admitted after {:.1}s in the queue",
+                waited as f64 / 1000.0
+            ))
+        }
+        (any_state!(), Event::Admit { .. }) => {
+            return Err(wrong(
+                run,
+                "admitted",
+                format!("{}; only a QUEUED run is", status_text(run)),
+            ));
         }
         // Pending --Begin--> Starting/Provisioning
         ((P::Pending, None), Event::Begin) => {
@@ -263,8 +295,8 @@ pub fn on(run: &RunRecord, event: Event, now: u64) -> Result<Transition, RunErro
             };
             end_program(next, now, outcome, Some(exit), keep)
         }
-        // Pending --Stop|TimedOut--> Killed, Deprovisioned (nothing was made)
-        ((P::Pending, None), event @ (Event::Stop { .. } | Event::TimedOut)) => {
+        // Pending|Queued --Stop|TimedOut--> Killed, Deprovisioned (nothing was made)
+        ((P::Pending | P::Queued, None), event @ (Event::Stop { .. } | Event::TimedOut)) => {
             let stop = stop_for(&event);
             let (status, failure) = killed(stop);
             next.status = status;

@@ -39,6 +39,7 @@ fn run(status: P, cluster: Option<C>) -> RunRecord {
         config: None,
         launcher: None,
         started_by: None,
+        queue: None,
         format: 0,
         exit: None,
         template: None,
@@ -66,6 +67,30 @@ fn every_allowed_transition() {
             P::Rejected,
             None,
             &[],
+        ),
+        (
+            P::Queued,
+            None,
+            Event::Reject("waited too long".into()),
+            P::Rejected,
+            None,
+            &[],
+        ),
+        (
+            P::Queued,
+            None,
+            Event::Admit { now_ms: 1_000_000 },
+            P::Pending,
+            None,
+            &[],
+        ),
+        (
+            P::Queued,
+            None,
+            Event::Stop { keepalive: false },
+            P::Killed,
+            Some(C::Deprovisioned),
+            &[Finish],
         ),
         (
             P::Pending,
@@ -519,4 +544,29 @@ fn every_state_and_event_is_answered_consistently() {
         accepted > 40 && refused > 300,
         "{accepted} accepted, {refused} refused"
     );
+}
+
+#[test]
+fn a_queued_run_is_admitted_once_and_its_lifetime_counts_from_then() {
+    let mut queued = run(P::Queued, None);
+    queued.queue = Some(crate::model::run::QueueStay {
+        since: 900_000,
+        until: Some(990_000),
+        reason: "a limit".into(),
+        admitted: None,
+    });
+    let t = on(&queued, Event::Admit { now_ms: 950_000 }, 950).expect("admitted");
+    assert_eq!(t.run.status, P::Pending);
+    assert_eq!(t.run.queue.as_ref().and_then(|q| q.admitted), Some(950_000));
+    assert!(t.notes[0].contains("admitted after 50.0s"), "{:?}", t.notes);
+    // The profile's timeout counts from leaving the queue, not from the request.
+    assert_eq!(t.run.deadline(), Some(950 + 3600));
+    // Only a QUEUED run is admitted.
+    for status in [P::Pending, P::Running, P::Completed, P::Rejected] {
+        let cluster = (status == P::Running).then_some(C::Provisioned);
+        assert!(
+            on(&run(status, cluster), Event::Admit { now_ms: 1 }, NOW).is_err(),
+            "{status}"
+        );
+    }
 }

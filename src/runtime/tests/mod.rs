@@ -223,6 +223,7 @@ pub fn deps(dir: &std::path::Path, provisioner: Arc<dyn Provisioner>) -> Deps {
         cipher: Arc::new(Cipher::ephemeral()),
         member: Member::new("ebb"),
         check_slots: Arc::new(super::shares::Lanes::new(64, 16)),
+        queue_news: Default::default(),
     }
 }
 

@@ -59,6 +59,7 @@ fn run(status: ProgramStatus, cluster: Option<ClusterStatus>) -> RunRecord {
         config: None,
         launcher: None,
         started_by: None,
+        queue: None,
         format: crate::model::run::RUN_FORMAT,
     }
 }

@@ -243,18 +243,20 @@ fn record_fire(
         act: &act,
         schedule: Some((&schedule, &f.by)),
     };
-    let run = match record_start(tx, registry, key.clone(), f.args.clone(), solved, &how) {
+    // The run to spawn, or one that waits in the queue (which the dispatcher starts).
+    let (run, spawn) = match record_start(tx, registry, key.clone(), f.args.clone(), solved, &how) {
         Ok(Recorded::Unsolved(resolved)) => return Ok(FireRecorded::Unsolved(resolved)),
-        Ok(Recorded::Started(run)) => Some(run),
+        Ok(Recorded::Started(run)) => (Some(run), true),
+        Ok(Recorded::Queued(run)) => (Some(run), false),
         // A fire carries no idempotency key: its own key made it once.
-        Ok(Recorded::Rejected(_) | Recorded::Replayed(_)) => None,
+        Ok(Recorded::Rejected(_) | Recorded::Replayed(_)) => (None, false),
         // What a manual start answers with an error (a disabled or missing profile, a bad
         // property) leaves a REJECTED run with the reason: nobody is there to read an error.
         Err(e @ (ServiceError::Store(_) | ServiceError::Internal(_))) => return Err(e),
         Err(e) => {
             let run = unresolved_run(tx, key.clone(), args.clone(), &f.by)?;
             record_rejected(tx, run, e.to_string(), &act)?;
-            None
+            (None, false)
         }
     };
     // The run keeps the schedule's properties among its arguments, as CDAP's do.
@@ -262,7 +264,7 @@ fn record_fire(
         Some(mut run) => {
             run.args = args;
             tx.put(Table::Runs, &key.key(), &run)?;
-            Some(run)
+            spawn.then_some(run)
         }
         None => None,
     };
@@ -425,6 +427,7 @@ fn unresolved_run(
         config: None,
         launcher: None,
         started_by: Some(by.clone()),
+        queue: None,
         format: crate::model::run::RUN_FORMAT,
     })
 }

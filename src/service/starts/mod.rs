@@ -5,10 +5,12 @@
 //! after that is the supervisor's. `preview` shows what a start would resolve to.
 //!
 //! Runs start by request, or when a schedule fires: [`scheduler`] fires schedules, and
-//! [`fire`] records a fire with its run.
+//! [`fire`] records a fire with its run. A start that a limit refuses may wait in its
+//! namespace's queue instead (QUEUED), and [`queue`] starts it once the limit allows.
 
 pub mod fire;
 pub mod idempotent;
+pub mod queue;
 pub mod scheduler;
 
 use std::collections::BTreeMap;
@@ -16,13 +18,15 @@ use std::collections::BTreeMap;
 use crate::model::access::{Act, Trust, runs_on_host};
 use crate::model::app::{Program, WORKFLOWS};
 use crate::model::event::EventKind;
+use crate::model::namespace::{Namespace, Usage};
 use crate::model::preference::Scope;
 use crate::model::profile::ProfileStatus;
 use crate::model::property::{Level, Origin, Values};
-use crate::model::run::{Launch, ProgramStatus, RunError, RunKey, RunRecord};
+use crate::model::run::{Launch, ProgramStatus, QueueStay, RunError, RunKey, RunRecord};
 use crate::model::schedule::{Schedule, StartedBy};
 use crate::model::server::Owner;
 use crate::rules::lifecycle::{self, Event};
+use crate::rules::queue::{self as admission, Decision, Hold};
 use crate::rules::{host, resolve};
 use crate::runtime::clock;
 use crate::runtime::handle::Runtime;
@@ -102,7 +106,7 @@ pub async fn start(
                 if let Some(once) = &once {
                     let refused = match &recorded {
                         Recorded::Rejected(refusal) => Some(Some(refusal.to_string())),
-                        Recorded::Started(_) => Some(None),
+                        Recorded::Started(_) | Recorded::Queued(_) => Some(None),
                         Recorded::Unsolved(_) | Recorded::Replayed(_) => None,
                     };
                     if let Some(refused) = refused {
@@ -123,6 +127,10 @@ pub async fn start(
                 let id = run.key.run.clone();
                 runtime.spawn(*run);
                 return Ok(id);
+            }
+            Recorded::Queued(run) => {
+                runtime.deps().queue_news.notify_one();
+                return Ok(run.key.run);
             }
             Recorded::Rejected(refusal) => return Err(refusal.into()),
             Recorded::Unsolved(resolved) => {
@@ -209,6 +217,8 @@ struct Resolved {
     program: Program,
     /// Who wrote the profile and the template, for the host check.
     authors: Authors,
+    /// What `system.run.queue` says, if a level sets it.
+    queue: Option<bool>,
 }
 
 /// The authors of what a run resolved to, and their names for a refusal.
@@ -254,6 +264,7 @@ fn resolve_start(
     let levels: Vec<(Level, &Values)> = maps.iter().map(|(l, v)| (*l, v)).collect();
 
     let mut chosen = resolve::choose_profile(&ns, &levels)?;
+    let queue = resolve::queue_wanted(&levels)?;
     let stored = catalog::stored_profile(r, &chosen.id)?
         .ok_or_else(|| ServiceError::ProfileNotFound(chosen.id.clone()))?;
     if stored.profile.status == ProfileStatus::Disabled {
@@ -323,6 +334,7 @@ fn resolve_start(
         template,
         program,
         authors,
+        queue,
     })
 }
 
@@ -440,6 +452,8 @@ fn solve_layout(
 /// What [`record_start`] did.
 enum Recorded {
     Started(Box<RunRecord>),
+    /// Recorded QUEUED: it starts when a limit allows.
+    Queued(Box<RunRecord>),
     Rejected(RunError),
     /// Nothing: the run has a template whose layout must be solved first (or solved again:
     /// the profile, its properties or the template changed since).
@@ -485,6 +499,7 @@ fn record_start(
         template,
         program,
         authors,
+        queue,
     } = resolved;
     let (layout, node_types) = layout;
     let now = clock::now_secs();
@@ -517,23 +532,44 @@ fn record_start(
         config: None,
         launcher: None,
         started_by: how.schedule.map(|(_, by)| by.clone()),
+        queue: None,
         format: crate::model::run::RUN_FORMAT,
     };
+    let namespace = catalog::require_namespace(tx, &key.namespace)?;
     // Only a limit reads the program's active runs: a scan makes this write conflict with
     // every other start and end of the program's runs (on etcd, a retry each).
-    let refusal = refusal(tx, &key, &run, &authors, program.max_concurrent_runs)?;
-    if let Some(refusal) = refusal {
-        record_rejected(tx, run, refusal.to_string(), act)?;
-        return Ok(Recorded::Rejected(refusal));
+    let held = refusal(tx, &namespace, &run, &authors, program.max_concurrent_runs)?;
+    let wanted = queue.unwrap_or(namespace.queue.queue_runs);
+    let queued = match wanted {
+        true => crate::store::queue::count(tx, &key.namespace)?,
+        false => 0,
+    };
+    let max_queued = namespace.queue.max_queued();
+    match admission::decide(held.as_ref().map(|(_, h)| *h), wanted, queued, max_queued) {
+        Decision::Start => {}
+        decision @ (Decision::Refuse | Decision::QueueFull) => {
+            // Only a hold refuses; a full queue refuses whatever it would have waited on.
+            let refusal = match held {
+                Some((refusal, _)) if decision == Decision::Refuse => refusal,
+                held => RunError::QueueFull {
+                    namespace: key.namespace.clone(),
+                    max: max_queued,
+                    waits_on: waits_on(held.as_ref().map(|(r, _)| r), queued),
+                    run: key.run.clone(),
+                },
+            };
+            record_rejected(tx, run, refusal.to_string(), act)?;
+            return Ok(Recorded::Rejected(refusal));
+        }
+        Decision::Queue => {
+            let reason = waits_on(held.as_ref().map(|(r, _)| r), queued);
+            let queued_run = record_queued(tx, run, &namespace, reason, how)?;
+            return Ok(Recorded::Queued(Box::new(queued_run)));
+        }
     }
     tx.put(Table::Runs, &key.key(), &run)?;
     index(tx, &key)?;
-    tx.put(
-        Table::Active,
-        &key.key(),
-        &serde_json::json!({ "profile": run.profile, "nodes": run.cluster.nodes.len() }),
-    )?;
-    tx.put(Table::Owners, &key.key(), owner)?;
+    activate(tx, &run, owner)?;
     let origin = match &chosen.origin {
         Origin::Level(level) => format!("set by {level}"),
         Origin::Schedule(name) => format!("set by schedule {name}"),
@@ -591,18 +627,18 @@ fn record_rejected(
     Ok(t.run)
 }
 
-/// Why run `run` (`key`) may not start, if it may not: a part of it that may not run on the
-/// server's host, its program's concurrency limit, or its namespace's quota. Each check
-/// reads only what it needs (a scan makes the write conflict with every other start and end
-/// it covers: on etcd, a retry each).
+/// Why run `run` may not start now, if it may not, and whether waiting would help: a part
+/// of it that may not run on the server's host, its program's concurrency limit, or its
+/// namespace's quota. Each check reads only what it needs (a scan makes the write conflict
+/// with every other start and end it covers: on etcd, a retry each).
 fn refusal(
     tx: &Txn,
-    key: &RunKey,
+    namespace: &Namespace,
     run: &RunRecord,
     authors: &Authors,
     max_concurrent_runs: Option<u32>,
-) -> Result<Option<RunError>, ServiceError> {
-    let namespace = catalog::require_namespace(tx, &key.namespace)?;
+) -> Result<Option<(RunError, Hold)>, ServiceError> {
+    let key = &run.key;
     let properties = run.properties();
     if runs_on_host(&run.provisioner, &properties) {
         let app = catalog::require_app(tx, &key.namespace, &key.app)?;
@@ -621,15 +657,28 @@ fn refusal(
                     (format!("template '{name}'"), Some(by))
                 }
             };
-            return Ok(Some(RunError::HostPrograms {
+            let refusal = RunError::HostPrograms {
                 namespace: key.namespace.clone(),
                 part,
                 written_by,
                 profile: format!("{}, provisioner {}", run.profile, run.provisioner),
                 run: key.run.clone(),
-            }));
+            };
+            return Ok(Some((refusal, Hold::Never)));
         }
     }
+    limit_hold(tx, namespace, run, max_concurrent_runs)
+}
+
+/// Which limit holds run `run` back now, if one does: its program's `maxConcurrentRuns`
+/// (`max_concurrent_runs`) or its namespace's quota.
+fn limit_hold(
+    tx: &Txn,
+    namespace: &Namespace,
+    run: &RunRecord,
+    max_concurrent_runs: Option<u32>,
+) -> Result<Option<(RunError, Hold)>, ServiceError> {
+    let key = &run.key;
     let active = match max_concurrent_runs {
         Some(_) => tx
             .scan::<serde_json::Value>(
@@ -642,24 +691,95 @@ fn refusal(
     if let Some(max) = max_concurrent_runs
         && active >= max as usize
     {
-        return Ok(Some(RunError::ConcurrencyLimit {
+        let refusal = RunError::ConcurrencyLimit {
             program: format!("{}/{}/{}", key.namespace, key.app, key.program),
             active,
             run: key.run.clone(),
-        }));
+        };
+        return Ok(Some((refusal, Hold::Program)));
     }
     if namespace.quota.limits() {
-        let usage = catalog::namespace_usage(tx, &key.namespace)?;
         let nodes = u32::try_from(run.cluster.nodes.len()).unwrap_or(u32::MAX);
+        // A run larger than the namespace allows one run never fits, however long it waits.
+        let never = namespace.quota.refuse(Usage::default(), nodes);
+        let usage = catalog::namespace_usage(tx, &key.namespace)?;
         if let Some(reason) = namespace.quota.refuse(usage, nodes) {
-            return Ok(Some(RunError::Quota {
+            let refusal = RunError::Quota {
                 namespace: key.namespace.clone(),
                 reason,
                 run: key.run.clone(),
-            }));
+            };
+            let hold = if never.is_some() {
+                Hold::Never
+            } else {
+                Hold::Namespace
+            };
+            return Ok(Some((refusal, hold)));
         }
     }
     Ok(None)
+}
+
+/// What a queued run waits on, in words: the limit that `held` it, or the `queued` runs
+/// ahead of it.
+fn waits_on(held: Option<&RunError>, queued: u32) -> String {
+    match held.and_then(RunError::limit) {
+        Some(limit) => limit,
+        None => format!("{queued} run(s) of its namespace are queued ahead of it"),
+    }
+}
+
+/// Records `run` (not yet stored) as QUEUED in its namespace's queue, waiting on `reason`,
+/// with its history. Answers the record.
+fn record_queued(
+    tx: &mut Txn,
+    mut run: RunRecord,
+    namespace: &Namespace,
+    reason: String,
+    how: &Starting<'_>,
+) -> Result<RunRecord, ServiceError> {
+    let key = run.key.clone();
+    let since = clock::now_millis();
+    let max_wait = namespace.queue.max_queue_time();
+    run.status = ProgramStatus::Queued;
+    run.queue = Some(QueueStay {
+        since,
+        until: Some(since.saturating_add(max_wait.saturating_mul(1000))),
+        reason: reason.clone(),
+        admitted: None,
+    });
+    tx.put(Table::Runs, &key.key(), &run)?;
+    index(tx, &key)?;
+    let ahead = crate::store::queue::enter(tx, &run)?;
+    let by = match how.schedule {
+        Some((s, fire)) => format!("schedule {} for {}", s.path(), fire.describe()),
+        None => how.act.actor.clone(),
+    };
+    events::append_by(
+        tx,
+        &key.run,
+        EventKind::Status,
+        None,
+        format!(
+            "run QUEUED (started by {by}): {reason}; {ahead} run(s) of namespace '{}' queued ahead of it; it waits at most {}",
+            key.namespace,
+            humantime::format_duration(std::time::Duration::from_secs(max_wait))
+        ),
+        Some(&how.act.actor),
+    )?;
+    changes::record(tx, how.act)?;
+    Ok(run)
+}
+
+/// Counts `run` among the live runs its limits count, owned by `owner`, which supervises it.
+fn activate(tx: &mut Txn, run: &RunRecord, owner: &Owner) -> Result<(), StoreError> {
+    let key = run.key.key();
+    tx.put(
+        Table::Active,
+        &key,
+        &serde_json::json!({ "profile": run.profile, "nodes": run.cluster.nodes.len() }),
+    )?;
+    tx.put(Table::Owners, &key, owner)
 }
 
 /// Adds run `key` to its namespace's run index.

@@ -1,0 +1,308 @@
+//! The dispatcher of queued runs: one server of an installation at a time (an election, as
+//! the scheduler's) starts QUEUED runs as their limits allow, and rejects those that waited
+//! longer than their namespace's `maxQueueTime`.
+//!
+//! It keeps nothing the store does not: each round reads the queue (`store::queue`) and
+//! offers its runs in the order `rules::queue` gives (namespaces in turn, oldest first in
+//! each). A run starts in one write that checks its limits again, takes it out of the queue
+//! and records this server as its owner, so however many servers dispatch (a stale leader
+//! for a moment, a restart in the middle) a run starts once and no limit is passed. A round
+//! runs when a run of this server ends or is queued, when any server's run lets go of its
+//! cluster (on etcd, a watch), and every second in any case.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::{activate, limit_hold};
+use crate::model::access::Act;
+use crate::model::event::EventKind;
+use crate::model::metrics::{RUN_QUEUE_LAG, RUN_QUEUE_WAIT, RUNS_QUEUED};
+use crate::model::run::{ProgramStatus, RunRecord};
+use crate::model::server::Owner;
+use crate::rules::lifecycle::{self, Event};
+use crate::rules::queue::{Hold, Pass};
+use crate::runtime::Runtime;
+use crate::runtime::clock;
+use crate::runtime::membership::{Duty, leads};
+use crate::service::catalog;
+use crate::service::error::ServiceError;
+use crate::store::queue::{self, Entry};
+use crate::store::{Read, StoreError, Table, Txn, events};
+
+/// The longest the dispatcher waits between two rounds.
+const TICK: Duration = Duration::from_secs(1);
+
+/// What the dispatcher keeps between rounds.
+#[derive(Debug, Default)]
+struct State {
+    /// The namespace it started a run of last: the next round begins with the one after.
+    after: Option<String>,
+    /// Whether it held the duty when it last asked, and when that was.
+    leads: Option<(bool, std::time::Instant)>,
+}
+
+/// Starts queued runs until the server stops.
+pub async fn run(runtime: Runtime) {
+    let deps = runtime.deps().clone();
+    // On etcd: any server's run that lets go of its cluster frees a slot.
+    let mut freed = deps.store.watch_deletes(Table::Active);
+    let mut state = State::default();
+    loop {
+        let woken = tokio::select! {
+            () = deps.queue_news.notified() => true,
+            () = changed(&mut freed) => true,
+            () = tokio::time::sleep(TICK) => false,
+        };
+        let heard = std::time::Instant::now();
+        match leading(&runtime, &mut state).await {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot tell which server starts queued runs; retried");
+                continue;
+            }
+        }
+        if let Err(e) = round(&runtime, &mut state, woken.then_some(heard)).await {
+            tracing::warn!(error = %e, "starting queued runs failed; retried");
+        }
+    }
+}
+
+/// Waits until `watch` tells of a delete; forever without one.
+async fn changed(watch: &mut Option<tokio::sync::watch::Receiver<u64>>) {
+    let Some(w) = watch else {
+        return std::future::pending().await;
+    };
+    if w.changed().await.is_err() {
+        // The watch ended with the store: nothing more to hear from it.
+        *watch = None;
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Whether this server starts queued runs: asked of the store at most once a tick (a
+/// stale answer is safe: every start checks its limits in its own write).
+async fn leading(runtime: &Runtime, state: &mut State) -> Result<bool, StoreError> {
+    if let Some((leads, asked)) = state.leads
+        && asked.elapsed() < TICK
+    {
+        return Ok(leads);
+    }
+    let deps = runtime.deps();
+    let now_leads = leads(&deps.store, &deps.member, Duty::Queue).await?;
+    state.leads = Some((now_leads, std::time::Instant::now()));
+    if !now_leads {
+        state.after = None;
+    }
+    Ok(now_leads)
+}
+
+/// What one offer of a queued run came to.
+enum Offer {
+    /// It started: its record, to supervise.
+    Started(Box<RunRecord>),
+    /// A limit holds it back still.
+    Held(Hold),
+    /// It is no longer queued (stopped, rejected, or started by another round).
+    Gone,
+}
+
+/// One round: rejects the runs that waited too long, then offers the others in turn.
+async fn round(
+    runtime: &Runtime,
+    state: &mut State,
+    heard: Option<std::time::Instant>,
+) -> Result<(), ServiceError> {
+    let store = runtime.store();
+    let entries = store.read(|r| queue::all(r)).await?;
+    metrics::gauge!(RUNS_QUEUED.name).set(entries.len() as f64);
+    if entries.is_empty() {
+        return Ok(());
+    }
+    let now = clock::now_millis();
+    let mut queues: BTreeMap<String, Vec<(String, Entry)>> = BTreeMap::new();
+    for entry in entries {
+        if entry.until.is_some_and(|until| until <= now) {
+            let e = entry.clone();
+            store.write(move |tx| expire(tx, &e, now)).await?;
+            continue;
+        }
+        let program = format!(
+            "{}/{}/{}",
+            entry.run.namespace, entry.run.app, entry.run.program
+        );
+        queues
+            .entry(entry.run.namespace.clone())
+            .or_default()
+            .push((program, entry));
+    }
+    let member = &runtime.deps().member;
+    let mut pass = Pass::default();
+    for (ns, i) in Pass::order(&queues, state.after.as_deref()) {
+        let (program, entry) = &queues[&ns][i];
+        if !pass.offers(&ns, program) {
+            continue;
+        }
+        let owner = Owner {
+            server: member.name.to_string(),
+            lease: member.lease(),
+            since: clock::now_secs(),
+        };
+        let e = entry.clone();
+        match store.write(move |tx| offer(tx, &e, &owner)).await? {
+            Offer::Started(run) => {
+                state.after = Some(ns.clone());
+                if let Some(stay) = &run.queue {
+                    let waited = stay
+                        .admitted
+                        .unwrap_or(stay.since)
+                        .saturating_sub(stay.since);
+                    metrics::histogram!(RUN_QUEUE_WAIT.name).record(waited as f64 / 1000.0);
+                }
+                if let Some(heard) = heard {
+                    metrics::histogram!(RUN_QUEUE_LAG.name).record(heard.elapsed().as_secs_f64());
+                }
+                runtime.spawn(*run);
+            }
+            Offer::Held(hold) => pass.held(&ns, program, hold),
+            Offer::Gone => {}
+        }
+    }
+    Ok(())
+}
+
+/// The actor a queued run's start and rejection are recorded as.
+fn dispatcher(entry: &Entry, action: &str) -> Act {
+    Act {
+        actor: "ebb (the admission queue)".into(),
+        action: action.into(),
+        namespace: Some(entry.run.namespace.clone()),
+        target: entry.run.run.clone(),
+    }
+}
+
+/// Reads queued run `entry` as it is now: `None` when it is no longer queued (its entry, if
+/// left, is dropped).
+fn queued(tx: &mut Txn, entry: &Entry) -> Result<Option<RunRecord>, StoreError> {
+    let run = tx.get::<RunRecord>(Table::Runs, &entry.run.key())?;
+    match run {
+        Some(run) if run.status == ProgramStatus::Queued => Ok(Some(run)),
+        Some(run) => {
+            queue::leave(tx, &run)?;
+            Ok(None)
+        }
+        None => Ok(None),
+    }
+}
+
+/// Starts queued run `entry` under `owner` if its limits allow it now, in one write.
+fn offer(tx: &mut Txn, entry: &Entry, owner: &Owner) -> Result<Offer, ServiceError> {
+    let Some(run) = queued(tx, entry)? else {
+        return Ok(Offer::Gone);
+    };
+    let key = &run.key;
+    let limits = catalog::require_namespace(tx, &key.namespace).and_then(|ns| {
+        let (_, program) = catalog::require_program(
+            tx,
+            &key.namespace,
+            &key.app,
+            crate::model::app::WORKFLOWS,
+            &key.program,
+        )?;
+        Ok((ns, program.max_concurrent_runs))
+    });
+    let (namespace, max_concurrent_runs) = match limits {
+        Ok(limits) => limits,
+        Err(e @ (ServiceError::Store(_) | ServiceError::Internal(_))) => return Err(e),
+        // Its program (or app) went away while it waited.
+        Err(e) => {
+            reject(tx, &run, entry, format!("it can no longer start: {e}"))?;
+            return Ok(Offer::Gone);
+        }
+    };
+    match limit_hold(tx, &namespace, &run, max_concurrent_runs)? {
+        Some((refusal, Hold::Never)) => {
+            reject(tx, &run, entry, refusal.to_string())?;
+            return Ok(Offer::Gone);
+        }
+        Some((_, hold)) => return Ok(Offer::Held(hold)),
+        None => {}
+    }
+    let act = dispatcher(entry, "run.admit");
+    let t = lifecycle::on(
+        &run,
+        Event::Admit {
+            now_ms: clock::now_millis(),
+        },
+        clock::now_secs(),
+    )?;
+    let mut admitted = t.run;
+    admitted.format = crate::model::run::RUN_FORMAT;
+    tx.put(Table::Runs, &key.key(), &admitted)?;
+    queue::leave(tx, &run)?;
+    activate(tx, &admitted, owner)?;
+    for note in t.notes {
+        events::append_by(
+            tx,
+            &key.run,
+            EventKind::Status,
+            None,
+            note,
+            Some(&act.actor),
+        )?;
+    }
+    Ok(Offer::Started(Box::new(admitted)))
+}
+
+/// Rejects queued run `entry` if it is still queued past its time (`now`, epoch ms).
+fn expire(tx: &mut Txn, entry: &Entry, now: u64) -> Result<(), ServiceError> {
+    let Some(run) = queued(tx, entry)? else {
+        return Ok(());
+    };
+    let Some(stay) = run
+        .queue
+        .clone()
+        .filter(|s| s.until.is_some_and(|u| u <= now))
+    else {
+        return Ok(());
+    };
+    let waited = Duration::from_millis(now.saturating_sub(stay.since));
+    let waited = humantime::format_duration(Duration::from_secs(waited.as_secs()));
+    reject(
+        tx,
+        &run,
+        entry,
+        format!(
+            "it waited {waited} in the queue, its namespace's maxQueueTime, and still waits on: {}",
+            stay.reason
+        ),
+    )
+}
+
+/// Records queued run `run` as REJECTED for `reason` and takes it out of the queue.
+fn reject(
+    tx: &mut Txn,
+    run: &RunRecord,
+    entry: &Entry,
+    reason: String,
+) -> Result<(), ServiceError> {
+    let act = dispatcher(entry, "run.reject");
+    let t = lifecycle::on(run, Event::Reject(reason), clock::now_secs())?;
+    let mut rejected = t.run;
+    rejected.format = crate::model::run::RUN_FORMAT;
+    tx.put(Table::Runs, &run.key.key(), &rejected)?;
+    queue::leave(tx, run)?;
+    for note in t.notes {
+        events::append_by(
+            tx,
+            &run.key.run,
+            EventKind::Status,
+            None,
+            note,
+            Some(&act.actor),
+        )?;
+    }
+    crate::store::ends::record(tx, &rejected)?;
+    crate::store::changes::record(tx, &act)?;
+    Ok(())
+}
