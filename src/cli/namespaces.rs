@@ -1,4 +1,4 @@
-//! `ebb namespace`: create, list, show and delete namespaces.
+//! `ebb namespace`: create, list, show, set and delete namespaces.
 
 use reqwest::Method;
 use serde_json::json;
@@ -32,6 +32,32 @@ pub fn namespace(client: &Client, json: bool, cmd: NamespaceCmd) -> Result<(), C
                 body.as_ref(),
             )?
         }
+        NamespaceCmd::Set { name, settings } => {
+            let s = settings;
+            let mut body = serde_json::Map::new();
+            let limits = [
+                ("maxLiveRuns", s.max_live_runs),
+                ("maxLiveNodes", s.max_live_nodes),
+                ("maxNodesPerRun", s.max_nodes_per_run),
+                ("maxQueued", s.max_queued),
+            ];
+            for (field, limit) in limits {
+                if let Some(limit) = limit {
+                    body.insert(field.into(), json!(limit.0));
+                }
+            }
+            if let Some(wait) = s.max_queue_time {
+                body.insert("maxQueueTime".into(), json!(wait.0));
+            }
+            if let Some(v) = s.queue_runs {
+                body.insert("queueRuns".into(), json!(v));
+            }
+            if let Some(v) = s.allow_host_programs {
+                body.insert("allowHostPrograms".into(), json!(v));
+            }
+            let body = serde_json::Value::Object(body);
+            client.call(Method::PUT, &format!("/v3/namespaces/{name}"), Some(&body))?
+        }
         NamespaceCmd::Delete { name } => {
             client.call(Method::DELETE, &format!("/v3/namespaces/{name}"), None)?;
             return done(json, &format!("namespace '{name}' deleted"));
@@ -42,6 +68,18 @@ pub fn namespace(client: &Client, json: bool, cmd: NamespaceCmd) -> Result<(), C
         return Ok(());
     }
     let ns: Namespace = read_answer(v)?;
-    out!("name:        {}\ndescription: {}", ns.name, ns.description);
+    let limit = |l: Option<u32>| l.map_or("none".to_string(), |n| n.to_string());
+    out!("name:              {}", ns.name);
+    out!("description:       {}", ns.description);
+    out!("maxLiveRuns:       {}", limit(ns.quota.max_live_runs));
+    out!("maxLiveNodes:      {}", limit(ns.quota.max_live_nodes));
+    out!("maxNodesPerRun:    {}", limit(ns.quota.max_nodes_per_run));
+    out!("queueRuns:         {}", ns.queue.queue_runs);
+    out!("maxQueued:         {}", ns.queue.max_queued());
+    out!(
+        "maxQueueTime:      {}",
+        humantime::format_duration(std::time::Duration::from_secs(ns.queue.max_queue_time()))
+    );
+    out!("allowHostPrograms: {}", ns.allow_host_programs);
     Ok(())
 }

@@ -507,6 +507,18 @@ fn show_run(json: bool, answer: Value) -> Result<(), CliError> {
     if let Some(f) = &r.failure {
         out!("failure:  {}: {}", f.kind, f.message);
     }
+    if let Some(q) = &r.queue {
+        let place = q
+            .position
+            .map(|p| format!(", number {p} in its namespace's queue"))
+            .unwrap_or_default();
+        let waited = q.stay.admitted.unwrap_or(now.saturating_mul(1000));
+        out!(
+            "queued:   {:.1}s{place}, on: {}",
+            waited.saturating_sub(q.stay.since) as f64 / 1000.0,
+            q.stay.reason
+        );
+    }
     let c = &r.cluster;
     out!(
         "cluster:  {}{}",

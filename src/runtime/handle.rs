@@ -53,10 +53,14 @@ impl Runtime {
             deps.store = deps.store.fenced(&run.key.key(), lease);
         }
         let live = self.supervisors.clone();
-        let addr = RunSupervisor::start_in_arbiter(&self.arbiter, move |_| {
-            RunSupervisor::new(deps, live, run)
+        let started = self.supervisors.start_once(id.clone(), || {
+            RunSupervisor::start_in_arbiter(&self.arbiter, move |_| {
+                RunSupervisor::new(deps, live, run)
+            })
         });
-        self.supervisors.insert(id, addr);
+        if !started {
+            tracing::debug!(run.id = %id, "the run has a supervisor already");
+        }
     }
 
     /// Whether this server runs a supervisor for run `run` (its id).

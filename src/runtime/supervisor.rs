@@ -82,8 +82,17 @@ impl Supervisors {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn insert(&self, run: String, addr: Addr<RunSupervisor>) {
-        self.lock().insert(run, addr);
+    /// Starts run `run`'s supervisor with `start` unless one runs already: the server's
+    /// claim round may find a run it owns unsupervised in the instant between the write that
+    /// made it the owner (a start, a run leaving the queue) and that write's own spawn, and
+    /// a run must never have two.
+    pub fn start_once(&self, run: String, start: impl FnOnce() -> Addr<RunSupervisor>) -> bool {
+        let mut live = self.lock();
+        if live.contains_key(&run) {
+            return false;
+        }
+        live.insert(run, start());
+        true
     }
 
     pub fn get(&self, run: &str) -> Option<Addr<RunSupervisor>> {

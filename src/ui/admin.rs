@@ -65,13 +65,13 @@ pub async fn namespaces(state: State, ctx: Ctx) -> Answer {
                 div.field { label for="ns-description" { "Description" } input #ns-description type="text" name="description" maxlength="2000"; }
                 button.primary type="submit" { "Create" }
             }
-            p.muted { "Quotas and host programs are set with " code { "PUT /v3/namespaces/{ns}" } " or " code { "ebb namespace" } "." }
+            p.muted { "Quotas, the queue and host programs are set with " code { "PUT /v3/namespaces/{ns}" } " or " code { "ebb namespace" } "." }
         }
         table.wide {
             thead { tr {
                 th scope="col" { "Namespace" } th scope="col" { "Your role" } th scope="col" { "Description" }
                 th scope="col" { "Live runs at most" } th scope="col" { "Live nodes at most" } th scope="col" { "Nodes per run at most" }
-                th scope="col" { "Host programs" }
+                th scope="col" { "Host programs" } th scope="col" { "Queue" }
             } }
             tbody {
                 @for n in &list {
@@ -85,6 +85,14 @@ pub async fn namespaces(state: State, ctx: Ctx) -> Answer {
                         td data-label="Live nodes at most" { (limit(n.quota.max_live_nodes)) }
                         td data-label="Nodes per run at most" { (limit(n.quota.max_nodes_per_run)) }
                         td data-label="Host programs" { (if n.allow_host_programs { "allowed" } else { "instance admins only" }) }
+                        td data-label="Queue" {
+                            (if n.queue.queue_runs { "runs over a limit wait" } else { "on request (system.run.queue)" })
+                            br;
+                            span.muted {
+                                "at most " (n.queue.max_queued()) ", each for "
+                                (humantime::format_duration(std::time::Duration::from_secs(n.queue.max_queue_time())))
+                            }
+                        }
                     }
                 }
             }

@@ -367,3 +367,77 @@ fn a_server_killed_with_runs_queued_starts_each_once_after_a_restart() {
         1,
     );
 }
+
+/// Three servers on etcd: 300 runs queued through all of them under a limit of 5. Every
+/// run starts once, whichever server takes it from the queue, and the sim's instances
+/// (made after a run leaves the queue, deleted before it lets go of its slot) never number
+/// more than 5 at once.
+#[test]
+fn three_servers_start_300_queued_runs_under_a_limit_of_5_once_each() {
+    use crate::support::etcd::Cluster;
+    use crate::support::installation::Installation;
+    let cluster = Cluster::start(1);
+    let p = place();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let install = Installation::new(
+        &cluster,
+        dir.path(),
+        Duration::from_secs(3),
+        "/ebb-test/queue",
+    );
+    let servers: Vec<Server> = ["s0", "s1", "s2"]
+        .iter()
+        .map(|n| install.server(n))
+        .collect();
+    setup(
+        &servers[0],
+        &p.sim,
+        &p.marker,
+        "default",
+        "1",
+        json!({"maxConcurrentRuns": 5}),
+    );
+    let runs: Vec<String> = (0..300)
+        .map(|i| {
+            queued_start(
+                &servers[i % servers.len()],
+                "default",
+                json!({"system.run.queue": "true"}),
+            )
+        })
+        .collect();
+    for run in &runs {
+        let done = wait_until(&servers[0], run, Duration::from_secs(180), |r| {
+            r["cluster"]["status"] == "DEPROVISIONED"
+        });
+        assert_eq!(done["status"], "COMPLETED", "{done}");
+    }
+    let mut ran = ran(&p.marker);
+    ran.sort();
+    let mut ids: Vec<String> = runs.iter().map(|r| id(r)).collect();
+    ids.sort();
+    assert_eq!(ran, ids, "each program ran once");
+    assert_clean(
+        &p.sim,
+        &ids.iter().map(String::as_str).collect::<Vec<_>>(),
+        1,
+    );
+    // The most instances alive at once: each lives from its create to its delete.
+    let mut edges: Vec<(f64, i32)> = Vec::new();
+    for i in instances(&p.sim) {
+        let (made, gone) = (i["createdAt"].as_f64(), i["deletedAt"].as_f64());
+        let (Some(made), Some(gone)) = (made, gone) else {
+            panic!("instance without its times: {i}");
+        };
+        edges.push((made, 1));
+        edges.push((gone, -1));
+    }
+    edges.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let (mut live, mut most) = (0, 0);
+    for (_, d) in edges {
+        live += d;
+        most = most.max(live);
+    }
+    assert!(most <= 5, "{most} instances at once");
+    assert!(most >= 2, "the runs never overlapped ({most})");
+}

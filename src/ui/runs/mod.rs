@@ -73,6 +73,7 @@ fn some(s: &str) -> Option<String> {
 }
 
 const PROGRAM_STATUSES: &[&str] = &[
+    "QUEUED",
     "PENDING",
     "STARTING",
     "RUNNING",

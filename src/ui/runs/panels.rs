@@ -69,9 +69,21 @@ pub(super) fn status_panel(ctx: &Ctx, run: &RunView) -> Markup {
         @if let Some(f) = &run.failure {
             p.notice.bad role="alert" { strong { "Failed (" (f.kind) "): " } (f.message) }
         }
+        @if let Some(q) = run.queue.as_ref().filter(|_| run.status == ProgramStatus::Queued) {
+            p.notice.warn role="status" {
+                strong { "Waiting in the queue" }
+                @if let Some(p) = q.position { " (number " (p) " in namespace " (run.namespace) ")" }
+                ": " (q.stay.reason) ". "
+                @if let Some(until) = q.stay.until { "Rejected if still waiting at " (time(until / 1000)) "." }
+            }
+        }
         (facts(&[
             ("Profile", html! { (run.profile) }),
-            ("Queued", time(run.starting)),
+            ("Requested", time(run.starting)),
+            ("Left the queue", match run.queue.as_ref().and_then(|q| q.stay.admitted) {
+                Some(at) => time(at / 1000),
+                None => html! { "–" },
+            }),
             ("Started", run.start.map_or(html! { "–" }, time)),
             ("Ended", run.end.map_or(html! { "–" }, time)),
             ("Cluster kept until", match (cluster, run.cluster.expires_at) {
