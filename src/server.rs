@@ -284,7 +284,8 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         runtime.clone(),
         config.scheduler,
     ));
-    arbiter.spawn(crate::service::starts::queue::run(runtime.clone()));
+    // Its own thread: a slot that frees is taken at once, however busy the supervisors'.
+    Arbiter::new().spawn(crate::service::starts::queue::run(runtime.clone()));
 
     let state = AppState {
         store: store.clone(),

@@ -232,7 +232,7 @@ pub const RUN_QUEUE_LAG: Metric = m(
     "ebb_run_queue_admit_lag_seconds",
     Kind::Histogram,
     &[],
-    "From the server that starts queued runs hearing that a slot freed (or a run was queued) to a queued run starting in it.",
+    "From the server that starts queued runs hearing that a slot freed (or a run was queued) to the first queued run it starts after.",
 );
 
 pub const ALL: &[Metric] = &[

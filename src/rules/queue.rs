@@ -66,10 +66,10 @@ impl Pass {
     /// The order to offer queued runs in: `queues` holds each namespace's runs oldest first,
     /// as (program, item); namespaces take turns starting after `after` (the namespace served
     /// last). Answers (namespace, index in its queue).
-    pub fn order<T>(
-        queues: &BTreeMap<String, Vec<(String, T)>>,
+    pub fn order<'a, T>(
+        queues: &'a BTreeMap<String, Vec<(String, T)>>,
         after: Option<&str>,
-    ) -> Vec<(String, usize)> {
+    ) -> Vec<(&'a str, usize)> {
         let mut names: Vec<&String> = queues.keys().collect();
         if let Some(after) = after {
             let turn = names.partition_point(|n| n.as_str() <= after);
@@ -80,7 +80,7 @@ impl Pass {
         for i in 0..longest {
             for name in &names {
                 if queues.get(*name).is_some_and(|q| i < q.len()) {
-                    out.push(((*name).clone(), i));
+                    out.push((name.as_str(), i));
                 }
             }
         }

@@ -31,9 +31,36 @@ pub struct Deps {
     /// Bounds the services' checks this server runs at once, over all its runs, and each
     /// namespace's share of them.
     pub check_slots: Arc<crate::runtime::shares::Lanes<String>>,
-    /// Told when a run of this server enters the admission queue or lets go of its cluster
-    /// (a slot a limit counts frees): the dispatcher of queued runs looks at once.
-    pub queue_news: Arc<tokio::sync::Notify>,
+    /// What the dispatcher of queued runs hears from this server: runs queued, slots freed.
+    pub queue_news: Arc<QueueNews>,
+}
+
+/// News for the dispatcher of queued runs, from this server.
+#[derive(Debug, Default)]
+pub struct QueueNews {
+    /// Wakes it: a run was queued, or a run let go of its cluster (a slot a limit counts).
+    pub wake: tokio::sync::Notify,
+    /// Grows with every run this server queues, so it knows to read the queue again.
+    queued: std::sync::atomic::AtomicU64,
+}
+
+impl QueueNews {
+    /// A run was queued here.
+    pub fn queued(&self) {
+        self.queued
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.wake.notify_one();
+    }
+
+    /// A run here let go of what a limit counts.
+    pub fn freed(&self) {
+        self.wake.notify_one();
+    }
+
+    /// How many runs were queued here so far.
+    pub fn queued_so_far(&self) -> u64 {
+        self.queued.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 /// A server among the servers of an installation: its name, and the lease it holds now.

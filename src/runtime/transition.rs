@@ -147,7 +147,7 @@ pub async fn commit(
     deps.notifier.notify(&t.run.key.run);
     if before.is_active() && !t.run.is_active() {
         // A slot a limit counts is free: a queued run may take it.
-        deps.queue_news.notify_one();
+        deps.queue_news.freed();
     }
     count(before, &t.run);
     Ok(())

@@ -79,8 +79,13 @@ pub async fn fire(
             .await?;
         match outcome {
             FireRecorded::Done(fired, run) => {
-                if let Some(run) = run {
-                    runtime.spawn(*run);
+                match run {
+                    Some(run) => runtime.spawn(*run),
+                    // A run recorded without starting may be queued: the dispatcher looks.
+                    None if matches!(fired, Fired::Recorded(FireOutcome::Started { .. })) => {
+                        runtime.deps().queue_news.queued();
+                    }
+                    None => {}
                 }
                 return Ok(fired);
             }

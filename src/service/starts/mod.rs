@@ -129,7 +129,7 @@ pub async fn start(
                 return Ok(id);
             }
             Recorded::Queued(run) => {
-                runtime.deps().queue_news.notify_one();
+                runtime.deps().queue_news.queued();
                 return Ok(run.key.run);
             }
             Recorded::Rejected(refusal) => return Err(refusal.into()),

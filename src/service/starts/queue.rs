@@ -2,9 +2,10 @@
 //! the scheduler's) starts QUEUED runs as their limits allow, and rejects those that waited
 //! longer than their namespace's `maxQueueTime`.
 //!
-//! It keeps nothing the store does not: each round reads the queue (`store::queue`) and
-//! offers its runs in the order `rules::queue` gives (namespaces in turn, oldest first in
-//! each). A run starts in one write that checks its limits again, takes it out of the queue
+//! It keeps nothing the store does not: it reads the queue (`store::queue`) when it takes
+//! the duty, whenever this server queued a run since, and once a second (other servers
+//! queue runs too), and each round offers the runs in the order `rules::queue` gives
+//! (namespaces in turn, oldest first in each). A run starts in one write that checks its limits again, takes it out of the queue
 //! and records this server as its owner, so however many servers dispatch (a stale leader
 //! for a moment, a restart in the middle) a run starts once and no limit is passed. A round
 //! runs when a run of this server ends or is queued, when any server's run lets go of its
@@ -39,6 +40,20 @@ struct State {
     after: Option<String>,
     /// Whether it held the duty when it last asked, and when that was.
     leads: Option<(bool, std::time::Instant)>,
+    /// The queue as last read, less what left it since: each namespace's runs oldest first,
+    /// with their program.
+    queues: BTreeMap<String, Vec<(String, Entry)>>,
+    /// When the queue was last read, and how many runs this server had queued by then.
+    read: Option<(std::time::Instant, u64)>,
+}
+
+impl State {
+    /// Whether to read the queue again: once a tick (other servers queue runs too), and
+    /// whenever this server queued one since.
+    fn stale(&self, queued_here: u64) -> bool {
+        self.read
+            .is_none_or(|(at, seen)| at.elapsed() >= TICK || seen != queued_here)
+    }
 }
 
 /// Starts queued runs until the server stops.
@@ -49,7 +64,7 @@ pub async fn run(runtime: Runtime) {
     let mut state = State::default();
     loop {
         let woken = tokio::select! {
-            () = deps.queue_news.notified() => true,
+            () = deps.queue_news.wake.notified() => true,
             () = changed(&mut freed) => true,
             () = tokio::time::sleep(TICK) => false,
         };
@@ -92,7 +107,10 @@ async fn leading(runtime: &Runtime, state: &mut State) -> Result<bool, StoreErro
     let now_leads = leads(&deps.store, &deps.member, Duty::Queue).await?;
     state.leads = Some((now_leads, std::time::Instant::now()));
     if !now_leads {
-        state.after = None;
+        *state = State {
+            leads: state.leads,
+            ..State::default()
+        };
     }
     Ok(now_leads)
 }
@@ -111,36 +129,50 @@ enum Offer {
 async fn round(
     runtime: &Runtime,
     state: &mut State,
-    heard: Option<std::time::Instant>,
+    mut heard: Option<std::time::Instant>,
 ) -> Result<(), ServiceError> {
     let store = runtime.store();
-    let entries = store.read(|r| queue::all(r)).await?;
-    metrics::gauge!(RUNS_QUEUED.name).set(entries.len() as f64);
-    if entries.is_empty() {
+    let queued_here = runtime.deps().queue_news.queued_so_far();
+    if state.stale(queued_here) {
+        let read_at = std::time::Instant::now();
+        let entries = store.read(|r| queue::all(r)).await?;
+        state.queues.clear();
+        for entry in entries {
+            let program = format!(
+                "{}/{}/{}",
+                entry.run.namespace, entry.run.app, entry.run.program
+            );
+            state
+                .queues
+                .entry(entry.run.namespace.clone())
+                .or_default()
+                .push((program, entry));
+        }
+        state.read = Some((read_at, queued_here));
+    }
+    let waiting: usize = state.queues.values().map(Vec::len).sum();
+    metrics::gauge!(RUNS_QUEUED.name).set(waiting as f64);
+    if waiting == 0 {
         return Ok(());
     }
     let now = clock::now_millis();
-    let mut queues: BTreeMap<String, Vec<(String, Entry)>> = BTreeMap::new();
-    for entry in entries {
-        if entry.until.is_some_and(|until| until <= now) {
-            let e = entry.clone();
-            store.write(move |tx| expire(tx, &e, now)).await?;
-            continue;
+    // What leaves the queue this round, by namespace and place.
+    let mut left: Vec<(String, usize)> = Vec::new();
+    for (ns, runs) in &state.queues {
+        for (i, (_, entry)) in runs.iter().enumerate() {
+            if entry.until.is_some_and(|until| until <= now) {
+                let e = entry.clone();
+                store.write(move |tx| expire(tx, &e, now)).await?;
+                left.push((ns.clone(), i));
+            }
         }
-        let program = format!(
-            "{}/{}/{}",
-            entry.run.namespace, entry.run.app, entry.run.program
-        );
-        queues
-            .entry(entry.run.namespace.clone())
-            .or_default()
-            .push((program, entry));
     }
     let member = &runtime.deps().member;
     let mut pass = Pass::default();
-    for (ns, i) in Pass::order(&queues, state.after.as_deref()) {
-        let (program, entry) = &queues[&ns][i];
-        if !pass.offers(&ns, program) {
+    let mut after = state.after.clone();
+    for (ns, i) in Pass::order(&state.queues, state.after.as_deref()) {
+        let (program, entry) = &state.queues[ns][i];
+        if !pass.offers(ns, program) || left.iter().any(|(n, j)| n == ns && *j == i) {
             continue;
         }
         let owner = Owner {
@@ -151,7 +183,8 @@ async fn round(
         let e = entry.clone();
         match store.write(move |tx| offer(tx, &e, &owner)).await? {
             Offer::Started(run) => {
-                state.after = Some(ns.clone());
+                left.push((ns.to_string(), i));
+                after = Some(ns.to_string());
                 if let Some(stay) = &run.queue {
                     let waited = stay
                         .admitted
@@ -159,13 +192,25 @@ async fn round(
                         .saturating_sub(stay.since);
                     metrics::histogram!(RUN_QUEUE_WAIT.name).record(waited as f64 / 1000.0);
                 }
-                if let Some(heard) = heard {
+                // The first run a wake starts took the slot that woke it.
+                if let Some(heard) = heard.take() {
                     metrics::histogram!(RUN_QUEUE_LAG.name).record(heard.elapsed().as_secs_f64());
                 }
                 runtime.spawn(*run);
             }
-            Offer::Held(hold) => pass.held(&ns, program, hold),
-            Offer::Gone => {}
+            Offer::Held(hold) => pass.held(ns, program, hold),
+            Offer::Gone => left.push((ns.to_string(), i)),
+        }
+    }
+    state.after = after;
+    // What left is dropped from what was read, last first so the places hold.
+    left.sort();
+    for (ns, i) in left.into_iter().rev() {
+        if let Some(runs) = state.queues.get_mut(&ns) {
+            runs.remove(i);
+            if runs.is_empty() {
+                state.queues.remove(&ns);
+            }
         }
     }
     Ok(())
