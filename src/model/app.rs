@@ -30,6 +30,9 @@ pub struct Program {
     /// Most runs that may hold a cluster at once; unset means no limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_concurrent_runs: Option<u32>,
+    /// How a failed run of it is tried again on the same cluster (over the profile's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<crate::model::retry::Retry>,
 }
 
 /// The body of `PUT .../apps/{app}`.
@@ -98,6 +101,9 @@ pub fn check_spec(spec: &AppSpec) -> Result<(), Invalid> {
             ));
         }
         names::check(&field("name"), &p.name)?;
+        if let Some(retry) = &p.retry {
+            retry.check(&field("retry"))?;
+        }
         if !seen.insert(p.name.as_str()) {
             return Err(Invalid::new(
                 field("name"),

@@ -164,7 +164,7 @@ pub struct NamespaceSpec {
     pub max_queued: Option<Option<u32>>,
     /// Seconds or a duration (`"2h"`), at most 30 days; `null` for the default (a day).
     #[serde(default, deserialize_with = "some")]
-    pub max_queue_time: Option<Option<crate::model::profile::Seconds>>,
+    pub max_queue_time: Option<Option<crate::model::seconds::Seconds>>,
 }
 
 /// A field that is present (`Some`), as `null` or a value.

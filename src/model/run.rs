@@ -244,6 +244,16 @@ pub struct RunRecord {
     /// Its stay in the admission queue, when a limit made it wait.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<QueueStay>,
+    /// How a failed program is tried again (the program's policy, else the profile's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<crate::model::retry::Retry>,
+    /// The program's attempts that failed and were tried again, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<ProgramAttempt>,
+    /// When the next attempt is launched (epoch seconds), while the run waits out the
+    /// retry's backoff.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relaunch_at: Option<u64>,
     /// The [`RUN_FORMAT`] of the build that last wrote the record (0: before formats were
     /// recorded).
     #[serde(default)]
@@ -254,6 +264,28 @@ pub struct RunRecord {
 /// builds share an installation: a server never takes over a run whose record a newer
 /// format wrote, since it might misread it. 2: runs may be QUEUED, with their stay.
 pub const RUN_FORMAT: u32 = 2;
+
+/// An attempt of a run's program that failed and was tried again.
+#[derive(
+    Debug,
+    Clone,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ProgramAttempt {
+    /// Its number, from 1.
+    pub attempt: u32,
+    /// How it ended; none when it was lost with its server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit: Option<Exit>,
+    pub failure: Failure,
+    /// When it ended (epoch seconds).
+    pub ended: u64,
+}
 
 /// A run's stay in its namespace's admission queue.
 #[derive(
@@ -301,6 +333,13 @@ impl RunRecord {
     /// When the profile's timeout ends the cluster's life, if it has one.
     pub fn deadline(&self) -> Option<u64> {
         self.timeout.map(|t| self.began().saturating_add(t))
+    }
+
+    /// The number of the program's attempt now (from 1).
+    pub fn attempt(&self) -> u32 {
+        u32::try_from(self.attempts.len())
+            .unwrap_or(u32::MAX)
+            .saturating_add(1)
     }
 
     /// When its cluster's life began to count (epoch seconds): when it was requested, or,

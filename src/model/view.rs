@@ -73,6 +73,22 @@ pub struct RunView {
     /// Its stay in the admission queue, if a limit made it wait.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<QueueView>,
+    /// The number of the program's attempt now (from 1).
+    #[serde(default = "first")]
+    pub attempt: u32,
+    /// The attempts that failed and were tried again, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<crate::model::run::ProgramAttempt>,
+    /// How a failed program is tried again, if it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<crate::model::retry::Retry>,
+    /// When the next attempt is launched (epoch seconds), while the run waits to try again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relaunch_at: Option<u64>,
+}
+
+fn first() -> u32 {
+    1
 }
 
 /// A run's stay in the admission queue, as shown.
@@ -161,6 +177,15 @@ impl RunView {
                 stay,
                 position: None,
             }),
+            attempt: run
+                .attempts
+                .len()
+                .try_into()
+                .unwrap_or(u32::MAX)
+                .saturating_add(1),
+            attempts: run.attempts,
+            retry: run.retry,
+            relaunch_at: run.relaunch_at,
         }
     }
 

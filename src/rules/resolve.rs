@@ -325,6 +325,7 @@ mod tests {
             },
             keepalive: Keepalive::default(),
             timeout: None,
+            retry: None,
             created: 0,
         }
     }

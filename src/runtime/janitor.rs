@@ -473,6 +473,9 @@ mod tests {
             launcher: None,
             started_by: None,
             queue: None,
+            retry: None,
+            attempts: Vec::new(),
+            relaunch_at: None,
             format: 0,
         }
     }

@@ -18,6 +18,21 @@ use crate::store::{Read, StoreError, Table};
 /// How long a stopped program gets between SIGTERM and SIGKILL.
 const KILL_GRACE: Duration = Duration::from_secs(10);
 
+/// Where the program's attempt now keeps its state and output on this host: the run's
+/// directory for the first, `attempt-<n>` in it for each later one (so a retry never
+/// re-attaches to the attempt before it, and each attempt's output is kept).
+pub fn attempt_dir(deps: &Deps, run: &RunRecord) -> PathBuf {
+    attempt_dir_in(deps.run_dir(&run.key.run), run.attempt())
+}
+
+/// The directory of attempt `attempt` in run directory `run_dir`.
+pub fn attempt_dir_in(run_dir: PathBuf, attempt: u32) -> PathBuf {
+    match attempt {
+        0 | 1 => run_dir,
+        n => run_dir.join(format!("attempt-{n}")),
+    }
+}
+
 /// What to launch for `run`: its command, environment and working directory on the master
 /// node, with `cluster.json` written beside it.
 pub(super) async fn launch_file(deps: &Deps, run: &RunRecord) -> std::io::Result<LaunchFile> {
@@ -62,6 +77,7 @@ pub(super) async fn launch_file(deps: &Deps, run: &RunRecord) -> std::io::Result
         env.insert(k.to_string(), v);
     };
     set("EBB_RUN_ID", run.key.run.clone());
+    set("EBB_RUN_ATTEMPT", run.attempt().to_string());
     set("EBB_NAMESPACE", run.key.namespace.clone());
     set("EBB_APP", run.key.app.clone());
     set("EBB_PROGRAM", run.key.program.clone());
@@ -124,9 +140,15 @@ pub(super) async fn remote_program(
         Err(e) => return Some(Err(e)),
     };
     let node = super::remote::Node::of(&context, &run.key.run, &record)?;
-    Some(node.map(|node| super::remote::Program {
-        node,
-        run_dir: deps.run_dir(&run.key.run),
+    let attempt = run.attempt();
+    Some(node.map(|mut node| {
+        if attempt > 1 {
+            node.dir = format!("{}/attempt-{attempt}", node.dir);
+        }
+        super::remote::Program {
+            node,
+            run_dir: attempt_dir(deps, run),
+        }
     }))
 }
 
@@ -166,7 +188,12 @@ pub(super) async fn launch_remote(
 /// to it after a restart, and tells `news` what becomes of it: launched (or not), then its
 /// exit. A program that ran on another server's host, which is gone, is lost.
 pub async fn watch(deps: &Deps, run: &RunRecord, context: ebb_spi::Context, news: impl Fn(Event)) {
-    let dir = deps.run_dir(&run.key.run);
+    let dir = attempt_dir(deps, run);
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        return news(Event::LaunchFailed(format!(
+            "cannot make the attempt's directory: {e}"
+        )));
+    }
     match remote_program(deps, run, context).await {
         None => {
             if let Some(other) = run.launcher.as_deref().filter(|l| **l != *deps.member.name) {
@@ -230,7 +257,7 @@ pub async fn watch(deps: &Deps, run: &RunRecord, context: ebb_spi::Context, news
 /// Signals `run`'s program to stop (SIGTERM, then SIGKILL after [`KILL_GRACE`]), wherever it
 /// runs.
 pub async fn kill(deps: &Deps, run: &RunRecord, context: ebb_spi::Context) {
-    let dir = deps.run_dir(&run.key.run);
+    let dir = attempt_dir(deps, run);
     let killed = match remote_program(deps, run, context).await {
         Some(Ok(program)) => program.kill(deps, KILL_GRACE).await,
         Some(Err(e)) => Err(e),

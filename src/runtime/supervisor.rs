@@ -214,6 +214,13 @@ impl RunSupervisor {
                     self.admit(admission::Event::CancelLifecycle, ctx);
                 }
                 Effect::Launch => self.launch(ctx),
+                Effect::Relaunch => {
+                    let at = self.run.relaunch_at.unwrap_or(0).saturating_mul(1000);
+                    let wait = at.saturating_sub(clock::now_millis());
+                    ctx.run_later(Duration::from_millis(wait), |_, ctx| {
+                        ctx.notify(ProgramNews(Event::Relaunch));
+                    });
+                }
                 Effect::Kill => {
                     let (deps, run, context) =
                         (self.deps.clone(), self.run.clone(), self.context());

@@ -93,7 +93,9 @@ pub async fn logs_tail(runtime: &Runtime, key: RunKey, max: u64) -> Result<Logs,
     runtime
         .store()
         .read(move |r| {
-            catalog::require_run(r, &key)?;
+            // The output of the program's attempt now (each attempt keeps its own).
+            let run = catalog::require_run(r, &key)?;
+            let dir = crate::runtime::launch::attempt_dir_in(dir.clone(), run.attempt());
             let read = |name: &str| {
                 tail(&dir.join(name), max)
                     .map_err(|e| StoreError::Storage(format!("cannot read the {name}: {e}")))

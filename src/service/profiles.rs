@@ -57,6 +57,7 @@ pub(super) fn upsert(
         provisioner: spec.provisioner,
         keepalive: spec.keepalive,
         timeout: spec.timeout,
+        retry: spec.retry,
         created,
     };
     let stored = StoredProfile {

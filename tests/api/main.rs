@@ -24,6 +24,7 @@ mod preferences;
 mod profiles;
 mod provisioners;
 mod queue;
+mod retries;
 mod runs;
 mod schedules;
 mod security;

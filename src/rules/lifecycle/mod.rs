@@ -77,6 +77,8 @@ pub enum Event {
     Exited(Exit),
     /// The program ran on the host of a server that died, out of this server's reach.
     ProgramLost(String),
+    /// A failed program's retry backoff is over: launch its next attempt.
+    Relaunch,
     /// `POST .../stop`.
     Stop { keepalive: bool },
     /// The profile's timeout passed.
@@ -104,6 +106,8 @@ pub enum Effect {
     CancelCreate,
     /// Launch the program, or re-attach to it if it was launched already.
     Launch,
+    /// Wait until the run's `relaunch_at`, then apply [`Event::Relaunch`].
+    Relaunch,
     /// Stop the program.
     Kill,
     /// Run (or resume) the delete operation.
@@ -268,11 +272,24 @@ pub fn on(run: &RunRecord, event: Event, now: u64) -> Result<Transition, RunErro
                         kind: FailureKind::ServerLost,
                         message,
                     };
+                    if let Some(t) = try_again(&next, None, &failure, now) {
+                        return Ok(t);
+                    }
                     ((P::Failed, Some(failure)), run.keepalive.failed)
                 }
             };
             end_program(next, now, outcome, None, keep)
         }
+        // Running/Provisioned --Relaunch--> the next attempt, once its backoff is over
+        ((P::Running, Some(C::Provisioned)), Event::Relaunch) if run.relaunch_at.is_some() => {
+            next.relaunch_at = None;
+            let attempt = next.attempt();
+            let of = next.retry.as_ref().map_or(attempt, |r| r.max_attempts);
+            Transition::new(next)
+                .note(format!("launching attempt {attempt} of {of}"))
+                .effect(Effect::Launch)
+        }
+        (any_state!(), Event::Relaunch) => Transition::new(next),
         // Running --Exited--> Completed | Failed | Killed
         ((P::Starting | P::Running, Some(C::Provisioned)), Event::Exited(exit)) => {
             let (outcome, keep) = match run.stop {
@@ -290,6 +307,9 @@ pub fn on(run: &RunRecord, event: Event, now: u64) -> Result<Transition, RunErro
                         kind: FailureKind::Program,
                         message: format!("the program {exit}"),
                     };
+                    if let Some(t) = try_again(&next, Some(exit), &failure, now) {
+                        return Ok(t);
+                    }
                     ((P::Failed, Some(failure)), run.keepalive.failed)
                 }
             };
@@ -320,6 +340,16 @@ pub fn on(run: &RunRecord, event: Event, now: u64) -> Result<Transition, RunErro
                 return Err(wrong(run, "stopped", "it is already stopping"));
             }
             let stop = stop_for(&event);
+            // Between two attempts no program runs: the run ends now.
+            if run.relaunch_at.is_some() {
+                next.relaunch_at = None;
+                next.stop = Some(stop);
+                let keep = match stop.reason {
+                    StopReason::Requested if stop.keepalive => run.keepalive.killed,
+                    StopReason::Requested | StopReason::Timeout => 0,
+                };
+                return Ok(end_program(next, now, killed(stop), None, keep));
+            }
             next.stop = Some(stop);
             let note = match stop.reason {
                 StopReason::Requested => "stop requested",
@@ -524,10 +554,53 @@ fn end_program(
     }
 }
 
+/// The failed attempt of `run`'s program (ended by `exit`, or lost with its server), tried
+/// again when its retry policy allows: recorded among its attempts, and the next launched
+/// after the policy's backoff. `None` when the run ends instead.
+fn try_again(
+    run: &RunRecord,
+    exit: Option<Exit>,
+    failure: &Failure,
+    now: u64,
+) -> Option<Transition> {
+    let retry = run.retry.as_ref()?;
+    let attempt = run.attempt();
+    if !retry.again(attempt, exit.and_then(|e| e.code)) {
+        return None;
+    }
+    let mut next = run.clone();
+    next.status = P::Running;
+    next.attempts.push(crate::model::run::ProgramAttempt {
+        attempt,
+        exit,
+        failure: failure.clone(),
+        ended: now,
+    });
+    next.relaunch_at = Some(now.saturating_add(retry.backoff));
+    let wait = match retry.backoff {
+        0 => "now".to_string(),
+        s => format!(
+            "in {}",
+            humantime::format_duration(std::time::Duration::from_secs(s))
+        ),
+    };
+    Some(
+        Transition::new(next)
+            .note(format!(
+                "attempt {attempt} of {} failed ({}: {}); trying again {wait}",
+                retry.max_attempts, failure.kind, failure.message
+            ))
+            .effect(Effect::Relaunch),
+    )
+}
+
 /// What a supervisor taking up `run` after a restart must do to continue where it was.
 pub fn resume(run: &RunRecord) -> Vec<Effect> {
     match (run.status, run.cluster.status) {
         (P::Starting, Some(C::Provisioning)) => vec![Effect::CreateCluster],
+        (P::Running, Some(C::Provisioned)) if run.relaunch_at.is_some() => {
+            vec![Effect::Relaunch]
+        }
         (P::Starting, Some(C::Provisioned)) | (P::Running, Some(C::Provisioned)) => {
             let mut effects = vec![Effect::Launch];
             if run.stop.is_some() {

@@ -60,6 +60,9 @@ fn run(status: ProgramStatus, cluster: Option<ClusterStatus>) -> RunRecord {
         launcher: None,
         started_by: None,
         queue: None,
+        retry: None,
+        attempts: Vec::new(),
+        relaunch_at: None,
         format: crate::model::run::RUN_FORMAT,
     }
 }

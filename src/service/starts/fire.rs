@@ -433,6 +433,9 @@ fn unresolved_run(
         launcher: None,
         started_by: Some(by.clone()),
         queue: None,
+        retry: None,
+        attempts: Vec::new(),
+        relaunch_at: None,
         format: crate::model::run::RUN_FORMAT,
     })
 }

@@ -219,6 +219,8 @@ struct Resolved {
     authors: Authors,
     /// What `system.run.queue` says, if a level sets it.
     queue: Option<bool>,
+    /// How a failed program is tried again: the program's policy, else the profile's.
+    retry: Option<crate::model::retry::Retry>,
 }
 
 /// The authors of what a run resolved to, and their names for a refusal.
@@ -324,6 +326,7 @@ fn resolve_start(
         profile_id: chosen.id.clone(),
         template: template_author,
     };
+    let retry = program.retry.clone().or(stored.profile.retry.clone());
     Ok(Resolved {
         chosen,
         keepalive: stored.profile.keepalive,
@@ -335,6 +338,7 @@ fn resolve_start(
         program,
         authors,
         queue,
+        retry,
     })
 }
 
@@ -500,6 +504,7 @@ fn record_start(
         program,
         authors,
         queue,
+        retry,
     } = resolved;
     let (layout, node_types) = layout;
     let now = clock::now_secs();
@@ -533,6 +538,9 @@ fn record_start(
         launcher: None,
         started_by: how.schedule.map(|(_, by)| by.clone()),
         queue: None,
+        retry,
+        attempts: Vec::new(),
+        relaunch_at: None,
         format: crate::model::run::RUN_FORMAT,
     };
     let namespace = catalog::require_namespace(tx, &key.namespace)?;
