@@ -507,6 +507,22 @@ fn show_run(json: bool, answer: Value) -> Result<(), CliError> {
     if let Some(f) = &r.failure {
         out!("failure:  {}: {}", f.kind, f.message);
     }
+    if let Some(retry) = &r.retry {
+        let waits = r
+            .relaunch_at
+            .map(|at| format!(", the next at {}", output::when(Some(at), now)))
+            .unwrap_or_default();
+        out!("attempt:  {} of {}{waits}", r.attempt, retry.max_attempts);
+    }
+    for a in &r.attempts {
+        out!(
+            "  attempt {} failed {}: {}: {}",
+            a.attempt,
+            output::when(Some(a.ended), now),
+            a.failure.kind,
+            a.failure.message
+        );
+    }
     if let Some(q) = &r.queue {
         let place = q
             .position

@@ -234,6 +234,12 @@ pub const RUN_QUEUE_LAG: Metric = m(
     &[],
     "From the server that starts queued runs hearing that a slot freed (or a run was queued) to the first queued run it starts after.",
 );
+pub const PROGRAM_RETRIES: Metric = m(
+    "ebb_program_retries_total",
+    Kind::Counter,
+    &["kind"],
+    "Failed program attempts tried again under a retry policy, by why the attempt failed (program, server-lost).",
+);
 
 pub const ALL: &[Metric] = &[
     RUNS_STARTED,
@@ -267,6 +273,7 @@ pub const ALL: &[Metric] = &[
     RUNS_QUEUED,
     RUN_QUEUE_WAIT,
     RUN_QUEUE_LAG,
+    PROGRAM_RETRIES,
 ];
 
 /// The buckets of the histograms of seconds: from a millisecond to an hour.

@@ -220,6 +220,12 @@ fn count(before: &RunRecord, after: &RunRecord) {
                 .record(end.saturating_sub(start) as f64);
         }
     }
+    if after.attempts.len() > before.attempts.len()
+        && let Some(a) = after.attempts.last()
+    {
+        metrics::counter!(crate::model::metrics::PROGRAM_RETRIES.name, "kind" => a.failure.kind.to_string())
+            .increment(1);
+    }
     if before.cluster.status != after.cluster.status
         && let Some(status) = after.cluster.status
     {

@@ -91,6 +91,17 @@ pub(super) fn status_panel(ctx: &Ctx, run: &RunView) -> Markup {
                 _ => html! { "–" },
             }),
             ("Exit", run.exit.map_or(html! { "–" }, |e| html! { (e.to_string()) })),
+            ("Attempt", match &run.retry {
+                Some(retry) => html! {
+                    (run.attempt) " of " (retry.max_attempts)
+                    @if let Some(at) = run.relaunch_at { " · the next at " (time(at)) }
+                    @for a in &run.attempts {
+                        br;
+                        span.muted { "attempt " (a.attempt) " " (a.failure.kind) ": " (a.failure.message) }
+                    }
+                },
+                None => html! { "1 (no retries)" },
+            }),
             // Which server owns it is for those who may act on it (the API's rule).
             ("Owner", html! { (if may("/stop") { run.owner.as_deref().unwrap_or("–") } else { "–" }) }),
         ]))
