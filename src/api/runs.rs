@@ -67,8 +67,10 @@ pub async fn start_run(
                 .to_string(),
         ),
     };
+    let mut args = args.0;
+    let once = starts::idempotent::of_request(once, &mut args)?;
     let program = (p.ns, p.app, p.program);
-    let run_id = starts::start(&state.runtime, act, program, args.0, once).await?;
+    let run_id = starts::start(&state.runtime, act, program, args, once).await?;
     ok(Started { run_id })
 }
 

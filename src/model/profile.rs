@@ -147,6 +147,10 @@ pub struct Profile {
     /// policy comes first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<crate::model::retry::Retry>,
+    /// Whether a start of its runs that a limit refuses waits in the queue (over the
+    /// namespace's `queueRuns`; a `system.run.queue` preference or argument comes first).
+    #[serde(default, rename = "queueRuns", skip_serializing_if = "Option::is_none")]
+    pub queue_runs: Option<bool>,
     /// When the profile was first created, in epoch seconds.
     pub created: u64,
 }
@@ -212,6 +216,8 @@ pub struct ProfileSpec {
     pub timeout: Option<Seconds>,
     #[serde(default)]
     pub retry: Option<crate::model::retry::Retry>,
+    #[serde(default, rename = "queueRuns")]
+    pub queue_runs: Option<bool>,
 }
 
 /// The `provisioner` object of a profile body.
@@ -291,6 +297,7 @@ pub struct ValidSpec {
     pub keepalive: Keepalive,
     pub timeout: Option<u64>,
     pub retry: Option<crate::model::retry::Retry>,
+    pub queue_runs: Option<bool>,
 }
 
 impl ProfileSpec {
@@ -377,6 +384,7 @@ impl ProfileSpec {
             keepalive,
             timeout,
             retry: self.retry,
+            queue_runs: self.queue_runs,
         })
     }
 }

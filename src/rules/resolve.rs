@@ -326,6 +326,7 @@ mod tests {
             keepalive: Keepalive::default(),
             timeout: None,
             retry: None,
+            queue_runs: None,
             created: 0,
         }
     }

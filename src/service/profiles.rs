@@ -58,6 +58,7 @@ pub(super) fn upsert(
         keepalive: spec.keepalive,
         timeout: spec.timeout,
         retry: spec.retry,
+        queue_runs: spec.queue_runs,
         created,
     };
     let stored = StoredProfile {

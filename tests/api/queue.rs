@@ -441,3 +441,49 @@ fn three_servers_start_300_queued_runs_under_a_limit_of_5_once_each() {
     assert!(most <= 5, "{most} instances at once");
     assert!(most >= 2, "the runs never overlapped ({most})");
 }
+
+/// A profile's `queueRuns` makes its runs wait; a runtime argument still has the last word.
+#[test]
+fn a_profile_that_queues_runs_makes_its_starts_wait() {
+    let p = place();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    let _ = std::fs::create_dir_all(&p.sim);
+    let mut body = crate::support::profiles::profile_body(
+        "sim",
+        &[
+            ("stateDir", p.sim.to_str().expect("utf-8"), false),
+            ("nodes", "1", false),
+        ],
+    );
+    body["queueRuns"] = json!(true);
+    crate::support::profiles::put_profile_body(&server, "q", body);
+    let script = format!("echo \"$EBB_RUN_ID\" >> '{}'; sleep 60", p.marker.display());
+    deploy(&server, "a", &script, json!({"maxConcurrentRuns": 1}));
+    let start = |args: Value| server.post_json(&format!("{}/start", program("a")), args);
+    let (code, first) = start(json!({"system.profile.name": "q"}));
+    assert_eq!(code, 200, "{first}");
+    let (code, second) = start(json!({"system.profile.name": "q"}));
+    assert_eq!(code, 200, "{second}");
+    let second = format!(
+        "{}/runs/{}",
+        program("a"),
+        second["runId"].as_str().expect("id")
+    );
+    assert_eq!(status(&server, &second)["status"], "QUEUED");
+    assert_error(
+        start(json!({"system.profile.name": "q", "system.run.queue": "false"})),
+        409,
+        "maxConcurrentRuns",
+    );
+    let first = format!(
+        "{}/runs/{}",
+        program("a"),
+        first["runId"].as_str().expect("id")
+    );
+    for run in [&second, &first] {
+        let (code, body) = server.post(&format!("{run}/stop"));
+        assert_eq!(code, 200, "{body}");
+        wait_deprovisioned(&server, run);
+    }
+}

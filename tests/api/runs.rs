@@ -779,3 +779,54 @@ fn a_start_repeated_with_its_idempotency_key_starts_nothing_more() {
         "Idempotency-Key",
     );
 }
+
+/// A start whose connection is cut before the answer (the client cannot tell whether it
+/// went through), sent again with its key, starts one run; the key may also come in the
+/// body, where it is no runtime argument.
+#[test]
+fn a_start_cut_off_and_sent_again_with_its_key_starts_one_run() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    deploy(&server, "once", "true", json!({}));
+    let body = json!({"day": "26"}).to_string();
+    let address = server.url.trim_start_matches("http://").to_string();
+    for _ in 0..3 {
+        let mut conn = std::net::TcpStream::connect(&address).expect("connect");
+        write!(
+            conn,
+            "POST /v3/namespaces/default/apps/once/workflows/p/start HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {}\r\nIdempotency-Key: cut-1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            server.token().expect("token"),
+            body.len()
+        )
+        .expect("send");
+        // Cut off before the answer.
+        conn.shutdown(std::net::Shutdown::Both).expect("cut");
+    }
+    let (code, answer) = start_once(&server, "cut-1", json!({"day": "26"}));
+    assert_eq!(code, 200, "{answer}");
+    let (_, runs) = server.get("/v3/namespaces/default/apps/once/workflows/p/runs");
+    let runs = runs.as_array().cloned().unwrap_or_default();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0]["runid"], answer["runId"]);
+    // The key in the body.
+    let path = format!("{}/start", program("once"));
+    let (code, first) = server.post_json(&path, json!({"idempotencyKey": "body-1", "day": "27"}));
+    assert_eq!(code, 200, "{first}");
+    let (code, again) = server.post_json(&path, json!({"idempotencyKey": "body-1", "day": "27"}));
+    assert_eq!(code, 200, "{again}");
+    assert_eq!(first["runId"], again["runId"]);
+    let run = server
+        .get(&format!(
+            "{}/runs/{}",
+            program("once"),
+            first["runId"].as_str().expect("id")
+        ))
+        .1;
+    assert!(run["properties"].get("idempotencyKey").is_none(), "{run}");
+    assert_error(
+        server.post_json(&path, json!({"idempotencyKey": ""})),
+        400,
+        "idempotencyKey",
+    );
+}

@@ -20,6 +20,26 @@ pub const MAX_KEY: usize = 255;
 /// The header that carries the key.
 pub const HEADER: &str = "Idempotency-Key";
 
+/// The body field that may carry it instead (taken out of the runtime arguments).
+pub const FIELD: &str = "idempotencyKey";
+
+/// The key of a start: the header's, or the body's `idempotencyKey` (which is no runtime
+/// argument, and is taken out of `args`); both given must agree.
+pub fn of_request(header: Option<String>, args: &mut Values) -> Result<Option<String>, Invalid> {
+    let field = args.remove(FIELD);
+    match (header, field) {
+        (Some(h), Some(f)) if h != f => Err(Invalid::new(
+            FIELD,
+            format!("differs from the {HEADER} header; give the key once"),
+        )),
+        (Some(key), _) => check(&key).map(|()| Some(key)),
+        (None, Some(key)) => check(&key)
+            .map(|()| Some(key))
+            .map_err(|e| Invalid::new(FIELD, e.message)),
+        (None, None) => Ok(None),
+    }
+}
+
 /// What a key remembers of the start that used it first.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]

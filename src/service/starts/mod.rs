@@ -217,7 +217,7 @@ struct Resolved {
     program: Program,
     /// Who wrote the profile and the template, for the host check.
     authors: Authors,
-    /// What `system.run.queue` says, if a level sets it.
+    /// What `system.run.queue` says, if a level sets it, else the profile's `queueRuns`.
     queue: Option<bool>,
     /// How a failed program is tried again: the program's policy, else the profile's.
     retry: Option<crate::model::retry::Retry>,
@@ -327,6 +327,7 @@ fn resolve_start(
         template: template_author,
     };
     let retry = program.retry.clone().or(stored.profile.retry.clone());
+    let queue = queue.or(stored.profile.queue_runs);
     Ok(Resolved {
         chosen,
         keepalive: stored.profile.keepalive,
