@@ -520,3 +520,56 @@ fn schedules_from_flags() {
     assert!(shown.contains("argument: day=tuesday"), "{shown}");
     assert!(shown.contains("argument: logical.start.time="), "{shown}");
 }
+
+#[test]
+fn namespace_set_changes_quotas_and_the_queue_and_get_shows_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = Server::start(&dir);
+    ok(
+        &s,
+        &[
+            "namespace",
+            "set",
+            "default",
+            "--max-live-runs",
+            "2",
+            "--queue-runs",
+            "true",
+            "--max-queued",
+            "50",
+            "--max-queue-time",
+            "2h",
+        ],
+    );
+    let shown = ok(&s, &["namespace", "get", "default"]);
+    for line in [
+        "maxLiveRuns:       2",
+        "queueRuns:         true",
+        "maxQueued:         50",
+        "maxQueueTime:      2h",
+        "maxLiveNodes:      none",
+    ] {
+        assert!(shown.contains(line), "{line} in {shown}");
+    }
+    ok(
+        &s,
+        &[
+            "namespace",
+            "set",
+            "default",
+            "--max-live-runs",
+            "none",
+            "--max-queued",
+            "none",
+        ],
+    );
+    let after = json(&s, &["namespace", "get", "default"]);
+    assert!(after.get("maxLiveRuns").is_none(), "{after}");
+    assert!(after.get("maxQueued").is_none(), "{after}");
+    assert_eq!(after["queueRuns"], true, "{after}");
+    let err = fails(
+        &s,
+        &["namespace", "set", "default", "--max-queued", "100001"],
+    );
+    assert!(err.contains("maxQueued"), "{err}");
+}

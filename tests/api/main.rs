@@ -30,6 +30,7 @@ mod schedules;
 mod security;
 mod server;
 mod servers;
+mod starts;
 mod templates;
 mod tls;
 mod ui;
