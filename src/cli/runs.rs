@@ -530,7 +530,7 @@ fn show_run(json: bool, answer: Value) -> Result<(), CliError> {
             .unwrap_or_default();
         let waited = q.stay.admitted.unwrap_or(now.saturating_mul(1000));
         out!(
-            "queued:   {:.1}s{place}, on: {}",
+            "queued:   {:.2}s{place}, on: {}",
             waited.saturating_sub(q.stay.since) as f64 / 1000.0,
             q.stay.reason
         );

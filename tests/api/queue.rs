@@ -487,3 +487,79 @@ fn a_profile_that_queues_runs_makes_its_starts_wait() {
         wait_deprovisioned(&server, run);
     }
 }
+
+/// The server that starts queued runs is SIGKILLed with runs still queued: another takes the
+/// duty over (its record goes with the dead server's lease) and starts the rest, each once,
+/// under the limit.
+#[test]
+fn the_dispatching_server_dies_and_another_starts_the_rest_of_the_queue() {
+    use crate::support::etcd::Cluster;
+    use crate::support::installation::Installation;
+    use ebb::store::Read;
+    let cluster = Cluster::start(1);
+    let p = place();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let install = Installation::new(
+        &cluster,
+        dir.path(),
+        Duration::from_secs(3),
+        "/ebb-test/queue-failover",
+    );
+    let mut servers: Vec<Option<Server>> = ["s0", "s1", "s2"]
+        .iter()
+        .map(|n| Some(install.server(n)))
+        .collect();
+    let first = servers[0].as_ref().expect("s0");
+    setup(
+        first,
+        &p.sim,
+        &p.marker,
+        "default",
+        "1",
+        json!({"maxConcurrentRuns": 2, "then": "sleep 0.3"}),
+    );
+    let runs: Vec<String> = (0..30)
+        .map(|i| {
+            let s = servers[i % 3].as_ref().expect("up");
+            queued_start(s, "default", json!({"system.run.queue": "true"}))
+        })
+        .collect();
+    // Who holds the duty, from the store itself.
+    let store = ebb::store::Store::open_at(&install.location).expect("store");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let holder: ebb::model::server::Owner = rt
+        .block_on(store.read(|r| r.get(ebb::store::Table::Duties, "queue")))
+        .expect("read")
+        .expect("a server holds the queue");
+    let victim = ["s0", "s1", "s2"]
+        .iter()
+        .position(|n| *n == holder.server)
+        .expect("a known server");
+    servers[victim].take().expect("up").kill();
+    let survivor = servers.iter().flatten().next().expect("a survivor");
+    for run in &runs {
+        let done = wait_until(survivor, run, Duration::from_secs(120), |r| {
+            r["cluster"]["status"] == "DEPROVISIONED"
+        });
+        // A run the dead server carried when it died may end FAILED (its program ran on that
+        // server's host); none is left queued or run twice.
+        assert!(
+            done["status"] == "COMPLETED" || done["failure"]["kind"] == "server-lost",
+            "{done}"
+        );
+    }
+    let mut ran = ran(&p.marker);
+    let total = ran.len();
+    ran.sort();
+    ran.dedup();
+    assert_eq!(ran.len(), total, "no program ran twice");
+    assert_eq!(total, 30, "every run's program ran");
+    let now: ebb::model::server::Owner = rt
+        .block_on(store.read(|r| r.get(ebb::store::Table::Duties, "queue")))
+        .expect("read")
+        .expect("a server holds the queue");
+    assert_ne!(now.server, holder.server);
+}
