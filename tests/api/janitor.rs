@@ -173,3 +173,43 @@ fn a_scheduled_sweep_acts_on_its_own_and_leaves_live_runs_alone() {
     );
     assert_eq!(deletes(&sim, &run), [1, 1]);
 }
+
+/// A delete the cloud keeps refusing (retryably) ends: within its retry budget the node is
+/// given up on and the cluster recorded ORPHANED, the run ends, and the janitor deletes the
+/// instance once the cloud lets it.
+#[test]
+fn a_delete_that_keeps_failing_ends_orphaned_and_the_janitor_deletes_it_later() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sim = sub(&dir, "sim");
+    let server = Server::start(&dir);
+    let stuck = [
+        ("nodes", "1"),
+        ("deleteErrorRate", "1"),
+        ("retryBudget", "2s"),
+    ];
+    sim_profile(&server, "p", &sim, &stuck, 0, None);
+    deploy(&server, "a", "true", json!({}));
+    let run = start(&server, "a", json!({"system.profile.name": "p"}));
+    let ended = wait_until(&server, &run, Duration::from_secs(60), |r| {
+        r["cluster"]["status"] == "ORPHANED"
+    });
+    assert_eq!(ended["status"], "COMPLETED", "{ended}");
+    let refused = calls(&sim)
+        .iter()
+        .filter(|c| c["op"] == "delete" && c["ok"] == false)
+        .count();
+    assert!(refused >= 2, "the delete was tried again: {refused}");
+    // The cloud lets it go now: the janitor deletes what the run left.
+    sim_profile(
+        &server,
+        "p",
+        &sim,
+        &[("nodes", "1"), ("retryBudget", "2s")],
+        0,
+        None,
+    );
+    let (code, sweep) = server.post("/v3/janitor/run");
+    assert_eq!(code, 200, "{sweep}");
+    assert_eq!(orphans(&sweep).len(), 1, "{sweep}");
+    assert_eq!(deletes(&sim, &run), [1]);
+}

@@ -109,6 +109,8 @@ pub struct Behaviour {
     pub delete_latency: Duration,
     pub transient_error_rate: f64,
     pub lost_create_rate: f64,
+    /// Chance that a delete is refused (retryably) while the instance stays up.
+    pub delete_error_rate: f64,
     pub fail_create: bool,
     pub quota: Option<usize>,
     /// The first this many instances made in the state directory fail to boot.
@@ -383,6 +385,13 @@ impl Cloud {
     pub fn delete(&self, id: &str) -> Result<(), ProvisionError> {
         let _lock = self.lock()?;
         self.transient("delete", Some(id), None)?;
+        if self.behaviour.delete_error_rate > 0.0
+            && fastrand::f64() < self.behaviour.delete_error_rate
+        {
+            let message = "IncorrectInstanceState: the instance cannot be terminated now";
+            self.log("delete", Some(id), None, Some(message));
+            return Err(ProvisionError::retryable(message));
+        }
         if let Some(instance) = self.read(id)? {
             let mut instance = self.refresh(instance)?;
             instance.delete_calls += 1;

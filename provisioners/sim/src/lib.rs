@@ -47,6 +47,7 @@ pub static SPEC: ProvisionerSpec = ProvisionerSpec {
         PropertySpec::optional("deleteLatency", LATENCY),
         PropertySpec::optional("transientErrorRate", RATE),
         PropertySpec::optional("lostCreateRate", RATE),
+        PropertySpec::optional("deleteErrorRate", RATE),
         PropertySpec::optional("failCreate", PropertyKind::Boolean),
         PropertySpec::optional(
             "bootFailures",
@@ -99,6 +100,7 @@ fn behaviour(properties: &Properties) -> Behaviour {
         delete_latency: duration("deleteLatency"),
         transient_error_rate: rate("transientErrorRate"),
         lost_create_rate: rate("lostCreateRate"),
+        delete_error_rate: rate("deleteErrorRate"),
         fail_create: properties
             .get("failCreate")
             .and_then(|v| ebb_spi::parse_bool(v).ok())

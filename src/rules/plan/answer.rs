@@ -215,6 +215,12 @@ fn described(
                 Progress::Save(r, format!("{id} is being deleted"))
             }
             // Still there and not being deleted: the delete request did not land; ask again.
+            // A delete asked before keeps its budget, counted from the first request: one
+            // that keeps failing must end (ORPHANED), not start its budget over each time.
+            Pending | Running if r.status == ResourceStatus::RequestingDelete => {
+                r.attempts = 0;
+                Progress::Save(r, format!("{id} is not being deleted; requesting again"))
+            }
             Pending | Running => {
                 r.enter(ResourceStatus::RequestingDelete, now);
                 Progress::Save(r, format!("{id} is not being deleted; requesting again"))

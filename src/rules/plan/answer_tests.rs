@@ -455,3 +455,34 @@ fn a_crash_after_any_call_neither_repeats_nor_leaks_a_resource() {
         );
     }
 }
+
+#[test]
+fn a_delete_asked_again_keeps_the_budget_of_the_first_request() {
+    // The delete was requested at 1 000 ms and failed; the resource is still up at NOW.
+    let asked = record(S::RequestingDelete, 1, 1_000);
+    let Progress::Save(again, note) = learn(
+        "master",
+        Delete,
+        Some(&asked),
+        described(Some(ResourceState::Running)),
+        NOW,
+    ) else {
+        panic!("a record to save");
+    };
+    assert!(note.contains("requesting again"), "{note}");
+    // Asked again (not looked up again), and the budget still counts from the first request,
+    // so a delete that keeps failing ends.
+    assert_eq!(next_step(Delete, Some(&again)), Step::Delete("i-1".into()));
+    assert_eq!(again.since_ms, 1_000);
+    // A created resource found up by a delete starts its budget now.
+    let Progress::Save(first, _) = learn(
+        "master",
+        Delete,
+        Some(&record(S::PollingDelete, 0, 1_000)),
+        described(Some(ResourceState::Running)),
+        NOW,
+    ) else {
+        panic!("a record to save");
+    };
+    assert_eq!((first.status, first.since_ms), (S::RequestingDelete, NOW));
+}
