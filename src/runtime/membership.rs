@@ -269,6 +269,26 @@ pub async fn leads(store: &Store, member: &Member, duty: Duty) -> Result<bool, S
         .await
 }
 
+/// Gives `duty` up if this server holds it (a draining server), so another takes it at once
+/// instead of when this server's lease ends.
+pub async fn resign(store: &Store, member: &Member, duty: Duty) -> Result<(), StoreError> {
+    if !store.shared() {
+        return Ok(());
+    }
+    let (me, lease) = (member.name.to_string(), member.lease());
+    store
+        .write(move |tx| {
+            if tx
+                .get::<Owner>(Table::Duties, duty.name())?
+                .is_some_and(|h| h.server == me && h.lease == lease)
+            {
+                tx.delete(Table::Duties, duty.name());
+            }
+            Ok(())
+        })
+        .await
+}
+
 /// Joins again after this server's lease ended, until it works.
 async fn rejoin(deps: &Deps, settings: &Settings) {
     let mut pause = Duration::from_millis(200);

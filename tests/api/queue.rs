@@ -540,26 +540,96 @@ fn the_dispatching_server_dies_and_another_starts_the_rest_of_the_queue() {
         .expect("a known server");
     servers[victim].take().expect("up").kill();
     let survivor = servers.iter().flatten().next().expect("a survivor");
+    let ran_ids = |marker: &Path| ran(marker);
+    let mut completed = 0;
     for run in &runs {
         let done = wait_until(survivor, run, Duration::from_secs(120), |r| {
             r["cluster"]["status"] == "DEPROVISIONED"
         });
-        // A run the dead server carried when it died may end FAILED (its program ran on that
-        // server's host); none is left queued or run twice.
-        assert!(
-            done["status"] == "COMPLETED" || done["failure"]["kind"] == "server-lost",
-            "{done}"
-        );
+        // A run the dead server carried when it died may end FAILED (its program was on that
+        // server's host, or about to be); none is left queued, and no program ran twice.
+        let times = ran_ids(&p.marker).iter().filter(|l| **l == id(run)).count();
+        if done["status"] == "COMPLETED" {
+            completed += 1;
+            assert_eq!(times, 1, "{done}");
+        } else {
+            assert_eq!(done["failure"]["kind"], "server-lost", "{done}");
+            assert!(times <= 1, "{done}");
+        }
     }
-    let mut ran = ran(&p.marker);
-    let total = ran.len();
-    ran.sort();
-    ran.dedup();
-    assert_eq!(ran.len(), total, "no program ran twice");
-    assert_eq!(total, 30, "every run's program ran");
+    // The dead server carried at most two runs (the limit): the rest completed.
+    assert!(completed >= 28, "{completed} of 30 completed");
     let now: ebb::model::server::Owner = rt
         .block_on(store.read(|r| r.get(ebb::store::Table::Duties, "queue")))
         .expect("read")
         .expect("a server holds the queue");
     assert_ne!(now.server, holder.server);
+}
+
+/// The server that starts queued runs is drained (asked through another): it gives the duty
+/// up at once, and another server starts the rest of the queue while it drains.
+#[test]
+fn a_drained_dispatcher_gives_the_queue_to_another_server() {
+    use crate::support::etcd::Cluster;
+    use crate::support::installation::Installation;
+    use ebb::store::Read;
+    let cluster = Cluster::start(1);
+    let p = place();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let install = Installation::new(
+        &cluster,
+        dir.path(),
+        Duration::from_secs(30),
+        "/ebb-test/queue-drain",
+    );
+    let servers: Vec<Server> = ["s0", "s1", "s2"]
+        .iter()
+        .map(|n| install.server(n))
+        .collect();
+    setup(
+        &servers[0],
+        &p.sim,
+        &p.marker,
+        "default",
+        "1",
+        json!({"maxConcurrentRuns": 1, "then": "sleep 0.2"}),
+    );
+    let runs: Vec<String> = (0..12)
+        .map(|i| {
+            queued_start(
+                &servers[i % 3],
+                "default",
+                json!({"system.run.queue": "true"}),
+            )
+        })
+        .collect();
+    let store = ebb::store::Store::open_at(&install.location).expect("store");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let holder = |rt: &tokio::runtime::Runtime| -> Option<String> {
+        rt.block_on(
+            store.read(|r| r.get::<ebb::model::server::Owner>(ebb::store::Table::Duties, "queue")),
+        )
+        .expect("read")
+        .map(|o| o.server)
+    };
+    let first = holder(&rt).expect("a server holds the queue");
+    let other = ["s0", "s1", "s2"]
+        .iter()
+        .position(|n| *n != first)
+        .map(|i| &servers[i])
+        .expect("another server");
+    let (code, body) = other.post(&format!("/v3/servers/{first}/drain"));
+    assert_eq!(code, 202, "{body}");
+    // With a 30 s lease, only giving the duty up lets the queue go on this soon.
+    for run in &runs {
+        let done = wait_until(other, run, Duration::from_secs(25), |r| {
+            r["cluster"]["status"] == "DEPROVISIONED"
+        });
+        assert_eq!(done["status"], "COMPLETED", "{done}");
+    }
+    assert_ne!(holder(&rt).as_deref(), Some(first.as_str()));
+    assert_eq!(ran(&p.marker).len(), 12);
 }

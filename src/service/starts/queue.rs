@@ -24,7 +24,7 @@ use crate::rules::lifecycle::{self, Event};
 use crate::rules::queue::{Hold, Pass};
 use crate::runtime::Runtime;
 use crate::runtime::clock;
-use crate::runtime::membership::{Duty, leads};
+use crate::runtime::membership::{Duty, leads, resign};
 use crate::service::catalog;
 use crate::service::error::ServiceError;
 use crate::store::queue::{self, Entry};
@@ -98,12 +98,23 @@ async fn changed(watch: &mut Option<tokio::sync::watch::Receiver<u64>>) {
 /// Whether this server starts queued runs: asked of the store at most once a tick (a
 /// stale answer is safe: every start checks its limits in its own write).
 async fn leading(runtime: &Runtime, state: &mut State) -> Result<bool, StoreError> {
+    // A draining server takes no run: it leaves the queue to the others.
+    let deps = runtime.deps();
+    if deps.member.draining() {
+        if state.leads.is_some_and(|(leads, _)| leads) {
+            resign(&deps.store, &deps.member, Duty::Queue).await?;
+        }
+        *state = State {
+            leads: Some((false, std::time::Instant::now())),
+            ..State::default()
+        };
+        return Ok(false);
+    }
     if let Some((leads, asked)) = state.leads
         && asked.elapsed() < TICK
     {
         return Ok(leads);
     }
-    let deps = runtime.deps();
     let now_leads = leads(&deps.store, &deps.member, Duty::Queue).await?;
     state.leads = Some((now_leads, std::time::Instant::now()));
     if !now_leads {
