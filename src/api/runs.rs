@@ -224,7 +224,20 @@ pub async fn extend_run(
 /// The program's output: read where it is, on the run's owner or the server that launched
 /// it when that is another server (a forwarded request is answered from here, whatever it
 /// holds).
-pub async fn run_logs(state: State, path: web::Path<RunPath>, req: HttpRequest) -> Reply<Logs> {
+/// The query of `GET .../logs`.
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+pub struct LogsQuery {
+    /// The attempt of the program (from 1) whose output to read; by default the one now.
+    #[serde(default)]
+    attempt: Option<u32>,
+}
+
+pub async fn run_logs(
+    state: State,
+    path: web::Path<RunPath>,
+    query: Query<LogsQuery>,
+    req: HttpRequest,
+) -> Reply<Logs> {
     let key: RunKey = path.into_inner().into();
     if !req
         .headers()
@@ -240,7 +253,7 @@ pub async fn run_logs(state: State, path: web::Path<RunPath>, req: HttpRequest) 
             .await
             .map(Answer::forwarded);
     }
-    ok(history::logs(&state.runtime, key).await?)
+    ok(history::logs(&state.runtime, key, query.0.attempt).await?)
 }
 
 /// The query of `GET .../events`.

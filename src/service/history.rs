@@ -80,22 +80,47 @@ fn tail(path: &std::path::Path, max: u64) -> std::io::Result<String> {
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
-/// The program's stdout and stderr (the last MiB of each).
-pub async fn logs(runtime: &Runtime, key: RunKey) -> Result<Logs, ServiceError> {
-    logs_tail(runtime, key, MAX_LOG_BYTES).await
+/// The program's stdout and stderr (the last MiB of each), of its attempt `attempt` (from 1;
+/// by default the attempt now).
+pub async fn logs(
+    runtime: &Runtime,
+    key: RunKey,
+    attempt: Option<u32>,
+) -> Result<Logs, ServiceError> {
+    logs_of(runtime, key, MAX_LOG_BYTES, attempt).await
 }
 
 /// The last `max` bytes (at most a MiB) of the program's stdout and of its stderr.
 pub async fn logs_tail(runtime: &Runtime, key: RunKey, max: u64) -> Result<Logs, ServiceError> {
+    logs_of(runtime, key, max, None).await
+}
+
+async fn logs_of(
+    runtime: &Runtime,
+    key: RunKey,
+    max: u64,
+    attempt: Option<u32>,
+) -> Result<Logs, ServiceError> {
     let max = max.min(MAX_LOG_BYTES);
     key.check()?;
     let dir = runtime.deps().run_dir(&key.run);
     runtime
         .store()
         .read(move |r| {
-            // The output of the program's attempt now (each attempt keeps its own).
+            // Each attempt of the program keeps its own output.
             let run = catalog::require_run(r, &key)?;
-            let dir = crate::runtime::launch::attempt_dir_in(dir.clone(), run.attempt());
+            let now = run.attempt();
+            let attempt = match attempt {
+                None => now,
+                Some(a) if (1..=now).contains(&a) => a,
+                Some(a) => {
+                    return Err(ServiceError::invalid(
+                        "attempt",
+                        format!("the run has made attempts 1 to {now}, not {a}"),
+                    ));
+                }
+            };
+            let dir = crate::runtime::launch::attempt_dir_in(dir.clone(), attempt);
             let read = |name: &str| {
                 tail(&dir.join(name), max)
                     .map_err(|e| StoreError::Storage(format!("cannot read the {name}: {e}")))

@@ -84,6 +84,15 @@ fn a_program_failing_twice_then_succeeding_completes_on_one_cluster_in_three_att
             .is_some_and(|s| s.contains("attempt 3") && !s.contains("attempt 1")),
         "{logs}"
     );
+    // An earlier attempt's output is kept, and read by its number.
+    let first = server.get(&format!("{run}/logs?attempt=1")).1;
+    assert!(
+        first["stdout"]
+            .as_str()
+            .is_some_and(|s| s.contains("attempt 1") && !s.contains("attempt 3")),
+        "{first}"
+    );
+    assert_error(server.get(&format!("{run}/logs?attempt=4")), 400, "attempt");
 }
 
 #[test]
