@@ -17,15 +17,8 @@ pub const MAX_BACKOFF: u64 = 3600;
 /// lost with the server whose host it ran on) is launched again while attempts are left and
 /// its exit code is among `onExitCodes` (any, when none are named); a stopped or timed-out
 /// run is never tried again.
-#[derive(
-    Debug,
-    Clone,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    schemars::JsonSchema
-)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Retry {
     /// Attempts in all, the first included (1 to 10).

@@ -266,15 +266,8 @@ pub struct RunRecord {
 pub const RUN_FORMAT: u32 = 2;
 
 /// An attempt of a run's program that failed and was tried again.
-#[derive(
-    Debug,
-    Clone,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    schemars::JsonSchema
-)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ProgramAttempt {
     /// Its number, from 1.
@@ -288,15 +281,8 @@ pub struct ProgramAttempt {
 }
 
 /// A run's stay in its namespace's admission queue.
-#[derive(
-    Debug,
-    Clone,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    schemars::JsonSchema
-)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct QueueStay {
     /// When it was queued (epoch milliseconds).

@@ -92,15 +92,8 @@ fn first() -> u32 {
 }
 
 /// A run's stay in the admission queue, as shown.
-#[derive(
-    Debug,
-    Clone,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    schemars::JsonSchema
-)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 pub struct QueueView {
     #[serde(flatten)]
     pub stay: crate::model::run::QueueStay,
@@ -149,6 +142,7 @@ impl RunView {
                     .collect(),
             })
             .collect();
+        let attempt = run.attempt();
         RunView {
             runid: run.key.run,
             namespace: run.key.namespace,
@@ -177,12 +171,7 @@ impl RunView {
                 stay,
                 position: None,
             }),
-            attempt: run
-                .attempts
-                .len()
-                .try_into()
-                .unwrap_or(u32::MAX)
-                .saturating_add(1),
+            attempt,
             attempts: run.attempts,
             retry: run.retry,
             relaunch_at: run.relaunch_at,

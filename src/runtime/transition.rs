@@ -4,9 +4,11 @@
 //! runtime's command path for a run without a supervisor ([`apply`]); an admin's operation
 //! that ends commits the transition `rules::resize` made the same way.
 //!
-//! Committing is the only write of a run's record after its start: the record, the index of
-//! active runs (with the nodes the namespace's quota counts), the notes as the run's history,
-//! and who asked, for a command.
+//! Writing a transition ([`write`]) is the only write of a run's record after its start: the
+//! record, the index of active runs (with the nodes the namespace's quota counts), the queue
+//! a run leaves, its end for the triggers, the notes as the run's history; [`commit`] adds who
+//! asked, for a command. A queued run's start or rejection, and a start's refusal, write theirs
+//! the same way inside their own writes.
 
 use crate::model::access::Act;
 use crate::model::event::EventKind;
@@ -16,7 +18,7 @@ use crate::rules::lifecycle::{self, Effect, Event, Transition};
 use crate::runtime::clock;
 use crate::store::events;
 use crate::store::keys;
-use crate::store::{Read, StoreError, Table};
+use crate::store::{Read, StoreError, Table, Txn};
 
 use super::deps::Deps;
 use super::error::RuntimeError;
@@ -73,9 +75,50 @@ pub async fn apply(
     Ok(next.transition.run)
 }
 
-/// Commits transition `next` of a run that was `before`: its record, its events, and, for a
-/// command someone asked for (`act`), who asked, in the events and the audit log of changes.
-/// Then counts what it changed.
+/// Writes transition `t` of a run that was `before`, in `tx`: its record (in this build's
+/// format), the index of active runs (with the nodes the namespace's quota counts), the
+/// queue it leaves, its end for the program-status triggers, and its notes as history
+/// events by `actor`. Who asked goes in the audit log of changes, which is the caller's.
+/// Answers the record written.
+pub fn write(
+    tx: &mut Txn<'_>,
+    before: &RunRecord,
+    t: &Transition,
+    actor: Option<&str>,
+) -> Result<RunRecord, StoreError> {
+    let mut run = t.run.clone();
+    run.format = crate::model::run::RUN_FORMAT;
+    let key = run.key.key();
+    tx.put(Table::Runs, &key, &run)?;
+    if !run.is_active() {
+        tx.delete(Table::Active, &key);
+        tx.delete(Table::Owners, &key);
+    } else {
+        // The namespace's quota counts the nodes its live runs hold: an expand or a shrink
+        // changes them.
+        let nodes = run.cluster.nodes.len();
+        if let Some(mut entry) = tx.get::<serde_json::Value>(Table::Active, &key)?
+            && entry.get("nodes").and_then(serde_json::Value::as_u64) != Some(nodes as u64)
+        {
+            entry["nodes"] = serde_json::json!(nodes);
+            tx.put(Table::Active, &key, &entry)?;
+        }
+    }
+    if before.status == ProgramStatus::Queued && run.status != ProgramStatus::Queued {
+        crate::store::queue::leave(tx, before)?;
+    }
+    if run.status.is_end() && !before.status.is_end() {
+        crate::store::ends::record(tx, &run)?;
+    }
+    for note in &t.notes {
+        events::append_by(tx, &run.key.run, EventKind::Status, None, note, actor)?;
+    }
+    Ok(run)
+}
+
+/// Commits transition `next` of a run that was `before` ([`write`]), and, for a command
+/// someone asked for (`act`), who asked, in the events and the audit log of changes. Then
+/// counts what it changed.
 pub async fn commit(
     deps: &Deps,
     before: &RunRecord,
@@ -83,36 +126,11 @@ pub async fn commit(
     act: Option<&Act>,
 ) -> Result<(), StoreError> {
     let (t, leftovers) = (&next.transition, next.leftovers);
-    let act = act.cloned();
-    let mut run = t.run.clone();
-    run.format = crate::model::run::RUN_FORMAT;
-    let notes = t.notes.clone();
-    let ended = run.status.is_end() && !before.status.is_end();
+    let (act, earlier, transition) = (act.cloned(), before.clone(), t.clone());
     deps.store
         .write(move |tx| {
-            let key = run.key.key();
-            tx.put(Table::Runs, &key, &run)?;
-            if !run.is_active() {
-                tx.delete(Table::Active, &key);
-                tx.delete(Table::Owners, &key);
-            } else {
-                // The namespace's quota counts the nodes its live runs hold: an expand or a
-                // shrink changes them.
-                let nodes = run.cluster.nodes.len();
-                if let Some(mut entry) = tx.get::<serde_json::Value>(Table::Active, &key)?
-                    && entry.get("nodes").and_then(serde_json::Value::as_u64) != Some(nodes as u64)
-                {
-                    entry["nodes"] = serde_json::json!(nodes);
-                    tx.put(Table::Active, &key, &entry)?;
-                }
-            }
-            if ended {
-                crate::store::ends::record(tx, &run)?;
-            }
             let actor = act.as_ref().map(|a| a.actor.as_str());
-            for note in &notes {
-                events::append_by(tx, &run.key.run, EventKind::Status, None, note, actor)?;
-            }
+            let run = write(tx, &earlier, &transition, actor)?;
             if let Some(act) = &act {
                 crate::store::changes::record(tx, act)?;
             }
@@ -173,23 +191,7 @@ pub async fn withdraw(
                 return Ok(None);
             }
             let t = lifecycle::on(&run, event.clone(), clock::now_secs())?;
-            let mut after = t.run.clone();
-            after.format = crate::model::run::RUN_FORMAT;
-            tx.put(Table::Runs, &k, &after)?;
-            crate::store::queue::leave(tx, &run)?;
-            if after.status.is_end() {
-                crate::store::ends::record(tx, &after)?;
-            }
-            for note in &t.notes {
-                events::append_by(
-                    tx,
-                    &after.key.run,
-                    EventKind::Status,
-                    None,
-                    note,
-                    Some(&act.actor),
-                )?;
-            }
+            let after = write(tx, &run, &t, Some(&act.actor))?;
             crate::store::changes::record(tx, &act)?;
             Ok::<_, RuntimeError>(Some((run, after)))
         })

@@ -372,42 +372,80 @@ fn a_server_killed_with_runs_queued_starts_each_once_after_a_restart() {
 /// run starts once, whichever server takes it from the queue, and the sim's instances
 /// (made after a run leaves the queue, deleted before it lets go of its slot) never number
 /// more than 5 at once.
-#[test]
-fn three_servers_start_300_queued_runs_under_a_limit_of_5_once_each() {
-    use crate::support::etcd::Cluster;
+/// Three servers `s0`..`s2` of one installation on etcd (leases of `ttl`), app `a` with
+/// `extra`, and `count` runs queued through the servers in turn.
+struct Three {
+    _cluster: crate::support::etcd::Cluster,
+    _dir: tempfile::TempDir,
+    p: Place,
+    store: ebb::store::Store,
+    servers: Vec<Option<Server>>,
+    runs: Vec<String>,
+}
+
+const NAMES: [&str; 3] = ["s0", "s1", "s2"];
+
+fn three(prefix: &str, ttl: Duration, extra: Value, count: usize) -> Three {
     use crate::support::installation::Installation;
-    let cluster = Cluster::start(1);
+    let cluster = crate::support::etcd::Cluster::start(1);
     let p = place();
     let dir = tempfile::tempdir().expect("tempdir");
-    let install = Installation::new(
-        &cluster,
-        dir.path(),
-        Duration::from_secs(3),
+    let install = Installation::new(&cluster, dir.path(), ttl, prefix);
+    let servers: Vec<Option<Server>> = NAMES.iter().map(|n| Some(install.server(n))).collect();
+    let up = |i: usize| servers[i % NAMES.len()].as_ref().expect("up");
+    setup(up(0), &p.sim, &p.marker, "default", "1", extra);
+    let runs = (0..count)
+        .map(|i| queued_start(up(i), "default", json!({"system.run.queue": "true"})))
+        .collect();
+    let store = ebb::store::Store::open_at(&install.location).expect("store");
+    Three {
+        _cluster: cluster,
+        _dir: dir,
+        p,
+        store,
+        servers,
+        runs,
+    }
+}
+
+impl Three {
+    /// The server holding the queue duty, read from the store itself.
+    fn queue_holder(&self) -> Option<String> {
+        use ebb::store::Read;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(
+            self.store
+                .read(|r| r.get::<ebb::model::server::Owner>(ebb::store::Table::Duties, "queue")),
+        )
+        .expect("read")
+        .map(|o| o.server)
+    }
+
+    /// A server still up that is not `name`.
+    fn other_than(&self, name: &str) -> &Server {
+        NAMES
+            .iter()
+            .zip(&self.servers)
+            .find_map(|(n, s)| s.as_ref().filter(|_| *n != name))
+            .expect("another server")
+    }
+}
+
+#[test]
+fn three_servers_start_300_queued_runs_under_a_limit_of_5_once_each() {
+    let t = three(
         "/ebb-test/queue",
-    );
-    let servers: Vec<Server> = ["s0", "s1", "s2"]
-        .iter()
-        .map(|n| install.server(n))
-        .collect();
-    setup(
-        &servers[0],
-        &p.sim,
-        &p.marker,
-        "default",
-        "1",
+        Duration::from_secs(3),
         json!({"maxConcurrentRuns": 5}),
+        300,
     );
-    let runs: Vec<String> = (0..300)
-        .map(|i| {
-            queued_start(
-                &servers[i % servers.len()],
-                "default",
-                json!({"system.run.queue": "true"}),
-            )
-        })
-        .collect();
-    for run in &runs {
-        let done = wait_until(&servers[0], run, Duration::from_secs(180), |r| {
+    let (p, runs) = (&t.p, &t.runs);
+    let first = t.servers[0].as_ref().expect("s0");
+    for run in runs {
+        let done = wait_until(first, run, Duration::from_secs(180), |r| {
             r["cluster"]["status"] == "DEPROVISIONED"
         });
         assert_eq!(done["status"], "COMPLETED", "{done}");
@@ -493,62 +531,28 @@ fn a_profile_that_queues_runs_makes_its_starts_wait() {
 /// under the limit.
 #[test]
 fn the_dispatching_server_dies_and_another_starts_the_rest_of_the_queue() {
-    use crate::support::etcd::Cluster;
-    use crate::support::installation::Installation;
-    use ebb::store::Read;
-    let cluster = Cluster::start(1);
-    let p = place();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let install = Installation::new(
-        &cluster,
-        dir.path(),
-        Duration::from_secs(3),
+    let mut t = three(
         "/ebb-test/queue-failover",
-    );
-    let mut servers: Vec<Option<Server>> = ["s0", "s1", "s2"]
-        .iter()
-        .map(|n| Some(install.server(n)))
-        .collect();
-    let first = servers[0].as_ref().expect("s0");
-    setup(
-        first,
-        &p.sim,
-        &p.marker,
-        "default",
-        "1",
+        Duration::from_secs(3),
         json!({"maxConcurrentRuns": 2, "then": "sleep 0.3"}),
+        30,
     );
-    let runs: Vec<String> = (0..30)
-        .map(|i| {
-            let s = servers[i % 3].as_ref().expect("up");
-            queued_start(s, "default", json!({"system.run.queue": "true"}))
-        })
-        .collect();
-    // Who holds the duty, from the store itself.
-    let store = ebb::store::Store::open_at(&install.location).expect("store");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let holder: ebb::model::server::Owner = rt
-        .block_on(store.read(|r| r.get(ebb::store::Table::Duties, "queue")))
-        .expect("read")
-        .expect("a server holds the queue");
-    let victim = ["s0", "s1", "s2"]
+    let holder = t.queue_holder().expect("a server holds the queue");
+    let victim = NAMES
         .iter()
-        .position(|n| *n == holder.server)
+        .position(|n| *n == holder)
         .expect("a known server");
-    servers[victim].take().expect("up").kill();
-    let survivor = servers.iter().flatten().next().expect("a survivor");
-    let ran_ids = |marker: &Path| ran(marker);
+    t.servers[victim].take().expect("up").kill();
+    let survivor = t.other_than(&holder);
+    let (p, runs) = (&t.p, &t.runs);
     let mut completed = 0;
-    for run in &runs {
+    for run in runs {
         let done = wait_until(survivor, run, Duration::from_secs(120), |r| {
             r["cluster"]["status"] == "DEPROVISIONED"
         });
         // A run the dead server carried when it died may end FAILED (its program was on that
         // server's host, or about to be); none is left queued, and no program ran twice.
-        let times = ran_ids(&p.marker).iter().filter(|l| **l == id(run)).count();
+        let times = ran(&p.marker).iter().filter(|l| **l == id(run)).count();
         if done["status"] == "COMPLETED" {
             completed += 1;
             assert_eq!(times, 1, "{done}");
@@ -559,77 +563,31 @@ fn the_dispatching_server_dies_and_another_starts_the_rest_of_the_queue() {
     }
     // The dead server carried at most two runs (the limit): the rest completed.
     assert!(completed >= 28, "{completed} of 30 completed");
-    let now: ebb::model::server::Owner = rt
-        .block_on(store.read(|r| r.get(ebb::store::Table::Duties, "queue")))
-        .expect("read")
-        .expect("a server holds the queue");
-    assert_ne!(now.server, holder.server);
+    let now = t.queue_holder().expect("a server holds the queue");
+    assert_ne!(now, holder);
 }
 
 /// The server that starts queued runs is drained (asked through another): it gives the duty
 /// up at once, and another server starts the rest of the queue while it drains.
 #[test]
 fn a_drained_dispatcher_gives_the_queue_to_another_server() {
-    use crate::support::etcd::Cluster;
-    use crate::support::installation::Installation;
-    use ebb::store::Read;
-    let cluster = Cluster::start(1);
-    let p = place();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let install = Installation::new(
-        &cluster,
-        dir.path(),
-        Duration::from_secs(30),
+    let t = three(
         "/ebb-test/queue-drain",
-    );
-    let servers: Vec<Server> = ["s0", "s1", "s2"]
-        .iter()
-        .map(|n| install.server(n))
-        .collect();
-    setup(
-        &servers[0],
-        &p.sim,
-        &p.marker,
-        "default",
-        "1",
+        Duration::from_secs(30),
         json!({"maxConcurrentRuns": 1, "then": "sleep 0.2"}),
+        12,
     );
-    let runs: Vec<String> = (0..12)
-        .map(|i| {
-            queued_start(
-                &servers[i % 3],
-                "default",
-                json!({"system.run.queue": "true"}),
-            )
-        })
-        .collect();
-    let store = ebb::store::Store::open_at(&install.location).expect("store");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let holder = |rt: &tokio::runtime::Runtime| -> Option<String> {
-        rt.block_on(
-            store.read(|r| r.get::<ebb::model::server::Owner>(ebb::store::Table::Duties, "queue")),
-        )
-        .expect("read")
-        .map(|o| o.server)
-    };
-    let first = holder(&rt).expect("a server holds the queue");
-    let other = ["s0", "s1", "s2"]
-        .iter()
-        .position(|n| *n != first)
-        .map(|i| &servers[i])
-        .expect("another server");
+    let first = t.queue_holder().expect("a server holds the queue");
+    let other = t.other_than(&first);
     let (code, body) = other.post(&format!("/v3/servers/{first}/drain"));
     assert_eq!(code, 202, "{body}");
     // With a 30 s lease, only giving the duty up lets the queue go on this soon.
-    for run in &runs {
+    for run in &t.runs {
         let done = wait_until(other, run, Duration::from_secs(25), |r| {
             r["cluster"]["status"] == "DEPROVISIONED"
         });
         assert_eq!(done["status"], "COMPLETED", "{done}");
     }
-    assert_ne!(holder(&rt).as_deref(), Some(first.as_str()));
-    assert_eq!(ran(&p.marker).len(), 12);
+    assert_ne!(t.queue_holder().as_deref(), Some(first.as_str()));
+    assert_eq!(ran(&t.p.marker).len(), 12);
 }

@@ -617,23 +617,11 @@ fn record_rejected(
     reason: String,
     act: &Act,
 ) -> Result<RunRecord, ServiceError> {
-    let key = run.key.clone();
     let t = lifecycle::on(&run, Event::Reject(reason), clock::now_secs())?;
-    tx.put(Table::Runs, &key.key(), &t.run)?;
-    index(tx, &key)?;
-    for note in t.notes {
-        events::append_by(
-            tx,
-            &key.run,
-            EventKind::Status,
-            None,
-            note,
-            Some(&act.actor),
-        )?;
-    }
-    crate::store::ends::record(tx, &t.run)?;
+    let rejected = crate::runtime::transition::write(tx, &run, &t, Some(&act.actor))?;
+    index(tx, &run.key)?;
     changes::record(tx, act)?;
-    Ok(t.run)
+    Ok(rejected)
 }
 
 /// Why run `run` may not start now, if it may not, and whether waiting would help: a part

@@ -16,19 +16,18 @@ use std::time::Duration;
 
 use super::{activate, limit_hold};
 use crate::model::access::Act;
-use crate::model::event::EventKind;
 use crate::model::metrics::{RUN_QUEUE_LAG, RUN_QUEUE_WAIT, RUNS_QUEUED};
 use crate::model::run::{ProgramStatus, RunRecord};
 use crate::model::server::Owner;
 use crate::rules::lifecycle::{self, Event};
 use crate::rules::queue::{Hold, Pass};
 use crate::runtime::Runtime;
-use crate::runtime::clock;
 use crate::runtime::membership::{Duty, leads, resign};
+use crate::runtime::{clock, transition};
 use crate::service::catalog;
 use crate::service::error::ServiceError;
 use crate::store::queue::{self, Entry};
-use crate::store::{Read, StoreError, Table, Txn, events};
+use crate::store::{Read, StoreError, Table, Txn};
 
 /// The longest the dispatcher waits between two rounds.
 const TICK: Duration = Duration::from_secs(1);
@@ -292,21 +291,8 @@ fn offer(tx: &mut Txn, entry: &Entry, owner: &Owner) -> Result<Offer, ServiceErr
         },
         clock::now_secs(),
     )?;
-    let mut admitted = t.run;
-    admitted.format = crate::model::run::RUN_FORMAT;
-    tx.put(Table::Runs, &key.key(), &admitted)?;
-    queue::leave(tx, &run)?;
+    let admitted = transition::write(tx, &run, &t, Some(&act.actor))?;
     activate(tx, &admitted, owner)?;
-    for note in t.notes {
-        events::append_by(
-            tx,
-            &key.run,
-            EventKind::Status,
-            None,
-            note,
-            Some(&act.actor),
-        )?;
-    }
     Ok(Offer::Started(Box::new(admitted)))
 }
 
@@ -344,21 +330,7 @@ fn reject(
 ) -> Result<(), ServiceError> {
     let act = dispatcher(entry, "run.reject");
     let t = lifecycle::on(run, Event::Reject(reason), clock::now_secs())?;
-    let mut rejected = t.run;
-    rejected.format = crate::model::run::RUN_FORMAT;
-    tx.put(Table::Runs, &run.key.key(), &rejected)?;
-    queue::leave(tx, run)?;
-    for note in t.notes {
-        events::append_by(
-            tx,
-            &run.key.run,
-            EventKind::Status,
-            None,
-            note,
-            Some(&act.actor),
-        )?;
-    }
-    crate::store::ends::record(tx, &rejected)?;
+    transition::write(tx, run, &t, Some(&act.actor))?;
     crate::store::changes::record(tx, &act)?;
     Ok(())
 }
