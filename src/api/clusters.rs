@@ -55,3 +55,26 @@ pub async fn run_operation(state: State, path: web::Path<OperationPath>) -> Repl
     };
     ok(history::operation(&state.runtime, key, p.op).await?)
 }
+
+/// An operator cancels a running operation: it stops before its tasks' next outside call and
+/// what it did is rolled back.
+pub async fn cancel_operation(
+    state: State,
+    caller: Caller,
+    path: web::Path<OperationPath>,
+) -> Reply<OperationView> {
+    let p = path.into_inner();
+    let key = RunKey {
+        namespace: p.ns,
+        app: p.app,
+        program: p.program,
+        run: p.run,
+    };
+    let act = Act::new(
+        &caller,
+        "run.cancel-operation",
+        Some(&key.namespace),
+        &key.run,
+    );
+    ok(history::cancel_operation(&state.runtime, key, p.op, act).await?)
+}

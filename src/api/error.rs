@@ -133,6 +133,7 @@ fn run_status(e: &RunError) -> StatusCode {
         | RunError::ExpireTooFar { .. }
         | RunError::BadProperty { .. } => StatusCode::BAD_REQUEST,
         RunError::WrongState { .. }
+        | RunError::NotCancellable { .. }
         | RunError::ConcurrencyLimit { .. }
         | RunError::Quota { .. }
         | RunError::QueueFull { .. } => StatusCode::CONFLICT,

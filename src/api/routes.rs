@@ -84,6 +84,21 @@ pub fn table() -> Vec<Route> {
             VIEW,
             run_operation,
         ),
+        Route::api(
+            M::POST,
+            program!("/runs/{run}/operations/{op}/cancel"),
+            OPERATE,
+            cancel_operation,
+        )
+        .owned(),
+        // The same, under the run's cluster.
+        Route::api(
+            M::POST,
+            program!("/runs/{run}/cluster/operations/{op}/cancel"),
+            OPERATE,
+            cancel_operation,
+        )
+        .owned(),
         Route::api(M::GET, "/health", Need::Public, health),
         // The contract: generated from this table.
         Route::api(M::GET, "/openapi.json", Need::Public, openapi_json),

@@ -40,6 +40,9 @@ fn print_operation(op: &OperationView) {
     if let Some(e) = &op.error {
         out!("  error: {e}");
     }
+    if let Some(undo) = op.rolled_back_by {
+        out!("  rolled back by operation {undo}");
+    }
     let mut tasks: Vec<&TaskView> = op.tasks.iter().collect();
     let first = |t: &TaskView| t.attempts.first().map_or(f64::MAX, |a| a.started);
     tasks.sort_by(|a, b| first(a).total_cmp(&first(b)));
@@ -183,6 +186,7 @@ pub fn run(client: &Client, json: bool, cmd: RunCmd) -> Result<u8, CliError> {
             cluster(client, json, &run, &operation, &body, wait)
         }
         RunCmd::Ops { run, op } => ops(client, json, &run, op).map(|()| 0),
+        RunCmd::Cancel { run, op, wait } => cancel(client, json, &run, op, wait),
         RunCmd::Events { run, follow: keep } => {
             let path = run_path(&run)?;
             if keep {
@@ -317,14 +321,7 @@ fn cluster(
         }
         return Ok(0);
     }
-    let (answer, op) = loop {
-        let answer = client.get(&format!("{path}/operations/{id}"))?;
-        let op: OperationView = read_answer(answer.clone())?;
-        match op.status {
-            OpStatus::Running => std::thread::sleep(Duration::from_millis(200)),
-            OpStatus::Succeeded | OpStatus::Failed => break (answer, op),
-        }
-    };
+    let (answer, op) = wait_operation(client, &path, id)?;
     if json {
         output::json(&answer);
     } else {
@@ -332,8 +329,72 @@ fn cluster(
     }
     Ok(match op.status {
         OpStatus::Succeeded => 0,
-        OpStatus::Running | OpStatus::Failed => 1,
+        OpStatus::Running | OpStatus::Failed | OpStatus::Cancelled => 1,
     })
+}
+
+/// Waits for operation `id` of the run at `path` to end, and for its rollback if it has
+/// one; answers the operation as it ended (its rollback's id in `rolledBackBy`).
+fn wait_operation(
+    client: &Client,
+    path: &str,
+    id: u64,
+) -> Result<(Value, OperationView), CliError> {
+    let ended = |id: u64| -> Result<(Value, OperationView), CliError> {
+        loop {
+            let answer = client.get(&format!("{path}/operations/{id}"))?;
+            let op: OperationView = read_answer(answer.clone())?;
+            match op.status {
+                OpStatus::Running => std::thread::sleep(Duration::from_millis(200)),
+                OpStatus::Succeeded | OpStatus::Failed | OpStatus::Cancelled => {
+                    return Ok((answer, op));
+                }
+            }
+        }
+    };
+    let (answer, op) = ended(id)?;
+    if let Some(undo) = op.rolled_back_by {
+        ended(u64::from(undo))?;
+    }
+    Ok((answer, op))
+}
+
+/// `ebb run cancel`: cancels a running operation, and with `wait` waits for its rollback
+/// (exit status 0 only if the rollback succeeded).
+fn cancel(client: &Client, json: bool, run: &str, id: u32, wait: bool) -> Result<u8, CliError> {
+    let path = run_path(run)?;
+    let v = client.call(
+        Method::POST,
+        &format!("{path}/operations/{id}/cancel"),
+        None,
+    )?;
+    if !wait {
+        if json {
+            output::json(&v);
+        } else {
+            out!("operation {id} is being cancelled; `ebb run ops {run} --op {id}` shows it");
+        }
+        return Ok(0);
+    }
+    let (answer, op) = wait_operation(client, &path, u64::from(id))?;
+    let undone = match op.rolled_back_by {
+        Some(undo) => {
+            let v = client.get(&format!("{path}/operations/{undo}"))?;
+            let undo: OperationView = read_answer(v)?;
+            undo.status == OpStatus::Succeeded
+        }
+        // Nothing was left to undo, or it ended before the cancel took.
+        None => op.status == OpStatus::Cancelled,
+    };
+    if json {
+        output::json(&answer);
+    } else {
+        print_operation(&op);
+        if let Some(undo) = op.rolled_back_by {
+            out!("rolled back by operation {undo}: `ebb run ops {run} --op {undo}` shows it");
+        }
+    }
+    Ok(if undone { 0 } else { 1 })
 }
 
 /// `ebb run ops`: a run's cluster operations, or one of them.

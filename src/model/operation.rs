@@ -20,6 +20,8 @@ pub enum OpOutcome {
     Done,
     Failed(String),
     Cancelled,
+    /// It failed or was cancelled, and so did its rollback: the cluster needs attention.
+    RollbackFailed(String),
 }
 
 /// Where an operation is.
@@ -30,6 +32,19 @@ pub enum OpStatus {
     Running,
     Succeeded,
     Failed,
+    /// Cancelled: by an operator (its work then rolled back) or by the run's stop.
+    Cancelled,
+}
+
+/// An operator's request to cancel a running operation, recorded before it is answered so
+/// that a restart carries it out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CancelRequest {
+    /// The token that asked.
+    pub by: String,
+    /// When (epoch seconds with fractions).
+    pub at: f64,
 }
 
 /// How one attempt of a task ended.
@@ -136,6 +151,9 @@ pub struct OperationRecord {
     /// create at start, the delete at the end, a rollback).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub actor: Option<String>,
+    /// An operator asked to cancel it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel: Option<CancelRequest>,
 }
 
 /// One attempt of one task, as stored and shown.
@@ -233,6 +251,9 @@ pub struct OperationView {
     /// The token that asked for it, if someone did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub actor: Option<String>,
+    /// Who asked to cancel it, and when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel: Option<CancelRequest>,
 }
 
 impl OperationView {
@@ -268,6 +289,7 @@ impl OperationView {
             before: op.before,
             after: op.after,
             actor: op.actor,
+            cancel: op.cancel,
         }
     }
 }

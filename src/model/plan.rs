@@ -182,15 +182,14 @@ impl ClusterOperation {
         }
     }
 
-    /// Whether a failed operation of this kind is undone. Teardowns (delete, shrink, stop)
-    /// are not: they carry on as far as they can, and a delete never recreates what it
-    /// removed.
+    /// Whether a failed (or an operator's cancelled) operation of this kind is undone. A
+    /// delete and a stop of services are not: they carry on as far as they can, and a delete
+    /// never recreates what it removed. A shrink is: the nodes it deleted are made anew.
     pub fn undoable(self) -> bool {
         match self {
-            ClusterOperation::Delete
-            | ClusterOperation::Shrink
-            | ClusterOperation::StopServices => false,
+            ClusterOperation::Delete | ClusterOperation::StopServices => false,
             ClusterOperation::Create
+            | ClusterOperation::Shrink
             | ClusterOperation::Expand
             | ClusterOperation::StartServices
             | ClusterOperation::RestartServices

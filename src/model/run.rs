@@ -372,7 +372,8 @@ impl RunError {
             | RunError::ExpireInPast { .. }
             | RunError::ExpireBeyondTimeout { .. }
             | RunError::ExpireTooFar { .. }
-            | RunError::BadProperty { .. } => None,
+            | RunError::BadProperty { .. }
+            | RunError::NotCancellable { .. } => None,
         }
     }
 }
@@ -436,6 +437,12 @@ pub enum RunError {
     ExpireTooFar { limit: u64, given: u64 },
     #[error("property '{property}': {message}")]
     BadProperty { property: String, message: String },
+    #[error("operation {id} of run '{run}' cannot be cancelled: {reason}")]
+    NotCancellable {
+        run: String,
+        id: u32,
+        reason: String,
+    },
 }
 
 /// Who made a part of a run refused on the server's host.

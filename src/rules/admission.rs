@@ -113,10 +113,10 @@ fn lifecycle_event(operation: ClusterOperation, outcome: OpOutcome) -> Option<li
     };
     Some(match (delete, outcome) {
         (false, OpOutcome::Done) => L::Provisioned,
-        (false, OpOutcome::Failed(m)) => L::ProvisionFailed(m),
+        (false, OpOutcome::Failed(m) | OpOutcome::RollbackFailed(m)) => L::ProvisionFailed(m),
         (false, OpOutcome::Cancelled) => L::CreateStopped,
         (true, OpOutcome::Done) => L::Deprovisioned,
-        (true, OpOutcome::Failed(m)) => L::DeprovisionFailed(m),
+        (true, OpOutcome::Failed(m) | OpOutcome::RollbackFailed(m)) => L::DeprovisionFailed(m),
         (true, OpOutcome::Cancelled) => return None,
     })
 }

@@ -645,6 +645,7 @@ pub fn finished(run: &RunRecord, change: Change, outcome: &OpOutcome) -> Transit
             format!("cluster {name} done: {} node(s)", run.cluster.nodes.len())
         }
         OpOutcome::Failed(e) => format!("cluster {name} failed: {e}"),
+        OpOutcome::RollbackFailed(e) => format!("cluster {name} failed and was not undone: {e}"),
         OpOutcome::Cancelled => format!("cluster {name} cancelled"),
     };
     Transition {

@@ -4,7 +4,7 @@ use crate::model::access::Act;
 use actix::prelude::*;
 
 use super::deps::Deps;
-use super::supervisor::{self, ClusterCommand, Command, RunSupervisor, Supervisors};
+use super::supervisor::{self, CancelCommand, ClusterCommand, Command, RunSupervisor, Supervisors};
 use super::transition;
 use crate::model::run::{RunError, RunKey, RunRecord};
 use crate::model::server::{Owner, ServerRecord};
@@ -140,6 +140,30 @@ impl Runtime {
         match addr.send(ClusterCommand(change, act)).await {
             Ok(answer) => answer,
             Err(_) => Err(refused().into()),
+        }
+    }
+
+    /// An operator cancels operation `id` on `run`'s cluster: recorded, then its tasks stop
+    /// and what it did is rolled back.
+    pub async fn cancel_operation(
+        &self,
+        run: &RunRecord,
+        id: u32,
+        act: Act,
+    ) -> Result<(), RuntimeError> {
+        self.store().reachable().await?;
+        let not_running = || RunError::NotCancellable {
+            run: run.key.run.clone(),
+            id,
+            reason: "it is not running".into(),
+        };
+        let Some(addr) = self.supervisors.get(&run.key.run) else {
+            self.owned_here(run).await?;
+            return Err(not_running().into());
+        };
+        match addr.send(CancelCommand(id, act)).await {
+            Ok(answer) => answer,
+            Err(_) => Err(not_running().into()),
         }
     }
 

@@ -22,7 +22,7 @@ use super::checker;
 use super::deps::Deps;
 use super::health::{Due, Healing, Health};
 use super::launch;
-use super::planner::{self as planner, Cancel, OpDone, OpSpec, Planner};
+use super::planner::{self as planner, Cancel, CancelBy, OpDone, OpSpec, Planner};
 use super::transition::{self, Next};
 use crate::model::operation::{OpOutcome, OpStatus, OperationRecord};
 use crate::model::plan::ClusterOperation;
@@ -52,6 +52,11 @@ struct ProgramNews(Event);
 #[derive(Debug, Message)]
 #[rtype(result = "Result<u32, RuntimeError>")]
 pub struct ClusterCommand(pub Change, pub Act);
+
+/// An operator cancels operation `.0` on the run's cluster.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<(), RuntimeError>")]
+pub struct CancelCommand(pub u32, pub Act);
 
 /// The deadline timer fired.
 #[derive(Debug, Message)]
@@ -763,6 +768,31 @@ impl Handler<ClusterCommand> for RunSupervisor {
                     Ok(op)
                 }),
         ))
+    }
+}
+
+impl Handler<CancelCommand> for RunSupervisor {
+    type Result = ResponseFuture<Result<(), RuntimeError>>;
+
+    fn handle(
+        &mut self,
+        CancelCommand(id, act): CancelCommand,
+        _: &mut Context<Self>,
+    ) -> Self::Result {
+        let run = self.run.key.run.clone();
+        let refused = move |reason: String| -> RuntimeError {
+            RunError::NotCancellable { run, id, reason }.into()
+        };
+        let Some(planner) = self.planner.clone().filter(|_| self.slot.running.is_some()) else {
+            return Box::pin(async move { Err(refused("it is not running".into())) });
+        };
+        Box::pin(async move {
+            match planner.send(CancelBy { id, act }).await {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(reason)) => Err(refused(reason)),
+                Err(_) => Err(refused("it has just ended".into())),
+            }
+        })
     }
 }
 

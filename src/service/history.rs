@@ -1,11 +1,12 @@
 //! What a run did: its history of events, its cluster's operations with their tasks and
-//! attempts, and its program's logs.
+//! attempts (and an operator's cancel of one that runs), and its program's logs.
 
 use std::time::Duration;
 
+use crate::model::access::Act;
 use crate::model::event::RunEvent;
 use crate::model::operation::{OperationRecord, OperationView};
-use crate::model::run::RunKey;
+use crate::model::run::{RunError, RunKey};
 use crate::model::view::Logs;
 use crate::runtime::handle::Runtime;
 use crate::runtime::program::{STDERR, STDOUT};
@@ -62,6 +63,45 @@ pub async fn operation(
             Ok(OperationView::new(op, attempts))
         })
         .await
+}
+
+/// An operator cancels operation `id` on run `key`'s cluster: its tasks stop before their
+/// next outside call, and what it did is rolled back. Answers the operation as recorded with
+/// the cancel. Only an admin's operation that is running (not a rollback) can be cancelled.
+pub async fn cancel_operation(
+    runtime: &Runtime,
+    key: RunKey,
+    id: String,
+    act: Act,
+) -> Result<crate::model::operation::OperationView, ServiceError> {
+    use crate::model::operation::OpStatus;
+    key.check()?;
+    let not_found = || ServiceError::OperationNotFound {
+        run: key.run.clone(),
+        id: id.clone(),
+    };
+    let number: u32 = id.parse().map_err(|_| not_found())?;
+    let k = key.clone();
+    let (run, op) = runtime
+        .store()
+        .read(move |r| {
+            let run = catalog::require_run(r, &k)?;
+            let op: Option<OperationRecord> =
+                r.get(Table::Operations, &keys::operation(&k.run, number))?;
+            Ok::<_, ServiceError>((run, op))
+        })
+        .await?;
+    let op = op.ok_or_else(not_found)?;
+    let refuse = |reason: String| RunError::NotCancellable {
+        run: key.run.clone(),
+        id: number,
+        reason,
+    };
+    if op.status != OpStatus::Running {
+        return Err(refuse(format!("it has ended ({})", op.status)).into());
+    }
+    runtime.cancel_operation(&run, number, act).await?;
+    operation(runtime, key, id).await
 }
 
 fn tail(path: &std::path::Path, max: u64) -> std::io::Result<String> {

@@ -98,6 +98,10 @@ pub fn table() -> Vec<Route> {
             web::post().to(runs::cluster)
         })
         .owned(),
+        row(M::POST, run!("/operations/{op}/cancel"), OPERATE, || {
+            web::post().to(runs::cancel_operation)
+        })
+        .owned(),
         row(M::GET, "/profiles", TOKEN, || web::get().to(profiles::list)),
         row(M::GET, "/profiles/new", TOKEN, || {
             web::get().to(profiles::new)

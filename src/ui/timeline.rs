@@ -5,7 +5,7 @@
 use maud::{Markup, html};
 
 use super::layout::{badge, time};
-use crate::model::operation::{AttemptStatus, OperationView, TaskView};
+use crate::model::operation::{AttemptStatus, OpStatus, OperationView, TaskView};
 
 /// A value's name as the API writes it (`create`, `install`).
 pub fn name_of<T: serde::Serialize>(value: &T) -> String {
@@ -23,20 +23,25 @@ fn task_name(t: &TaskView) -> String {
     }
 }
 
-/// The operations, newest first.
-pub fn operations(ops: &[OperationView]) -> Markup {
+/// The operations, newest first; with `cancel` (the run's page, for an operator), an admin's
+/// operation that runs has a button that cancels it.
+pub fn operations(ops: &[OperationView], cancel: Option<&str>) -> Markup {
     let now = crate::runtime::clock::now_f64();
     html! {
         @if ops.is_empty() {
             p.muted { "No cluster operations (yet)." }
         }
         @for op in ops.iter().rev() {
-            (operation(op, now))
+            (operation(op, now, cancel))
         }
     }
 }
 
-fn operation(op: &OperationView, now: f64) -> Markup {
+fn operation(op: &OperationView, now: f64, cancel: Option<&str>) -> Markup {
+    let cancellable = op.status == OpStatus::Running
+        && !op.operation.is_lifecycle()
+        && op.rollback_of.is_none()
+        && op.cancel.is_none();
     let start = op.created;
     let end = op
         .finished
@@ -65,11 +70,19 @@ fn operation(op: &OperationView, now: f64) -> Markup {
         section.operation id=(format!("op-{}", op.id)) aria-labelledby=(format!("op-{}-h", op.id)) {
             h3 id=(format!("op-{}-h", op.id)) {
                 "#" (op.id) " " (name_of(&op.operation)) " " (badge(&op.status.to_string()))
+                @if let (Some(href), true) = (cancel, cancellable) {
+                    " "
+                    button hx-post=(format!("{href}/operations/{}/cancel", op.id)) hx-target="#notice"
+                        hx-confirm=(format!("Cancel operation #{}? What it did so far is rolled back.", op.id)) {
+                        "Cancel"
+                    }
+                }
             }
             p.muted {
                 "Began " (time(start as u64))
                 @if let Some(f) = op.finished { ", took " (format!("{:.1}s", f - start)) }
                 @if let Some(actor) = &op.actor { ", asked by " (actor) }
+                @if let Some(c) = &op.cancel { ", cancelled by " (c.by) " at " (time(c.at as u64)) }
                 ". " (op.tasks.len()) " tasks, " (attempts) " attempts, " (retries) " retries."
                 @if let Some(of) = op.rollback_of {
                     " Rolls back " a href=(format!("#op-{of}")) { "operation #" (of) } "."

@@ -311,31 +311,6 @@ fn assert_per_node(op: &Value, (first, then): (&str, &str), service: &str) {
     }
 }
 
-/// Polls operation `id` of run `run` until it has ended; returns it.
-fn wait_op(server: &Server, run: &str, id: u64) -> Value {
-    let started = std::time::Instant::now();
-    loop {
-        let (code, op) = server.get(&format!("{run}/operations/{id}"));
-        assert_eq!(code, 200, "{op}");
-        if op["status"] != "RUNNING" {
-            return op;
-        }
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(60),
-            "{op}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-}
-
-/// Posts an operation on run `run`'s cluster; returns its id.
-#[track_caller]
-fn cluster_op(server: &Server, run: &str, body: Value) -> u64 {
-    let (code, reply) = server.post_json(&format!("{run}/cluster"), body);
-    assert_eq!(code, 200, "{reply}");
-    reply["id"].as_u64().expect("id")
-}
-
 /// Expands live run `run` by one node: the new node comes up, the old ones are reconfigured
 /// after it exists.
 fn expand_by_one(server: &Server, run: &str, sandbox: &impl Fn(&str) -> PathBuf) {
@@ -542,35 +517,6 @@ fn a_failed_create_on_sim_is_rolled_back_and_every_instance_deleted_once() {
     assert_eq!(tasks(&ops[1], "delete", None).len(), 3);
     assert_eq!(tasks(&ops[1], "stop", Some("db")).len(), 3);
     assert_clean(&state, &[&run], 3);
-}
-
-/// The state of each service on each node of `run`, as the run shows it.
-fn service_states(server: &Server, run: &str) -> Vec<(String, String, String)> {
-    let (code, view) = server.get(run);
-    assert_eq!(code, 200, "{view}");
-    let mut states = Vec::new();
-    for node in view["cluster"]["nodes"].as_array().expect("nodes") {
-        let name = node["name"].as_str().expect("name");
-        for (service, state) in node["services"].as_object().into_iter().flatten() {
-            let state = state.as_str().expect("a state").to_string();
-            states.push((name.to_string(), service.clone(), state));
-        }
-    }
-    states
-}
-
-/// Asserts every node of `run` has exactly `expected` (service, state) pairs.
-#[track_caller]
-fn assert_states(server: &Server, run: &str, nodes: usize, expected: &[(&str, &str)]) {
-    let states = service_states(server, run);
-    assert_eq!(states.len(), nodes * expected.len(), "{states:?}");
-    for (_, service, state) in &states {
-        let want = expected
-            .iter()
-            .find(|(s, _)| s == service)
-            .unwrap_or_else(|| panic!("{service} is not expected: {states:?}"));
-        assert_eq!(state, want.1, "{service}: {states:?}");
-    }
 }
 
 #[test]

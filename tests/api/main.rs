@@ -20,6 +20,7 @@ mod janitor;
 mod metrics;
 mod namespaces;
 mod openapi;
+mod operations;
 mod preferences;
 mod profiles;
 mod provisioners;

@@ -44,6 +44,9 @@ pub struct Instance {
     /// an EC2 instance does after an internal error on launch.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub boot_fails: bool,
+    /// EC2's `disableApiTermination`: a delete is refused (fatally) while it is set.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub disable_api_termination: bool,
 }
 
 impl Instance {
@@ -340,6 +343,7 @@ impl Cloud {
             ),
             delete_calls: 0,
             boot_fails,
+            disable_api_termination: false,
         };
         instance.state = instance.state_at(created);
         self.write(&instance)?;
@@ -381,10 +385,31 @@ impl Cloud {
         Ok(found)
     }
 
-    /// Starts terminating instance `id`. Terminating a terminated or unknown instance succeeds.
+    /// Sets or clears instance `id`'s termination protection (EC2's `disableApiTermination`
+    /// attribute), as an administrator of the cloud would; false if there is no such instance.
+    pub fn protect(&self, id: &str, on: bool) -> Result<bool, ProvisionError> {
+        let _lock = self.lock()?;
+        let Some(mut instance) = self.read(id)? else {
+            return Ok(false);
+        };
+        instance.disable_api_termination = on;
+        self.write(&instance)?;
+        self.log("modify-attribute", Some(id), None, None);
+        Ok(true)
+    }
+
+    /// Starts terminating instance `id`. Terminating a terminated or unknown instance succeeds;
+    /// a protected one is refused, for good.
     pub fn delete(&self, id: &str) -> Result<(), ProvisionError> {
         let _lock = self.lock()?;
         self.transient("delete", Some(id), None)?;
+        if self.read(id)?.is_some_and(|i| i.disable_api_termination) {
+            let message = format!(
+                "OperationNotPermitted: the instance '{id}' may not be terminated; modify its 'disableApiTermination' instance attribute and try again"
+            );
+            self.log("delete", Some(id), None, Some(&message));
+            return Err(ProvisionError::fatal(message));
+        }
         if self.behaviour.delete_error_rate > 0.0
             && fastrand::f64() < self.behaviour.delete_error_rate
         {

@@ -718,6 +718,17 @@ pub enum RunCmd {
         #[arg(long)]
         op: Option<u32>,
     },
+    /// Cancel a running operation on the run's cluster: its tasks stop before their next
+    /// outside call, then what it did is rolled back.
+    Cancel {
+        run: String,
+        /// The operation's id (`ebb run ops` lists them).
+        #[arg(long)]
+        op: u32,
+        /// Wait for the rollback to end and show the operation; exit 1 unless it was undone.
+        #[arg(long)]
+        wait: bool,
+    },
     /// Print the run's history of events.
     Events {
         run: String,

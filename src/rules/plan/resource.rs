@@ -49,6 +49,9 @@ pub fn next_step(kind: TaskKind, record: Option<&NodeRecord>) -> Step {
         (TaskKind::Delete, S::RequestingCreate, _) => Step::Done,
         (TaskKind::Create, _, _) => Step::Done,
         (TaskKind::Confirm, S::PollingCreate, Some(id)) => Step::Describe(id),
+        // A node whose delete did not finish, taken back (a shrink's rollback): see whether
+        // it is still there (ready again) or gone (then made anew).
+        (TaskKind::Confirm, S::RequestingDelete | S::PollingDelete, Some(id)) => Step::Describe(id),
         (TaskKind::Confirm, _, _) => Step::Done,
         (TaskKind::Delete, S::Deleted, _) => Step::Done,
         // A delete may have been in flight: see whether it is under way before asking again.
@@ -183,6 +186,22 @@ mod tests {
                 Step::Done,
             ),
             (Confirm, None, Step::Done),
+            // A node whose delete did not finish, taken back by a shrink's rollback.
+            (
+                Confirm,
+                Some(record(S::RequestingDelete, Some("i-1"), 1)),
+                Step::Describe(id()),
+            ),
+            (
+                Confirm,
+                Some(record(S::PollingDelete, Some("i-1"), 0)),
+                Step::Describe(id()),
+            ),
+            (
+                Confirm,
+                Some(record(S::Deleted, Some("i-1"), 0)),
+                Step::Done,
+            ),
             (Delete, None, Step::Done),
             (
                 Delete,

@@ -30,7 +30,7 @@ use crate::rules::outcome::{self, Phase};
 use crate::rules::plan::cluster;
 use crate::runtime::clock::now_f64;
 use crate::store::keys;
-use crate::store::{StoreError, Table};
+use crate::store::{Read as _, StoreError, Table};
 
 mod records;
 mod spec;
@@ -46,10 +46,21 @@ pub struct OpDone {
     pub outcome: OpOutcome,
 }
 
-/// Stop starting tasks and ask running ones to stop before their next call.
+/// The run's stop: stop starting tasks and ask running ones to stop before their next call.
+/// Nothing is undone (the cluster's delete follows).
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
 pub struct Cancel;
+
+/// An operator cancels operation `id`: recorded first (a restart carries it out), then it
+/// stops as a [`Cancel`] does, and what it did is rolled back. Answers why not, if it cannot
+/// be cancelled.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<(), String>")]
+pub struct CancelBy {
+    pub id: u32,
+    pub act: crate::model::access::Act,
+}
 
 /// Counts an operation that ended, and how long it took since `created` (when known); a
 /// delete is the run's deprovisioning phase.
@@ -59,6 +70,7 @@ fn count_operation(operation: ClusterOperation, outcome: &OpOutcome, created: Op
         OpOutcome::Done => "succeeded",
         OpOutcome::Failed(_) => "failed",
         OpOutcome::Cancelled => "cancelled",
+        OpOutcome::RollbackFailed(_) => "rollback_failed",
     };
     let kind = operation.to_string();
     metrics::counter!(OPERATIONS.name, "operation" => kind.clone(), "status" => status)
@@ -81,6 +93,8 @@ pub struct Planner {
     /// Set when the operation was prepared before the planner started.
     prepared: Option<Prepared>,
     cancel: Arc<AtomicBool>,
+    /// The operator who cancelled the operation (else a set `cancel` is the run's stop).
+    cancel_by: Option<String>,
     failure: Option<String>,
     /// Where the operation is, as `rules::outcome` keeps it.
     phase: Phase,
@@ -111,6 +125,7 @@ impl Planner {
             current: None,
             prepared: None,
             cancel: Arc::new(AtomicBool::new(false)),
+            cancel_by: None,
             failure: None,
             phase: Phase::Forward,
             rollback: None,
@@ -137,8 +152,15 @@ impl Planner {
         match begun {
             Ok(Begin::Run(mut current)) => {
                 self.phase = match current.undoing.take() {
-                    Some(error) => Phase::Undoing { error },
-                    None => Phase::Forward,
+                    Some(undoing) => Phase::Undoing(undoing),
+                    None => {
+                        // An operator's cancel a restart interrupted is carried out.
+                        if let Some(cancel) = &current.op.cancel {
+                            self.cancel_by = Some(cancel.by.clone());
+                            self.cancel.store(true, Ordering::SeqCst);
+                        }
+                        Phase::Forward
+                    }
                 };
                 self.began.get_or_insert(current.op.created);
                 self.span.record("operation.id", current.op.id);
@@ -161,6 +183,9 @@ impl Planner {
             match &outcome {
                 OpOutcome::Done => tracing::info!("operation succeeded"),
                 OpOutcome::Failed(error) => tracing::warn!(%error, "operation failed"),
+                OpOutcome::RollbackFailed(error) => {
+                    tracing::error!(%error, "operation failed and so did its rollback")
+                }
                 OpOutcome::Cancelled => tracing::info!("operation cancelled"),
             }
             self.report.do_send(OpDone {
@@ -240,9 +265,16 @@ impl Planner {
         if self.current.is_none() {
             return;
         }
+        let cancel = self
+            .cancel
+            .load(Ordering::SeqCst)
+            .then(|| match &self.cancel_by {
+                Some(by) => outcome::Cancel::By(by.clone()),
+                None => outcome::Cancel::Stop,
+            });
         let settled = outcome::Event::Settled {
             failure: self.failure.take(),
-            cancelled: self.cancel.load(Ordering::SeqCst),
+            cancel,
         };
         self.step(settled, ctx);
     }
@@ -337,6 +369,10 @@ impl Planner {
             return;
         };
         let size = undo.tasks.len();
+        // An operator's cancel stopped the operation; its rollback runs in full (a stop
+        // arriving from now on stops it).
+        self.cancel = Arc::new(AtomicBool::new(false));
+        self.cancel_by = None;
         self.current = Some(Current {
             op: undo,
             progress: vec![Progress::Waiting; size],
@@ -400,7 +436,87 @@ impl Handler<Cancel> for Planner {
 
     fn handle(&mut self, _: Cancel, ctx: &mut Context<Self>) {
         let _span = self.span.clone().entered();
+        // The run's stop wins over an operator's cancel: the delete follows, nothing is undone.
+        self.cancel_by = None;
         self.cancel.store(true, Ordering::SeqCst);
         self.schedule(ctx);
+    }
+}
+
+impl Handler<CancelBy> for Planner {
+    type Result = ResponseActFuture<Self, Result<(), String>>;
+
+    fn handle(&mut self, CancelBy { id, act }: CancelBy, _: &mut Context<Self>) -> Self::Result {
+        let _span = self.span.clone().entered();
+        let refuse = |reason: String| -> Self::Result { Box::pin(fut::ready(Err(reason))) };
+        let operation = self.spec.operation;
+        if operation.is_lifecycle() {
+            return refuse(format!(
+                "it is the run's own {}; stop or deprovision the run to end it",
+                operation.name()
+            ));
+        }
+        let Some(cur) = self.current.as_ref().filter(|c| c.op.id == id) else {
+            return refuse("it is not running".into());
+        };
+        if cur.op.rollback_of.is_some() || !matches!(self.phase, Phase::Forward) {
+            return refuse("it is a rollback, which runs to its end".into());
+        }
+        if self.cancel_by.is_some() {
+            return Box::pin(fut::ready(Ok(())));
+        }
+        if self.cancel.load(Ordering::SeqCst) || self.failure.is_some() {
+            return refuse("it is already stopping".into());
+        }
+        let (deps, run) = (self.deps.clone(), self.spec.run.clone());
+        let name = operation.name();
+        self.writing = true;
+        let write = async move {
+            deps.store
+                .write(move |tx| {
+                    let key = keys::operation(&run, id);
+                    let Some(mut op) = tx.get::<OperationRecord>(Table::Operations, &key)? else {
+                        return Ok(None);
+                    };
+                    let cancel = crate::model::operation::CancelRequest {
+                        by: act.actor.clone(),
+                        at: now_f64(),
+                    };
+                    op.cancel = Some(cancel.clone());
+                    tx.put(Table::Operations, &key, &op)?;
+                    crate::store::changes::record(tx, &act)?;
+                    let note = format!(
+                        "operation {id} ({name}) cancelled by {}: its tasks stop, then what it did is undone",
+                        act.actor
+                    );
+                    crate::store::events::append(
+                        tx,
+                        &run,
+                        crate::model::event::EventKind::Status,
+                        None,
+                        note,
+                    )?;
+                    Ok::<_, StoreError>(Some(cancel))
+                })
+                .await
+        };
+        Box::pin(write.into_actor(self).map(move |saved, act, ctx| {
+            act.writing = false;
+            act.deps.notifier.notify(&act.spec.run);
+            let answer = match saved {
+                Ok(Some(cancel)) => {
+                    if let Some(cur) = act.current.as_mut() {
+                        cur.op.cancel = Some(cancel.clone());
+                    }
+                    act.cancel_by = Some(cancel.by);
+                    act.cancel.store(true, Ordering::SeqCst);
+                    Ok(())
+                }
+                Ok(None) => Err("it is not recorded".to_string()),
+                Err(e) => Err(format!("the cancel could not be recorded: {e}")),
+            };
+            act.schedule(ctx);
+            answer
+        }))
     }
 }

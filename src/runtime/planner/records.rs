@@ -37,9 +37,9 @@ pub(super) struct Current {
     /// The last of those that failed, per task (not counting one a restart cut short).
     pub(super) prior_failure: Vec<Option<u32>>,
     pub(super) config: serde_json::Value,
-    /// When this is a rollback a restart interrupted: the error of the operation it undoes
-    /// (the planner begins in [`Phase::Undoing`]).
-    pub(super) undoing: Option<String>,
+    /// When this is a rollback a restart interrupted: the operation it undoes (the planner
+    /// begins in [`outcome::Phase::Undoing`]).
+    pub(super) undoing: Option<outcome::Undoing>,
 }
 
 /// How a planner begins, decided before it starts (see [`prepare`]).
@@ -78,8 +78,20 @@ pub(super) fn record_rollback(
 ) -> Result<OperationRecord, StoreError> {
     let empty = Template::default();
     let template = template.unwrap_or(&empty);
-    let completed = completed(op.id, &op.tasks, done, nodes);
-    let tasks = cluster::rollback(template, &op.tasks, &completed);
+    let tasks = match op.operation {
+        ClusterOperation::Shrink => shrink_restore(template, op, done, nodes),
+        ClusterOperation::Create
+        | ClusterOperation::Delete
+        | ClusterOperation::Expand
+        | ClusterOperation::StartServices
+        | ClusterOperation::StopServices
+        | ClusterOperation::RestartServices
+        | ClusterOperation::Configure
+        | ClusterOperation::ReplaceNode => {
+            let completed = completed(op.id, &op.tasks, done, nodes);
+            cluster::rollback(template, &op.tasks, &completed)
+        }
+    };
     let id = audit::next_id(tx, run)?;
     op.rolled_back_by = Some(id);
     let undo = OperationRecord {
@@ -96,15 +108,82 @@ pub(super) fn record_rollback(
         before: op.after.clone(),
         after: None,
         actor: None,
+        cancel: None,
+    };
+    let ended = match op.status {
+        OpStatus::Cancelled => "was cancelled",
+        OpStatus::Running | OpStatus::Succeeded | OpStatus::Failed => "failed",
     };
     let note = format!(
-        "operation {} ({}) failed; rolling back as operation {id} ({} tasks)",
+        "operation {} ({}) {ended}; rolling back as operation {id} ({} tasks)",
         op.id,
         op.operation.name(),
         undo.tasks.len()
     );
     record(tx, run, &undo, note)?;
     Ok(undo)
+}
+
+/// The plan that undoes shrink `op`, from the tasks it finished (`done`) and the node
+/// records: the nodes it deleted made anew, those it began to delete taken back, the
+/// services it removed or stopped brought back ([`cluster::restore`]).
+fn shrink_restore(
+    template: &Template,
+    op: &OperationRecord,
+    done: &BTreeSet<usize>,
+    nodes: &[NodeRecord],
+) -> Vec<ClusterTask> {
+    let Some(change) = crate::rules::resize::Change::from_request(op.operation, &op.request) else {
+        return Vec::new();
+    };
+    let by_name: BTreeMap<&str, &NodeRecord> = nodes.iter().map(|n| (n.node.as_str(), n)).collect();
+    let plan_node = |name: &String| PlanNode {
+        name: name.clone(),
+        services: change.layout.get(name).cloned().unwrap_or_default(),
+    };
+    let (leaving, staying): (Vec<PlanNode>, Vec<PlanNode>) = change
+        .nodes
+        .iter()
+        .map(plan_node)
+        .partition(|n| change.changed.contains(&n.name));
+    let mut restore = cluster::ShrinkDone::default();
+    for node in &leaving {
+        match by_name.get(node.name.as_str()).map(|r| r.status) {
+            None | Some(ResourceStatus::Deleted) => {
+                restore.gone.insert(node.name.clone());
+            }
+            Some(ResourceStatus::RequestingDelete | ResourceStatus::PollingDelete) => {
+                restore.deleting.insert(node.name.clone());
+            }
+            Some(
+                ResourceStatus::RequestingCreate
+                | ResourceStatus::PollingCreate
+                | ResourceStatus::Created,
+            ) => {}
+        }
+    }
+    for t in done.iter().filter_map(|i| op.tasks.get(*i)) {
+        let Some(service) = &t.service else { continue };
+        let placed = (t.node.clone(), service.clone());
+        match t.action {
+            Action::Remove => {
+                restore.removed.insert(placed);
+            }
+            Action::Stop => {
+                restore.stopped.insert(placed);
+            }
+            Action::Create
+            | Action::Confirm
+            | Action::Replace
+            | Action::Bootstrap
+            | Action::Install
+            | Action::Configure
+            | Action::Initialize
+            | Action::Start
+            | Action::Delete => {}
+        }
+    }
+    cluster::restore(template, &leaving, &staying, &restore)
 }
 
 /// Writes a new operation's record, with a note in the run's history.
@@ -300,7 +379,11 @@ pub(super) fn resume(
         }
         (Resume::CarryOnRollback, Some(undo)) => {
             let previous = spec.previous_config.clone();
-            let cur = carry_on(tx, run, undo, previous, op.error.clone())?;
+            let undoing = outcome::Undoing {
+                error: op.error.clone().unwrap_or_default(),
+                cancelled: op.status == OpStatus::Cancelled,
+            };
+            let cur = carry_on(tx, run, undo, previous, Some(undoing))?;
             Some(Begin::Run(Box::new(cur)))
         }
         (Resume::Report(outcome), _) => Some(Begin::Report(outcome)),
@@ -349,6 +432,7 @@ pub(super) fn plan_new(tx: &mut Txn<'_>, run: &str, spec: OpSpec) -> Result<Begi
         after: None,
         tasks,
         actor: spec.act.as_ref().map(|a| a.actor.clone()),
+        cancel: None,
     };
     if let Some(act) = &spec.act {
         crate::store::changes::record(tx, act)?;
@@ -404,7 +488,7 @@ pub(super) fn carry_on(
     run: &str,
     op: &OperationRecord,
     config: serde_json::Value,
-    undoing: Option<String>,
+    undoing: Option<outcome::Undoing>,
 ) -> Result<Current, StoreError> {
     let attempts = audit::attempts(tx, run, op.id)?;
     let now = now_f64();

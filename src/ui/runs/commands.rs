@@ -68,6 +68,11 @@ async fn command(
                 .await
                 .map(drop)
         }
+        Kind::Cancel(op) => {
+            crate::service::history::cancel_operation(&state.runtime, key.clone(), op.clone(), act)
+                .await
+                .map(drop)
+        }
     };
     // (A run another server owns was sent there before: these rows are owner-bound.)
     if let Err(e) = done {
@@ -96,6 +101,8 @@ struct Command {
 enum Kind {
     Event(Event),
     Cluster(crate::rules::resize::ClusterRequest),
+    /// Cancel the operation with this id.
+    Cancel(String),
 }
 
 fn flag(v: &Option<String>) -> bool {
@@ -288,6 +295,41 @@ pub async fn cluster(
         done: format!("Operation {operation} started."),
     };
     command(&state, &ctx, &req, path.into_inner().into(), what).await
+}
+
+/// The path of an operation on a run's page.
+#[derive(Debug, Deserialize)]
+pub struct OperationPath {
+    ns: String,
+    app: String,
+    program: String,
+    run: String,
+    op: String,
+}
+
+/// `POST .../operations/{op}/cancel`: an operator cancels a running operation.
+pub async fn cancel_operation(
+    state: State,
+    ctx: Ctx,
+    path: web::Path<OperationPath>,
+    req: HttpRequest,
+) -> Answer {
+    let p = path.into_inner();
+    let key = RunKey {
+        namespace: p.ns,
+        app: p.app,
+        program: p.program,
+        run: p.run,
+    };
+    let what = Command {
+        done: format!(
+            "Operation #{} is being cancelled; what it did is rolled back.",
+            p.op
+        ),
+        kind: Kind::Cancel(p.op),
+        action: "run.cancel-operation",
+    };
+    command(&state, &ctx, &req, key, what).await
 }
 
 #[cfg(test)]

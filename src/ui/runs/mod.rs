@@ -19,7 +19,7 @@ use crate::ui::layout::{
 
 mod commands;
 mod panels;
-pub use commands::{CommandForm, cluster, deprovision, extend, stop};
+pub use commands::{CommandForm, cancel_operation, cluster, deprovision, extend, stop};
 pub(crate) use panels::{event_item, live};
 use panels::{key_of, short, status_panel};
 pub use panels::{logs, operations, status};

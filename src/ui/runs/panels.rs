@@ -249,7 +249,13 @@ pub async fn logs(state: State, path: web::Path<RunPath>) -> Answer {
 }
 
 /// `GET .../operations`: the cluster's operations, each a timeline per node.
-pub async fn operations(state: State, path: web::Path<RunPath>) -> Answer {
-    let ops = need(history::operations(&state.runtime, path.into_inner().into()).await)?;
-    Ok(fragment(crate::ui::timeline::operations(&ops)))
+/// An operator sees a Cancel button on an admin's operation that runs.
+pub async fn operations(state: State, ctx: Ctx, path: web::Path<RunPath>) -> Answer {
+    let key: RunKey = path.into_inner().into();
+    let href = run_href(&key);
+    let path = "/ns/{ns}/apps/{app}/{program}/runs/{run}/operations/{op}/cancel";
+    let may = ctx.may(Method::POST, path, Some(&key.namespace));
+    let ops = need(history::operations(&state.runtime, key).await)?;
+    let cancel = may.then_some(href.as_str());
+    Ok(fragment(crate::ui::timeline::operations(&ops, cancel)))
 }

@@ -372,46 +372,197 @@ fn a_named_start_starts_what_it_needs_first_and_a_named_stop_what_needs_it() {
     assert_eq!(placed(&all, Action::Stop).len(), 5);
 }
 
-#[test]
-fn nodes_that_stay_restart_what_restarts_on_configure_once_the_new_ones_are_there() {
+/// zk restarts on configure; web needs it at run time, db needs nothing.
+fn chained() -> Template {
     let t: Template = serde_json::from_value(json!({
         "services": {
             "zk": {"restartOnConfigure": true,
                    "actions": {"configure": {"type": "shell", "script": "c"}, "start": {"type": "shell", "script": "s"}, "stop": {"type": "shell", "script": "x"}}},
             "web": {"dependencies": {"runtime": {"requires": ["zk"]}},
-                    "actions": {"configure": {"type": "shell", "script": "c"}, "start": {"type": "shell", "script": "s"}, "stop": {"type": "shell", "script": "x"}}}
+                    "actions": {"install": {"type": "shell", "script": "i"}, "remove": {"type": "shell", "script": "r"}, "configure": {"type": "shell", "script": "c"}, "start": {"type": "shell", "script": "s"}, "stop": {"type": "shell", "script": "x"}}},
+            "db": {"actions": {"configure": {"type": "shell", "script": "c"}, "start": {"type": "shell", "script": "s"}, "stop": {"type": "shell", "script": "x"}}}
         }
     }))
     .expect("template");
     t.validate().expect("valid");
-    let node = |name: &str| PlanNode {
+    t
+}
+
+fn chained_node(name: &str) -> PlanNode {
+    PlanNode {
         name: name.into(),
-        services: ["web".to_string(), "zk".to_string()].into(),
-    };
-    let all = [node("n1"), node("n2"), node("n3")];
+        services: ["web", "zk", "db"].map(String::from).into(),
+    }
+}
+
+/// A reconfigure that restarts a service stops what needs it first and starts it after, as
+/// the COBs paper's chain; a service that neither restarts nor needs one is configured in
+/// place.
+#[test]
+fn nodes_that_stay_restart_what_restarts_on_configure_and_its_dependents_once_the_new_ones_are_there()
+ {
+    let t = chained();
+    let all = [chained_node("n1"), chained_node("n2"), chained_node("n3")];
     for (op, gate) in [
-        (ClusterOperation::Expand, Action::Confirm),
-        (ClusterOperation::ReplaceNode, Action::Confirm),
-        (ClusterOperation::Shrink, Action::Delete),
+        (ClusterOperation::Expand, Some(Action::Confirm)),
+        (ClusterOperation::ReplaceNode, Some(Action::Confirm)),
+        (ClusterOperation::Shrink, Some(Action::Delete)),
+        (ClusterOperation::Configure, None),
     ] {
         let changed: BTreeSet<String> = ["n3".to_string()].into();
         let tasks = plan_change(op, &t, &all, &changed);
-        let gate = find(&tasks, "n3", gate, None).id;
-        for n in ["n1", "n2"] {
-            let stop = find(&tasks, n, Action::Stop, Some("zk")).id;
-            let configure = find(&tasks, n, Action::Configure, Some("zk")).id;
-            let start = find(&tasks, n, Action::Start, Some("zk")).id;
-            assert!(before(&tasks, gate, stop), "{op:?}: {n} stops zk after n3");
-            assert!(before(&tasks, stop, configure) && before(&tasks, configure, start));
-            // web does not restart on configure: configured in place, never stopped.
-            let web = find(&tasks, n, Action::Configure, Some("web")).id;
-            assert!(before(&tasks, gate, web), "{op:?}");
+        let gate = gate.map(|g| find(&tasks, "n3", g, None).id);
+        let staying: &[&str] = if op == ClusterOperation::Configure {
+            &["n1", "n2", "n3"]
+        } else {
+            &["n1", "n2"]
+        };
+        for n in staying {
+            let id = |a: Action, s: &str| find(&tasks, n, a, Some(s)).id;
+            let (zk_stop, zk_configure, zk_start) = (
+                id(Action::Stop, "zk"),
+                id(Action::Configure, "zk"),
+                id(Action::Start, "zk"),
+            );
+            if let Some(gate) = gate {
+                assert!(
+                    before(&tasks, gate, zk_stop),
+                    "{op:?}: {n} stops zk after n3"
+                );
+            }
             assert!(
-                !tasks.iter().any(|x| x.node == n
-                    && x.service.as_deref() == Some("web")
+                before(&tasks, zk_stop, zk_configure) && before(&tasks, zk_configure, zk_start)
+            );
+            // web needs zk: stopped before zk stops (everywhere), started after zk starts.
+            let (web_stop, web_configure, web_start) = (
+                id(Action::Stop, "web"),
+                id(Action::Configure, "web"),
+                id(Action::Start, "web"),
+            );
+            assert!(
+                before(&tasks, web_stop, web_configure) && before(&tasks, web_configure, web_start)
+            );
+            for m in staying {
+                let on = |a: Action, s: &str| find(&tasks, m, a, Some(s)).id;
+                assert!(
+                    before(&tasks, web_stop, on(Action::Stop, "zk")),
+                    "{op:?}: web on {n} stops before zk on {m}"
+                );
+                assert!(
+                    before(&tasks, on(Action::Start, "zk"), web_start),
+                    "{op:?}: zk on {m} starts before web on {n}"
+                );
+            }
+            // db neither restarts nor needs zk: configured in place, never stopped.
+            assert!(
+                !tasks.iter().any(|x| x.node == *n
+                    && x.service.as_deref() == Some("db")
                     && x.action != Action::Configure),
-                "{op:?}: web on {n} is only configured"
+                "{op:?}: db on {n} is only configured"
             );
         }
     }
+}
+
+fn names(list: &[&str]) -> BTreeSet<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+/// A shrink of n2 and n3 that deleted n2, began to delete n3 and stopped the services: n2 is
+/// made anew and brought up whole, n3 taken back and its services brought back, and n1
+/// reconfigured once n2 is there again.
+#[test]
+fn a_shrinks_rollback_makes_anew_what_it_deleted_and_brings_back_what_it_stopped() {
+    let t = chained();
+    let leaving = [chained_node("n2"), chained_node("n3")];
+    let staying = [chained_node("n1")];
+    let done = ShrinkDone {
+        gone: names(&["n2"]),
+        deleting: names(&["n3"]),
+        removed: [("n3".to_string(), "web".to_string())].into(),
+        stopped: [("n3", "web"), ("n3", "zk"), ("n3", "db")]
+            .map(|(n, s)| (n.to_string(), s.to_string()))
+            .into(),
+    };
+    let tasks = restore(&t, &leaving, &staying, &done);
+    let id = |n: &str, a: Action, s: Option<&str>| find(&tasks, n, a, s).id;
+    // n2: replace → confirm → bootstrap → every service up, as a create.
+    let replace = id("n2", Action::Replace, None);
+    assert!(before(&tasks, replace, id("n2", Action::Confirm, None)));
+    for s in ["web", "zk", "db"] {
+        assert!(before(
+            &tasks,
+            id("n2", Action::Bootstrap, None),
+            id("n2", Action::Start, Some(s))
+        ));
+        assert!(before(
+            &tasks,
+            id("n2", Action::Configure, Some(s)),
+            id("n2", Action::Start, Some(s))
+        ));
+    }
+    assert!(before(
+        &tasks,
+        id("n2", Action::Bootstrap, None),
+        id("n2", Action::Install, Some("web"))
+    ));
+    // n3: confirmed (taken back), not replaced; its services up again after.
+    assert!(
+        !tasks
+            .iter()
+            .any(|t| t.node == "n3" && t.action == Action::Replace)
+    );
+    let confirm = id("n3", Action::Confirm, None);
+    assert!(before(
+        &tasks,
+        confirm,
+        id("n3", Action::Install, Some("web"))
+    ));
+    for s in ["web", "zk", "db"] {
+        assert!(
+            before(&tasks, confirm, id("n3", Action::Start, Some(s))),
+            "{s}"
+        );
+    }
+    // Run-time order across nodes: web starts after zk everywhere.
+    for n in ["n2", "n3"] {
+        for m in ["n2", "n3"] {
+            assert!(before(
+                &tasks,
+                id(m, Action::Start, Some("zk")),
+                id(n, Action::Start, Some("web"))
+            ));
+        }
+    }
+    // n1 is reconfigured once n2 is confirmed; nothing is deleted.
+    assert!(before(
+        &tasks,
+        id("n2", Action::Confirm, None),
+        id("n1", Action::Configure, Some("db"))
+    ));
+    assert!(
+        !tasks
+            .iter()
+            .any(|t| t.action == Action::Delete || t.action == Action::Remove)
+    );
+}
+
+/// A shrink stopped before it deleted anything: only what it stopped starts again; the nodes
+/// that stay are not reconfigured.
+#[test]
+fn a_shrink_that_deleted_nothing_only_starts_again_what_it_stopped() {
+    let t = chained();
+    let done = ShrinkDone {
+        stopped: [("n3", "web")]
+            .map(|(n, s)| (n.to_string(), s.to_string()))
+            .into(),
+        ..ShrinkDone::default()
+    };
+    let tasks = restore(&t, &[chained_node("n3")], &[chained_node("n1")], &done);
+    let got: Vec<(String, Action, Option<String>)> = tasks
+        .iter()
+        .map(|t| (t.node.clone(), t.action, t.service.clone()))
+        .collect();
+    assert_eq!(got, vec![("n3".into(), Action::Start, Some("web".into()))]);
+    assert!(restore(&t, &[chained_node("n3")], &[], &ShrinkDone::default()).is_empty());
 }

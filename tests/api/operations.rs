@@ -1,0 +1,316 @@
+//! Cluster operations as transactions (issue 40): an operator's cancel stops an operation
+//! and rolls back what it did; a shrink that fails has the nodes it deleted made anew and
+//! the one it could not delete taken back, with their services.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::profiles::sim_profile;
+use crate::support::runs::*;
+use crate::support::server::{Server, assert_error};
+
+/// A two-service template on the sim: web needs db at run time; every node runs both.
+fn sim_template(server: &Server) {
+    let template = json!({
+        "services": {
+            "db": {"actions": {"install": {"type": "shell", "script": "echo db > db.installed"},
+                               "remove": {"type": "shell", "script": "rm -f db.installed"},
+                               "start": {"type": "shell", "script": "echo up > db.state"},
+                               "stop": {"type": "shell", "script": "echo down > db.state"}}},
+            "web": {"dependencies": {"runtime": {"requires": ["db"]}},
+                    "actions": {"start": {"type": "shell", "script": "echo up > web.state"},
+                                "stop": {"type": "shell", "script": "echo down > web.state"}}}
+        },
+        "hardwareTypes": {"any": {"sim": {}}}, "imageTypes": {"any": {"sim": {}}},
+        "defaults": {"services": ["db", "web"]}
+    });
+    let (code, body) = server.put("/v3/namespaces/default/templates/t", template);
+    assert_eq!(code, 200, "{body}");
+}
+
+/// A run of a long program on `nodes` sim nodes with `props`, once its program runs.
+fn live_run(server: &Server, sim: &Path, nodes: &str, props: &[(&str, &str)]) -> String {
+    sim_template(server);
+    let mut all = vec![("nodes", nodes), ("template", "t")];
+    all.extend_from_slice(props);
+    sim_profile(server, "p", sim, &all, 0, None);
+    deploy(server, "a", "sleep 300", json!({}));
+    let run = start(server, "a", json!({"system.profile.name": "p"}));
+    wait_until(server, &run, Duration::from_secs(60), |r| {
+        r["status"] == "RUNNING"
+    });
+    run
+}
+
+/// The sim instances of `run`'s node `node`, oldest first.
+fn instances_of(sim: &Path, run: &str, node: &str) -> Vec<Value> {
+    let id = run.rsplit('/').next().expect("id");
+    let mut found: Vec<Value> = instances(sim)
+        .into_iter()
+        .filter(|i| i["tags"]["ebb:run"] == id && i["tags"]["ebb:node"] == node)
+        .collect();
+    let at = |i: &Value| i["createdAt"].as_f64().unwrap_or_default();
+    found.sort_by(|a, b| at(a).total_cmp(&at(b)));
+    found
+}
+
+fn live(instance: &Value) -> bool {
+    instance["deletedAt"].is_null()
+}
+
+/// Stops `run`, waits for its cluster to go, and checks every instance it had was deleted
+/// exactly once.
+fn stop_and_check_clean(server: &Server, sim: &Path, run: &str) {
+    let (code, body) = server.post_json(&format!("{run}/stop"), json!({}));
+    assert_eq!(code, 200, "{body}");
+    let done = wait_deprovisioned(server, run);
+    assert_eq!(done["cluster"]["status"], "DEPROVISIONED", "{done}");
+    let id = run.rsplit('/').next().expect("id");
+    for i in instances(sim).iter().filter(|i| i["tags"]["ebb:run"] == id) {
+        assert!(!live(i), "left running: {i}");
+        assert_eq!(i["deleteCalls"], 1, "deleted once: {i}");
+    }
+}
+
+/// An operator cancels an expand while its new nodes come up: the operation stops, is
+/// recorded CANCELLED with who cancelled it, the new nodes are deleted by its rollback, the
+/// old ones are untouched, and the cluster takes operations again.
+#[test]
+fn a_cancelled_expand_deletes_its_new_nodes_and_leaves_the_old_ones() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sim = sub(&dir, "sim");
+    let server = Server::start(&dir);
+    // Instances take 2 s to come up: the expand is still confirming when it is cancelled.
+    let run = live_run(&server, &sim, "2", &[("createLatency", "2s")]);
+    let before: Vec<Value> = ["master", "worker-1"]
+        .iter()
+        .flat_map(|n| instances_of(&sim, &run, n))
+        .collect();
+    assert_eq!(before.len(), 2, "{before:?}");
+
+    let id = cluster_op(&server, &run, json!({"operation": "expand", "nodes": 2}));
+    wait_until(&server, &run, Duration::from_secs(30), |_| {
+        !instances_of(&sim, &run, "worker-3").is_empty()
+    });
+    let (code, cancelled) = server.post_json(&format!("{run}/operations/{id}/cancel"), json!({}));
+    assert_eq!(code, 200, "{cancelled}");
+    assert_eq!(cancelled["id"], id, "{cancelled}");
+    let by = cancelled["cancel"]["by"]
+        .as_str()
+        .expect("who cancelled")
+        .to_string();
+
+    let op = wait_op(&server, &run, id);
+    assert_eq!(op["status"], "CANCELLED", "{op}");
+    assert_eq!(op["error"], format!("cancelled by {by}"), "{op}");
+    assert_eq!(op["cancel"]["by"], by.as_str(), "{op}");
+    let undo_id = op["rolledBackBy"].as_u64().expect("a rollback");
+    let undo = wait_op(&server, &run, undo_id);
+    assert_eq!(undo["status"], "SUCCEEDED", "{undo}");
+    assert_eq!(undo["rollbackOf"], id, "{undo}");
+    let mut deleted: Vec<&str> = tasks(&undo, "delete", None)
+        .iter()
+        .map(|t| t["node"].as_str().expect("node"))
+        .collect();
+    deleted.sort();
+    assert_eq!(deleted, ["worker-2", "worker-3"], "{undo}");
+
+    // The new nodes' instances are gone, each deleted once; the old ones never touched.
+    for node in ["worker-2", "worker-3"] {
+        let made = instances_of(&sim, &run, node);
+        assert_eq!(made.len(), 1, "{node}: {made:?}");
+        assert!(
+            !live(&made[0]) && made[0]["deleteCalls"] == 1,
+            "{node}: {made:?}"
+        );
+    }
+    for old in &before {
+        let node = old["tags"]["ebb:node"].as_str().expect("node");
+        let now = instances_of(&sim, &run, node);
+        assert_eq!(now.len(), 1, "{node}: {now:?}");
+        assert!(
+            live(&now[0]) && now[0]["deleteCalls"] == 0,
+            "{node}: {now:?}"
+        );
+    }
+    // The run keeps its two nodes, says what happened, and takes operations again.
+    let view = wait_until(&server, &run, Duration::from_secs(10), |r| {
+        r["cluster"]["numNodes"] == 2
+    });
+    assert_eq!(view["cluster"]["status"], "PROVISIONED", "{view}");
+    let (_, events) = server.get(&format!("{run}/events"));
+    let said = events.to_string();
+    assert!(
+        said.contains(&format!("operation {id} (expand) cancelled by {by}")),
+        "{said}"
+    );
+    assert!(said.contains("cluster expand cancelled"), "{said}");
+    let again = cluster_op(&server, &run, json!({"operation": "restart-services"}));
+    assert_eq!(wait_op(&server, &run, again)["status"], "SUCCEEDED");
+
+    // What cannot be cancelled says why, naming the operation.
+    assert_error(
+        server.post_json(&format!("{run}/operations/{id}/cancel"), json!({})),
+        409,
+        &format!("operation {id} of run"),
+    );
+    assert_error(
+        server.post_json(&format!("{run}/operations/1/cancel"), json!({})),
+        409,
+        "it has ended (SUCCEEDED)",
+    );
+    assert_error(
+        server.post_json(&format!("{run}/operations/99/cancel"), json!({})),
+        404,
+        "99",
+    );
+    assert_error(
+        server.post_json(&format!("{run}/cluster/operations/x/cancel"), json!({})),
+        404,
+        "x",
+    );
+    stop_and_check_clean(&server, &sim, &run);
+}
+
+/// A shrink of three nodes whose third delete is refused for good (the instance is
+/// protected from termination): the shrink fails, the nodes it deleted are made anew with
+/// their services and the one it could not delete is taken back, so the cluster is whole.
+#[test]
+fn a_shrink_that_cannot_delete_a_node_is_undone_and_the_cluster_is_whole() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sim = sub(&dir, "sim");
+    let server = Server::start(&dir);
+    let run = live_run(&server, &sim, "4", &[]);
+    let protected = instances_of(&sim, &run, "worker-3")[0]["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let cloud = ebb_sim::cloud::Cloud::open(&sim, Default::default()).expect("the sim");
+    assert!(cloud.protect(&protected, true).expect("protected"));
+
+    let id = cluster_op(
+        &server,
+        &run,
+        json!({"operation": "shrink", "remove": ["worker-1", "worker-2", "worker-3"]}),
+    );
+    let shrink = wait_op(&server, &run, id);
+    assert_eq!(shrink["status"], "FAILED", "{shrink}");
+    assert!(
+        shrink["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("OperationNotPermitted"),
+        "{shrink}"
+    );
+    let undo = wait_op(
+        &server,
+        &run,
+        shrink["rolledBackBy"].as_u64().expect("a rollback"),
+    );
+    assert_eq!(undo["status"], "SUCCEEDED", "{undo}");
+    // What the shrink deleted is made anew; worker-3, still there, is taken back.
+    let replaced: Vec<&str> = tasks(&undo, "replace", None)
+        .iter()
+        .map(|t| t["node"].as_str().expect("node"))
+        .collect();
+    assert!(!replaced.contains(&"worker-3"), "{undo}");
+    assert!(!replaced.is_empty(), "the shrink deleted something: {undo}");
+    for node in &replaced {
+        let made = instances_of(&sim, &run, node);
+        assert_eq!(
+            made.len(),
+            2,
+            "{node}: the old instance and its new incarnation: {made:?}"
+        );
+        assert!(!live(&made[0]) && live(&made[1]), "{node}: {made:?}");
+    }
+    let kept = instances_of(&sim, &run, "worker-3");
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert!(live(&kept[0]), "{kept:?}");
+    assert!(
+        tasks(&undo, "confirm", None)
+            .iter()
+            .any(|t| t["node"] == "worker-3"),
+        "{undo}"
+    );
+    // The cluster is whole: four nodes, every service up again.
+    let view = wait_until(&server, &run, Duration::from_secs(10), |r| {
+        r["cluster"]["numNodes"] == 4
+    });
+    assert_eq!(view["cluster"]["status"], "PROVISIONED", "{view}");
+    assert_states(&server, &run, 4, &[("db", "up"), ("web", "up")]);
+
+    // Once the cloud lets it go, the run ends and leaves nothing.
+    assert!(cloud.protect(&protected, false).expect("unprotected"));
+    stop_and_check_clean(&server, &sim, &run);
+}
+
+/// The server is SIGKILLed right after it answered an operator's cancel, and again while a
+/// shrink's rollback makes a node anew: once restarted it carries the cancel out (the
+/// expand rolled back once) and finishes the rollback; no instance is made or deleted twice.
+#[test]
+fn a_kill_after_a_cancel_or_during_a_rollback_carries_it_out_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sim = sub(&dir, "sim");
+    let server = Server::start(&dir);
+    let run = live_run(&server, &sim, "3", &[("createLatency", "2s")]);
+
+    let id = cluster_op(&server, &run, json!({"operation": "expand", "nodes": 1}));
+    wait_until(&server, &run, Duration::from_secs(30), |_| {
+        !instances_of(&sim, &run, "worker-3").is_empty()
+    });
+    let (code, body) = server.post_json(&format!("{run}/operations/{id}/cancel"), json!({}));
+    assert_eq!(code, 200, "{body}");
+    server.kill();
+    let server = Server::start(&dir);
+    let op = wait_op(&server, &run, id);
+    assert_eq!(op["status"], "CANCELLED", "{op}");
+    let undo = wait_op(
+        &server,
+        &run,
+        op["rolledBackBy"].as_u64().expect("a rollback"),
+    );
+    assert_eq!(undo["status"], "SUCCEEDED", "{undo}");
+    let made = instances_of(&sim, &run, "worker-3");
+    assert_eq!(made.len(), 1, "{made:?}");
+    assert!(!live(&made[0]) && made[0]["deleteCalls"] == 1, "{made:?}");
+
+    // A shrink of two nodes that cannot delete the second: killed while its rollback waits
+    // for worker-1's new incarnation to come up.
+    let protected = instances_of(&sim, &run, "worker-2")[0]["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let cloud = ebb_sim::cloud::Cloud::open(&sim, Default::default()).expect("the sim");
+    assert!(cloud.protect(&protected, true).expect("protected"));
+    let id = cluster_op(
+        &server,
+        &run,
+        json!({"operation": "shrink", "remove": ["worker-1", "worker-2"]}),
+    );
+    wait_until(&server, &run, Duration::from_secs(30), |_| {
+        instances_of(&sim, &run, "worker-1").len() == 2
+    });
+    server.kill();
+    let server = Server::start(&dir);
+    let shrink = wait_op(&server, &run, id);
+    assert_eq!(shrink["status"], "FAILED", "{shrink}");
+    let undo = wait_op(
+        &server,
+        &run,
+        shrink["rolledBackBy"].as_u64().expect("a rollback"),
+    );
+    assert_eq!(undo["status"], "SUCCEEDED", "{undo}");
+    let made = instances_of(&sim, &run, "worker-1");
+    assert_eq!(made.len(), 2, "made anew once: {made:?}");
+    assert!(!live(&made[0]) && live(&made[1]), "{made:?}");
+    let view = wait_until(&server, &run, Duration::from_secs(10), |r| {
+        r["cluster"]["numNodes"] == 3
+    });
+    assert_eq!(view["cluster"]["status"], "PROVISIONED", "{view}");
+    assert_states(&server, &run, 3, &[("db", "up"), ("web", "up")]);
+    assert!(cloud.protect(&protected, false).expect("unprotected"));
+    stop_and_check_clean(&server, &sim, &run);
+}
