@@ -461,8 +461,13 @@ fn connections_per_worker(workers: usize) -> usize {
 /// describes every metric; `None` (and a warning) when one is installed already.
 fn metrics_recorder() -> Option<metrics_exporter_prometheus::PrometheusHandle> {
     use crate::model::metrics::{ALL, BATCH_BUCKETS, Kind, SECONDS_BUCKETS, STORE_COMMIT_BATCH};
-    use crate::model::metrics::{LIVE_CLUSTERS, LIVE_NODES, LIVE_RUNS};
-    const LIVE: [&str; 3] = [LIVE_RUNS.name, LIVE_CLUSTERS.name, LIVE_NODES.name];
+    use crate::model::metrics::{CLUSTERS_NEEDING_ATTENTION, LIVE_CLUSTERS, LIVE_NODES, LIVE_RUNS};
+    const LIVE: [&str; 4] = [
+        LIVE_RUNS.name,
+        LIVE_CLUSTERS.name,
+        LIVE_NODES.name,
+        CLUSTERS_NEEDING_ATTENTION.name,
+    ];
     use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
     let built = PrometheusBuilder::new()
         .set_buckets(SECONDS_BUCKETS)

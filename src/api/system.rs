@@ -128,7 +128,7 @@ pub async fn sweep(state: &State, caller: &Caller, dry_run: bool) -> Result<Swee
 /// `GET /metrics`: the recorded metrics and the installation's live runs, clusters and
 /// nodes, in Prometheus text format.
 pub async fn metrics(state: State) -> Result<Prometheus, ApiError> {
-    use crate::model::metrics::{LIVE_CLUSTERS, LIVE_NODES, LIVE_RUNS};
+    use crate::model::metrics::{CLUSTERS_NEEDING_ATTENTION, LIVE_CLUSTERS, LIVE_NODES, LIVE_RUNS};
     let Some(handle) = &state.metrics else {
         return Err(ApiError::Unavailable(
             "this process records no metrics (its recorder could not be installed)".into(),
@@ -173,6 +173,7 @@ pub async fn metrics(state: State) -> Result<Prometheus, ApiError> {
             .map(|((p, f), c)| (vec![p.as_str(), f.as_str()], c.nodes))
             .collect(),
     );
+    gauge(&CLUSTERS_NEEDING_ATTENTION, vec![(vec![], live.attention)]);
     Ok(Prometheus(text))
 }
 

@@ -263,7 +263,13 @@ fn list_runs(
             vec![
                 format!("{}/{}/{}/{}", r.namespace, r.app, r.program, r.runid),
                 r.status.to_string(),
-                r.cluster.status.map(|c| c.to_string()).unwrap_or_default(),
+                {
+                    let status = r.cluster.status.map(|c| c.to_string()).unwrap_or_default();
+                    match &r.cluster.attention {
+                        Some(_) => format!("{status} NEEDS_ATTENTION"),
+                        None => status,
+                    }
+                },
                 r.profile.clone(),
                 output::ago(r.starting, now),
             ]
@@ -604,6 +610,13 @@ fn show_run(json: bool, answer: Value) -> Result<(), CliError> {
             .map(|t| format!(" until {t}"))
             .unwrap_or_default()
     );
+    if let Some(a) = &c.attention {
+        out!(
+            "attention: NEEDS ATTENTION since {}: {}; only a repair may run on it (`ebb run cluster RUN repair`)",
+            output::when(Some(a.since), now),
+            a.reason
+        );
+    }
     let nodes: Vec<Vec<String>> = c
         .nodes
         .iter()

@@ -69,6 +69,12 @@ pub const LIVE_CLUSTERS: Metric = m(
     &["provisioner", "profile"],
     "Clusters of the installation that hold or may hold resources, by provisioner and profile.",
 );
+pub const CLUSTERS_NEEDING_ATTENTION: Metric = m(
+    "ebb_clusters_needing_attention",
+    Kind::Gauge,
+    &[],
+    "Live clusters that need attention: an operation on them failed and so did its rollback; only a repair may run on them (read from the store at each scrape).",
+);
 pub const LIVE_NODES: Metric = m(
     "ebb_live_nodes",
     Kind::Gauge,
@@ -246,6 +252,7 @@ pub const ALL: &[Metric] = &[
     RUN_STATUS,
     CLUSTER_STATUS,
     LIVE_RUNS,
+    CLUSTERS_NEEDING_ATTENTION,
     LIVE_CLUSTERS,
     LIVE_NODES,
     RUN_PHASE,

@@ -165,6 +165,10 @@ pub enum ClusterOperation {
     /// Replace nodes (a node whose resource is gone): each is made anew, bootstrapped and
     /// given its services and the cluster's config, then the other nodes are reconfigured.
     ReplaceNode,
+    /// Bring the cluster back to its last good layout from what the store knows of its nodes
+    /// and services: a node that is gone made anew, one being deleted taken back, services
+    /// not up brought up, nodes outside the layout deleted. The way out of NEEDS ATTENTION.
+    Repair,
 }
 
 impl ClusterOperation {
@@ -178,7 +182,8 @@ impl ClusterOperation {
             | ClusterOperation::StopServices
             | ClusterOperation::RestartServices
             | ClusterOperation::Configure
-            | ClusterOperation::ReplaceNode => false,
+            | ClusterOperation::ReplaceNode
+            | ClusterOperation::Repair => false,
         }
     }
 
@@ -187,7 +192,10 @@ impl ClusterOperation {
     /// never recreates what it removed. A shrink is: the nodes it deleted are made anew.
     pub fn undoable(self) -> bool {
         match self {
-            ClusterOperation::Delete | ClusterOperation::StopServices => false,
+            // A repair is already the way back: if it fails, another one is.
+            ClusterOperation::Delete
+            | ClusterOperation::StopServices
+            | ClusterOperation::Repair => false,
             ClusterOperation::Create
             | ClusterOperation::Shrink
             | ClusterOperation::Expand
@@ -210,6 +218,7 @@ impl ClusterOperation {
             ClusterOperation::RestartServices => "restart-services",
             ClusterOperation::Configure => "configure",
             ClusterOperation::ReplaceNode => "replace-node",
+            ClusterOperation::Repair => "repair",
         }
     }
 }

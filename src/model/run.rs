@@ -193,6 +193,28 @@ pub struct ClusterState {
     pub end: Option<u64>,
     /// The planned nodes, master first.
     pub nodes: Vec<String>,
+    /// Set when an operation on the cluster failed and so did its rollback: the cluster is in
+    /// a state nobody planned, and only a `repair` may run on it until one succeeds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention: Option<Attention>,
+}
+
+/// Why a cluster needs an administrator's attention.
+#[derive(
+    Debug,
+    Clone,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema
+)]
+#[serde(rename_all = "camelCase")]
+pub struct Attention {
+    /// The operation that failed, its task, and how its rollback failed.
+    pub reason: String,
+    /// Since when (epoch seconds).
+    pub since: u64,
 }
 
 /// A run as the store keeps it.

@@ -43,6 +43,10 @@ pub struct ClusterView {
     pub end: Option<u64>,
     pub num_nodes: Option<usize>,
     pub nodes: Vec<NodeView>,
+    /// Set while the cluster needs attention (an operation and its rollback failed); only a
+    /// `repair` may run on it then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention: Option<crate::model::run::Attention>,
 }
 
 /// A run as the API returns it.
@@ -160,6 +164,7 @@ impl RunView {
                 expires_at: run.cluster.expires_at,
                 end: run.cluster.end,
                 num_nodes: run.cluster.status.map(|_| run.cluster.nodes.len()),
+                attention: run.cluster.attention.clone(),
                 nodes,
             },
             failure: run.failure,

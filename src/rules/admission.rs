@@ -35,10 +35,12 @@ pub enum Event {
     /// The lifecycle cancels its operation (the run is stopped while provisioning, or
     /// deprovisioned by force).
     CancelLifecycle,
-    /// An admin asks for an operation on a cluster that is `cluster`.
+    /// An admin asks for an operation on a cluster that is `cluster` and, with `attention`,
+    /// needs attention (only a repair may run on it then).
     Admin {
         operation: ClusterOperation,
         cluster: Option<ClusterStatus>,
+        attention: bool,
     },
     /// After a restart: the audit log says `operation` was running when the server stopped.
     Resume {
@@ -72,6 +74,9 @@ pub enum Effect {
     /// Apply (or drop) the admin's change, as the operation ended.
     Changed(OpOutcome),
 }
+
+/// Why an operation other than a repair is refused on a cluster that needs attention.
+pub const NEEDS_ATTENTION: &str = "its cluster needs attention (an operation failed and so did its rollback); only a repair may run on it: POST .../cluster {\"operation\": \"repair\"}";
 
 /// Why an admin's operation is refused on a cluster that is `cluster`, if it is.
 fn unfit(cluster: Option<ClusterStatus>) -> Option<String> {
@@ -109,7 +114,8 @@ fn lifecycle_event(operation: ClusterOperation, outcome: OpOutcome) -> Option<li
         | ClusterOperation::StopServices
         | ClusterOperation::RestartServices
         | ClusterOperation::Configure
-        | ClusterOperation::ReplaceNode => return None,
+        | ClusterOperation::ReplaceNode
+        | ClusterOperation::Repair => return None,
     };
     Some(match (delete, outcome) {
         (false, OpOutcome::Done) => L::Provisioned,
@@ -152,9 +158,16 @@ pub fn on(slot: Slot, event: Event) -> (Slot, Vec<Effect>) {
                 effects,
             )
         }
-        Event::Admin { operation, cluster } => {
+        Event::Admin {
+            operation,
+            cluster,
+            attention,
+        } => {
             if let Some(reason) = unfit(cluster) {
                 return (slot, vec![Effect::Refuse(reason)]);
+            }
+            if attention && operation != ClusterOperation::Repair {
+                return (slot, vec![Effect::Refuse(NEEDS_ATTENTION.to_string())]);
             }
             if let Some(running) = slot.running {
                 let reason = format!("a {} operation is running on its cluster", running.name());
@@ -190,7 +203,8 @@ pub fn on(slot: Slot, event: Event) -> (Slot, Vec<Effect>) {
                 | ClusterOperation::StopServices
                 | ClusterOperation::RestartServices
                 | ClusterOperation::Configure
-                | ClusterOperation::ReplaceNode => vec![Effect::Refuse(reason)],
+                | ClusterOperation::ReplaceNode
+                | ClusterOperation::Repair => vec![Effect::Refuse(reason)],
             };
             (slot, effects)
         }
@@ -249,6 +263,12 @@ mod tests {
         let admin = |cluster| Event::Admin {
             operation: Shrink,
             cluster,
+            attention: false,
+        };
+        let attention = |operation| Event::Admin {
+            operation,
+            cluster: Some(ClusterStatus::Provisioned),
+            attention: true,
         };
         let resume = |operation, cluster| Event::Resume { operation, cluster };
         let not_started = |operation| Event::NotStarted {
@@ -265,6 +285,11 @@ mod tests {
             ("admin waiting", admin(Some(ClusterStatus::Waiting))),
             ("admin unfit", admin(unfit)),
             ("admin unstarted", admin(None)),
+            ("admin needing attention", attention(Shrink)),
+            (
+                "repair needing attention",
+                attention(ClusterOperation::Repair),
+            ),
             ("resume admin", resume(Shrink, fit)),
             ("resume admin unfit", resume(Shrink, unfit)),
             ("resume lifecycle", resume(Create, fit)),
@@ -312,12 +337,23 @@ mod tests {
             (_, "cancel") => (slot(from.running, None), vec![Cancel]),
             (_, "admin unfit") => same(vec![unfit("DEPROVISIONING")]),
             (_, "admin unstarted") => same(vec![unfit("not started")]),
+            (_, "admin needing attention") => same(vec![Refuse(NEEDS_ATTENTION.into())]),
             ("idle", "admin fit" | "admin waiting") => {
                 (slot(Some(Shrink), None), vec![Start(Shrink)])
             }
-            ("create", "admin fit" | "admin waiting") => same(vec![busy("create")]),
-            ("delete", "admin fit" | "admin waiting") => same(vec![busy("delete")]),
-            (_, "admin fit" | "admin waiting") => same(vec![busy("expand")]),
+            ("idle", "repair needing attention") => (
+                slot(Some(ClusterOperation::Repair), None),
+                vec![Start(ClusterOperation::Repair)],
+            ),
+            ("create", "admin fit" | "admin waiting" | "repair needing attention") => {
+                same(vec![busy("create")])
+            }
+            ("delete", "admin fit" | "admin waiting" | "repair needing attention") => {
+                same(vec![busy("delete")])
+            }
+            (_, "admin fit" | "admin waiting" | "repair needing attention") => {
+                same(vec![busy("expand")])
+            }
             ("idle", "resume admin") => (slot(Some(Shrink), None), vec![Start(Shrink)]),
             (_, "resume admin" | "resume admin unfit" | "resume lifecycle") => same(vec![]),
             (_, "not started create") => (
@@ -378,6 +414,7 @@ mod tests {
             Event::Admin {
                 operation: Expand,
                 cluster: Some(ClusterStatus::Waiting),
+                attention: false,
             },
         );
         assert_eq!(e, vec![Effect::Start(Expand)]);

@@ -220,7 +220,8 @@ pub fn resume(
         | ClusterOperation::StopServices
         | ClusterOperation::RestartServices
         | ClusterOperation::Configure
-        | ClusterOperation::ReplaceNode => Resume::Report(outcome),
+        | ClusterOperation::ReplaceNode
+        | ClusterOperation::Repair => Resume::Report(outcome),
     };
     let failed = || OpOutcome::Failed(error.unwrap_or_default().to_string());
     match (status, undo) {

@@ -246,6 +246,7 @@ pub fn change(
             None => Err(invalid("config", "is required for 'configure'")),
         },
         Op::ReplaceNode => replace(run, request, unchanged),
+        Op::Repair => Ok(unchanged),
         Op::Expand => expand(run, count, unchanged, max_nodes),
         Op::Shrink => shrink(run, count, &request.remove, unchanged),
     }
@@ -623,10 +624,11 @@ fn shrink(
     Ok(change)
 }
 
-/// The run once an admin's operation ended: on success it takes the cluster's new shape (its
-/// nodes, their services and types, and a configure's config); either way its history says
-/// how the operation ended.
-pub fn finished(run: &RunRecord, change: Change, outcome: &OpOutcome) -> Transition {
+/// The run once an admin's operation ended at `now` (epoch seconds): on success it takes the
+/// cluster's new shape (its nodes, their services and types, and a configure's config; a
+/// repair clears the need for attention); when the operation and its rollback failed, the
+/// cluster needs attention; either way its history says how the operation ended.
+pub fn finished(run: &RunRecord, change: Change, outcome: &OpOutcome, now: u64) -> Transition {
     let name = change.operation.name();
     let mut run = run.clone();
     let note = match outcome {
@@ -642,10 +644,21 @@ pub fn finished(run: &RunRecord, change: Change, outcome: &OpOutcome) -> Transit
             if change.operation == ClusterOperation::Configure {
                 run.config = Some(change.config);
             }
+            if change.operation == ClusterOperation::Repair {
+                run.cluster.attention = None;
+            }
             format!("cluster {name} done: {} node(s)", run.cluster.nodes.len())
         }
         OpOutcome::Failed(e) => format!("cluster {name} failed: {e}"),
-        OpOutcome::RollbackFailed(e) => format!("cluster {name} failed and was not undone: {e}"),
+        OpOutcome::RollbackFailed(e) => {
+            run.cluster.attention = Some(crate::model::run::Attention {
+                reason: format!("{name} failed and so did its rollback: {e}"),
+                since: now,
+            });
+            format!(
+                "cluster {name} failed and was not undone: {e}; the cluster needs attention, and only a repair may run on it"
+            )
+        }
         OpOutcome::Cancelled => format!("cluster {name} cancelled"),
     };
     Transition {
@@ -947,25 +960,25 @@ mod tests {
         let r = run();
         let grow =
             change(&r, &request(json!({"operation": "expand", "nodes": 2})), 64).expect("change");
-        let t = finished(&r, grow.clone(), &OpOutcome::Done);
+        let t = finished(&r, grow.clone(), &OpOutcome::Done, 0);
         assert_eq!(t.run.cluster.nodes.len(), 6);
         assert_eq!(t.run.layout.len(), 6);
         assert_eq!(t.run.node_types.len(), 6);
         assert!(t.effects.is_empty());
         assert_eq!(t.notes, vec!["cluster expand done: 6 node(s)".to_string()]);
         for outcome in [OpOutcome::Failed("boom".into()), OpOutcome::Cancelled] {
-            let t = finished(&r, grow.clone(), &outcome);
+            let t = finished(&r, grow.clone(), &outcome, 0);
             assert_eq!(t.run, r, "{outcome:?} leaves the run as it was");
             assert!(t.notes[0].starts_with("cluster expand "), "{:?}", t.notes);
         }
-        let grown = finished(&r, grow, &OpOutcome::Done).run;
+        let grown = finished(&r, grow, &OpOutcome::Done, 0).run;
         let shrink = change(
             &grown,
             &request(json!({"operation": "shrink", "nodes": 2})),
             64,
         )
         .expect("shrink");
-        let t = finished(&grown, shrink, &OpOutcome::Done);
+        let t = finished(&grown, shrink, &OpOutcome::Done, 0);
         assert_eq!(t.run.cluster.nodes.len(), 4);
         assert_eq!(t.run.layout.len(), 4, "the leaving nodes' services go too");
         assert_eq!(t.run.node_types.len(), 4);
@@ -975,7 +988,49 @@ mod tests {
             64,
         )
         .expect("configure");
-        let t = finished(&r, configure, &OpOutcome::Done);
+        let t = finished(&r, configure, &OpOutcome::Done, 0);
         assert_eq!(t.run.config, Some(json!({"tickTime": 3000})));
+    }
+
+    #[test]
+    fn a_failed_rollback_needs_attention_until_a_repair_succeeds() {
+        let r = run();
+        let grow =
+            change(&r, &request(json!({"operation": "expand", "nodes": 1})), 64).expect("change");
+        let broken = OpOutcome::RollbackFailed("node worker-5: delete: refused".into());
+        let t = finished(&r, grow, &broken, 7);
+        let attention = t.run.cluster.attention.clone().expect("needs attention");
+        assert_eq!(attention.since, 7);
+        assert!(
+            attention
+                .reason
+                .starts_with("expand failed and so did its rollback: node worker-5"),
+            "{attention:?}"
+        );
+        assert_eq!(
+            t.run.cluster.nodes, r.cluster.nodes,
+            "the layout stays the last good one"
+        );
+        let needs = t.run;
+        let repair = change(&needs, &request(json!({"operation": "repair"})), 64).expect("repair");
+        assert_eq!(repair.final_nodes, needs.cluster.nodes);
+        for outcome in [OpOutcome::Failed("again".into()), OpOutcome::Cancelled] {
+            let t = finished(&needs, repair.clone(), &outcome, 8);
+            assert!(t.run.cluster.attention.is_some(), "{outcome:?}");
+        }
+        let t = finished(&needs, repair, &OpOutcome::Done, 9);
+        assert_eq!(t.run.cluster.attention, None);
+        assert_error_on_fields(&needs);
+    }
+
+    /// A repair takes no other field.
+    fn assert_error_on_fields(run: &RunRecord) {
+        let e = change(
+            run,
+            &request(json!({"operation": "repair", "nodes": 1})),
+            64,
+        )
+        .expect_err("nodes");
+        assert_eq!(e.field, "nodes", "{e:?}");
     }
 }

@@ -370,7 +370,12 @@ impl RunSupervisor {
         let Some(change) = self.pending.take() else {
             return;
         };
-        let next = Next::of(resize::finished(&self.run, change, &outcome));
+        let next = Next::of(resize::finished(
+            &self.run,
+            change,
+            &outcome,
+            clock::now_secs(),
+        ));
         self.commit(next, ctx);
     }
 
@@ -724,6 +729,7 @@ impl Handler<ClusterCommand> for RunSupervisor {
         let asked = admission::Event::Admin {
             operation,
             cluster: self.run.cluster.status,
+            attention: self.run.cluster.attention.is_some(),
         };
         match self.admit(asked, ctx) {
             Admitted::Start => {}

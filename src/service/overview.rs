@@ -236,6 +236,8 @@ pub struct Live {
     pub clusters: BTreeMap<(String, String), Clusters>,
     /// Whether there were more than [`MAX_LIVE`] live runs (the rest are not counted).
     pub truncated: bool,
+    /// Live clusters that need attention (an operation and its rollback failed).
+    pub attention: usize,
 }
 
 /// The live runs of the whole installation, read from the store.
@@ -258,6 +260,7 @@ pub async fn live(runtime: &Runtime) -> Result<Live, ServiceError> {
                 *out.runs
                     .entry((run.status.to_string(), cluster))
                     .or_default() += 1;
+                out.attention += usize::from(run.cluster.attention.is_some());
                 if holds(&run) {
                     let nodes = catalog::nodes_of(r, &run.key.run)?;
                     count_cluster(&mut out.clusters, &run, &nodes);

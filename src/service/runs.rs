@@ -18,7 +18,8 @@ use crate::store::{Read, Reader, StoreError, Table};
 /// Which runs a list shows (the query of `GET .../runs`).
 #[derive(Debug, Clone, Default, serde::Deserialize, schemars::JsonSchema)]
 pub struct RunFilter {
-    /// A program or cluster status (`RUNNING`, `WAITING`...), any case.
+    /// A program or cluster status (`RUNNING`, `WAITING`...), or `NEEDS_ATTENTION` (a
+    /// cluster an operation and its rollback left broken), any case.
     #[serde(default)]
     #[schemars(schema_with = "any_status")]
     pub status: Option<String>,
@@ -40,6 +41,7 @@ fn any_status(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
     use schemars::JsonSchema;
     let mut words = names::variants(&ProgramStatus::json_schema(generator));
     words.extend(names::variants(&ClusterStatus::json_schema(generator)));
+    words.push(NEEDS_ATTENTION.to_string());
     names::any_case(&words.iter().map(String::as_str).collect::<Vec<_>>())
 }
 
@@ -64,11 +66,17 @@ pub struct RunPage {
     pub next: Option<String>,
 }
 
+/// The `status` a list filters on for the clusters that need attention.
+pub const NEEDS_ATTENTION: &str = "NEEDS_ATTENTION";
+
 fn matches(run: &RunRecord, filter: &RunFilter) -> bool {
     let cluster = |s: &str| run.cluster.status.is_some_and(|c| c.to_string() == s);
     filter.status.as_ref().is_none_or(|s| {
         let s = s.to_ascii_uppercase();
-        run.status.to_string() == s || cluster(&s)
+        match s.as_str() {
+            NEEDS_ATTENTION => run.cluster.attention.is_some(),
+            _ => run.status.to_string() == s || cluster(&s),
+        }
     }) && filter
         .cluster
         .as_ref()
@@ -158,12 +166,13 @@ fn check_filter(filter: &RunFilter) -> Result<(), ServiceError> {
     if let Some(status) = &filter.status {
         let s = serde_json::Value::String(status.to_ascii_uppercase());
         let known = serde_json::from_value::<ProgramStatus>(s.clone()).is_ok()
-            || serde_json::from_value::<ClusterStatus>(s).is_ok();
+            || serde_json::from_value::<ClusterStatus>(s.clone()).is_ok()
+            || s == NEEDS_ATTENTION;
         if !known {
             return Err(ServiceError::invalid(
                 "status",
                 format!(
-                    "'{status}' is not a run or cluster status (QUEUED, PENDING, STARTING, RUNNING, COMPLETED, FAILED, KILLED, REJECTED, PROVISIONING, PROVISIONED, WAITING, DEPROVISIONING, DEPROVISIONED, ORPHANED)"
+                    "'{status}' is not a run or cluster status (QUEUED, PENDING, STARTING, RUNNING, COMPLETED, FAILED, KILLED, REJECTED, PROVISIONING, PROVISIONED, WAITING, DEPROVISIONING, DEPROVISIONED, ORPHANED, NEEDS_ATTENTION)"
                 ),
             ));
         }

@@ -11,7 +11,7 @@ use crate::support::server::Server;
 const LIMIT: Duration = Duration::from_secs(60);
 
 /// The metrics text, scraped with the server's token.
-fn scrape(server: &Server) -> String {
+pub fn scrape(server: &Server) -> String {
     let reply = reqwest::blocking::Client::new()
         .get(format!("{}/metrics", server.url))
         .bearer_auth(server.token().expect("token"))

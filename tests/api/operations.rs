@@ -13,6 +13,18 @@ use crate::support::server::{Server, assert_error};
 
 /// A two-service template on the sim: web needs db at run time; every node runs both.
 fn sim_template(server: &Server) {
+    sim_template_failing(server, None);
+}
+
+/// [`sim_template`], whose web fails to start (once) while the file `failing` exists.
+fn sim_template_failing(server: &Server, failing: Option<&Path>) {
+    let web_start = match failing {
+        Some(mark) => format!(
+            "if [ -e '{}' ]; then exit 1; fi; echo up > web.state",
+            mark.display()
+        ),
+        None => "echo up > web.state".to_string(),
+    };
     let template = json!({
         "services": {
             "db": {"actions": {"install": {"type": "shell", "script": "echo db > db.installed"},
@@ -20,7 +32,7 @@ fn sim_template(server: &Server) {
                                "start": {"type": "shell", "script": "echo up > db.state"},
                                "stop": {"type": "shell", "script": "echo down > db.state"}}},
             "web": {"dependencies": {"runtime": {"requires": ["db"]}},
-                    "actions": {"start": {"type": "shell", "script": "echo up > web.state"},
+                    "actions": {"start": {"type": "shell", "script": web_start, "attempts": 1},
                                 "stop": {"type": "shell", "script": "echo down > web.state"}}}
         },
         "hardwareTypes": {"any": {"sim": {}}}, "imageTypes": {"any": {"sim": {}}},
@@ -33,6 +45,15 @@ fn sim_template(server: &Server) {
 /// A run of a long program on `nodes` sim nodes with `props`, once its program runs.
 fn live_run(server: &Server, sim: &Path, nodes: &str, props: &[(&str, &str)]) -> String {
     sim_template(server);
+    live_run_on_template(server, sim, nodes, props)
+}
+
+fn live_run_on_template(
+    server: &Server,
+    sim: &Path,
+    nodes: &str,
+    props: &[(&str, &str)],
+) -> String {
     let mut all = vec![("nodes", nodes), ("template", "t")];
     all.extend_from_slice(props);
     sim_profile(server, "p", sim, &all, 0, None);
@@ -313,4 +334,160 @@ fn a_kill_after_a_cancel_or_during_a_rollback_carries_it_out_once() {
     assert_states(&server, &run, 3, &[("db", "up"), ("web", "up")]);
     assert!(cloud.protect(&protected, false).expect("unprotected"));
     stop_and_check_clean(&server, &sim, &run);
+}
+
+/// An expand whose new node fails its service and whose rollback cannot delete that node (it
+/// is protected from termination): both fail, and `run`'s cluster needs attention. Returns
+/// the protected instance's id.
+fn break_cluster(server: &Server, sim: &Path, run: &str, mark: &Path) -> String {
+    std::fs::write(mark, "").expect("mark");
+    let id = cluster_op(server, run, json!({"operation": "expand", "nodes": 1}));
+    // The expand adds worker-2 (the next after worker-1): protect its new instance while it
+    // comes up.
+    let node = "worker-2";
+    let started = std::time::Instant::now();
+    let instance = loop {
+        let made = instances_of(sim, run, node).into_iter().find(|i| live(i));
+        if let Some(i) = made {
+            break i["id"].as_str().expect("id").to_string();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no instance for {node}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let cloud = ebb_sim::cloud::Cloud::open(sim, Default::default()).expect("the sim");
+    assert!(cloud.protect(&instance, true).expect("protected"));
+    let op = wait_op(server, run, id);
+    assert_eq!(op["status"], "FAILED", "{op}");
+    let undo = wait_op(
+        server,
+        run,
+        op["rolledBackBy"].as_u64().expect("a rollback"),
+    );
+    assert_eq!(undo["status"], "FAILED", "{undo}");
+    assert!(
+        tasks(&undo, "delete", None)
+            .iter()
+            .any(|t| t["node"] == node),
+        "{undo}"
+    );
+    std::fs::remove_file(mark).expect("unmark");
+    instance
+}
+
+/// A rollback that fails leaves the cluster NEEDS ATTENTION, which every surface shows;
+/// operations other than a repair are refused; a repair that cannot finish keeps it; one
+/// that does clears it; and a cluster that needs attention still goes when its time is up.
+#[test]
+fn a_failed_rollback_needs_attention_until_a_repair_and_the_deadline_still_holds() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sim = sub(&dir, "sim");
+    let mark = dir.path().join("web-fails");
+    let server = Server::start(&dir);
+    sim_template_failing(&server, Some(&mark));
+    let run = live_run_on_template(&server, &sim, "2", &[("createLatency", "1s")]);
+    let protected = break_cluster(&server, &sim, &run, &mark);
+
+    // The run, the list, the metric, the CLI and the UI say so.
+    let (_, view) = server.get(&run);
+    let reason = view["cluster"]["attention"]["reason"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        reason.starts_with("expand failed and so did its rollback"),
+        "{view}"
+    );
+    assert!(reason.contains("OperationNotPermitted"), "{view}");
+    assert_eq!(view["cluster"]["status"], "PROVISIONED", "{view}");
+    assert_eq!(
+        view["cluster"]["numNodes"], 2,
+        "the layout is the last good one: {view}"
+    );
+    let (code, list) =
+        server.get("/v3/namespaces/default/apps/a/workflows/p/runs?status=needs_attention");
+    assert_eq!(code, 200, "{list}");
+    assert_eq!(list.as_array().map(Vec::len), Some(1), "{list}");
+    let metrics = crate::metrics::scrape(&server);
+    assert!(
+        metrics.contains("ebb_clusters_needing_attention{} 1"),
+        "{metrics}"
+    );
+    let id = run.rsplit('/').next().expect("id");
+    let token = server.token().unwrap_or_default();
+    let (code, out, err) = crate::support::server::run_ebb(
+        &[
+            "--server",
+            &server.url,
+            "run",
+            "get",
+            &format!("default/a/p/{id}"),
+        ],
+        &[("EBB_TOKEN", token.as_str())],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("NEEDS ATTENTION since"), "{out}");
+    let cookie = crate::ui::cookie_of(&crate::ui::sign_in(&server, &token));
+    let page = crate::ui::raw()
+        .get(format!("{}{}", server.url, crate::ui::ui_path(&run)))
+        .header("cookie", cookie)
+        .send()
+        .expect("the run's page");
+    let html = page.text().expect("html");
+    assert!(
+        html.contains(r#"<span class="badge bad">NEEDS ATTENTION</span>"#),
+        "{html}"
+    );
+
+    // Only a repair may run; one that cannot delete the stray node fails and keeps the flag.
+    assert_error(
+        server.post_json(
+            &format!("{run}/cluster"),
+            json!({"operation": "restart-services"}),
+        ),
+        409,
+        "needs attention",
+    );
+    let repair = cluster_op(&server, &run, json!({"operation": "repair"}));
+    assert_eq!(wait_op(&server, &run, repair)["status"], "FAILED");
+    assert!(server.get(&run).1["cluster"]["attention"].is_object());
+    // The cause fixed, a repair brings the cluster back to its last good layout.
+    let cloud = ebb_sim::cloud::Cloud::open(&sim, Default::default()).expect("the sim");
+    assert!(cloud.protect(&protected, false).expect("unprotected"));
+    let repair = cluster_op(&server, &run, json!({"operation": "repair"}));
+    let repaired = wait_op(&server, &run, repair);
+    assert_eq!(repaired["status"], "SUCCEEDED", "{repaired}");
+    assert_eq!(tasks(&repaired, "delete", None).len(), 1, "{repaired}");
+    let view = wait_until(&server, &run, Duration::from_secs(10), |r| {
+        r["cluster"]["attention"].is_null()
+    });
+    assert_eq!(view["cluster"]["numNodes"], 2, "{view}");
+    assert_states(&server, &run, 2, &[("db", "up"), ("web", "up")]);
+    assert!(crate::metrics::scrape(&server).contains("ebb_clusters_needing_attention{} 0"));
+    let again = cluster_op(&server, &run, json!({"operation": "restart-services"}));
+    assert_eq!(wait_op(&server, &run, again)["status"], "SUCCEEDED");
+
+    // Broken again, then kept after a stop: its keepalive deadline still tears it down.
+    let protected = break_cluster(&server, &sim, &run, &mark);
+    let (code, body) = server.post_json(&format!("{run}/stop"), json!({"keepalive": true}));
+    assert_eq!(code, 200, "{body}");
+    let waiting = wait_until(&server, &run, Duration::from_secs(30), |r| {
+        r["cluster"]["status"] == "WAITING"
+    });
+    assert!(waiting["cluster"]["attention"].is_object(), "{waiting}");
+    assert!(cloud.protect(&protected, false).expect("unprotected"));
+    let soon = now_secs() as u64 + 2;
+    let (code, body) = server.post_json(&format!("{run}/extend"), json!({"expireAt": soon}));
+    assert_eq!(code, 200, "{body}");
+    let done = wait_deprovisioned(&server, &run);
+    assert_eq!(done["cluster"]["status"], "DEPROVISIONED", "{done}");
+    let id = run.rsplit('/').next().expect("id");
+    for i in instances(&sim)
+        .iter()
+        .filter(|i| i["tags"]["ebb:run"] == id)
+    {
+        assert!(!live(i), "left running: {i}");
+    }
 }

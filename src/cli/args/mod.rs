@@ -668,10 +668,11 @@ pub enum RunCmd {
         force: bool,
     },
     /// Run an operation on a live (PROVISIONED or WAITING) cluster: expand, shrink,
-    /// start-services, stop-services, restart-services, configure or replace-node.
+    /// start-services, stop-services, restart-services, configure, replace-node, or repair
+    /// (back to its last good layout; the only one a cluster that needs attention takes).
     Cluster {
         run: String,
-        #[arg(value_parser = ["expand", "shrink", "start-services", "stop-services", "restart-services", "configure", "replace-node"])]
+        #[arg(value_parser = ["expand", "shrink", "start-services", "stop-services", "restart-services", "configure", "replace-node", "repair"])]
         operation: String,
         /// expand: nodes to add; shrink: nodes to remove.
         #[arg(long)]

@@ -56,9 +56,13 @@ pub fn announce(
 ) -> Option<(NodeRecord, Option<&'static str>)> {
     match step {
         Step::Create => {
-            let mut r = record
-                .cloned()
-                .unwrap_or_else(|| NodeRecord::new(node, ResourceStatus::RequestingCreate, now));
+            // A deleted resource's record starts over: nothing of it is the new one's, and a
+            // crash during this create must find the create (REQUESTING_CREATE with a try),
+            // not make another.
+            let mut r = match record {
+                Some(r) if r.status != ResourceStatus::Deleted => r.clone(),
+                Some(_) | None => NodeRecord::new(node, ResourceStatus::RequestingCreate, now),
+            };
             r.attempts += 1;
             Some((r, (tries == 0).then_some("create requested")))
         }

@@ -486,3 +486,25 @@ fn a_delete_asked_again_keeps_the_budget_of_the_first_request() {
     };
     assert_eq!((first.status, first.since_ms), (S::RequestingDelete, NOW));
 }
+
+/// A node whose resource was deleted and is made again (a name a shrink freed, taken again
+/// by an expand) starts a new record: the old id and times are not the new resource's, and
+/// a crash during the create finds it rather than making another.
+#[test]
+fn a_create_over_a_deleted_record_starts_it_over() {
+    let mut gone = record(S::Deleted, 2, NOW - 100);
+    gone.id = Some("i-old".into());
+    gone.delete_time = Some(NOW / 1000);
+    let (r, note) = announce("worker-2", &Step::Create, Some(&gone), 0, NOW).expect("announced");
+    assert_eq!(note, Some("create requested"));
+    assert_eq!(
+        (r.status, r.attempts, r.id.as_deref()),
+        (S::RequestingCreate, 1, None)
+    );
+    assert_eq!(r.delete_time, None);
+    assert_eq!(
+        crate::rules::plan::resource::next_step(TaskKind::Create, Some(&r)),
+        Step::Find,
+        "after a crash, look before creating again"
+    );
+}

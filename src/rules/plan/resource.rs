@@ -46,6 +46,9 @@ pub fn next_step(kind: TaskKind, record: Option<&NodeRecord>) -> Step {
             Step::Find
         }
         (TaskKind::Create, S::RequestingCreate, _) => Step::Create,
+        // A node whose resource was deleted (a name a shrink freed and an expand took again, a
+        // node a rollback deleted): a new one.
+        (TaskKind::Create, S::Deleted, _) => Step::Create,
         (TaskKind::Delete, S::RequestingCreate, _) => Step::Done,
         (TaskKind::Create, _, _) => Step::Done,
         (TaskKind::Confirm, S::PollingCreate, Some(id)) => Step::Describe(id),
@@ -201,6 +204,11 @@ mod tests {
                 Confirm,
                 Some(record(S::Deleted, Some("i-1"), 0)),
                 Step::Done,
+            ),
+            (
+                Create,
+                Some(record(S::Deleted, Some("i-1"), 3)),
+                Step::Create,
             ),
             (Delete, None, Step::Done),
             (

@@ -14,6 +14,7 @@ use crate::model::operation::{
 use crate::model::plan::{
     Action, ClusterOperation, ClusterTask, NodeRecord, PlanNode, Progress, ResourceStatus,
 };
+use crate::model::service::ServiceRecord;
 use crate::model::template::Template;
 use crate::rules::outcome::{self, Resume};
 use crate::rules::plan::cluster;
@@ -79,7 +80,7 @@ pub(super) fn record_rollback(
     let empty = Template::default();
     let template = template.unwrap_or(&empty);
     let tasks = match op.operation {
-        ClusterOperation::Shrink => shrink_restore(template, op, done, nodes),
+        ClusterOperation::Shrink => shrink_restore(tx, run, template, op, nodes)?,
         ClusterOperation::Create
         | ClusterOperation::Delete
         | ClusterOperation::Expand
@@ -87,7 +88,8 @@ pub(super) fn record_rollback(
         | ClusterOperation::StopServices
         | ClusterOperation::RestartServices
         | ClusterOperation::Configure
-        | ClusterOperation::ReplaceNode => {
+        | ClusterOperation::ReplaceNode
+        | ClusterOperation::Repair => {
             let completed = completed(op.id, &op.tasks, done, nodes);
             cluster::rollback(template, &op.tasks, &completed)
         }
@@ -124,66 +126,74 @@ pub(super) fn record_rollback(
     Ok(undo)
 }
 
-/// The plan that undoes shrink `op`, from the tasks it finished (`done`) and the node
-/// records: the nodes it deleted made anew, those it began to delete taken back, the
-/// services it removed or stopped brought back ([`cluster::restore`]).
-fn shrink_restore(
+/// The plan that undoes shrink `op`: the cluster brought back to the nodes it had before,
+/// from what the store knows of them now ([`cluster::repair`]).
+fn shrink_restore<R: Read + ?Sized>(
+    r: &R,
+    run: &str,
     template: &Template,
     op: &OperationRecord,
-    done: &BTreeSet<usize>,
     nodes: &[NodeRecord],
-) -> Vec<ClusterTask> {
+) -> Result<Vec<ClusterTask>, StoreError> {
     let Some(change) = crate::rules::resize::Change::from_request(op.operation, &op.request) else {
-        return Vec::new();
+        return Ok(Vec::new());
     };
-    let by_name: BTreeMap<&str, &NodeRecord> = nodes.iter().map(|n| (n.node.as_str(), n)).collect();
-    let plan_node = |name: &String| PlanNode {
-        name: name.clone(),
-        services: change.layout.get(name).cloned().unwrap_or_default(),
-    };
-    let (leaving, staying): (Vec<PlanNode>, Vec<PlanNode>) = change
-        .nodes
+    let layout = layout_nodes(&change.nodes, &change.layout);
+    Ok(cluster::repair(
+        template,
+        &layout,
+        &found(r, run, &layout, nodes)?,
+    ))
+}
+
+/// `names` with their services in `layout`.
+pub(super) fn layout_nodes(
+    names: &[String],
+    layout: &BTreeMap<String, BTreeSet<String>>,
+) -> Vec<PlanNode> {
+    names
         .iter()
-        .map(plan_node)
-        .partition(|n| change.changed.contains(&n.name));
-    let mut restore = cluster::ShrinkDone::default();
-    for node in &leaving {
-        match by_name.get(node.name.as_str()).map(|r| r.status) {
-            None | Some(ResourceStatus::Deleted) => {
-                restore.gone.insert(node.name.clone());
-            }
-            Some(ResourceStatus::RequestingDelete | ResourceStatus::PollingDelete) => {
-                restore.deleting.insert(node.name.clone());
-            }
-            Some(
-                ResourceStatus::RequestingCreate
-                | ResourceStatus::PollingCreate
-                | ResourceStatus::Created,
-            ) => {}
-        }
+        .map(|name| PlanNode {
+            name: name.clone(),
+            services: layout.get(name).cloned().unwrap_or_default(),
+        })
+        .collect()
+}
+
+/// What the store knows of run `run`'s cluster, for a repair to `layout`: how each node is
+/// (from its record), each service's state, and the nodes outside the layout.
+pub(super) fn found<R: Read + ?Sized>(
+    r: &R,
+    run: &str,
+    layout: &[PlanNode],
+    nodes: &[NodeRecord],
+) -> Result<cluster::Found, StoreError> {
+    use cluster::NodeCondition as C;
+    let by_name: BTreeMap<&str, &NodeRecord> = nodes.iter().map(|n| (n.node.as_str(), n)).collect();
+    let mut found = cluster::Found::default();
+    for node in layout {
+        let condition = match by_name.get(node.name.as_str()).map(|r| r.status) {
+            Some(ResourceStatus::Created) => C::Whole,
+            Some(ResourceStatus::RequestingDelete | ResourceStatus::PollingDelete) => C::Deleting,
+            // A create that did not finish: the replace deletes what is left first.
+            None
+            | Some(
+                ResourceStatus::Deleted
+                | ResourceStatus::RequestingCreate
+                | ResourceStatus::PollingCreate,
+            ) => C::Gone,
+        };
+        found.nodes.insert(node.name.clone(), condition);
     }
-    for t in done.iter().filter_map(|i| op.tasks.get(*i)) {
-        let Some(service) = &t.service else { continue };
-        let placed = (t.node.clone(), service.clone());
-        match t.action {
-            Action::Remove => {
-                restore.removed.insert(placed);
-            }
-            Action::Stop => {
-                restore.stopped.insert(placed);
-            }
-            Action::Create
-            | Action::Confirm
-            | Action::Replace
-            | Action::Bootstrap
-            | Action::Install
-            | Action::Configure
-            | Action::Initialize
-            | Action::Start
-            | Action::Delete => {}
-        }
+    for (_, s) in r.scan::<ServiceRecord>(Table::Services, &keys::of_run(run))? {
+        found.services.insert((s.node, s.service), s.state);
     }
-    cluster::restore(template, &leaving, &staying, &restore)
+    found.strays = nodes
+        .iter()
+        .filter(|n| n.may_exist() && !layout.iter().any(|l| l.name == n.node))
+        .map(|n| n.node.clone())
+        .collect();
+    Ok(found)
 }
 
 /// Writes a new operation's record, with a note in the run's history.
@@ -397,13 +407,18 @@ pub(super) fn plan_new(tx: &mut Txn<'_>, run: &str, spec: OpSpec) -> Result<Begi
     let tasks = {
         let empty = Template::default();
         let template = spec.template.as_deref().unwrap_or(&empty);
-        cluster::plan_selected(
-            spec.operation,
-            template,
-            &plan_nodes(&spec, &nodes),
-            &spec.changed,
-            &spec.selection,
-        )
+        if spec.operation == ClusterOperation::Repair {
+            let layout = layout_nodes(&spec.nodes, &spec.layout);
+            cluster::repair(template, &layout, &found(tx, run, &layout, &nodes)?)
+        } else {
+            cluster::plan_selected(
+                spec.operation,
+                template,
+                &plan_nodes(&spec, &nodes),
+                &spec.changed,
+                &spec.selection,
+            )
+        }
     };
     let now = now_f64();
     let id = audit::next_id(tx, run)?;

@@ -190,6 +190,7 @@ fn table(runs: &[RunView]) -> Markup {
                                 td data-label="Status" { (badge(&r.status.to_string())) }
                                 td data-label="Cluster" {
                                     @if let Some(c) = r.cluster.status { (badge(&c.to_string())) } @else { "–" }
+                                    @if r.cluster.attention.is_some() { " " span.badge.bad { "NEEDS ATTENTION" } }
                                 }
                                 td data-label="Profile" { (r.profile) }
                                 td data-label="Started" { (time(r.starting)) }

@@ -15,7 +15,7 @@ use crate::service::runs::{self};
 use crate::ui::layout::{Answer, Ctx, badge, deadline, facts, fragment, need, run_href, time};
 
 /// The operations the run page offers on a live cluster, with their labels.
-pub(super) const CLUSTER_OPERATIONS: [(&str, &str); 7] = [
+pub(super) const CLUSTER_OPERATIONS: [(&str, &str); 8] = [
     ("expand", "expand"),
     ("shrink", "shrink"),
     ("start-services", "start services"),
@@ -23,6 +23,7 @@ pub(super) const CLUSTER_OPERATIONS: [(&str, &str); 7] = [
     ("restart-services", "restart services"),
     ("configure", "configure"),
     ("replace-node", "replace nodes"),
+    ("repair", "repair"),
 ];
 
 /// Bytes of each output stream the page shows (the end of it).
@@ -65,6 +66,13 @@ pub(super) fn status_panel(ctx: &Ctx, run: &RunView) -> Markup {
             "Program " (badge(&run.status.to_string()))
             @if let Some(c) = cluster { " · cluster " (badge(&c.to_string())) }
             @if run.stopping { " · " span.badge.wait { "STOPPING" } }
+            @if run.cluster.attention.is_some() { " · " span.badge.bad { "NEEDS ATTENTION" } }
+        }
+        @if let Some(a) = &run.cluster.attention {
+            p.notice.bad role="alert" {
+                strong { "The cluster needs attention" } " (since " (time(a.since)) "): " (a.reason)
+                ". Only a repair may run on it: fix the cause, then run the repair operation below."
+            }
         }
         @if let Some(f) = &run.failure {
             p.notice.bad role="alert" { strong { "Failed (" (f.kind) "): " } (f.message) }

@@ -123,17 +123,17 @@ pub(super) fn all_before(dag: &mut Dag, first: Action, then: Action) {
 }
 
 /// Configures every service on `nodes` again; those with `restartOnConfigure` are stopped
-/// first (dependents before what they need) and started after (in dependency order). With
-/// `after`, all of it waits for every node task `after` (the new nodes confirmed, the old
+/// first, after what needs them at run time, and started after (in dependency order). All of
+/// it waits for every node task of the kinds `after` names (the new nodes confirmed, the old
 /// ones deleted).
 pub(super) fn reconfigure(
     dag: &mut Dag,
     template: &Template,
     nodes: &[PlanNode],
-    after: Option<Action>,
+    after: &[Action],
 ) {
     let gates: Vec<usize> = (0..dag.tasks.len())
-        .filter(|i| Some(dag.tasks[*i].1) == after && dag.tasks[*i].2.is_none())
+        .filter(|i| after.contains(&dag.tasks[*i].1) && dag.tasks[*i].2.is_none())
         .collect();
     let first = dag.tasks.len();
     // A service restarted to take its new config is stopped after what needs it at run time

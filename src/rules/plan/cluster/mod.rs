@@ -67,20 +67,20 @@ pub fn plan_selected(
             all_before(&mut dag, Action::Stop, Action::Start);
         }
         Op::Configure => {
-            reconfigure(&mut dag, template, nodes, None);
+            reconfigure(&mut dag, template, nodes, &[]);
             // Every stop before any start: a restart brings the services down, then up.
             all_before(&mut dag, Action::Stop, Action::Start);
         }
         Op::Expand => {
             up(&mut dag, template, &moving, &UP, true, &all);
             // The nodes already there learn of the new ones once those exist.
-            reconfigure(&mut dag, template, &staying, Some(Action::Confirm));
+            reconfigure(&mut dag, template, &staying, &[Action::Confirm]);
         }
         Op::Shrink => {
             let steps = [Action::Stop, Action::Remove];
             down(&mut dag, template, &moving, &steps, true, &all);
             // The nodes that stay learn the others are gone once they are.
-            reconfigure(&mut dag, template, &staying, Some(Action::Delete));
+            reconfigure(&mut dag, template, &staying, &[Action::Delete]);
         }
         Op::ReplaceNode => {
             // Each replaced node made anew and brought up as in a create...
@@ -93,8 +93,10 @@ pub fn plan_selected(
                 &all,
             );
             // ...and the others learn its new address once it has one.
-            reconfigure(&mut dag, template, &staying, Some(Action::Confirm));
+            reconfigure(&mut dag, template, &staying, &[Action::Confirm]);
         }
+        // Planned from what the store knows of the cluster: see [`repair`].
+        Op::Repair => {}
     }
     finish(dag, template)
 }
@@ -121,7 +123,13 @@ pub fn chains(
         Op::StopServices => (true, false),
         Op::StartServices => (false, true),
         Op::RestartServices => (true, true),
-        Op::Create | Op::Delete | Op::Expand | Op::Shrink | Op::Configure | Op::ReplaceNode => {
+        Op::Create
+        | Op::Delete
+        | Op::Expand
+        | Op::Shrink
+        | Op::Configure
+        | Op::ReplaceNode
+        | Op::Repair => {
             return Default::default();
         }
     };
@@ -278,7 +286,7 @@ pub fn stages(tasks: &[ClusterTask]) -> Vec<Vec<usize>> {
 mod dag;
 mod undo;
 use dag::*;
-pub use undo::{ShrinkDone, restore, rollback};
+pub use undo::{Found, NodeCondition, repair, rollback};
 
 #[cfg(test)]
 mod properties;

@@ -1,4 +1,5 @@
 use super::*;
+use crate::model::service::ServiceState;
 use serde_json::json;
 
 fn template() -> Template {
@@ -464,27 +465,37 @@ fn nodes_that_stay_restart_what_restarts_on_configure_and_its_dependents_once_th
     }
 }
 
-fn names(list: &[&str]) -> BTreeSet<String> {
-    list.iter().map(|s| s.to_string()).collect()
+fn found(nodes: &[(&str, NodeCondition)], services: &[(&str, &str, ServiceState)]) -> Found {
+    Found {
+        nodes: nodes.iter().map(|(n, c)| (n.to_string(), *c)).collect(),
+        services: services
+            .iter()
+            .map(|(n, s, state)| ((n.to_string(), s.to_string()), *state))
+            .collect(),
+        strays: Vec::new(),
+    }
 }
 
-/// A shrink of n2 and n3 that deleted n2, began to delete n3 and stopped the services: n2 is
-/// made anew and brought up whole, n3 taken back and its services brought back, and n1
-/// reconfigured once n2 is there again.
+/// A shrink of n2 and n3 undone after it deleted n2, began to delete n3 (whose web it had
+/// removed and the rest stopped): n2 is made anew and brought up whole, n3 taken back and
+/// its services brought back, and n1 reconfigured once n2 is there again.
 #[test]
-fn a_shrinks_rollback_makes_anew_what_it_deleted_and_brings_back_what_it_stopped() {
+fn a_repair_makes_anew_what_is_gone_and_brings_back_what_is_down() {
+    use NodeCondition::{Deleting, Gone, Whole};
+    use ServiceState::{Down, Up};
     let t = chained();
-    let leaving = [chained_node("n2"), chained_node("n3")];
-    let staying = [chained_node("n1")];
-    let done = ShrinkDone {
-        gone: names(&["n2"]),
-        deleting: names(&["n3"]),
-        removed: [("n3".to_string(), "web".to_string())].into(),
-        stopped: [("n3", "web"), ("n3", "zk"), ("n3", "db")]
-            .map(|(n, s)| (n.to_string(), s.to_string()))
-            .into(),
-    };
-    let tasks = restore(&t, &leaving, &staying, &done);
+    let layout = [chained_node("n1"), chained_node("n2"), chained_node("n3")];
+    let found = found(
+        &[("n1", Whole), ("n2", Gone), ("n3", Deleting)],
+        &[
+            ("n1", "web", Up),
+            ("n1", "zk", Up),
+            ("n1", "db", Up),
+            ("n3", "zk", Down),
+            ("n3", "db", Down),
+        ],
+    );
+    let tasks = repair(&t, &layout, &found);
     let id = |n: &str, a: Action, s: Option<&str>| find(&tasks, n, a, s).id;
     // n2: replace → confirm → bootstrap → every service up, as a create.
     let replace = id("n2", Action::Replace, None);
@@ -506,7 +517,7 @@ fn a_shrinks_rollback_makes_anew_what_it_deleted_and_brings_back_what_it_stopped
         id("n2", Action::Bootstrap, None),
         id("n2", Action::Install, Some("web"))
     ));
-    // n3: confirmed (taken back), not replaced; its services up again after.
+    // n3: confirmed (taken back), not replaced; web installed anew, the others started.
     assert!(
         !tasks
             .iter()
@@ -524,7 +535,10 @@ fn a_shrinks_rollback_makes_anew_what_it_deleted_and_brings_back_what_it_stopped
             "{s}"
         );
     }
-    // Run-time order across nodes: web starts after zk everywhere.
+    assert!(!tasks.iter().any(|t| t.node == "n3"
+        && t.action == Action::Configure
+        && t.service.as_deref() == Some("db")));
+    // Run-time order across nodes: web starts after zk everywhere it starts.
     for n in ["n2", "n3"] {
         for m in ["n2", "n3"] {
             assert!(before(
@@ -547,22 +561,53 @@ fn a_shrinks_rollback_makes_anew_what_it_deleted_and_brings_back_what_it_stopped
     );
 }
 
-/// A shrink stopped before it deleted anything: only what it stopped starts again; the nodes
-/// that stay are not reconfigured.
+/// A cluster where only some services are down: only they start again (a service in an
+/// unknown state is stopped first); the nodes are not reconfigured. One that is whole and up
+/// needs nothing. A node outside the layout is deleted, and the others reconfigured after.
 #[test]
-fn a_shrink_that_deleted_nothing_only_starts_again_what_it_stopped() {
+fn a_repair_does_only_what_is_needed() {
+    use NodeCondition::Whole;
+    use ServiceState::{Down, Outdated, Unknown, Up};
     let t = chained();
-    let done = ShrinkDone {
-        stopped: [("n3", "web")]
-            .map(|(n, s)| (n.to_string(), s.to_string()))
-            .into(),
-        ..ShrinkDone::default()
-    };
-    let tasks = restore(&t, &[chained_node("n3")], &[chained_node("n1")], &done);
-    let got: Vec<(String, Action, Option<String>)> = tasks
+    let layout = [chained_node("n1")];
+    let some_down = found(
+        &[("n1", Whole)],
+        &[
+            ("n1", "web", Down),
+            ("n1", "zk", Up),
+            ("n1", "db", Outdated),
+        ],
+    );
+    let got: Vec<(String, Action, Option<String>)> = repair(&t, &layout, &some_down)
         .iter()
         .map(|t| (t.node.clone(), t.action, t.service.clone()))
         .collect();
-    assert_eq!(got, vec![("n3".into(), Action::Start, Some("web".into()))]);
-    assert!(restore(&t, &[chained_node("n3")], &[], &ShrinkDone::default()).is_empty());
+    assert_eq!(got, vec![("n1".into(), Action::Start, Some("web".into()))]);
+    let all_up = found(
+        &[("n1", Whole)],
+        &[("n1", "web", Up), ("n1", "zk", Up), ("n1", "db", Up)],
+    );
+    assert!(repair(&t, &layout, &all_up).is_empty());
+    let unsure = found(
+        &[("n1", Whole)],
+        &[("n1", "web", Up), ("n1", "zk", Unknown), ("n1", "db", Up)],
+    );
+    let tasks = repair(&t, &layout, &unsure);
+    let id = |a: Action, s: &str| find(&tasks, "n1", a, Some(s)).id;
+    assert!(before(
+        &tasks,
+        id(Action::Stop, "zk"),
+        id(Action::Start, "zk")
+    ));
+    let stray = Found {
+        strays: vec!["n9".into()],
+        ..all_up
+    };
+    let tasks = repair(&t, &layout, &stray);
+    let delete = find(&tasks, "n9", Action::Delete, None).id;
+    assert!(before(
+        &tasks,
+        delete,
+        find(&tasks, "n1", Action::Configure, Some("db")).id
+    ));
 }

@@ -1,10 +1,12 @@
 //! Rollbacks of cluster operations, as plans: the inverse of what a failed (or cancelled)
-//! operation completed, and for a shrink the nodes it deleted made anew with their services.
+//! operation completed; and the plan that brings a cluster back to its layout from what the
+//! store knows of it, which undoes a shrink and is the `repair` operation.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::dag::{Dag, Reach, UP, finish, link, reconfigure, up_from};
+use super::dag::{Dag, Reach, UP, all_before, down, finish, link, reconfigure, up_from};
 use crate::model::plan::{Action, ClusterTask, PlanNode};
+use crate::model::service::ServiceState;
 use crate::model::template::Template;
 
 /// The plan that undoes the `completed` tasks of a failed operation: each one's inverse
@@ -51,57 +53,64 @@ pub fn rollback(
     finish(dag, template)
 }
 
-/// What a shrink did before it stopped, from its tasks and the node records, for [`restore`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ShrinkDone {
-    /// Leaving nodes whose resource is gone (deleted, or never there): made anew.
-    pub gone: BTreeSet<String>,
-    /// Leaving nodes whose delete began but did not finish: taken back if their resource is
-    /// still there (made anew if not).
-    pub deleting: BTreeSet<String>,
-    /// (node, service) the shrink removed, or stopped, on a node that is still there.
-    pub removed: BTreeSet<(String, String)>,
-    pub stopped: BTreeSet<(String, String)>,
+/// How a node of the layout a [`repair`] brings back is, as the store knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeCondition {
+    /// Its resource is there.
+    Whole,
+    /// Its delete began and did not finish: taken back if the resource is still there (made
+    /// anew if not).
+    Deleting,
+    /// Its resource is gone (deleted, never made, or its create did not finish): made anew.
+    Gone,
 }
 
-/// The plan that undoes a shrink: each node it deleted is made anew (same name, hardware and
-/// image; a new incarnation, as replace-node makes) and brought up with its services as a
-/// create does; a node whose delete did not finish is taken back (confirmed) and gets the
-/// services it lost; on a node still whole (leaving or staying), the services removed are
-/// installed again and those stopped started again. Once any node was made anew, the nodes that stay are
-/// reconfigured after it is confirmed, as they were told it had gone. `leaving` are the
-/// shrink's leaving nodes with the services they had, `staying` the others.
-pub fn restore(
-    template: &Template,
-    leaving: &[PlanNode],
-    staying: &[PlanNode],
-    done: &ShrinkDone,
-) -> Vec<ClusterTask> {
+/// What the store knows of a cluster a [`repair`] works on.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Found {
+    /// Each node of the layout; a node left out is whole.
+    pub nodes: BTreeMap<String, NodeCondition>,
+    /// The state of each service on each node; a service left out is not installed.
+    pub services: BTreeMap<(String, String), ServiceState>,
+    /// Nodes whose resource may exist but that the layout does not have: deleted.
+    pub strays: Vec<String>,
+}
+
+/// The plan that brings a cluster back to `layout` (its nodes with their services) from
+/// what was `found`, as a `repair` does and as a shrink is undone:
+/// - a node that is gone is made anew (same name and types, a new incarnation, as
+///   replace-node makes) and brought up with every service, as a create does;
+/// - a node whose delete did not finish is taken back (confirmed) and gets back what it lost;
+/// - on a node, a service not installed or failed is brought up in full (install,
+///   configure, initialize, start), one down started, one in an unknown state stopped and
+///   started; one up (or running an outdated config) is left alone;
+/// - a node outside the layout is deleted;
+/// - once any node was made anew or deleted, the others are reconfigured after it, as they
+///   were told it had gone.
+///
+/// Across nodes, services come up in dependency order.
+pub fn repair(template: &Template, layout: &[PlanNode], found: &Found) -> Vec<ClusterTask> {
     let mut dag = Dag::default();
-    let pair = |n: &str, s: &str| (n.to_string(), s.to_string());
-    // Everything a node that goes away and comes back runs; else only what it lost.
-    let whole = |n: &str| done.gone.contains(n) || done.deleting.contains(n);
-    let reinstall = |n: &str, s: &str| whole(n) || done.removed.contains(&pair(n, s));
-    let restart = |n: &str, s: &str| !reinstall(n, s) && done.stopped.contains(&pair(n, s));
-    let made: Vec<PlanNode> = leaving
-        .iter()
-        .filter(|n| done.gone.contains(&n.name))
-        .cloned()
-        .collect();
-    let taken: Vec<PlanNode> = leaving
-        .iter()
-        .filter(|n| done.deleting.contains(&n.name) && !done.gone.contains(&n.name))
-        .cloned()
-        .collect();
-    // Nodes still whole, leaving or staying (a restart its reconfigure stopped).
-    let rest: Vec<PlanNode> = leaving
-        .iter()
-        .filter(|n| !whole(&n.name))
-        .chain(staying)
-        .cloned()
-        .collect();
-    let every: Vec<PlanNode> = leaving.iter().chain(staying).cloned().collect();
-    // Node tasks first: a replace (or, for a node still there, its confirm), then bootstrap.
+    let condition = |n: &str| found.nodes.get(n).copied().unwrap_or(NodeCondition::Whole);
+    let state = |n: &str, s: &str| {
+        if condition(n) == NodeCondition::Gone {
+            return None;
+        }
+        found.services.get(&(n.to_string(), s.to_string())).copied()
+    };
+    let of = |c: NodeCondition| -> Vec<PlanNode> {
+        layout
+            .iter()
+            .filter(|n| condition(&n.name) == c)
+            .cloned()
+            .collect()
+    };
+    let (made, taken, whole) = (
+        of(NodeCondition::Gone),
+        of(NodeCondition::Deleting),
+        of(NodeCondition::Whole),
+    );
+    // Node tasks first: a replace (or, for a node being deleted, its confirm), then bootstrap.
     up_from(
         &mut dag,
         template,
@@ -118,13 +127,27 @@ pub fn restore(
         Some(Action::Confirm),
         &|_, _| false,
     );
-    // Then the services, in dependency order across every leaving node.
-    up_from(&mut dag, template, leaving, &UP, None, &reinstall);
-    up_from(&mut dag, template, &rest, &[Action::Start], None, &restart);
+    // Then the services, by their state, in dependency order across every node.
+    use ServiceState::{Down, Failed, Outdated, Unknown, Up};
+    let anew = |n: &str, s: &str| matches!(state(n, s), None | Some(Failed));
+    let started = |n: &str, s: &str| matches!(state(n, s), Some(Down));
+    let unsure = |n: &str, s: &str| matches!(state(n, s), Some(Unknown));
+    let _settled = |n: &str, s: &str| matches!(state(n, s), Some(Up | Outdated));
+    up_from(&mut dag, template, layout, &UP, None, &anew);
+    down(&mut dag, template, layout, &[Action::Stop], false, &unsure);
+    up_from(
+        &mut dag,
+        template,
+        layout,
+        &[Action::Start],
+        None,
+        &|n, s| started(n, s) || unsure(n, s),
+    );
+    all_before(&mut dag, Action::Stop, Action::Start);
     link(
         &mut dag,
         template,
-        &every,
+        layout,
         "runtime",
         Action::Start,
         Action::Start,
@@ -135,13 +158,29 @@ pub fn restore(
             continue;
         };
         for s in &node.services {
-            if let Some(first) = dag.find(&node.name, Action::Install, Some(s)) {
-                dag.edge(bootstrap, first);
+            for step in [Action::Install, Action::Start] {
+                if let Some(first) = dag.find(&node.name, step, Some(s)) {
+                    dag.edge(bootstrap, first);
+                }
             }
         }
     }
-    if !made.is_empty() {
-        reconfigure(&mut dag, template, staying, Some(Action::Confirm));
+    let strays: Vec<PlanNode> = found
+        .strays
+        .iter()
+        .map(|name| PlanNode {
+            name: name.clone(),
+            services: BTreeSet::new(),
+        })
+        .collect();
+    down(&mut dag, template, &strays, &[], true, &|_, _| false);
+    if !made.is_empty() || !strays.is_empty() {
+        reconfigure(
+            &mut dag,
+            template,
+            &whole,
+            &[Action::Confirm, Action::Delete],
+        );
     }
     finish(dag, template)
 }
