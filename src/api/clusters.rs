@@ -32,6 +32,15 @@ pub async fn run_cluster(
     ok(runs::cluster_operation(&state.runtime, key, body.0, act).await?)
 }
 
+/// The plan an admin's operation would have on the run's cluster now (a dry run).
+pub async fn plan_run_cluster(
+    state: State,
+    path: web::Path<RunPath>,
+    body: Json<crate::rules::resize::ClusterRequest>,
+) -> Reply<DryRun> {
+    ok(runs::plan_operation(&state.runtime, path.into_inner().into(), body.0).await?)
+}
+
 pub async fn run_operations(state: State, path: web::Path<RunPath>) -> Reply<Vec<OperationView>> {
     ok(history::operations(&state.runtime, path.into_inner().into()).await?)
 }

@@ -78,6 +78,13 @@ pub fn table() -> Vec<Route> {
             run_cluster,
         )
         .owned(),
+        // A dry run: what the operation would do, planned from the store, touching nothing.
+        Route::api(
+            M::POST,
+            program!("/runs/{run}/cluster/plan"),
+            VIEW,
+            plan_run_cluster,
+        ),
         Route::api(
             M::GET,
             program!("/runs/{run}/operations/{op}"),

@@ -175,6 +175,7 @@ pub fn run(client: &Client, json: bool, cmd: RunCmd) -> Result<u8, CliError> {
             remove,
             config,
             wait,
+            dry_run,
         } => {
             let mut body = cluster_body(&operation, nodes, remove, config)?;
             if !services.is_empty() {
@@ -182,6 +183,11 @@ pub fn run(client: &Client, json: bool, cmd: RunCmd) -> Result<u8, CliError> {
             }
             if !on.is_empty() {
                 body["nodes"] = json!(on);
+            }
+            if dry_run {
+                let path = format!("{}/cluster/plan", run_path(&run)?);
+                let v = client.call(Method::POST, &path, Some(&body))?;
+                return crate::cli::templates::show_plan(json, v).map(|()| 0);
             }
             cluster(client, json, &run, &operation, &body, wait)
         }

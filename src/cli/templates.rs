@@ -80,6 +80,11 @@ pub fn plan(client: &Client, json: bool, args: PlanArgs) -> Result<(), CliError>
     }
     let path = format!("/v3/namespaces/{}/plan", args.namespace);
     let v = client.call(Method::POST, &path, Some(&body))?;
+    show_plan(json, v)
+}
+
+/// Prints a dry run's plan: the layout, then the tasks by stage.
+pub fn show_plan(json: bool, v: serde_json::Value) -> Result<(), CliError> {
     if json {
         output::json(&v);
         return Ok(());

@@ -284,6 +284,68 @@ pub async fn cluster_operation(
     request: crate::rules::resize::ClusterRequest,
     act: Act,
 ) -> Result<OperationStarted, ServiceError> {
+    let (run, change) = change_of(runtime, key, request).await?;
+    let (before, after) = (run.cluster.nodes.len(), change.final_nodes.len());
+    if after > before {
+        check_expand(runtime, &run.key.namespace, before, after).await?;
+    }
+    let operation = change.operation;
+    let id = runtime.cluster(&run, change, act).await?;
+    Ok(OperationStarted { id, operation })
+}
+
+/// The plan an admin's operation would have on run `key`'s cluster now, touching nothing:
+/// the cluster's layout once it succeeds, its tasks and their stages, as `POST .../plan`
+/// answers for a new cluster.
+pub async fn plan_operation(
+    runtime: &Runtime,
+    key: RunKey,
+    request: crate::rules::resize::ClusterRequest,
+) -> Result<crate::model::view::DryRun, ServiceError> {
+    use crate::runtime::planner::{PlanInput, node_records, plan_tasks};
+    let (run, change) = change_of(runtime, key, request).await?;
+    runtime
+        .store()
+        .read(move |r| {
+            let nodes = node_records(r, &run.key.run)?;
+            let input = PlanInput {
+                operation: change.operation,
+                template: run.template.as_ref(),
+                nodes: &change.nodes,
+                layout: &change.layout,
+                changed: &change.changed,
+                selection: &change.selection,
+            };
+            let tasks = plan_tasks(r, &run.key.run, &input, &nodes)?;
+            let layout = change
+                .final_nodes
+                .iter()
+                .map(|n| {
+                    let types = change.node_types.get(n);
+                    crate::model::view::PlannedNode {
+                        node: n.clone(),
+                        hardware_type: types.map(|t| t.hardware_type.clone()).unwrap_or_default(),
+                        image_type: types.map(|t| t.image_type.clone()).unwrap_or_default(),
+                        services: change.layout.get(n).cloned().unwrap_or_default(),
+                    }
+                })
+                .collect();
+            let stages = crate::rules::plan::cluster::stages(&tasks);
+            Ok::<_, ServiceError>(crate::model::view::DryRun {
+                layout,
+                tasks,
+                stages,
+            })
+        })
+        .await
+}
+
+/// Run `key` and the change `request` makes to its cluster, or a 4xx naming the field.
+async fn change_of(
+    runtime: &Runtime,
+    key: RunKey,
+    request: crate::rules::resize::ClusterRequest,
+) -> Result<(RunRecord, crate::rules::resize::Change), ServiceError> {
     key.check()?;
     let run = runtime
         .store()
@@ -295,7 +357,7 @@ pub async fn cluster_operation(
         .get(&run.provisioner)
         .map_or(0, |p| p.max_nodes(&run.properties()));
     // Solving an expand or shrink can take a while: on the blocking pool, not the HTTP worker.
-    let (run, change) = tokio::task::spawn_blocking(move || {
+    tokio::task::spawn_blocking(move || {
         let change = crate::rules::resize::change(&run, &request, max_nodes)?;
         if let Some(template) = &run.template {
             let nodes: Vec<crate::model::plan::PlanNode> = change
@@ -312,14 +374,7 @@ pub async fn cluster_operation(
         Ok::<_, ServiceError>((run, change))
     })
     .await
-    .map_err(|e| ServiceError::unfinished("the operation's plan", &e))??;
-    let (before, after) = (run.cluster.nodes.len(), change.final_nodes.len());
-    if after > before {
-        check_expand(runtime, &run.key.namespace, before, after).await?;
-    }
-    let operation = change.operation;
-    let id = runtime.cluster(&run, change, act).await?;
-    Ok(OperationStarted { id, operation })
+    .map_err(|e| ServiceError::unfinished("the operation's plan", &e))?
 }
 
 /// Refuses an expand from `before` to `after` nodes that would take namespace `ns` past its

@@ -181,10 +181,13 @@ pub async fn dry_run(
 ) -> Result<DryRun, ServiceError> {
     namespace::check_name(&ns)?;
     use crate::model::plan::ClusterOperation as Op;
-    if matches!(request.operation, Op::Expand | Op::Shrink | Op::ReplaceNode) {
+    if matches!(
+        request.operation,
+        Op::Expand | Op::Shrink | Op::ReplaceNode | Op::Repair
+    ) {
         return Err(ServiceError::invalid(
             "operation",
-            "expand, shrink and replace-node change a live cluster: POST .../runs/{run}/cluster with the run",
+            "expand, shrink, replace-node and repair change a live cluster: plan them against the run with POST .../runs/{run}/cluster/plan",
         ));
     }
     let Some(provisioner) = registry.get(&request.provisioner).cloned() else {

@@ -491,3 +491,99 @@ fn a_failed_rollback_needs_attention_until_a_repair_and_the_deadline_still_holds
         assert!(!live(i), "left running: {i}");
     }
 }
+
+/// Each operation on a live cluster can be planned first (`POST .../cluster/plan`, `ebb run
+/// cluster --dry-run`): the layout after it and its tasks, from the store, touching nothing.
+#[test]
+fn operations_on_a_live_cluster_are_planned_in_a_dry_run_first() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sim = sub(&dir, "sim");
+    let server = Server::start(&dir);
+    let run = live_run(&server, &sim, "3", &[]);
+    let calls_before = calls(&sim).len();
+    let ops_before = operations(&server, &run).len();
+    let plan = |body: Value| -> Value {
+        let (code, plan) = server.post_json(&format!("{run}/cluster/plan"), body);
+        assert_eq!(code, 200, "{plan}");
+        plan
+    };
+    let nodes = |plan: &Value| -> Vec<String> {
+        plan["layout"]
+            .as_array()
+            .expect("layout")
+            .iter()
+            .map(|n| n["node"].as_str().expect("node").to_string())
+            .collect()
+    };
+    let expand = plan(json!({"operation": "expand", "nodes": 1}));
+    assert_eq!(
+        nodes(&expand),
+        ["master", "worker-1", "worker-2", "worker-3"]
+    );
+    assert_eq!(
+        tasks(&expand, "create", None)[0]["node"],
+        "worker-3",
+        "{expand}"
+    );
+    assert!(!expand["stages"].as_array().expect("stages").is_empty());
+    let shrink = plan(json!({"operation": "shrink", "remove": ["worker-2"]}));
+    assert_eq!(nodes(&shrink), ["master", "worker-1"]);
+    assert_eq!(
+        tasks(&shrink, "delete", None)[0]["node"],
+        "worker-2",
+        "{shrink}"
+    );
+    let replace = plan(json!({"operation": "replace-node", "nodes": ["worker-1"]}));
+    assert_eq!(
+        tasks(&replace, "replace", None)[0]["node"],
+        "worker-1",
+        "{replace}"
+    );
+    let restart = plan(json!({"operation": "restart-services", "services": ["db"]}));
+    assert_eq!(
+        tasks(&restart, "stop", Some("web")).len(),
+        3,
+        "db's dependents stop first: {restart}"
+    );
+    let repair = plan(json!({"operation": "repair"}));
+    assert_eq!(
+        repair["tasks"],
+        json!([]),
+        "a healthy cluster needs nothing: {repair}"
+    );
+    assert_error(
+        server.post_json(
+            &format!("{run}/cluster/plan"),
+            json!({"operation": "shrink", "nodes": 3}),
+        ),
+        400,
+        "nodes",
+    );
+    // Nothing ran, nothing was recorded.
+    assert_eq!(calls(&sim).len(), calls_before);
+    assert_eq!(operations(&server, &run).len(), ops_before);
+    // The CLI shows the same plan.
+    let id = run.rsplit('/').next().expect("id");
+    let token = server.token().unwrap_or_default();
+    let (code, out, err) = crate::support::server::run_ebb(
+        &[
+            "--server",
+            &server.url,
+            "run",
+            "cluster",
+            &format!("default/a/p/{id}"),
+            "expand",
+            "--nodes",
+            "1",
+            "--dry-run",
+        ],
+        &[("EBB_TOKEN", token.as_str())],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("worker-3") && out.contains("create worker-3"),
+        "{out}"
+    );
+    stop_and_check_clean(&server, &sim, &run);
+}

@@ -692,8 +692,12 @@ pub enum RunCmd {
         #[arg(long, value_name = "JSON|@FILE")]
         config: Option<String>,
         /// Wait for the operation to end and show it; exit 1 if it failed.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "dry_run")]
         wait: bool,
+        /// Show the plan the operation would have now (the layout after it, its tasks in
+        /// stages), touching nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Move a WAITING cluster's deadline.
     Extend {

@@ -35,8 +35,8 @@ use crate::store::{Read as _, StoreError, Table};
 mod records;
 mod spec;
 use records::*;
-pub use records::{Prepared, prepare, resolve_context};
-pub use spec::OpSpec;
+pub use records::{Prepared, node_records, plan_tasks, prepare, resolve_context};
+pub use spec::{OpSpec, PlanInput};
 
 /// Sent once, when the operation ends.
 #[derive(Debug, Message)]

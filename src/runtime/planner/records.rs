@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use super::spec::OpSpec;
+use super::spec::{OpSpec, PlanInput};
 use crate::model::event::EventKind;
 use crate::model::operation::{
     self, AttemptRecord, AttemptStatus, OpOutcome, OpStatus, OperationRecord, Snapshot, TaskStatus,
@@ -247,10 +247,7 @@ pub(super) fn completed(
         .collect()
 }
 
-pub(super) fn node_records<R: Read + ?Sized>(
-    r: &R,
-    run: &str,
-) -> Result<Vec<NodeRecord>, StoreError> {
+pub fn node_records<R: Read + ?Sized>(r: &R, run: &str) -> Result<Vec<NodeRecord>, StoreError> {
     Ok(r.scan::<NodeRecord>(Table::Resources, &keys::of_run(run))?
         .into_iter()
         .map(|(_, n)| n)
@@ -290,7 +287,7 @@ pub(super) fn record_instant(deps: &Deps, run: &str, cur: &Current, instant: &[u
 /// create or an expand (the new nodes of an expand have no resource yet); else the nodes whose
 /// resource may exist (a delete also takes any the store knows that the run no longer lists),
 /// with services only on those that came up.
-pub(super) fn plan_nodes(spec: &OpSpec, records: &[NodeRecord]) -> Vec<PlanNode> {
+pub(super) fn plan_nodes(spec: &PlanInput<'_>, records: &[NodeRecord]) -> Vec<PlanNode> {
     let by_name: BTreeMap<&str, &NodeRecord> =
         records.iter().map(|n| (n.node.as_str(), n)).collect();
     let services = |n: &str| spec.layout.get(n).cloned().unwrap_or_default();
@@ -401,25 +398,35 @@ pub(super) fn resume(
     })
 }
 
+/// The plan of the operation `input` describes on run `run`, whose node records are
+/// `nodes`: from the template and the nodes it plans over, or, for a repair, from what the
+/// store knows of every node and service. Touches nothing: a dry run plans with it too.
+pub fn plan_tasks<R: Read + ?Sized>(
+    r: &R,
+    run: &str,
+    input: &PlanInput<'_>,
+    nodes: &[NodeRecord],
+) -> Result<Vec<ClusterTask>, StoreError> {
+    let empty = Template::default();
+    let template = input.template.unwrap_or(&empty);
+    Ok(if input.operation == ClusterOperation::Repair {
+        let layout = layout_nodes(input.nodes, input.layout);
+        cluster::repair(template, &layout, &found(r, run, &layout, nodes)?)
+    } else {
+        cluster::plan_selected(
+            input.operation,
+            template,
+            &plan_nodes(input, nodes),
+            input.changed,
+            input.selection,
+        )
+    })
+}
+
 /// Plans `spec`'s operation over the run's nodes and records it as running.
 pub(super) fn plan_new(tx: &mut Txn<'_>, run: &str, spec: OpSpec) -> Result<Begin, StoreError> {
     let nodes = node_records(tx, run)?;
-    let tasks = {
-        let empty = Template::default();
-        let template = spec.template.as_deref().unwrap_or(&empty);
-        if spec.operation == ClusterOperation::Repair {
-            let layout = layout_nodes(&spec.nodes, &spec.layout);
-            cluster::repair(template, &layout, &found(tx, run, &layout, &nodes)?)
-        } else {
-            cluster::plan_selected(
-                spec.operation,
-                template,
-                &plan_nodes(&spec, &nodes),
-                &spec.changed,
-                &spec.selection,
-            )
-        }
-    };
+    let tasks = plan_tasks(tx, run, &spec.plan_input(), &nodes)?;
     let now = now_f64();
     let id = audit::next_id(tx, run)?;
     let mut request = spec.request.clone();

@@ -42,7 +42,30 @@ pub struct OpSpec {
     pub act: Option<crate::model::access::Act>,
 }
 
+/// What an operation's plan is made from (besides the store's records of the cluster).
+#[derive(Debug, Clone, Copy)]
+pub struct PlanInput<'a> {
+    pub operation: ClusterOperation,
+    pub template: Option<&'a Template>,
+    pub nodes: &'a [String],
+    pub layout: &'a BTreeMap<String, BTreeSet<String>>,
+    pub changed: &'a BTreeSet<String>,
+    pub selection: &'a crate::model::plan::Selection,
+}
+
 impl OpSpec {
+    /// What its plan is made from.
+    pub fn plan_input(&self) -> PlanInput<'_> {
+        PlanInput {
+            operation: self.operation,
+            template: self.template.as_deref(),
+            nodes: &self.nodes,
+            layout: &self.layout,
+            changed: &self.changed,
+            selection: &self.selection,
+        }
+    }
+
     /// The context of a task on `node`.
     pub fn context_for(&self, node: &str) -> Arc<ebb_spi::Context> {
         match self.node_properties.get(node).filter(|p| !p.is_empty()) {
