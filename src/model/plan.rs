@@ -165,6 +165,12 @@ pub enum ClusterOperation {
     /// Replace nodes (a node whose resource is gone): each is made anew, bootstrapped and
     /// given its services and the cluster's config, then the other nodes are reconfigured.
     ReplaceNode,
+    /// Add services to the live cluster: placed by the template's rules (or on the nodes
+    /// named), installed and started in dependency order, then what uses them reconfigured.
+    AddServices,
+    /// Remove services from every node (refused while a service that stays needs them):
+    /// stopped and removed, then what used them reconfigured.
+    RemoveServices,
     /// Bring the cluster back to its last good layout from what the store knows of its nodes
     /// and services: a node that is gone made anew, one being deleted taken back, services
     /// not up brought up, nodes outside the layout deleted. The way out of NEEDS ATTENTION.
@@ -183,6 +189,8 @@ impl ClusterOperation {
             | ClusterOperation::RestartServices
             | ClusterOperation::Configure
             | ClusterOperation::ReplaceNode
+            | ClusterOperation::AddServices
+            | ClusterOperation::RemoveServices
             | ClusterOperation::Repair => false,
         }
     }
@@ -197,6 +205,8 @@ impl ClusterOperation {
             | ClusterOperation::StopServices
             | ClusterOperation::Repair => false,
             ClusterOperation::Create
+            | ClusterOperation::AddServices
+            | ClusterOperation::RemoveServices
             | ClusterOperation::Shrink
             | ClusterOperation::Expand
             | ClusterOperation::StartServices
@@ -219,6 +229,8 @@ impl ClusterOperation {
             ClusterOperation::Configure => "configure",
             ClusterOperation::ReplaceNode => "replace-node",
             ClusterOperation::Repair => "repair",
+            ClusterOperation::AddServices => "add-services",
+            ClusterOperation::RemoveServices => "remove-services",
         }
     }
 }

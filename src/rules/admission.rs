@@ -115,6 +115,8 @@ fn lifecycle_event(operation: ClusterOperation, outcome: OpOutcome) -> Option<li
         | ClusterOperation::RestartServices
         | ClusterOperation::Configure
         | ClusterOperation::ReplaceNode
+        | ClusterOperation::AddServices
+        | ClusterOperation::RemoveServices
         | ClusterOperation::Repair => return None,
     };
     Some(match (delete, outcome) {
@@ -204,6 +206,8 @@ pub fn on(slot: Slot, event: Event) -> (Slot, Vec<Effect>) {
                 | ClusterOperation::RestartServices
                 | ClusterOperation::Configure
                 | ClusterOperation::ReplaceNode
+                | ClusterOperation::AddServices
+                | ClusterOperation::RemoveServices
                 | ClusterOperation::Repair => vec![Effect::Refuse(reason)],
             };
             (slot, effects)

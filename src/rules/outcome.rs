@@ -221,6 +221,8 @@ pub fn resume(
         | ClusterOperation::RestartServices
         | ClusterOperation::Configure
         | ClusterOperation::ReplaceNode
+        | ClusterOperation::AddServices
+        | ClusterOperation::RemoveServices
         | ClusterOperation::Repair => Resume::Report(outcome),
     };
     let failed = || OpOutcome::Failed(error.unwrap_or_default().to_string());

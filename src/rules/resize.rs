@@ -1,5 +1,6 @@
 //! Operations an admin asks for on a live run's cluster (`POST .../runs/{run}/cluster`):
-//! expand, shrink, start, stop or restart the services, configure. Pure: the request and the
+//! expand, shrink, start, stop or restart the services, configure, replace nodes, add or
+//! remove services (placed by [`crate::rules::placement`]), repair. Pure: the request and the
 //! run in, the change the operation makes out (the nodes it plans over, the layout and config
 //! the cluster has once it succeeds), or a 400 naming the field.
 
@@ -21,11 +22,13 @@ use crate::rules::solver::{Budget, NodeLayout, Request, SolveError, solve, solve
 pub struct ClusterRequest {
     pub operation: ClusterOperation,
     /// `expand`: how many nodes to add; `shrink`: how many to remove (a number). Starting,
-    /// stopping or restarting services: on which nodes (a list of names; all if left out).
+    /// stopping or restarting services: on which nodes (a list of names; all if left out);
+    /// `replace-node`: which; `add-services`: where (placed by the template's rules if left
+    /// out).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nodes: Option<Nodes>,
-    /// Starting, stopping or restarting services: which ones (all if left out). The
-    /// operation adds their dependent chains.
+    /// Starting, stopping or restarting services: which ones (all if left out; the operation
+    /// adds their dependent chains). Adding or removing services: which.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "crate::model::names::list_schema")]
     pub services: Vec<String>,
@@ -188,9 +191,13 @@ pub fn change(
     };
     let services_op = matches!(
         op,
-        Op::StartServices | Op::StopServices | Op::RestartServices
+        Op::StartServices
+            | Op::StopServices
+            | Op::RestartServices
+            | Op::AddServices
+            | Op::RemoveServices
     );
-    let names_op = services_op || op == Op::ReplaceNode;
+    let names_op = (services_op && op != Op::RemoveServices) || op == Op::ReplaceNode;
     let count = match &request.nodes {
         Some(Nodes::Count(n)) if op == Op::Expand || op == Op::Shrink => Some(*n),
         Some(Nodes::Names(_)) if names_op => None,
@@ -247,6 +254,7 @@ pub fn change(
         },
         Op::ReplaceNode => replace(run, request, unchanged),
         Op::Repair => Ok(unchanged),
+        Op::AddServices | Op::RemoveServices => services_change(run, request, unchanged),
         Op::Expand => expand(run, count, unchanged, max_nodes),
         Op::Shrink => shrink(run, count, &request.remove, unchanged),
     }
@@ -305,6 +313,97 @@ fn selection(run: &RunRecord, request: &ClusterRequest) -> Result<Selection, Inv
         chosen.services.insert(name.clone());
     }
     Ok(chosen)
+}
+
+/// An admin's add or remove of services: each named once; an add placed by the template's
+/// rules (or on the nodes named), a remove from every node; the cluster that results must
+/// be a valid layout of its template.
+fn services_change(
+    run: &RunRecord,
+    request: &ClusterRequest,
+    base: Change,
+) -> Result<Change, Invalid> {
+    let op = base.operation;
+    let Some(template) = &run.template else {
+        return Err(invalid(
+            "operation",
+            format!(
+                "'{}' needs a cluster made from a template; this one has no services",
+                op.name()
+            ),
+        ));
+    };
+    let max = crate::model::names::MAX_LIST;
+    if request.services.len() > max {
+        return Err(invalid("services", format!("lists at most {max} services")));
+    }
+    if request.services.is_empty() {
+        return Err(invalid(
+            "services",
+            format!(
+                "is required for '{}': the services to {}",
+                op.name(),
+                if op == ClusterOperation::AddServices {
+                    "add"
+                } else {
+                    "remove"
+                }
+            ),
+        ));
+    }
+    let mut named = BTreeSet::new();
+    for (i, s) in request.services.iter().enumerate() {
+        if !named.insert(s.clone()) {
+            return Err(invalid(
+                &format!("services[{i}]"),
+                format!("'{s}' is listed twice"),
+            ));
+        }
+    }
+    let names = &run.cluster.nodes;
+    let on = match &request.nodes {
+        Some(Nodes::Names(list)) => {
+            let mut on = BTreeSet::new();
+            for (i, name) in list.iter().enumerate() {
+                let Some(at) = names.iter().position(|n| n == name) else {
+                    return Err(invalid(
+                        &format!("nodes[{i}]"),
+                        format!("'{name}' is not a node of this cluster"),
+                    ));
+                };
+                if !on.insert(at) {
+                    return Err(invalid(
+                        &format!("nodes[{i}]"),
+                        format!("'{name}' is listed twice"),
+                    ));
+                }
+            }
+            Some(on)
+        }
+        Some(Nodes::Count(_)) | None => None,
+    };
+    let current = fixed(run, names);
+    let placed = if op == ClusterOperation::AddServices {
+        crate::rules::placement::add(template, &current, &named, on.as_ref(), names)
+    } else {
+        crate::rules::placement::remove(template, &current, &named, names)
+    }
+    .map_err(|e| invalid("services", e.to_string()))?;
+    let mut change = Change {
+        selection: Selection {
+            services: named,
+            nodes: BTreeSet::new(),
+        },
+        ..base
+    };
+    // An add plans over the layout with the new services; a remove over the one it has
+    // (its stops are planned from it), and the run drops them once it succeeds.
+    if op == ClusterOperation::AddServices {
+        for (name, layout) in names.iter().zip(placed) {
+            change.layout.insert(name.clone(), layout.services);
+        }
+    }
+    Ok(change)
 }
 
 /// An admin's replace of the nodes named: each a node of the cluster, listed once; not the
@@ -646,6 +745,11 @@ pub fn finished(run: &RunRecord, change: Change, outcome: &OpOutcome, now: u64) 
             }
             if change.operation == ClusterOperation::Repair {
                 run.cluster.attention = None;
+            }
+            if change.operation == ClusterOperation::RemoveServices {
+                for services in run.layout.values_mut() {
+                    services.retain(|s| !change.selection.services.contains(s));
+                }
             }
             format!("cluster {name} done: {} node(s)", run.cluster.nodes.len())
         }

@@ -668,21 +668,24 @@ pub enum RunCmd {
         force: bool,
     },
     /// Run an operation on a live (PROVISIONED or WAITING) cluster: expand, shrink,
-    /// start-services, stop-services, restart-services, configure, replace-node, or repair
-    /// (back to its last good layout; the only one a cluster that needs attention takes).
+    /// start-services, stop-services, restart-services, configure, replace-node,
+    /// add-services, remove-services, or repair (back to its last good layout; the only one
+    /// a cluster that needs attention takes).
     Cluster {
         run: String,
-        #[arg(value_parser = ["expand", "shrink", "start-services", "stop-services", "restart-services", "configure", "replace-node", "repair"])]
+        #[arg(value_parser = ["expand", "shrink", "start-services", "stop-services", "restart-services", "configure", "replace-node", "add-services", "remove-services", "repair"])]
         operation: String,
         /// expand: nodes to add; shrink: nodes to remove.
         #[arg(long)]
         nodes: Option<u32>,
         /// start-, stop- or restart-services: only this service, with its dependent chains
-        /// (repeatable; default: every service).
+        /// (repeatable; default: every service); add- or remove-services: the service to add
+        /// or remove (repeatable).
         #[arg(long = "service", value_name = "SERVICE")]
         services: Vec<String>,
         /// start-, stop- or restart-services: only on this node (repeatable; default: every
-        /// node); replace-node: the node to replace.
+        /// node); replace-node: the node to replace; add-services: put them on this node
+        /// (default: where the template's rules place them).
         #[arg(long = "node", value_name = "NODE", conflicts_with = "nodes")]
         on: Vec<String>,
         /// shrink: this node goes (repeatable).

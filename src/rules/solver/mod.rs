@@ -103,10 +103,10 @@ impl Default for Budget {
 
 /// Bounds on how many nodes run a service.
 #[derive(Debug, Clone, Copy)]
-struct Bounds {
-    min: u32,
-    max: u32,
-    odd: bool,
+pub struct Bounds {
+    pub min: u32,
+    pub max: u32,
+    pub odd: bool,
 }
 
 /// Orders node layouts, most preferred first: more services, then the hardware and image
@@ -261,7 +261,7 @@ pub fn solve_within(
 }
 
 /// The cluster's services must be allowed, have what they require, and not conflict.
-fn check_services(template: &Template, services: &BTreeSet<String>) -> Result<(), SolveError> {
+pub fn check_services(template: &Template, services: &BTreeSet<String>) -> Result<(), SolveError> {
     if services.is_empty() {
         return fail(
             "the cluster has no services (give some, or set the template's defaults.services)",
@@ -388,7 +388,11 @@ fn node_layouts(
 }
 
 /// Each constrained service's bounds for a cluster of `n` nodes (quantities and ratio).
-fn bounds(template: &Template, services: &BTreeSet<String>, n: u32) -> BTreeMap<String, Bounds> {
+pub fn bounds(
+    template: &Template,
+    services: &BTreeSet<String>,
+    n: u32,
+) -> BTreeMap<String, Bounds> {
     template
         .constraints
         .services

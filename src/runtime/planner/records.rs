@@ -80,7 +80,11 @@ pub(super) fn record_rollback(
     let empty = Template::default();
     let template = template.unwrap_or(&empty);
     let tasks = match op.operation {
-        ClusterOperation::Shrink => shrink_restore(tx, run, template, op, nodes)?,
+        // What a shrink or a remove of services took away comes back: the cluster is
+        // brought back to the layout it had.
+        ClusterOperation::Shrink | ClusterOperation::RemoveServices => {
+            restore(tx, run, template, op, nodes)?
+        }
         ClusterOperation::Create
         | ClusterOperation::Delete
         | ClusterOperation::Expand
@@ -89,6 +93,7 @@ pub(super) fn record_rollback(
         | ClusterOperation::RestartServices
         | ClusterOperation::Configure
         | ClusterOperation::ReplaceNode
+        | ClusterOperation::AddServices
         | ClusterOperation::Repair => {
             let completed = completed(op.id, &op.tasks, done, nodes);
             cluster::rollback(template, &op.tasks, &completed)
@@ -126,9 +131,10 @@ pub(super) fn record_rollback(
     Ok(undo)
 }
 
-/// The plan that undoes shrink `op`: the cluster brought back to the nodes it had before,
-/// from what the store knows of them now ([`cluster::repair`]).
-fn shrink_restore<R: Read + ?Sized>(
+/// The plan that undoes `op` (a shrink, a remove of services): the cluster brought back to
+/// the nodes and services it had before, from what the store knows of them now
+/// ([`cluster::repair`]).
+fn restore<R: Read + ?Sized>(
     r: &R,
     run: &str,
     template: &Template,

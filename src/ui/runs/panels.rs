@@ -15,7 +15,7 @@ use crate::service::runs::{self};
 use crate::ui::layout::{Answer, Ctx, badge, deadline, facts, fragment, need, run_href, time};
 
 /// The operations the run page offers on a live cluster, with their labels.
-pub(super) const CLUSTER_OPERATIONS: [(&str, &str); 8] = [
+pub(super) const CLUSTER_OPERATIONS: [(&str, &str); 10] = [
     ("expand", "expand"),
     ("shrink", "shrink"),
     ("start-services", "start services"),
@@ -23,6 +23,8 @@ pub(super) const CLUSTER_OPERATIONS: [(&str, &str); 8] = [
     ("restart-services", "restart services"),
     ("configure", "configure"),
     ("replace-node", "replace nodes"),
+    ("add-services", "add services"),
+    ("remove-services", "remove services"),
     ("repair", "repair"),
 ];
 

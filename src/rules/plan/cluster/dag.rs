@@ -132,23 +132,40 @@ pub(super) fn reconfigure(
     nodes: &[PlanNode],
     after: &[Action],
 ) {
+    let gate = |k: &Key| after.contains(&k.1) && k.2.is_none();
+    let gated = [Action::Stop, Action::Configure];
+    reconfigure_where(dag, template, nodes, (&gate, &gated), None);
+}
+
+/// [`reconfigure`] of the services `only` names (all, when `None`); its tasks doing one of
+/// `gate.1` come after every task `gate.0` accepts. Those that restart on configure still
+/// take their run-time dependents down first and up after.
+pub(super) fn reconfigure_where(
+    dag: &mut Dag,
+    template: &Template,
+    nodes: &[PlanNode],
+    gate: (&dyn Fn(&Key) -> bool, &[Action]),
+    only: Option<&BTreeSet<&str>>,
+) {
+    let (gate, gated) = gate;
     let gates: Vec<usize> = (0..dag.tasks.len())
-        .filter(|i| after.contains(&dag.tasks[*i].1) && dag.tasks[*i].2.is_none())
+        .filter(|i| gate(&dag.tasks[*i]))
         .collect();
     let first = dag.tasks.len();
+    let affected = |s: &str| only.is_none_or(|o| o.contains(s));
     // A service restarted to take its new config is stopped after what needs it at run time
     // (they would lose it under them) and started before them, as the COBs paper's chain.
     let restarted: BTreeSet<&str> = template
         .services
         .iter()
-        .filter(|(_, svc)| svc.restart_on_configure)
+        .filter(|(name, svc)| svc.restart_on_configure && affected(name))
         .map(|(name, _)| name.as_str())
         .collect();
     let chained = dependents(template, &restarted);
     let restarts = |_: &str, s: &str| restarted.contains(s) || chained.contains(s);
     down(dag, template, nodes, &[Action::Stop], false, &restarts);
     for node in nodes {
-        for s in &node.services {
+        for s in node.services.iter().filter(|s| affected(s)) {
             let configure = dag.task(&node.name, Action::Configure, Some(s));
             if let Some(stop) = dag.find(&node.name, Action::Stop, Some(s)) {
                 dag.edge(stop, configure);
@@ -167,7 +184,7 @@ pub(super) fn reconfigure(
         }
     }
     let added: Vec<usize> = (first..dag.tasks.len())
-        .filter(|i| matches!(dag.tasks[*i].1, Action::Stop | Action::Configure))
+        .filter(|i| gated.contains(&dag.tasks[*i].1))
         .collect();
     for g in &gates {
         for t in &added {

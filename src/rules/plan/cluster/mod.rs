@@ -95,10 +95,72 @@ pub fn plan_selected(
             // ...and the others learn its new address once it has one.
             reconfigure(&mut dag, template, &staying, &[Action::Confirm]);
         }
+        // The new services up where they were placed, in dependency order; then what uses
+        // them (at install or run time) reconfigured once they run.
+        Op::AddServices => {
+            let new = |_: &str, s: &str| selection.services.contains(s);
+            up(&mut dag, template, nodes, &UP, false, &new);
+            let users = users_of(template, nodes, &selection.services);
+            let gate = |k: &Key| {
+                k.1 == Action::Start && k.2.as_ref().is_some_and(|s| selection.services.contains(s))
+            };
+            let gated = [Action::Stop, Action::Configure];
+            reconfigure_where(&mut dag, template, nodes, (&gate, &gated), Some(&users));
+        }
+        // The services stopped (what needs them is refused from staying) and removed
+        // everywhere; then what used them reconfigured.
+        Op::RemoveServices => {
+            let gone = |_: &str, s: &str| selection.services.contains(s);
+            down(
+                &mut dag,
+                template,
+                nodes,
+                &[Action::Stop, Action::Remove],
+                false,
+                &gone,
+            );
+            let users = users_of(template, nodes, &selection.services);
+            let gate = |k: &Key| {
+                k.1 == Action::Remove
+                    && k.2.as_ref().is_some_and(|s| selection.services.contains(s))
+            };
+            // What uses them and restarts on configure stops before they do (it needs them);
+            // its configure waits until they are gone.
+            reconfigure_where(
+                &mut dag,
+                template,
+                nodes,
+                (&gate, &[Action::Configure]),
+                Some(&users),
+            );
+        }
         // Planned from what the store knows of the cluster: see [`repair`].
         Op::Repair => {}
     }
     finish(dag, template)
+}
+
+/// The services of `nodes` (not in `changed`) that use one of `changed` at install or run
+/// time: they are reconfigured when those come or go.
+fn users_of<'a>(
+    template: &'a Template,
+    nodes: &'a [PlanNode],
+    changed: &BTreeSet<String>,
+) -> BTreeSet<&'a str> {
+    let providers = template.providers();
+    nodes
+        .iter()
+        .flat_map(|n| n.services.iter().map(String::as_str))
+        .filter(|s| !changed.contains(*s))
+        .filter(|s| {
+            ["install", "runtime"].iter().any(|which| {
+                template
+                    .predecessors_in(&providers, s, which)
+                    .iter()
+                    .any(|p| changed.contains(*p))
+            })
+        })
+        .collect()
 }
 
 /// A service on a node.
@@ -129,6 +191,8 @@ pub fn chains(
         | Op::Shrink
         | Op::Configure
         | Op::ReplaceNode
+        | Op::AddServices
+        | Op::RemoveServices
         | Op::Repair => {
             return Default::default();
         }

@@ -76,6 +76,22 @@ proptest! {
             })
             .collect();
         let half: BTreeSet<String> = nodes.iter().step_by(2).map(|n| n.name.clone()).collect();
+        // Services added or removed (every other one the nodes have): plans without a cycle
+        // (building one would panic), whatever depends on what.
+        let named: BTreeSet<String> = nodes
+            .iter()
+            .flat_map(|n| n.services.iter().cloned())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .step_by(2)
+            .collect();
+        let selection = crate::model::plan::Selection { services: named, nodes: BTreeSet::new() };
+        for op in [ClusterOperation::AddServices, ClusterOperation::RemoveServices] {
+            let tasks = plan_selected(op, &t, &nodes, &BTreeSet::new(), &selection);
+            for task in &tasks {
+                prop_assert!(task.depends_on.iter().all(|d| *d < task.id));
+            }
+        }
         for op in [
             ClusterOperation::Create,
             ClusterOperation::Delete,

@@ -611,3 +611,115 @@ fn a_repair_does_only_what_is_needed() {
         find(&tasks, "n1", Action::Configure, Some("db")).id
     ));
 }
+
+/// Adding web (which needs zk at run time) where zk and db run: web is installed and
+/// started after zk everywhere, and nothing else restarts (nothing uses web).
+/// Removing it again: stopped, then removed, and nothing else is touched.
+#[test]
+fn services_added_come_up_after_what_they_need_and_removed_ones_go() {
+    let t = chained();
+    let nodes: Vec<PlanNode> = ["n1", "n2"]
+        .iter()
+        .map(|n| PlanNode {
+            name: n.to_string(),
+            services: ["web", "zk", "db"].map(String::from).into(),
+        })
+        .collect();
+    let web = Selection {
+        services: ["web".to_string()].into(),
+        nodes: BTreeSet::new(),
+    };
+    let add = plan_selected(
+        ClusterOperation::AddServices,
+        &t,
+        &nodes,
+        &BTreeSet::new(),
+        &web,
+    );
+    let id = |tasks: &[ClusterTask], n: &str, a: Action, s: &str| find(tasks, n, a, Some(s)).id;
+    for n in ["n1", "n2"] {
+        assert!(before(
+            &add,
+            id(&add, n, Action::Install, "web"),
+            id(&add, n, Action::Configure, "web")
+        ));
+        assert!(before(
+            &add,
+            id(&add, n, Action::Configure, "web"),
+            id(&add, n, Action::Start, "web")
+        ));
+    }
+    assert!(
+        add.iter().all(|t| t.service.as_deref() == Some("web")),
+        "only web's tasks: {add:?}"
+    );
+    let remove = plan_selected(
+        ClusterOperation::RemoveServices,
+        &t,
+        &nodes,
+        &BTreeSet::new(),
+        &web,
+    );
+    for n in ["n1", "n2"] {
+        assert!(before(
+            &remove,
+            id(&remove, n, Action::Stop, "web"),
+            id(&remove, n, Action::Remove, "web")
+        ));
+    }
+    assert!(
+        remove.iter().all(|t| t.service.as_deref() == Some("web")),
+        "{remove:?}"
+    );
+}
+
+/// Adding zk under web (web uses it at run time): zk comes up first; web is reconfigured
+/// after zk runs; zk restarts on configure, so it is not restarted here (it is new).
+/// Removing zk's user's provider is refused before planning; removing a service others use
+/// reconfigures them after it is gone.
+#[test]
+fn what_uses_a_service_added_or_removed_is_reconfigured_after_it() {
+    let t = chained();
+    let nodes = [chained_node("n1"), chained_node("n2")];
+    let zk = Selection {
+        services: ["zk".to_string()].into(),
+        nodes: BTreeSet::new(),
+    };
+    let add = plan_selected(
+        ClusterOperation::AddServices,
+        &t,
+        &nodes,
+        &BTreeSet::new(),
+        &zk,
+    );
+    for n in ["n1", "n2"] {
+        let web = find(&add, n, Action::Configure, Some("web")).id;
+        for m in ["n1", "n2"] {
+            assert!(
+                before(&add, find(&add, m, Action::Start, Some("zk")).id, web),
+                "{n} {m}"
+            );
+        }
+    }
+    assert!(
+        !add.iter().any(|t| t.service.as_deref() == Some("db")),
+        "db is untouched: {add:?}"
+    );
+    let remove = plan_selected(
+        ClusterOperation::RemoveServices,
+        &t,
+        &nodes,
+        &BTreeSet::new(),
+        &zk,
+    );
+    for n in ["n1", "n2"] {
+        let web = find(&remove, n, Action::Configure, Some("web")).id;
+        for m in ["n1", "n2"] {
+            assert!(before(
+                &remove,
+                find(&remove, m, Action::Stop, Some("zk")).id,
+                web
+            ));
+        }
+    }
+}
