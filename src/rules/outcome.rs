@@ -451,6 +451,51 @@ mod tests {
         }
     }
 
+    /// Which kinds are undone when they fail or an operator cancels them, one row each.
+    #[test]
+    fn each_kind_is_undone_or_not() {
+        use ClusterOperation as Op;
+        let table = [
+            (Op::Create, true),
+            (Op::Delete, false),
+            (Op::Expand, true),
+            (Op::Shrink, true),
+            (Op::StartServices, true),
+            (Op::StopServices, false),
+            (Op::RestartServices, true),
+            (Op::Configure, true),
+            (Op::ReplaceNode, true),
+            (Op::AddServices, true),
+            (Op::RemoveServices, true),
+            (Op::Repair, false),
+        ];
+        for (operation, undone) in table {
+            for cancel in [None, Some(by())] {
+                let failure = cancel.is_none().then(|| "F".to_string());
+                let (_, effects) = on(
+                    operation,
+                    Phase::Forward,
+                    Event::Settled { failure, cancel },
+                );
+                let rollback = matches!(&effects[..], [Effect::Record { rollback: true, .. }]);
+                assert_eq!(rollback, undone, "{operation:?}");
+            }
+            // The run's stop never undoes anything: the delete follows.
+            let stopped = Event::Settled {
+                failure: None,
+                cancel: Some(Cancel::Stop),
+            };
+            let (_, effects) = on(operation, Phase::Forward, stopped);
+            assert!(matches!(
+                &effects[..],
+                [Effect::Record {
+                    rollback: false,
+                    ..
+                }]
+            ));
+        }
+    }
+
     #[test]
     fn a_failed_or_cancelled_shrink_is_rolled_back() {
         for cancel in [None, Some(by())] {

@@ -11,13 +11,21 @@ use crate::support::profiles::sim_profile;
 use crate::support::runs::*;
 use crate::support::server::{Server, assert_error};
 
-/// A two-service template on the sim: web needs db at run time; every node runs both.
-fn sim_template(server: &Server) {
-    sim_template_failing(server, None);
+/// A two-service template on the sim: web needs db at run time; every node runs both. On
+/// the node named `slow`, web takes a second to stop, so that a shrink deletes the other
+/// nodes before it reaches that one.
+fn sim_template(server: &Server, slow: Option<&str>) {
+    sim_template_failing(server, None, slow);
 }
 
 /// [`sim_template`], whose web fails to start (once) while the file `failing` exists.
-fn sim_template_failing(server: &Server, failing: Option<&Path>) {
+fn sim_template_failing(server: &Server, failing: Option<&Path>, slow: Option<&str>) {
+    let web_stop = match slow {
+        Some(node) => {
+            format!("if [ \"$EBB_NODE\" = {node} ]; then sleep 1; fi; echo down > web.state")
+        }
+        None => "echo down > web.state".to_string(),
+    };
     let web_start = match failing {
         Some(mark) => format!(
             "if [ -e '{}' ]; then exit 1; fi; echo up > web.state",
@@ -33,7 +41,7 @@ fn sim_template_failing(server: &Server, failing: Option<&Path>) {
                                "stop": {"type": "shell", "script": "echo down > db.state"}}},
             "web": {"dependencies": {"runtime": {"requires": ["db"]}},
                     "actions": {"start": {"type": "shell", "script": web_start, "attempts": 1},
-                                "stop": {"type": "shell", "script": "echo down > web.state"}}}
+                                "stop": {"type": "shell", "script": web_stop}}}
         },
         "hardwareTypes": {"any": {"sim": {}}}, "imageTypes": {"any": {"sim": {}}},
         "defaults": {"services": ["db", "web"]}
@@ -44,7 +52,7 @@ fn sim_template_failing(server: &Server, failing: Option<&Path>) {
 
 /// A run of a long program on `nodes` sim nodes with `props`, once its program runs.
 fn live_run(server: &Server, sim: &Path, nodes: &str, props: &[(&str, &str)]) -> String {
-    sim_template(server);
+    sim_template(server, None);
     live_run_on_template(server, sim, nodes, props)
 }
 
@@ -203,7 +211,8 @@ fn a_shrink_that_cannot_delete_a_node_is_undone_and_the_cluster_is_whole() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sub(&dir, "sim");
     let server = Server::start(&dir);
-    let run = live_run(&server, &sim, "4", &[]);
+    sim_template(&server, Some("worker-3"));
+    let run = live_run_on_template(&server, &sim, "4", &[]);
     let protected = instances_of(&sim, &run, "worker-3")[0]["id"]
         .as_str()
         .expect("id")
@@ -236,8 +245,7 @@ fn a_shrink_that_cannot_delete_a_node_is_undone_and_the_cluster_is_whole() {
         .iter()
         .map(|t| t["node"].as_str().expect("node"))
         .collect();
-    assert!(!replaced.contains(&"worker-3"), "{undo}");
-    assert!(!replaced.is_empty(), "the shrink deleted something: {undo}");
+    assert_eq!(replaced, ["worker-1", "worker-2"], "{undo}");
     for node in &replaced {
         let made = instances_of(&sim, &run, node);
         assert_eq!(
@@ -276,7 +284,8 @@ fn a_kill_after_a_cancel_or_during_a_rollback_carries_it_out_once() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sub(&dir, "sim");
     let server = Server::start(&dir);
-    let run = live_run(&server, &sim, "3", &[("createLatency", "2s")]);
+    sim_template(&server, Some("worker-2"));
+    let run = live_run_on_template(&server, &sim, "3", &[("createLatency", "2s")]);
 
     let id = cluster_op(&server, &run, json!({"operation": "expand", "nodes": 1}));
     wait_until(&server, &run, Duration::from_secs(30), |_| {
@@ -386,7 +395,7 @@ fn a_failed_rollback_needs_attention_until_a_repair_and_the_deadline_still_holds
     let sim = sub(&dir, "sim");
     let mark = dir.path().join("web-fails");
     let server = Server::start(&dir);
-    sim_template_failing(&server, Some(&mark));
+    sim_template_failing(&server, Some(&mark), None);
     let run = live_run_on_template(&server, &sim, "2", &[("createLatency", "1s")]);
     let protected = break_cluster(&server, &sim, &run, &mark);
 
@@ -593,7 +602,18 @@ fn operations_on_a_live_cluster_are_planned_in_a_dry_run_first() {
 /// restarts on configure; cache (anywhere) and api (on one node, needing cache) are not in it
 /// yet.
 fn traced_run(server: &Server, trace: &Path) -> String {
-    let act = |service: &str, action: &str| json!({"type": "shell", "script": format!("echo \"$EBB_NODE {service} {action}\" >> '{}'", trace.display())});
+    traced_run_slow(server, trace, "")
+}
+
+/// [`traced_run`], each action starting with `pause` (a shell command).
+fn traced_run_slow(server: &Server, trace: &Path, pause: &str) -> String {
+    let act = |service: &str, action: &str| {
+        let script = format!(
+            "{pause}echo \"$EBB_NODE {service} {action}\" >> '{}'",
+            trace.display()
+        );
+        json!({"type": "shell", "script": script})
+    };
     let actions = |service: &str| {
         json!({
             "install": act(service, "install"), "configure": act(service, "configure"),
@@ -758,6 +778,66 @@ fn services_are_added_to_and_removed_from_a_running_cluster() {
         let services = node["services"].as_object().expect("services");
         assert_eq!(services.keys().collect::<Vec<_>>(), ["app", "db"], "{view}");
     }
+    let (code, body) = server.post_json(&format!("{run}/stop"), json!({}));
+    assert_eq!(code, 200, "{body}");
+    wait_deprovisioned(&server, &run);
+}
+
+/// The server SIGKILLed in the middle of an add of services, and again in the middle of
+/// their remove: once restarted, each operation finishes, once, and the services end as
+/// asked on every node.
+#[test]
+fn a_kill_during_an_add_or_a_remove_of_services_finishes_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = dir.path().join("trace");
+    let server = Server::start(&dir);
+    let run = traced_run_slow(&server, &trace, "sleep 0.3; ");
+    // Waits until some node has done `what`: the operation is under way.
+    let mid = |what: &str| {
+        let started = std::time::Instant::now();
+        while !trace_lines(&trace, 0).iter().any(|l| l.ends_with(what)) {
+            assert!(started.elapsed() < Duration::from_secs(60), "no '{what}'");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let id = cluster_op(
+        &server,
+        &run,
+        json!({"operation": "add-services", "services": ["cache"]}),
+    );
+    mid("cache install");
+    server.kill();
+    let server = Server::start(&dir);
+    let op = wait_op(&server, &run, id);
+    assert_eq!(op["status"], "SUCCEEDED", "{op}");
+    assert_eq!(
+        operations(&server, &run).len(),
+        2,
+        "no operation was added or done twice"
+    );
+    let states = service_states(&server, &run);
+    let on = |service: &str, state: &str| {
+        states
+            .iter()
+            .filter(|(_, s, st)| s == service && st == state)
+            .count()
+    };
+    assert_eq!(on("cache", "up"), 3, "{states:?}");
+
+    let id = cluster_op(
+        &server,
+        &run,
+        json!({"operation": "remove-services", "services": ["cache"]}),
+    );
+    mid("cache stop");
+    server.kill();
+    let server = Server::start(&dir);
+    let op = wait_op(&server, &run, id);
+    assert_eq!(op["status"], "SUCCEEDED", "{op}");
+    let states = service_states(&server, &run);
+    assert!(!states.iter().any(|(_, s, _)| s == "cache"), "{states:?}");
+    let (_, view) = server.get(&run);
+    assert_eq!(view["cluster"]["numNodes"], 3, "{view}");
     let (code, body) = server.post_json(&format!("{run}/stop"), json!({}));
     assert_eq!(code, 200, "{body}");
     wait_deprovisioned(&server, &run);
