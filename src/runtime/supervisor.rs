@@ -11,12 +11,11 @@
 //! its record and resumes with `lifecycle::resume`.
 
 use crate::model::access::Act;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use actix::prelude::*;
-use ebb_spi::resource::{DEFAULT_RETRY_BUDGET, RETRY_BUDGET};
 
 use super::checker;
 use super::deps::Deps;
@@ -280,71 +279,19 @@ impl RunSupervisor {
         self.planner = Some(Planner::new(self.deps.clone(), spec, report).start());
     }
 
-    /// What `operation` works on: the run's cluster as it is, or as `change` makes it; `resume`
-    /// carries on with one a restart interrupted. Fails, saying so, when the run's
-    /// provisioner is not installed.
+    /// What `operation` works on ([`OpSpec::for_run`]).
     fn op_spec(
         &self,
         operation: ClusterOperation,
         change: Option<&Change>,
         resume: bool,
     ) -> Result<OpSpec, String> {
-        let Some(provisioner) = self.deps.registry.get(&self.run.provisioner).cloned() else {
-            return Err(format!(
-                "provisioner '{}' is not installed",
-                self.run.provisioner
-            ));
+        let on = planner::On {
+            deps: &self.deps,
+            run: &self.run,
+            context: self.context(),
         };
-        let properties = self.run.properties();
-        let budget = properties
-            .get(RETRY_BUDGET.name)
-            .and_then(|v| ebb_spi::parse_duration(v).ok())
-            .unwrap_or(DEFAULT_RETRY_BUDGET);
-        let previous = self.run.config();
-        let (nodes, layout, config, changed, request) = match change {
-            Some(c) => (
-                c.nodes.clone(),
-                c.layout.clone(),
-                c.config.clone(),
-                c.changed.clone(),
-                c.to_request(),
-            ),
-            None => (
-                self.run.cluster.nodes.clone(),
-                self.run.layout.clone(),
-                previous.clone(),
-                Default::default(),
-                serde_json::Value::Null,
-            ),
-        };
-        let selection = change.map(|c| c.selection.clone()).unwrap_or_default();
-        let types = change.map_or(&self.run.node_types, |c| &c.node_types);
-        let node_properties = match &self.run.template {
-            Some(t) => types
-                .iter()
-                .map(|(node, ty)| (node.clone(), t.type_properties(&self.run.provisioner, ty)))
-                .collect(),
-            None => BTreeMap::new(),
-        };
-        Ok(OpSpec {
-            operation,
-            resume,
-            run: self.run.key.run.clone(),
-            namespace: self.run.key.namespace.clone(),
-            nodes,
-            template: self.run.template.clone().map(Arc::new),
-            layout,
-            config,
-            previous_config: previous,
-            request,
-            changed,
-            selection,
-            provisioner,
-            context: Arc::new(self.context()),
-            node_properties,
-            budget,
-            act: None,
-        })
+        OpSpec::for_run(on, operation, change, resume)
     }
 
     /// What the run's provisioner calls get (secure references not yet resolved).

@@ -8,6 +8,7 @@ mod access;
 #[cfg(feature = "aws")]
 mod aws;
 mod cli;
+mod cluster_services;
 mod clusters;
 mod crash;
 mod etcd;

@@ -36,7 +36,7 @@ mod records;
 mod spec;
 use records::*;
 pub use records::{Prepared, node_records, plan_tasks, prepare, resolve_context};
-pub use spec::{OpSpec, PlanInput};
+pub use spec::{On, OpSpec, PlanInput};
 
 /// Sent once, when the operation ends.
 #[derive(Debug, Message)]

@@ -5,9 +5,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ebb_spi::Provisioner;
+use ebb_spi::resource::{DEFAULT_RETRY_BUDGET, RETRY_BUDGET};
 
 use crate::model::plan::ClusterOperation;
+use crate::model::run::RunRecord;
 use crate::model::template::Template;
+use crate::rules::resize::Change;
+use crate::runtime::deps::Deps;
 
 /// What an operation works on.
 #[derive(Debug, Clone)]
@@ -53,7 +57,84 @@ pub struct PlanInput<'a> {
     pub selection: &'a crate::model::plan::Selection,
 }
 
+/// The run an operation is for, as its supervisor has it.
+#[derive(Debug)]
+pub struct On<'a> {
+    pub deps: &'a Deps,
+    pub run: &'a RunRecord,
+    /// What the run's provisioner calls get (secure references not yet resolved).
+    pub context: ebb_spi::Context,
+}
+
 impl OpSpec {
+    /// What `operation` works on: `on`'s run's cluster as it is, or as `change` makes it;
+    /// `resume` carries on with one a restart interrupted. Fails, saying so, when the run's
+    /// provisioner is not installed.
+    pub fn for_run(
+        on: On<'_>,
+        operation: ClusterOperation,
+        change: Option<&Change>,
+        resume: bool,
+    ) -> Result<OpSpec, String> {
+        let On { deps, run, context } = on;
+        let Some(provisioner) = deps.registry.get(&run.provisioner).cloned() else {
+            return Err(format!(
+                "provisioner '{}' is not installed",
+                run.provisioner
+            ));
+        };
+        let properties = run.properties();
+        let budget = properties
+            .get(RETRY_BUDGET.name)
+            .and_then(|v| ebb_spi::parse_duration(v).ok())
+            .unwrap_or(DEFAULT_RETRY_BUDGET);
+        let previous = run.config();
+        let (nodes, layout, config, changed, request) = match change {
+            Some(c) => (
+                c.nodes.clone(),
+                c.layout.clone(),
+                c.config.clone(),
+                c.changed.clone(),
+                c.to_request(),
+            ),
+            None => (
+                run.cluster.nodes.clone(),
+                run.layout.clone(),
+                previous.clone(),
+                Default::default(),
+                serde_json::Value::Null,
+            ),
+        };
+        let selection = change.map(|c| c.selection.clone()).unwrap_or_default();
+        let types = change.map_or(&run.node_types, |c| &c.node_types);
+        let node_properties = match &run.template {
+            Some(t) => types
+                .iter()
+                .map(|(node, ty)| (node.clone(), t.type_properties(&run.provisioner, ty)))
+                .collect(),
+            None => BTreeMap::new(),
+        };
+        Ok(OpSpec {
+            operation,
+            resume,
+            run: run.key.run.clone(),
+            namespace: run.key.namespace.clone(),
+            nodes,
+            template: run.template.clone().map(Arc::new),
+            layout,
+            config,
+            previous_config: previous,
+            request,
+            changed,
+            selection,
+            provisioner,
+            context: Arc::new(context),
+            node_properties,
+            budget,
+            act: None,
+        })
+    }
+
     /// What its plan is made from.
     pub fn plan_input(&self) -> PlanInput<'_> {
         PlanInput {

@@ -137,6 +137,9 @@ pub(super) fn reconfigure(
     reconfigure_where(dag, template, nodes, (&gate, &gated), None);
 }
 
+/// Which tasks a reconfigure waits for, and which of its own tasks (by action) wait.
+pub(super) type Gate<'a> = (&'a dyn Fn(&Key) -> bool, &'a [Action]);
+
 /// [`reconfigure`] of the services `only` names (all, when `None`); its tasks doing one of
 /// `gate.1` come after every task `gate.0` accepts. Those that restart on configure still
 /// take their run-time dependents down first and up after.
@@ -144,7 +147,7 @@ pub(super) fn reconfigure_where(
     dag: &mut Dag,
     template: &Template,
     nodes: &[PlanNode],
-    gate: (&dyn Fn(&Key) -> bool, &[Action]),
+    gate: Gate<'_>,
     only: Option<&BTreeSet<&str>>,
 ) {
     let (gate, gated) = gate;
