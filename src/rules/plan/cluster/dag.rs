@@ -315,7 +315,8 @@ pub(super) fn link(
 
 /// Takes services down on `nodes`: per service the `steps` in order (stop, then remove for a
 /// shrink), in the reverse of run-time dependencies across nodes (A stops everywhere before
-/// what A needs stops); with `delete`, each node is deleted after its services. Only services
+/// what A needs stops) and of install-time ones for removes (A is removed before what it was
+/// installed on); with `delete`, each node is deleted after its services. Only services
 /// `only` accepts are planned.
 pub(super) fn down(
     dag: &mut Dag,
@@ -345,6 +346,16 @@ pub(super) fn down(
         "runtime",
         Action::Stop,
         Action::Stop,
+        true,
+    );
+    // A is removed everywhere before what it needed to install is.
+    link(
+        dag,
+        template,
+        nodes,
+        "install",
+        Action::Remove,
+        Action::Remove,
         true,
     );
 }
