@@ -1,11 +1,10 @@
 //! Routes of clusters: a plan's dry run, and the operations on a run's cluster.
 
 use actix_web::web;
-use serde::Deserialize;
 
 use crate::api::body::Json;
 use crate::api::contract::{Reply, ok};
-use crate::api::state::{RunPath, State};
+use crate::api::state::{OperationPath, RunPath, State};
 use crate::model::access::{Act, Caller};
 use crate::model::operation::OperationView;
 use crate::model::run::RunKey;
@@ -45,24 +44,9 @@ pub async fn run_operations(state: State, path: web::Path<RunPath>) -> Reply<Vec
     ok(history::operations(&state.runtime, path.into_inner().into()).await?)
 }
 
-#[derive(Debug, Deserialize)]
-pub struct OperationPath {
-    ns: String,
-    app: String,
-    program: String,
-    run: String,
-    op: String,
-}
-
 pub async fn run_operation(state: State, path: web::Path<OperationPath>) -> Reply<OperationView> {
-    let p = path.into_inner();
-    let key = RunKey {
-        namespace: p.ns,
-        app: p.app,
-        program: p.program,
-        run: p.run,
-    };
-    ok(history::operation(&state.runtime, key, p.op).await?)
+    let (key, op) = path.into_inner().split();
+    ok(history::operation(&state.runtime, key, op).await?)
 }
 
 /// An operator cancels a running operation: it stops before its tasks' next outside call and
@@ -72,18 +56,12 @@ pub async fn cancel_operation(
     caller: Caller,
     path: web::Path<OperationPath>,
 ) -> Reply<OperationView> {
-    let p = path.into_inner();
-    let key = RunKey {
-        namespace: p.ns,
-        app: p.app,
-        program: p.program,
-        run: p.run,
-    };
+    let (key, op) = path.into_inner().split();
     let act = Act::new(
         &caller,
         "run.cancel-operation",
         Some(&key.namespace),
         &key.run,
     );
-    ok(history::cancel_operation(&state.runtime, key, p.op, act).await?)
+    ok(history::cancel_operation(&state.runtime, key, op, act).await?)
 }

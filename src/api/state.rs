@@ -64,6 +64,29 @@ pub struct RunPath {
     pub run: String,
 }
 
+/// The path of one operation on a run's cluster (`.../runs/{run}/operations/{op}`).
+#[derive(Debug, Deserialize)]
+pub struct OperationPath {
+    pub ns: String,
+    pub app: String,
+    pub program: String,
+    pub run: String,
+    pub op: String,
+}
+
+impl OperationPath {
+    /// The run, and the operation's id as given.
+    pub fn split(self) -> (crate::model::run::RunKey, String) {
+        let key = crate::model::run::RunKey {
+            namespace: self.ns,
+            app: self.app,
+            program: self.program,
+            run: self.run,
+        };
+        (key, self.op)
+    }
+}
+
 #[derive(Debug, Deserialize)]
 pub struct AppPath {
     pub ns: String,

@@ -556,31 +556,11 @@ fn service_states_follow_the_operations_on_them() {
     assert_eq!(wait_op(&server, &run, id)["status"], "SUCCEEDED");
     assert_states(&server, &run, 2, &[("db", "outdated"), ("web", "up")]);
     // The CLI shows them beside each node.
-    let id = run.rsplit('/').next().expect("id");
-    let token = server.token().unwrap_or_default();
-    let (code, out, err) = crate::support::server::run_ebb(
-        &[
-            "--server",
-            &server.url,
-            "run",
-            "get",
-            &format!("default/a/p/{id}"),
-        ],
-        &[("EBB_TOKEN", token.as_str())],
-        None,
-    );
-    assert_eq!(code, 0, "{err}");
+    let out = cli_run_get(&server, &run);
     assert!(out.contains("SERVICES"), "{out}");
     assert!(out.contains("db:outdated web:up"), "{out}");
     // And the web UI, beside each node.
-    let cookie = crate::ui::cookie_of(&crate::ui::sign_in(&server, &token));
-    let page = crate::ui::raw()
-        .get(format!("{}{}", server.url, crate::ui::ui_path(&run)))
-        .header("cookie", cookie)
-        .send()
-        .expect("the run's page");
-    assert_eq!(page.status(), 200);
-    let html = page.text().expect("html");
+    let html = crate::ui::run_page(&server, &run);
     assert!(
         html.contains(r#"db <span class="badge wait">outdated</span>"#),
         "{html}"

@@ -85,6 +85,33 @@ fn instances_of(sim: &Path, run: &str, node: &str) -> Vec<Value> {
     found
 }
 
+/// Sets or clears termination protection (EC2's `disableApiTermination`) on sim instance
+/// `id`, as the cloud's own administrator would.
+fn protect(sim: &Path, id: &str, on: bool) {
+    let cloud = ebb_sim::cloud::Cloud::open(sim, Default::default()).expect("the sim");
+    assert!(
+        cloud.protect(id, on).expect("the instance's attribute"),
+        "{id} exists"
+    );
+}
+
+/// The id of the first instance the sim made for `run`'s node `node`.
+fn first_instance(sim: &Path, run: &str, node: &str) -> String {
+    instances_of(sim, run, node)[0]["id"]
+        .as_str()
+        .expect("id")
+        .to_string()
+}
+
+/// The rollback of operation `op` (as `wait_op` answered it), once it has ended.
+fn undo_of(server: &Server, run: &str, op: &Value) -> Value {
+    wait_op(
+        server,
+        run,
+        op["rolledBackBy"].as_u64().expect("a rollback"),
+    )
+}
+
 fn live(instance: &Value) -> bool {
     instance["deletedAt"].is_null()
 }
@@ -135,8 +162,7 @@ fn a_cancelled_expand_deletes_its_new_nodes_and_leaves_the_old_ones() {
     assert_eq!(op["status"], "CANCELLED", "{op}");
     assert_eq!(op["error"], format!("cancelled by {by}"), "{op}");
     assert_eq!(op["cancel"]["by"], by.as_str(), "{op}");
-    let undo_id = op["rolledBackBy"].as_u64().expect("a rollback");
-    let undo = wait_op(&server, &run, undo_id);
+    let undo = undo_of(&server, &run, &op);
     assert_eq!(undo["status"], "SUCCEEDED", "{undo}");
     assert_eq!(undo["rollbackOf"], id, "{undo}");
     let mut deleted: Vec<&str> = tasks(&undo, "delete", None)
@@ -213,12 +239,8 @@ fn a_shrink_that_cannot_delete_a_node_is_undone_and_the_cluster_is_whole() {
     let server = Server::start(&dir);
     sim_template(&server, Some("worker-3"));
     let run = live_run_on_template(&server, &sim, "4", &[]);
-    let protected = instances_of(&sim, &run, "worker-3")[0]["id"]
-        .as_str()
-        .expect("id")
-        .to_string();
-    let cloud = ebb_sim::cloud::Cloud::open(&sim, Default::default()).expect("the sim");
-    assert!(cloud.protect(&protected, true).expect("protected"));
+    let protected = first_instance(&sim, &run, "worker-3");
+    protect(&sim, &protected, true);
 
     let id = cluster_op(
         &server,
@@ -234,11 +256,7 @@ fn a_shrink_that_cannot_delete_a_node_is_undone_and_the_cluster_is_whole() {
             .contains("OperationNotPermitted"),
         "{shrink}"
     );
-    let undo = wait_op(
-        &server,
-        &run,
-        shrink["rolledBackBy"].as_u64().expect("a rollback"),
-    );
+    let undo = undo_of(&server, &run, &shrink);
     assert_eq!(undo["status"], "SUCCEEDED", "{undo}");
     // What the shrink deleted is made anew; worker-3, still there, is taken back.
     let replaced: Vec<&str> = tasks(&undo, "replace", None)
@@ -272,7 +290,7 @@ fn a_shrink_that_cannot_delete_a_node_is_undone_and_the_cluster_is_whole() {
     assert_states(&server, &run, 4, &[("db", "up"), ("web", "up")]);
 
     // Once the cloud lets it go, the run ends and leaves nothing.
-    assert!(cloud.protect(&protected, false).expect("unprotected"));
+    protect(&sim, &protected, false);
     stop_and_check_clean(&server, &sim, &run);
 }
 
@@ -297,11 +315,7 @@ fn a_kill_after_a_cancel_or_during_a_rollback_carries_it_out_once() {
     let server = Server::start(&dir);
     let op = wait_op(&server, &run, id);
     assert_eq!(op["status"], "CANCELLED", "{op}");
-    let undo = wait_op(
-        &server,
-        &run,
-        op["rolledBackBy"].as_u64().expect("a rollback"),
-    );
+    let undo = undo_of(&server, &run, &op);
     assert_eq!(undo["status"], "SUCCEEDED", "{undo}");
     let made = instances_of(&sim, &run, "worker-3");
     assert_eq!(made.len(), 1, "{made:?}");
@@ -309,12 +323,8 @@ fn a_kill_after_a_cancel_or_during_a_rollback_carries_it_out_once() {
 
     // A shrink of two nodes that cannot delete the second: killed while its rollback waits
     // for worker-1's new incarnation to come up.
-    let protected = instances_of(&sim, &run, "worker-2")[0]["id"]
-        .as_str()
-        .expect("id")
-        .to_string();
-    let cloud = ebb_sim::cloud::Cloud::open(&sim, Default::default()).expect("the sim");
-    assert!(cloud.protect(&protected, true).expect("protected"));
+    let protected = first_instance(&sim, &run, "worker-2");
+    protect(&sim, &protected, true);
     let id = cluster_op(
         &server,
         &run,
@@ -327,11 +337,7 @@ fn a_kill_after_a_cancel_or_during_a_rollback_carries_it_out_once() {
     let server = Server::start(&dir);
     let shrink = wait_op(&server, &run, id);
     assert_eq!(shrink["status"], "FAILED", "{shrink}");
-    let undo = wait_op(
-        &server,
-        &run,
-        shrink["rolledBackBy"].as_u64().expect("a rollback"),
-    );
+    let undo = undo_of(&server, &run, &shrink);
     assert_eq!(undo["status"], "SUCCEEDED", "{undo}");
     let made = instances_of(&sim, &run, "worker-1");
     assert_eq!(made.len(), 2, "made anew once: {made:?}");
@@ -341,7 +347,7 @@ fn a_kill_after_a_cancel_or_during_a_rollback_carries_it_out_once() {
     });
     assert_eq!(view["cluster"]["status"], "PROVISIONED", "{view}");
     assert_states(&server, &run, 3, &[("db", "up"), ("web", "up")]);
-    assert!(cloud.protect(&protected, false).expect("unprotected"));
+    protect(&sim, &protected, false);
     stop_and_check_clean(&server, &sim, &run);
 }
 
@@ -366,15 +372,10 @@ fn break_cluster(server: &Server, sim: &Path, run: &str, mark: &Path) -> String 
         );
         std::thread::sleep(Duration::from_millis(20));
     };
-    let cloud = ebb_sim::cloud::Cloud::open(sim, Default::default()).expect("the sim");
-    assert!(cloud.protect(&instance, true).expect("protected"));
+    protect(sim, &instance, true);
     let op = wait_op(server, run, id);
     assert_eq!(op["status"], "FAILED", "{op}");
-    let undo = wait_op(
-        server,
-        run,
-        op["rolledBackBy"].as_u64().expect("a rollback"),
-    );
+    let undo = undo_of(server, run, &op);
     assert_eq!(undo["status"], "FAILED", "{undo}");
     assert!(
         tasks(&undo, "delete", None)
@@ -423,28 +424,9 @@ fn a_failed_rollback_needs_attention_until_a_repair_and_the_deadline_still_holds
         metrics.contains("ebb_clusters_needing_attention{} 1"),
         "{metrics}"
     );
-    let id = run.rsplit('/').next().expect("id");
-    let token = server.token().unwrap_or_default();
-    let (code, out, err) = crate::support::server::run_ebb(
-        &[
-            "--server",
-            &server.url,
-            "run",
-            "get",
-            &format!("default/a/p/{id}"),
-        ],
-        &[("EBB_TOKEN", token.as_str())],
-        None,
-    );
-    assert_eq!(code, 0, "{err}");
+    let out = cli_run_get(&server, &run);
     assert!(out.contains("NEEDS ATTENTION since"), "{out}");
-    let cookie = crate::ui::cookie_of(&crate::ui::sign_in(&server, &token));
-    let page = crate::ui::raw()
-        .get(format!("{}{}", server.url, crate::ui::ui_path(&run)))
-        .header("cookie", cookie)
-        .send()
-        .expect("the run's page");
-    let html = page.text().expect("html");
+    let html = crate::ui::run_page(&server, &run);
     assert!(
         html.contains(r#"<span class="badge bad">NEEDS ATTENTION</span>"#),
         "{html}"
@@ -463,8 +445,7 @@ fn a_failed_rollback_needs_attention_until_a_repair_and_the_deadline_still_holds
     assert_eq!(wait_op(&server, &run, repair)["status"], "FAILED");
     assert!(server.get(&run).1["cluster"]["attention"].is_object());
     // The cause fixed, a repair brings the cluster back to its last good layout.
-    let cloud = ebb_sim::cloud::Cloud::open(&sim, Default::default()).expect("the sim");
-    assert!(cloud.protect(&protected, false).expect("unprotected"));
+    protect(&sim, &protected, false);
     let repair = cluster_op(&server, &run, json!({"operation": "repair"}));
     let repaired = wait_op(&server, &run, repair);
     assert_eq!(repaired["status"], "SUCCEEDED", "{repaired}");
@@ -486,7 +467,7 @@ fn a_failed_rollback_needs_attention_until_a_repair_and_the_deadline_still_holds
         r["cluster"]["status"] == "WAITING"
     });
     assert!(waiting["cluster"]["attention"].is_object(), "{waiting}");
-    assert!(cloud.protect(&protected, false).expect("unprotected"));
+    protect(&sim, &protected, false);
     let soon = now_secs() as u64 + 2;
     let (code, body) = server.post_json(&format!("{run}/extend"), json!({"expireAt": soon}));
     assert_eq!(code, 200, "{body}");

@@ -84,6 +84,19 @@ pub(crate) fn ui_path(api: &str) -> String {
     )
 }
 
+/// Run `api`'s page, as the server's admin token sees it once signed in.
+pub(crate) fn run_page(server: &Server, api: &str) -> String {
+    let token = server.token().unwrap_or_default();
+    let cookie = cookie_of(&sign_in(server, &token));
+    let page = raw()
+        .get(format!("{}{}", server.url, ui_path(api)))
+        .header("cookie", cookie)
+        .send()
+        .expect("the run's page");
+    assert_eq!(page.status(), 200);
+    page.text().expect("html")
+}
+
 const LIMIT: Duration = Duration::from_secs(60);
 
 #[test]

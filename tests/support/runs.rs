@@ -346,3 +346,19 @@ pub fn assert_states(server: &Server, run: &str, nodes: usize, expected: &[(&str
         assert_eq!(state, want.1, "{service}: {states:?}");
     }
 }
+
+/// What `ebb run get` prints for run `api` (its API path), with the server's admin token.
+#[track_caller]
+pub fn cli_run_get(server: &Server, api: &str) -> String {
+    // /v3/namespaces/{ns}/apps/{app}/workflows/{program}/runs/{run}
+    let parts: Vec<&str> = api.trim_start_matches('/').split('/').collect();
+    let run = format!("{}/{}/{}/{}", parts[2], parts[4], parts[6], parts[8]);
+    let token = server.token().unwrap_or_default();
+    let (code, out, err) = super::server::run_ebb(
+        &["--server", &server.url, "run", "get", &run],
+        &[("EBB_TOKEN", token.as_str())],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    out
+}

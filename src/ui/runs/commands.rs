@@ -8,7 +8,7 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, web};
 use serde::Deserialize;
 
-use crate::api::state::{RunPath, State};
+use crate::api::state::{OperationPath, RunPath, State};
 use crate::model::access::Act;
 use crate::model::run::RunKey;
 use crate::rules::lifecycle::Event;
@@ -297,16 +297,6 @@ pub async fn cluster(
     command(&state, &ctx, &req, path.into_inner().into(), what).await
 }
 
-/// The path of an operation on a run's page.
-#[derive(Debug, Deserialize)]
-pub struct OperationPath {
-    ns: String,
-    app: String,
-    program: String,
-    run: String,
-    op: String,
-}
-
 /// `POST .../operations/{op}/cancel`: an operator cancels a running operation.
 pub async fn cancel_operation(
     state: State,
@@ -314,19 +304,10 @@ pub async fn cancel_operation(
     path: web::Path<OperationPath>,
     req: HttpRequest,
 ) -> Answer {
-    let p = path.into_inner();
-    let key = RunKey {
-        namespace: p.ns,
-        app: p.app,
-        program: p.program,
-        run: p.run,
-    };
+    let (key, op) = path.into_inner().split();
     let what = Command {
-        done: format!(
-            "Operation #{} is being cancelled; what it did is rolled back.",
-            p.op
-        ),
-        kind: Kind::Cancel(p.op),
+        done: format!("Operation #{op} is being cancelled; what it did is rolled back."),
+        kind: Kind::Cancel(op),
         action: "run.cancel-operation",
     };
     command(&state, &ctx, &req, key, what).await

@@ -253,7 +253,7 @@ pub fn check_size(
 ) -> Result<(), String> {
     // Per node: its node tasks, and per service at most every step of a create, a stop and a
     // remove; across nodes, one edge per pair of nodes whose services depend on each other,
-    // and (restart, configure) every stop before every start.
+    // and (restart, configure, repair) every stop before every start.
     let services: usize = nodes.iter().map(|n| n.services.len()).sum();
     let tasks = nodes.len() * 4 + services * (UP.len() + 2);
     if tasks > MAX_PLAN_TASKS {
@@ -280,7 +280,7 @@ pub fn check_size(
     }
     if matches!(
         operation,
-        ClusterOperation::RestartServices | ClusterOperation::Configure
+        ClusterOperation::RestartServices | ClusterOperation::Configure | ClusterOperation::Repair
     ) {
         edges += services * services;
     }

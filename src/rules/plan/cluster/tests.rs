@@ -618,17 +618,8 @@ fn a_repair_does_only_what_is_needed() {
 #[test]
 fn services_added_come_up_after_what_they_need_and_removed_ones_go() {
     let t = chained();
-    let nodes: Vec<PlanNode> = ["n1", "n2"]
-        .iter()
-        .map(|n| PlanNode {
-            name: n.to_string(),
-            services: ["web", "zk", "db"].map(String::from).into(),
-        })
-        .collect();
-    let web = Selection {
-        services: ["web".to_string()].into(),
-        nodes: BTreeSet::new(),
-    };
+    let nodes = [chained_node("n1"), chained_node("n2")];
+    let web = select(&["web"], &[]);
     let add = plan_selected(
         ClusterOperation::AddServices,
         &t,
@@ -673,18 +664,14 @@ fn services_added_come_up_after_what_they_need_and_removed_ones_go() {
     );
 }
 
-/// Adding zk under web (web uses it at run time): zk comes up first; web is reconfigured
-/// after zk runs; zk restarts on configure, so it is not restarted here (it is new).
-/// Removing zk's user's provider is refused before planning; removing a service others use
-/// reconfigures them after it is gone.
+/// Adding zk under web (web needs it at run time): zk comes up first and web is
+/// reconfigured after zk runs; db, which does not use zk, is untouched. Removing zk
+/// reconfigures web after zk is gone.
 #[test]
 fn what_uses_a_service_added_or_removed_is_reconfigured_after_it() {
     let t = chained();
     let nodes = [chained_node("n1"), chained_node("n2")];
-    let zk = Selection {
-        services: ["zk".to_string()].into(),
-        nodes: BTreeSet::new(),
-    };
+    let zk = select(&["zk"], &[]);
     let add = plan_selected(
         ClusterOperation::AddServices,
         &t,
