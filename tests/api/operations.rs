@@ -12,19 +12,20 @@ use crate::support::runs::*;
 use crate::support::server::{Server, assert_error};
 
 /// A two-service template on the sim: web needs db at run time; every node runs both. On
-/// the node named `slow`, web takes a second to stop, so that a shrink deletes the other
-/// nodes before it reaches that one.
+/// the node named `slow`, db takes two seconds to be removed, so that a shrink deletes the
+/// other nodes before it reaches that one's delete. (A stop would not do: web stops on every
+/// node before db stops on any, so a slow stop holds back every node alike.)
 fn sim_template(server: &Server, slow: Option<&str>) {
     sim_template_failing(server, None, slow);
 }
 
 /// [`sim_template`], whose web fails to start (once) while the file `failing` exists.
 fn sim_template_failing(server: &Server, failing: Option<&Path>, slow: Option<&str>) {
-    let web_stop = match slow {
+    let db_remove = match slow {
         Some(node) => {
-            format!("if [ \"$EBB_NODE\" = {node} ]; then sleep 1; fi; echo down > web.state")
+            format!("if [ \"$EBB_NODE\" = {node} ]; then sleep 2; fi; rm -f db.installed")
         }
-        None => "echo down > web.state".to_string(),
+        None => "rm -f db.installed".to_string(),
     };
     let web_start = match failing {
         Some(mark) => format!(
@@ -36,12 +37,12 @@ fn sim_template_failing(server: &Server, failing: Option<&Path>, slow: Option<&s
     let template = json!({
         "services": {
             "db": {"actions": {"install": {"type": "shell", "script": "echo db > db.installed"},
-                               "remove": {"type": "shell", "script": "rm -f db.installed"},
+                               "remove": {"type": "shell", "script": db_remove},
                                "start": {"type": "shell", "script": "echo up > db.state"},
                                "stop": {"type": "shell", "script": "echo down > db.state"}}},
             "web": {"dependencies": {"runtime": {"requires": ["db"]}},
                     "actions": {"start": {"type": "shell", "script": web_start, "attempts": 1},
-                                "stop": {"type": "shell", "script": web_stop}}}
+                                "stop": {"type": "shell", "script": "echo down > web.state"}}}
         },
         "hardwareTypes": {"any": {"sim": {}}}, "imageTypes": {"any": {"sim": {}}},
         "defaults": {"services": ["db", "web"]}
