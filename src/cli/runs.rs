@@ -498,9 +498,13 @@ fn follow(client: &Client, json: bool, path: &str, name: &str) -> Result<u8, Cli
 /// is this: gone, given up on, or kept WAITING.
 fn followed_to_the_end(cluster: Option<ClusterStatus>) -> bool {
     match cluster {
-        Some(ClusterStatus::Deprovisioned | ClusterStatus::Orphaned | ClusterStatus::Waiting) => {
-            true
-        }
+        Some(
+            ClusterStatus::Deprovisioned
+            | ClusterStatus::Orphaned
+            | ClusterStatus::Waiting
+            | ClusterStatus::Idle
+            | ClusterStatus::Reused,
+        ) => true,
         None
         | Some(
             ClusterStatus::Provisioning
@@ -518,6 +522,10 @@ fn summary(run: &RunView, name: &str) {
     match run.cluster.status {
         Some(ClusterStatus::Waiting) => out!(
             "cluster WAITING until {}; keep it longer with `ebb run extend {name} --by 1h`, tear it down with `ebb run deprovision {name}`",
+            super::output::timestamp(run.cluster.expires_at)
+        ),
+        Some(ClusterStatus::Idle) => out!(
+            "cluster IDLE until {}, for the next run of this profile that matches; tear it down with `ebb run deprovision {name}`",
             super::output::timestamp(run.cluster.expires_at)
         ),
         Some(cluster) => out!("cluster {cluster}"),

@@ -57,6 +57,18 @@ pub const CLUSTER_STATUS: Metric = m(
     &["status"],
     "Clusters that entered each cluster status on this server.",
 );
+pub const CLUSTER_REUSE: Metric = m(
+    "ebb_cluster_reuse_total",
+    Kind::Counter,
+    &["result"],
+    "Starts on a profile that reuses clusters: `hit` took an IDLE cluster over, `miss` made its own.",
+);
+pub const CLUSTER_REUSE_SECONDS: Metric = m(
+    "ebb_cluster_reuse_claim_seconds",
+    Kind::Histogram,
+    &[],
+    "How long taking an IDLE cluster over took, from the run's begin to the claim's commit.",
+);
 pub const LIVE_RUNS: Metric = m(
     "ebb_live_runs",
     Kind::Gauge,
@@ -251,6 +263,8 @@ pub const ALL: &[Metric] = &[
     RUNS_STARTED,
     RUN_STATUS,
     CLUSTER_STATUS,
+    CLUSTER_REUSE,
+    CLUSTER_REUSE_SECONDS,
     LIVE_RUNS,
     CLUSTERS_NEEDING_ATTENTION,
     LIVE_CLUSTERS,

@@ -151,11 +151,24 @@ pub struct Profile {
     /// namespace's `queueRuns`; a `system.run.queue` preference or argument comes first).
     #[serde(default, rename = "queueRuns", skip_serializing_if = "Option::is_none")]
     pub queue_runs: Option<bool>,
+    /// Whether a run that COMPLETED leaves its cluster for the next run that matches.
+    #[serde(default, rename = "clusterReuse", skip_serializing_if = "std::ops::Not::not")]
+    pub cluster_reuse: bool,
+    /// How long such a cluster waits for its next run, in seconds (with `clusterReuse`).
+    #[serde(default, rename = "reuseIdle", skip_serializing_if = "Option::is_none")]
+    pub reuse_idle: Option<u64>,
     /// When the profile was first created, in epoch seconds.
     pub created: u64,
 }
 
 impl Profile {
+    /// Its cluster reuse, for its runs: `None` unless `clusterReuse`.
+    pub fn reuse(&self) -> Option<Reuse> {
+        self.cluster_reuse.then(|| Reuse {
+            idle: self.reuse_idle.unwrap_or(DEFAULT_REUSE_IDLE),
+        })
+    }
+
     /// The profile's properties as a map, without their editability.
     pub fn properties(&self) -> Properties {
         self.provisioner
@@ -182,6 +195,26 @@ pub struct PropertyValue {
     #[serde(rename = "isEditable")]
     pub is_editable: bool,
 }
+
+/// A profile's cluster reuse, copied into its runs: a run that COMPLETED leaves its cluster
+/// `IDLE` for `idle` seconds, for the next run that matches.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema
+)]
+pub struct Reuse {
+    /// How long an idle cluster waits for its next run (seconds).
+    pub idle: u64,
+}
+
+/// How long an idle cluster waits for its next run when the profile does not say.
+pub const DEFAULT_REUSE_IDLE: u64 = 30 * 60;
 
 /// How long a cluster is kept after its run ends badly, in seconds (0: tear down at once).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -218,6 +251,10 @@ pub struct ProfileSpec {
     pub retry: Option<crate::model::retry::Retry>,
     #[serde(default, rename = "queueRuns")]
     pub queue_runs: Option<bool>,
+    #[serde(default, rename = "clusterReuse")]
+    pub cluster_reuse: Option<bool>,
+    #[serde(default, rename = "reuseIdle")]
+    pub reuse_idle: Option<Seconds>,
 }
 
 /// The `provisioner` object of a profile body.
@@ -298,6 +335,8 @@ pub struct ValidSpec {
     pub timeout: Option<u64>,
     pub retry: Option<crate::model::retry::Retry>,
     pub queue_runs: Option<bool>,
+    pub cluster_reuse: bool,
+    pub reuse_idle: Option<u64>,
 }
 
 impl ProfileSpec {
@@ -377,6 +416,29 @@ impl ProfileSpec {
         if let Some(retry) = &self.retry {
             retry.check("retry")?;
         }
+        let cluster_reuse = self.cluster_reuse.unwrap_or(false);
+        let reuse_idle = match self.reuse_idle {
+            None => None,
+            Some(_) if !cluster_reuse => {
+                return Err(Invalid::new(
+                    "reuseIdle",
+                    "applies only with clusterReuse: true",
+                ));
+            }
+            Some(Seconds(0)) => {
+                return Err(Invalid::new(
+                    "reuseIdle",
+                    "must be at least 1 second; leave it out for the default (30m)",
+                ));
+            }
+            Some(Seconds(s)) if timeout.is_some_and(|t| s > t) => {
+                return Err(Invalid::new(
+                    "reuseIdle",
+                    "must not be longer than the profile's timeout, the longest a cluster lives",
+                ));
+            }
+            Some(Seconds(s)) => Some(s),
+        };
         Ok(ValidSpec {
             label: self.label,
             description: self.description,
@@ -385,6 +447,8 @@ impl ProfileSpec {
             timeout,
             retry: self.retry,
             queue_runs: self.queue_runs,
+            cluster_reuse,
+            reuse_idle,
         })
     }
 }

@@ -11,7 +11,7 @@ use ebb_spi::Properties;
 use serde::{Deserialize, Serialize};
 
 use crate::model::invalid::Invalid;
-use crate::model::profile::Keepalive;
+use crate::model::profile::{Keepalive, Reuse};
 use crate::model::property::{EffectiveProperty, Values};
 use crate::model::template::NodeTypes;
 use crate::model::{names, namespace};
@@ -55,6 +55,11 @@ pub enum ClusterStatus {
     Provisioned,
     /// Kept after the program ended, until `expiresAt`.
     Waiting,
+    /// Kept after the program completed, for the next run that matches to take over (cluster
+    /// reuse), until `expiresAt`.
+    Idle,
+    /// Taken over by a later run (`reusedBy`): this run no longer holds it.
+    Reused,
     Deprovisioning,
     Deprovisioned,
     /// Deprovisioning gave up; resources may be left. Counts as active.
@@ -197,7 +202,48 @@ pub struct ClusterState {
     /// a state nobody planned, and only a `repair` may run on it until one succeeds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attention: Option<Attention>,
+    /// The cluster's id, when another run made it (reuse): its resources and services are
+    /// kept under this id, and the cloud's tags carry it. `None`: the run's own id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Where the run's cluster came from, when it did not make it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<Origin>,
+    /// The run that took the cluster over (`REUSED`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reused_by: Option<String>,
+    /// What a run must match to take an `IDLE` cluster over (`rules::reuse::key`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reuse_key: Option<String>,
 }
+
+/// Where a run's cluster came from when the run did not make it.
+#[derive(
+    Debug,
+    Clone,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema
+)]
+#[serde(rename_all = "camelCase")]
+pub struct Origin {
+    /// The run that held it before (an `IDLE` cluster it left).
+    pub from: String,
+    /// When the run took it over (epoch milliseconds).
+    pub claimed_at: u64,
+    /// How long the claim took, from the run's begin to its commit (milliseconds).
+    pub claim_ms: u64,
+    /// Whether the cluster was made clean and its services checked for this run.
+    #[serde(default)]
+    pub ready: bool,
+    /// Why it could not be used, when it could not: the run deprovisions it, then makes its
+    /// own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discarded: Option<String>,
+}
+
 
 /// Why a cluster needs an administrator's attention.
 #[derive(
@@ -276,6 +322,9 @@ pub struct RunRecord {
     /// retry's backoff.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub relaunch_at: Option<u64>,
+    /// Set when the profile reuses clusters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reuse: Option<Reuse>,
     /// The [`RUN_FORMAT`] of the build that last wrote the record (0: before formats were
     /// recorded).
     #[serde(default)]
@@ -284,8 +333,9 @@ pub struct RunRecord {
 
 /// The format of run records this build writes. During a rolling upgrade servers of two
 /// builds share an installation: a server never takes over a run whose record a newer
-/// format wrote, since it might misread it. 2: runs may be QUEUED, with their stay.
-pub const RUN_FORMAT: u32 = 2;
+/// format wrote, since it might misread it. 2: runs may be QUEUED, with their stay. 3: a
+/// cluster may be IDLE or REUSED, and kept under another run's id.
+pub const RUN_FORMAT: u32 = 3;
 
 /// An attempt of a run's program that failed and was tried again.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -359,10 +409,37 @@ impl RunRecord {
         }
     }
 
+    /// What a run must match to take over this run's cluster once it is IDLE: its namespace,
+    /// profile, provisioner, resolved properties (a secret by its reference, never its value;
+    /// whichever level set a value), the template, and each node's name, services and types.
+    /// Runs that differ in any of them never share a cluster. `None` when the profile does
+    /// not reuse clusters.
+    pub fn reuse_key(&self) -> Option<String> {
+        self.reuse?;
+        let shape = serde_json::json!({
+            "namespace": self.key.namespace,
+            "profile": self.profile,
+            "provisioner": self.provisioner,
+            "properties": self.properties(),
+            "template": self.template,
+            "layout": self.layout,
+            "nodeTypes": self.node_types,
+            "nodes": self.cluster.nodes,
+        });
+        Some(sha256_hex(shape.to_string().as_bytes()))
+    }
+
+    /// The id its cluster's resources and services are kept under: the run that made it.
+    pub fn cluster_id(&self) -> &str {
+        self.cluster.id.as_deref().unwrap_or(&self.key.run)
+    }
+
     /// Whether the run still holds (or may hold) a cluster.
     pub fn is_active(&self) -> bool {
-        !matches!(self.cluster.status, Some(ClusterStatus::Deprovisioned))
-            && self.status != ProgramStatus::Rejected
+        !matches!(
+            self.cluster.status,
+            Some(ClusterStatus::Deprovisioned | ClusterStatus::Reused)
+        ) && self.status != ProgramStatus::Rejected
     }
 
     /// Whether a supervisor has work to do for this run.
@@ -370,7 +447,11 @@ impl RunRecord {
         self.status != ProgramStatus::Rejected
             && !matches!(
                 self.cluster.status,
-                Some(ClusterStatus::Deprovisioned | ClusterStatus::Orphaned)
+                Some(
+                    ClusterStatus::Deprovisioned
+                        | ClusterStatus::Orphaned
+                        | ClusterStatus::Reused
+                )
             )
     }
 }
@@ -465,6 +546,15 @@ pub enum RunError {
         id: u32,
         reason: String,
     },
+}
+
+/// The hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Who made a part of a run refused on the server's host.

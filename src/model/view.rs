@@ -47,6 +47,23 @@ pub struct ClusterView {
     /// `repair` may run on it then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attention: Option<crate::model::run::Attention>,
+    /// Where the cluster came from: `fresh` (made for the run) or `reused` (taken over from
+    /// the run `from`).
+    #[serde(default = "fresh")]
+    pub origin: String,
+    /// The cluster's id, when the run did not make it (the run that did).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The run it was taken over from, when and how fast, whether it was made ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reused_from: Option<crate::model::run::Origin>,
+    /// The run that took the cluster over (`REUSED`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reused_by: Option<String>,
+}
+
+fn fresh() -> String {
+    "fresh".into()
 }
 
 /// A run as the API returns it.
@@ -165,6 +182,13 @@ impl RunView {
                 end: run.cluster.end,
                 num_nodes: run.cluster.status.map(|_| run.cluster.nodes.len()),
                 attention: run.cluster.attention.clone(),
+                origin: match run.cluster.origin {
+                    Some(_) => "reused".into(),
+                    None => fresh(),
+                },
+                id: run.cluster.id.clone(),
+                reused_from: run.cluster.origin.clone(),
+                reused_by: run.cluster.reused_by.clone(),
                 nodes,
             },
             failure: run.failure,

@@ -84,6 +84,8 @@ fn unfit(cluster: Option<ClusterStatus>) -> Option<String> {
         Some(ClusterStatus::Provisioned | ClusterStatus::Waiting) => return None,
         Some(
             s @ (ClusterStatus::Provisioning
+            | ClusterStatus::Idle
+            | ClusterStatus::Reused
             | ClusterStatus::Deprovisioning
             | ClusterStatus::Deprovisioned
             | ClusterStatus::Orphaned),

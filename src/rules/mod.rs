@@ -17,6 +17,7 @@ pub mod plan;
 pub mod queue;
 pub mod resize;
 pub mod resolve;
+pub mod reuse;
 pub mod schedule;
 pub mod service;
 pub mod solver;

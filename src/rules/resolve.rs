@@ -327,6 +327,8 @@ mod tests {
             timeout: None,
             retry: None,
             queue_runs: None,
+            cluster_reuse: false,
+            reuse_idle: None,
             created: 0,
         }
     }

@@ -40,6 +40,8 @@ pub struct TaskSpec {
     /// The cluster's config, as this operation applies it.
     pub config: serde_json::Value,
     pub run: String,
+    /// The cluster's id, which its resources and services are kept under.
+    pub cluster: String,
     pub provisioner: Arc<dyn Provisioner>,
     pub context: Arc<ebb_spi::Context>,
     pub budget: Duration,

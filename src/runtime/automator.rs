@@ -46,7 +46,7 @@ pub async fn run(deps: &Deps, spec: &TaskSpec) -> AttemptOutcome {
         Ok((result, output)) => {
             if !result.is_empty() {
                 let saved =
-                    super::attempt::merge_properties(deps, &spec.run, spec.node(), result.clone())
+                    super::attempt::merge_properties(deps, &spec.cluster, spec.node(), result.clone())
                         .await;
                 if let Err(e) = saved {
                     return AttemptOutcome::failed(format!("cannot record the result: {e}"), true);
@@ -81,6 +81,8 @@ impl Drop for GroupGuard {
 #[derive(Debug)]
 pub struct On<'a> {
     pub run: &'a str,
+    /// The cluster's id, which its nodes' records are kept under (the run that made it).
+    pub cluster: &'a str,
     pub node: &'a str,
     /// The run's provisioner properties, secure references resolved.
     pub context: &'a ebb_spi::Context,
@@ -95,6 +97,7 @@ impl<'a> On<'a> {
     fn task(spec: &'a TaskSpec) -> Self {
         On {
             run: &spec.run,
+            cluster: &spec.cluster,
             node: spec.node(),
             context: &spec.context,
             config: &spec.config,
@@ -121,7 +124,7 @@ async fn attempt_once(
     script: &str,
 ) -> Result<Ended, (String, String)> {
     let fail = |m: String| (m, String::new());
-    let nodes = cluster_nodes(deps, on.run)
+    let nodes = cluster_nodes(deps, on.cluster)
         .await
         .map_err(|e| fail(e.to_string()))?;
     let me = nodes.iter().find(|n| n.node == on.node);
@@ -132,7 +135,7 @@ async fn attempt_once(
     let cluster = cluster_doc(on, &nodes);
     let paths = (files.result.as_path(), files.cluster.as_path());
     let env = script_env(on, service, action, me, paths, work_dir.as_deref());
-    if let Some(node) = me.and_then(|me| super::remote::Node::of(on.context, on.run, me)) {
+    if let Some(node) = me.and_then(|me| super::remote::Node::of(on.context, on.cluster, me)) {
         let node = node.map_err(fail)?;
         let env = env
             .into_iter()
@@ -145,13 +148,13 @@ async fn attempt_once(
         return super::remote::attempt(deps, &node, &name, script, &cluster_json, &env, &files.log)
             .await;
     }
-    let cwd = work_dir.unwrap_or_else(|| deps.node_work_dir(on.run, on.node));
+    let cwd = work_dir.unwrap_or_else(|| deps.node_work_dir(on.cluster, on.node));
     run_local(script, &cwd, env, cluster, files).await
 }
 
-/// The nodes of `run` that may exist.
-async fn cluster_nodes(deps: &Deps, run: &str) -> Result<Vec<NodeRecord>, StoreError> {
-    let prefix = keys::of_run(run);
+/// The nodes of cluster `cluster` that may exist.
+async fn cluster_nodes(deps: &Deps, cluster: &str) -> Result<Vec<NodeRecord>, StoreError> {
+    let prefix = keys::of_run(cluster);
     Ok(deps
         .store
         .read(move |r| r.scan::<NodeRecord>(Table::Resources, &prefix))

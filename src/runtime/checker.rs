@@ -67,6 +67,8 @@ pub struct Job {
     /// The run's namespace, whose share of the server's checks this one takes.
     pub namespace: String,
     pub run: String,
+    /// The cluster's id, which its records are kept under (the run that made it).
+    pub cluster: String,
     pub node: String,
     pub service: String,
     pub script: String,
@@ -137,7 +139,7 @@ impl Checks {
     /// looks for the node's resource.
     pub fn job(
         &self,
-        (namespace, run): (&str, &str),
+        (namespace, run, cluster): (&str, &str, &str),
         (at, script, timeout): (Placed, String, Duration),
         context: Arc<ebb_spi::Context>,
         config: &serde_json::Value,
@@ -147,6 +149,7 @@ impl Checks {
         Job {
             namespace: namespace.to_string(),
             run: run.to_string(),
+            cluster: cluster.to_string(),
             node: at.0,
             service: at.1,
             script,
@@ -212,7 +215,7 @@ async fn resource_gone(
     job: &Job,
     provisioner: &dyn ebb_spi::Provisioner,
 ) -> Option<String> {
-    let key = keys::node(&job.run, &job.node);
+    let key = keys::node(&job.cluster, &job.node);
     let record = deps
         .store
         .read(move |r| r.get::<NodeRecord>(Table::Resources, &key))
@@ -233,6 +236,7 @@ async fn resource_gone(
 async fn run_script(deps: &Deps, job: &Job) -> Finding {
     let on = On {
         run: &job.run,
+        cluster: &job.cluster,
         node: &job.node,
         context: &job.context,
         config: &job.config,
@@ -280,16 +284,17 @@ pub struct Recorded {
 /// event. The caller checks the service is still on the node.
 pub async fn record(
     deps: &Deps,
-    run: &str,
+    (run, cluster): (&str, &str),
     node: &str,
     service: &str,
     finding: Finding,
 ) -> Result<Recorded, StoreError> {
     let (run_id, node, service) = (run.to_string(), node.to_string(), service.to_string());
+    let cluster = cluster.to_string();
     let recorded = deps
         .store
         .write(move |tx| {
-            let key = keys::service(&run_id, &node, &service);
+            let key = keys::service(&cluster, &node, &service);
             // A service no action has set yet (it has only a check) gets its first state.
             let before = tx.get::<ServiceRecord>(Table::Services, &key)?;
             let state_before = before.as_ref().map(|b| b.state);

@@ -147,7 +147,7 @@ impl Health {
                 let replaces = checker::policy(Some(template), &check.0.1, &properties)
                     .is_some_and(|p| p.heal == Heal::ReplaceNode);
                 self.checks.job(
-                    (&run.key.namespace, &run.key.run),
+                    (&run.key.namespace, &run.key.run, run.cluster_id()),
                     check,
                     Arc::clone(&context),
                     &config,

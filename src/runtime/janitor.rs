@@ -360,9 +360,16 @@ fn known_runs(
             let Some(key) = r.get::<String>(Table::RunIndex, &keys::run_index(&ns, id))? else {
                 continue;
             };
-            let Some(run) = r.get::<RunRecord>(Table::Runs, &key)? else {
+            let Some(mut run) = r.get::<RunRecord>(Table::Runs, &key)? else {
                 continue;
             };
+            // A cluster another run took over is judged by the run that holds it now.
+            if run.cluster.status == Some(ClusterStatus::Reused)
+                && let Some(holder) = crate::store::idle::holder(r, id)?
+                && let Some(holding) = r.get::<RunRecord>(Table::Runs, &holder)?
+            {
+                run = holding;
+            }
             let nodes = r
                 .scan::<NodeRecord>(Table::Resources, &keys::of_run(id))?
                 .into_iter()
@@ -392,6 +399,8 @@ fn judge(resource: &Resource, known: &HashMap<String, Known>, now: u64) -> Optio
             ClusterStatus::Provisioning
             | ClusterStatus::Provisioned
             | ClusterStatus::Waiting
+            | ClusterStatus::Idle
+            | ClusterStatus::Reused
             | ClusterStatus::Deprovisioning,
         ) => {}
     }
@@ -476,6 +485,7 @@ mod tests {
             retry: None,
             attempts: Vec::new(),
             relaunch_at: None,
+            reuse: None,
             format: 0,
         }
     }

@@ -36,7 +36,7 @@ pub fn attempt_dir_in(run_dir: PathBuf, attempt: u32) -> PathBuf {
 /// What to launch for `run`: its command, environment and working directory on the master
 /// node, with `cluster.json` written beside it.
 pub(super) async fn launch_file(deps: &Deps, run: &RunRecord) -> std::io::Result<LaunchFile> {
-    let prefix = keys::of_run(&run.key.run);
+    let prefix = keys::of_run(run.cluster_id());
     let nodes: Vec<NodeRecord> = deps
         .store
         .read(move |r| r.scan::<NodeRecord>(Table::Resources, &prefix))
@@ -69,9 +69,19 @@ pub(super) async fn launch_file(deps: &Deps, run: &RunRecord) -> std::io::Result
         .nodes
         .first()
         .and_then(|m| nodes.iter().find(|n| &n.node == m));
-    let work_dir = master
+    let node_dir = master
         .and_then(|m| m.properties.get(ebb_spi::FACT_WORK_DIR))
         .map(PathBuf::from);
+    // On a cluster that outlives the run, the program works in a directory of its own, which
+    // is removed before the next run takes the cluster over.
+    let work_dir = match (&node_dir, run.reuse) {
+        (Some(dir), Some(_)) => {
+            let dir = dir.join(super::reuse::RUNS_DIR).join(&run.key.run);
+            std::fs::create_dir_all(&dir)?;
+            Some(dir)
+        }
+        (dir, _) => dir.clone(),
+    };
     let mut env: BTreeMap<String, String> = run.launch.env.clone();
     let mut set = |k: &str, v: String| {
         env.insert(k.to_string(), v);
@@ -92,10 +102,10 @@ pub(super) async fn launch_file(deps: &Deps, run: &RunRecord) -> std::io::Result
             set("EBB_NODE_ADDRESS", address.clone());
         }
     }
-    if let Some(work_dir) = &work_dir {
+    if let Some(node_dir) = &node_dir {
         set(
             ebb_local::sandbox::WORK_DIR_ENV,
-            work_dir.display().to_string(),
+            node_dir.display().to_string(),
         );
     }
     Ok(LaunchFile {
@@ -113,7 +123,7 @@ pub(super) async fn remote_program(
     context: ebb_spi::Context,
 ) -> Option<Result<super::remote::Program, String>> {
     let master = run.cluster.nodes.first()?.clone();
-    let key = keys::node(&run.key.run, &master);
+    let key = keys::node(run.cluster_id(), &master);
     let (cipher, namespace) = (Arc::clone(&deps.cipher), run.key.namespace.clone());
     let found = deps
         .store
@@ -139,9 +149,12 @@ pub(super) async fn remote_program(
         Ok(c) => c,
         Err(e) => return Some(Err(e)),
     };
-    let node = super::remote::Node::of(&context, &run.key.run, &record)?;
+    let node = super::remote::Node::of(&context, run.cluster_id(), &record)?;
     let attempt = run.attempt();
     Some(node.map(|mut node| {
+        if run.reuse.is_some() {
+            node.dir = super::reuse::program_dir(&node.dir, &run.key.run);
+        }
         if attempt > 1 {
             node.dir = format!("{}/attempt-{attempt}", node.dir);
         }

@@ -433,7 +433,7 @@ async fn take(runtime: &Runtime, key: &str, claim: Option<Owner>) -> Result<(), 
                     None,
                     format!("server {} took the run over", owner.server),
                 )?;
-                if run.provisioner == LOCAL && made_nodes(tx, &run.key.run)? {
+                if run.provisioner == LOCAL && made_nodes(tx, run.cluster_id())? {
                     events::append(
                         tx,
                         &run.key.run,

@@ -40,6 +40,7 @@ pub mod program;
 pub mod registry;
 pub mod remote;
 pub mod retention;
+pub mod reuse;
 pub mod shares;
 pub mod supervisor;
 pub mod task;

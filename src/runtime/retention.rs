@@ -16,7 +16,7 @@ use super::deps::Member;
 use super::membership::{Duty, leads};
 use crate::model::plan::NodeRecord;
 use crate::model::profile::ProfileId;
-use crate::model::run::RunRecord;
+use crate::model::run::{ClusterStatus, RunRecord};
 use crate::model::view::KeptUsage;
 use crate::runtime::clock::now_secs;
 use crate::store::{Read, Reader, Store, StoreError, Table, keys};
@@ -34,13 +34,11 @@ const INDEX_PAGE: usize = 1000;
 const CHANGES_PER_SWEEP: usize = 10_000;
 
 /// The tables that hold a run's history under `<run>/`.
-const HISTORY: [Table; 5] = [
-    Table::Events,
-    Table::Resources,
-    Table::Services,
-    Table::Operations,
-    Table::Attempts,
-];
+const HISTORY: [Table; 3] = [Table::Events, Table::Operations, Table::Attempts];
+
+/// The tables that hold a cluster's records under `<cluster id>/` (the id of the run that
+/// made it).
+const CLUSTER: [Table; 2] = [Table::Resources, Table::Services];
 
 /// How often to sweep for a retention period: a quarter of it, between a second and an hour.
 pub fn interval(retention: Duration) -> Duration {
@@ -74,21 +72,21 @@ pub async fn sweep(store: &Store, retention: Duration) -> Result<usize, StoreErr
     let cutoff = now_secs().saturating_sub(retention.as_secs());
     let (marked, ended) = store
         .read(move |r| {
-            let marked: Vec<String> = r
-                .scan::<String>(Table::Meta, COMPACTING)?
+            let marked: Vec<Compacting> = r
+                .scan::<serde_json::Value>(Table::Meta, COMPACTING)?
                 .into_iter()
-                .map(|(_, run)| run)
+                .filter_map(|(_, marker)| Compacting::read(marker))
                 .collect();
             Ok::<_, StoreError>((marked, ended_before(r, cutoff, RUNS_PER_SWEEP)?))
         })
         .await?;
-    for run in marked {
-        drop_history(store, &run).await?;
+    for compacting in marked {
+        drop_history(store, &compacting).await?;
     }
     let mut compacted = 0;
     for key in ended {
-        if let Some(run) = keep_usage(store, key, cutoff).await? {
-            drop_history(store, &run).await?;
+        if let Some(compacting) = keep_usage(store, key, cutoff).await? {
+            drop_history(store, &compacting).await?;
             compacted += 1;
         }
     }
@@ -205,9 +203,35 @@ async fn drop_start_keys(store: &Store) -> Result<(), StoreError> {
     store.delete_in_batches(Table::StartKeys, &old).await
 }
 
+/// A run being compacted: its history is dropped, and its cluster's resources and services
+/// when it held the cluster last (a cluster another run took over is that run's to drop).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct Compacting {
+    run: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cluster: Option<String>,
+}
+
+impl Compacting {
+    /// A marker as kept; an older build kept the run id alone (its cluster was its own).
+    fn read(marker: serde_json::Value) -> Option<Self> {
+        match marker {
+            serde_json::Value::String(run) => Some(Self {
+                cluster: Some(run.clone()),
+                run,
+            }),
+            other => serde_json::from_value(other).ok(),
+        }
+    }
+}
+
 /// Moves run `key`'s usage into its profile's kept totals and drops its record, if it still
-/// ended before `cutoff`; returns its run id.
-async fn keep_usage(store: &Store, key: String, cutoff: u64) -> Result<Option<String>, StoreError> {
+/// ended before `cutoff`; returns what is left to drop.
+async fn keep_usage(
+    store: &Store,
+    key: String,
+    cutoff: u64,
+) -> Result<Option<Compacting>, StoreError> {
     store
         .write(move |tx| {
             let Some(run) = tx.get::<RunRecord>(Table::Runs, &key)? else {
@@ -218,11 +242,17 @@ async fn keep_usage(store: &Store, key: String, cutoff: u64) -> Result<Option<St
             }
             let id = &run.key.run;
             let now = now_secs();
-            let node_seconds: u64 = tx
-                .scan::<NodeRecord>(Table::Resources, &keys::of_run(id))?
-                .iter()
-                .map(|(_, n)| n.seconds(now))
-                .sum();
+            // A cluster's node time is counted once, with the last run that held it.
+            let cluster = (run.cluster.status != Some(ClusterStatus::Reused))
+                .then(|| run.cluster_id().to_string());
+            let mut node_seconds = 0;
+            if let Some(cluster) = &cluster {
+                node_seconds = tx
+                    .scan::<NodeRecord>(Table::Resources, &keys::of_run(cluster))?
+                    .iter()
+                    .map(|(_, n)| n.seconds(now))
+                    .sum();
+            }
             if let Ok(profile) = ProfileId::parse_scoped(&run.key.namespace, &run.profile) {
                 let mut kept: KeptUsage = tx.get(Table::Usage, &profile.key())?.unwrap_or_default();
                 *kept.runs.entry(run.status.to_string()).or_default() += 1;
@@ -235,18 +265,29 @@ async fn keep_usage(store: &Store, key: String, cutoff: u64) -> Result<Option<St
             if let Some(index) = keys::run_index_of(&key) {
                 tx.delete(Table::RunIndex, &index);
             }
-            tx.put(Table::Meta, &format!("{COMPACTING}{id}"), id)?;
-            Ok(Some(id.clone()))
+            let compacting = Compacting {
+                run: id.clone(),
+                cluster,
+            };
+            tx.put(Table::Meta, &format!("{COMPACTING}{id}"), &compacting)?;
+            Ok(Some(compacting))
         })
         .await
 }
 
 /// Drops run `run`'s history a few records per write (an ended run's history no longer
 /// grows), then its marker.
-async fn drop_history(store: &Store, run: &str) -> Result<(), StoreError> {
+async fn drop_history(store: &Store, compacting: &Compacting) -> Result<(), StoreError> {
+    let run = &compacting.run;
     for table in HISTORY {
         let history = store.keys_under(table, &keys::of_run(run)).await?;
         store.delete_in_batches(table, &history).await?;
+    }
+    if let Some(cluster) = &compacting.cluster {
+        for table in CLUSTER {
+            let records = store.keys_under(table, &keys::of_run(cluster)).await?;
+            store.delete_in_batches(table, &records).await?;
+        }
     }
     let marker = format!("{COMPACTING}{run}");
     store

@@ -21,6 +21,7 @@ use super::checker;
 use super::deps::Deps;
 use super::health::{Due, Healing, Health};
 use super::launch;
+use super::reuse;
 use super::planner::{self as planner, Cancel, CancelBy, OpDone, OpSpec, Planner};
 use super::transition::{self, Next};
 use crate::model::operation::{OpOutcome, OpStatus, OperationRecord};
@@ -185,6 +186,13 @@ impl RunSupervisor {
         t: Transition,
         ctx: &mut Context<Self>,
     ) {
+        if let Err(StoreError::Fenced { .. }) = &saved
+            && self.run.cluster.status == Some(crate::model::run::ClusterStatus::Idle)
+        {
+            tracing::info!(run.id = %self.run.key.run, "its IDLE cluster was taken over by another run");
+            ctx.stop();
+            return;
+        }
         if let Err(e) = saved {
             // The record on disk is the last good state; a restart resumes from it.
             tracing::error!(run.id = %self.run.key.run, error = %e, "cannot persist a run transition; supervisor stops");
@@ -217,6 +225,7 @@ impl RunSupervisor {
                 Effect::CancelCreate | Effect::CancelDelete => {
                     self.admit(admission::Event::CancelLifecycle, ctx);
                 }
+                Effect::PrepareCluster => self.prepare(ctx),
                 Effect::Launch => self.launch(ctx),
                 Effect::Relaunch => {
                     let at = self.run.relaunch_at.unwrap_or(0).saturating_mul(1000);
@@ -380,6 +389,56 @@ impl RunSupervisor {
         );
     }
 
+    /// Begins the run: its cluster is made.
+    fn begin(&mut self, ctx: &mut Context<Self>) {
+        if let Err(e) = self.apply(Event::Begin, ctx) {
+            tracing::error!(run.id = %self.run.key.run, error = %e, "cannot begin a run");
+        }
+    }
+
+    /// Begins the run on an IDLE cluster that matches it, if one can be taken over, else as
+    /// any run.
+    fn begin_on_idle(&mut self, ctx: &mut Context<Self>) {
+        let (deps, run, begun) = (self.deps.clone(), self.run.clone(), clock::now_millis());
+        ctx.wait(
+            async move { reuse::claim(&deps, &run, begun).await }
+                .into_actor(self)
+                .map(|claimed, act, ctx| match claimed {
+                    Ok(Some(claimed)) => {
+                        tracing::info!(run.id = %act.run.key.run, from = %claimed.from, "took an IDLE cluster over");
+                        if let Some(left) = act.live.get(&claimed.from) {
+                            left.do_send(TakenOver);
+                        }
+                        act.after_commit(Ok(()), claimed.transition, ctx);
+                    }
+                    Ok(None) => act.begin(ctx),
+                    Err(e) => {
+                        tracing::warn!(run.id = %act.run.key.run, error = %e, "cannot look for an IDLE cluster; making one");
+                        act.begin(ctx);
+                    }
+                }),
+        );
+    }
+
+    /// Makes the cluster the run took over ready for it, then launches the program; a
+    /// cluster that cannot be made ready is deprovisioned and the run makes its own.
+    fn prepare(&mut self, ctx: &mut Context<Self>) {
+        let (deps, run, context) = (self.deps.clone(), self.run.clone(), self.context());
+        ctx.spawn(
+            async move { reuse::prepare(&deps, &run, context).await }
+                .into_actor(self)
+                .map(|ready, act, ctx| {
+                    let event = match ready {
+                        Ok(()) => Event::Provisioned,
+                        Err(why) => Event::ReuseFailed(why),
+                    };
+                    if let Err(e) = act.apply(event, ctx) {
+                        tracing::warn!(run.id = %act.run.key.run, error = %e, "a prepared cluster's news does not apply");
+                    }
+                }),
+        );
+    }
+
     /// Launches the program (or re-attaches to it after a restart); its news comes back as
     /// events.
     fn launch(&mut self, ctx: &mut Context<Self>) {
@@ -466,7 +525,13 @@ impl RunSupervisor {
         ctx.spawn(
             async move {
                 let recorded =
-                    checker::record(&deps, &job.run, &job.node, &job.service, finding.clone())
+                    checker::record(
+                        &deps,
+                        (&job.run, &job.cluster),
+                        &job.node,
+                        &job.service,
+                        finding.clone(),
+                    )
                         .await;
                 (job, finding, recorded)
             }
@@ -552,10 +617,10 @@ impl Actor for RunSupervisor {
     fn started(&mut self, ctx: &mut Context<Self>) {
         let _span = self.span.clone().entered();
         if self.run.status == ProgramStatus::Pending {
-            if let Err(e) = self.apply(Event::Begin, ctx) {
-                tracing::error!(run.id = %self.run.key.run, error = %e, "cannot begin a run");
+            if self.run.reuse.is_some() {
+                return self.begin_on_idle(ctx);
             }
-            return;
+            return self.begin(ctx);
         }
         let effects = lifecycle::resume(&self.run);
         tracing::info!(run.id = %self.run.key.run, run.status = %self.run.status, effects = ?effects, "resuming run");
@@ -569,6 +634,21 @@ impl Actor for RunSupervisor {
 
     fn stopped(&mut self, _: &mut Context<Self>) {
         self.live.forget(&self.run.key.run);
+    }
+}
+
+/// Stops a supervisor whose run's IDLE cluster another run took over: nothing is left to do.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct TakenOver;
+
+impl Handler<TakenOver> for RunSupervisor {
+    type Result = ();
+
+    fn handle(&mut self, _: TakenOver, ctx: &mut Context<Self>) {
+        let _span = self.span.clone().entered();
+        tracing::info!(run.id = %self.run.key.run, "its IDLE cluster was taken over by another run");
+        ctx.stop();
     }
 }
 

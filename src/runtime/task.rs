@@ -223,7 +223,7 @@ pub async fn run(deps: &Deps, spec: &TaskSpec) -> TaskOutcome {
 /// What a settled task changes of its service's state on its node.
 #[derive(Debug, Clone)]
 struct ServiceChange {
-    run: String,
+    cluster: String,
     node: String,
     /// The service and what happened to it; `None` for a node task.
     service: Option<(String, Happened)>,
@@ -254,7 +254,7 @@ impl ServiceChange {
                     (service, happened)
                 });
         ServiceChange {
-            run: spec.run.clone(),
+            cluster: spec.cluster.clone(),
             node: spec.node().to_string(),
             service,
             // A replaced node's services are gone with its old resource.
@@ -271,7 +271,7 @@ impl ServiceChange {
 
     fn write(&self, tx: &mut crate::store::Txn<'_>) -> Result<(), StoreError> {
         if self.node_gone {
-            let prefix = format!("{}/", keys::node(&self.run, &self.node));
+            let prefix = format!("{}/", keys::node(&self.cluster, &self.node));
             for (key, _) in tx.scan::<ServiceRecord>(Table::Services, &prefix)? {
                 tx.delete(Table::Services, &key);
             }
@@ -279,7 +279,7 @@ impl ServiceChange {
         let Some((service, happened)) = &self.service else {
             return Ok(());
         };
-        let key = keys::service(&self.run, &self.node, service);
+        let key = keys::service(&self.cluster, &self.node, service);
         let before = tx.get::<ServiceRecord>(Table::Services, &key)?;
         let state = before.as_ref().map(|r| r.state);
         match crate::rules::service::next(state, *happened) {
@@ -376,7 +376,7 @@ async fn execute(deps: &Deps, spec: &TaskSpec, last_failure: Option<u32>) -> Att
 /// failed attempt, so a restart in the middle confirms the replacement instead of replacing it
 /// again.
 async fn recreate(deps: &Deps, spec: &TaskSpec, failed: u32) -> AttemptOutcome {
-    let key = keys::node(&spec.run, spec.node());
+    let key = keys::node(&spec.cluster, spec.node());
     let k = key.clone();
     let record = match deps
         .store
@@ -423,7 +423,7 @@ async fn recreate(deps: &Deps, spec: &TaskSpec, failed: u32) -> AttemptOutcome {
         }
         // Mark the new resource, so a restart confirms it instead of replacing it again.
         let mark = [(RECREATED.to_string(), mark)].into();
-        if let Err(e) = merge_properties(deps, &spec.run, spec.node(), mark).await {
+        if let Err(e) = merge_properties(deps, &spec.cluster, spec.node(), mark).await {
             return progress_failure(e);
         }
     }
@@ -436,7 +436,7 @@ async fn recreate(deps: &Deps, spec: &TaskSpec, failed: u32) -> AttemptOutcome {
 /// middle carries on with it (looking it up by its identity first) instead of replacing the
 /// node again.
 async fn replace(deps: &Deps, spec: &TaskSpec) -> AttemptOutcome {
-    let key = keys::node(&spec.run, spec.node());
+    let key = keys::node(&spec.cluster, spec.node());
     let k = key.clone();
     let record = match deps
         .store
@@ -489,7 +489,7 @@ async fn resource_task(
     kind: TaskKind,
     generation: u32,
 ) -> AttemptOutcome {
-    let store_key = keys::node(&spec.run, spec.node());
+    let store_key = keys::node(&spec.cluster, spec.node());
     let key = store_key.clone();
     let mut record: Option<NodeRecord> = match deps
         .store
@@ -501,7 +501,7 @@ async fn resource_task(
     };
     let identity = ResourceKey {
         generation,
-        ..ResourceKey::new(&spec.run, spec.node())
+        ..ResourceKey::new(&spec.cluster, spec.node())
     };
     let retries = Backoff::retries(spec.budget);
     let polls = Backoff::polls(spec.budget);

@@ -13,7 +13,7 @@
 use crate::model::access::Act;
 use crate::model::event::EventKind;
 use crate::model::plan::NodeRecord;
-use crate::model::run::{ProgramStatus, RunError, RunRecord};
+use crate::model::run::{ClusterStatus, ProgramStatus, RunError, RunRecord};
 use crate::rules::lifecycle::{self, Effect, Event, Transition};
 use crate::runtime::clock;
 use crate::store::events;
@@ -89,6 +89,19 @@ pub fn write(
     let mut run = t.run.clone();
     run.format = crate::model::run::RUN_FORMAT;
     let key = run.key.key();
+    let idle = Some(ClusterStatus::Idle);
+    if before.cluster.status == idle && run.cluster.status != idle {
+        // Another run may have taken the cluster over since `before` was read: only the
+        // write that finds it still IDLE goes ahead.
+        let stored = tx.get::<RunRecord>(Table::Runs, &key)?;
+        if stored.is_none_or(|s| s.cluster.status != idle) {
+            return Err(StoreError::Fenced { run: key });
+        }
+        crate::store::idle::withdraw(tx, before);
+    }
+    if run.cluster.status == idle && before.cluster.status != idle {
+        crate::store::idle::offer(tx, &run)?;
+    }
     tx.put(Table::Runs, &key, &run)?;
     if !run.is_active() {
         tx.delete(Table::Active, &key);
@@ -136,7 +149,7 @@ pub async fn commit(
             }
             if leftovers {
                 let left: Vec<String> = tx
-                    .scan::<NodeRecord>(Table::Resources, &keys::of_run(&run.key.run))?
+                    .scan::<NodeRecord>(Table::Resources, &keys::of_run(run.cluster_id()))?
                     .into_iter()
                     .map(|(_, n)| n)
                     .filter(NodeRecord::may_exist)
@@ -205,7 +218,7 @@ pub async fn withdraw(
 
 /// Counts what a committed transition from `before` to `after` changed: the statuses
 /// entered, and the provisioning and running phases that ended.
-fn count(before: &RunRecord, after: &RunRecord) {
+pub(super) fn count(before: &RunRecord, after: &RunRecord) {
     use crate::model::metrics::{CLUSTER_STATUS, RUN_PHASE, RUN_STATUS};
     if before.status != after.status {
         metrics::counter!(RUN_STATUS.name, "status" => after.status.to_string()).increment(1);

@@ -361,7 +361,16 @@ pub fn delete_namespace_preferences(tx: &mut Txn, ns: &str) -> Result<(), Servic
     Ok(())
 }
 
-/// The node records of run `run`.
+/// The node records of the cluster `run` holds: none once another run took it over (they
+/// are that run's), and each node once over every run that held the cluster.
+pub fn held_nodes(r: &impl Read, run: &RunRecord) -> Result<Vec<NodeRecord>, StoreError> {
+    if run.cluster.status == Some(crate::model::run::ClusterStatus::Reused) {
+        return Ok(Vec::new());
+    }
+    nodes_of(r, run.cluster_id())
+}
+
+/// The node records of cluster `run` (a run's id: the run that made the cluster).
 pub fn nodes_of(r: &impl Read, run: &str) -> Result<Vec<NodeRecord>, StoreError> {
     Ok(r.scan::<NodeRecord>(Table::Resources, &keys::of_run(run))?
         .into_iter()

@@ -90,7 +90,7 @@ pub async fn overview(
                         continue;
                     };
                     *out.live.entry(run.status.to_string()).or_default() += 1;
-                    let nodes = catalog::nodes_of(r, &run.key.run)?;
+                    let nodes = catalog::held_nodes(r, &run)?;
                     if holds(&run) {
                         count_cluster(&mut out.clusters, &run, &nodes);
                     }
@@ -130,7 +130,7 @@ pub async fn overview(
                     {
                         continue;
                     }
-                    out.node_hours += window(&catalog::nodes_of(r, &run.key.run)?, since, now);
+                    out.node_hours += window(&catalog::held_nodes(r, &run)?, since, now);
                     if let Some(f) = &run.failure
                         && run.end.is_none_or(|e| e >= since)
                     {
@@ -262,7 +262,7 @@ pub async fn live(runtime: &Runtime) -> Result<Live, ServiceError> {
                     .or_default() += 1;
                 out.attention += usize::from(run.cluster.attention.is_some());
                 if holds(&run) {
-                    let nodes = catalog::nodes_of(r, &run.key.run)?;
+                    let nodes = catalog::held_nodes(r, &run)?;
                     count_cluster(&mut out.clusters, &run, &nodes);
                 }
             }

@@ -59,6 +59,8 @@ pub(super) fn upsert(
         timeout: spec.timeout,
         retry: spec.retry,
         queue_runs: spec.queue_runs,
+        cluster_reuse: spec.cluster_reuse,
+        reuse_idle: spec.reuse_idle,
         created,
     };
     let stored = StoredProfile {
@@ -228,7 +230,7 @@ pub async fn usage(runtime: &Runtime, id: ProfileId) -> Result<Usage, ServiceErr
                 if run.is_active() {
                     usage.active_runs.push(run.key.run.clone());
                 }
-                for node in catalog::nodes_of(r, &run.key.run)? {
+                for node in catalog::held_nodes(r, &run)? {
                     if node.id.is_some()
                         && node.create_time.is_some()
                         && node.status != ResourceStatus::Deleted

@@ -139,8 +139,8 @@ fn list_page(
     let runs = runs
         .into_iter()
         .map(|run| {
-            let nodes = catalog::nodes_of(r, &run.key.run)?;
-            let services = catalog::services_of(r, &run.key.run, &nodes)?;
+            let nodes = catalog::held_nodes(r, &run)?;
+            let services = catalog::services_of(r, run.cluster_id(), &nodes)?;
             let owner = owner_of(r, &run.key)?;
             let position = positions.of(r, &run)?;
             Ok(RunView::new(run, nodes, services)
@@ -234,8 +234,8 @@ pub async fn get(runtime: &Runtime, key: RunKey) -> Result<RunView, ServiceError
         .store()
         .read(move |r| {
             let run = catalog::require_run(r, &key)?;
-            let nodes = catalog::nodes_of(r, &key.run)?;
-            let services = catalog::services_of(r, &key.run, &nodes)?;
+            let nodes = catalog::held_nodes(r, &run)?;
+            let services = catalog::services_of(r, run.cluster_id(), &nodes)?;
             let owner = owner_of(r, &key)?;
             let position = Positions::default().of(r, &run)?;
             Ok(RunView::new(run, nodes, services)
@@ -307,7 +307,7 @@ pub async fn plan_operation(
     runtime
         .store()
         .read(move |r| {
-            let nodes = node_records(r, &run.key.run)?;
+            let nodes = node_records(r, run.cluster_id())?;
             let input = PlanInput {
                 operation: change.operation,
                 template: run.template.as_ref(),
@@ -316,7 +316,7 @@ pub async fn plan_operation(
                 changed: &change.changed,
                 selection: &change.selection,
             };
-            let tasks = plan_tasks(r, &run.key.run, &input, &nodes)?;
+            let tasks = plan_tasks(r, run.cluster_id(), &input, &nodes)?;
             let layout = change
                 .final_nodes
                 .iter()

@@ -21,6 +21,7 @@ pub mod copy;
 pub mod ends;
 pub mod etcd;
 pub mod events;
+pub mod idle;
 mod job;
 pub mod keys;
 pub mod queue;

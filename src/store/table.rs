@@ -86,11 +86,17 @@ pub enum Table {
     StartKeys,
     /// The QUEUED runs, oldest first in each namespace (see `store::queue`).
     Queue,
+    /// The IDLE clusters a run may take over, by `<namespace>/<reuse key>/<cluster id>`, their
+    /// value the key in `Runs` of the run that left them (see `store::idle`).
+    Idle,
+    /// The run that holds each cluster another run took over, by the cluster's id (the run
+    /// that made it), its value the holder's key in `Runs`.
+    Clusters,
 }
 
 impl Table {
     /// Every table, created when the store is opened.
-    pub const ALL: [Table; 30] = [
+    pub const ALL: [Table; 32] = [
         Table::Meta,
         Table::Namespaces,
         Table::Profiles,
@@ -121,6 +127,8 @@ impl Table {
         Table::Joins,
         Table::StartKeys,
         Table::Queue,
+        Table::Idle,
+        Table::Clusters,
     ];
 
     /// The table's name in every backend: a redb table, an etcd key prefix.
@@ -156,6 +164,8 @@ impl Table {
             Table::Joins => "joins",
             Table::StartKeys => "start_keys",
             Table::Queue => "queue",
+            Table::Idle => "idle",
+            Table::Clusters => "clusters",
         }
     }
 

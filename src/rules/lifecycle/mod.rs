@@ -39,6 +39,8 @@ macro_rules! any_cluster {
             C::Provisioning
                 | C::Provisioned
                 | C::Waiting
+                | C::Idle
+                | C::Reused
                 | C::Deprovisioning
                 | C::Deprovisioned
                 | C::Orphaned,
@@ -63,8 +65,11 @@ pub enum Event {
     Admit { now_ms: u64 },
     /// The supervisor takes up a PENDING run.
     Begin,
-    /// The create operation made every node.
+    /// The create operation made every node (or a reused cluster was made ready).
     Provisioned,
+    /// The cluster the run took over failed to be made ready (its clean-up or its checks):
+    /// it goes back to the run that left it, to be deprovisioned, and this run makes its own.
+    ReuseFailed(String),
     /// The create operation gave up.
     ProvisionFailed(String),
     /// The create operation stopped early because it was cancelled.
@@ -102,6 +107,9 @@ pub enum Event {
 pub enum Effect {
     /// Run (or resume) the create operation.
     CreateCluster,
+    /// Make the cluster the run took over ready: clean the last run's directories, check
+    /// its services.
+    PrepareCluster,
     /// Ask the running create operation to stop after its in-flight calls.
     CancelCreate,
     /// Launch the program, or re-attach to it if it was launched already.
@@ -170,6 +178,20 @@ pub fn on(run: &RunRecord, event: Event, now: u64) -> Result<Transition, RunErro
     let mut next = run.clone();
     let state = (run.status, run.cluster.status);
     let t = match (state, event) {
+        // A cluster another run took over: stale timers are harmless, nothing else applies.
+        ((any_status!(), Some(C::Reused)), Event::Expired | Event::TimedOut) => {
+            Transition::new(next)
+        }
+        ((any_status!(), Some(C::Reused)), _) => {
+            return Err(wrong(
+                run,
+                "changed",
+                format!(
+                    "its cluster was taken over by run {}",
+                    run.cluster.reused_by.as_deref().unwrap_or("(unknown)")
+                ),
+            ));
+        }
         // Pending|Queued --Reject--> Rejected, with no cluster
         ((P::Pending | P::Queued, None), Event::Reject(message)) => {
             next.status = P::Rejected;
@@ -216,11 +238,86 @@ pub fn on(run: &RunRecord, event: Event, now: u64) -> Result<Transition, RunErro
             Some(stop) => end_program(next, now, killed(stop), None, 0),
             None => {
                 next.cluster.status = Some(C::Provisioned);
-                Transition::new(next)
-                    .note("cluster PROVISIONED; launching the program")
-                    .effect(Effect::Launch)
+                let note = match next.cluster.origin.as_mut() {
+                    Some(origin) => {
+                        origin.ready = true;
+                        format!(
+                            "cluster PROVISIONED: the cluster run {} left is clean and its services pass their checks; launching the program",
+                            origin.from
+                        )
+                    }
+                    None => "cluster PROVISIONED; launching the program".to_string(),
+                };
+                Transition::new(next).note(note).effect(Effect::Launch)
             }
         },
+        // Starting/Provisioning (a cluster taken over) --ReuseFailed--> Deprovisioning it,
+        // then a cluster of its own
+        ((P::Starting, Some(C::Provisioning)), Event::ReuseFailed(why))
+            if run.cluster.origin.is_some() =>
+        {
+            let origin = next.cluster.origin.as_mut().expect("checked above");
+            origin.discarded = Some(why.clone());
+            let from = origin.from.clone();
+            next.cluster.status = Some(C::Deprovisioning);
+            Transition::new(next)
+                .note(format!(
+                    "the cluster run {from} left cannot be used ({why}); cluster DEPROVISIONING, then the run makes its own"
+                ))
+                .effect(Effect::DeleteCluster)
+        }
+        // Starting/Deprovisioning (a cluster it could not use) --Deprovisioned--> a cluster
+        // of its own
+        ((P::Starting, Some(C::Deprovisioning)), Event::Deprovisioned) if discarding(run) => {
+            match run.stop {
+                Some(stop) => {
+                    let (status, failure) = killed(stop);
+                    next.status = status;
+                    next.failure = failure;
+                    next.end = Some(now);
+                    next.cluster.status = Some(C::Deprovisioned);
+                    next.cluster.end = Some(now);
+                    Transition::new(next)
+                        .note(format!("cluster DEPROVISIONED; run {status}"))
+                        .effect(Effect::Finish)
+                }
+                None => {
+                    next.cluster.id = None;
+                    next.cluster.origin = None;
+                    next.cluster.status = Some(C::Provisioning);
+                    Transition::new(next)
+                        .note("the unusable cluster is DEPROVISIONED; cluster PROVISIONING a cluster of its own")
+                        .effect(Effect::CreateCluster)
+                }
+            }
+        }
+        ((P::Starting, Some(C::Deprovisioning)), Event::DeprovisionFailed(message))
+            if discarding(run) =>
+        {
+            next.status = P::Failed;
+            next.end = Some(now);
+            next.cluster.status = Some(C::Orphaned);
+            next.cluster.end = Some(now);
+            next.failure = Some(Failure {
+                kind: FailureKind::Provisioning,
+                message: format!(
+                    "the cluster it took over could not be used, nor deprovisioned: {message}"
+                ),
+            });
+            Transition::new(next)
+                .note(format!("run FAILED; cluster ORPHANED: {message}"))
+                .effect(Effect::Finish)
+        }
+        (
+            (P::Starting, Some(C::Deprovisioning)),
+            event @ (Event::Stop { .. } | Event::TimedOut),
+        ) if discarding(run) => {
+            if run.stop.is_some() {
+                return Err(wrong(run, "stopped", "it is already stopping"));
+            }
+            next.stop = Some(stop_for(&event));
+            Transition::new(next).note("stop requested; the run ends once the unusable cluster is gone")
+        }
         // Starting/Provisioning --ProvisionFailed--> Failed, Deprovisioning
         ((P::Starting, Some(C::Provisioning)), Event::ProvisionFailed(message)) => {
             let outcome = match run.stop {
@@ -369,22 +466,25 @@ pub fn on(run: &RunRecord, event: Event, now: u64) -> Result<Transition, RunErro
                 format!(
                     "{}; the program already ended{}",
                     status_text(run),
-                    if run.cluster.status == Some(C::Waiting) {
-                        " (deprovision the WAITING cluster instead)"
-                    } else {
-                        ""
+                    match run.cluster.status {
+                        Some(C::Waiting) => " (deprovision the WAITING cluster instead)",
+                        Some(C::Idle) => " (deprovision the IDLE cluster instead)",
+                        _ => "",
                     }
                 ),
             ));
         }
-        // Waiting --Expired|TimedOut|Deprovision--> Deprovisioning
+        // Waiting|Idle --Expired|TimedOut|Deprovision--> Deprovisioning
         ((any_status!(), Some(C::Waiting)), Event::Expired) => {
             deprovision(next, "keepalive expired")
         }
-        ((any_status!(), Some(C::Waiting)), Event::TimedOut) => {
+        ((any_status!(), Some(C::Idle)), Event::Expired) => {
+            deprovision(next, "no run took the IDLE cluster over before it expired")
+        }
+        ((any_status!(), Some(C::Waiting | C::Idle)), Event::TimedOut) => {
             deprovision(next, "the profile's timeout passed")
         }
-        ((any_status!(), Some(C::Waiting)), Event::Deprovision) => {
+        ((any_status!(), Some(C::Waiting | C::Idle)), Event::Deprovision) => {
             deprovision(next, "deprovision requested")
         }
         // Stale timers are harmless elsewhere.
@@ -394,13 +494,13 @@ pub fn on(run: &RunRecord, event: Event, now: u64) -> Result<Transition, RunErro
                 run,
                 "deprovisioned",
                 format!(
-                    "{}; only a WAITING cluster can be deprovisioned by hand (use force=true for one stuck DEPROVISIONING or ORPHANED)",
+                    "{}; only a WAITING or IDLE cluster can be deprovisioned by hand (use force=true for one stuck DEPROVISIONING or ORPHANED)",
                     status_text(run)
                 ),
             ));
         }
-        // Waiting --Extend--> Waiting with a new expiresAt
-        ((any_status!(), Some(C::Waiting)), Event::Extend { expire_at }) => {
+        // Waiting|Idle --Extend--> the same with a new expiresAt
+        ((any_status!(), Some(C::Waiting | C::Idle)), Event::Extend { expire_at }) => {
             if expire_at <= now {
                 return Err(RunError::ExpireInPast {
                     now,
@@ -427,7 +527,7 @@ pub fn on(run: &RunRecord, event: Event, now: u64) -> Result<Transition, RunErro
                 run,
                 "extended",
                 format!(
-                    "{}; only a WAITING cluster can be extended",
+                    "{}; only a WAITING or IDLE cluster can be extended",
                     status_text(run)
                 ),
             ));
@@ -484,7 +584,18 @@ pub fn on(run: &RunRecord, event: Event, now: u64) -> Result<Transition, RunErro
     Ok(t)
 }
 
-/// A WAITING cluster goes, for reason `why`.
+/// Whether `run` is deprovisioning a cluster it took over and could not use, before it
+/// makes its own.
+fn discarding(run: &RunRecord) -> bool {
+    run.status == P::Starting
+        && run
+            .cluster
+            .origin
+            .as_ref()
+            .is_some_and(|o| o.discarded.is_some())
+}
+
+/// A WAITING or IDLE cluster goes, for reason `why`.
 fn deprovision(mut next: RunRecord, why: &str) -> Transition {
     next.cluster.status = Some(C::Deprovisioning);
     next.cluster.expires_at = None;
@@ -537,6 +648,22 @@ fn end_program(
         note.push_str(&format!(" ({}: {})", f.kind, f.message));
     }
     let provisioned = run.cluster.status == Some(C::Provisioned);
+    if let Some(reuse) = run.reuse
+        && status == P::Completed
+        && provisioned
+        && run.cluster.attention.is_none()
+    {
+        let expires = now.saturating_add(reuse.idle);
+        let expires = run.deadline().map_or(expires, |d| expires.min(d));
+        if expires > now {
+            run.cluster.status = Some(C::Idle);
+            run.cluster.expires_at = Some(expires);
+            run.cluster.reuse_key = run.reuse_key();
+            return Transition::new(run)
+                .note(note)
+                .note(format!("cluster IDLE until {expires}, for the next run that matches"));
+        }
+    }
     let expires = now.saturating_add(keep);
     let expires = run.deadline().map_or(expires, |d| expires.min(d));
     if provisioned && keep > 0 && expires > now {
@@ -597,6 +724,9 @@ fn try_again(
 /// What a supervisor taking up `run` after a restart must do to continue where it was.
 pub fn resume(run: &RunRecord) -> Vec<Effect> {
     match (run.status, run.cluster.status) {
+        (P::Starting, Some(C::Provisioning)) if run.cluster.origin.is_some() => {
+            vec![Effect::PrepareCluster]
+        }
         (P::Starting, Some(C::Provisioning)) => vec![Effect::CreateCluster],
         (P::Running, Some(C::Provisioned)) if run.relaunch_at.is_some() => {
             vec![Effect::Relaunch]
@@ -609,17 +739,19 @@ pub fn resume(run: &RunRecord) -> Vec<Effect> {
             effects
         }
         (any_status!(), Some(C::Deprovisioning)) => vec![Effect::DeleteCluster],
-        (any_status!(), Some(C::Deprovisioned | C::Orphaned)) => vec![Effect::Finish],
-        (any_status!(), None | Some(C::Provisioning | C::Provisioned | C::Waiting)) => Vec::new(),
+        (any_status!(), Some(C::Deprovisioned | C::Orphaned | C::Reused)) => vec![Effect::Finish],
+        (any_status!(), None | Some(C::Provisioning | C::Provisioned | C::Waiting | C::Idle)) => {
+            Vec::new()
+        }
     }
 }
 
-/// The next deadline of `run` and the event it fires: a WAITING cluster's `expiresAt`, or the
-/// profile's timeout while the run or its cluster is live.
+/// The next deadline of `run` and the event it fires: a WAITING or IDLE cluster's
+/// `expiresAt`, or the profile's timeout while the run or its cluster is live.
 pub fn next_deadline(run: &RunRecord) -> Option<(u64, Event)> {
     let timeout = run.deadline().map(|d| (d, Event::TimedOut));
     match run.cluster.status {
-        Some(C::Waiting) => {
+        Some(C::Waiting | C::Idle) => {
             let expiry = run.cluster.expires_at.map(|e| (e, Event::Expired));
             match (expiry, timeout) {
                 (Some(e), Some(t)) if t.0 < e.0 => Some(t),
@@ -634,7 +766,12 @@ pub fn next_deadline(run: &RunRecord) -> Option<(u64, Event)> {
         }
         None
         | Some(
-            C::Provisioning | C::Provisioned | C::Deprovisioning | C::Deprovisioned | C::Orphaned,
+            C::Provisioning
+            | C::Provisioned
+            | C::Deprovisioning
+            | C::Deprovisioned
+            | C::Orphaned
+            | C::Reused,
         ) => None,
     }
 }

@@ -251,6 +251,7 @@ impl Planner {
                 layout: self.spec.layout.clone(),
                 config: cur.config.clone(),
                 run: self.spec.run.clone(),
+                cluster: self.spec.cluster.clone(),
                 provisioner: Arc::clone(&self.spec.provisioner),
                 context: self.spec.context_for(&cur.op.tasks[index].node),
                 budget: self.spec.budget,
@@ -312,7 +313,7 @@ impl Planner {
         let deps = self.deps.clone();
         let (layout, template) = (self.spec.layout.clone(), self.spec.template.clone());
         let previous = self.spec.previous_config.clone();
-        let run = self.spec.run.clone();
+        let (run, cluster) = (self.spec.run.clone(), self.spec.cluster.clone());
         let done: BTreeSet<usize> = (0..cur.progress.len())
             .filter(|i| cur.progress[*i] == Progress::Done)
             .collect();
@@ -323,7 +324,7 @@ impl Planner {
                 .store
                 .write(move |tx| {
                     let now = now_f64();
-                    let nodes = node_records(tx, &run)?;
+                    let nodes = node_records(tx, &cluster)?;
                     let mut op = op.clone();
                     op.status = status;
                     op.finished = Some(now);
@@ -333,7 +334,7 @@ impl Planner {
                     if rollback {
                         let undo = record_rollback(
                             tx,
-                            &run,
+                            (&run, &cluster),
                             &mut op,
                             template.as_deref(),
                             &done,

@@ -69,7 +69,7 @@ pub(super) enum Begin {
 #[allow(clippy::too_many_arguments)]
 pub(super) fn record_rollback(
     tx: &mut Txn<'_>,
-    run: &str,
+    (run, cluster): (&str, &str),
     op: &mut OperationRecord,
     template: Option<&Template>,
     done: &BTreeSet<usize>,
@@ -83,7 +83,7 @@ pub(super) fn record_rollback(
         // What a shrink or a remove of services took away comes back: the cluster is
         // brought back to the layout it had.
         ClusterOperation::Shrink | ClusterOperation::RemoveServices => {
-            restore(tx, run, template, op, nodes)?
+            restore(tx, cluster, template, op, nodes)?
         }
         ClusterOperation::Create
         | ClusterOperation::Delete
@@ -136,7 +136,7 @@ pub(super) fn record_rollback(
 /// ([`cluster::repair`]).
 fn restore<R: Read + ?Sized>(
     r: &R,
-    run: &str,
+    cluster: &str,
     template: &Template,
     op: &OperationRecord,
     nodes: &[NodeRecord],
@@ -148,7 +148,7 @@ fn restore<R: Read + ?Sized>(
     Ok(cluster::repair(
         template,
         &layout,
-        &found(r, run, &layout, nodes)?,
+        &found(r, cluster, &layout, nodes)?,
     ))
 }
 
@@ -166,11 +166,11 @@ pub(super) fn layout_nodes(
         .collect()
 }
 
-/// What the store knows of run `run`'s cluster, for a repair to `layout`: how each node is
+/// What the store knows of cluster `cluster`, for a repair to `layout`: how each node is
 /// (from its record), each service's state, and the nodes outside the layout.
 pub(super) fn found<R: Read + ?Sized>(
     r: &R,
-    run: &str,
+    cluster: &str,
     layout: &[PlanNode],
     nodes: &[NodeRecord],
 ) -> Result<cluster::Found, StoreError> {
@@ -191,7 +191,7 @@ pub(super) fn found<R: Read + ?Sized>(
         };
         found.nodes.insert(node.name.clone(), condition);
     }
-    for (_, s) in r.scan::<ServiceRecord>(Table::Services, &keys::of_run(run))? {
+    for (_, s) in r.scan::<ServiceRecord>(Table::Services, &keys::of_run(cluster))? {
         found.services.insert((s.node, s.service), s.state);
     }
     found.strays = nodes
@@ -253,8 +253,12 @@ pub(super) fn completed(
         .collect()
 }
 
-pub fn node_records<R: Read + ?Sized>(r: &R, run: &str) -> Result<Vec<NodeRecord>, StoreError> {
-    Ok(r.scan::<NodeRecord>(Table::Resources, &keys::of_run(run))?
+/// The records of cluster `cluster`'s nodes (its id: the run that made it).
+pub fn node_records<R: Read + ?Sized>(
+    r: &R,
+    cluster: &str,
+) -> Result<Vec<NodeRecord>, StoreError> {
+    Ok(r.scan::<NodeRecord>(Table::Resources, &keys::of_run(cluster))?
         .into_iter()
         .map(|(_, n)| n)
         .collect())
@@ -404,12 +408,12 @@ pub(super) fn resume(
     })
 }
 
-/// The plan of the operation `input` describes on run `run`, whose node records are
+/// The plan of the operation `input` describes on cluster `cluster`, whose node records are
 /// `nodes`: from the template and the nodes it plans over, or, for a repair, from what the
 /// store knows of every node and service. Touches nothing: a dry run plans with it too.
 pub fn plan_tasks<R: Read + ?Sized>(
     r: &R,
-    run: &str,
+    cluster: &str,
     input: &PlanInput<'_>,
     nodes: &[NodeRecord],
 ) -> Result<Vec<ClusterTask>, StoreError> {
@@ -417,7 +421,7 @@ pub fn plan_tasks<R: Read + ?Sized>(
     let template = input.template.unwrap_or(&empty);
     Ok(if input.operation == ClusterOperation::Repair {
         let layout = layout_nodes(input.nodes, input.layout);
-        cluster::repair(template, &layout, &found(r, run, &layout, nodes)?)
+        cluster::repair(template, &layout, &found(r, cluster, &layout, nodes)?)
     } else {
         cluster::plan_selected(
             input.operation,
@@ -431,8 +435,8 @@ pub fn plan_tasks<R: Read + ?Sized>(
 
 /// Plans `spec`'s operation over the run's nodes and records it as running.
 pub(super) fn plan_new(tx: &mut Txn<'_>, run: &str, spec: OpSpec) -> Result<Begin, StoreError> {
-    let nodes = node_records(tx, run)?;
-    let tasks = plan_tasks(tx, run, &spec.plan_input(), &nodes)?;
+    let nodes = node_records(tx, &spec.cluster)?;
+    let tasks = plan_tasks(tx, &spec.cluster, &spec.plan_input(), &nodes)?;
     let now = now_f64();
     let id = audit::next_id(tx, run)?;
     let mut request = spec.request.clone();

@@ -20,6 +20,9 @@ pub struct OpSpec {
     /// Carry on with the operation of this kind a restart interrupted, instead of a new one.
     pub resume: bool,
     pub run: String,
+    /// The cluster's id: what its resources and services are kept under (the run that made
+    /// it).
+    pub cluster: String,
     /// The run's namespace, where its secure references are resolved.
     pub namespace: String,
     /// The cluster's nodes.
@@ -118,6 +121,7 @@ impl OpSpec {
             operation,
             resume,
             run: run.key.run.clone(),
+            cluster: run.cluster_id().to_string(),
             namespace: run.key.namespace.clone(),
             nodes,
             template: run.template.clone().map(Arc::new),

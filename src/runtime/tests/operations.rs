@@ -24,6 +24,7 @@ fn spec(deps: &Deps, operation: ClusterOperation, provisioner: Arc<Scripted>) ->
         operation,
         resume: false,
         run: RUN.into(),
+        cluster: RUN.into(),
         namespace: "default".into(),
         nodes: vec!["master".into()],
         template: None,

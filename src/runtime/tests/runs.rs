@@ -63,6 +63,7 @@ fn run(status: ProgramStatus, cluster: Option<ClusterStatus>) -> RunRecord {
         retry: None,
         attempts: Vec::new(),
         relaunch_at: None,
+        reuse: None,
         format: crate::model::run::RUN_FORMAT,
     }
 }

@@ -436,6 +436,7 @@ fn unresolved_run(
         retry: None,
         attempts: Vec::new(),
         relaunch_at: None,
+        reuse: None,
         format: crate::model::run::RUN_FORMAT,
     })
 }

@@ -3,7 +3,6 @@
 //! nothing and answers as the first start did (its run id, or its refusal), also when the two
 //! race and across servers; the same key with other arguments is refused.
 
-use sha2::Digest;
 
 use crate::model::invalid::Invalid;
 use crate::model::property::Values;
@@ -66,9 +65,6 @@ pub fn check(key: &str) -> Result<(), Invalid> {
     Ok(())
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
 
 /// Where key `key` of a start of `run`'s program is kept.
 fn store_key(run: &RunKey, key: &str) -> String {
@@ -76,14 +72,14 @@ fn store_key(run: &RunKey, key: &str) -> String {
         &run.namespace,
         &run.app,
         &run.program,
-        &hex(&sha2::Sha256::digest(key.as_bytes())),
+        &crate::model::run::sha256_hex(key.as_bytes()),
     )
 }
 
 /// A digest of `args` (sorted by name, so equal maps digest equally).
 fn digest(args: &Values) -> String {
     let text = serde_json::to_string(args).unwrap_or_default();
-    hex(&sha2::Sha256::digest(text.as_bytes()))
+    crate::model::run::sha256_hex(text.as_bytes())
 }
 
 /// What the first start with `key` for `run`'s program did, if it is remembered and not

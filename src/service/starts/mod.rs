@@ -221,6 +221,8 @@ struct Resolved {
     queue: Option<bool>,
     /// How a failed program is tried again: the program's policy, else the profile's.
     retry: Option<crate::model::retry::Retry>,
+    /// The profile's cluster reuse.
+    reuse: Option<crate::model::profile::Reuse>,
 }
 
 /// The authors of what a run resolved to, and their names for a refusal.
@@ -340,6 +342,7 @@ fn resolve_start(
         authors,
         queue,
         retry,
+        reuse: stored.profile.reuse(),
     })
 }
 
@@ -506,6 +509,7 @@ fn record_start(
         authors,
         queue,
         retry,
+        reuse,
     } = resolved;
     let (layout, node_types) = layout;
     let now = clock::now_secs();
@@ -542,6 +546,7 @@ fn record_start(
         retry,
         attempts: Vec::new(),
         relaunch_at: None,
+        reuse,
         format: crate::model::run::RUN_FORMAT,
     };
     let namespace = catalog::require_namespace(tx, &key.namespace)?;

@@ -1,0 +1,234 @@
+//! Cluster reuse for a run's supervisor: taking over an IDLE cluster that matches the run
+//! ([`claim`]), and making it ready for the run ([`prepare`]): what the last run's program
+//! left on each node is removed, and every service with a check is checked once.
+//!
+//! The claim is one store write ([`rules::reuse::claim`](crate::rules::reuse::claim)) that
+//! commits both runs' transitions, so two runs racing for one cluster, on one server or on
+//! several, never both get it: the loser's write conflicts, is retried, and finds the cluster
+//! REUSED.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::automator::On;
+use super::deps::Deps;
+use super::transition;
+use crate::model::plan::{NodeRecord, ResourceStatus};
+use crate::model::run::RunRecord;
+use crate::model::service::CheckOutcome;
+use crate::rules::lifecycle::Transition;
+use crate::rules::reuse::{self, Refusal};
+use crate::runtime::clock;
+use crate::store::{Read, StoreError, Table};
+
+/// The most IDLE clusters one start tries to take over before it makes its own.
+const MAX_TRIES: usize = 8;
+
+/// Where the programs of runs of a profile that reuses clusters work, under their master's
+/// node directory: each in `runs/<run id>`. Removed on every node before the next run takes
+/// the cluster over.
+pub const RUNS_DIR: &str = "runs";
+
+/// The directory run `run`'s program works in under node directory `node_dir`, when its
+/// profile reuses clusters.
+pub fn program_dir(node_dir: &str, run: &str) -> String {
+    format!("{}/{RUNS_DIR}/{run}", node_dir.trim_end_matches('/'))
+}
+
+/// What a claim did.
+#[derive(Debug)]
+pub struct Claimed {
+    /// The run that left the cluster (its id).
+    pub from: String,
+    /// The taker's transition, committed.
+    pub transition: Transition,
+}
+
+/// Takes over an IDLE cluster that matches PENDING run `run`, if there is one; `begun_ms` is
+/// when the run began looking. `None`: the run makes its own.
+pub async fn claim(
+    deps: &Deps,
+    run: &RunRecord,
+    begun_ms: u64,
+) -> Result<Option<Claimed>, StoreError> {
+    let Some(reuse_key) = run.reuse_key() else {
+        return Ok(None);
+    };
+    let ns = run.key.namespace.clone();
+    let offered = deps
+        .store
+        .read(move |r| crate::store::idle::offered(r, &ns, &reuse_key))
+        .await?;
+    for left_key in offered.into_iter().take(MAX_TRIES) {
+        let taker_key = run.key.key();
+        let won = deps
+            .store
+            .write(move |tx| {
+                let (Some(left), Some(taker)) = (
+                    tx.get::<RunRecord>(Table::Runs, &left_key)?,
+                    tx.get::<RunRecord>(Table::Runs, &taker_key)?,
+                ) else {
+                    return Ok(None);
+                };
+                let claim = match reuse::claim(&left, &taker, clock::now_millis(), begun_ms) {
+                    Ok(c) => c,
+                    Err(
+                        Refusal::NotIdle
+                        | Refusal::Expiring
+                        | Refusal::Mismatch
+                        | Refusal::NotPending,
+                    ) => return Ok(None),
+                };
+                transition::write(tx, &left, &claim.left, None)?;
+                transition::write(tx, &taker, &claim.taker, None)?;
+                crate::store::idle::hold(tx, left.cluster_id(), &claim.taker.run)?;
+                Ok::<_, StoreError>(Some((left, claim)))
+            })
+            .await?;
+        if let Some((left, claim)) = won {
+            deps.notifier.notify(&left.key.run);
+            deps.notifier.notify(&run.key.run);
+            transition::count(&left, &claim.left.run);
+            transition::count(run, &claim.taker.run);
+            metrics::counter!(crate::model::metrics::CLUSTER_REUSE.name, "result" => "hit")
+                .increment(1);
+            if let Some(origin) = &claim.taker.run.cluster.origin {
+                metrics::histogram!(crate::model::metrics::CLUSTER_REUSE_SECONDS.name)
+                    .record(origin.claim_ms as f64 / 1000.0);
+            }
+            return Ok(Some(Claimed {
+                from: left.key.run.clone(),
+                transition: claim.taker,
+            }));
+        }
+    }
+    metrics::counter!(crate::model::metrics::CLUSTER_REUSE.name, "result" => "miss").increment(1);
+    Ok(None)
+}
+
+/// How long the clean-up of one node may take.
+const CLEAN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Makes the cluster `run` took over ready for it: the directories the last runs' programs
+/// left are removed on every node, then every service with a check is checked once, under its own
+/// time limit. Why it is not ready, if it is not.
+pub async fn prepare(deps: &Deps, run: &RunRecord, context: ebb_spi::Context) -> Result<(), String> {
+    let context = match super::planner::resolve_context(deps, &run.key.namespace, Arc::new(context))
+        .await
+    {
+        Ok(Ok(c)) => c,
+        Ok(Err(why)) => return Err(why),
+        Err(e) => return Err(format!("cannot read the store: {e}")),
+    };
+    let cluster = run.cluster_id().to_string();
+    let nodes: Vec<NodeRecord> = deps
+        .store
+        .read(move |r| super::planner::node_records(r, &cluster))
+        .await
+        .map_err(|e| format!("cannot read the cluster's nodes: {e}"))?;
+    for name in &run.cluster.nodes {
+        let Some(node) = nodes.iter().find(|n| &n.node == name) else {
+            return Err(format!("node {name} has no record"));
+        };
+        if node.status != ResourceStatus::Created {
+            return Err(format!("node {name} is {:?}", node.status));
+        }
+        tokio::time::timeout(CLEAN_TIMEOUT, clean(deps, run, &context, node))
+            .await
+            .map_err(|_| format!("cleaning node {name} took longer than {CLEAN_TIMEOUT:?}"))??;
+    }
+    check_services(deps, run, &context).await
+}
+
+/// Removes the directories the last runs' programs left on `node`.
+async fn clean(
+    deps: &Deps,
+    run: &RunRecord,
+    context: &ebb_spi::Context,
+    node: &NodeRecord,
+) -> Result<(), String> {
+    if let Some(remote) = super::remote::Node::of(context, run.cluster_id(), node) {
+        let remote = remote?;
+        let session = remote.connect(deps).await?;
+        let dir = format!("{}/{RUNS_DIR}", remote.dir.trim_end_matches('/'));
+        let done = session
+            .exec(&format!("rm -rf -- {}", ebb_ssh::quote(&dir)), b"")
+            .await;
+        session.close().await;
+        return match done {
+            Ok(out) if out.status == Some(0) => Ok(()),
+            Ok(out) => Err(format!(
+                "cannot clean node {}: rm exited with {:?}",
+                node.node, out.status
+            )),
+            Err(e) => Err(format!("cannot clean node {}: {e}", node.node)),
+        };
+    }
+    let base = node
+        .properties
+        .get(ebb_spi::FACT_WORK_DIR)
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| deps.node_work_dir(run.cluster_id(), &node.node));
+    let dir = base.join(RUNS_DIR);
+    let name = node.node.clone();
+    tokio::task::spawn_blocking(move || remove_dir(&dir))
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("cannot clean node {name}: {e}"))
+}
+
+/// Removes directory `dir` and what is in it, if it is there; a symbolic link in its place is
+/// removed itself, never followed.
+fn remove_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(dir),
+        Ok(_) => std::fs::remove_file(dir),
+    }
+}
+
+/// Checks every service with a check on every node once.
+async fn check_services(
+    deps: &Deps,
+    run: &RunRecord,
+    context: &Arc<ebb_spi::Context>,
+) -> Result<(), String> {
+    let Some(template) = &run.template else {
+        return Ok(());
+    };
+    let config = run.config();
+    for node in &run.cluster.nodes {
+        for service in run.layout.get(node).into_iter().flatten() {
+            let Some((action, _, timeout)) = template.services.get(service).and_then(|s| s.check())
+            else {
+                continue;
+            };
+            let on = On {
+                run: &run.key.run,
+                cluster: run.cluster_id(),
+                node,
+                context,
+                config: &config,
+                layout: &run.layout,
+                check: true,
+            };
+            let checked = tokio::time::timeout(
+                timeout,
+                super::automator::check(deps, &on, service, action.script()),
+            )
+            .await;
+            let outcome = match checked {
+                Err(_) => return Err(format!("the check of {service} on {node} did not end")),
+                Ok(Err(why)) => {
+                    return Err(format!("the check of {service} on {node} could not run: {why}"));
+                }
+                Ok(Ok(ended)) => (CheckOutcome::of_exit(ended.code), ended.status),
+            };
+            if outcome.0 != CheckOutcome::Up {
+                return Err(format!("the check of {service} on {node} {}", outcome.1));
+            }
+        }
+    }
+    Ok(())
+}
