@@ -27,6 +27,7 @@ mod profiles;
 mod provisioners;
 mod queue;
 mod retries;
+mod reuse;
 mod runs;
 mod schedules;
 mod security;
