@@ -212,9 +212,26 @@ pub struct ClusterState {
     /// The run that took the cluster over (`REUSED`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reused_by: Option<String>,
-    /// What a run must match to take an `IDLE` cluster over (`rules::reuse::key`).
+    /// What a run must match to take an `IDLE` cluster over ([`RunRecord::reuse_key`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reuse_key: Option<String>,
+    /// When the cluster became IDLE, and when it stopped being so (taken over, or on its way
+    /// to deprovisioning): the time it cost with no program on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_since: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_until: Option<u64>,
+}
+
+impl ClusterState {
+    /// The node-seconds the cluster spent IDLE while this run held it, up to `now`.
+    pub fn idle_node_seconds(&self, now: u64) -> u64 {
+        let Some(since) = self.idle_since else {
+            return 0;
+        };
+        let until = self.idle_until.unwrap_or(now);
+        until.saturating_sub(since).saturating_mul(self.nodes.len() as u64)
+    }
 }
 
 /// Where a run's cluster came from when the run did not make it.

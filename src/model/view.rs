@@ -242,6 +242,10 @@ pub struct Usage {
     /// Node-seconds from each node's recorded create time to its delete time (or now).
     pub node_seconds: u64,
     pub node_hours: f64,
+    /// Of `nodeSeconds`, those its clusters spent IDLE between runs (cluster reuse): what
+    /// keeping them warm cost.
+    #[serde(default)]
+    pub idle_node_seconds: u64,
     /// Of `runs`, those whose history was compacted after the retention period.
     #[serde(default)]
     pub compacted_runs: usize,
@@ -254,6 +258,8 @@ pub struct Usage {
 pub struct KeptUsage {
     pub runs: BTreeMap<String, usize>,
     pub node_seconds: u64,
+    #[serde(default)]
+    pub idle_node_seconds: u64,
 }
 
 /// A provisioner as `/v3/provisioners` shows it: its configuration groups are its widget's

@@ -68,6 +68,7 @@ pub fn claim(
     gone.cluster.expires_at = None;
     gone.cluster.reused_by = Some(taker.key.run.clone());
     gone.cluster.end = Some(now);
+    gone.cluster.idle_until = Some(now);
     let note = format!("cluster REUSED: run {} took it over", taker.key.run);
     let left_t = Transition {
         run: gone,

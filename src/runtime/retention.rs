@@ -257,6 +257,7 @@ async fn keep_usage(
                 let mut kept: KeptUsage = tx.get(Table::Usage, &profile.key())?.unwrap_or_default();
                 *kept.runs.entry(run.status.to_string()).or_default() += 1;
                 kept.node_seconds += node_seconds;
+                kept.idle_node_seconds += run.cluster.idle_node_seconds(now);
                 tx.put(Table::Usage, &profile.key(), &kept)?;
             }
             tx.delete(Table::Runs, &key);

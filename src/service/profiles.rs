@@ -230,6 +230,7 @@ pub async fn usage(runtime: &Runtime, id: ProfileId) -> Result<Usage, ServiceErr
                 if run.is_active() {
                     usage.active_runs.push(run.key.run.clone());
                 }
+                usage.idle_node_seconds += run.cluster.idle_node_seconds(now);
                 for node in catalog::held_nodes(r, &run)? {
                     if node.id.is_some()
                         && node.create_time.is_some()
@@ -246,6 +247,7 @@ pub async fn usage(runtime: &Runtime, id: ProfileId) -> Result<Usage, ServiceErr
                     *usage.runs.entry(status.clone()).or_default() += count;
                 }
                 usage.node_seconds += kept.node_seconds;
+                usage.idle_node_seconds += kept.idle_node_seconds;
                 usage.compacted_runs = kept.runs.values().sum();
             }
             usage.node_hours = usage.node_seconds as f64 / 3600.0;

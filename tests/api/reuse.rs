@@ -198,6 +198,12 @@ fn an_idle_cluster_expires_also_across_a_restart() {
     let gone = wait_deprovisioned(&server, &run);
     let at = gone["cluster"]["end"].as_u64().expect("end");
     assert!(at >= expires && at <= expires + 2, "{gone}");
+    // What the idle time cost is its own figure in the profile's usage.
+    let (code, usage) = server.get("/v3/namespaces/default/profiles/warm/usage");
+    assert_eq!(code, 200, "{usage}");
+    let idle = usage["idleNodeSeconds"].as_u64().expect("idleNodeSeconds");
+    assert!((3..=4).contains(&idle), "{usage}");
+    assert!(usage["nodeSeconds"].as_u64().expect("nodeSeconds") >= idle, "{usage}");
 
     // Kept across a SIGKILL: the restarted server expires it on time.
     let second = start(&server, "a", args);
@@ -310,4 +316,54 @@ fn a_cluster_whose_check_fails_is_replaced_and_the_run_completes() {
     let (_, events) = server.get(&format!("{third}/events"));
     assert!(events.to_string().contains("cannot be used"), "{events}");
     assert!(!Path::new(&node_dir).exists(), "the broken cluster was deprovisioned");
+}
+
+/// 20 starts spread over three servers on etcd race for 3 IDLE clusters: 3 take one over
+/// (each a different one), 17 make their own.
+#[test]
+fn racing_starts_on_three_servers_never_share_a_cluster() {
+    let cluster = crate::support::etcd::Cluster::start(1);
+    let (dir, _data, sim) = scenario();
+    let install = crate::support::installation::Installation::new(
+        &cluster,
+        dir.path(),
+        Duration::from_secs(3),
+        "/ebb-test/reuse-race",
+    );
+    let servers = [install.server("s0"), install.server("s1"), install.server("s2")];
+    reusing_sim(&servers[0], "warm", &sim, "1", "5m");
+    deploy(&servers[0], "a", "sleep 0.2", json!({}));
+    let args = json!({"system.profile.name": "warm"});
+    let first: Vec<String> = servers
+        .iter()
+        .map(|s| start(s, "a", args.clone()))
+        .collect();
+    for (s, run) in servers.iter().zip(&first) {
+        wait_cluster(s, run, "IDLE");
+    }
+    let racers: Vec<String> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..20)
+            .map(|i| {
+                let (server, args) = (&servers[i % 3], args.clone());
+                scope.spawn(move || start(server, "a", args))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("start")).collect()
+    });
+    let mut reused = Vec::new();
+    for run in &racers {
+        let done = wait_cluster(&servers[0], run, "IDLE");
+        assert_eq!(done["status"], "COMPLETED", "{done}");
+        if done["cluster"]["origin"] == "reused" {
+            reused.push(done["cluster"]["reusedFrom"]["from"].as_str().expect("from").to_string());
+        }
+    }
+    reused.sort();
+    let mut makers: Vec<String> = first
+        .iter()
+        .map(|p| p.rsplit('/').next().expect("id").to_string())
+        .collect();
+    makers.sort();
+    assert_eq!(reused, makers, "each IDLE cluster went to exactly one run");
+    assert_eq!(creates(&sim), 3 + 17);
 }

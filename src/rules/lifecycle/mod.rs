@@ -476,16 +476,16 @@ pub fn on(run: &RunRecord, event: Event, now: u64) -> Result<Transition, RunErro
         }
         // Waiting|Idle --Expired|TimedOut|Deprovision--> Deprovisioning
         ((any_status!(), Some(C::Waiting)), Event::Expired) => {
-            deprovision(next, "keepalive expired")
+            deprovision(next, "keepalive expired", now)
         }
         ((any_status!(), Some(C::Idle)), Event::Expired) => {
-            deprovision(next, "no run took the IDLE cluster over before it expired")
+            deprovision(next, "no run took the IDLE cluster over before it expired", now)
         }
         ((any_status!(), Some(C::Waiting | C::Idle)), Event::TimedOut) => {
-            deprovision(next, "the profile's timeout passed")
+            deprovision(next, "the profile's timeout passed", now)
         }
         ((any_status!(), Some(C::Waiting | C::Idle)), Event::Deprovision) => {
-            deprovision(next, "deprovision requested")
+            deprovision(next, "deprovision requested", now)
         }
         // Stale timers are harmless elsewhere.
         (any_state!(), Event::Expired | Event::TimedOut) => Transition::new(next),
@@ -595,8 +595,11 @@ fn discarding(run: &RunRecord) -> bool {
             .is_some_and(|o| o.discarded.is_some())
 }
 
-/// A WAITING or IDLE cluster goes, for reason `why`.
-fn deprovision(mut next: RunRecord, why: &str) -> Transition {
+/// A WAITING or IDLE cluster goes, for reason `why`, at `now`.
+fn deprovision(mut next: RunRecord, why: &str, now: u64) -> Transition {
+    if next.cluster.status == Some(C::Idle) {
+        next.cluster.idle_until = Some(now);
+    }
     next.cluster.status = Some(C::Deprovisioning);
     next.cluster.expires_at = None;
     Transition::new(next)
@@ -659,6 +662,7 @@ fn end_program(
             run.cluster.status = Some(C::Idle);
             run.cluster.expires_at = Some(expires);
             run.cluster.reuse_key = run.reuse_key();
+            run.cluster.idle_since = Some(now);
             return Transition::new(run)
                 .note(note)
                 .note(format!("cluster IDLE until {expires}, for the next run that matches"));
