@@ -624,6 +624,23 @@ fn show_run(json: bool, answer: Value) -> Result<(), CliError> {
             .map(|t| format!(" until {t}"))
             .unwrap_or_default()
     );
+    match (&c.reused_from, &c.reused_by) {
+        (Some(o), _) => out!(
+            "origin:   reused from run {} (cluster {}), taken over in {} ms{}",
+            o.from,
+            c.id.as_deref().unwrap_or("-"),
+            o.claim_ms,
+            o.discarded
+                .as_ref()
+                .map(|d| format!("; could not be used: {d}"))
+                .unwrap_or_default()
+        ),
+        (None, _) if c.status.is_some() => out!("origin:   made for this run"),
+        (None, _) => {}
+    }
+    if let Some(by) = &c.reused_by {
+        out!("taken over by run {by}");
+    }
     if let Some(a) = &c.attention {
         out!(
             "attention: NEEDS ATTENTION since {}: {}; only a repair may run on it (`ebb run cluster RUN repair`)",

@@ -152,7 +152,11 @@ pub struct Profile {
     #[serde(default, rename = "queueRuns", skip_serializing_if = "Option::is_none")]
     pub queue_runs: Option<bool>,
     /// Whether a run that COMPLETED leaves its cluster for the next run that matches.
-    #[serde(default, rename = "clusterReuse", skip_serializing_if = "std::ops::Not::not")]
+    #[serde(
+        default,
+        rename = "clusterReuse",
+        skip_serializing_if = "std::ops::Not::not"
+    )]
     pub cluster_reuse: bool,
     /// How long such a cluster waits for its next run, in seconds (with `clusterReuse`).
     #[serde(default, rename = "reuseIdle", skip_serializing_if = "Option::is_none")]

@@ -230,7 +230,9 @@ impl ClusterState {
             return 0;
         };
         let until = self.idle_until.unwrap_or(now);
-        until.saturating_sub(since).saturating_mul(self.nodes.len() as u64)
+        until
+            .saturating_sub(since)
+            .saturating_mul(self.nodes.len() as u64)
     }
 }
 
@@ -260,7 +262,6 @@ pub struct Origin {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub discarded: Option<String>,
 }
-
 
 /// Why a cluster needs an administrator's attention.
 #[derive(
@@ -465,9 +466,7 @@ impl RunRecord {
             && !matches!(
                 self.cluster.status,
                 Some(
-                    ClusterStatus::Deprovisioned
-                        | ClusterStatus::Orphaned
-                        | ClusterStatus::Reused
+                    ClusterStatus::Deprovisioned | ClusterStatus::Orphaned | ClusterStatus::Reused
                 )
             )
     }

@@ -45,9 +45,13 @@ pub async fn run(deps: &Deps, spec: &TaskSpec) -> AttemptOutcome {
     match ended {
         Ok((result, output)) => {
             if !result.is_empty() {
-                let saved =
-                    super::attempt::merge_properties(deps, &spec.cluster, spec.node(), result.clone())
-                        .await;
+                let saved = super::attempt::merge_properties(
+                    deps,
+                    &spec.cluster,
+                    spec.node(),
+                    result.clone(),
+                )
+                .await;
                 if let Err(e) = saved {
                     return AttemptOutcome::failed(format!("cannot record the result: {e}"), true);
                 }

@@ -220,7 +220,11 @@ impl Compacting {
                 cluster: Some(run.clone()),
                 run,
             }),
-            other => serde_json::from_value(other).ok(),
+            other @ (serde_json::Value::Null
+            | serde_json::Value::Bool(_)
+            | serde_json::Value::Number(_)
+            | serde_json::Value::Array(_)
+            | serde_json::Value::Object(_)) => serde_json::from_value(other).ok(),
         }
     }
 }

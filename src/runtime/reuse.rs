@@ -112,14 +112,17 @@ const CLEAN_TIMEOUT: Duration = Duration::from_secs(60);
 /// Makes the cluster `run` took over ready for it: the directories the last runs' programs
 /// left are removed on every node, then every service with a check is checked once, under its own
 /// time limit. Why it is not ready, if it is not.
-pub async fn prepare(deps: &Deps, run: &RunRecord, context: ebb_spi::Context) -> Result<(), String> {
-    let context = match super::planner::resolve_context(deps, &run.key.namespace, Arc::new(context))
-        .await
-    {
-        Ok(Ok(c)) => c,
-        Ok(Err(why)) => return Err(why),
-        Err(e) => return Err(format!("cannot read the store: {e}")),
-    };
+pub async fn prepare(
+    deps: &Deps,
+    run: &RunRecord,
+    context: ebb_spi::Context,
+) -> Result<(), String> {
+    let context =
+        match super::planner::resolve_context(deps, &run.key.namespace, Arc::new(context)).await {
+            Ok(Ok(c)) => c,
+            Ok(Err(why)) => return Err(why),
+            Err(e) => return Err(format!("cannot read the store: {e}")),
+        };
     let cluster = run.cluster_id().to_string();
     let nodes: Vec<NodeRecord> = deps
         .store
@@ -221,7 +224,9 @@ async fn check_services(
             let outcome = match checked {
                 Err(_) => return Err(format!("the check of {service} on {node} did not end")),
                 Ok(Err(why)) => {
-                    return Err(format!("the check of {service} on {node} could not run: {why}"));
+                    return Err(format!(
+                        "the check of {service} on {node} could not run: {why}"
+                    ));
                 }
                 Ok(Ok(ended)) => (CheckOutcome::of_exit(ended.code), ended.status),
             };

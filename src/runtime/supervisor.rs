@@ -21,8 +21,8 @@ use super::checker;
 use super::deps::Deps;
 use super::health::{Due, Healing, Health};
 use super::launch;
-use super::reuse;
 use super::planner::{self as planner, Cancel, CancelBy, OpDone, OpSpec, Planner};
+use super::reuse;
 use super::transition::{self, Next};
 use crate::model::operation::{OpOutcome, OpStatus, OperationRecord};
 use crate::model::plan::ClusterOperation;
@@ -524,15 +524,14 @@ impl RunSupervisor {
         let deps = self.deps.clone();
         ctx.spawn(
             async move {
-                let recorded =
-                    checker::record(
-                        &deps,
-                        (&job.run, &job.cluster),
-                        &job.node,
-                        &job.service,
-                        finding.clone(),
-                    )
-                        .await;
+                let recorded = checker::record(
+                    &deps,
+                    (&job.run, &job.cluster),
+                    &job.node,
+                    &job.service,
+                    finding.clone(),
+                )
+                .await;
                 (job, finding, recorded)
             }
             .into_actor(self)

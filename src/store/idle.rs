@@ -32,10 +32,12 @@ pub fn withdraw(tx: &mut Txn, run: &RunRecord) {
 
 /// The runs (their keys in `Runs`) whose IDLE clusters match `reuse_key` in namespace `ns`.
 pub fn offered(r: &impl Read, ns: &str, reuse_key: &str) -> Result<Vec<String>, StoreError> {
-    Ok(r.scan::<String>(Table::Idle, &format!("{ns}/{reuse_key}/"))?
-        .into_iter()
-        .map(|(_, run)| run)
-        .collect())
+    Ok(
+        r.scan::<String>(Table::Idle, &format!("{ns}/{reuse_key}/"))?
+            .into_iter()
+            .map(|(_, run)| run)
+            .collect(),
+    )
 }
 
 /// Records that run `holder` holds cluster `cluster` now.

@@ -369,7 +369,7 @@ pub fn badge(status: &str) -> Markup {
         "FAILED" | "REJECTED" | "ORPHANED" | "TIMED_OUT" | "ROLLED_BACK" => "bad",
         "RUNNING" | "STARTING" | "PENDING" | "PROVISIONING" | "DEPROVISIONING"
         | "POLLING_CREATE" | "POLLING_DELETE" | "REQUESTING_CREATE" | "REQUESTING_DELETE" => "live",
-        "QUEUED" | "WAITING" | "KILLED" | "DISABLED" | "SUSPENDED" | "SKIPPED" => "wait",
+        "QUEUED" | "WAITING" | "IDLE" | "KILLED" | "DISABLED" | "SUSPENDED" | "SKIPPED" => "wait",
         _ => "done",
     };
     html! { span.badge.(class) { (status) } }

@@ -191,6 +191,12 @@ pub async fn page(state: State, ctx: Ctx, id: ProfilePath) -> Answer {
             ("Keep after a failed run", html! { (span(p.keepalive.failed)) }),
             ("Keep after a stop with keepalive", html! { (span(p.keepalive.killed)) }),
             ("Longest cluster life", html! { (p.timeout.map_or("no limit".to_string(), span)) }),
+            ("Cluster reuse", html! {
+                @match p.reuse() {
+                    Some(r) => { "a completed run's cluster waits IDLE up to " (span(r.idle)) " for the next run that matches" }
+                    None => "off: every run makes its own cluster",
+                }
+            }),
             ("Created", time(p.created)),
         ]))
         h2 { "Properties" }
@@ -246,6 +252,9 @@ struct Basics {
     killed: String,
     failed: String,
     timeout: String,
+    /// Whether a completed run leaves its cluster for the next run that matches.
+    reuse: bool,
+    reuse_idle: String,
 }
 
 /// What the form is for.
@@ -302,6 +311,16 @@ fn form(
                 (plain("keepalive-failed", "keepalive.failed", "Keep after a failed run", &basics.failed, "How long a failed run's cluster stays for debugging (0, 30m, 8h).", false))
                 (plain("keepalive-killed", "keepalive.killed", "Keep after a stop with keepalive", &basics.killed, "How long a cluster stays after its run is stopped with keepalive.", false))
                 (plain("timeout", "timeout", "Longest cluster life", &basics.timeout, "The run is killed when its cluster is this old (1h, 2d); empty for no limit.", false))
+            }
+            fieldset {
+                legend { "Cluster reuse" }
+                div.field {
+                    label {
+                        input type="checkbox" name="clusterReuse" value="true" checked[basics.reuse];
+                        " A run that completes leaves its cluster IDLE for the next run that matches (same namespace, profile, properties and template)"
+                    }
+                }
+                (plain("reuse-idle", "reuseIdle", "Idle for at most", &basics.reuse_idle, "How long an IDLE cluster waits for its next run (10m, 1h); empty for 30m. Bounded by the longest cluster life.", false))
             }
             @for g in groups {
                 fieldset {
@@ -440,6 +459,8 @@ pub async fn edit(state: State, ctx: Ctx, id: ProfilePath) -> Answer {
         killed: span_text(p.keepalive.killed),
         failed: span_text(p.keepalive.failed),
         timeout: p.timeout.map(span_text).unwrap_or_default(),
+        reuse: p.cluster_reuse,
+        reuse_idle: p.reuse_idle.map(span_text).unwrap_or_default(),
     };
     let body = html! {
         p.muted { a href=(href(&id)) { (id.scoped_name()) } }
@@ -518,6 +539,8 @@ async fn save_form(
         killed: get("keepalive.killed"),
         failed: get("keepalive.failed"),
         timeout: get("timeout"),
+        reuse: get("clusterReuse") == "true",
+        reuse_idle: get("reuseIdle"),
     };
     let mut entered = BTreeMap::new();
     let mut properties = Vec::new();
@@ -560,6 +583,12 @@ async fn save_form(
     if !basics.timeout.is_empty() {
         body["timeout"] = serde_json::Value::String(basics.timeout.clone());
     }
+    if basics.reuse {
+        body["clusterReuse"] = serde_json::Value::Bool(true);
+        if !basics.reuse_idle.is_empty() {
+            body["reuseIdle"] = serde_json::Value::String(basics.reuse_idle.clone());
+        }
+    }
     let result = async {
         if basics.name.is_empty() {
             return Err(ServiceError::invalid("name", "a profile needs a name"));
@@ -596,7 +625,7 @@ async fn save_form(
                     format!("p.{}", widgets::property_of(f).unwrap_or_default())
                 }
                 "name" | "label" | "description" | "timeout" | "keepalive.killed"
-                | "keepalive.failed" => invalid.field.clone(),
+                | "keepalive.failed" | "reuseIdle" => invalid.field.clone(),
                 _ => String::new(),
             };
             let message = if key.is_empty() {

@@ -77,16 +77,28 @@ fn a_chain_of_runs_makes_one_cluster() {
         let from = run["cluster"]["reusedFrom"]["from"].as_str().expect("from");
         assert!(previous.ends_with(from), "{run}");
         assert_eq!(run["cluster"]["reusedFrom"]["ready"], true, "{run}");
-        assert_eq!(run["cluster"]["nodes"].as_array().map(Vec::len), Some(2), "{run}");
+        assert_eq!(
+            run["cluster"]["nodes"].as_array().map(Vec::len),
+            Some(2),
+            "{run}"
+        );
         let left = wait_cluster(&server, &previous, "REUSED");
         let by = left["cluster"]["reusedBy"].as_str().expect("reusedBy");
         assert!(next.ends_with(by), "{left}");
-        assert!(left["cluster"]["nodes"].as_array().expect("nodes").is_empty());
+        assert!(
+            left["cluster"]["nodes"]
+                .as_array()
+                .expect("nodes")
+                .is_empty()
+        );
         // Its program saw a working directory of its own, empty.
         let (code, logs) = server.get(&format!("{next}/logs"));
         assert_eq!(code, 200, "{logs}");
         let out = logs.to_string();
-        assert!(out.contains(by), "the program worked in its own directory: {out}");
+        assert!(
+            out.contains(by),
+            "the program worked in its own directory: {out}"
+        );
         previous = next;
     }
     assert_eq!(creates(&sim), 2, "one cluster for the whole chain");
@@ -129,7 +141,12 @@ fn what_does_not_match_makes_its_own_cluster() {
     );
     let run = wait_cluster(&server, &bigger, "IDLE");
     assert_eq!(run["cluster"]["origin"], "fresh", "{run}");
-    let elsewhere = start_in(&server, "other", "a", json!({"system.profile.name": "warm"}));
+    let elsewhere = start_in(
+        &server,
+        "other",
+        "a",
+        json!({"system.profile.name": "warm"}),
+    );
     let run = wait_cluster(&server, &elsewhere, "IDLE");
     assert_eq!(run["cluster"]["origin"], "fresh", "{run}");
     let (_, first_run) = server.get(&first);
@@ -163,14 +180,22 @@ fn racing_starts_never_share_a_cluster() {
         let handles: Vec<_> = (0..20)
             .map(|_| s.spawn(|| start(&server, "a", args.clone())))
             .collect();
-        handles.into_iter().map(|h| h.join().expect("start")).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("start"))
+            .collect()
     });
     let mut reused = Vec::new();
     for run in &racers {
         let done = wait_cluster(&server, run, "IDLE");
         assert_eq!(done["status"], "COMPLETED", "{done}");
         if done["cluster"]["origin"] == "reused" {
-            reused.push(done["cluster"]["reusedFrom"]["from"].as_str().expect("from").to_string());
+            reused.push(
+                done["cluster"]["reusedFrom"]["from"]
+                    .as_str()
+                    .expect("from")
+                    .to_string(),
+            );
         }
     }
     reused.sort();
@@ -203,7 +228,10 @@ fn an_idle_cluster_expires_also_across_a_restart() {
     assert_eq!(code, 200, "{usage}");
     let idle = usage["idleNodeSeconds"].as_u64().expect("idleNodeSeconds");
     assert!((3..=4).contains(&idle), "{usage}");
-    assert!(usage["nodeSeconds"].as_u64().expect("nodeSeconds") >= idle, "{usage}");
+    assert!(
+        usage["nodeSeconds"].as_u64().expect("nodeSeconds") >= idle,
+        "{usage}"
+    );
 
     // Kept across a SIGKILL: the restarted server expires it on time.
     let second = start(&server, "a", args);
@@ -273,7 +301,10 @@ fn breakable(server: &Server) {
     });
     let (code, body) = server.put("/v3/namespaces/default/templates/breakable", template);
     assert_eq!(code, 200, "{body}");
-    let mut profile = profile_body("local", &[("nodes", "1", false), ("template", "breakable", false)]);
+    let mut profile = profile_body(
+        "local",
+        &[("nodes", "1", false), ("template", "breakable", false)],
+    );
     profile["clusterReuse"] = json!(true);
     let (code, body) = server.put("/v3/namespaces/default/profiles/breakable", profile);
     assert_eq!(code, 200, "{body}");
@@ -300,14 +331,30 @@ fn a_cluster_whose_check_fails_is_replaced_and_the_run_completes() {
         .as_str()
         .expect("workDir")
         .to_string();
-    assert!(Path::new(&node_dir).join("runs").join(&maker).join("left-behind").exists());
+    assert!(
+        Path::new(&node_dir)
+            .join("runs")
+            .join(&maker)
+            .join("left-behind")
+            .exists()
+    );
 
-    let second = start(&server, "a", json!({"system.profile.name": "breakable", "BREAK": "1"}));
+    let second = start(
+        &server,
+        "a",
+        json!({"system.profile.name": "breakable", "BREAK": "1"}),
+    );
     let run = wait_cluster(&server, &second, "IDLE");
     assert_eq!(run["cluster"]["origin"], "reused", "{run}");
     let (_, logs) = server.get(&format!("{second}/logs"));
-    assert!(!logs.to_string().contains("left-behind"), "a clean directory: {logs}");
-    assert!(!Path::new(&node_dir).join("runs").join(&maker).exists(), "the last run's directory is gone");
+    assert!(
+        !logs.to_string().contains("left-behind"),
+        "a clean directory: {logs}"
+    );
+    assert!(
+        !Path::new(&node_dir).join("runs").join(&maker).exists(),
+        "the last run's directory is gone"
+    );
 
     let third = start(&server, "a", args);
     let run = wait_cluster(&server, &third, "IDLE");
@@ -315,7 +362,10 @@ fn a_cluster_whose_check_fails_is_replaced_and_the_run_completes() {
     assert_eq!(run["cluster"]["origin"], "fresh", "{run}");
     let (_, events) = server.get(&format!("{third}/events"));
     assert!(events.to_string().contains("cannot be used"), "{events}");
-    assert!(!Path::new(&node_dir).exists(), "the broken cluster was deprovisioned");
+    assert!(
+        !Path::new(&node_dir).exists(),
+        "the broken cluster was deprovisioned"
+    );
 }
 
 /// 20 starts spread over three servers on etcd race for 3 IDLE clusters: 3 take one over
@@ -330,7 +380,11 @@ fn racing_starts_on_three_servers_never_share_a_cluster() {
         Duration::from_secs(3),
         "/ebb-test/reuse-race",
     );
-    let servers = [install.server("s0"), install.server("s1"), install.server("s2")];
+    let servers = [
+        install.server("s0"),
+        install.server("s1"),
+        install.server("s2"),
+    ];
     reusing_sim(&servers[0], "warm", &sim, "1", "5m");
     deploy(&servers[0], "a", "sleep 0.2", json!({}));
     let args = json!({"system.profile.name": "warm"});
@@ -348,14 +402,22 @@ fn racing_starts_on_three_servers_never_share_a_cluster() {
                 scope.spawn(move || start(server, "a", args))
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("start")).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("start"))
+            .collect()
     });
     let mut reused = Vec::new();
     for run in &racers {
         let done = wait_cluster(&servers[0], run, "IDLE");
         assert_eq!(done["status"], "COMPLETED", "{done}");
         if done["cluster"]["origin"] == "reused" {
-            reused.push(done["cluster"]["reusedFrom"]["from"].as_str().expect("from").to_string());
+            reused.push(
+                done["cluster"]["reusedFrom"]["from"]
+                    .as_str()
+                    .expect("from")
+                    .to_string(),
+            );
         }
     }
     reused.sort();

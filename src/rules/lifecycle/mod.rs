@@ -316,7 +316,8 @@ pub fn on(run: &RunRecord, event: Event, now: u64) -> Result<Transition, RunErro
                 return Err(wrong(run, "stopped", "it is already stopping"));
             }
             next.stop = Some(stop_for(&event));
-            Transition::new(next).note("stop requested; the run ends once the unusable cluster is gone")
+            Transition::new(next)
+                .note("stop requested; the run ends once the unusable cluster is gone")
         }
         // Starting/Provisioning --ProvisionFailed--> Failed, Deprovisioning
         ((P::Starting, Some(C::Provisioning)), Event::ProvisionFailed(message)) => {
@@ -478,9 +479,11 @@ pub fn on(run: &RunRecord, event: Event, now: u64) -> Result<Transition, RunErro
         ((any_status!(), Some(C::Waiting)), Event::Expired) => {
             deprovision(next, "keepalive expired", now)
         }
-        ((any_status!(), Some(C::Idle)), Event::Expired) => {
-            deprovision(next, "no run took the IDLE cluster over before it expired", now)
-        }
+        ((any_status!(), Some(C::Idle)), Event::Expired) => deprovision(
+            next,
+            "no run took the IDLE cluster over before it expired",
+            now,
+        ),
         ((any_status!(), Some(C::Waiting | C::Idle)), Event::TimedOut) => {
             deprovision(next, "the profile's timeout passed", now)
         }
@@ -663,9 +666,9 @@ fn end_program(
             run.cluster.expires_at = Some(expires);
             run.cluster.reuse_key = run.reuse_key();
             run.cluster.idle_since = Some(now);
-            return Transition::new(run)
-                .note(note)
-                .note(format!("cluster IDLE until {expires}, for the next run that matches"));
+            return Transition::new(run).note(note).note(format!(
+                "cluster IDLE until {expires}, for the next run that matches"
+            ));
         }
     }
     let expires = now.saturating_add(keep);

@@ -1,7 +1,7 @@
 use super::*;
 use crate::model::profile::Keepalive;
-use crate::model::property::{EffectiveProperty, Origin as From};
 use crate::model::profile::Reuse;
+use crate::model::property::{EffectiveProperty, Origin as From};
 use crate::model::run::{ClusterState, Launch, RunKey};
 
 const NOW_MS: u64 = 1_000_000;
@@ -64,16 +64,22 @@ fn run(id: &str, status: P, cluster: Option<C>) -> RunRecord {
 fn a_pending_run_that_matches_takes_the_idle_cluster_over() {
     let left = run("left", P::Completed, Some(C::Idle));
     let taker = run("taker", P::Pending, None);
-    let claim = claim(&left, &taker, NOW_MS, NOW_MS - 7).unwrap();
+    let claim = claim(&left, &taker, NOW_MS, NOW_MS - 7).expect("applies");
     let gone = &claim.left.run;
     assert_eq!(gone.cluster.status, Some(C::Reused));
     assert_eq!(gone.cluster.reused_by.as_deref(), Some("taker"));
     assert!(!gone.is_active() && !gone.needs_supervisor());
     let took = &claim.taker.run;
-    assert_eq!((took.status, took.cluster.status), (P::Starting, Some(C::Provisioning)));
+    assert_eq!(
+        (took.status, took.cluster.status),
+        (P::Starting, Some(C::Provisioning))
+    );
     assert_eq!(took.cluster_id(), "left");
-    let origin = took.cluster.origin.as_ref().unwrap();
-    assert_eq!((origin.from.as_str(), origin.claim_ms, origin.ready), ("left", 7, false));
+    let origin = took.cluster.origin.as_ref().expect("applies");
+    assert_eq!(
+        (origin.from.as_str(), origin.claim_ms, origin.ready),
+        ("left", 7, false)
+    );
     assert_eq!(claim.taker.effects, vec![Effect::PrepareCluster]);
 
     // Taken over again, the cluster keeps the id of the run that made it.
@@ -83,9 +89,9 @@ fn a_pending_run_that_matches_takes_the_idle_cluster_over() {
     again.cluster.reuse_key = again.reuse_key();
     again.cluster.expires_at = Some(NOW_MS / 1000 + 60);
     let third = run("third", P::Pending, None);
-    let claim = super::claim(&again, &third, NOW_MS, NOW_MS).unwrap();
+    let claim = super::claim(&again, &third, NOW_MS, NOW_MS).expect("applies");
     assert_eq!(claim.taker.run.cluster_id(), "left");
-    assert_eq!(claim.taker.run.cluster.origin.unwrap().from, "taker");
+    assert_eq!(claim.taker.run.cluster.origin.expect("origin").from, "taker");
 }
 
 #[test]

@@ -254,14 +254,13 @@ pub(super) fn completed(
 }
 
 /// The records of cluster `cluster`'s nodes (its id: the run that made it).
-pub fn node_records<R: Read + ?Sized>(
-    r: &R,
-    cluster: &str,
-) -> Result<Vec<NodeRecord>, StoreError> {
-    Ok(r.scan::<NodeRecord>(Table::Resources, &keys::of_run(cluster))?
-        .into_iter()
-        .map(|(_, n)| n)
-        .collect())
+pub fn node_records<R: Read + ?Sized>(r: &R, cluster: &str) -> Result<Vec<NodeRecord>, StoreError> {
+    Ok(
+        r.scan::<NodeRecord>(Table::Resources, &keys::of_run(cluster))?
+            .into_iter()
+            .map(|(_, n)| n)
+            .collect(),
+    )
 }
 
 /// Records the tasks done on the spot (one attempt each), without holding anything up: after

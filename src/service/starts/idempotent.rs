@@ -3,7 +3,6 @@
 //! nothing and answers as the first start did (its run id, or its refusal), also when the two
 //! race and across servers; the same key with other arguments is refused.
 
-
 use crate::model::invalid::Invalid;
 use crate::model::property::Values;
 use crate::model::run::RunKey;
@@ -64,7 +63,6 @@ pub fn check(key: &str) -> Result<(), Invalid> {
     }
     Ok(())
 }
-
 
 /// Where key `key` of a start of `run`'s program is kept.
 fn store_key(run: &RunKey, key: &str) -> String {

@@ -195,7 +195,7 @@ fn table(runs: &[RunView]) -> Markup {
                                 td data-label="Profile" { (r.profile) }
                                 td data-label="Started" { (time(r.starting)) }
                                 td data-label="Ends" {
-                                    @if let Some(at) = r.cluster.expires_at.filter(|_| r.cluster.status == Some(ClusterStatus::Waiting)) {
+                                    @if let Some(at) = r.cluster.expires_at.filter(|_| matches!(r.cluster.status, Some(ClusterStatus::Waiting | ClusterStatus::Idle))) {
                                         "kept until " (deadline(at))
                                     } @else if let Some(end) = r.end { (time(end)) } @else { "–" }
                                 }

@@ -52,6 +52,23 @@ pub(crate) fn live(run: &RunView) -> bool {
         )
 }
 
+/// Where the run's cluster came from and where it went: made for it, or taken over from
+/// the run that left it IDLE (how fast), and the run that took it over after.
+fn origin(run: &RunView) -> Markup {
+    let c = &run.cluster;
+    html! {
+        @match &c.reused_from {
+            Some(o) => {
+                "reused from run " code { (short(&o.from)) } ", taken over in " (o.claim_ms) " ms"
+                @if let Some(why) = &o.discarded { " · could not be used (" (why) ")" }
+            }
+            None => "made for this run",
+        }
+        @if let Some(by) = &c.reused_by { " · taken over by run " code { (short(by)) } }
+        @if c.status == Some(ClusterStatus::Idle) { " · IDLE: the next run that matches takes it over" }
+    }
+}
+
 /// The part of a run's page that changes with its status: badges, facts, commands, nodes.
 pub(super) fn status_panel(ctx: &Ctx, run: &RunView) -> Markup {
     let key = key_of(run);
@@ -97,9 +114,10 @@ pub(super) fn status_panel(ctx: &Ctx, run: &RunView) -> Markup {
             ("Started", run.start.map_or(html! { "–" }, time)),
             ("Ended", run.end.map_or(html! { "–" }, time)),
             ("Cluster kept until", match (cluster, run.cluster.expires_at) {
-                (Some(ClusterStatus::Waiting), Some(at)) => deadline(at),
+                (Some(ClusterStatus::Waiting | ClusterStatus::Idle), Some(at)) => deadline(at),
                 _ => html! { "–" },
             }),
+            ("Cluster", origin(run)),
             ("Exit", run.exit.map_or(html! { "–" }, |e| html! { (e.to_string()) })),
             ("Attempt", match &run.retry {
                 Some(retry) => html! {
@@ -122,7 +140,7 @@ pub(super) fn status_panel(ctx: &Ctx, run: &RunView) -> Markup {
                     button hx-target="#notice" hx-post=(format!("{href}/stop")) hx-vals=r#"{"keepalive":"true"}"#
                         hx-confirm="Stop this run and keep its cluster for the profile's keepalive?" { "Stop, keep cluster" }
                 }
-                @if cluster == Some(ClusterStatus::Waiting) {
+                @if matches!(cluster, Some(ClusterStatus::Waiting | ClusterStatus::Idle)) {
                     form hx-target="#notice" hx-post=(format!("{href}/extend")) aria-label="Extend the cluster's life" {
                         div.field {
                             label for="extend-at" { "Keep until (your time)" }
