@@ -183,6 +183,15 @@ fn profile_body(current: Option<&Value>, flags: &ProfileFlags) -> Result<Value, 
     if flags.no_timeout {
         body.insert("timeout".into(), Value::Null);
     }
+    if let Some(reuse) = flags.cluster_reuse {
+        body.insert("clusterReuse".into(), json!(reuse));
+        if !reuse {
+            body.remove("reuseIdle");
+        }
+    }
+    if let Some(idle) = &flags.reuse_idle {
+        body.insert("reuseIdle".into(), json!(duration("--reuse-idle", idle)?));
+    }
     Ok(Value::Object(body))
 }
 
@@ -203,6 +212,13 @@ fn show_profile(json: bool, answer: Value) -> Result<(), CliError> {
         output::seconds(Some(p.keepalive.killed))
     );
     out!("timeout:      {}", output::seconds(p.timeout));
+    match p.reuse() {
+        Some(r) => out!(
+            "reuse:        a completed run's cluster waits IDLE up to {} for the next run that matches",
+            output::seconds(Some(r.idle))
+        ),
+        None => out!("reuse:        off"),
+    }
     let rows: Vec<Vec<String>> = p
         .provisioner
         .properties

@@ -461,6 +461,12 @@ pub struct ProfileFlags {
     /// Remove the timeout: clusters may live as long as their run.
     #[arg(long)]
     pub no_timeout: bool,
+    /// Whether a run that completes leaves its cluster IDLE for the next run that matches.
+    #[arg(long, value_name = "BOOL")]
+    pub cluster_reuse: Option<bool>,
+    /// How long an IDLE cluster waits for its next run (e.g. 10m; default 30m).
+    #[arg(long, value_name = "DURATION")]
+    pub reuse_idle: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
