@@ -30,8 +30,10 @@ fn now() -> f64 {
 fn start(server: &Server, profile: &str) -> (String, f64) {
     let asked = now();
     let program = "/v3/namespaces/default/apps/bench/workflows/p";
-    let (code, body) =
-        server.post_json(&format!("{program}/start"), json!({"system.profile.name": profile}));
+    let (code, body) = server.post_json(
+        &format!("{program}/start"),
+        json!({"system.profile.name": profile}),
+    );
     assert_eq!(code, 200, "{body}");
     let id = body["runId"].as_str().expect("runId");
     (format!("{program}/runs/{id}"), asked)
@@ -91,7 +93,11 @@ fn main() {
     };
     let server = Server::start_at(&dir.path().join("data"), options);
     let sim = sim.to_str().expect("utf-8");
-    let props = [("nodes", "2", false), ("stateDir", sim, false), ("createLatency", create.as_str(), false)];
+    let props = [
+        ("nodes", "2", false),
+        ("stateDir", sim, false),
+        ("createLatency", create.as_str(), false),
+    ];
     put_profile_body(&server, "fresh", profile_body("sim", &props));
     let mut warm = profile_body("sim", &props);
     warm["clusterReuse"] = json!(true);
@@ -124,7 +130,9 @@ fn main() {
         let run = wait(&server, &path, "IDLE");
         assert_eq!(run["cluster"]["origin"], "reused", "{run}");
         claims.push(Duration::from_millis(
-            run["cluster"]["reusedFrom"]["claimMs"].as_u64().unwrap_or(0),
+            run["cluster"]["reusedFrom"]["claimMs"]
+                .as_u64()
+                .unwrap_or(0),
         ));
         lat.push(to_running(&server, &path, asked));
     }

@@ -161,15 +161,22 @@ pub struct Profile {
     /// How long such a cluster waits for its next run, in seconds (with `clusterReuse`).
     #[serde(default, rename = "reuseIdle", skip_serializing_if = "Option::is_none")]
     pub reuse_idle: Option<u64>,
+    /// Clusters kept ready ahead of demand for the namespace's runs (implies reuse).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<Pool>,
     /// When the profile was first created, in epoch seconds.
     pub created: u64,
 }
 
 impl Profile {
-    /// Its cluster reuse, for its runs: `None` unless `clusterReuse`.
+    /// Its cluster reuse, for its runs: `None` unless `clusterReuse` or a pool. A cluster a
+    /// run leaves waits `reuseIdle`, else the pool's `idle`, else 30 minutes.
     pub fn reuse(&self) -> Option<Reuse> {
-        self.cluster_reuse.then(|| Reuse {
-            idle: self.reuse_idle.unwrap_or(DEFAULT_REUSE_IDLE),
+        (self.cluster_reuse || self.pool.is_some()).then(|| Reuse {
+            idle: self
+                .reuse_idle
+                .or(self.pool.and_then(|p| p.idle))
+                .unwrap_or(DEFAULT_REUSE_IDLE),
         })
     }
 
@@ -217,6 +224,34 @@ pub struct Reuse {
     pub idle: u64,
 }
 
+/// A profile's warm pool: at least `min` clusters kept ready (IDLE) ahead of demand, made in
+/// the background as runs take them over, and at most `max` IDLE clusters in all (made
+/// ahead, or left by runs that completed); one a run left waits `idle`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Pool {
+    pub min: u32,
+    pub max: u32,
+    /// Seconds a cluster a run left waits for its next (clusters made ahead wait until taken
+    /// or the profile's `timeout`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle: Option<u64>,
+}
+
+/// The most clusters a pool may hold.
+pub const MAX_POOL: u32 = 100;
+
+/// The `pool` object of a profile body.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PoolInput {
+    #[serde(default)]
+    pub min: u32,
+    pub max: u32,
+    #[serde(default)]
+    pub idle: Option<Seconds>,
+}
+
 /// How long an idle cluster waits for its next run when the profile does not say.
 pub const DEFAULT_REUSE_IDLE: u64 = 30 * 60;
 
@@ -259,6 +294,8 @@ pub struct ProfileSpec {
     pub cluster_reuse: Option<bool>,
     #[serde(default, rename = "reuseIdle")]
     pub reuse_idle: Option<Seconds>,
+    #[serde(default)]
+    pub pool: Option<PoolInput>,
 }
 
 /// The `provisioner` object of a profile body.
@@ -341,6 +378,7 @@ pub struct ValidSpec {
     pub queue_runs: Option<bool>,
     pub cluster_reuse: bool,
     pub reuse_idle: Option<u64>,
+    pub pool: Option<Pool>,
 }
 
 impl ProfileSpec {
@@ -420,13 +458,46 @@ impl ProfileSpec {
         if let Some(retry) = &self.retry {
             retry.check("retry")?;
         }
+        let pool = match self.pool {
+            None => None,
+            Some(p) if p.max == 0 || p.max > MAX_POOL => {
+                return Err(Invalid::new(
+                    "pool.max",
+                    format!("must be 1 to {MAX_POOL}, got {}", p.max),
+                ));
+            }
+            Some(p) if p.min > p.max => {
+                return Err(Invalid::new(
+                    "pool.min",
+                    format!("must not be more than pool.max ({}), got {}", p.max, p.min),
+                ));
+            }
+            Some(PoolInput {
+                idle: Some(Seconds(0)),
+                ..
+            }) => return Err(Invalid::new("pool.idle", "must be at least 1 second")),
+            Some(PoolInput {
+                idle: Some(Seconds(s)),
+                ..
+            }) if timeout.is_some_and(|t| s > t) => {
+                return Err(Invalid::new(
+                    "pool.idle",
+                    "must not be longer than the profile's timeout, the longest a cluster lives",
+                ));
+            }
+            Some(p) => Some(Pool {
+                min: p.min,
+                max: p.max,
+                idle: p.idle.map(|s| s.0),
+            }),
+        };
         let cluster_reuse = self.cluster_reuse.unwrap_or(false);
         let reuse_idle = match self.reuse_idle {
             None => None,
-            Some(_) if !cluster_reuse => {
+            Some(_) if !cluster_reuse && pool.is_none() => {
                 return Err(Invalid::new(
                     "reuseIdle",
-                    "applies only with clusterReuse: true",
+                    "applies only with clusterReuse: true (or a pool)",
                 ));
             }
             Some(Seconds(0)) => {
@@ -453,6 +524,7 @@ impl ProfileSpec {
             queue_runs: self.queue_runs,
             cluster_reuse,
             reuse_idle,
+            pool,
         })
     }
 }

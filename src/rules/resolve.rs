@@ -329,6 +329,7 @@ mod tests {
             queue_runs: None,
             cluster_reuse: false,
             reuse_idle: None,
+            pool: None,
             created: 0,
         }
     }

@@ -63,6 +63,13 @@ impl Runtime {
         }
     }
 
+    /// Run `run`'s IDLE cluster was taken over: its supervisor here (if any) stops.
+    pub fn taken_over(&self, run: &str) {
+        if let Some(addr) = self.supervisors.get(run) {
+            addr.do_send(supervisor::TakenOver);
+        }
+    }
+
     /// Whether this server runs a supervisor for run `run` (its id).
     pub fn supervises(&self, run: &str) -> bool {
         self.supervisors.get(run).is_some()

@@ -51,59 +51,89 @@ pub async fn claim(
     run: &RunRecord,
     begun_ms: u64,
 ) -> Result<Option<Claimed>, StoreError> {
-    let Some(reuse_key) = run.reuse_key() else {
+    if run.reuse.is_none() {
+        return Ok(None);
+    }
+    let key = run.key.key();
+    let won = deps
+        .store
+        .write(move |tx| {
+            let Some(taker) = tx.get::<RunRecord>(Table::Runs, &key)? else {
+                return Ok(None);
+            };
+            let Some((left, claim)) = find(tx, &taker, begun_ms)? else {
+                return Ok(None);
+            };
+            commit(tx, &left, &taker, &claim)?;
+            Ok::<_, StoreError>(Some((left, taker, claim)))
+        })
+        .await?;
+    let Some((left, taker, claim)) = won else {
         return Ok(None);
     };
-    let ns = run.key.namespace.clone();
-    let offered = deps
-        .store
-        .read(move |r| crate::store::idle::offered(r, &ns, &reuse_key))
-        .await?;
+    announce(deps, (&left, &taker), &claim);
+    Ok(Some(Claimed {
+        from: left.key.run.clone(),
+        transition: claim.taker,
+    }))
+}
+
+/// The IDLE cluster PENDING run `taker` may take over now, read in `tx`: the run that left it
+/// and the claim. `None` when no cluster matches (or every match is being taken).
+pub fn find(
+    tx: &impl Read,
+    taker: &RunRecord,
+    begun_ms: u64,
+) -> Result<Option<(RunRecord, reuse::Claim)>, StoreError> {
+    let Some(reuse_key) = taker.reuse_key() else {
+        return Ok(None);
+    };
+    let offered = crate::store::idle::offered(tx, &taker.key.namespace, &reuse_key)?;
     for left_key in offered.into_iter().take(MAX_TRIES) {
-        let taker_key = run.key.key();
-        let won = deps
-            .store
-            .write(move |tx| {
-                let (Some(left), Some(taker)) = (
-                    tx.get::<RunRecord>(Table::Runs, &left_key)?,
-                    tx.get::<RunRecord>(Table::Runs, &taker_key)?,
-                ) else {
-                    return Ok(None);
-                };
-                let claim = match reuse::claim(&left, &taker, clock::now_millis(), begun_ms) {
-                    Ok(c) => c,
-                    Err(
-                        Refusal::NotIdle
-                        | Refusal::Expiring
-                        | Refusal::Mismatch
-                        | Refusal::NotPending,
-                    ) => return Ok(None),
-                };
-                transition::write(tx, &left, &claim.left, None)?;
-                transition::write(tx, &taker, &claim.taker, None)?;
-                crate::store::idle::hold(tx, left.cluster_id(), &claim.taker.run)?;
-                Ok::<_, StoreError>(Some((left, claim)))
-            })
-            .await?;
-        if let Some((left, claim)) = won {
-            deps.notifier.notify(&left.key.run);
-            deps.notifier.notify(&run.key.run);
-            transition::count(&left, &claim.left.run);
-            transition::count(run, &claim.taker.run);
-            metrics::counter!(crate::model::metrics::CLUSTER_REUSE.name, "result" => "hit")
-                .increment(1);
-            if let Some(origin) = &claim.taker.run.cluster.origin {
-                metrics::histogram!(crate::model::metrics::CLUSTER_REUSE_SECONDS.name)
-                    .record(origin.claim_ms as f64 / 1000.0);
+        let Some(left) = tx.get::<RunRecord>(Table::Runs, &left_key)? else {
+            continue;
+        };
+        match reuse::claim(&left, taker, clock::now_millis(), begun_ms) {
+            Ok(claim) => return Ok(Some((left, claim))),
+            Err(Refusal::NotIdle | Refusal::Expiring | Refusal::Mismatch | Refusal::NotPending) => {
             }
-            return Ok(Some(Claimed {
-                from: left.key.run.clone(),
-                transition: claim.taker,
-            }));
         }
     }
-    metrics::counter!(crate::model::metrics::CLUSTER_REUSE.name, "result" => "miss").increment(1);
     Ok(None)
+}
+
+/// Writes claim `claim` of `left`'s cluster by `taker` (as stored before it) in `tx`.
+pub fn commit(
+    tx: &mut crate::store::Txn<'_>,
+    left: &RunRecord,
+    taker: &RunRecord,
+    claim: &reuse::Claim,
+) -> Result<(), StoreError> {
+    transition::write(tx, left, &claim.left, None)?;
+    transition::write(tx, taker, &claim.taker, None)?;
+    crate::store::idle::hold(tx, left.cluster_id(), &claim.taker.run)
+}
+
+/// After claim `claim` of `left`'s cluster by `taker` committed: their news, the counts, and
+/// the left run's supervisor on this server told to stop.
+pub fn announce(deps: &Deps, (left, taker): (&RunRecord, &RunRecord), claim: &reuse::Claim) {
+    deps.notifier.notify(&left.key.run);
+    deps.notifier.notify(&taker.key.run);
+    transition::count(left, &claim.left.run);
+    transition::count(taker, &claim.taker.run);
+    counted(claim.taker.run.cluster.origin.as_ref());
+}
+
+/// Counts a start on a reusing profile: a hit (with how long its claim took) or a miss.
+pub fn counted(origin: Option<&crate::model::run::Origin>) {
+    use crate::model::metrics::{CLUSTER_REUSE, CLUSTER_REUSE_SECONDS};
+    match origin {
+        Some(origin) => {
+            metrics::counter!(CLUSTER_REUSE.name, "result" => "hit").increment(1);
+            metrics::histogram!(CLUSTER_REUSE_SECONDS.name).record(origin.claim_ms as f64 / 1000.0);
+        }
+        None => metrics::counter!(CLUSTER_REUSE.name, "result" => "miss").increment(1),
+    }
 }
 
 /// How long the clean-up of one node may take.

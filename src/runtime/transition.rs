@@ -108,12 +108,22 @@ pub fn write(
         tx.delete(Table::Owners, &key);
     } else {
         // The namespace's quota counts the nodes its live runs hold: an expand or a shrink
-        // changes them.
+        // changes them. An IDLE cluster's run is not live (its nodes still count).
         let nodes = run.cluster.nodes.len();
+        let is_idle = run.cluster.status == idle;
         if let Some(mut entry) = tx.get::<serde_json::Value>(Table::Active, &key)?
-            && entry.get("nodes").and_then(serde_json::Value::as_u64) != Some(nodes as u64)
+            && (entry.get("nodes").and_then(serde_json::Value::as_u64) != Some(nodes as u64)
+                || crate::store::idle::is_idle_entry(&entry) != is_idle)
         {
             entry["nodes"] = serde_json::json!(nodes);
+            match is_idle {
+                true => entry["idle"] = serde_json::json!(true),
+                false => {
+                    if let Some(m) = entry.as_object_mut() {
+                        m.remove("idle");
+                    }
+                }
+            }
             tx.put(Table::Active, &key, &entry)?;
         }
     }

@@ -155,7 +155,9 @@ pub fn namespace_usage(
 ) -> Result<crate::model::namespace::Usage, StoreError> {
     let mut usage = crate::model::namespace::Usage::default();
     for (_, value) in r.scan::<serde_json::Value>(Table::Active, &keys::in_namespace(ns))? {
-        usage.live_runs = usage.live_runs.saturating_add(1);
+        if !crate::store::idle::is_idle_entry(&value) {
+            usage.live_runs = usage.live_runs.saturating_add(1);
+        }
         let nodes = value
             .get("nodes")
             .and_then(serde_json::Value::as_u64)

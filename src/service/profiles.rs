@@ -61,6 +61,7 @@ pub(super) fn upsert(
         queue_runs: spec.queue_runs,
         cluster_reuse: spec.cluster_reuse,
         reuse_idle: spec.reuse_idle,
+        pool: spec.pool,
         created,
     };
     let stored = StoredProfile {
@@ -83,6 +84,12 @@ pub async fn put(
 ) -> Result<Profile, ServiceError> {
     check_id(&id)?;
     let valid = spec.validate(&id.name, registry)?;
+    if valid.pool.is_some() && id.scope == Scope::System {
+        return Err(ServiceError::invalid(
+            "pool",
+            "a pool belongs to a namespace, whose runs alone may take its clusters: set it on a profile of that namespace",
+        ));
+    }
     // A directory on the server's host is an instance admin's to choose: the janitor sweeps
     // what profiles point at, and host programs run there.
     let names = valid.provisioner.properties.iter().map(|p| &p.name);

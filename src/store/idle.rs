@@ -40,6 +40,12 @@ pub fn offered(r: &impl Read, ns: &str, reuse_key: &str) -> Result<Vec<String>, 
     )
 }
 
+/// Whether an entry of `Active` is an IDLE cluster's run: not a live run for the limits
+/// (its nodes still count).
+pub fn is_idle_entry(entry: &serde_json::Value) -> bool {
+    entry.get("idle").and_then(serde_json::Value::as_bool) == Some(true)
+}
+
 /// Records that run `holder` holds cluster `cluster` now.
 pub fn hold(tx: &mut Txn, cluster: &str, holder: &RunRecord) -> Result<(), StoreError> {
     tx.put(Table::Clusters, cluster, &holder.key.key())

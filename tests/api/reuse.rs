@@ -429,3 +429,38 @@ fn racing_starts_on_three_servers_never_share_a_cluster() {
     assert_eq!(reused, makers, "each IDLE cluster went to exactly one run");
     assert_eq!(creates(&sim), 3 + 17);
 }
+
+/// An IDLE cluster's run holds no slot of a program's `maxConcurrentRuns` or the namespace's
+/// `maxLiveRuns`, and the nodes of the cluster a run takes over count once against
+/// `maxLiveNodes`: a chain of runs on a namespace with room for one run of two nodes reuses
+/// its cluster, where a run that needs its own is refused.
+#[test]
+fn the_limits_count_an_idle_cluster_once() {
+    let (_dir, data, sim) = scenario();
+    let server = Server::start_at(&data, Options::default());
+    let (code, body) = server.put(
+        "/v3/namespaces/default",
+        json!({"maxLiveRuns": 1, "maxLiveNodes": 2}),
+    );
+    assert_eq!(code, 200, "{body}");
+    reusing_sim(&server, "warm", &sim, "2", "5m");
+    deploy(&server, "a", "true", json!({"maxConcurrentRuns": 1}));
+    let args = json!({"system.profile.name": "warm"});
+    let mut previous = start(&server, "a", args.clone());
+    wait_cluster(&server, &previous, "IDLE");
+    for _ in 0..3 {
+        let next = start(&server, "a", args.clone());
+        let run = wait_cluster(&server, &next, "IDLE");
+        assert_eq!(run["cluster"]["origin"], "reused", "{run}");
+        wait_cluster(&server, &previous, "REUSED");
+        previous = next;
+    }
+    assert_eq!(creates(&sim), 2);
+    // A run that needs a cluster of its own (another size) finds the nodes taken.
+    let (code, body) = server.post_json(
+        &format!("{}/start", program("a")),
+        json!({"system.profile.name": "warm", "system.profile.properties.nodes": "1"}),
+    );
+    assert_eq!(code, 409, "{body}");
+    assert!(body.to_string().contains("maxLiveNodes"), "{body}");
+}

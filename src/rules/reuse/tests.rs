@@ -91,7 +91,10 @@ fn a_pending_run_that_matches_takes_the_idle_cluster_over() {
     let third = run("third", P::Pending, None);
     let claim = super::claim(&again, &third, NOW_MS, NOW_MS).expect("applies");
     assert_eq!(claim.taker.run.cluster_id(), "left");
-    assert_eq!(claim.taker.run.cluster.origin.expect("origin").from, "taker");
+    assert_eq!(
+        claim.taker.run.cluster.origin.expect("origin").from,
+        "taker"
+    );
 }
 
 #[test]

@@ -80,7 +80,7 @@ pub async fn fire(
         match outcome {
             FireRecorded::Done(fired, run) => {
                 match run {
-                    Some(run) => runtime.spawn(*run),
+                    Some(run) => super::spawn(runtime, *run),
                     // A run recorded without starting may be queued: the dispatcher looks.
                     None if matches!(fired, Fired::Recorded(FireOutcome::Started { .. })) => {
                         runtime.deps().queue_news.queued();
@@ -247,6 +247,7 @@ fn record_fire(
         owner,
         act: &act,
         schedule: Some((&schedule, &f.by)),
+        begun_ms: clock::now_millis(),
     };
     // The run to spawn, or one that waits in the queue (which the dispatcher starts).
     let (run, spawn) = match record_start(tx, registry, key.clone(), f.args.clone(), solved, &how) {

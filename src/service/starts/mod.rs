@@ -86,6 +86,7 @@ pub async fn start(
         target: key.run.clone(),
         ..act
     };
+    let begun_ms = clock::now_millis();
     for _ in 0..MAX_START_TRIES {
         let (r, k, a, o) = (registry.clone(), key.clone(), args.clone(), owner.clone());
         let (act, once) = (act.clone(), once.clone());
@@ -101,6 +102,7 @@ pub async fn start(
                     owner: &o,
                     act: &act,
                     schedule: None,
+                    begun_ms,
                 };
                 let recorded = record_start(tx, &r, k.clone(), a.clone(), solved.clone(), &how)?;
                 if let Some(once) = &once {
@@ -125,7 +127,7 @@ pub async fn start(
             }
             Recorded::Started(run) => {
                 let id = run.key.run.clone();
-                runtime.spawn(*run);
+                spawn(runtime, *run);
                 return Ok(id);
             }
             Recorded::Queued(run) => {
@@ -199,6 +201,19 @@ pub async fn preview(
         .await
 }
 
+/// Starts the supervisor of `run`, just recorded; when it took over an IDLE cluster, the
+/// supervisor of the run that left it (on this server) stops, and the claim is counted.
+pub(super) fn spawn(runtime: &Runtime, run: RunRecord) {
+    if run.reuse.is_some() {
+        crate::runtime::reuse::counted(run.cluster.origin.as_ref());
+    }
+    if let Some(origin) = &run.cluster.origin {
+        runtime.deps().notifier.notify(&origin.from);
+        runtime.taken_over(&origin.from);
+    }
+    runtime.spawn(run);
+}
+
 /// How often a start resolves and solves again when the store changed under it.
 const MAX_START_TRIES: usize = 3;
 
@@ -266,9 +281,22 @@ fn resolve_start(
     }
     maps.push((Level::Runtime, args.clone()));
     let levels: Vec<(Level, &Values)> = maps.iter().map(|(l, v)| (*l, v)).collect();
+    let chosen = resolve::choose_profile(&ns, &levels)?;
+    resolve_at(r, registry, (&ns, &levels), chosen, program, schedule)
+}
 
-    let mut chosen = resolve::choose_profile(&ns, &levels)?;
-    let queue = resolve::queue_wanted(&levels)?;
+/// Resolves profile `chosen` for a run of `program` in namespace `ns` over `levels`, checking
+/// each part.
+fn resolve_at(
+    r: &impl Read,
+    registry: &crate::runtime::registry::Registry,
+    (ns, levels): (&str, &[(Level, &Values)]),
+    mut chosen: resolve::ChosenProfile,
+    program: Program,
+    schedule: Option<&Schedule>,
+) -> Result<Resolved, ServiceError> {
+    let ns = ns.to_string();
+    let queue = resolve::queue_wanted(levels)?;
     let stored = catalog::stored_profile(r, &chosen.id)?
         .ok_or_else(|| ServiceError::ProfileNotFound(chosen.id.clone()))?;
     if stored.profile.status == ProfileStatus::Disabled {
@@ -283,7 +311,7 @@ fn resolve_start(
         spec: provisioner.spec(),
     };
     let mut properties =
-        resolve::effective_properties(&chosen.id, &stored.profile, authority, &levels)?;
+        resolve::effective_properties(&chosen.id, &stored.profile, authority, levels)?;
     if let Some(s) = schedule {
         // Values of the schedule level name the schedule they came from.
         let named = |o: &mut Origin| {
@@ -476,6 +504,9 @@ struct Starting<'a> {
     act: &'a Act,
     /// The schedule whose fire starts it, and what fired.
     schedule: Option<(&'a Schedule, &'a StartedBy)>,
+    /// When the start began (epoch milliseconds): how long taking over an IDLE cluster took
+    /// counts from here.
+    begun_ms: u64,
 }
 
 /// Records run `key`, or its rejection for the concurrency limit, in one write. A run with
@@ -550,9 +581,19 @@ fn record_start(
         format: crate::model::run::RUN_FORMAT,
     };
     let namespace = catalog::require_namespace(tx, &key.namespace)?;
+    // A run of a reusing profile takes over an IDLE cluster that matches in this same write,
+    // so the limits count that cluster once, and two starts never take it both.
+    let claim = crate::runtime::reuse::find(tx, &run, how.begun_ms)?;
     // Only a limit reads the program's active runs: a scan makes this write conflict with
     // every other start and end of the program's runs (on etcd, a retry each).
-    let held = refusal(tx, &namespace, &run, &authors, program.max_concurrent_runs)?;
+    let taken = claim.as_ref().map(|(left, _)| left);
+    let held = refusal(
+        tx,
+        &namespace,
+        &run,
+        &authors,
+        (program.max_concurrent_runs, taken),
+    )?;
     let wanted = queue.unwrap_or(namespace.queue.queue_runs);
     let queued = match wanted {
         true => crate::store::queue::count(tx, &key.namespace)?,
@@ -611,6 +652,10 @@ fn record_start(
         actor,
     )?;
     changes::record(tx, act)?;
+    if let Some((left, claim)) = claim {
+        crate::runtime::reuse::commit(tx, &left, &run, &claim)?;
+        return Ok(Recorded::Started(Box::new(claim.taker.run)));
+    }
     Ok(Recorded::Started(Box::new(run)))
 }
 
@@ -638,7 +683,7 @@ fn refusal(
     namespace: &Namespace,
     run: &RunRecord,
     authors: &Authors,
-    max_concurrent_runs: Option<u32>,
+    (max_concurrent_runs, taken): (Option<u32>, Option<&RunRecord>),
 ) -> Result<Option<(RunError, Hold)>, ServiceError> {
     let key = &run.key;
     let properties = run.properties();
@@ -669,16 +714,17 @@ fn refusal(
             return Ok(Some((refusal, Hold::Never)));
         }
     }
-    limit_hold(tx, namespace, run, max_concurrent_runs)
+    limit_hold(tx, namespace, run, (max_concurrent_runs, taken))
 }
 
 /// Which limit holds run `run` back now, if one does: its program's `maxConcurrentRuns`
-/// (`max_concurrent_runs`) or its namespace's quota.
+/// (`max_concurrent_runs`) or its namespace's quota. IDLE clusters' runs hold nothing; the
+/// nodes of the IDLE cluster the run takes over (`taken`) count once, as the run's.
 fn limit_hold(
     tx: &Txn,
     namespace: &Namespace,
     run: &RunRecord,
-    max_concurrent_runs: Option<u32>,
+    (max_concurrent_runs, taken): (Option<u32>, Option<&RunRecord>),
 ) -> Result<Option<(RunError, Hold)>, ServiceError> {
     let key = &run.key;
     let active = match max_concurrent_runs {
@@ -687,7 +733,9 @@ fn limit_hold(
                 Table::Active,
                 &keys::program_runs(&key.namespace, &key.app, &key.program),
             )?
-            .len(),
+            .iter()
+            .filter(|(_, entry)| !crate::store::idle::is_idle_entry(entry))
+            .count(),
         None => 0,
     };
     if let Some(max) = max_concurrent_runs
@@ -704,7 +752,11 @@ fn limit_hold(
         let nodes = u32::try_from(run.cluster.nodes.len()).unwrap_or(u32::MAX);
         // A run larger than the namespace allows one run never fits, however long it waits.
         let never = namespace.quota.refuse(Usage::default(), nodes);
-        let usage = catalog::namespace_usage(tx, &key.namespace)?;
+        let mut usage = catalog::namespace_usage(tx, &key.namespace)?;
+        if let Some(left) = taken {
+            let held = u32::try_from(left.cluster.nodes.len()).unwrap_or(u32::MAX);
+            usage.live_nodes = usage.live_nodes.saturating_sub(held);
+        }
         if let Some(reason) = namespace.quota.refuse(usage, nodes) {
             let refusal = RunError::Quota {
                 namespace: key.namespace.clone(),

@@ -275,7 +275,7 @@ fn offer(tx: &mut Txn, entry: &Entry, owner: &Owner) -> Result<Offer, ServiceErr
             return Ok(Offer::Gone);
         }
     };
-    match limit_hold(tx, &namespace, &run, max_concurrent_runs)? {
+    match limit_hold(tx, &namespace, &run, (max_concurrent_runs, None))? {
         Some((refusal, Hold::Never)) => {
             reject(tx, &run, entry, refusal.to_string())?;
             return Ok(Offer::Gone);
