@@ -286,6 +286,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     ));
     // Its own thread: a slot that frees is taken at once, however busy the supervisors'.
     Arbiter::new().spawn(crate::service::starts::queue::run(runtime.clone()));
+    arbiter.spawn(crate::service::starts::pool::run(runtime.clone()));
 
     let state = AppState {
         store: store.clone(),
@@ -461,12 +462,15 @@ fn connections_per_worker(workers: usize) -> usize {
 /// describes every metric; `None` (and a warning) when one is installed already.
 fn metrics_recorder() -> Option<metrics_exporter_prometheus::PrometheusHandle> {
     use crate::model::metrics::{ALL, BATCH_BUCKETS, Kind, SECONDS_BUCKETS, STORE_COMMIT_BATCH};
-    use crate::model::metrics::{CLUSTERS_NEEDING_ATTENTION, LIVE_CLUSTERS, LIVE_NODES, LIVE_RUNS};
-    const LIVE: [&str; 4] = [
+    use crate::model::metrics::{
+        CLUSTERS_NEEDING_ATTENTION, LIVE_CLUSTERS, LIVE_NODES, LIVE_RUNS, POOL_CLUSTERS,
+    };
+    const LIVE: [&str; 5] = [
         LIVE_RUNS.name,
         LIVE_CLUSTERS.name,
         LIVE_NODES.name,
         CLUSTERS_NEEDING_ATTENTION.name,
+        POOL_CLUSTERS.name,
     ];
     use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
     let built = PrometheusBuilder::new()

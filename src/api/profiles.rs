@@ -85,6 +85,10 @@ pub async fn profile_usage(state: State, id: ProfilePath) -> Reply<Usage> {
     ok(profiles::usage(&state.runtime, id.0).await?)
 }
 
+pub async fn profile_pool(state: State, id: ProfilePath) -> Reply<crate::model::view::PoolView> {
+    ok(crate::service::starts::pool::view(&state.runtime, id.0).await?)
+}
+
 pub async fn profile_assignments(state: State, id: ProfilePath) -> Reply<Vec<Assignment>> {
     ok(profiles::assignments(&state.runtime, id.0).await?)
 }

@@ -206,6 +206,12 @@ pub fn table() -> Vec<Route> {
         ),
         Route::api(
             M::GET,
+            "/namespaces/{ns}/profiles/{name}/pool",
+            VIEW,
+            profile_pool,
+        ),
+        Route::api(
+            M::GET,
             "/profiles/{name}/assignments",
             INSTANCE,
             profile_assignments,

@@ -128,7 +128,9 @@ pub async fn sweep(state: &State, caller: &Caller, dry_run: bool) -> Result<Swee
 /// `GET /metrics`: the recorded metrics and the installation's live runs, clusters and
 /// nodes, in Prometheus text format.
 pub async fn metrics(state: State) -> Result<Prometheus, ApiError> {
-    use crate::model::metrics::{CLUSTERS_NEEDING_ATTENTION, LIVE_CLUSTERS, LIVE_NODES, LIVE_RUNS};
+    use crate::model::metrics::{
+        CLUSTERS_NEEDING_ATTENTION, LIVE_CLUSTERS, LIVE_NODES, LIVE_RUNS, POOL_CLUSTERS,
+    };
     let Some(handle) = &state.metrics else {
         return Err(ApiError::Unavailable(
             "this process records no metrics (its recorder could not be installed)".into(),
@@ -174,6 +176,13 @@ pub async fn metrics(state: State) -> Result<Prometheus, ApiError> {
             .collect(),
     );
     gauge(&CLUSTERS_NEEDING_ATTENTION, vec![(vec![], live.attention)]);
+    gauge(
+        &POOL_CLUSTERS,
+        vec![
+            (vec!["ready"], live.pool_ready),
+            (vec!["creating"], live.pool_creating),
+        ],
+    );
     Ok(Prometheus(text))
 }
 

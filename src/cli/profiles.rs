@@ -82,6 +82,7 @@ pub fn profile(client: &Client, json: bool, cmd: ProfileCmd) -> Result<(), CliEr
         ProfileCmd::Disable(target) => set_status(client, json, &target, "disable"),
         ProfileCmd::Usage(target) => usage(client, json, &profile_path(&target)?),
         ProfileCmd::Assignments(target) => assignments(client, json, &profile_path(&target)?),
+        ProfileCmd::Pool(target) => pool(client, json, &profile_path(&target)?),
     }
 }
 
@@ -192,6 +193,21 @@ fn profile_body(current: Option<&Value>, flags: &ProfileFlags) -> Result<Value, 
     if let Some(idle) = &flags.reuse_idle {
         body.insert("reuseIdle".into(), json!(duration("--reuse-idle", idle)?));
     }
+    if flags.no_pool {
+        body.remove("pool");
+    }
+    if flags.pool_min.is_some() || flags.pool_max.is_some() || flags.pool_idle.is_some() {
+        let pool = body.entry("pool").or_insert_with(|| json!({"min": 0}));
+        if let Some(min) = flags.pool_min {
+            pool["min"] = json!(min);
+        }
+        if let Some(max) = flags.pool_max {
+            pool["max"] = json!(max);
+        }
+        if let Some(idle) = &flags.pool_idle {
+            pool["idle"] = json!(duration("--pool-idle", idle)?);
+        }
+    }
     Ok(Value::Object(body))
 }
 
@@ -259,6 +275,66 @@ pub fn usage(client: &Client, json: bool, profile_path: &str) -> Result<(), CliE
     out!("active runs: {}", usage.active_runs.len());
     out!("nodes now:   {}", usage.nodes_now);
     out!("node-hours:  {:.3}", usage.node_hours);
+    out!(
+        "idle:        {:.3} node-hours IDLE between runs",
+        usage.idle_node_seconds as f64 / 3600.0
+    );
+    Ok(())
+}
+
+/// `ebb profile pool`: the pool's spec, then its clusters.
+pub fn pool(client: &Client, json: bool, profile_path: &str) -> Result<(), CliError> {
+    let v = client.get(&format!("{profile_path}/pool"))?;
+    if json {
+        output::json(&v);
+        return Ok(());
+    }
+    let pool: crate::model::view::PoolView = read_answer(v)?;
+    out!("profile:  {}", pool.profile);
+    match pool.pool {
+        Some(p) => out!(
+            "pool:     min {}, max {}, a cluster a run left waits {}",
+            p.min,
+            p.max,
+            output::seconds(p.idle)
+        ),
+        None => out!("pool:     none (IDLE clusters its runs left are shown)"),
+    }
+    out!(
+        "ready {}, creating {}, held by runs {}",
+        pool.ready.len(),
+        pool.creating.len(),
+        pool.claimed
+    );
+    let now = crate::runtime::clock::now_secs();
+    let rows: Vec<Vec<String>> = pool
+        .ready
+        .iter()
+        .map(|c| ("READY", c))
+        .chain(pool.creating.iter().map(|c| ("CREATING", c)))
+        .map(|(state, c)| {
+            vec![
+                state.to_string(),
+                c.run.clone(),
+                c.cluster.clone(),
+                if c.pooled {
+                    "made ahead"
+                } else {
+                    "left by a run"
+                }
+                .to_string(),
+                c.nodes.to_string(),
+                output::when(c.expires_at, now),
+            ]
+        })
+        .collect();
+    if !rows.is_empty() {
+        out!();
+        table(
+            &["STATE", "RUN", "CLUSTER", "ORIGIN", "NODES", "EXPIRES"],
+            &rows,
+        );
+    }
     Ok(())
 }
 

@@ -69,6 +69,18 @@ pub const CLUSTER_REUSE_SECONDS: Metric = m(
     &[],
     "How long taking an IDLE cluster over took, from the run's begin to the claim's commit.",
 );
+pub const POOL_REFILLS: Metric = m(
+    "ebb_pool_refills_total",
+    Kind::Counter,
+    &["result"],
+    "Clusters the pools' duty set out to make ahead of demand (`made`), or could not (`refused`: a limit, the host rules, a profile that does not resolve).",
+);
+pub const POOL_CLUSTERS: Metric = m(
+    "ebb_pool_clusters",
+    Kind::Gauge,
+    &["state"],
+    "The installation's clusters made for pools: `ready` (IDLE) or `creating` (read from the store at each scrape).",
+);
 pub const LIVE_RUNS: Metric = m(
     "ebb_live_runs",
     Kind::Gauge,
@@ -265,6 +277,8 @@ pub const ALL: &[Metric] = &[
     CLUSTER_STATUS,
     CLUSTER_REUSE,
     CLUSTER_REUSE_SECONDS,
+    POOL_REFILLS,
+    POOL_CLUSTERS,
     LIVE_RUNS,
     CLUSTERS_NEEDING_ATTENTION,
     LIVE_CLUSTERS,

@@ -261,6 +261,9 @@ pub struct Origin {
     /// own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub discarded: Option<String>,
+    /// Whether the cluster was made ahead of demand, for the profile's pool.
+    #[serde(default)]
+    pub pooled: bool,
 }
 
 /// Why a cluster needs an administrator's attention.
@@ -343,11 +346,18 @@ pub struct RunRecord {
     /// Set when the profile reuses clusters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reuse: Option<Reuse>,
+    /// A run without a program that makes a cluster ahead of demand for its profile's pool
+    /// (app [`POOL_APP`], the profile's name as its program): IDLE once made.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pooled: bool,
     /// The [`RUN_FORMAT`] of the build that last wrote the record (0: before formats were
     /// recorded).
     #[serde(default)]
     pub format: u32,
 }
+
+/// The app of the runs a pool makes clusters with; no app may be deployed under it.
+pub const POOL_APP: &str = "_pool";
 
 /// The format of run records this build writes. During a rolling upgrade servers of two
 /// builds share an installation: a server never takes over a run whose record a newer

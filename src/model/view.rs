@@ -290,3 +290,63 @@ pub struct DryRun {
     pub tasks: Vec<ClusterTask>,
     pub stages: Vec<Vec<usize>>,
 }
+
+/// A profile's warm pool as `GET .../profiles/{p}/pool` shows it.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolView {
+    /// `USER:name`.
+    pub profile: String,
+    /// The pool's spec; none when the profile keeps no pool (what it holds is still shown).
+    pub pool: Option<crate::model::profile::Pool>,
+    /// IDLE clusters its runs may take over now, soonest to expire first.
+    pub ready: Vec<PoolCluster>,
+    /// Clusters being made for it.
+    pub creating: Vec<PoolCluster>,
+    /// Clusters it made that runs hold now.
+    pub claimed: usize,
+}
+
+/// One cluster of a pool.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolCluster {
+    /// The run that holds it (the pool's own run, or a run that left it).
+    pub run: String,
+    /// The cluster's id.
+    pub cluster: String,
+    /// Made ahead for the pool (else left by a run that completed).
+    pub pooled: bool,
+    pub nodes: usize,
+    /// IDLE since (epoch seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<u64>,
+    /// When it is deprovisioned if no run takes it over (epoch seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<u64>,
+}
+
+impl PoolView {
+    pub fn new(
+        id: &crate::model::profile::ProfileId,
+        pool: Option<crate::model::profile::Pool>,
+        held: &(Vec<RunRecord>, Vec<RunRecord>),
+        claimed: usize,
+    ) -> PoolView {
+        let cluster = |r: &RunRecord| PoolCluster {
+            run: r.key.run.clone(),
+            cluster: r.cluster_id().to_string(),
+            pooled: r.pooled,
+            nodes: r.cluster.nodes.len(),
+            since: r.cluster.idle_since,
+            expires_at: r.cluster.expires_at,
+        };
+        PoolView {
+            profile: id.scoped_name(),
+            pool,
+            ready: held.0.iter().map(cluster).collect(),
+            creating: held.1.iter().map(cluster).collect(),
+            claimed,
+        }
+    }
+}

@@ -46,7 +46,7 @@ pub fn claim(
     if left.cluster.status != Some(C::Idle) || left.cluster.attention.is_some() {
         return Err(Refusal::NotIdle);
     }
-    if taker.status != P::Pending || taker.cluster.status.is_some() {
+    if taker.status != P::Pending || taker.cluster.status.is_some() || taker.pooled {
         return Err(Refusal::NotPending);
     }
     let now = now_ms / 1000;
@@ -87,6 +87,7 @@ pub fn claim(
         claim_ms,
         ready: false,
         discarded: None,
+        pooled: left.pooled,
     });
     next.config = left.config.clone();
     let note = format!(

@@ -486,6 +486,7 @@ mod tests {
             attempts: Vec::new(),
             relaunch_at: None,
             reuse: None,
+            pooled: false,
             format: 0,
         }
     }

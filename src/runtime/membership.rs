@@ -226,6 +226,8 @@ pub enum Duty {
     Scheduler,
     /// Starting queued runs as limits allow.
     Queue,
+    /// Keeping warm pools at their size.
+    Pools,
 }
 
 impl Duty {
@@ -235,6 +237,7 @@ impl Duty {
             Duty::Retention => "retention",
             Duty::Scheduler => "scheduler",
             Duty::Queue => "queue",
+            Duty::Pools => "pools",
         }
     }
 }

@@ -136,6 +136,51 @@ pub fn counted(origin: Option<&crate::model::run::Origin>) {
     }
 }
 
+/// Why IDLE run `run`'s cluster is no longer wanted, if it is not: its profile is gone or
+/// DISABLED (its pool drains), or its pool holds more IDLE clusters than its `max` and this
+/// one is among the soonest to expire.
+pub async fn unwanted(deps: &Deps, run: &RunRecord) -> Result<Option<String>, StoreError> {
+    let Ok(id) = crate::model::profile::ProfileId::parse_scoped(&run.key.namespace, &run.profile)
+    else {
+        return Ok(None);
+    };
+    let (reuse_key, me) = (run.cluster.reuse_key.clone(), run.key.key());
+    deps.store
+        .read(move |r| {
+            use crate::model::profile::{ProfileStatus, StoredProfile};
+            let Some(stored) = r.get::<StoredProfile>(Table::Profiles, &id.key())? else {
+                return Ok(Some(format!("its profile {id} was deleted")));
+            };
+            if stored.profile.status == ProfileStatus::Disabled {
+                return Ok(Some(format!(
+                    "its profile {id} is DISABLED: its IDLE clusters are deprovisioned"
+                )));
+            }
+            let (Some(pool), Some(reuse_key)) = (stored.profile.pool, reuse_key.as_deref()) else {
+                return Ok(None);
+            };
+            let offered = crate::store::idle::offered(r, &id.namespace, reuse_key)?;
+            if offered.len() <= pool.max as usize {
+                return Ok(None);
+            }
+            let mut idle: Vec<(Option<u64>, String)> = Vec::new();
+            for key in offered {
+                if let Some(run) = r.get::<RunRecord>(Table::Runs, &key)? {
+                    idle.push((run.cluster.expires_at, key));
+                }
+            }
+            idle.sort();
+            let extra = idle.len().saturating_sub(pool.max as usize);
+            Ok(idle[..extra].iter().any(|(_, k)| *k == me).then(|| {
+                format!(
+                    "the pool of {id} holds more than its max of {} IDLE clusters",
+                    pool.max
+                )
+            }))
+        })
+        .await
+}
+
 /// How long the clean-up of one node may take.
 const CLEAN_TIMEOUT: Duration = Duration::from_secs(60);
 

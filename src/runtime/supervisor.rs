@@ -132,7 +132,12 @@ pub struct RunSupervisor {
     span: tracing::Span,
     /// The checks of the cluster's services, and what their findings lead to.
     health: Health,
+    /// While the cluster is IDLE: whether it is still wanted, looked at every [`IDLE_WATCH`].
+    idle_watch: Option<SpawnHandle>,
 }
+
+/// How often an IDLE cluster's supervisor looks whether it is still wanted.
+const IDLE_WATCH: Duration = Duration::from_secs(2);
 
 impl RunSupervisor {
     /// A supervisor for `run`, which takes itself out of `live` when it stops.
@@ -155,6 +160,7 @@ impl RunSupervisor {
             slot: Slot::default(),
             pending: None,
             health: Health::default(),
+            idle_watch: None,
         }
     }
 
@@ -211,6 +217,7 @@ impl RunSupervisor {
         self.perform(&t.effects, ctx);
         self.arm_timer(ctx);
         self.arm_checks(ctx);
+        self.arm_idle_watch(ctx);
     }
 
     fn perform(&mut self, effects: &[Effect], ctx: &mut Context<Self>) {
@@ -453,6 +460,40 @@ impl RunSupervisor {
         });
     }
 
+    /// While the cluster is IDLE, looks every [`IDLE_WATCH`] whether it is still wanted
+    /// (its profile enabled, its pool not over its max), and retires it when it is not.
+    fn arm_idle_watch(&mut self, ctx: &mut Context<Self>) {
+        let idle = self.run.cluster.status == Some(crate::model::run::ClusterStatus::Idle);
+        match (idle, self.idle_watch.is_some()) {
+            (true, false) => {
+                self.idle_watch = Some(ctx.run_interval(IDLE_WATCH, |act, ctx| {
+                    let (deps, run) = (act.deps.clone(), act.run.clone());
+                    ctx.spawn(
+                        async move { reuse::unwanted(&deps, &run).await }
+                            .into_actor(act)
+                            .map(|unwanted, act, ctx| match unwanted {
+                                Ok(Some(why)) => {
+                                    if let Err(e) = act.apply(Event::Retire(why), ctx) {
+                                        tracing::warn!(run.id = %act.run.key.run, error = %e, "cannot retire an IDLE cluster");
+                                    }
+                                }
+                                Ok(None) => {}
+                                Err(e) => {
+                                    tracing::debug!(run.id = %act.run.key.run, error = %e, "cannot tell whether an IDLE cluster is wanted");
+                                }
+                            }),
+                    );
+                }));
+            }
+            (false, true) => {
+                if let Some(handle) = self.idle_watch.take() {
+                    ctx.cancel_future(handle);
+                }
+            }
+            (true, true) | (false, false) => {}
+        }
+    }
+
     /// Starts the checks of the cluster's services while it is live, and ends them when it is
     /// no longer.
     fn arm_checks(&mut self, ctx: &mut Context<Self>) {
@@ -616,7 +657,7 @@ impl Actor for RunSupervisor {
     fn started(&mut self, ctx: &mut Context<Self>) {
         let _span = self.span.clone().entered();
         if self.run.status == ProgramStatus::Pending {
-            if self.run.reuse.is_some() {
+            if self.run.reuse.is_some() && !self.run.pooled {
                 return self.begin_on_idle(ctx);
             }
             return self.begin(ctx);
@@ -629,6 +670,7 @@ impl Actor for RunSupervisor {
         self.resume_cluster_op(ctx);
         self.arm_timer(ctx);
         self.arm_checks(ctx);
+        self.arm_idle_watch(ctx);
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {

@@ -30,6 +30,12 @@ pub async fn put(
 ) -> Result<App, ServiceError> {
     namespace::check_name(&ns)?;
     names::check("app", &name)?;
+    if name == crate::model::run::POOL_APP {
+        return Err(ServiceError::invalid(
+            "app",
+            format!("'{name}' is reserved: the runs of a profile's pool are kept under it"),
+        ));
+    }
     check_spec(&spec)?;
     let act = Act::new(caller, "app.put", Some(&ns), &name);
     let instance_admin = caller.grants.instance_admin;

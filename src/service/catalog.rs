@@ -401,7 +401,15 @@ pub fn services_of(
 
 /// Run `key`, or a 404-class error (after checking its namespace, app and program).
 pub fn require_run(r: &impl Read, key: &RunKey) -> Result<RunRecord, ServiceError> {
-    require_program(r, &key.namespace, &key.app, WORKFLOWS, &key.program)?;
+    // A pool's runs have no app: their program is their profile's name.
+    match key.app == crate::model::run::POOL_APP {
+        true => {
+            require_namespace(r, &key.namespace)?;
+        }
+        false => {
+            require_program(r, &key.namespace, &key.app, WORKFLOWS, &key.program)?;
+        }
+    }
     r.get::<RunRecord>(Table::Runs, &key.key())?
         .ok_or_else(|| ServiceError::RunNotFound(key.run.clone()))
 }

@@ -238,6 +238,9 @@ pub struct Live {
     pub truncated: bool,
     /// Live clusters that need attention (an operation and its rollback failed).
     pub attention: usize,
+    /// The pools' runs: ready (IDLE) and creating.
+    pub pool_ready: usize,
+    pub pool_creating: usize,
 }
 
 /// The live runs of the whole installation, read from the store.
@@ -261,6 +264,15 @@ pub async fn live(runtime: &Runtime) -> Result<Live, ServiceError> {
                     .entry((run.status.to_string(), cluster))
                     .or_default() += 1;
                 out.attention += usize::from(run.cluster.attention.is_some());
+                if run.pooled {
+                    match run.cluster.status {
+                        Some(crate::model::run::ClusterStatus::Idle) => out.pool_ready += 1,
+                        None | Some(crate::model::run::ClusterStatus::Provisioning) => {
+                            out.pool_creating += 1;
+                        }
+                        Some(_) => {}
+                    }
+                }
                 if holds(&run) {
                     let nodes = catalog::held_nodes(r, &run)?;
                     count_cluster(&mut out.clusters, &run, &nodes);

@@ -174,6 +174,12 @@ pub async fn page(state: State, ctx: Ctx, id: ProfilePath) -> Answer {
     } else {
         Vec::new()
     };
+    let pool = match (id.scope, p.reuse()) {
+        (Scope::User, Some(_)) => Some(need(
+            crate::service::starts::pool::view(&state.runtime, id.clone()).await,
+        )?),
+        _ => None,
+    };
     let body = html! {
         p.muted { a href="/ui/profiles" { "Profiles" } }
         h1 { (id.scoped_name()) " " (badge(&p.status.to_string())) }
@@ -218,11 +224,40 @@ pub async fn page(state: State, ctx: Ctx, id: ProfilePath) -> Answer {
                 ("Active runs", html! { (u.active_runs.len()) }),
                 ("Nodes now", html! { (u.nodes_now) }),
                 ("Node-hours", html! { (format!("{:.2}", u.node_hours)) }),
+                ("Of them IDLE between runs", html! { (format!("{:.2}", u.idle_node_seconds as f64 / 3600.0)) }),
                 ("Runs by status", html! {
                     @if u.runs.is_empty() { "none" }
                     @for (s, n) in &u.runs { (badge(s)) " " (n) " " }
                 }),
             ]))
+            @if let Some(pool) = &pool {
+                h2 { "Pool" }
+                p {
+                    @match pool.pool {
+                        Some(spec) => { "Keeps " (spec.min) " to " (spec.max) " clusters ready: " }
+                        None => "No pool: IDLE clusters its runs left: ",
+                    }
+                    strong { (pool.ready.len()) } " ready, "
+                    strong { (pool.creating.len()) } " being made, "
+                    strong { (pool.claimed) } " held by runs."
+                }
+                @if !pool.ready.is_empty() || !pool.creating.is_empty() {
+                    div.scroll { table {
+                        thead { tr { th scope="col" { "State" } th scope="col" { "Cluster" } th scope="col" { "Made" } th scope="col" { "Nodes" } th scope="col" { "Expires" } } }
+                        tbody {
+                            @for (state, c) in pool.ready.iter().map(|c| ("READY", c)).chain(pool.creating.iter().map(|c| ("CREATING", c))) {
+                                tr {
+                                    td data-label="State" { (badge(if state == "READY" { "IDLE" } else { "PROVISIONING" })) }
+                                    td data-label="Cluster" { code { (c.cluster) } }
+                                    td data-label="Made" { (if c.pooled { "ahead, for the pool" } else { "by a run that completed" }) }
+                                    td data-label="Nodes" { (c.nodes) }
+                                    td data-label="Expires" { (c.expires_at.map_or(html! { "–" }, crate::ui::layout::deadline)) }
+                                }
+                            }
+                        }
+                    } }
+                }
+            }
             h2 { "Assignments" }
             @if assignments.is_empty() {
                 p.muted { "Assigned nowhere: runs use it only when their runtime arguments name it." }
@@ -255,6 +290,9 @@ struct Basics {
     /// Whether a completed run leaves its cluster for the next run that matches.
     reuse: bool,
     reuse_idle: String,
+    /// The pool's min and max (empty: no pool).
+    pool_min: String,
+    pool_max: String,
 }
 
 /// What the form is for.
@@ -321,6 +359,8 @@ fn form(
                     }
                 }
                 (plain("reuse-idle", "reuseIdle", "Idle for at most", &basics.reuse_idle, "How long an IDLE cluster waits for its next run (10m, 1h); empty for 30m. Bounded by the longest cluster life.", false))
+                (plain("pool-min", "pool.min", "Pool: clusters kept ready", &basics.pool_min, "Clusters made ahead of demand for this namespace's runs (a profile of a namespace only); empty for no pool.", false))
+                (plain("pool-max", "pool.max", "Pool: at most", &basics.pool_max, "Most IDLE clusters the pool keeps (made ahead, or left by runs); 1 to 100.", false))
             }
             @for g in groups {
                 fieldset {
@@ -461,6 +501,8 @@ pub async fn edit(state: State, ctx: Ctx, id: ProfilePath) -> Answer {
         timeout: p.timeout.map(span_text).unwrap_or_default(),
         reuse: p.cluster_reuse,
         reuse_idle: p.reuse_idle.map(span_text).unwrap_or_default(),
+        pool_min: p.pool.map(|x| x.min.to_string()).unwrap_or_default(),
+        pool_max: p.pool.map(|x| x.max.to_string()).unwrap_or_default(),
     };
     let body = html! {
         p.muted { a href=(href(&id)) { (id.scoped_name()) } }
@@ -541,6 +583,8 @@ async fn save_form(
         timeout: get("timeout"),
         reuse: get("clusterReuse") == "true",
         reuse_idle: get("reuseIdle"),
+        pool_min: get("pool.min"),
+        pool_max: get("pool.max"),
     };
     let mut entered = BTreeMap::new();
     let mut properties = Vec::new();
@@ -585,9 +629,21 @@ async fn save_form(
     }
     if basics.reuse {
         body["clusterReuse"] = serde_json::Value::Bool(true);
-        if !basics.reuse_idle.is_empty() {
-            body["reuseIdle"] = serde_json::Value::String(basics.reuse_idle.clone());
-        }
+    }
+    if !basics.reuse_idle.is_empty() {
+        body["reuseIdle"] = serde_json::Value::String(basics.reuse_idle.clone());
+    }
+    if !basics.pool_min.is_empty() || !basics.pool_max.is_empty() {
+        // A number where one was typed; else the text, which the profile's checks name.
+        let number = |v: &str, or: u64| match v {
+            "" => serde_json::json!(or),
+            v => v
+                .parse::<u64>()
+                .map_or_else(|_| serde_json::json!(v), |n| serde_json::json!(n)),
+        };
+        let min = number(&basics.pool_min, 0);
+        let max = number(&basics.pool_max, min.as_u64().unwrap_or(0).max(1));
+        body["pool"] = serde_json::json!({"min": min, "max": max});
     }
     let result = async {
         if basics.name.is_empty() {
@@ -625,7 +681,9 @@ async fn save_form(
                     format!("p.{}", widgets::property_of(f).unwrap_or_default())
                 }
                 "name" | "label" | "description" | "timeout" | "keepalive.killed"
-                | "keepalive.failed" | "reuseIdle" => invalid.field.clone(),
+                | "keepalive.failed" | "reuseIdle" | "pool.min" | "pool.max" => {
+                    invalid.field.clone()
+                }
                 _ => String::new(),
             };
             let message = if key.is_empty() {

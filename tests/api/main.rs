@@ -22,6 +22,7 @@ mod metrics;
 mod namespaces;
 mod openapi;
 mod operations;
+mod pools;
 mod preferences;
 mod profiles;
 mod provisioners;

@@ -341,7 +341,7 @@ fn stop_with_keepalive_keeps_the_cluster_then_deprovision_and_extend() {
     assert_error(
         server.post(&format!("{run}/deprovision")),
         409,
-        "only a WAITING cluster",
+        "only a WAITING or IDLE cluster",
     );
     assert_error(
         server.post_json(&format!("{run}/extend"), json!({"expireAt": 1})),

@@ -467,6 +467,18 @@ pub struct ProfileFlags {
     /// How long an IDLE cluster waits for its next run (e.g. 10m; default 30m).
     #[arg(long, value_name = "DURATION")]
     pub reuse_idle: Option<String>,
+    /// Keep at least N clusters ready ahead of demand (a warm pool; needs --pool-max).
+    #[arg(long, value_name = "N")]
+    pub pool_min: Option<u32>,
+    /// Keep at most N IDLE clusters in the pool.
+    #[arg(long, value_name = "N")]
+    pub pool_max: Option<u32>,
+    /// How long a cluster a run left waits in the pool (e.g. 30m).
+    #[arg(long, value_name = "DURATION")]
+    pub pool_idle: Option<String>,
+    /// Remove the pool.
+    #[arg(long, conflicts_with_all = ["pool_min", "pool_max", "pool_idle"])]
+    pub no_pool: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -501,6 +513,8 @@ pub enum ProfileCmd {
     Usage(#[command(flatten)] ProfileTarget),
     /// Show every namespace, app and program where a profile is assigned.
     Assignments(#[command(flatten)] ProfileTarget),
+    /// Show a profile's warm pool: its IDLE clusters, those being made, those runs hold.
+    Pool(#[command(flatten)] ProfileTarget),
 }
 
 /// Which of a scoped entity (profiles, templates) to list.

@@ -92,6 +92,9 @@ pub enum Event {
     Expired,
     /// `POST .../deprovision`.
     Deprovision,
+    /// An IDLE cluster is no longer wanted (its profile was disabled, or its pool holds more
+    /// than its `max`), for this reason.
+    Retire(String),
     /// `POST .../extend`.
     Extend { expire_at: u64 },
     /// The delete operation removed every node.
@@ -231,6 +234,22 @@ pub fn on(run: &RunRecord, event: Event, now: u64) -> Result<Transition, RunErro
             Transition::new(next)
                 .note("run STARTING, cluster PROVISIONING")
                 .effect(Effect::CreateCluster)
+        }
+        // A pool's run: its cluster is made, and waits IDLE for a run to take it over (until
+        // the profile's timeout, if it has one).
+        ((P::Starting, Some(C::Provisioning)), Event::Provisioned)
+            if run.pooled && run.stop.is_none() =>
+        {
+            next.status = P::Completed;
+            next.end = Some(now);
+            next.cluster.status = Some(C::Idle);
+            next.cluster.expires_at = Some(
+                run.deadline()
+                    .unwrap_or(now.saturating_add(crate::model::profile::MAX_SECONDS)),
+            );
+            next.cluster.reuse_key = next.reuse_key();
+            next.cluster.idle_since = Some(now);
+            Transition::new(next).note("cluster IDLE: made ahead for the profile's pool")
         }
         // Starting/Provisioning --Provisioned--> Starting/Provisioned, or straight to teardown
         // when a stop came in while the last node was being made.
@@ -487,6 +506,8 @@ pub fn on(run: &RunRecord, event: Event, now: u64) -> Result<Transition, RunErro
         ((any_status!(), Some(C::Waiting | C::Idle)), Event::TimedOut) => {
             deprovision(next, "the profile's timeout passed", now)
         }
+        ((any_status!(), Some(C::Idle)), Event::Retire(why)) => deprovision(next, &why, now),
+        (any_state!(), Event::Retire(_)) => Transition::new(next),
         ((any_status!(), Some(C::Waiting | C::Idle)), Event::Deprovision) => {
             deprovision(next, "deprovision requested", now)
         }

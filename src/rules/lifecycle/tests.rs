@@ -44,6 +44,7 @@ fn run(status: P, cluster: Option<C>) -> RunRecord {
         attempts: Vec::new(),
         relaunch_at: None,
         reuse: None,
+        pooled: false,
         format: 0,
         exit: None,
         template: None,
@@ -513,6 +514,7 @@ fn every_state_and_event_is_answered_consistently() {
         Event::DeprovisionFailed("x".into()),
         Event::ForceDeprovision,
         Event::ReuseFailed("x".into()),
+        Event::Retire("x".into()),
     ];
     let (mut accepted, mut refused) = (0, 0);
     for status in statuses {
@@ -754,6 +756,7 @@ fn a_taken_over_cluster_is_made_ready_or_replaced() {
         claim_ms: 2,
         ready: false,
         discarded: None,
+        pooled: false,
     });
     assert_eq!(resume(&taker), vec![Effect::PrepareCluster]);
     let ready = on(&taker, Event::Provisioned, NOW).expect("applies");

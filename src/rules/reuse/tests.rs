@@ -48,6 +48,7 @@ fn run(id: &str, status: P, cluster: Option<C>) -> RunRecord {
         attempts: Vec::new(),
         relaunch_at: None,
         reuse: Some(Reuse { idle: 600 }),
+        pooled: false,
         format: 0,
         exit: None,
         template: None,

@@ -64,6 +64,7 @@ fn run(status: ProgramStatus, cluster: Option<ClusterStatus>) -> RunRecord {
         attempts: Vec::new(),
         relaunch_at: None,
         reuse: None,
+        pooled: false,
         format: crate::model::run::RUN_FORMAT,
     }
 }

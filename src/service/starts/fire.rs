@@ -438,6 +438,7 @@ fn unresolved_run(
         attempts: Vec::new(),
         relaunch_at: None,
         reuse: None,
+        pooled: false,
         format: crate::model::run::RUN_FORMAT,
     })
 }

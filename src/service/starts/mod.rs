@@ -10,6 +10,7 @@
 
 pub mod fire;
 pub mod idempotent;
+pub mod pool;
 pub mod queue;
 pub mod scheduler;
 
@@ -578,6 +579,7 @@ fn record_start(
         attempts: Vec::new(),
         relaunch_at: None,
         reuse,
+        pooled: false,
         format: crate::model::run::RUN_FORMAT,
     };
     let namespace = catalog::require_namespace(tx, &key.namespace)?;

@@ -1,0 +1,384 @@
+//! Warm pools: a namespace's profile with a `pool` keeps at least `min` clusters IDLE ahead of
+//! demand, so a run that starts takes one over at once. A pool's clusters are made by runs
+//! without a program ([`POOL_APP`], the profile's name as their program), recorded, owned and
+//! supervised like any run: on several servers a dead server's are taken over, and nothing is
+//! leaked. One server of an installation tends the pools ([`run`], an elected duty): every
+//! [`TICK`] it counts each pool's ready clusters (IDLE ones that match the pool's runs,
+//! whether made ahead or left by a run) and those being made, and starts what is missing, each
+//! in one write with the namespace's limits (a pool's nodes count against `maxLiveNodes`) and
+//! the host rules a run's would meet. IDLE clusters beyond the pool's `max`, and every IDLE
+//! cluster of a DISABLED profile, are retired by their own supervisors
+//! (`runtime::supervisor`).
+
+use std::time::Duration;
+
+use super::{Layout, Resolved, activate, index, limit_hold, resolve_at, solve_outside};
+use crate::model::access::runs_on_host;
+use crate::model::app::{Program, WORKFLOWS};
+use crate::model::event::EventKind;
+use crate::model::preference::Scope;
+use crate::model::profile::{Pool, ProfileId, ProfileStatus, StoredProfile};
+use crate::model::property::{Level, Origin, Values};
+use crate::model::run::{ClusterStatus, Launch, POOL_APP, ProgramStatus, RunKey, RunRecord};
+use crate::model::server::Owner;
+use crate::rules::{host, resolve};
+use crate::runtime::Runtime;
+use crate::runtime::clock;
+use crate::runtime::membership::{Duty, leads};
+use crate::service::catalog;
+use crate::service::error::ServiceError;
+use crate::store::{Read, StoreError, Table, Txn, events, keys};
+
+/// How often the pools are tended.
+pub const TICK: Duration = Duration::from_secs(2);
+
+/// Tends every pool until the server stops, while this server holds the duty.
+pub async fn run(runtime: Runtime) {
+    loop {
+        tokio::time::sleep(TICK).await;
+        let deps = runtime.deps();
+        match leads(&deps.store, &deps.member, Duty::Pools).await {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot tell which server tends the pools; retried");
+                continue;
+            }
+        }
+        if let Err(e) = tend(&runtime).await {
+            tracing::warn!(error = %e, "tending the pools failed; retried");
+        }
+    }
+}
+
+/// One round: every enabled pool made up to its `min`.
+pub async fn tend(runtime: &Runtime) -> Result<(), ServiceError> {
+    let pools: Vec<(ProfileId, Pool)> = runtime
+        .deps()
+        .store
+        .read(|r| {
+            Ok::<_, StoreError>(
+                r.scan::<StoredProfile>(Table::Profiles, "")?
+                    .into_iter()
+                    .filter(|(_, s)| s.profile.status == ProfileStatus::Enabled)
+                    .filter_map(|(key, s)| {
+                        let (ns, _) = key.split_once('/')?;
+                        let pool = s.profile.pool?;
+                        (ns != crate::model::profile::SYSTEM_NAMESPACE)
+                            .then(|| (ProfileId::user(ns, &s.profile.name), pool))
+                    })
+                    .collect(),
+            )
+        })
+        .await?;
+    for (id, pool) in pools {
+        if let Err(e) = fill(runtime, &id, pool).await {
+            tracing::warn!(profile = %id, error = %e, "cannot fill the pool");
+            metrics::counter!(crate::model::metrics::POOL_REFILLS.name, "result" => "refused")
+                .increment(1);
+        }
+    }
+    Ok(())
+}
+
+/// What a pool holds now.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PoolState {
+    /// The IDLE clusters its runs may take over: their runs.
+    pub ready: Vec<RunRecord>,
+    /// Its runs still making their clusters.
+    pub creating: Vec<RunRecord>,
+}
+
+/// The runs a pool's clusters are made with: `<namespace>/_pool/<profile>/`.
+fn pool_runs(id: &ProfileId) -> String {
+    keys::program_runs(&id.namespace, POOL_APP, &id.name)
+}
+
+/// What pool `id` holds, for runs whose reuse key is `reuse_key`.
+pub fn state(r: &impl Read, id: &ProfileId, reuse_key: &str) -> Result<PoolState, StoreError> {
+    let mut out = PoolState::default();
+    for run_key in crate::store::idle::offered(r, &id.namespace, reuse_key)? {
+        if let Some(run) = r.get::<RunRecord>(Table::Runs, &run_key)? {
+            out.ready.push(run);
+        }
+    }
+    for (key, _) in r.scan::<serde_json::Value>(Table::Active, &pool_runs(id))? {
+        if let Some(run) = r.get::<RunRecord>(Table::Runs, &key)?
+            && matches!(run.status, ProgramStatus::Pending | ProgramStatus::Starting)
+        {
+            out.creating.push(run);
+        }
+    }
+    out.ready
+        .sort_by_key(|r| (r.cluster.expires_at, r.key.run.clone()));
+    Ok(out)
+}
+
+/// Starts the runs pool `id` lacks to hold `min` clusters (never past `max`), one write each.
+async fn fill(runtime: &Runtime, id: &ProfileId, pool: Pool) -> Result<(), ServiceError> {
+    let mut solved: Option<(Resolved, Layout)> = None;
+    let mut made = 0u32;
+    // Each round makes at most `max` runs: a pool's record says what it holds at once.
+    for _ in 0..pool.max.saturating_mul(2).max(2) {
+        let (registry, id2, owner) = (
+            std::sync::Arc::clone(&runtime.deps().registry),
+            id.clone(),
+            owner(runtime),
+        );
+        let s = solved.clone();
+        let outcome = runtime
+            .deps()
+            .store
+            .write(move |tx| record(tx, &registry, &id2, pool, s.clone(), &owner))
+            .await?;
+        match outcome {
+            Made::Full => break,
+            Made::Unsolved(resolved) => {
+                solved = Some(solve_outside(&runtime.deps().registry, *resolved).await?);
+            }
+            Made::Started(run) => {
+                made += 1;
+                metrics::counter!(crate::model::metrics::POOL_REFILLS.name, "result" => "made")
+                    .increment(1);
+                runtime.spawn(*run);
+            }
+        }
+    }
+    if made > 0 {
+        tracing::info!(profile = %id, made, "pool refilled");
+    }
+    Ok(())
+}
+
+fn owner(runtime: &Runtime) -> Owner {
+    let member = &runtime.deps().member;
+    Owner {
+        server: member.name.to_string(),
+        lease: member.lease(),
+        since: clock::now_secs(),
+    }
+}
+
+/// What one write of [`fill`] did.
+enum Made {
+    /// The pool holds (or is making) `min` clusters.
+    Full,
+    /// Nothing: the pool's template's layout must be solved first (or again).
+    Unsolved(Box<Resolved>),
+    Started(Box<RunRecord>),
+}
+
+/// The levels a pool's runs resolve over: the instance's and the namespace's preferences
+/// (an app's or a program's overrides are their runs' own).
+fn levels(r: &impl Read, ns: &str) -> Result<Vec<(Level, Values)>, StoreError> {
+    let mut out = Vec::new();
+    for scope in [Scope::Instance, Scope::Namespace(ns.to_string())] {
+        let values: Values = r.get(Table::Preferences, &scope.key())?.unwrap_or_default();
+        out.push((scope.level(), values));
+    }
+    Ok(out)
+}
+
+/// What a run of pool `id` resolves to.
+fn resolve_pool(
+    r: &impl Read,
+    registry: &crate::runtime::registry::Registry,
+    id: &ProfileId,
+) -> Result<Resolved, ServiceError> {
+    let maps = levels(r, &id.namespace)?;
+    let levels: Vec<(Level, &Values)> = maps.iter().map(|(l, v)| (*l, v)).collect();
+    let chosen = resolve::ChosenProfile {
+        id: id.clone(),
+        origin: Origin::Profile,
+    };
+    let program = Program {
+        program_type: WORKFLOWS.into(),
+        name: id.name.clone(),
+        command: Vec::new(),
+        env: Default::default(),
+        max_concurrent_runs: None,
+        retry: None,
+    };
+    resolve_at(r, registry, (&id.namespace, &levels), chosen, program, None)
+}
+
+/// Records the next run pool `id` lacks, if it lacks one: checked as a run's start is (its
+/// properties, its template, the host rules, the namespace's quota), in one write.
+fn record(
+    tx: &mut Txn,
+    registry: &crate::runtime::registry::Registry,
+    id: &ProfileId,
+    pool: Pool,
+    solved: Option<(Resolved, Layout)>,
+    owner: &Owner,
+) -> Result<Made, ServiceError> {
+    let resolved = resolve_pool(tx, registry, id)?;
+    let layout = match solved {
+        _ if resolved.template.is_none() => Layout::default(),
+        Some((expected, layout)) if expected == resolved => layout,
+        _ => return Ok(Made::Unsolved(Box::new(resolved))),
+    };
+    let run = pool_run(id, resolved.clone(), layout);
+    let Some(reuse_key) = run.reuse_key() else {
+        return Ok(Made::Full);
+    };
+    let held = state(tx, id, &reuse_key)?;
+    let holds = held.ready.len() + held.creating.len();
+    if holds >= pool.min as usize || holds >= pool.max as usize {
+        return Ok(Made::Full);
+    }
+    let namespace = catalog::require_namespace(tx, &id.namespace)?;
+    if runs_on_host(&run.provisioner, &run.properties()) {
+        let host = host::HostRun {
+            namespace_allows: namespace.allow_host_programs,
+            // A pool's run has no program: its profile and template decide.
+            app_approved: true,
+            profile: resolved.authors.profile,
+            template: resolved.authors.template.as_ref().map(|(_, t)| *t),
+        };
+        if host::refusal(&host).is_some() {
+            return Err(ServiceError::NotAllowed(format!(
+                "the pool of {id} would run its services' scripts on the server's own host, which only a profile and template an instance admin wrote may do (or set allowHostPrograms on namespace '{}')",
+                id.namespace
+            )));
+        }
+    }
+    if let Some((refusal, _)) = limit_hold(tx, &namespace, &run, (None, None))? {
+        return Err(refusal.into());
+    }
+    tx.put(Table::Runs, &run.key.key(), &run)?;
+    index(tx, &run.key)?;
+    activate(tx, &run, owner)?;
+    events::append(
+        tx,
+        &run.key.run,
+        EventKind::Status,
+        None,
+        format!(
+            "run PENDING: a cluster of {} node(s) made ahead for the pool of {id} ({holds} of its min {} held)",
+            run.cluster.nodes.len(),
+            pool.min
+        ),
+    )?;
+    Ok(Made::Started(Box::new(run)))
+}
+
+/// The PENDING run that makes a cluster for pool `id`.
+fn pool_run(id: &ProfileId, resolved: Resolved, (layout, node_types): Layout) -> RunRecord {
+    RunRecord {
+        key: RunKey {
+            namespace: id.namespace.clone(),
+            app: POOL_APP.into(),
+            program: id.name.clone(),
+            run: uuid::Uuid::now_v7().to_string(),
+        },
+        status: ProgramStatus::Pending,
+        starting: clock::now_secs(),
+        start: None,
+        end: None,
+        args: Values::default(),
+        profile: resolved.chosen.id.scoped_name(),
+        provisioner: resolved.provisioner,
+        profile_properties: resolved.properties,
+        keepalive: resolved.keepalive,
+        timeout: resolved.timeout,
+        launch: Launch {
+            command: Vec::new(),
+            env: Default::default(),
+        },
+        cluster: crate::model::run::ClusterState {
+            nodes: resolved.nodes,
+            ..Default::default()
+        },
+        failure: None,
+        stop: None,
+        exit: None,
+        template: resolved.template,
+        layout,
+        node_types,
+        config: None,
+        launcher: None,
+        started_by: None,
+        queue: None,
+        retry: None,
+        attempts: Vec::new(),
+        relaunch_at: None,
+        reuse: resolved.reuse,
+        pooled: true,
+        format: crate::model::run::RUN_FORMAT,
+    }
+}
+
+/// What pool `id` holds now, and its spec: for `GET .../profiles/{p}/pool`.
+pub async fn view(
+    runtime: &Runtime,
+    id: ProfileId,
+) -> Result<crate::model::view::PoolView, ServiceError> {
+    let registry = std::sync::Arc::clone(&runtime.deps().registry);
+    runtime
+        .store()
+        .read(move |r| {
+            let stored = catalog::stored_profile(r, &id)?
+                .ok_or_else(|| ServiceError::ProfileNotFound(id.clone()))?;
+            let pool = stored.profile.pool;
+            // What the pool's runs match: as its runs resolve now (with a template, as its
+            // newest run did).
+            let key = match resolve_pool(r, &registry, &id) {
+                Ok(res) if res.template.is_none() => {
+                    pool_run(&id, res, Layout::default()).reuse_key()
+                }
+                Ok(_) | Err(_) => r
+                    .scan::<RunRecord>(Table::Runs, &pool_runs(&id))?
+                    .into_iter()
+                    .next_back()
+                    .and_then(|(_, run)| run.reuse_key()),
+            };
+            let held = match &key {
+                Some(k) => state(r, &id, k)?,
+                None => state_by_runs(r, &id)?,
+            };
+            let claimed = claimed(r, &id)?;
+            Ok(crate::model::view::PoolView::new(
+                &id,
+                pool,
+                &(held.ready, held.creating),
+                claimed,
+            ))
+        })
+        .await
+}
+
+/// What pool `id` holds, from its own runs alone (when the reuse key cannot be told).
+fn state_by_runs(r: &impl Read, id: &ProfileId) -> Result<PoolState, StoreError> {
+    let mut out = PoolState::default();
+    for (key, _) in r.scan::<serde_json::Value>(Table::Active, &pool_runs(id))? {
+        if let Some(run) = r.get::<RunRecord>(Table::Runs, &key)? {
+            match (run.status, run.cluster.status) {
+                (_, Some(ClusterStatus::Idle)) => out.ready.push(run),
+                (ProgramStatus::Pending | ProgramStatus::Starting, _) => out.creating.push(run),
+                _ => {}
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// How many of the clusters pool `id` made are held by runs now.
+fn claimed(r: &impl Read, id: &ProfileId) -> Result<usize, StoreError> {
+    let mut n = 0;
+    for (_, run) in r.scan::<RunRecord>(Table::Runs, &pool_runs(id))? {
+        if run.cluster.status != Some(ClusterStatus::Reused) {
+            continue;
+        }
+        let Some(holder) = crate::store::idle::holder(r, run.cluster_id())? else {
+            continue;
+        };
+        if r.get::<serde_json::Value>(Table::Active, &holder)?
+            .is_some_and(|e| !crate::store::idle::is_idle_entry(&e))
+        {
+            n += 1;
+        }
+    }
+    Ok(n)
+}
