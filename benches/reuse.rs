@@ -2,9 +2,11 @@
 //! (`EBB_BENCH_CREATE`), 2 nodes, for (a) runs that make their own cluster
 //! (`EBB_BENCH_FRESH` runs, default 5, started together) and (b) a chain of runs on a profile
 //! with `clusterReuse`, each started when the one before completed (`EBB_BENCH_CHAIN`, default
-//! 50), so each takes over the cluster the one before left IDLE. Each latency is from just
-//! before the start request to the run's `RUNNING` event (milliseconds, the server's clock,
-//! which is this host's).
+//! 50), so each takes over the cluster the one before left IDLE, and (c) a warm pool of 5
+//! (`EBB_BENCH_POOL`) under a stream of 100 runs (`EBB_BENCH_STREAM`) from 5 clients, each
+//! starting its next run when its last completed. Each latency is from just before the start
+//! request to the run's `RUNNING` event (milliseconds, the server's clock, which is this
+//! host's).
 //!
 //! `cargo bench --bench reuse`; `EBB_BENCH_DIR` picks the data dir's disk.
 
@@ -103,6 +105,10 @@ fn main() {
     warm["clusterReuse"] = json!(true);
     warm["reuseIdle"] = json!("10m");
     put_profile_body(&server, "warm", warm);
+    let pool_size = env_usize("EBB_BENCH_POOL", 5);
+    let mut pooled = profile_body("sim", &props);
+    pooled["pool"] = json!({"min": pool_size, "max": pool_size, "idle": "10m"});
+    put_profile_body(&server, "pooled", pooled);
     let (code, body) = server.put(
         "/v3/namespaces/default/apps/bench",
         json!({"programs": [{"type": "workflows", "name": "p", "command": ["true"]}]}),
@@ -142,5 +148,45 @@ fn main() {
         "    the claim itself: p50 {:.1} ms, p99 {:.1} ms",
         percentile(&claims, 0.50).as_secs_f64() * 1e3,
         percentile(&claims, 0.99).as_secs_f64() * 1e3,
+    );
+
+    // (c) A warm pool under a stream of runs from 5 clients.
+    let stream = env_usize("EBB_BENCH_STREAM", 100);
+    let pool_path = "/v3/namespaces/default/profiles/pooled/pool";
+    loop {
+        let (_, pool) = server.get(pool_path);
+        if pool["ready"].as_array().map_or(0, Vec::len) >= pool_size {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let clients = 5;
+    let results: Vec<(Duration, bool)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..clients)
+            .map(|c| {
+                let server = &server;
+                scope.spawn(move || {
+                    let mut out = Vec::new();
+                    for _ in (c..stream).step_by(clients) {
+                        let (path, asked) = start(server, "pooled");
+                        let run = wait(server, &path, "IDLE");
+                        let hit = run["cluster"]["origin"] != "fresh";
+                        out.push((to_running(server, &path, asked), hit));
+                    }
+                    out
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("client"))
+            .collect()
+    });
+    let hits = results.iter().filter(|(_, hit)| *hit).count();
+    report(
+        &format!(
+            "(c) a pool of {pool_size}, {stream} runs from {clients} clients ({hits} took a pooled or returned cluster)"
+        ),
+        results.into_iter().map(|(d, _)| d).collect(),
     );
 }

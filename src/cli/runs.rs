@@ -626,7 +626,12 @@ fn show_run(json: bool, answer: Value) -> Result<(), CliError> {
     );
     match (&c.reused_from, &c.reused_by) {
         (Some(o), _) => out!(
-            "origin:   reused from run {} (cluster {}), taken over in {} ms{}",
+            "origin:   {} {} (cluster {}), taken over in {} ms{}",
+            if o.pooled {
+                "made ahead by the pool's run"
+            } else {
+                "reused from run"
+            },
             o.from,
             c.id.as_deref().unwrap_or("-"),
             o.claim_ms,

@@ -47,8 +47,8 @@ pub struct ClusterView {
     /// `repair` may run on it then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attention: Option<crate::model::run::Attention>,
-    /// Where the cluster came from: `fresh` (made for the run) or `reused` (taken over from
-    /// the run `from`).
+    /// Where the cluster came from: `fresh` (made for the run), `reused` (taken over from a
+    /// run that left it IDLE) or `pooled` (made ahead of demand for the profile's pool).
     #[serde(default = "fresh")]
     pub origin: String,
     /// The cluster's id, when the run did not make it (the run that did).
@@ -182,7 +182,8 @@ impl RunView {
                 end: run.cluster.end,
                 num_nodes: run.cluster.status.map(|_| run.cluster.nodes.len()),
                 attention: run.cluster.attention.clone(),
-                origin: match run.cluster.origin {
+                origin: match &run.cluster.origin {
+                    Some(o) if o.pooled => "pooled".into(),
                     Some(_) => "reused".into(),
                     None => fresh(),
                 },

@@ -351,7 +351,7 @@ fn form(
                 (plain("timeout", "timeout", "Longest cluster life", &basics.timeout, "The run is killed when its cluster is this old (1h, 2d); empty for no limit.", false))
             }
             fieldset {
-                legend { "Cluster reuse" }
+                legend { "Reuse and warm pool" }
                 div.field {
                     label {
                         input type="checkbox" name="clusterReuse" value="true" checked[basics.reuse];

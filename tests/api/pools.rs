@@ -80,7 +80,7 @@ fn a_pool_keeps_its_clusters_ready_and_refills_after_a_run_takes_one() {
     let running = wait_until(&server, &run, Duration::from_secs(60), |r| {
         r["status"] == "RUNNING"
     });
-    assert_eq!(running["cluster"]["origin"], "reused", "{running}");
+    assert_eq!(running["cluster"]["origin"], "pooled", "{running}");
     assert_eq!(
         running["cluster"]["reusedFrom"]["pooled"], true,
         "{running}"

@@ -507,7 +507,13 @@ pub fn on(run: &RunRecord, event: Event, now: u64) -> Result<Transition, RunErro
             deprovision(next, "the profile's timeout passed", now)
         }
         ((any_status!(), Some(C::Idle)), Event::Retire(why)) => deprovision(next, &why, now),
-        (any_state!(), Event::Retire(_)) => Transition::new(next),
+        (any_state!(), Event::Retire(_)) => {
+            return Err(wrong(
+                run,
+                "retired",
+                format!("{}; only an IDLE cluster is", status_text(run)),
+            ));
+        }
         ((any_status!(), Some(C::Waiting | C::Idle)), Event::Deprovision) => {
             deprovision(next, "deprovision requested", now)
         }

@@ -59,7 +59,7 @@ fn origin(run: &RunView) -> Markup {
     html! {
         @match &c.reused_from {
             Some(o) => {
-                "reused from run " code { (short(&o.from)) } ", taken over in " (o.claim_ms) " ms"
+                (if o.pooled { "made ahead by the pool's run " } else { "reused from run " }) code { (short(&o.from)) } ", taken over in " (o.claim_ms) " ms"
                 @if let Some(why) = &o.discarded { " · could not be used (" (why) ")" }
             }
             None => "made for this run",
