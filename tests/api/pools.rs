@@ -64,7 +64,13 @@ fn a_pool_keeps_its_clusters_ready_and_refills_after_a_run_takes_one() {
     let (data, sim) = (sub(&dir, "data"), sub(&dir, "sim"));
     let server = Server::start_at(&data, Options::default());
     pooled_sim(&server, &sim, json!({"min": 2, "max": 3, "idle": "5m"}));
-    deploy(&server, "a", "sleep 2", json!({}));
+    // The program holds its cluster until the test lets it go.
+    let go = dir.path().join("go");
+    let script = format!(
+        "i=0; while [ ! -e '{}' ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done",
+        go.display()
+    );
+    deploy(&server, "a", &script, json!({}));
     let ready = wait_pool(&server, "2 ready", |p| count(p, "ready") == 2);
     assert_eq!(ready["pool"]["min"], 2, "{ready}");
     assert!(
@@ -90,6 +96,7 @@ fn a_pool_keeps_its_clusters_ready_and_refills_after_a_run_takes_one() {
         count(p, "ready") == 2 && p["claimed"] == 1
     });
     assert_eq!(instances(&sim).len(), 3, "{refilled}");
+    std::fs::write(&go, "").expect("go");
     // The run's cluster comes back when it completes: 3 ready, its max, nothing more made.
     let done = wait_until(&server, &run, Duration::from_secs(60), |r| {
         r["cluster"]["status"] == "IDLE"
@@ -126,19 +133,29 @@ fn a_pool_holds_at_most_its_max_and_a_disabled_profile_drains_it() {
             r["status"] == "COMPLETED"
         });
     }
-    let settled = wait_pool(&server, "1 ready and none made", |p| {
+    wait_pool(&server, "1 ready and none made", |p| {
         count(p, "ready") == 1 && count(p, "creating") == 0
     });
-    assert_eq!(live_instances(&sim), 1, "{settled}");
+    wait_instances(&sim, 1);
 
     let (code, body) = server.post("/v3/namespaces/default/profiles/warm/disable");
     assert_eq!(code, 200, "{body}");
     wait_pool(&server, "drained", |p| {
         count(p, "ready") == 0 && count(p, "creating") == 0
     });
+    wait_instances(&sim, 0);
+}
+
+/// Waits (up to 30 s) until the sim cloud holds `n` instances that are not terminated.
+#[track_caller]
+fn wait_instances(sim: &Path, n: usize) {
     let started = Instant::now();
-    while live_instances(&sim) > 0 {
-        assert!(started.elapsed() < Duration::from_secs(30), "not deleted");
+    while live_instances(sim) != n {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{} live instances, not {n}",
+            live_instances(sim)
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }

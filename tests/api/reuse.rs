@@ -163,6 +163,41 @@ fn what_does_not_match_makes_its_own_cluster() {
     assert_eq!(creates(&sim), 4);
 }
 
+/// 20 starts, spread over `servers`, race for the IDLE clusters runs `first` left: each goes
+/// to exactly one of them, and the others make their own.
+fn race(servers: &[&Server], first: &[String], sim: &Path) {
+    let args = json!({"system.profile.name": "warm"});
+    let racers: Vec<String> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..20)
+            .map(|i| {
+                let (server, args) = (servers[i % servers.len()], args.clone());
+                scope.spawn(move || start(server, "a", args))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("start"))
+            .collect()
+    });
+    let mut reused = Vec::new();
+    for run in &racers {
+        let done = wait_cluster(servers[0], run, "IDLE");
+        assert_eq!(done["status"], "COMPLETED", "{done}");
+        if done["cluster"]["origin"] == "reused" {
+            let from = done["cluster"]["reusedFrom"]["from"].as_str();
+            reused.push(from.expect("from").to_string());
+        }
+    }
+    reused.sort();
+    let mut makers: Vec<String> = first
+        .iter()
+        .map(|p| p.rsplit('/').next().expect("id").to_string())
+        .collect();
+    makers.sort();
+    assert_eq!(reused, makers, "each IDLE cluster went to exactly one run");
+    assert_eq!(creates(sim), first.len() + 20 - makers.len());
+}
+
 #[test]
 fn racing_starts_never_share_a_cluster() {
     let (_dir, data, sim) = scenario();
@@ -176,36 +211,7 @@ fn racing_starts_never_share_a_cluster() {
     }
     assert_eq!(creates(&sim), 3);
 
-    let racers: Vec<String> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..20)
-            .map(|_| s.spawn(|| start(&server, "a", args.clone())))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("start"))
-            .collect()
-    });
-    let mut reused = Vec::new();
-    for run in &racers {
-        let done = wait_cluster(&server, run, "IDLE");
-        assert_eq!(done["status"], "COMPLETED", "{done}");
-        if done["cluster"]["origin"] == "reused" {
-            reused.push(
-                done["cluster"]["reusedFrom"]["from"]
-                    .as_str()
-                    .expect("from")
-                    .to_string(),
-            );
-        }
-    }
-    reused.sort();
-    let mut makers: Vec<String> = first
-        .iter()
-        .map(|p| p.rsplit('/').next().expect("id").to_string())
-        .collect();
-    makers.sort();
-    assert_eq!(reused, makers, "each IDLE cluster went to exactly one run");
-    assert_eq!(creates(&sim), 3 + 17);
+    race(&[&server], &first, &sim);
 }
 
 #[test]
@@ -395,39 +401,7 @@ fn racing_starts_on_three_servers_never_share_a_cluster() {
     for (s, run) in servers.iter().zip(&first) {
         wait_cluster(s, run, "IDLE");
     }
-    let racers: Vec<String> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..20)
-            .map(|i| {
-                let (server, args) = (&servers[i % 3], args.clone());
-                scope.spawn(move || start(server, "a", args))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("start"))
-            .collect()
-    });
-    let mut reused = Vec::new();
-    for run in &racers {
-        let done = wait_cluster(&servers[0], run, "IDLE");
-        assert_eq!(done["status"], "COMPLETED", "{done}");
-        if done["cluster"]["origin"] == "reused" {
-            reused.push(
-                done["cluster"]["reusedFrom"]["from"]
-                    .as_str()
-                    .expect("from")
-                    .to_string(),
-            );
-        }
-    }
-    reused.sort();
-    let mut makers: Vec<String> = first
-        .iter()
-        .map(|p| p.rsplit('/').next().expect("id").to_string())
-        .collect();
-    makers.sort();
-    assert_eq!(reused, makers, "each IDLE cluster went to exactly one run");
-    assert_eq!(creates(&sim), 3 + 17);
+    race(&servers.iter().collect::<Vec<_>>(), &first, &sim);
 }
 
 /// An IDLE cluster's run holds no slot of a program's `maxConcurrentRuns` or the namespace's
