@@ -41,13 +41,13 @@ fn start(server: &Server, profile: &str) -> (String, f64) {
     (format!("{program}/runs/{id}"), asked)
 }
 
-/// Waits until run `path`'s program ended and its cluster is `cluster` (or any that is not
-/// being made or running, for `None`).
+/// Waits until run `path`'s cluster is `cluster`, or REUSED (another run took it over as
+/// soon as it was IDLE).
 fn wait(server: &Server, path: &str, cluster: &str) -> Value {
     loop {
         let (code, run) = server.get(path);
         assert_eq!(code, 200, "{run}");
-        if run["cluster"]["status"] == cluster {
+        if run["cluster"]["status"] == cluster || run["cluster"]["status"] == "REUSED" {
             return run;
         }
         assert!(run["status"] != "FAILED", "{run}");

@@ -203,7 +203,8 @@ fn racing_starts_never_share_a_cluster() {
     let (_dir, data, sim) = scenario();
     let server = Server::start_at(&data, Options::default());
     reusing_sim(&server, "warm", &sim, "1", "5m");
-    deploy(&server, "a", "sleep 0.2", json!({}));
+    // Every racer starts before any ends: none takes over another racer's cluster.
+    deploy(&server, "a", "sleep 3", json!({}));
     let args = json!({"system.profile.name": "warm"});
     let first: Vec<String> = (0..3).map(|_| start(&server, "a", args.clone())).collect();
     for run in &first {
@@ -392,7 +393,7 @@ fn racing_starts_on_three_servers_never_share_a_cluster() {
         install.server("s2"),
     ];
     reusing_sim(&servers[0], "warm", &sim, "1", "5m");
-    deploy(&servers[0], "a", "sleep 0.2", json!({}));
+    deploy(&servers[0], "a", "sleep 3", json!({}));
     let args = json!({"system.profile.name": "warm"});
     let first: Vec<String> = servers
         .iter()
