@@ -10,16 +10,17 @@
 
 pub mod fire;
 pub mod idempotent;
+mod limits;
 pub mod pool;
 pub mod queue;
 pub mod scheduler;
 
 use std::collections::BTreeMap;
 
-use crate::model::access::{Act, Trust, runs_on_host};
+use crate::model::access::Act;
 use crate::model::app::{Program, WORKFLOWS};
 use crate::model::event::EventKind;
-use crate::model::namespace::{Namespace, Usage};
+use crate::model::namespace::Namespace;
 use crate::model::preference::Scope;
 use crate::model::profile::ProfileStatus;
 use crate::model::property::{Level, Origin, Values};
@@ -27,8 +28,8 @@ use crate::model::run::{Launch, ProgramStatus, QueueStay, RunError, RunKey, RunR
 use crate::model::schedule::{Schedule, StartedBy};
 use crate::model::server::Owner;
 use crate::rules::lifecycle::{self, Event};
-use crate::rules::queue::{self as admission, Decision, Hold};
-use crate::rules::{host, resolve};
+use crate::rules::queue::{self as admission, Decision};
+use crate::rules::resolve;
 use crate::runtime::clock;
 use crate::runtime::handle::Runtime;
 use crate::service::catalog;
@@ -36,6 +37,7 @@ use crate::service::error::ServiceError;
 use crate::store::events;
 use crate::store::keys;
 use crate::store::{Read, StoreError, Table, Txn, changes};
+use limits::{Authors, refusal, waits_on};
 
 fn prefs(r: &impl Read, scope: Scope) -> Result<Values, StoreError> {
     Ok(r.get(Table::Preferences, &scope.key())?.unwrap_or_default())
@@ -239,15 +241,6 @@ struct Resolved {
     retry: Option<crate::model::retry::Retry>,
     /// The profile's cluster reuse.
     reuse: Option<crate::model::profile::Reuse>,
-}
-
-/// The authors of what a run resolved to, and their names for a refusal.
-#[derive(Debug, Clone, PartialEq)]
-struct Authors {
-    profile: Trust,
-    profile_id: crate::model::profile::ProfileId,
-    /// The template's reference and its author.
-    template: Option<(String, Trust)>,
 }
 
 /// The layout a template gives the run's nodes: services and types per node.
@@ -674,115 +667,6 @@ fn record_rejected(
     index(tx, &run.key)?;
     changes::record(tx, act)?;
     Ok(rejected)
-}
-
-/// Why run `run` may not start now, if it may not, and whether waiting would help: a part
-/// of it that may not run on the server's host, its program's concurrency limit, or its
-/// namespace's quota. Each check reads only what it needs (a scan makes the write conflict
-/// with every other start and end it covers: on etcd, a retry each).
-fn refusal(
-    tx: &Txn,
-    namespace: &Namespace,
-    run: &RunRecord,
-    authors: &Authors,
-    (max_concurrent_runs, taken): (Option<u32>, Option<&RunRecord>),
-) -> Result<Option<(RunError, Hold)>, ServiceError> {
-    let key = &run.key;
-    let properties = run.properties();
-    if runs_on_host(&run.provisioner, &properties) {
-        let app = catalog::require_app(tx, &key.namespace, &key.app)?;
-        let host = host::HostRun {
-            namespace_allows: namespace.allow_host_programs,
-            app_approved: app.host_programs,
-            profile: authors.profile,
-            template: authors.template.as_ref().map(|(_, t)| *t),
-        };
-        if let Some(part) = host::refusal(&host) {
-            let (part, written_by) = match part {
-                host::HostPart::App => (format!("app '{}'", key.app), None),
-                host::HostPart::Profile(by) => (authors.profile_id.to_string(), Some(by)),
-                host::HostPart::Template(by) => {
-                    let name = authors.template.as_ref().map_or("", |(n, _)| n.as_str());
-                    (format!("template '{name}'"), Some(by))
-                }
-            };
-            let refusal = RunError::HostPrograms {
-                namespace: key.namespace.clone(),
-                part,
-                written_by,
-                profile: format!("{}, provisioner {}", run.profile, run.provisioner),
-                run: key.run.clone(),
-            };
-            return Ok(Some((refusal, Hold::Never)));
-        }
-    }
-    limit_hold(tx, namespace, run, (max_concurrent_runs, taken))
-}
-
-/// Which limit holds run `run` back now, if one does: its program's `maxConcurrentRuns`
-/// (`max_concurrent_runs`) or its namespace's quota. IDLE clusters' runs hold nothing; the
-/// nodes of the IDLE cluster the run takes over (`taken`) count once, as the run's.
-fn limit_hold(
-    tx: &Txn,
-    namespace: &Namespace,
-    run: &RunRecord,
-    (max_concurrent_runs, taken): (Option<u32>, Option<&RunRecord>),
-) -> Result<Option<(RunError, Hold)>, ServiceError> {
-    let key = &run.key;
-    let active = match max_concurrent_runs {
-        Some(_) => tx
-            .scan::<serde_json::Value>(
-                Table::Active,
-                &keys::program_runs(&key.namespace, &key.app, &key.program),
-            )?
-            .iter()
-            .filter(|(_, entry)| !crate::store::idle::is_idle_entry(entry))
-            .count(),
-        None => 0,
-    };
-    if let Some(max) = max_concurrent_runs
-        && active >= max as usize
-    {
-        let refusal = RunError::ConcurrencyLimit {
-            program: format!("{}/{}/{}", key.namespace, key.app, key.program),
-            active,
-            run: key.run.clone(),
-        };
-        return Ok(Some((refusal, Hold::Program)));
-    }
-    if namespace.quota.limits() {
-        let nodes = u32::try_from(run.cluster.nodes.len()).unwrap_or(u32::MAX);
-        // A run larger than the namespace allows one run never fits, however long it waits.
-        let never = namespace.quota.refuse(Usage::default(), nodes);
-        let mut usage = catalog::namespace_usage(tx, &key.namespace)?;
-        if let Some(left) = taken {
-            let held = u32::try_from(left.cluster.nodes.len()).unwrap_or(u32::MAX);
-            usage.live_nodes = usage.live_nodes.saturating_sub(held);
-        }
-        if let Some(reason) = namespace.quota.refuse(usage, nodes) {
-            let refusal = RunError::Quota {
-                namespace: key.namespace.clone(),
-                reason,
-                run: key.run.clone(),
-            };
-            let hold = if never.is_some() {
-                Hold::Never
-            } else {
-                Hold::Namespace
-            };
-            return Ok(Some((refusal, hold)));
-        }
-    }
-    Ok(None)
-}
-
-/// What a queued run waits on, in words: the limit that `held` it, or the `queued` runs
-/// ahead of it.
-fn waits_on(held: Option<&RunError>, queued: u32) -> String {
-    match held.and_then(RunError::limit) {
-        Some(limit) => limit,
-        None => format!("{queued} run(s) of its namespace are queued ahead of it"),
-    }
 }
 
 /// Records `run` (not yet stored) as QUEUED in its namespace's queue, waiting on `reason`,

@@ -12,7 +12,8 @@
 
 use std::time::Duration;
 
-use super::{Layout, Resolved, activate, index, limit_hold, resolve_at, solve_outside};
+use super::limits::limit_hold;
+use super::{Layout, Resolved, activate, index, resolve_at, solve_outside};
 use crate::model::access::runs_on_host;
 use crate::model::app::{Program, WORKFLOWS};
 use crate::model::event::EventKind;

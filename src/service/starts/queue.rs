@@ -14,7 +14,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::{activate, limit_hold};
+use super::activate;
+use super::limits::limit_hold;
 use crate::model::access::Act;
 use crate::model::metrics::{RUN_QUEUE_LAG, RUN_QUEUE_WAIT, RUNS_QUEUED};
 use crate::model::run::{ProgramStatus, RunRecord};
