@@ -296,7 +296,7 @@ pub fn pool(client: &Client, json: bool, profile_path: &str) -> Result<(), CliEr
             "pool:     min {}, max {}, a cluster a run left waits {}",
             p.min,
             p.max,
-            output::seconds(p.idle)
+            output::seconds(pool.idle)
         ),
         None => out!("pool:     none (IDLE clusters its runs left are shown)"),
     }
@@ -306,7 +306,6 @@ pub fn pool(client: &Client, json: bool, profile_path: &str) -> Result<(), CliEr
         pool.creating.len(),
         pool.claimed
     );
-    let now = crate::runtime::clock::now_secs();
     let rows: Vec<Vec<String>> = pool
         .ready
         .iter()
@@ -324,7 +323,8 @@ pub fn pool(client: &Client, json: bool, profile_path: &str) -> Result<(), CliEr
                 }
                 .to_string(),
                 c.nodes.to_string(),
-                output::when(c.expires_at, now),
+                c.expires_at
+                    .map_or("when taken".into(), |t| output::timestamp(Some(t))),
             ]
         })
         .collect();

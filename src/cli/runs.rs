@@ -621,7 +621,7 @@ fn show_run(json: bool, answer: Value) -> Result<(), CliError> {
         "cluster:  {}{}",
         c.status.map_or("-".to_string(), |s| s.to_string()),
         c.expires_at
-            .map(|t| format!(" until {t}"))
+            .map(|t| format!(" until {}", output::timestamp(Some(t))))
             .unwrap_or_default()
     );
     match (&c.reused_from, &c.reused_by) {

@@ -300,6 +300,10 @@ pub struct PoolView {
     pub profile: String,
     /// The pool's spec; none when the profile keeps no pool (what it holds is still shown).
     pub pool: Option<crate::model::profile::Pool>,
+    /// How long a cluster a run leaves waits for the next (seconds), when the profile reuses
+    /// clusters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle: Option<u64>,
     /// IDLE clusters its runs may take over now, soonest to expire first.
     pub ready: Vec<PoolCluster>,
     /// Clusters being made for it.
@@ -322,7 +326,8 @@ pub struct PoolCluster {
     /// IDLE since (epoch seconds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<u64>,
-    /// When it is deprovisioned if no run takes it over (epoch seconds).
+    /// When it is deprovisioned if no run takes it over (epoch seconds); none for a cluster
+    /// made ahead that waits until taken.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<u64>,
 }
@@ -330,7 +335,7 @@ pub struct PoolCluster {
 impl PoolView {
     pub fn new(
         id: &crate::model::profile::ProfileId,
-        pool: Option<crate::model::profile::Pool>,
+        profile: &crate::model::profile::Profile,
         held: &(Vec<RunRecord>, Vec<RunRecord>),
         claimed: usize,
     ) -> PoolView {
@@ -340,11 +345,15 @@ impl PoolView {
             pooled: r.pooled,
             nodes: r.cluster.nodes.len(),
             since: r.cluster.idle_since,
-            expires_at: r.cluster.expires_at,
+            expires_at: r
+                .cluster
+                .expires_at
+                .filter(|_| !r.pooled || r.timeout.is_some()),
         };
         PoolView {
             profile: id.scoped_name(),
-            pool,
+            pool: profile.pool,
+            idle: profile.reuse().map(|r| r.idle),
             ready: held.0.iter().map(cluster).collect(),
             creating: held.1.iter().map(cluster).collect(),
             claimed,

@@ -251,7 +251,7 @@ pub async fn page(state: State, ctx: Ctx, id: ProfilePath) -> Answer {
                                     td data-label="Cluster" { code { (c.cluster) } }
                                     td data-label="Made" { (if c.pooled { "ahead, for the pool" } else { "by a run that completed" }) }
                                     td data-label="Nodes" { (c.nodes) }
-                                    td data-label="Expires" { (c.expires_at.map_or(html! { "–" }, crate::ui::layout::deadline)) }
+                                    td data-label="Expires" { (c.expires_at.map_or(html! { "when a run takes it" }, crate::ui::layout::deadline)) }
                                 }
                             }
                         }

@@ -322,7 +322,6 @@ pub async fn view(
         .read(move |r| {
             let stored = catalog::stored_profile(r, &id)?
                 .ok_or_else(|| ServiceError::ProfileNotFound(id.clone()))?;
-            let pool = stored.profile.pool;
             // What the pool's runs match: as its runs resolve now (with a template, as its
             // newest run did).
             let key = match resolve_pool(r, &registry, &id) {
@@ -342,7 +341,7 @@ pub async fn view(
             let claimed = claimed(r, &id)?;
             Ok(crate::model::view::PoolView::new(
                 &id,
-                pool,
+                &stored.profile,
                 &(held.ready, held.creating),
                 claimed,
             ))
