@@ -278,6 +278,20 @@ pub async fn page(state: State, ctx: Ctx, id: ProfilePath) -> Answer {
     Ok(frame(&ctx, &id.scoped_name(), body))
 }
 
+/// What the form does not show of profile `p` (its retry policy, whether its runs queue, its
+/// pool's idle time), carried into the `body` that replaces it, so an edit keeps it.
+fn keep_unshown(body: &mut serde_json::Value, p: &crate::model::profile::Profile) {
+    if let Some(retry) = &p.retry {
+        body["retry"] = serde_json::json!(retry);
+    }
+    if let Some(queue) = p.queue_runs {
+        body["queueRuns"] = serde_json::json!(queue);
+    }
+    if let (Some(idle), Some(pool)) = (p.pool.and_then(|x| x.idle), body.get_mut("pool")) {
+        pool["idle"] = serde_json::json!(idle);
+    }
+}
+
 /// The form's profile-wide values.
 #[derive(Debug, Clone, Default)]
 struct Basics {
@@ -656,6 +670,9 @@ async fn save_form(
                 format!("{id} exists already: edit it instead"),
             ));
         }
+        if existing.is_some() {
+            keep_unshown(&mut body, &profiles::get(&state.store, id.clone()).await?);
+        }
         let spec: ProfileSpec = serde_path_to_error::deserialize(body.clone())
             .map_err(|e| ServiceError::invalid(e.path().to_string(), e.inner().to_string()))?;
         let action = if existing.is_some() {
@@ -711,5 +728,43 @@ async fn save_form(
             Ok(answer)
         }
         Err(e) => Err(ApiError::from(e).into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An edit through the form keeps what the form does not show.
+    #[test]
+    fn an_edit_keeps_the_retry_queueing_and_pool_idle_it_does_not_show() {
+        let stored: crate::model::profile::Profile = serde_json::from_value(serde_json::json!({
+            "name": "p", "label": "p", "description": "", "scope": "USER", "status": "ENABLED",
+            "provisioner": {"name": "sim", "properties": []},
+            "keepalive": {"killed": 0, "failed": 0}, "timeout": null,
+            "retry": {"maxAttempts": 3, "onExitCodes": [75], "backoff": 30},
+            "queueRuns": true,
+            "pool": {"min": 1, "max": 2, "idle": 600},
+            "created": 1
+        }))
+        .expect("a profile");
+        let mut body = serde_json::json!({
+            "label": "p", "description": "",
+            "provisioner": {"name": "sim", "properties": []},
+            "keepalive": {"killed": "0", "failed": "0"},
+            "pool": {"min": 1, "max": 3},
+        });
+        keep_unshown(&mut body, &stored);
+        let spec: ProfileSpec = serde_json::from_value(body).expect("a profile body");
+        let retry = spec.retry.expect("retry kept");
+        assert_eq!((retry.max_attempts, retry.backoff), (3, 30));
+        assert_eq!(retry.on_exit_codes, vec![75]);
+        assert_eq!(spec.queue_runs, Some(true));
+        let pool = spec.pool.expect("pool");
+        assert_eq!(
+            (pool.max, pool.idle.map(|s| s.0)),
+            (3, Some(600)),
+            "the form's max, the kept idle"
+        );
     }
 }
