@@ -7,8 +7,9 @@
 //!
 //! ```text
 //! PENDING ─Begin→ STARTING/PROVISIONING ─Provisioned→ STARTING/PROVISIONED ─Launched→ RUNNING/PROVISIONED
-//!   RUNNING ─Exited→ COMPLETED → DEPROVISIONING | FAILED/KILLED → WAITING (keepalive) | DEPROVISIONING
-//!   WAITING ─Expired|Deprovision|TimedOut→ DEPROVISIONING ─Deprovisioned→ DEPROVISIONED
+//!   RUNNING ─Exited→ COMPLETED → DEPROVISIONING | IDLE (reuse) | FAILED/KILLED → WAITING (keepalive) | DEPROVISIONING
+//!   WAITING|IDLE ─Expired|Deprovision|TimedOut→ DEPROVISIONING ─Deprovisioned→ DEPROVISIONED
+//!   IDLE ─another run takes it over (`rules::reuse`)→ REUSED
 //!                                         DEPROVISIONING ─DeprovisionFailed→ ORPHANED
 //! ```
 
@@ -55,108 +56,12 @@ macro_rules! any_state {
     };
 }
 
-/// Something that happened to a run.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Event {
-    /// The run is refused as it is recorded (a limit is reached), or after waiting in the
-    /// queue too long.
-    Reject(String),
-    /// A QUEUED run leaves the queue to start, at `now_ms` (epoch milliseconds).
-    Admit { now_ms: u64 },
-    /// The supervisor takes up a PENDING run.
-    Begin,
-    /// The create operation made every node (or a reused cluster was made ready).
-    Provisioned,
-    /// The cluster the run took over failed to be made ready (its clean-up or its checks):
-    /// it goes back to the run that left it, to be deprovisioned, and this run makes its own.
-    ReuseFailed(String),
-    /// The create operation gave up.
-    ProvisionFailed(String),
-    /// The create operation stopped early because it was cancelled.
-    CreateStopped,
-    /// The program process started.
-    Launched,
-    /// The program could not be started.
-    LaunchFailed(String),
-    /// The program ended.
-    Exited(Exit),
-    /// The program ran on the host of a server that died, out of this server's reach.
-    ProgramLost(String),
-    /// A failed program's retry backoff is over: launch its next attempt.
-    Relaunch,
-    /// `POST .../stop`.
-    Stop { keepalive: bool },
-    /// The profile's timeout passed.
-    TimedOut,
-    /// A WAITING cluster's `expiresAt` passed.
-    Expired,
-    /// `POST .../deprovision`.
-    Deprovision,
-    /// An IDLE cluster is no longer wanted (its profile was disabled, or its pool holds more
-    /// than its `max`), for this reason.
-    Retire(String),
-    /// `POST .../extend`.
-    Extend { expire_at: u64 },
-    /// The delete operation removed every node.
-    Deprovisioned,
-    /// The delete operation gave up.
-    DeprovisionFailed(String),
-    /// `POST .../deprovision?force=true`.
-    ForceDeprovision,
-}
+// After the macros, which the rules of `resume` use too.
+mod event;
+mod resume;
 
-/// What the supervisor must do after persisting a transition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Effect {
-    /// Run (or resume) the create operation.
-    CreateCluster,
-    /// Make the cluster the run took over ready: clean the last run's directories, check
-    /// its services.
-    PrepareCluster,
-    /// Ask the running create operation to stop after its in-flight calls.
-    CancelCreate,
-    /// Launch the program, or re-attach to it if it was launched already.
-    Launch,
-    /// Wait until the run's `relaunch_at`, then apply [`Event::Relaunch`].
-    Relaunch,
-    /// Stop the program.
-    Kill,
-    /// Run (or resume) the delete operation.
-    DeleteCluster,
-    /// Abandon the running delete operation.
-    CancelDelete,
-    /// The run needs no supervisor any more.
-    Finish,
-}
-
-/// The outcome of one event.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Transition {
-    pub run: RunRecord,
-    pub effects: Vec<Effect>,
-    /// What changed, for the run's history.
-    pub notes: Vec<String>,
-}
-
-impl Transition {
-    fn new(run: RunRecord) -> Self {
-        Self {
-            run,
-            effects: Vec::new(),
-            notes: Vec::new(),
-        }
-    }
-
-    fn effect(mut self, effect: Effect) -> Self {
-        self.effects.push(effect);
-        self
-    }
-
-    fn note(mut self, note: impl Into<String>) -> Self {
-        self.notes.push(note.into());
-        self
-    }
-}
+pub use event::{Effect, Event, Transition};
+pub use resume::{next_deadline, resume};
 
 fn wrong(run: &RunRecord, action: &'static str, reason: impl Into<String>) -> RunError {
     RunError::WrongState {
@@ -753,61 +658,6 @@ fn try_again(
             ))
             .effect(Effect::Relaunch),
     )
-}
-
-/// What a supervisor taking up `run` after a restart must do to continue where it was.
-pub fn resume(run: &RunRecord) -> Vec<Effect> {
-    match (run.status, run.cluster.status) {
-        (P::Starting, Some(C::Provisioning)) if run.cluster.origin.is_some() => {
-            vec![Effect::PrepareCluster]
-        }
-        (P::Starting, Some(C::Provisioning)) => vec![Effect::CreateCluster],
-        (P::Running, Some(C::Provisioned)) if run.relaunch_at.is_some() => {
-            vec![Effect::Relaunch]
-        }
-        (P::Starting, Some(C::Provisioned)) | (P::Running, Some(C::Provisioned)) => {
-            let mut effects = vec![Effect::Launch];
-            if run.stop.is_some() {
-                effects.push(Effect::Kill);
-            }
-            effects
-        }
-        (any_status!(), Some(C::Deprovisioning)) => vec![Effect::DeleteCluster],
-        (any_status!(), Some(C::Deprovisioned | C::Orphaned | C::Reused)) => vec![Effect::Finish],
-        (any_status!(), None | Some(C::Provisioning | C::Provisioned | C::Waiting | C::Idle)) => {
-            Vec::new()
-        }
-    }
-}
-
-/// The next deadline of `run` and the event it fires: a WAITING or IDLE cluster's
-/// `expiresAt`, or the profile's timeout while the run or its cluster is live.
-pub fn next_deadline(run: &RunRecord) -> Option<(u64, Event)> {
-    let timeout = run.deadline().map(|d| (d, Event::TimedOut));
-    match run.cluster.status {
-        Some(C::Waiting | C::Idle) => {
-            let expiry = run.cluster.expires_at.map(|e| (e, Event::Expired));
-            match (expiry, timeout) {
-                (Some(e), Some(t)) if t.0 < e.0 => Some(t),
-                (Some(e), _) => Some(e),
-                (None, t) => t,
-            }
-        }
-        None | Some(C::Provisioning | C::Provisioned)
-            if !run.status.is_end() && run.stop.is_none_or(|s| s.reason != StopReason::Timeout) =>
-        {
-            timeout
-        }
-        None
-        | Some(
-            C::Provisioning
-            | C::Provisioned
-            | C::Deprovisioning
-            | C::Deprovisioned
-            | C::Orphaned
-            | C::Reused,
-        ) => None,
-    }
 }
 
 #[cfg(test)]
