@@ -243,8 +243,10 @@ fn head(title: &str) -> Markup {
             meta name="viewport" content="width=device-width, initial-scale=1";
             meta name="color-scheme" content="light dark";
             // htmx swaps refusals (4xx) too: they are notices to show. Inline scripts and
-            // eval stay off.
-            meta name="htmx-config" content=r#"{"responseHandling":[{"code":"204","swap":false},{"code":"[23]..","swap":true},{"code":"[45]..","swap":true,"error":true}],"allowEval":false,"includeIndicatorStyles":false}"#;
+            // eval stay off. New content is made live as it is swapped in: with htmx's
+            // default 20 ms settle delay, a click on a button of a panel just redrawn (a
+            // run's status, redrawn on every event) did nothing.
+            meta name="htmx-config" content=r#"{"responseHandling":[{"code":"204","swap":false},{"code":"[23]..","swap":true},{"code":"[45]..","swap":true,"error":true}],"allowEval":false,"includeIndicatorStyles":false,"defaultSettleDelay":0}"#;
             title { (title) " · ebb" }
             link rel="icon" href="data:,";
             link rel="stylesheet" href=(super::assets::href("ebb.css"));
