@@ -48,6 +48,8 @@ fn main() -> ExitCode {
         | Command::Janitor(_)
         | Command::Server(_)
         | Command::Token(_)
+        | Command::Usage(_)
+        | Command::Prices(_)
         | Command::Audit(_)
         | Command::Store(_)) => ebb::cli::run(&cli.client, command),
     }

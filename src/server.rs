@@ -287,6 +287,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     // Its own thread: a slot that frees is taken at once, however busy the supervisors'.
     Arbiter::new().spawn(crate::service::starts::queue::run(runtime.clone()));
     arbiter.spawn(crate::service::starts::pool::run(runtime.clone()));
+    arbiter.spawn(crate::service::usage::run(runtime.clone()));
 
     let state = AppState {
         store: store.clone(),

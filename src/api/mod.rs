@@ -40,6 +40,7 @@ pub mod system;
 pub mod templates;
 pub mod tls;
 pub mod tokens;
+pub mod usage;
 
 pub use middleware::{guard_origin, log_request};
 pub use routes::configure;

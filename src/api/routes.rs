@@ -46,6 +46,7 @@ pub fn table() -> Vec<Route> {
     use crate::api::system::*;
     use crate::api::templates::*;
     use crate::api::tokens::*;
+    use crate::api::usage::*;
     use Method as M;
     vec![
         // Runs first: the router tries resources in order, and these are the busiest.
@@ -124,6 +125,11 @@ pub fn table() -> Vec<Route> {
         Route::api(M::GET, "/namespaces/{ns}", VIEW, get_namespace),
         Route::api(M::PUT, "/namespaces/{ns}", INSTANCE, put_namespace),
         Route::api(M::DELETE, "/namespaces/{ns}", INSTANCE, delete_namespace),
+        // The namespace comes from the `namespace` query parameter: a viewer of it reads its
+        // usage; without one, an instance admin reads every namespace's.
+        Route::api(M::GET, "/usage", VIEW, get_usage),
+        Route::api(M::GET, "/prices", TOKEN, get_prices),
+        Route::api(M::PUT, "/prices", INSTANCE, put_prices),
         Route::api(M::GET, "/provisioners", TOKEN, list_provisioners),
         Route::api(M::GET, "/provisioners/{name}", TOKEN, get_provisioner),
         Route::api(M::GET, "/profiles", TOKEN, list_profiles),

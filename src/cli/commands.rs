@@ -3,7 +3,8 @@
 use super::args::{ClientArgs, Command};
 use super::client::{CliError, Client};
 use super::{
-    apps, namespaces, preferences, profiles, runs, schedules, securekeys, system, templates, tokens,
+    apps, namespaces, preferences, profiles, runs, schedules, securekeys, system, templates,
+    tokens, usage,
 };
 
 /// Runs a client command; the result is the process's exit code.
@@ -31,5 +32,7 @@ pub fn run(args: &ClientArgs, command: Command) -> Result<u8, CliError> {
         Command::Server(cmd) => system::server(&client, json, cmd).map(|()| 0),
         Command::Token(cmd) => tokens::token(&client, json, cmd).map(|()| 0),
         Command::Audit(args) => tokens::audit(&client, json, args).map(|()| 0),
+        Command::Usage(args) => usage::usage(&client, json, args).map(|()| 0),
+        Command::Prices(cmd) => usage::prices(&client, json, cmd).map(|()| 0),
     }
 }

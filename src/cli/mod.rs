@@ -20,6 +20,7 @@ mod store;
 mod system;
 mod templates;
 mod tokens;
+mod usage;
 
 use std::process::ExitCode;
 

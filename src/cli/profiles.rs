@@ -193,6 +193,9 @@ fn profile_body(current: Option<&Value>, flags: &ProfileFlags) -> Result<Value, 
     if let Some(idle) = &flags.reuse_idle {
         body.insert("reuseIdle".into(), json!(duration("--reuse-idle", idle)?));
     }
+    if let Some(price) = flags.price_per_node_hour {
+        body.insert("pricePerNodeHour".into(), json!(price));
+    }
     if flags.no_pool {
         body.remove("pool");
     }

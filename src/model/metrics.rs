@@ -81,6 +81,18 @@ pub const POOL_CLUSTERS: Metric = m(
     &["state"],
     "The installation's clusters made for pools: `ready` (IDLE) or `creating` (read from the store at each scrape).",
 );
+pub const NODE_SECONDS: Metric = m(
+    "ebb_node_seconds_total",
+    Kind::Counter,
+    &["namespace", "profile"],
+    "Node-seconds of runs whose usage was fixed (counted by the server that folds the usage ledger), by namespace and profile.",
+);
+pub const COST: Metric = m(
+    "ebb_cost_micros_total",
+    Kind::Counter,
+    &["namespace", "profile"],
+    "The cost of those node-seconds, in millionths of the price table's currency (unpriced node-seconds add nothing).",
+);
 pub const LIVE_RUNS: Metric = m(
     "ebb_live_runs",
     Kind::Gauge,
@@ -279,6 +291,8 @@ pub const ALL: &[Metric] = &[
     CLUSTER_REUSE_SECONDS,
     POOL_REFILLS,
     POOL_CLUSTERS,
+    NODE_SECONDS,
+    COST,
     LIVE_RUNS,
     CLUSTERS_NEEDING_ATTENTION,
     LIVE_CLUSTERS,

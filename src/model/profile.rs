@@ -164,6 +164,14 @@ pub struct Profile {
     /// Clusters kept ready ahead of demand for the namespace's runs (implies reuse).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pool: Option<Pool>,
+    /// What a node of its runs costs an hour, over the price table (hosts, local, a negotiated
+    /// rate), in the table's currency.
+    #[serde(
+        default,
+        rename = "pricePerNodeHour",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub price_per_node_hour: Option<f64>,
     /// When the profile was first created, in epoch seconds.
     pub created: u64,
 }
@@ -296,6 +304,8 @@ pub struct ProfileSpec {
     pub reuse_idle: Option<Seconds>,
     #[serde(default)]
     pub pool: Option<PoolInput>,
+    #[serde(default, rename = "pricePerNodeHour")]
+    pub price_per_node_hour: Option<f64>,
 }
 
 /// The `provisioner` object of a profile body.
@@ -379,6 +389,7 @@ pub struct ValidSpec {
     pub cluster_reuse: bool,
     pub reuse_idle: Option<u64>,
     pub pool: Option<Pool>,
+    pub price_per_node_hour: Option<f64>,
 }
 
 impl ProfileSpec {
@@ -514,6 +525,9 @@ impl ProfileSpec {
             }
             Some(Seconds(s)) => Some(s),
         };
+        if let Some(price) = self.price_per_node_hour {
+            crate::model::price::check_per_hour("pricePerNodeHour", price)?;
+        }
         Ok(ValidSpec {
             label: self.label,
             description: self.description,
@@ -525,6 +539,7 @@ impl ProfileSpec {
             cluster_reuse,
             reuse_idle,
             pool,
+            price_per_node_hour: self.price_per_node_hour,
         })
     }
 }

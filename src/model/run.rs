@@ -221,6 +221,12 @@ pub struct ClusterState {
     pub idle_since: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_until: Option<u64>,
+    /// When the cluster began WAITING after a failed or killed run, and when it stopped
+    /// (on its way to deprovisioning): the keepalive's cost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_since: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_until: Option<u64>,
 }
 
 impl ClusterState {
@@ -350,6 +356,10 @@ pub struct RunRecord {
     /// (app [`POOL_APP`], the profile's name as its program): IDLE once made.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub pooled: bool,
+    /// Set in the write that fixed the run's usage in the usage ledger (`store::usage`), so
+    /// it is counted once.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub settled: bool,
     /// The [`RUN_FORMAT`] of the build that last wrote the record (0: before formats were
     /// recorded).
     #[serde(default)]

@@ -21,3 +21,4 @@ pub mod reuse;
 pub mod schedule;
 pub mod service;
 pub mod solver;
+pub mod usage;

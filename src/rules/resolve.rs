@@ -330,6 +330,7 @@ mod tests {
             cluster_reuse: false,
             reuse_idle: None,
             pool: None,
+            price_per_node_hour: None,
             created: 0,
         }
     }

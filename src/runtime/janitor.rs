@@ -487,6 +487,7 @@ mod tests {
             relaunch_at: None,
             reuse: None,
             pooled: false,
+            settled: false,
             format: 0,
         }
     }

@@ -228,6 +228,8 @@ pub enum Duty {
     Queue,
     /// Keeping warm pools at their size.
     Pools,
+    /// Folding settled runs' usage into the usage ledger.
+    Usage,
 }
 
 impl Duty {
@@ -238,6 +240,7 @@ impl Duty {
             Duty::Scheduler => "scheduler",
             Duty::Queue => "queue",
             Duty::Pools => "pools",
+            Duty::Usage => "usage",
         }
     }
 }

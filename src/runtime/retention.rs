@@ -238,14 +238,16 @@ async fn keep_usage(
 ) -> Result<Option<Compacting>, StoreError> {
     store
         .write(move |tx| {
-            let Some(run) = tx.get::<RunRecord>(Table::Runs, &key)? else {
+            let Some(mut run) = tx.get::<RunRecord>(Table::Runs, &key)? else {
                 return Ok(None);
             };
             if run.is_active() || run.end.unwrap_or(run.starting) >= cutoff {
                 return Ok(None);
             }
-            let id = &run.key.run;
             let now = now_secs();
+            // Its usage outlives it: fixed now if no write fixed it yet.
+            crate::store::usage::settle(tx, &mut run, now)?;
+            let id = &run.key.run;
             // A cluster's node time is counted once, with the last run that held it.
             let cluster = (run.cluster.status != Some(ClusterStatus::Reused))
                 .then(|| run.cluster_id().to_string());

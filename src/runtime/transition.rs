@@ -102,6 +102,13 @@ pub fn write(
     if run.cluster.status == idle && before.cluster.status != idle {
         crate::store::idle::offer(tx, &run)?;
     }
+    if crate::rules::usage::settles(&run) && !crate::rules::usage::settles(before) {
+        // The run's use of a cluster is over: its usage is fixed, once.
+        match tx.get::<RunRecord>(Table::Runs, &key)? {
+            Some(stored) if stored.settled => run.settled = true,
+            _ => crate::store::usage::settle(tx, &mut run, crate::runtime::clock::now_secs())?,
+        }
+    }
     tx.put(Table::Runs, &key, &run)?;
     if !run.is_active() {
         tx.delete(Table::Active, &key);

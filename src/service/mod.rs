@@ -21,3 +21,4 @@ pub mod servers;
 pub mod starts;
 pub mod templates;
 pub mod tokens;
+pub mod usage;

@@ -62,6 +62,7 @@ pub(super) fn upsert(
         cluster_reuse: spec.cluster_reuse,
         reuse_idle: spec.reuse_idle,
         pool: spec.pool,
+        price_per_node_hour: spec.price_per_node_hour,
         created,
     };
     let stored = StoredProfile {

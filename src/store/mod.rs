@@ -29,6 +29,7 @@ pub mod redb;
 pub mod secure;
 mod table;
 mod txn;
+pub mod usage;
 pub use table::{SCHEMA_KEY, SCHEMA_VERSION, SPLIT_WRITES, StoreError, Table};
 
 use std::path::Path;

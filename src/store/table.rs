@@ -92,11 +92,18 @@ pub enum Table {
     /// The run that holds each cluster another run took over, by the cluster's id (the run
     /// that made it), its value the holder's key in `Runs`.
     Clusters,
+    /// Runs' usage fixed but not yet folded into the `Ledger`, by `<namespace>/<run id>`
+    /// (see `store::usage`).
+    UsageEntries,
+    /// The usage ledger: figures per UTC day (`d/<2026-11-27>/<namespace>/<app>/<program>/
+    /// <profile>/<provisioner>`), per month (`m/<2026-11>/...`) and per namespace and month
+    /// (`t/<2026-11>/<namespace>`).
+    Ledger,
 }
 
 impl Table {
     /// Every table, created when the store is opened.
-    pub const ALL: [Table; 32] = [
+    pub const ALL: [Table; 34] = [
         Table::Meta,
         Table::Namespaces,
         Table::Profiles,
@@ -129,6 +136,8 @@ impl Table {
         Table::Queue,
         Table::Idle,
         Table::Clusters,
+        Table::UsageEntries,
+        Table::Ledger,
     ];
 
     /// The table's name in every backend: a redb table, an etcd key prefix.
@@ -166,6 +175,8 @@ impl Table {
             Table::Queue => "queue",
             Table::Idle => "idle",
             Table::Clusters => "clusters",
+            Table::UsageEntries => "usage_entries",
+            Table::Ledger => "ledger",
         }
     }
 

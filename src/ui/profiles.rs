@@ -290,6 +290,9 @@ fn keep_unshown(body: &mut serde_json::Value, p: &crate::model::profile::Profile
     if let (Some(idle), Some(pool)) = (p.pool.and_then(|x| x.idle), body.get_mut("pool")) {
         pool["idle"] = serde_json::json!(idle);
     }
+    if let Some(price) = p.price_per_node_hour {
+        body["pricePerNodeHour"] = serde_json::json!(price);
+    }
 }
 
 /// The form's profile-wide values.

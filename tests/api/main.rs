@@ -38,3 +38,4 @@ mod starts;
 mod templates;
 mod tls;
 mod ui;
+mod usage;

@@ -47,6 +47,11 @@ pub struct Instance {
     /// EC2's `disableApiTermination`: a delete is refused (fatally) while it is set.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub disable_api_termination: bool,
+    /// The machine type and zone asked for (what prices the node).
+    #[serde(default)]
+    pub machine_type: String,
+    #[serde(default)]
+    pub zone: String,
 }
 
 impl Instance {
@@ -79,9 +84,15 @@ impl Instance {
             state,
             tags: self.tags.clone(),
             address: Some(self.address.clone()),
-            properties: [("instanceId".to_string(), self.id.clone())]
-                .into_iter()
-                .collect(),
+            properties: [
+                ("instanceId", &self.id),
+                ("machineType", &self.machine_type),
+                ("zone", &self.zone),
+            ]
+            .into_iter()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect(),
         })
     }
 }
@@ -118,6 +129,9 @@ pub struct Behaviour {
     pub quota: Option<usize>,
     /// The first this many instances made in the state directory fail to boot.
     pub boot_failures: usize,
+    /// The machine type and zone of the instances it makes.
+    pub machine_type: String,
+    pub zone: String,
 }
 
 /// A handle on a state directory.
@@ -344,6 +358,8 @@ impl Cloud {
             delete_calls: 0,
             boot_fails,
             disable_api_termination: false,
+            machine_type: self.behaviour.machine_type.clone(),
+            zone: self.behaviour.zone.clone(),
         };
         instance.state = instance.state_at(created);
         self.write(&instance)?;

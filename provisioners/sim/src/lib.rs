@@ -63,6 +63,8 @@ pub static SPEC: ProvisionerSpec = ProvisionerSpec {
                 max: 1_000_000,
             },
         ),
+        PropertySpec::optional("machineType", PropertyKind::Text),
+        PropertySpec::optional("zone", PropertyKind::Text),
         RETRY_BUDGET,
         TEMPLATE,
         HEAL,
@@ -70,6 +72,10 @@ pub static SPEC: ProvisionerSpec = ProvisionerSpec {
         HEAL_WINDOW,
     ],
 };
+
+/// The machine type and zone of an instance whose profile names none.
+pub const DEFAULT_MACHINE_TYPE: &str = "sim.standard";
+pub const DEFAULT_ZONE: &str = "sim-1a";
 
 /// The `sim` provisioner.
 #[derive(Debug, Default, Clone, Copy)]
@@ -110,6 +116,13 @@ fn behaviour(properties: &Properties) -> Behaviour {
             .get("bootFailures")
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or(0),
+        machine_type: properties.get("machineType").map_or_else(
+            || DEFAULT_MACHINE_TYPE.to_string(),
+            |v| v.trim().to_string(),
+        ),
+        zone: properties
+            .get("zone")
+            .map_or_else(|| DEFAULT_ZONE.to_string(), |v| v.trim().to_string()),
     }
 }
 

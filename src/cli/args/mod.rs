@@ -110,6 +110,12 @@ pub enum Command {
     Token(TokenCmd),
     /// Who changed what: the audit log of a namespace, or of the instance.
     Audit(AuditArgs),
+    /// What runs used and cost: runs by outcome, node-hours and cost, over a range of days,
+    /// grouped as asked (a namespace's viewers see its usage; instance admins every one's).
+    Usage(UsageArgs),
+    /// The price table that prices node-hours (instance admins replace it).
+    #[command(subcommand)]
+    Prices(PricesCmd),
     /// Work on a store directly, with every server on it stopped.
     #[command(subcommand)]
     Store(StoreCmd),
@@ -189,6 +195,44 @@ pub struct AuditArgs {
     /// At most this many, newest first.
     #[arg(long, default_value_t = 100)]
     pub limit: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct UsageArgs {
+    /// Only this namespace's usage (needed unless the token is an instance admin's).
+    #[arg(short, long)]
+    pub namespace: Option<String>,
+    #[arg(long)]
+    pub app: Option<String>,
+    #[arg(long)]
+    pub program: Option<String>,
+    /// A profile: SCOPE:name, or a name.
+    #[arg(long)]
+    pub profile: Option<String>,
+    #[arg(long)]
+    pub provisioner: Option<String>,
+    /// The first day counted (2026-11-01, UTC; default: the first of this month).
+    #[arg(long, value_name = "DATE")]
+    pub from: Option<String>,
+    /// The day after the last counted (2026-12-01; default: tomorrow).
+    #[arg(long, value_name = "DATE")]
+    pub to: Option<String>,
+    /// Comma-separated: namespace, app, program, profile, provisioner, and one of day, week,
+    /// month.
+    #[arg(long, value_name = "DIMS")]
+    pub group_by: Option<String>,
+    /// table, csv or json.
+    #[arg(long, default_value = "table")]
+    pub format: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PricesCmd {
+    /// Show the price table in force.
+    Get,
+    /// Replace the price table with the one in FILE (JSON, as `ebb prices get --json` prints
+    /// it): runs whose usage is fixed from now on are priced by it.
+    Set { file: PathBuf },
 }
 
 #[derive(Debug, Subcommand)]
@@ -467,6 +511,9 @@ pub struct ProfileFlags {
     /// How long an IDLE cluster waits for its next run (e.g. 10m; default 30m).
     #[arg(long, value_name = "DURATION")]
     pub reuse_idle: Option<String>,
+    /// What a node of its runs costs an hour, over the price table (hosts, local).
+    #[arg(long, value_name = "PRICE")]
+    pub price_per_node_hour: Option<f64>,
     /// Keep at least N clusters ready ahead of demand (a warm pool; needs --pool-max).
     #[arg(long, value_name = "N")]
     pub pool_min: Option<u32>,

@@ -534,6 +534,8 @@ fn discarding(run: &RunRecord) -> bool {
 fn deprovision(mut next: RunRecord, why: &str, now: u64) -> Transition {
     if next.cluster.status == Some(C::Idle) {
         next.cluster.idle_until = Some(now);
+    } else if next.cluster.status == Some(C::Waiting) {
+        next.cluster.waiting_until = Some(now);
     }
     next.cluster.status = Some(C::Deprovisioning);
     next.cluster.expires_at = None;
@@ -608,6 +610,7 @@ fn end_program(
     if provisioned && keep > 0 && expires > now {
         run.cluster.status = Some(C::Waiting);
         run.cluster.expires_at = Some(expires);
+        run.cluster.waiting_since = Some(now);
         Transition::new(run)
             .note(note)
             .note(format!("cluster WAITING until {expires}"))
@@ -661,4 +664,4 @@ fn try_again(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

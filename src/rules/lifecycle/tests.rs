@@ -4,7 +4,8 @@ use crate::model::run::{ClusterState, Launch, RunKey};
 
 const NOW: u64 = 1_000;
 
-fn run(status: P, cluster: Option<C>) -> RunRecord {
+/// A run of `status` with cluster `cluster` (shared with other rules' tests).
+pub(crate) fn run(status: P, cluster: Option<C>) -> RunRecord {
     RunRecord {
         key: RunKey {
             namespace: "default".into(),
@@ -45,6 +46,7 @@ fn run(status: P, cluster: Option<C>) -> RunRecord {
         relaunch_at: None,
         reuse: None,
         pooled: false,
+        settled: false,
         format: 0,
         exit: None,
         template: None,

@@ -49,6 +49,7 @@ fn run(id: &str, status: P, cluster: Option<C>) -> RunRecord {
         relaunch_at: None,
         reuse: Some(Reuse { idle: 600 }),
         pooled: false,
+        settled: false,
         format: 0,
         exit: None,
         template: None,

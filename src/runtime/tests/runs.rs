@@ -65,6 +65,7 @@ fn run(status: ProgramStatus, cluster: Option<ClusterStatus>) -> RunRecord {
         relaunch_at: None,
         reuse: None,
         pooled: false,
+        settled: false,
         format: crate::model::run::RUN_FORMAT,
     }
 }

@@ -439,6 +439,7 @@ fn unresolved_run(
         relaunch_at: None,
         reuse: None,
         pooled: false,
+        settled: false,
         format: crate::model::run::RUN_FORMAT,
     })
 }

@@ -573,6 +573,7 @@ fn record_start(
         relaunch_at: None,
         reuse,
         pooled: false,
+        settled: false,
         format: crate::model::run::RUN_FORMAT,
     };
     let namespace = catalog::require_namespace(tx, &key.namespace)?;

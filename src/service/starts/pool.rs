@@ -307,6 +307,7 @@ fn pool_run(id: &ProfileId, resolved: Resolved, (layout, node_types): Layout) ->
         relaunch_at: None,
         reuse: resolved.reuse,
         pooled: true,
+        settled: false,
         format: crate::model::run::RUN_FORMAT,
     }
 }
