@@ -1,6 +1,6 @@
 //! Prices of nodes: a table per provisioner and machine type (optionally per zone or region,
 //! and per market), shipped for common EC2 and Compute Engine types
-//! (`profiles/prices.json`, with the date they were taken) and replaced by instance admins
+//! (`profiles/prices/shipped.json`, with the date they were taken) and replaced by instance admins
 //! (`PUT /v3/prices`); a profile's `pricePerNodeHour` prices everything else (hosts, local).
 //! A node's price is read from the facts its provisioner reports ([`NodeFacts`]); a node
 //! without a known price has an unknown cost, never a cost of 0.
@@ -19,7 +19,7 @@ pub const MAX_PER_HOUR: f64 = 100_000.0;
 pub const ON_DEMAND: &str = "on-demand";
 
 /// The table shipped with ebb, in force until an instance admin replaces it.
-pub const SHIPPED: &str = include_str!("../../profiles/prices.json");
+pub const SHIPPED: &str = include_str!("../../profiles/prices/shipped.json");
 
 /// The price table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
