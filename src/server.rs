@@ -464,14 +464,16 @@ fn connections_per_worker(workers: usize) -> usize {
 fn metrics_recorder() -> Option<metrics_exporter_prometheus::PrometheusHandle> {
     use crate::model::metrics::{ALL, BATCH_BUCKETS, Kind, SECONDS_BUCKETS, STORE_COMMIT_BATCH};
     use crate::model::metrics::{
-        CLUSTERS_NEEDING_ATTENTION, LIVE_CLUSTERS, LIVE_NODES, LIVE_RUNS, POOL_CLUSTERS,
+        BUDGET_USED, CLUSTERS_NEEDING_ATTENTION, LIVE_CLUSTERS, LIVE_NODES, LIVE_RUNS,
+        POOL_CLUSTERS,
     };
-    const LIVE: [&str; 5] = [
+    const LIVE: [&str; 6] = [
         LIVE_RUNS.name,
         LIVE_CLUSTERS.name,
         LIVE_NODES.name,
         CLUSTERS_NEEDING_ATTENTION.name,
         POOL_CLUSTERS.name,
+        BUDGET_USED.name,
     ];
     use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
     let built = PrometheusBuilder::new()

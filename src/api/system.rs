@@ -129,7 +129,8 @@ pub async fn sweep(state: &State, caller: &Caller, dry_run: bool) -> Result<Swee
 /// nodes, in Prometheus text format.
 pub async fn metrics(state: State) -> Result<Prometheus, ApiError> {
     use crate::model::metrics::{
-        CLUSTERS_NEEDING_ATTENTION, LIVE_CLUSTERS, LIVE_NODES, LIVE_RUNS, POOL_CLUSTERS,
+        BUDGET_USED, CLUSTERS_NEEDING_ATTENTION, LIVE_CLUSTERS, LIVE_NODES, LIVE_RUNS,
+        POOL_CLUSTERS,
     };
     let Some(handle) = &state.metrics else {
         return Err(ApiError::Unavailable(
@@ -183,6 +184,22 @@ pub async fn metrics(state: State) -> Result<Prometheus, ApiError> {
             (vec!["creating"], live.pool_creating),
         ],
     );
+    let shares = crate::service::usage::budget_shares(&state.store).await?;
+    text.push_str(&format!(
+        "# HELP {0} {1}\n# TYPE {0} gauge\n",
+        BUDGET_USED.name, BUDGET_USED.help
+    ));
+    for (ns, share) in shares {
+        let share = match share.is_finite() {
+            true => share.to_string(),
+            false => "+Inf".to_string(),
+        };
+        text.push_str(&format!(
+            "{}{{namespace=\"{}\"}} {share}\n",
+            BUDGET_USED.name,
+            label_value(&ns)
+        ));
+    }
     Ok(Prometheus(text))
 }
 

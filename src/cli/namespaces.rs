@@ -55,6 +55,19 @@ pub fn namespace(client: &Client, json: bool, cmd: NamespaceCmd) -> Result<(), C
             if let Some(v) = s.allow_host_programs {
                 body.insert("allowHostPrograms".into(), json!(v));
             }
+            if s.no_budget {
+                body.insert("budget".into(), serde_json::Value::Null);
+            } else if s.budget_cost.is_some() || s.budget_node_hours.is_some() || s.budget_hard_stop
+            {
+                let mut budget = json!({"hardStop": s.budget_hard_stop});
+                if let Some(cost) = s.budget_cost {
+                    budget["cost"] = json!(cost);
+                }
+                if let Some(hours) = s.budget_node_hours {
+                    budget["nodeHours"] = json!(hours);
+                }
+                body.insert("budget".into(), budget);
+            }
             let body = serde_json::Value::Object(body);
             client.call(Method::PUT, &format!("/v3/namespaces/{name}"), Some(&body))?
         }
@@ -67,7 +80,8 @@ pub fn namespace(client: &Client, json: bool, cmd: NamespaceCmd) -> Result<(), C
         output::json(&v);
         return Ok(());
     }
-    let ns: Namespace = read_answer(v)?;
+    let view: crate::model::namespace::NamespaceView = read_answer(v)?;
+    let ns = view.namespace;
     let limit = |l: Option<u32>| l.map_or("none".to_string(), |n| n.to_string());
     out!("name:              {}", ns.name);
     out!("description:       {}", ns.description);
@@ -81,5 +95,23 @@ pub fn namespace(client: &Client, json: bool, cmd: NamespaceCmd) -> Result<(), C
         humantime::format_duration(std::time::Duration::from_secs(ns.queue.max_queue_time()))
     );
     out!("allowHostPrograms: {}", ns.allow_host_programs);
+    if let Some(b) = &ns.budget {
+        let part = |l: Option<f64>, unit: &str| l.map(|v| format!("{v} {unit}"));
+        let limits: Vec<String> = [part(b.cost, "(currency)"), part(b.node_hours, "node-hours")]
+            .into_iter()
+            .flatten()
+            .collect();
+        let stop = if b.hard_stop { ", hard stop" } else { "" };
+        out!("budget:            {} a month{stop}", limits.join(" and "));
+    }
+    if let Some(used) = &view.budget_used {
+        out!(
+            "budget used:       {:.0}% in {} ({:.2} cost, {:.2} node-hours)",
+            used.share * 100.0,
+            used.month,
+            used.cost,
+            used.node_hours
+        );
+    }
     Ok(())
 }

@@ -93,6 +93,12 @@ pub const COST: Metric = m(
     &["namespace", "profile"],
     "The cost of those node-seconds, in millionths of the price table's currency (unpriced node-seconds add nothing).",
 );
+pub const BUDGET_USED: Metric = m(
+    "ebb_budget_used_ratio",
+    Kind::Gauge,
+    &["namespace"],
+    "The share of each namespace's monthly budget its runs used this month (1 is all of it; the larger share of its cost and node-hour limits), for the namespaces with a budget (read from the store at each scrape).",
+);
 pub const LIVE_RUNS: Metric = m(
     "ebb_live_runs",
     Kind::Gauge,
@@ -293,6 +299,7 @@ pub const ALL: &[Metric] = &[
     POOL_CLUSTERS,
     NODE_SECONDS,
     COST,
+    BUDGET_USED,
     LIVE_RUNS,
     CLUSTERS_NEEDING_ATTENTION,
     LIVE_CLUSTERS,

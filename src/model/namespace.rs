@@ -27,6 +27,87 @@ pub struct Namespace {
     /// Whether a start that a limit refuses waits in the queue instead, and for how long.
     #[serde(default, flatten)]
     pub queue: QueueSettings,
+    /// What its runs may use in a calendar month (UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
+}
+
+/// The most a budget may state, in money or node-hours.
+pub const MAX_BUDGET: f64 = 1e12;
+/// The share of a budget whose use is warned of (an audit entry, a log line).
+pub const BUDGET_WARNING: f64 = 0.8;
+
+/// A namespace's monthly budget: a cost (in the price table's currency), node-hours, or both.
+/// Once its runs used it all in the month, new starts are refused (or queued, if the namespace
+/// queues) until the month turns or the budget is raised; runs live then go on unless
+/// `hardStop`. Runs count when their use of a cluster ends (`GET /v3/usage`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Budget {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_hours: Option<f64>,
+    /// Stop the namespace's live runs too once the budget is used.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hard_stop: bool,
+}
+
+impl Budget {
+    /// Checks it: at least one limit, each a number from 0 to [`MAX_BUDGET`].
+    pub fn check(&self) -> Result<(), Invalid> {
+        if self.cost.is_none() && self.node_hours.is_none() {
+            return Err(Invalid::new("budget", "give a cost, nodeHours or both"));
+        }
+        for (field, v) in [
+            ("budget.cost", self.cost),
+            ("budget.nodeHours", self.node_hours),
+        ] {
+            if let Some(v) = v
+                && (!v.is_finite() || !(0.0..=MAX_BUDGET).contains(&v))
+            {
+                return Err(Invalid::new(
+                    field,
+                    format!("must be a number from 0 to {MAX_BUDGET}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// How much of it `figures` use: the larger share of its limits (1.0 is all of it).
+    pub fn used(&self, figures: &crate::model::usage::Figures) -> f64 {
+        let share = |limit: Option<f64>, used: f64| match limit {
+            Some(l) if l > 0.0 => used / l,
+            Some(_) if used > 0.0 => f64::INFINITY,
+            Some(_) | None => 0.0,
+        };
+        let cost = crate::model::usage::money(figures.cost_micros);
+        let hours = figures.node_seconds() as f64 / 3600.0;
+        share(self.cost, cost).max(share(self.node_hours, hours))
+    }
+
+    /// Why a start is refused with `figures` used this month, if it is.
+    pub fn refuse(&self, figures: &crate::model::usage::Figures, currency: &str) -> Option<String> {
+        if self.used(figures) < 1.0 {
+            return None;
+        }
+        let cost = crate::model::usage::money(figures.cost_micros);
+        let hours = figures.node_seconds() as f64 / 3600.0;
+        let limits: Vec<String> = [
+            self.cost.map(|c| format!("{cost:.2} of {c:.2} {currency}")),
+            self.node_hours
+                .map(|h| format!("{hours:.2} of {h:.2} node-hours")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        Some(format!(
+            "the namespace's runs used {} this month, all of its budget (budget)",
+            limits.join(" and ")
+        ))
+    }
 }
 
 /// Most runs one namespace's queue may be set to hold.
@@ -139,6 +220,32 @@ pub struct NamespaceView {
     pub namespace: Namespace,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// What its runs used of its budget this month, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_used: Option<BudgetUse>,
+}
+
+/// What a namespace's runs used of its budget in a month.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BudgetUse {
+    /// `2026-11`.
+    pub month: String,
+    pub cost: f64,
+    pub node_hours: f64,
+    /// The larger share of the budget's limits used (1.0: all of it).
+    pub share: f64,
+}
+
+impl BudgetUse {
+    pub fn new(month: String, budget: &Budget, figures: &crate::model::usage::Figures) -> Self {
+        BudgetUse {
+            month,
+            cost: crate::model::usage::money(figures.cost_micros),
+            node_hours: figures.node_seconds() as f64 / 3600.0,
+            share: budget.used(figures),
+        }
+    }
 }
 
 /// The body of `PUT /v3/namespaces/{ns}`; it may be left out. What it leaves out stays as it
@@ -165,6 +272,9 @@ pub struct NamespaceSpec {
     /// Seconds or a duration (`"2h"`), at most 30 days; `null` for the default (a day).
     #[serde(default, deserialize_with = "some")]
     pub max_queue_time: Option<Option<crate::model::seconds::Seconds>>,
+    /// A monthly budget; `null` removes it.
+    #[serde(default, deserialize_with = "some")]
+    pub budget: Option<Option<Budget>>,
 }
 
 /// A field that is present (`Some`), as `null` or a value.
@@ -196,6 +306,9 @@ impl NamespaceSpec {
                 ),
             ));
         }
+        if let Some(Some(budget)) = &self.budget {
+            budget.check()?;
+        }
         Ok(())
     }
 
@@ -224,6 +337,9 @@ impl NamespaceSpec {
         }
         if let Some(v) = self.allow_host_programs {
             ns.allow_host_programs = v;
+        }
+        if let Some(v) = self.budget {
+            ns.budget = v;
         }
     }
 }
@@ -274,6 +390,7 @@ mod tests {
             },
             allow_host_programs: false,
             queue: QueueSettings::default(),
+            budget: None,
         };
         let spec: NamespaceSpec =
             serde_json::from_value(serde_json::json!({"maxLiveRuns": null, "maxNodesPerRun": 3}))

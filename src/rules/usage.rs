@@ -192,6 +192,13 @@ pub fn cost(seconds: u64, per_hour: u64) -> u64 {
     u64::try_from(micros).unwrap_or(u64::MAX)
 }
 
+/// The UTC month of epoch second `secs`, as `2026-11`.
+pub fn month_of(secs: u64) -> String {
+    let mut day = day_name(secs / DAY);
+    day.truncate(7);
+    day
+}
+
 /// Day `day` (since 1970-01-01, UTC) as `2026-11-27`.
 pub fn day_name(day: u64) -> String {
     let epoch = jiff::civil::date(1970, 1, 1);

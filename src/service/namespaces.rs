@@ -34,6 +34,7 @@ fn new(name: &str, description: String) -> Namespace {
         quota: Default::default(),
         allow_host_programs: false,
         queue: Default::default(),
+        budget: None,
     }
 }
 
@@ -89,7 +90,19 @@ pub async fn get(store: &Store, name: String) -> Result<NamespaceView, ServiceEr
                 true => Some(catalog::namespace_usage(r, &name)?),
                 false => None,
             };
-            Ok(NamespaceView { namespace, usage })
+            let budget_used = match &namespace.budget {
+                Some(budget) => {
+                    let month = crate::rules::usage::month_of(now_secs());
+                    let used = crate::store::usage::month_total(r, &name, &month)?;
+                    Some(namespace::BudgetUse::new(month, budget, &used))
+                }
+                None => None,
+            };
+            Ok(NamespaceView {
+                namespace,
+                usage,
+                budget_used,
+            })
         })
         .await
 }

@@ -72,6 +72,25 @@ pub async fn report(
     })
 }
 
+/// The share of its monthly budget each namespace with one used this month.
+pub async fn budget_shares(store: &Store) -> Result<Vec<(String, f64)>, ServiceError> {
+    let month = crate::rules::usage::month_of(clock::now_secs());
+    Ok(store
+        .read(move |r| {
+            let mut out = Vec::new();
+            for (name, ns) in r.scan::<crate::model::namespace::Namespace>(Table::Namespaces, "")? {
+                if let Some(budget) = ns.budget {
+                    out.push((
+                        name.clone(),
+                        budget.used(&usage::month_total(r, &name, &month)?),
+                    ));
+                }
+            }
+            Ok::<_, StoreError>(out)
+        })
+        .await?)
+}
+
 /// The price table in force.
 pub async fn prices(store: &Store) -> Result<PriceTable, ServiceError> {
     Ok(store.read(|r| usage::prices(r)).await?)
@@ -94,10 +113,14 @@ pub async fn set_prices(
         .await
 }
 
-/// Keeps the ledger folded until the server stops, while this server holds the duty.
+/// Keeps the ledger folded until the server stops, while this server holds the duty; and on
+/// every server, stops its own runs of a namespace whose budget with `hardStop` is used up.
 pub async fn run(runtime: Runtime) {
     loop {
         tokio::time::sleep(TICK).await;
+        if let Err(e) = hard_stop(&runtime).await {
+            tracing::warn!(error = %e, "cannot check the budgets with hardStop; retried");
+        }
         let store = runtime.deps().store.clone();
         match leads(&store, &runtime.deps().member, Duty::Usage).await {
             Ok(true) => {}
@@ -113,13 +136,13 @@ pub async fn run(runtime: Runtime) {
     }
 }
 
-/// One round: the backfill if it is not done, then every entry folded.
+/// One round: the backfill if it is not done, every entry folded, then the budgets' warnings.
 pub async fn tend(store: &Store) -> Result<(), StoreError> {
     backfill(store).await?;
     loop {
         let keys = store.keys_under(Table::UsageEntries, "").await?;
         if keys.is_empty() {
-            return Ok(());
+            break;
         }
         for batch in keys.chunks(BATCH) {
             let batch = batch.to_vec();
@@ -127,6 +150,134 @@ pub async fn tend(store: &Store) -> Result<(), StoreError> {
             counted(&folded);
         }
     }
+    let budgeted: Vec<String> = store
+        .read(|r| {
+            Ok::<_, StoreError>(
+                r.scan::<crate::model::namespace::Namespace>(Table::Namespaces, "")?
+                    .into_iter()
+                    .filter(|(_, ns)| ns.budget.is_some())
+                    .map(|(name, _)| name)
+                    .collect(),
+            )
+        })
+        .await?;
+    for namespace in budgeted {
+        warn_of_budget(store, namespace).await?;
+    }
+    Ok(())
+}
+
+/// The `Meta` key of the highest share of namespace `ns`'s budget warned of in month `month`.
+fn warned_key(month: &str, ns: &str) -> String {
+    format!("budget_warned/{month}/{ns}")
+}
+
+/// Records, once a month for each, that namespace `ns`'s runs used [`BUDGET_WARNING`] of its
+/// budget and all of it: an entry in its audit log and a log line.
+async fn warn_of_budget(store: &Store, ns: String) -> Result<(), StoreError> {
+    let month = crate::rules::usage::month_of(clock::now_secs());
+    let (m, n) = (month.clone(), ns.clone());
+    let pending = store.read(move |r| level_due(r, &n, &m)).await?;
+    if pending.is_none() {
+        return Ok(());
+    }
+    let said = store
+        .write(move |tx| {
+            let Some((share, level)) = level_due(tx, &ns, &month)? else {
+                return Ok::<_, StoreError>(None);
+            };
+            tx.put(Table::Meta, &warned_key(&month, &ns), &level)?;
+            let action = if level == 100 {
+                "budget.used"
+            } else {
+                "budget.warning"
+            };
+            let act = Act {
+                actor: "ebb".into(),
+                action: action.into(),
+                namespace: Some(ns.clone()),
+                target: format!("{month}: {:.0}% of the budget used", share * 100.0),
+            };
+            changes::record(tx, &act)?;
+            Ok(Some((ns.clone(), level, share)))
+        })
+        .await?;
+    if let Some((ns, level, share)) = said {
+        tracing::warn!(namespace = %ns, share = format!("{:.0}%", share * 100.0), "namespace used {level}% of its monthly budget");
+    }
+    Ok(())
+}
+
+/// The share of namespace `ns`'s budget used in month `month` and the level of warning (80
+/// or 100) it calls for, if that level was not yet given.
+fn level_due(r: &impl Read, ns: &str, month: &str) -> Result<Option<(f64, u8)>, StoreError> {
+    use crate::model::namespace::{BUDGET_WARNING, Namespace};
+    let Some(budget) = r
+        .get::<Namespace>(Table::Namespaces, ns)?
+        .and_then(|n| n.budget)
+    else {
+        return Ok(None);
+    };
+    let share = budget.used(&usage::month_total(r, ns, month)?);
+    let level: u8 = match share {
+        s if s >= 1.0 => 100,
+        s if s >= BUDGET_WARNING => 80,
+        _ => return Ok(None),
+    };
+    let given = r
+        .get::<u8>(Table::Meta, &warned_key(month, ns))?
+        .unwrap_or(0);
+    Ok((given < level).then_some((share, level)))
+}
+
+/// Stops this server's live runs of each namespace whose budget with `hardStop` is used up
+/// this month, and deprovisions its IDLE and WAITING clusters.
+async fn hard_stop(runtime: &Runtime) -> Result<(), ServiceError> {
+    use crate::model::namespace::Namespace;
+    use crate::model::run::ClusterStatus;
+    use crate::rules::lifecycle::Event;
+    let month = crate::rules::usage::month_of(clock::now_secs());
+    let over: Vec<RunRecord> = runtime
+        .store()
+        .read(move |r| {
+            let mut runs = Vec::new();
+            for (name, ns) in r.scan::<Namespace>(Table::Namespaces, "")? {
+                let Some(budget) = ns.budget.filter(|b| b.hard_stop) else {
+                    continue;
+                };
+                if budget.used(&usage::month_total(r, &name, &month)?) < 1.0 {
+                    continue;
+                }
+                for (key, _) in r.scan::<serde_json::Value>(Table::Active, &format!("{name}/"))? {
+                    if let Some(run) = r.get::<RunRecord>(Table::Runs, &key)? {
+                        runs.push(run);
+                    }
+                }
+            }
+            Ok::<_, StoreError>(runs)
+        })
+        .await?;
+    for run in over {
+        if !runtime.supervises(&run.key.run) {
+            continue;
+        }
+        let event = match run.cluster.status {
+            Some(ClusterStatus::Idle | ClusterStatus::Waiting) => Event::Deprovision,
+            _ if run.status.is_end() || run.stop.is_some() => continue,
+            _ => Event::Stop { keepalive: false },
+        };
+        let act = Act {
+            actor: "ebb".into(),
+            action: "run.stop".into(),
+            namespace: Some(run.key.namespace.clone()),
+            target: run.key.run.clone(),
+        };
+        tracing::warn!(run = %run.key.run, namespace = %run.key.namespace, "the namespace's budget is used up (hardStop): the run is stopped");
+        if let Err(e) = runtime.command(run.key.clone(), event, act).await {
+            tracing::warn!(run = %run.key.run, error = %e, "cannot stop the run over budget; retried");
+        }
+    }
+    Ok(())
 }
 
 /// Counts what was folded in the metrics.

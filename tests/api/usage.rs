@@ -324,3 +324,118 @@ fn bad_usage_queries_and_price_tables_are_clear_4xx() {
         "{prices}"
     );
 }
+
+/// The namespace's audit log's actions by `ebb` about its budget.
+fn budget_entries(server: &Server, ns: &str) -> Vec<String> {
+    let (code, audit) = server.get(&format!("/v3/audit?namespace={ns}&limit=1000"));
+    assert_eq!(code, 200, "{audit}");
+    audit
+        .as_array()
+        .expect("audit")
+        .iter()
+        .filter(|e| {
+            e["actor"] == "ebb"
+                && e["action"]
+                    .as_str()
+                    .is_some_and(|a| a.starts_with("budget."))
+        })
+        .map(|e| e["action"].as_str().expect("action").to_string())
+        .collect()
+}
+
+#[test]
+fn a_budget_warns_at_80_percent_then_refuses_new_starts_and_a_hard_stop_stops_live_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (data, sim) = (sub(&dir, "data"), sub(&dir, "sim"));
+    let server = Server::start_at(&data, Options::default());
+    let (code, reply) = server.put("/v3/namespaces/team", json!({}));
+    assert_eq!(code, 200, "{reply}");
+    // A node costs 36.00 an hour: 0.01 a second.
+    priced_sim(&server, "team", "p", &sim, "sim.x", 0, Some(36.0));
+    deploy_in(&server, "team", "etl", "sleep 1", json!({}));
+    deploy_in(&server, "team", "long", "sleep 120", json!({}));
+    let args = json!({"system.profile.name": "p"});
+
+    let first = start_in(&server, "team", "etl", args.clone());
+    wait_deprovisioned(&server, &first);
+    let cost = node_seconds(&server, &first) as f64 * 0.01;
+    assert!(cost > 0.0);
+    // The budget is set so that the first run used 90% of it: a warning, and starts go on.
+    let (code, reply) = server.put(
+        "/v3/namespaces/team",
+        json!({"budget": {"cost": cost / 0.9}}),
+    );
+    assert_eq!(code, 200, "{reply}");
+    let started = std::time::Instant::now();
+    while budget_entries(&server, "team") != ["budget.warning"] {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{:?}",
+            budget_entries(&server, "team")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let view = server.get("/v3/namespaces/team").1;
+    let share = view["budgetUsed"]["share"].as_f64().expect("share");
+    assert!((share - 0.9).abs() < 0.001, "{view}");
+
+    // The second run takes it past 100%: counted once its cluster is gone, then every start
+    // is refused with the reason, racing ones too.
+    let second = start_in(&server, "team", "etl", args.clone());
+    wait_deprovisioned(&server, &second);
+    let started = std::time::Instant::now();
+    while !budget_entries(&server, "team").contains(&"budget.used".to_string()) {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{:?}",
+            budget_entries(&server, "team")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let refused: Vec<Value> = std::thread::scope(|s| {
+        let starts: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| {
+                    server.post_json(
+                        &format!("{}/start", program_in("team", "etl")),
+                        args.clone(),
+                    )
+                })
+            })
+            .collect();
+        starts
+            .into_iter()
+            .map(|h| h.join().expect("start").1)
+            .collect()
+    });
+    for answer in &refused {
+        assert!(answer.to_string().contains("budget"), "{answer}");
+    }
+    // Another namespace is not held back.
+    deploy(&server, "etl", "true", json!({}));
+    let other = start(
+        &server,
+        "etl",
+        json!({"system.profile.name": "SYSTEM:native"}),
+    );
+    assert_eq!(wait_deprovisioned(&server, &other)["status"], "COMPLETED");
+
+    // With hardStop, raised so a long run may start (95% used): once a run takes the
+    // namespace past it again, the long run is stopped.
+    let used = (node_seconds(&server, &first) + node_seconds(&server, &second)) as f64 * 0.01;
+    let (code, reply) = server.put(
+        "/v3/namespaces/team",
+        json!({"budget": {"cost": used / 0.95, "hardStop": true}}),
+    );
+    assert_eq!(code, 200, "{reply}");
+    let long = start_in(&server, "team", "long", args.clone());
+    wait_until(&server, &long, Duration::from_secs(30), |r| {
+        r["status"] == "RUNNING"
+    });
+    let third = start_in(&server, "team", "etl", args);
+    wait_deprovisioned(&server, &third);
+    let stopped = wait_until(&server, &long, Duration::from_secs(30), |r| {
+        r["status"] == "KILLED"
+    });
+    assert_eq!(stopped["status"], "KILLED", "{stopped}");
+}

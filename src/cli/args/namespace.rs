@@ -49,6 +49,19 @@ pub struct NamespaceSettings {
     /// Let the namespace's admins deploy apps whose programs run on the server's host.
     #[arg(long, value_name = "true|false")]
     pub allow_host_programs: Option<bool>,
+    /// A monthly budget in money (the price table's currency); with --budget-node-hours and
+    /// --budget-hard-stop it makes the whole budget, replacing the one set.
+    #[arg(long, value_name = "AMOUNT")]
+    pub budget_cost: Option<f64>,
+    /// A monthly budget in node-hours.
+    #[arg(long, value_name = "HOURS")]
+    pub budget_node_hours: Option<f64>,
+    /// Once the budget is used, stop the namespace's live runs too.
+    #[arg(long)]
+    pub budget_hard_stop: bool,
+    /// Remove the budget.
+    #[arg(long, conflicts_with_all = ["budget_cost", "budget_node_hours", "budget_hard_stop"])]
+    pub no_budget: bool,
 }
 
 /// A limit, or none.

@@ -1,5 +1,5 @@
 //! The limits a start meets: who may run what on the server's host, a program's
-//! `maxConcurrentRuns`, and the namespace's quota.
+//! `maxConcurrentRuns`, and the namespace's quota and monthly budget.
 
 use crate::model::access::{Trust, runs_on_host};
 use crate::model::namespace::{Namespace, Usage};
@@ -115,6 +115,20 @@ pub(super) fn limit_hold(
                 Hold::Namespace
             };
             return Ok(Some((refusal, hold)));
+        }
+    }
+    if let Some(budget) = &namespace.budget {
+        // Read in this same write: a run whose usage ends meanwhile makes it try again.
+        let month = crate::rules::usage::month_of(crate::runtime::clock::now_secs());
+        let used = crate::store::usage::month_total(tx, &key.namespace, &month)?;
+        let currency = crate::store::usage::prices(tx)?.currency;
+        if let Some(reason) = budget.refuse(&used, &currency) {
+            let refusal = RunError::Quota {
+                namespace: key.namespace.clone(),
+                reason,
+                run: key.run.clone(),
+            };
+            return Ok(Some((refusal, Hold::Namespace)));
         }
     }
     Ok(None)
