@@ -281,6 +281,7 @@ fn nav(ctx: &Ctx) -> Vec<(&'static str, String)> {
         ("Templates", "/ui/templates".to_string()),
         ("Secure keys", format!("/ui/ns/{ns}/securekeys")),
         ("Namespaces", "/ui/namespaces".to_string()),
+        ("Usage", "/ui/usage".to_string()),
     ];
     if ctx.instance_admin() {
         items.push(("Janitor", "/ui/janitor".to_string()));
@@ -301,6 +302,7 @@ fn current(href: &str, path: &str) -> bool {
         "templates",
         "securekeys",
         "namespaces",
+        "usage",
         "janitor",
     ];
     let section = path.split('/').rev().find(|s| SECTIONS.contains(s));

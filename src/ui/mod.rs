@@ -19,6 +19,7 @@
 pub mod admin;
 pub mod apps;
 pub mod assets;
+pub mod chart;
 pub mod events;
 pub mod layout;
 pub mod overview;
@@ -28,6 +29,7 @@ pub mod schedules;
 pub mod session;
 pub mod templates;
 pub mod timeline;
+pub mod usage;
 pub mod widgets;
 
 use std::sync::Arc;
@@ -201,6 +203,8 @@ pub fn table() -> Vec<Route> {
         row(M::POST, "/namespaces", INSTANCE, || {
             web::post().to(admin::create_namespace)
         }),
+        // Every token: a namespace's usage to its viewers, every one's to instance admins.
+        row(M::GET, "/usage", TOKEN, || web::get().to(usage::page)),
         row(M::GET, "/janitor", INSTANCE, || {
             web::get().to(admin::janitor)
         }),

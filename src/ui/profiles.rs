@@ -169,6 +169,20 @@ pub async fn page(state: State, ctx: Ctx, id: ProfilePath) -> Answer {
     } else {
         None
     };
+    // Its usage this month, by day, from the usage ledger.
+    let month = if sees_usage {
+        let params = crate::model::usage::UsageParams {
+            namespace: (id.scope == Scope::User).then(|| id.namespace.clone()),
+            profile: Some(id.scoped_name()),
+            group_by: Some("day".into()),
+            ..Default::default()
+        };
+        Some(need(
+            crate::service::usage::report(&state.store, &ctx.caller.grants, params).await,
+        )?)
+    } else {
+        None
+    };
     let assignments = if sees_usage {
         need(profiles::assignments(&state.runtime, id.clone()).await)?
     } else {
@@ -230,6 +244,10 @@ pub async fn page(state: State, ctx: Ctx, id: ProfilePath) -> Answer {
                     @for (s, n) in &u.runs { (badge(s)) " " (n) " " }
                 }),
             ]))
+            @if let Some(report) = &month {
+                h2 { "This month" }
+                (month_chart(report))
+            }
             @if let Some(pool) = &pool {
                 h2 { "Pool" }
                 p {
@@ -293,6 +311,24 @@ fn keep_unshown(body: &mut serde_json::Value, p: &crate::model::profile::Profile
     if let Some(price) = p.price_per_node_hour {
         body["pricePerNodeHour"] = serde_json::json!(price);
     }
+}
+
+/// The chart of a profile's use this month: its cost by day, or its node-hours when some
+/// had no known price.
+fn month_chart(report: &crate::model::usage::UsageReport) -> Markup {
+    use super::chart::{Measure, usage_chart};
+    let (measure, what) = match report.total.unpriced_node_seconds {
+        0 => (Measure::Cost, "Cost"),
+        _ => (Measure::NodeHours, "Node-hours"),
+    };
+    let label = format!("{what} by day, {} to {}", report.from, report.to);
+    usage_chart(
+        report,
+        (crate::model::usage::Dimension::Day, None),
+        measure,
+        None,
+        &label,
+    )
 }
 
 /// The form's profile-wide values.

@@ -169,6 +169,44 @@ fn a_failed_runs_cluster_is_extended_then_deprovisioned_from_the_ui() {
 }
 
 #[test]
+fn the_usage_page_charts_cost_and_its_range_picker_redraws_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    let sim = sub(&dir, "sim");
+    let mut body = crate::support::profiles::profile_body(
+        "sim",
+        &[
+            ("stateDir", sim.to_str().expect("utf-8"), false),
+            ("nodes", "2", false),
+        ],
+    );
+    body["pricePerNodeHour"] = json!(36.0);
+    crate::support::profiles::put_profile_body(&server, "priced", body);
+    let (code, reply) = server.put("/v3/namespaces/team", json!({}));
+    assert_eq!(code, 200, "{reply}");
+    let (code, reply) = server.put("/v3/namespaces/default", json!({"budget": {"cost": 1.0}}));
+    assert_eq!(code, 200, "{reply}");
+    for app in ["ingest", "report"] {
+        deploy(&server, app, "sleep 1", json!({}));
+        let run = start(&server, app, json!({"system.profile.name": "priced"}));
+        wait_until(&server, &run, Duration::from_secs(60), |r| {
+            r["cluster"]["status"] == "DEPROVISIONED"
+        });
+    }
+    let started = std::time::Instant::now();
+    loop {
+        let (code, usage) = server.get("/v3/usage?groupBy=namespace");
+        assert_eq!(code, 200, "{usage}");
+        if usage["total"]["runs"]["COMPLETED"] == 2 {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "{usage}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    flow(&server, "usage", &[("EBB_SERIES", "default".to_string())]);
+}
+
+#[test]
 fn a_template_clusters_operations_are_a_timeline_per_node() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(&dir);

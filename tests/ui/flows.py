@@ -13,6 +13,7 @@ would see is not there. Each waits on what the page shows, never on a fixed slee
 
 import json
 import os
+import re
 import sys
 import urllib.request
 
@@ -328,6 +329,37 @@ def flow_schedules(page):
     page.goto(URL + "/ui/ns/default/apps/timed/p")
     page.locator("tr#schedule-every5s").get_by_role("button", name="Disable every5s").click()
     expect(page.locator("tr#schedule-every5s").get_by_text("SUSPENDED")).to_be_visible()
+
+
+def flow_usage(page):
+    """The Usage page: a chart of the runs' cost by day, stacked by program, drawn; the range
+    picker redraws it in place; by month with the namespace's budget as a line. Needs
+    EBB_SERIES (comma-separated namespaces whose runs ran today)."""
+    sign_in(page)
+    reloaded = never_reloads(page)
+    page.get_by_role("link", name="Usage").click()
+    expect(page.get_by_role("heading", name="Usage")).to_be_visible()
+    reloaded = never_reloads(page)
+    chart = page.locator("figure.chart")
+    expect(chart.locator("svg")).to_be_visible()
+    expect(chart.locator("[role=img]")).to_have_attribute("aria-label", re.compile("Cost by day"))
+    assert chart.locator("svg rect").count() > 2, "no bars drawn"
+    table = page.locator("table.figures")
+    for series in os.environ["EBB_SERIES"].split(","):
+        expect(table.get_by_role("columnheader", name=series, exact=True)).to_be_visible()
+    shot(page, "usage")
+    # By month, in one namespace: the budget is the red line, and the caption says so.
+    page.locator("#u-ns").select_option("default")
+    page.locator("#u-period").select_option("month")
+    expect(chart.locator("figcaption")).to_contain_text("budget", timeout=LIMIT)
+    expect(chart.locator("[role=img]")).to_have_attribute("aria-label", re.compile("by month"))
+    # A range with nothing in it: the chart says so, without a reload.
+    page.locator("#u-from").fill("2001-01-01")
+    page.locator("#u-to").fill("2001-02-01")
+    page.locator("#u-to").dispatch_event("change")
+    expect(page.locator("#usage")).to_contain_text("Nothing was used in this range", timeout=LIMIT)
+    assert not reloaded(), "the page was reloaded"
+    expect(page).to_have_url(re.compile("from=2001-01-01"))
 
 
 FLOWS = {name[5:]: f for name, f in globals().items() if name.startswith("flow_")}
