@@ -181,15 +181,35 @@ fn the_usage_page_charts_cost_and_its_range_picker_redraws_it() {
         ],
     );
     body["pricePerNodeHour"] = json!(36.0);
-    crate::support::profiles::put_profile_body(&server, "priced", body);
     let (code, reply) = server.put("/v3/namespaces/team", json!({}));
     assert_eq!(code, 200, "{reply}");
+    for ns in ["default", "team"] {
+        let (code, reply) = server.put(
+            &format!("/v3/namespaces/{ns}/profiles/priced"),
+            body.clone(),
+        );
+        assert_eq!(code, 200, "{reply}");
+    }
     let (code, reply) = server.put("/v3/namespaces/default", json!({"budget": {"cost": 1.0}}));
     assert_eq!(code, 200, "{reply}");
+    let mut runs = Vec::new();
     for app in ["ingest", "report"] {
         deploy(&server, app, "sleep 1", json!({}));
-        let run = start(&server, app, json!({"system.profile.name": "priced"}));
-        wait_until(&server, &run, Duration::from_secs(60), |r| {
+        runs.push(start(
+            &server,
+            app,
+            json!({"system.profile.name": "priced"}),
+        ));
+    }
+    crate::support::runs::deploy_in(&server, "team", "train", "sleep 2", json!({}));
+    runs.push(crate::support::runs::start_in(
+        &server,
+        "team",
+        "train",
+        json!({"system.profile.name": "priced"}),
+    ));
+    for run in &runs {
+        wait_until(&server, run, Duration::from_secs(60), |r| {
             r["cluster"]["status"] == "DEPROVISIONED"
         });
     }
@@ -197,13 +217,17 @@ fn the_usage_page_charts_cost_and_its_range_picker_redraws_it() {
     loop {
         let (code, usage) = server.get("/v3/usage?groupBy=namespace");
         assert_eq!(code, 200, "{usage}");
-        if usage["total"]["runs"]["COMPLETED"] == 2 {
+        if usage["total"]["runs"]["COMPLETED"] == 3 {
             break;
         }
         assert!(started.elapsed() < Duration::from_secs(30), "{usage}");
         std::thread::sleep(Duration::from_millis(100));
     }
-    flow(&server, "usage", &[("EBB_SERIES", "default".to_string())]);
+    flow(
+        &server,
+        "usage",
+        &[("EBB_SERIES", "default,team".to_string())],
+    );
 }
 
 #[test]
