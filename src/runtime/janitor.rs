@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use ebb_spi::{Context, Provisioner, Resource, ResourceState, TAG_NODE, TAG_RUN, TAG_SERVER};
 
-use super::membership::{Duty, leads};
+use super::membership::{Duty, leads_now};
 use super::retention::namespaces_with_runs;
 use crate::model::access::Trust;
 use crate::model::event::EventKind;
@@ -72,13 +72,8 @@ impl Janitor {
         loop {
             tokio::time::sleep(Duration::from_secs(every)).await;
             // One server of an installation sweeps on schedule.
-            match leads(&self.deps.store, &self.deps.member, Duty::Janitor).await {
-                Ok(true) => {}
-                Ok(false) => continue,
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot tell which server sweeps; retried");
-                    continue;
-                }
+            if !leads_now(&self.deps.store, &self.deps.member, Duty::Janitor).await {
+                continue;
             }
             match self.sweep(!self.settings.delete, "schedule").await {
                 Ok(s) => tracing::info!(

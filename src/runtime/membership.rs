@@ -245,6 +245,18 @@ impl Duty {
     }
 }
 
+/// Whether this server performs `duty` now ([`leads`]); when the store cannot tell, the
+/// reason is logged and the answer is no (the caller asks again on its next round).
+pub async fn leads_now(store: &Store, member: &Member, duty: Duty) -> bool {
+    match leads(store, member, duty).await {
+        Ok(leads) => leads,
+        Err(e) => {
+            tracing::warn!(error = %e, duty = duty.name(), "cannot tell which server performs the duty; retried");
+            false
+        }
+    }
+}
+
 /// Whether this server performs `duty` now: it holds the duty, or takes it because no server
 /// does. The record is bound to the holder's lease, so the duty moves when the holder dies.
 /// The one server of the embedded store always does.

@@ -13,7 +13,7 @@
 use std::time::Duration;
 
 use super::deps::Member;
-use super::membership::{Duty, leads};
+use super::membership::{Duty, leads_now};
 use crate::model::plan::NodeRecord;
 use crate::model::profile::ProfileId;
 use crate::model::run::{ClusterStatus, RunRecord};
@@ -50,13 +50,8 @@ pub async fn run_on_schedule(store: Store, member: Member, retention: Duration) 
     loop {
         tokio::time::sleep(interval(retention)).await;
         // One server of an installation compacts.
-        match leads(&store, &member, Duty::Retention).await {
-            Ok(true) => {}
-            Ok(false) => continue,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot tell which server compacts; retried");
-                continue;
-            }
+        if !leads_now(&store, &member, Duty::Retention).await {
+            continue;
         }
         match sweep(&store, retention).await {
             Ok(0) => {}

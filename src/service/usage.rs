@@ -14,7 +14,7 @@ use crate::model::run::RunRecord;
 use crate::model::usage::{Figures, UsageParams, UsageQuery, UsageReport};
 use crate::runtime::Runtime;
 use crate::runtime::clock;
-use crate::runtime::membership::{Duty, leads};
+use crate::runtime::membership::{Duty, leads_now};
 use crate::service::error::ServiceError;
 use crate::store::{Read, Store, StoreError, Table, changes, usage};
 
@@ -122,13 +122,8 @@ pub async fn run(runtime: Runtime) {
             tracing::warn!(error = %e, "cannot check the budgets with hardStop; retried");
         }
         let store = runtime.deps().store.clone();
-        match leads(&store, &runtime.deps().member, Duty::Usage).await {
-            Ok(true) => {}
-            Ok(false) => continue,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot tell which server keeps the usage ledger; retried");
-                continue;
-            }
+        if !leads_now(&store, &runtime.deps().member, Duty::Usage).await {
+            continue;
         }
         if let Err(e) = tend(&store).await {
             tracing::warn!(error = %e, "folding the usage ledger failed; retried");

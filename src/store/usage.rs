@@ -120,12 +120,44 @@ pub fn month_total(r: &impl Read, namespace: &str, month: &str) -> Result<Figure
     Ok(total)
 }
 
+/// Adds month `month`'s totals of the namespaces query `q` admits to `out`, as rows about
+/// their namespace alone.
+fn namespace_totals(
+    r: &impl Read,
+    q: &UsageQuery,
+    month: &str,
+    out: &mut Vec<Row>,
+) -> Result<(), StoreError> {
+    let prefix = match &q.namespace {
+        Some(ns) => total_key(month, ns),
+        None => format!("t/{month}/"),
+    };
+    for (key, figures) in r.scan::<Figures>(Table::Ledger, &prefix)? {
+        let Some((_, namespace)) = key.get(2..).and_then(|k| k.split_once('/')) else {
+            continue;
+        };
+        if q.namespace.as_deref().is_some_and(|n| n != namespace) {
+            continue;
+        }
+        let dims = Dims {
+            namespace: namespace.to_string(),
+            app: String::new(),
+            program: String::new(),
+            profile: String::new(),
+            provisioner: String::new(),
+        };
+        out.push((month.to_string(), dims, figures));
+    }
+    Ok(())
+}
+
 /// One row a query counts: its period (`2026-11-27`, or `2026-11` for a whole month), what
 /// it is about, and its figures.
 pub type Row = (String, Dims, Figures);
 
 /// The rows query `q` counts: whole months from the month rows unless it groups by day or
-/// week, the other days from the day rows, and the entries not yet folded.
+/// week (from the namespaces' totals when it asks by namespace and month alone), the other
+/// days from the day rows, and the entries not yet folded.
 pub fn rows(r: &impl Read, q: &UsageQuery) -> Result<Vec<Row>, StoreError> {
     let by_day = q.group_by.iter().any(|d| {
         matches!(
@@ -133,6 +165,17 @@ pub fn rows(r: &impl Read, q: &UsageQuery) -> Result<Vec<Row>, StoreError> {
             crate::model::usage::Dimension::Day | crate::model::usage::Dimension::Week
         )
     });
+    // Asked by namespace and month only, a whole month is its namespaces' totals.
+    let by_namespace = q.app.is_none()
+        && q.program.is_none()
+        && q.profile.is_none()
+        && q.provisioner.is_none()
+        && q.group_by.iter().all(|d| {
+            matches!(
+                d,
+                crate::model::usage::Dimension::Namespace | crate::model::usage::Dimension::Month
+            )
+        });
     let ns = q
         .namespace
         .as_deref()
@@ -156,7 +199,11 @@ pub fn rows(r: &impl Read, q: &UsageQuery) -> Result<Vec<Row>, StoreError> {
             .checked_add(jiff::Span::new().months(1))
             .map_err(|e| StoreError::Storage(e.to_string()))?;
         if !by_day && day == first && next_month <= q.to {
-            scan(format!("m/{}/{ns}", &first.to_string()[..7]), &mut out)?;
+            let month = &first.to_string()[..7];
+            match by_namespace {
+                true => namespace_totals(r, q, month, &mut out)?,
+                false => scan(format!("m/{month}/{ns}"), &mut out)?,
+            }
             day = next_month;
         } else {
             scan(format!("d/{day}/{ns}"), &mut out)?;

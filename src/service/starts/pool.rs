@@ -25,7 +25,7 @@ use crate::model::server::Owner;
 use crate::rules::{host, resolve};
 use crate::runtime::Runtime;
 use crate::runtime::clock;
-use crate::runtime::membership::{Duty, leads};
+use crate::runtime::membership::{Duty, leads_now};
 use crate::service::catalog;
 use crate::service::error::ServiceError;
 use crate::store::{Read, StoreError, Table, Txn, events, keys};
@@ -38,13 +38,8 @@ pub async fn run(runtime: Runtime) {
     loop {
         tokio::time::sleep(TICK).await;
         let deps = runtime.deps();
-        match leads(&deps.store, &deps.member, Duty::Pools).await {
-            Ok(true) => {}
-            Ok(false) => continue,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot tell which server tends the pools; retried");
-                continue;
-            }
+        if !leads_now(&deps.store, &deps.member, Duty::Pools).await {
+            continue;
         }
         if let Err(e) = tend(&runtime).await {
             tracing::warn!(error = %e, "tending the pools failed; retried");
