@@ -190,10 +190,6 @@ pub async fn metrics(state: State) -> Result<Prometheus, ApiError> {
         BUDGET_USED.name, BUDGET_USED.help
     ));
     for (ns, share) in shares {
-        let share = match share.is_finite() {
-            true => share.to_string(),
-            false => "+Inf".to_string(),
-        };
         text.push_str(&format!(
             "{}{{namespace=\"{}\"}} {share}\n",
             BUDGET_USED.name,

@@ -78,9 +78,10 @@ impl Budget {
 
     /// How much of it `figures` use: the larger share of its limits (1.0 is all of it).
     pub fn used(&self, figures: &crate::model::usage::Figures) -> f64 {
+        // A limit of 0 allows nothing: any use is all of it.
         let share = |limit: Option<f64>, used: f64| match limit {
             Some(l) if l > 0.0 => used / l,
-            Some(_) if used > 0.0 => f64::INFINITY,
+            Some(_) if used > 0.0 => 1.0,
             Some(_) | None => 0.0,
         };
         let cost = crate::model::usage::money(figures.cost_micros);

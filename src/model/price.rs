@@ -78,14 +78,19 @@ impl<'a> NodeFacts<'a> {
 }
 
 impl PriceTable {
-    /// The table shipped with ebb.
+    /// The table shipped with ebb (read once).
     pub fn shipped() -> PriceTable {
-        serde_json::from_str(SHIPPED).unwrap_or_else(|_| PriceTable {
-            currency: "USD".into(),
-            taken: String::new(),
-            source: String::new(),
-            prices: Vec::new(),
-        })
+        static SHIPPED_TABLE: std::sync::OnceLock<PriceTable> = std::sync::OnceLock::new();
+        SHIPPED_TABLE
+            .get_or_init(|| {
+                serde_json::from_str(SHIPPED).unwrap_or_else(|_| PriceTable {
+                    currency: "USD".into(),
+                    taken: String::new(),
+                    source: String::new(),
+                    prices: Vec::new(),
+                })
+            })
+            .clone()
     }
 
     /// Checks a table an admin sent; each error names its field.

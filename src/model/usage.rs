@@ -16,6 +16,9 @@ use super::invalid::Invalid;
 pub const DAY: u64 = 86_400;
 /// The longest range a query covers, in days (ten years).
 pub const MAX_RANGE_DAYS: i64 = 3_660;
+/// The longest range grouped by day or by week, in days (about two years): each day of it is
+/// read row by row.
+pub const MAX_DAILY_RANGE_DAYS: i64 = 800;
 /// The most groups one answer carries: a query that would make more is refused, with a hint
 /// to narrow it.
 pub const MAX_GROUPS: usize = 20_000;
@@ -292,6 +295,20 @@ impl UsageQuery {
             }
             group_by.push(d);
         }
+        // Time first, then the dimensions in the order asked.
+        group_by.sort_by_key(|d| !d.is_time());
+        if group_by
+            .iter()
+            .any(|d| matches!(d, Dimension::Day | Dimension::Week))
+            && days > MAX_DAILY_RANGE_DAYS
+        {
+            return Err(Invalid::new(
+                "groupBy",
+                format!(
+                    "by day or week, a range covers at most {MAX_DAILY_RANGE_DAYS} days (this one {days}); group by month, or narrow it"
+                ),
+            ));
+        }
         for (field, value) in [
             ("namespace", &params.namespace),
             ("app", &params.app),
@@ -449,6 +466,7 @@ mod tests {
             (params("2026-01-01", "2027-01-01", "day,month"), "groupBy"),
             (params("2026-01-01", "2027-01-01", "team"), "groupBy"),
             (params("2026-01-01", "2027-01-01", "app,app"), "groupBy"),
+            (params("2020-01-01", "2027-01-01", "day"), "groupBy"),
             (
                 UsageParams {
                     namespace: Some("a/b".into()),

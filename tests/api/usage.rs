@@ -439,3 +439,84 @@ fn a_budget_warns_at_80_percent_then_refuses_new_starts_and_a_hard_stop_stops_li
     });
     assert_eq!(stopped["status"], "KILLED", "{stopped}");
 }
+
+#[test]
+fn a_namespace_that_queues_holds_starts_over_its_budget_until_it_is_raised_and_the_cli_exports_csv()
+{
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (data, sim) = (sub(&dir, "data"), sub(&dir, "sim"));
+    let server = Server::start_at(&data, Options::default());
+    // No node-hour may be used: the first run's use is all of it.
+    let (code, reply) = server.put(
+        "/v3/namespaces/q",
+        json!({"queueRuns": true, "budget": {"nodeHours": 0}}),
+    );
+    assert_eq!(code, 200, "{reply}");
+    priced_sim(&server, "q", "p", &sim, "sim.x", 0, Some(3.6));
+    deploy_in(&server, "q", "etl", "sleep 1", json!({}));
+    let args = json!({"system.profile.name": "p"});
+    let first = start_in(&server, "q", "etl", args.clone());
+    wait_deprovisioned(&server, &first);
+    let view = server.get("/v3/namespaces/q").1;
+    assert!(
+        view["budgetUsed"]["nodeHours"].as_f64().expect("hours") > 0.0,
+        "{view}"
+    );
+
+    let second = start_in(&server, "q", "etl", args);
+    let queued = server.get(&second).1;
+    assert_eq!(queued["status"], "QUEUED", "{queued}");
+    assert!(
+        queued["queue"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("budget")),
+        "{queued}"
+    );
+    let (code, reply) = server.put("/v3/namespaces/q", json!({"budget": {"nodeHours": 1000}}));
+    assert_eq!(code, 200, "{reply}");
+    assert_eq!(wait_deprovisioned(&server, &second)["status"], "COMPLETED");
+
+    // The CLI's CSV: a header, then a row per group, as a spreadsheet reads them.
+    let data_dir = data.to_str().expect("utf-8");
+    let env = [
+        ("EBB_SERVER", server.url.as_str()),
+        ("EBB_DATA_DIR", data_dir),
+    ];
+    let started = std::time::Instant::now();
+    let out = loop {
+        let (code, out, err) = crate::support::server::run_ebb(
+            &[
+                "usage",
+                "-n",
+                "q",
+                "--group-by",
+                "app,day",
+                "--format",
+                "csv",
+            ],
+            &env,
+            None,
+        );
+        assert_eq!(code, 0, "{out}{err}");
+        if out.contains(",2,0,0,0,") {
+            break out;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "{out}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(
+        lines[0].starts_with("day,app,completed,failed,killed,rejected,node_hours,"),
+        "{out}"
+    );
+    assert_eq!(lines.len(), 2, "{out}");
+    let row: Vec<&str> = lines[1].split(',').collect();
+    assert_eq!(row[1], "etl", "{out}");
+    let seconds = node_seconds(&server, &first) + node_seconds(&server, &second);
+    let cost: f64 = row[11].parse().expect("cost");
+    assert!((cost - seconds as f64 * 0.001).abs() < 0.006, "{out}");
+    let (code, table, _) =
+        crate::support::server::run_ebb(&["usage", "-n", "q", "--group-by", "app"], &env, None);
+    assert_eq!(code, 0);
+    assert!(table.contains("TOTAL") && table.contains("etl"), "{table}");
+}
