@@ -29,7 +29,10 @@ pub fn usage(client: &Client, json: bool, args: UsageArgs) -> Result<(), CliErro
     }
     let v = client.get(&format!("/v3/usage?{}", query.finish()))?;
     let format = match (json, args.format.as_str()) {
-        (true, _) | (_, "json") => return Ok(output::json(&v)),
+        (true, _) | (_, "json") => {
+            output::json(&v);
+            return Ok(());
+        }
         (_, f @ ("table" | "csv")) => f,
         (_, other) => {
             return Err(CliError::Usage(format!(
