@@ -182,6 +182,23 @@ pub fn usage_chart(
     }
 }
 
+/// The chart of a profile's use this month: its cost by day, or its node-hours when some
+/// had no known price.
+pub fn month_chart(report: &crate::model::usage::UsageReport) -> Markup {
+    let (measure, what) = match report.total.unpriced_node_seconds {
+        0 => (Measure::Cost, "Cost"),
+        _ => (Measure::NodeHours, "Node-hours"),
+    };
+    let label = format!("{what} by day, {} to {}", report.from, report.to);
+    usage_chart(
+        report,
+        (crate::model::usage::Dimension::Day, None),
+        measure,
+        None,
+        &label,
+    )
+}
+
 /// The SVG of grid `g`.
 fn draw(g: &Grid, unit: &str, budget: Option<f64>) -> Result<String, String> {
     let n = g.periods.len();

@@ -246,7 +246,7 @@ pub async fn page(state: State, ctx: Ctx, id: ProfilePath) -> Answer {
             ]))
             @if let Some(report) = &month {
                 h2 { "This month" }
-                (month_chart(report))
+                (super::chart::month_chart(report))
             }
             @if let Some(pool) = &pool {
                 h2 { "Pool" }
@@ -311,24 +311,6 @@ fn keep_unshown(body: &mut serde_json::Value, p: &crate::model::profile::Profile
     if let Some(price) = p.price_per_node_hour {
         body["pricePerNodeHour"] = serde_json::json!(price);
     }
-}
-
-/// The chart of a profile's use this month: its cost by day, or its node-hours when some
-/// had no known price.
-fn month_chart(report: &crate::model::usage::UsageReport) -> Markup {
-    use super::chart::{Measure, usage_chart};
-    let (measure, what) = match report.total.unpriced_node_seconds {
-        0 => (Measure::Cost, "Cost"),
-        _ => (Measure::NodeHours, "Node-hours"),
-    };
-    let label = format!("{what} by day, {} to {}", report.from, report.to);
-    usage_chart(
-        report,
-        (crate::model::usage::Dimension::Day, None),
-        measure,
-        None,
-        &label,
-    )
 }
 
 /// The form's profile-wide values.
