@@ -76,10 +76,6 @@ impl Figures {
         self.cost_micros += other.cost_micros;
         self.unpriced += other.unpriced;
     }
-
-    pub fn is_empty(&self) -> bool {
-        *self == Figures::default()
-    }
 }
 
 /// What a ledger row is about: every dimension but time.

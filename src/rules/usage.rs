@@ -131,24 +131,41 @@ pub fn settle(
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TooManyGroups;
 
-/// Sums rows `rows` (period, dimensions, figures) into the groups query `q` asks for,
-/// ordered by their keys (time first), and their total.
-pub fn group(
-    rows: Vec<(String, Dims, Figures)>,
-    q: &UsageQuery,
-) -> Result<(Vec<UsageGroup>, Figures), TooManyGroups> {
-    let mut order = q.group_by.clone();
-    order.sort_by_key(|d| !d.is_time());
-    let mut groups: BTreeMap<Vec<String>, Figures> = BTreeMap::new();
-    let mut total = Figures::default();
-    for (period, dims, figures) in rows {
-        total.add(&figures);
-        let key: Vec<String> = order
+/// The groups a query asks for, summed row by row as rows are read (so an answer holds its
+/// groups, never every row it read), ordered by their keys (time first), and their total.
+#[derive(Debug)]
+pub struct Grouping {
+    order: Vec<Dimension>,
+    groups: BTreeMap<Vec<String>, Figures>,
+    total: Figures,
+}
+
+impl Grouping {
+    pub fn new(q: &UsageQuery) -> Grouping {
+        let mut order = q.group_by.clone();
+        order.sort_by_key(|d| !d.is_time());
+        Grouping {
+            order,
+            groups: BTreeMap::new(),
+            total: Figures::default(),
+        }
+    }
+
+    /// Adds a row: its period (`2026-11-27`, or `2026-11` for a whole month), what it is
+    /// about, its figures. Refused past [`MAX_GROUPS`] groups.
+    pub fn add(
+        &mut self,
+        period: &str,
+        dims: &Dims,
+        figures: &Figures,
+    ) -> Result<(), TooManyGroups> {
+        let key: Vec<String> = self
+            .order
             .iter()
             .map(|d| match d {
                 Dimension::Month => period[..period.len().min(7)].to_string(),
-                Dimension::Day => period.clone(),
-                Dimension::Week => week_of(&period),
+                Dimension::Day => period.to_string(),
+                Dimension::Week => week_of(period),
                 Dimension::Namespace
                 | Dimension::App
                 | Dimension::Program
@@ -156,27 +173,35 @@ pub fn group(
                 | Dimension::Provisioner => dims.get(*d).to_string(),
             })
             .collect();
-        if !groups.contains_key(&key) && groups.len() >= MAX_GROUPS {
+        if !self.groups.contains_key(&key) && self.groups.len() >= MAX_GROUPS {
             return Err(TooManyGroups);
         }
-        groups.entry(key).or_default().add(&figures);
+        self.total.add(figures);
+        self.groups.entry(key).or_default().add(figures);
+        Ok(())
     }
-    let groups = groups
-        .into_iter()
-        .map(|(key, figures)| UsageGroup {
-            key: order
-                .iter()
-                .map(|d| d.name().to_string())
-                .zip(key)
-                .collect(),
-            figures: UsageFigures::from(&figures),
-        })
-        .collect();
-    Ok((groups, total))
+
+    /// The groups, each with its key by dimension name, and the total.
+    pub fn finish(self) -> (Vec<UsageGroup>, Figures) {
+        let order = self.order;
+        let groups = self
+            .groups
+            .into_iter()
+            .map(|(key, figures)| UsageGroup {
+                key: order
+                    .iter()
+                    .map(|d| d.name().to_string())
+                    .zip(key)
+                    .collect(),
+                figures: UsageFigures::from(&figures),
+            })
+            .collect();
+        (groups, self.total)
+    }
 }
 
 /// The Monday that starts the week of day `day` (`2026-11-27` → `2026-11-23`).
-fn week_of(day: &str) -> String {
+pub fn week_of(day: &str) -> String {
     day.parse::<jiff::civil::Date>()
         .ok()
         .and_then(|d| {
@@ -201,11 +226,20 @@ pub fn month_of(secs: u64) -> String {
 
 /// Day `day` (since 1970-01-01, UTC) as `2026-11-27`.
 pub fn day_name(day: u64) -> String {
-    let epoch = jiff::civil::date(1970, 1, 1);
-    let days = i64::try_from(day).unwrap_or(0);
-    epoch
+    date_of_day(day).map_or_else(|| format!("day-{day}"), |d| d.to_string())
+}
+
+/// The UTC date of epoch second `secs` (1970-01-01 if out of range).
+pub fn date_of(secs: u64) -> jiff::civil::Date {
+    date_of_day(secs / DAY).unwrap_or(jiff::civil::date(1970, 1, 1))
+}
+
+/// Day `day` since 1970-01-01 (UTC), if it is a date.
+fn date_of_day(day: u64) -> Option<jiff::civil::Date> {
+    let days = i64::try_from(day).ok()?;
+    jiff::civil::date(1970, 1, 1)
         .checked_add(jiff::Span::new().days(days))
-        .map_or_else(|_| format!("day-{day}"), |d| d.to_string())
+        .ok()
 }
 
 #[cfg(test)]

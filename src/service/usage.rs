@@ -12,6 +12,7 @@ use crate::model::access::{Act, Grants};
 use crate::model::price::PriceTable;
 use crate::model::run::RunRecord;
 use crate::model::usage::{Figures, UsageParams, UsageQuery, UsageReport};
+use crate::rules::usage::Grouping;
 use crate::runtime::Runtime;
 use crate::runtime::clock;
 use crate::runtime::membership::{Duty, leads_now};
@@ -33,10 +34,7 @@ pub async fn report(
     grants: &Grants,
     params: UsageParams,
 ) -> Result<UsageReport, ServiceError> {
-    let today = jiff::Timestamp::from_second(i64::try_from(clock::now_secs()).unwrap_or(0))
-        .map_err(|e| ServiceError::Internal(e.to_string()))?
-        .to_zoned(jiff::tz::TimeZone::UTC)
-        .date();
+    let today = crate::rules::usage::date_of(clock::now_secs());
     let q = UsageQuery::parse(params, today)?;
     if let Some(ns) = &q.namespace
         && !grants.sees(ns)
@@ -46,14 +44,19 @@ pub async fn report(
         )));
     }
     let (grants, query) = (grants.clone(), q.clone());
-    let (rows, currency) = store
+    let (grouped, currency) = store
         .read(move |r| {
-            let mut rows = usage::rows(r, &query)?;
-            rows.retain(|(_, dims, _)| grants.sees(&dims.namespace));
-            Ok::<_, StoreError>((rows, usage::prices(r)?.currency))
+            let mut grouping = Grouping::new(&query);
+            let fed = usage::rows(r, &query, |period, dims, figures| {
+                match grants.sees(&dims.namespace) {
+                    true => grouping.add(period, dims, figures),
+                    false => Ok(()),
+                }
+            })?;
+            Ok::<_, StoreError>((fed.map(|()| grouping.finish()), usage::prices(r)?.currency))
         })
         .await?;
-    let (groups, total) = crate::rules::usage::group(rows, &q).map_err(|_| {
+    let (groups, total) = grouped.map_err(|_| {
         ServiceError::invalid(
             "groupBy",
             format!(
@@ -187,11 +190,10 @@ async fn warn_of_budget(store: &Store, ns: String) -> Result<(), StoreError> {
             } else {
                 "budget.warning"
             };
+            let target = format!("{month}: {:.0}% of the budget used", share * 100.0);
             let act = Act {
-                actor: "ebb".into(),
-                action: action.into(),
                 namespace: Some(ns.clone()),
-                target: format!("{month}: {:.0}% of the budget used", share * 100.0),
+                ..Act::by_server(action, &target)
             };
             changes::record(tx, &act)?;
             Ok(Some((ns.clone(), level, share)))
@@ -262,10 +264,8 @@ async fn hard_stop(runtime: &Runtime) -> Result<(), ServiceError> {
             _ => Event::Stop { keepalive: false },
         };
         let act = Act {
-            actor: "ebb".into(),
-            action: "run.stop".into(),
             namespace: Some(run.key.namespace.clone()),
-            target: run.key.run.clone(),
+            ..Act::by_server("run.stop", &run.key.run)
         };
         tracing::warn!(run = %run.key.run, namespace = %run.key.namespace, "the namespace's budget is used up (hardStop): the run is stopped");
         if let Err(e) = runtime.command(run.key.clone(), event, act).await {

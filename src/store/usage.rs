@@ -120,14 +120,14 @@ pub fn month_total(r: &impl Read, namespace: &str, month: &str) -> Result<Figure
     Ok(total)
 }
 
-/// Adds month `month`'s totals of the namespaces query `q` admits to `out`, as rows about
+/// Feeds month `month`'s totals of the namespaces query `q` admits to `each`, as rows about
 /// their namespace alone.
-fn namespace_totals(
+fn namespace_totals<E>(
     r: &impl Read,
     q: &UsageQuery,
     month: &str,
-    out: &mut Vec<Row>,
-) -> Result<(), StoreError> {
+    each: &mut impl FnMut(&str, &Dims, &Figures) -> Result<(), E>,
+) -> Result<Result<(), E>, StoreError> {
     let prefix = match &q.namespace {
         Some(ns) => total_key(month, ns),
         None => format!("t/{month}/"),
@@ -146,19 +146,23 @@ fn namespace_totals(
             profile: String::new(),
             provisioner: String::new(),
         };
-        out.push((month.to_string(), dims, figures));
+        if let Err(e) = each(month, &dims, &figures) {
+            return Ok(Err(e));
+        }
     }
-    Ok(())
+    Ok(Ok(()))
 }
 
-/// One row a query counts: its period (`2026-11-27`, or `2026-11` for a whole month), what
-/// it is about, and its figures.
-pub type Row = (String, Dims, Figures);
-
-/// The rows query `q` counts: whole months from the month rows unless it groups by day or
-/// week (from the namespaces' totals when it asks by namespace and month alone), the other
-/// days from the day rows, and the entries not yet folded.
-pub fn rows(r: &impl Read, q: &UsageQuery) -> Result<Vec<Row>, StoreError> {
+/// Feeds `each` the rows query `q` counts, one by one as they are read (period, what it is
+/// about, figures): whole months from the month rows unless it groups by day or week (from
+/// the namespaces' totals when it asks by namespace and month alone), the other days from the
+/// day rows, and the entries not yet folded. Stops at the first error of `each`, and answers
+/// it.
+pub fn rows<E>(
+    r: &impl Read,
+    q: &UsageQuery,
+    mut each: impl FnMut(&str, &Dims, &Figures) -> Result<(), E>,
+) -> Result<Result<(), E>, StoreError> {
     let by_day = q.group_by.iter().any(|d| {
         matches!(
             d,
@@ -180,17 +184,20 @@ pub fn rows(r: &impl Read, q: &UsageQuery) -> Result<Vec<Row>, StoreError> {
         .namespace
         .as_deref()
         .map_or_else(String::new, |n| format!("{n}/"));
-    let mut out = Vec::new();
-    let scan = |prefix: String, out: &mut Vec<Row>| -> Result<(), StoreError> {
+    let scan = |prefix: String,
+                each: &mut dyn FnMut(&str, &Dims, &Figures) -> Result<(), E>|
+     -> Result<Result<(), E>, StoreError> {
         for (key, figures) in r.scan::<Figures>(Table::Ledger, &prefix)? {
             let Some((period, dims)) = key.get(2..).and_then(Dims::parse) else {
                 continue;
             };
-            if q.admits(&dims) {
-                out.push((period.to_string(), dims, figures));
+            if q.admits(&dims)
+                && let Err(e) = each(period, &dims, &figures)
+            {
+                return Ok(Err(e));
             }
         }
-        Ok(())
+        Ok(Ok(()))
     };
     let mut day = q.from;
     while day < q.to {
@@ -200,13 +207,19 @@ pub fn rows(r: &impl Read, q: &UsageQuery) -> Result<Vec<Row>, StoreError> {
             .map_err(|e| StoreError::Storage(e.to_string()))?;
         if !by_day && day == first && next_month <= q.to {
             let month = &first.to_string()[..7];
-            match by_namespace {
-                true => namespace_totals(r, q, month, &mut out)?,
-                false => scan(format!("m/{month}/{ns}"), &mut out)?,
+            let fed = match by_namespace {
+                true => namespace_totals(r, q, month, &mut each)?,
+                false => scan(format!("m/{month}/{ns}"), &mut each)?,
+            };
+            if fed.is_err() {
+                return Ok(fed);
             }
             day = next_month;
         } else {
-            scan(format!("d/{day}/{ns}"), &mut out)?;
+            let fed = scan(format!("d/{day}/{ns}"), &mut each)?;
+            if fed.is_err() {
+                return Ok(fed);
+            }
             day = day
                 .tomorrow()
                 .map_err(|e| StoreError::Storage(e.to_string()))?;
@@ -217,11 +230,14 @@ pub fn rows(r: &impl Read, q: &UsageQuery) -> Result<Vec<Row>, StoreError> {
         if !q.admits(&entry.dims) {
             continue;
         }
-        for (day, figures) in entry.days {
-            if from <= day && day < to {
-                out.push((day, entry.dims.clone(), figures));
+        for (day, figures) in &entry.days {
+            if from <= *day
+                && *day < to
+                && let Err(e) = each(day, &entry.dims, figures)
+            {
+                return Ok(Err(e));
             }
         }
     }
-    Ok(out)
+    Ok(Ok(()))
 }

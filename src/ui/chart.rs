@@ -117,11 +117,7 @@ fn periods_of(report: &UsageReport, time: Dimension) -> Vec<String> {
         let name = day.to_string();
         let period = match time {
             Dimension::Month => name[..7].to_string(),
-            Dimension::Week => {
-                let back = i64::from(day.weekday().to_monday_zero_offset());
-                day.checked_sub(jiff::Span::new().days(back))
-                    .map_or(name, |d| d.to_string())
-            }
+            Dimension::Week => crate::rules::usage::week_of(&name),
             Dimension::Day
             | Dimension::Namespace
             | Dimension::App

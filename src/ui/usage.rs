@@ -48,11 +48,7 @@ struct Picked {
 }
 
 fn picked(ctx: &Ctx, form: UsageForm) -> Result<Picked, ServiceError> {
-    let today =
-        jiff::Timestamp::from_second(i64::try_from(crate::runtime::clock::now_secs()).unwrap_or(0))
-            .map_err(|e| ServiceError::Internal(e.to_string()))?
-            .to_zoned(jiff::tz::TimeZone::UTC)
-            .date();
+    let today = crate::rules::usage::date_of(crate::runtime::clock::now_secs());
     let days = |n: i64| {
         today
             .checked_add(jiff::Span::new().days(n))

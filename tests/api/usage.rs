@@ -325,7 +325,7 @@ fn bad_usage_queries_and_price_tables_are_clear_4xx() {
     );
 }
 
-/// The namespace's audit log's actions by `ebb` about its budget.
+/// The namespace's audit log's actions by the server itself about its budget.
 fn budget_entries(server: &Server, ns: &str) -> Vec<String> {
     let (code, audit) = server.get(&format!("/v3/audit?namespace={ns}&limit=1000"));
     assert_eq!(code, 200, "{audit}");
@@ -334,7 +334,7 @@ fn budget_entries(server: &Server, ns: &str) -> Vec<String> {
         .expect("audit")
         .iter()
         .filter(|e| {
-            e["actor"] == "ebb"
+            e["actor"] == "ebb serve"
                 && e["action"]
                     .as_str()
                     .is_some_and(|a| a.starts_with("budget."))

@@ -138,6 +138,13 @@ fn rows_group_by_time_first_then_the_dimensions_asked() {
         };
         UsageQuery::parse(params, jiff::civil::date(2026, 11, 27)).expect("query")
     };
+    let group = |rows: Vec<(String, Dims, Figures)>, q: &UsageQuery| {
+        let mut g = Grouping::new(q);
+        for (period, dims, figures) in &rows {
+            g.add(period, dims, figures)?;
+        }
+        Ok::<_, TooManyGroups>(g.finish())
+    };
     let (groups, total) = group(rows.clone(), &query("namespace,month")).expect("groups");
     assert_eq!(total.program, 15);
     let keys: Vec<(String, String, u64)> = groups
