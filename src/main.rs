@@ -51,7 +51,8 @@ fn main() -> ExitCode {
         | Command::Usage(_)
         | Command::Prices(_)
         | Command::Audit(_)
-        | Command::Store(_)) => ebb::cli::run(&cli.client, command),
+        | Command::Store(_)
+        | Command::Plugin(_)) => ebb::cli::run(&cli.client, command),
     }
 }
 

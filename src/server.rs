@@ -43,6 +43,9 @@ pub struct Config {
     pub allowed_hosts: Vec<String>,
     /// Where programs and provisioners work; `None` for `<data-dir>-work`.
     pub work_dir: Option<PathBuf>,
+    /// Directories of plugin directories (`--plugin-dir`); empty: `<data-dir>/plugins`, when
+    /// it exists.
+    pub plugin_dirs: Vec<PathBuf>,
     pub bind: String,
     pub auth_token: Option<String>,
     /// A file holding the token (kept out of the process list); owner-only.
@@ -207,7 +210,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     if !crate::store::secure::same_key_as_installation(&store, Arc::clone(&cipher)).await? {
         return Err(ServerError::OtherKey(key_file));
     }
-    let registry = Arc::new(Registry::builtin());
+    let registry = Arc::new(Registry::with_plugins(&plugin_dirs(&config)));
     load_builtins(&store, &registry).await?;
     let access = if config.no_auth {
         api::state::Access::Open
@@ -327,6 +330,15 @@ fn directories(config: &Config) -> Result<(PathBuf, PathBuf), ServerError> {
 }
 
 /// The default namespace and the built-in profiles and templates.
+/// The plugin directories: those given, else `<data-dir>/plugins` when there is one.
+fn plugin_dirs(config: &Config) -> Vec<PathBuf> {
+    if !config.plugin_dirs.is_empty() {
+        return config.plugin_dirs.clone();
+    }
+    let default = config.data_dir.join("plugins");
+    if default.is_dir() { vec![default] } else { Vec::new() }
+}
+
 async fn load_builtins(store: &Store, registry: &Registry) -> Result<(), ServerError> {
     namespaces::ensure_default(store).await?;
     let profiles = profiles::load_builtin(store, registry).await?;
@@ -649,6 +661,7 @@ impl From<ServeArgs> for Config {
                 grace: args.schedule_grace,
             },
             work_dir: args.work_dir,
+            plugin_dirs: args.plugin_dirs,
             allowed_hosts: args.allowed_hosts,
             bind: args.bind,
             auth_token: args.token,

@@ -132,6 +132,7 @@ pub fn table() -> Vec<Route> {
         Route::api(M::PUT, "/prices", INSTANCE, put_prices),
         Route::api(M::GET, "/provisioners", TOKEN, list_provisioners),
         Route::api(M::GET, "/provisioners/{name}", TOKEN, get_provisioner),
+        Route::api(M::GET, "/plugins", INSTANCE, list_plugins),
         Route::api(M::GET, "/profiles", TOKEN, list_profiles),
         Route::api(M::GET, "/namespaces/{ns}/profiles", VIEW, list_profiles),
         Route::api(M::GET, "/profiles/{name}", TOKEN, get_profile),

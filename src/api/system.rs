@@ -13,7 +13,7 @@ use crate::api::state::State;
 use crate::model::access::{Act, Caller};
 use crate::model::server::ServerView;
 use crate::model::sweep::{JanitorView, Sweep};
-use crate::model::view::ProvisionerDetail;
+use crate::model::view::{PluginList, ProvisionerDetail};
 use crate::runtime::membership::drain;
 use crate::service::error::ServiceError;
 
@@ -84,6 +84,11 @@ pub struct Draining {
 
 pub async fn list_provisioners(state: State) -> Reply<Vec<ProvisionerDetail>> {
     ok(state.registry.details())
+}
+
+/// The plugins this server loaded, how they fare, and those it refused.
+pub async fn list_plugins(state: State) -> Reply<PluginList> {
+    ok(state.registry.plugins())
 }
 
 pub async fn get_provisioner(state: State, name: web::Path<String>) -> Reply<ProvisionerDetail> {

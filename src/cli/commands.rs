@@ -1,10 +1,10 @@
 //! Which module runs each client command.
 
-use super::args::{ClientArgs, Command};
+use super::args::{ClientArgs, Command, PluginCmd};
 use super::client::{CliError, Client};
 use super::{
-    apps, namespaces, preferences, profiles, runs, schedules, securekeys, system, templates,
-    tokens, usage,
+    apps, namespaces, plugins, preferences, profiles, runs, schedules, securekeys, system,
+    templates, tokens, usage,
 };
 
 /// Runs a client command; the result is the process's exit code.
@@ -12,10 +12,16 @@ pub fn run(args: &ClientArgs, command: Command) -> Result<u8, CliError> {
     if let Command::Store(cmd) = command {
         return super::store::run(cmd).map(|()| 0);
     }
+    if let Command::Plugin(PluginCmd::Test(test)) = command {
+        return plugins::test(test, args.json);
+    }
     let client = Client::new(args)?;
     let json = args.json;
     match command {
-        Command::Serve(_) | Command::Shim { .. } | Command::Store(_) => {
+        Command::Serve(_)
+        | Command::Shim { .. }
+        | Command::Store(_)
+        | Command::Plugin(PluginCmd::Test(_)) => {
             Err(CliError::Usage("not a client command".into()))
         }
         Command::Namespace(cmd) => namespaces::namespace(&client, json, cmd).map(|()| 0),
@@ -34,5 +40,6 @@ pub fn run(args: &ClientArgs, command: Command) -> Result<u8, CliError> {
         Command::Audit(args) => tokens::audit(&client, json, args).map(|()| 0),
         Command::Usage(args) => usage::usage(&client, json, args).map(|()| 0),
         Command::Prices(cmd) => usage::prices(&client, json, cmd).map(|()| 0),
+        Command::Plugin(PluginCmd::List) => plugins::list(&client, json).map(|()| 0),
     }
 }

@@ -11,6 +11,7 @@ mod commands;
 mod input;
 mod namespaces;
 mod output;
+mod plugins;
 mod preferences;
 mod profiles;
 mod runs;

@@ -272,6 +272,52 @@ pub struct ProvisionerDetail {
     pub description: String,
     #[serde(rename = "configuration-groups")]
     pub configuration_groups: serde_json::Value,
+    /// For a provisioner that is a plugin: its version and how it fares.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<PluginView>,
+}
+
+/// A plugin the server loaded, and how its calls fare (on the server that answers).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginView {
+    pub name: String,
+    /// `provisioner` or `automator`.
+    pub kind: String,
+    /// The plugin's own version.
+    pub version: String,
+    /// The directory it was loaded from (shown to instance admins, in `GET /v3/plugins`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dir: Option<String>,
+    /// `loaded`, or `failing` while its last call broke (crashed, hung, wrote garbage).
+    pub status: String,
+    pub calls: u64,
+    /// Calls the plugin answered with an error.
+    pub errors: u64,
+    /// Calls whose process broke; each counted as a failed attempt.
+    pub broken: u64,
+    /// Processes of the plugin started.
+    pub starts: u64,
+    /// Why its last call broke, while it is failing (shown to instance admins).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+}
+
+/// A plugin directory that could not be loaded, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginFault {
+    pub dir: String,
+    pub error: String,
+}
+
+/// `GET /v3/plugins`: what the answering server loaded from its plugin directories.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginList {
+    pub plugins: Vec<PluginView>,
+    /// Plugins refused at start-up (a bad descriptor, an unsafe directory, a taken name).
+    pub broken: Vec<PluginFault>,
 }
 
 /// One node of a planned layout.

@@ -37,6 +37,7 @@ pub mod membership;
 pub mod native;
 pub mod planner;
 pub mod program;
+pub mod plugins;
 pub mod registry;
 pub mod remote;
 pub mod retention;

@@ -3,14 +3,16 @@
 //! Each built-in provisioner comes with a widget JSON (`widgets/<name>.json`, CDAP's plugin
 //! widget format) compiled into the binary, so the server runs from any directory. The
 //! registry is built once at start-up and read-only afterwards. It never touches the store.
+//! Plugins found in the plugin directories join it at start-up ([`super::plugins`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use ebb_plugin::PluginProvisioner;
 use ebb_spi::Provisioner;
 
 pub use super::native::Native;
-use crate::model::view::ProvisionerDetail;
+use crate::model::view::{PluginFault, PluginList, PluginView, ProvisionerDetail};
 
 /// Widgets of the built-in provisioners, by name.
 const WIDGETS: &[(&str, &str)] = &[
@@ -33,12 +35,16 @@ const WIDGETS: &[(&str, &str)] = &[
 struct Entry {
     provisioner: Arc<dyn Provisioner>,
     configuration_groups: serde_json::Value,
+    /// The same provisioner, when it is a plugin.
+    plugin: Option<Arc<PluginProvisioner>>,
 }
 
 /// Every provisioner the server knows, by name.
 #[derive(Debug)]
 pub struct Registry {
     entries: BTreeMap<&'static str, Entry>,
+    /// Plugin directories refused at start-up, and why.
+    broken: Vec<PluginFault>,
 }
 
 impl crate::model::profile::Provisioners for Registry {
@@ -83,11 +89,53 @@ impl Registry {
                     Entry {
                         provisioner,
                         configuration_groups,
+                        plugin: None,
                     },
                 )
             })
             .collect();
-        Registry { entries }
+        Registry {
+            entries,
+            broken: Vec::new(),
+        }
+    }
+
+    /// The built-ins and the plugins found in `plugin_dirs` (each a directory of plugin
+    /// directories). A plugin that cannot be loaded is logged and listed as broken; the others
+    /// load.
+    pub fn with_plugins(plugin_dirs: &[std::path::PathBuf]) -> Registry {
+        let mut registry = Registry::builtin();
+        let found = super::plugins::load(plugin_dirs, |name| registry.entries.contains_key(name));
+        for plugin in found.provisioners {
+            let configuration_groups = super::plugins::widget(plugin.descriptor());
+            let name = plugin.descriptor().name;
+            tracing::info!(plugin = name, dir = %plugin.descriptor().dir.display(), version = %plugin.descriptor().version, "plugin loaded");
+            registry.entries.insert(
+                name,
+                Entry {
+                    provisioner: Arc::clone(&plugin) as Arc<dyn Provisioner>,
+                    configuration_groups,
+                    plugin: Some(plugin),
+                },
+            );
+        }
+        for fault in &found.broken {
+            tracing::error!(dir = %fault.dir, "plugin not loaded: {}", fault.error);
+        }
+        registry.broken = found.broken;
+        registry
+    }
+
+    /// The plugins loaded and those refused, for `GET /v3/plugins`.
+    pub fn plugins(&self) -> PluginList {
+        PluginList {
+            plugins: self
+                .entries
+                .values()
+                .filter_map(|e| e.plugin.as_deref().map(|p| plugin_view(p, true)))
+                .collect(),
+            broken: self.broken.clone(),
+        }
     }
 
     /// A registry of `provisioner` alone (the in-process actor tests' scripted one).
@@ -97,9 +145,11 @@ impl Registry {
         let entry = Entry {
             provisioner,
             configuration_groups: serde_json::Value::Array(Vec::new()),
+            plugin: None,
         };
         Registry {
             entries: [(name, entry)].into(),
+            broken: Vec::new(),
         }
     }
 
@@ -117,6 +167,7 @@ impl Registry {
                 label: spec.label.to_string(),
                 description: spec.description.to_string(),
                 configuration_groups: entry.configuration_groups.clone(),
+                plugin: entry.plugin.as_deref().map(|p| plugin_view(p, false)),
             }
         })
     }
@@ -128,6 +179,53 @@ impl Registry {
             .filter_map(|name| self.detail(name))
             .collect()
     }
+}
+
+/// A plugin's view: what it is and how its calls fare; with `admin`, where it lives and why it
+/// fails.
+fn plugin_view(plugin: &PluginProvisioner, admin: bool) -> PluginView {
+    let d = plugin.descriptor();
+    let health = plugin.health();
+    PluginView {
+        name: d.name.to_string(),
+        kind: d.kind.as_str().to_string(),
+        version: d.version.clone(),
+        dir: admin.then(|| d.dir.display().to_string()),
+        status: if health.failing.is_some() { "failing" } else { "loaded" }.to_string(),
+        calls: health.calls,
+        errors: health.errors,
+        broken: health.broken,
+        starts: health.starts,
+        failure: health.failing.filter(|_| admin),
+    }
+}
+
+/// The widget groups of ebb's own properties (template, healing, retries), which every
+/// provisioner plugin takes: those of `local`'s widget.
+pub fn framework_groups() -> Vec<serde_json::Value> {
+    let local: serde_json::Value = WIDGETS
+        .iter()
+        .find(|(n, _)| *n == "local")
+        .and_then(|(_, json)| serde_json::from_str(json).ok())
+        .unwrap_or_default();
+    let framework: Vec<&str> = ebb_plugin::descriptor::FRAMEWORK_PROPERTIES
+        .iter()
+        .map(|p| p.name)
+        .collect();
+    local["configuration-groups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|group| {
+            let fields: Vec<serde_json::Value> = group["properties"]
+                .as_array()?
+                .iter()
+                .filter(|f| f["name"].as_str().is_some_and(|n| framework.contains(&n)))
+                .cloned()
+                .collect();
+            (!fields.is_empty()).then(|| serde_json::json!({ "label": group["label"], "properties": fields }))
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -119,6 +119,10 @@ pub enum Command {
     /// Work on a store directly, with every server on it stopped.
     #[command(subcommand)]
     Store(StoreCmd),
+    /// Plugins: provisioners as outside programs. `list` asks the server what it loaded;
+    /// `test` drives a plugin through the contract's cases, without a server.
+    #[command(subcommand)]
+    Plugin(PluginCmd),
     /// Launches a program detached from the server (used by the server itself).
     #[command(hide = true)]
     Shim { run_dir: PathBuf },
@@ -302,6 +306,11 @@ pub struct ServeArgs {
     /// the store and the secure key (default: `<data-dir>-work`, next to it).
     #[arg(long, env = "EBB_WORK_DIR")]
     pub work_dir: Option<PathBuf>,
+    /// A directory of plugins (one directory each, with its plugin.json): provisioners as
+    /// outside programs. Repeat it for several (default: `<data-dir>/plugins`, when it exists).
+    /// Its files must be writable by the server's user only.
+    #[arg(long = "plugin-dir", env = "EBB_PLUGIN_DIRS", value_delimiter = ',', value_name = "DIR")]
+    pub plugin_dirs: Vec<PathBuf>,
     /// A host name clients use to reach the server (its DNS name behind a proxy, say).
     /// Requests addressed to any other name are refused, so a web page cannot reach the API by
     /// pointing a name of its own at this address. IP addresses and `localhost` always work.
@@ -451,6 +460,35 @@ fn parse_interval(text: &str) -> Result<Interval, String> {
         return Ok(Interval(None));
     }
     ebb_spi::parse_duration(text).map(|d| Interval(Some(d)))
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PluginCmd {
+    /// The plugins the server loaded, how their calls fare, and those it refused.
+    List,
+    /// Drives the plugin in DIR through the conformance kit's cases (idempotent create, find
+    /// after a lost answer, delete of what is gone, list by tags, bad properties, a call cut
+    /// off) and prints what holds; exits 1 unless every case does.
+    Test(PluginTestArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PluginTestArgs {
+    /// The plugin's directory (with its plugin.json).
+    pub dir: PathBuf,
+    /// A property the kit's profile gives the plugin, as name=value (repeatable).
+    #[arg(short = 'p', long = "property", value_name = "NAME=VALUE")]
+    pub properties: Vec<String>,
+    /// A JSON object of properties (for secrets: a file shows in no process list).
+    #[arg(long, value_name = "FILE")]
+    pub properties_file: Option<PathBuf>,
+    /// The work directory the plugin is given (default: a new one in the system's temporary
+    /// directory, removed afterwards).
+    #[arg(long)]
+    pub work_dir: Option<PathBuf>,
+    /// How long a resource may take to be running, or gone.
+    #[arg(long, default_value = "2m", value_parser = ebb_spi::parse_duration)]
+    pub wait: std::time::Duration,
 }
 
 #[derive(Debug, Subcommand)]
