@@ -336,7 +336,11 @@ fn plugin_dirs(config: &Config) -> Vec<PathBuf> {
         return config.plugin_dirs.clone();
     }
     let default = config.data_dir.join("plugins");
-    if default.is_dir() { vec![default] } else { Vec::new() }
+    if default.is_dir() {
+        vec![default]
+    } else {
+        Vec::new()
+    }
 }
 
 async fn load_builtins(store: &Store, registry: &Registry) -> Result<(), ServerError> {

@@ -34,11 +34,22 @@ pub fn list(client: &Client, json: bool) -> Result<(), CliError> {
         })
         .collect();
     table(
-        &["NAME", "KIND", "VERSION", "STATUS", "CALLS/ERRORS/BROKEN", "DIR"],
+        &[
+            "NAME",
+            "KIND",
+            "VERSION",
+            "STATUS",
+            "CALLS/ERRORS/BROKEN",
+            "DIR",
+        ],
         &rows,
     );
     for p in list.plugins.iter().filter(|p| p.failure.is_some()) {
-        out!("\n{} is failing: {}", p.name, p.failure.as_deref().unwrap_or_default());
+        out!(
+            "\n{} is failing: {}",
+            p.name,
+            p.failure.as_deref().unwrap_or_default()
+        );
     }
     for b in &list.broken {
         out!("\nnot loaded: {}: {}", b.dir, b.error);
@@ -121,9 +132,9 @@ fn properties(args: &PluginTestArgs) -> Result<Properties, CliError> {
         properties.extend(map);
     }
     for pair in &args.properties {
-        let (name, value) = pair.split_once('=').ok_or_else(|| {
-            CliError::Usage(format!("--property {pair}: must be NAME=VALUE"))
-        })?;
+        let (name, value) = pair
+            .split_once('=')
+            .ok_or_else(|| CliError::Usage(format!("--property {pair}: must be NAME=VALUE")))?;
         properties.insert(name.to_string(), value.to_string());
     }
     Ok(properties)

@@ -139,9 +139,11 @@ fn safe_tree(dir: &Path) -> Result<(), String> {
             ));
         }
         safe(&path)?;
-        let meta = std::fs::symlink_metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let meta =
+            std::fs::symlink_metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         if meta.is_dir() {
-            let entries = std::fs::read_dir(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let entries =
+                std::fs::read_dir(&path).map_err(|e| format!("{}: {e}", path.display()))?;
             stack.extend(entries.filter_map(Result::ok).map(|e| e.path()));
         }
     }

@@ -191,7 +191,12 @@ fn plugin_view(plugin: &PluginProvisioner, admin: bool) -> PluginView {
         kind: d.kind.as_str().to_string(),
         version: d.version.clone(),
         dir: admin.then(|| d.dir.display().to_string()),
-        status: if health.failing.is_some() { "failing" } else { "loaded" }.to_string(),
+        status: if health.failing.is_some() {
+            "failing"
+        } else {
+            "loaded"
+        }
+        .to_string(),
         calls: health.calls,
         errors: health.errors,
         broken: health.broken,
@@ -223,7 +228,8 @@ pub fn framework_groups() -> Vec<serde_json::Value> {
                 .filter(|f| f["name"].as_str().is_some_and(|n| framework.contains(&n)))
                 .cloned()
                 .collect();
-            (!fields.is_empty()).then(|| serde_json::json!({ "label": group["label"], "properties": fields }))
+            (!fields.is_empty())
+                .then(|| serde_json::json!({ "label": group["label"], "properties": fields }))
         })
         .collect()
 }

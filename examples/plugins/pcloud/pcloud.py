@@ -50,6 +50,12 @@ def root_of(context):
     return root
 
 
+def journal(root, *words):
+    """Appends a line to the cloud's journal (calls.log): what was made and removed, for audit."""
+    with open(os.path.join(root, "calls.log"), "a") as f:
+        f.write(" ".join(words) + "\n")
+
+
 def database(root):
     db = sqlite3.connect(os.path.join(root, "cloud.db"), timeout=30, isolation_level=None)
     db.execute("PRAGMA journal_mode=WAL")
@@ -158,6 +164,7 @@ def remove(db, row):
                 pass
     shutil.rmtree(row["dir"], ignore_errors=True)
     db.execute("DELETE FROM machines WHERE id = ?", (row["id"],))
+    journal(os.path.dirname(row["dir"]), "delete", row["id"])
 
 
 # ---- the protocol's methods -------------------------------------------------------------------
@@ -205,6 +212,7 @@ def create(request):
             "INSERT INTO machines VALUES (:id, :token, :run, :node, :tags, :dir, :delay, :pid, :created)",
             row,
         )
+        journal(root, "create", mid, request["token"])
         db.execute("COMMIT")
     except BaseException:
         if db.in_transaction:

@@ -78,8 +78,8 @@ impl Provisioner for Local {
     }
 
     fn create<'a>(&'a self, ctx: &'a Context, key: &'a ResourceKey) -> Call<'a, Resource> {
-        let key = key.clone();
-        Box::pin(blocking(ctx, move |s| s.create(&key)))
+        let (key, tags) = (key.clone(), ctx.tags(key));
+        Box::pin(blocking(ctx, move |s| s.create(&key, tags)))
     }
 
     fn find<'a>(&'a self, ctx: &'a Context, key: &'a ResourceKey) -> Call<'a, Option<Resource>> {

@@ -149,8 +149,9 @@ impl Sandboxes {
         Ok(out)
     }
 
-    /// Creates the sandbox of `key`, or returns it if it exists.
-    pub fn create(&self, key: &ResourceKey) -> Result<Resource, ProvisionError> {
+    /// Creates the sandbox of `key`, carrying `tags` (the key's and the framework's labels),
+    /// or returns it if it exists.
+    pub fn create(&self, key: &ResourceKey, tags: Tags) -> Result<Resource, ProvisionError> {
         let id = format!("{}/{}", key.run, key.node);
         let dir = self.dir(&id)?;
         let _lock = self.lock()?;
@@ -171,7 +172,7 @@ impl Sandboxes {
         }
         let node = Node {
             id,
-            tags: key.tags(),
+            tags,
             address,
             dir: dir.clone(),
             created_at: SystemTime::now()
@@ -297,9 +298,15 @@ mod tests {
     fn creates_once_with_distinct_addresses_and_deletes() {
         let root = tempfile::tempdir().expect("tempdir");
         let sandboxes = Sandboxes::new(root.path().to_path_buf());
-        let a = sandboxes.create(&key("master")).expect("create");
-        let again = sandboxes.create(&key("master")).expect("create again");
-        let b = sandboxes.create(&key("worker-1")).expect("create worker");
+        let a = sandboxes
+            .create(&key("master"), key("master").tags())
+            .expect("create");
+        let again = sandboxes
+            .create(&key("master"), key("master").tags())
+            .expect("create again");
+        let b = sandboxes
+            .create(&key("worker-1"), key("worker-1").tags())
+            .expect("create worker");
         assert_eq!(a, again, "a repeated create finds the first sandbox");
         assert_ne!(a.address, b.address);
         assert_eq!(a.address.as_deref(), Some("127.0.1.1"));
@@ -368,7 +375,10 @@ mod tests {
         );
         assert!(victim.path().join("n1").join("keep").exists());
         // A run directory that is a link: nothing is made through it either.
-        let made = sandboxes.create(&ResourceKey::new("evil", "n2"));
+        let made = sandboxes.create(
+            &ResourceKey::new("evil", "n2"),
+            ResourceKey::new("evil", "n2").tags(),
+        );
         assert!(made.is_err(), "{made:?}");
         // Another user's directory, as root can make one.
         if rustix::process::geteuid().is_root() {
@@ -382,7 +392,9 @@ mod tests {
             eprintln!("not root: another user's directory cannot be made here, so not checked");
         }
         // What ebb made is still listed and deleted.
-        let made = sandboxes.create(&key("master")).expect("create");
+        let made = sandboxes
+            .create(&key("master"), key("master").tags())
+            .expect("create");
         assert_eq!(sandboxes.list().expect("list").len(), 1);
         sandboxes.delete(&made.id).expect("delete");
     }

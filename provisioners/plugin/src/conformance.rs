@@ -127,9 +127,8 @@ impl<'a> Kit<'a> {
         let bad = self.bad_properties();
         self.record(CASES[0], bad);
         let first = self.key("master");
-        let made = self.create_twice(&first).await;
-        let id = made.as_ref().ok().map(|(_, id)| id.clone());
-        self.record(CASES[1], made.map(|(d, _)| d));
+        let (made, id) = self.create_twice(&first).await;
+        self.record(CASES[1], made);
         let running = match &id {
             Some(id) => self.becomes_running(&first, id).await,
             None => Err("no resource to watch".into()),
@@ -201,17 +200,26 @@ impl<'a> Kit<'a> {
         Ok(format!("{tried} bad values refused"))
     }
 
-    async fn create_twice(&mut self, key: &ResourceKey) -> Result<(String, String), String> {
-        let a = self.create(key).await?;
-        let b = self.create(key).await?;
-        if a.id != b.id {
-            return Err(format!("the second create made {} besides {}", b.id, a.id));
+    /// The outcome, and the first create's resource for the cases after it (even when the
+    /// second create made another).
+    async fn create_twice(&mut self, key: &ResourceKey) -> (Outcome, Option<String>) {
+        let a = match self.create(key).await {
+            Ok(a) => a,
+            Err(e) => return (Err(e), None),
+        };
+        let outcome = async {
+            let b = self.create(key).await?;
+            if a.id != b.id {
+                return Err(format!("the second create made {} besides {}", b.id, a.id));
+            }
+            let same = self.ours(key).await?;
+            if same.len() != 1 {
+                return Err(format!("list shows {} resources for one key", same.len()));
+            }
+            Ok(format!("one resource, {}", a.id))
         }
-        let same = self.ours(key).await?;
-        if same.len() != 1 {
-            return Err(format!("list shows {} resources for one key", same.len()));
-        }
-        Ok((format!("one resource, {}", a.id), a.id))
+        .await;
+        (outcome, Some(a.id))
     }
 
     async fn create(&mut self, key: &ResourceKey) -> Result<Resource, String> {

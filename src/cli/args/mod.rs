@@ -309,7 +309,12 @@ pub struct ServeArgs {
     /// A directory of plugins (one directory each, with its plugin.json): provisioners as
     /// outside programs. Repeat it for several (default: `<data-dir>/plugins`, when it exists).
     /// Its files must be writable by the server's user only.
-    #[arg(long = "plugin-dir", env = "EBB_PLUGIN_DIRS", value_delimiter = ',', value_name = "DIR")]
+    #[arg(
+        long = "plugin-dir",
+        env = "EBB_PLUGIN_DIRS",
+        value_delimiter = ',',
+        value_name = "DIR"
+    )]
     pub plugin_dirs: Vec<PathBuf>,
     /// A host name clients use to reach the server (its DNS name behind a proxy, say).
     /// Requests addressed to any other name are refused, so a web page cannot reach the API by

@@ -12,6 +12,9 @@ checks AMIs and instance types here, as EC2 does. Besides the AWS APIs it answer
   GET    /_ebb/calls      every EC2 call so far: {"action", "filters": {name: [values]}}
   GET    /_ebb/instances  every instance: id, region, state, tags, image, type, user data,
                           shutdown behaviour
+
+RunInstances honours its ClientToken as EC2 does (moto ignores it): a second call with a token
+already used answers the first call's reservation and launches nothing.
 """
 
 import io
@@ -45,6 +48,7 @@ class Faults:
         self.lock = threading.Lock()
         self.rules = []
         self.calls = []
+        self.tokens = {}
 
     def __call__(self, environ, start_response):
         if environ.get("PATH_INFO", "").startswith("/_ebb/"):
@@ -67,17 +71,25 @@ class Faults:
                                 message=rule.get("message", "injected by the test"))
             start_response(f"{status} Injected", [("Content-Type", "text/xml")])
             return [text.encode()]
+        token = params.get("ClientToken", [None])[0] if action == "RunInstances" else None
+        with self.lock:
+            earlier = self.tokens.get(token) if token else None
+        if earlier is not None:
+            start_response(earlier[0], earlier[1])
+            return earlier[2]
+        captured = {}
+
+        def capture(status, headers, exc_info=None):
+            captured["status"], captured["headers"] = status, headers
+
+        chunks = list(self.app(environ, capture))
+        if token and captured["status"].startswith("200"):
+            with self.lock:
+                self.tokens[token] = (captured["status"], captured["headers"], chunks)
         if rule is not None and "delay" in rule:
-            captured = {}
-
-            def capture(status, headers, exc_info=None):
-                captured["status"], captured["headers"] = status, headers
-
-            chunks = list(self.app(environ, capture))
             time.sleep(float(rule["delay"]))
-            start_response(captured["status"], captured["headers"])
-            return chunks
-        return self.app(environ, start_response)
+        start_response(captured["status"], captured["headers"])
+        return chunks
 
     def control(self, environ, start_response):
         try:
