@@ -210,7 +210,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     if !crate::store::secure::same_key_as_installation(&store, Arc::clone(&cipher)).await? {
         return Err(ServerError::OtherKey(key_file));
     }
-    let registry = Arc::new(Registry::with_plugins(&plugin_dirs(&config)));
+    let registry = Arc::new(Registry::with_plugins(&plugin_dirs(&config), &work_dir));
     load_builtins(&store, &registry).await?;
     let access = if config.no_auth {
         api::state::Access::Open

@@ -165,6 +165,18 @@ pub const PROVISIONER_CALL_SECONDS: Metric = m(
     &["provisioner", "call"],
     "How long calls to provisioners took.",
 );
+pub const PLUGIN_CALLS: Metric = m(
+    "ebb_plugin_calls_total",
+    Kind::Counter,
+    &["plugin", "method", "outcome"],
+    "Calls to plugins' processes by outcome: ok, error (the plugin answered with one), broken (it crashed, hung, exited or wrote what is not an answer; its process was killed).",
+);
+pub const PLUGIN_STARTS: Metric = m(
+    "ebb_plugin_starts_total",
+    Kind::Counter,
+    &["plugin"],
+    "Processes of plugins started (the first, and one after each that broke).",
+);
 pub const RETRIES: Metric = m(
     "ebb_retries_total",
     Kind::Counter,
@@ -311,6 +323,8 @@ pub const ALL: &[Metric] = &[
     TASK_ATTEMPT_SECONDS,
     PROVISIONER_CALLS,
     PROVISIONER_CALL_SECONDS,
+    PLUGIN_CALLS,
+    PLUGIN_STARTS,
     RETRIES,
     STORE_COMMIT_SECONDS,
     STORE_COMMIT_BATCH,

@@ -45,6 +45,8 @@ pub struct Registry {
     entries: BTreeMap<&'static str, Entry>,
     /// Plugin directories refused at start-up, and why.
     broken: Vec<PluginFault>,
+    /// The server's work directory: plugins' own directories are in it.
+    work_dir: std::path::PathBuf,
 }
 
 impl crate::model::profile::Provisioners for Registry {
@@ -97,14 +99,19 @@ impl Registry {
         Registry {
             entries,
             broken: Vec::new(),
+            work_dir: std::env::temp_dir(),
         }
     }
 
     /// The built-ins and the plugins found in `plugin_dirs` (each a directory of plugin
     /// directories). A plugin that cannot be loaded is logged and listed as broken; the others
     /// load.
-    pub fn with_plugins(plugin_dirs: &[std::path::PathBuf]) -> Registry {
+    pub fn with_plugins(
+        plugin_dirs: &[std::path::PathBuf],
+        work_dir: &std::path::Path,
+    ) -> Registry {
         let mut registry = Registry::builtin();
+        registry.work_dir = work_dir.to_path_buf();
         let found = super::plugins::load(plugin_dirs, |name| registry.entries.contains_key(name));
         for plugin in found.provisioners {
             let configuration_groups = super::plugins::widget(plugin.descriptor());
@@ -124,6 +131,36 @@ impl Registry {
         }
         registry.broken = found.broken;
         registry
+    }
+
+    /// Asks provisioner `name`, when it is a plugin, to check `properties` (a profile's, its
+    /// secrets left out) beyond what its descriptor declares. A plugin that cannot answer
+    /// does not hold the profile up: its runs will say what it does.
+    pub async fn check(
+        &self,
+        name: &str,
+        properties: ebb_spi::Properties,
+    ) -> Result<(), ebb_spi::PropertyError> {
+        let Some(plugin) = self.entries.get(name).and_then(|e| e.plugin.as_ref()) else {
+            return Ok(());
+        };
+        let spec = plugin.descriptor().spec;
+        let properties = properties
+            .into_iter()
+            .filter(|(k, _)| spec.property(k).is_none_or(|p| !p.secret))
+            .collect();
+        let ctx = ebb_spi::Context::new(properties, self.work_dir.clone());
+        match plugin.check(&ctx).await {
+            Err(e) if e.property.is_empty() => {
+                tracing::warn!(
+                    plugin = name,
+                    "the plugin could not check a profile: {}",
+                    e.message
+                );
+                Ok(())
+            }
+            other => other,
+        }
     }
 
     /// The plugins loaded and those refused, for `GET /v3/plugins`.
@@ -150,6 +187,7 @@ impl Registry {
         Registry {
             entries: [(name, entry)].into(),
             broken: Vec::new(),
+            work_dir: std::env::temp_dir(),
         }
     }
 

@@ -102,6 +102,18 @@ pub async fn put(
             "provisioner.properties.{name}: names a directory on the server's own host, which only an instance admin may choose; leave it out to use the server's work directory"
         )));
     }
+    let properties = valid
+        .provisioner
+        .properties
+        .iter()
+        .map(|p| (p.name.clone(), p.value.clone()))
+        .collect();
+    registry
+        .check(&valid.provisioner.name, properties)
+        .await
+        .map_err(|e| {
+            ServiceError::invalid(format!("provisioner.properties.{}", e.property), e.message)
+        })?;
     store
         .write(move |tx| {
             if id.scope == Scope::User {

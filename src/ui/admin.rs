@@ -291,3 +291,52 @@ pub async fn create_namespace(
         Err(e) => refused(&req, e),
     }
 }
+
+/// `GET /ui/plugins`: the plugins this server loaded, how their calls fare, and those it
+/// refused at start-up.
+pub async fn plugins(state: State, ctx: Ctx) -> Answer {
+    let list = state.registry.plugins();
+    let body = html! {
+        h1 { "Plugins" }
+        p.muted {
+            "Provisioners as outside programs, loaded at start-up from the plugin directories ("
+            code { "--plugin-dir" } "). Each server of an installation loads its own: install the same on each."
+        }
+        @if list.plugins.is_empty() {
+            p.muted { "No plugin is loaded." }
+        } @else {
+            table.wide {
+                thead { tr {
+                    th scope="col" { "Plugin" } th scope="col" { "Kind" } th scope="col" { "Version" }
+                    th scope="col" { "Status" } th scope="col" { "Calls" } th scope="col" { "Answered with an error" }
+                    th scope="col" { "Broke" } th scope="col" { "Processes started" } th scope="col" { "Directory" }
+                } }
+                tbody {
+                    @for p in &list.plugins {
+                        tr {
+                            td data-label="Plugin" { code { (p.name) } }
+                            td data-label="Kind" { (p.kind) }
+                            td data-label="Version" { (p.version) }
+                            td data-label="Status" {
+                                @if p.failure.is_some() { span.badge.bad { (p.status) } } @else { span.badge.ok { (p.status) } }
+                                @if let Some(why) = &p.failure { br; span.muted { (why) } }
+                            }
+                            td data-label="Calls" { (p.calls) }
+                            td data-label="Answered with an error" { (p.errors) }
+                            td data-label="Broke" { (p.broken) }
+                            td data-label="Processes started" { (p.starts) }
+                            td data-label="Directory" { code { (p.dir.clone().unwrap_or_default()) } }
+                        }
+                    }
+                }
+            }
+        }
+        @if !list.broken.is_empty() {
+            h2 { "Not loaded" }
+            ul {
+                @for b in &list.broken { li { code { (b.dir) } ": " (b.error) } }
+            }
+        }
+    };
+    Ok(frame(&ctx, "Plugins", body))
+}

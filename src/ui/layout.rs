@@ -285,6 +285,7 @@ fn nav(ctx: &Ctx) -> Vec<(&'static str, String)> {
     ];
     if ctx.instance_admin() {
         items.push(("Janitor", "/ui/janitor".to_string()));
+        items.push(("Plugins", "/ui/plugins".to_string()));
     }
     items
 }
@@ -304,6 +305,7 @@ fn current(href: &str, path: &str) -> bool {
         "namespaces",
         "usage",
         "janitor",
+        "plugins",
     ];
     let section = path.split('/').rev().find(|s| SECTIONS.contains(s));
     section.is_some_and(|s| href.rsplit('/').next() == Some(s))

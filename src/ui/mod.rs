@@ -211,6 +211,9 @@ pub fn table() -> Vec<Route> {
         row(M::POST, "/janitor/run", INSTANCE, || {
             web::post().to(admin::run_janitor)
         }),
+        row(M::GET, "/plugins", INSTANCE, || {
+            web::get().to(admin::plugins)
+        }),
     ]
 }
 

@@ -497,6 +497,9 @@ pub async fn new(state: State, ctx: Ctx, q: web::Query<NewQuery>) -> Answer {
                         label.fixed {
                             input type="radio" name="provisioner" value=(d.name) checked[i == 0] required;
                             strong { (d.label) } " (" code { (d.name) } ")"
+                            @if let Some(plugin) = &d.plugin {
+                                " " span.badge.wait { "plugin " (plugin.version) }
+                            }
                         }
                         p.help { (d.description) }
                     }

@@ -146,6 +146,17 @@ fn a_plugin_is_listed_and_provisions_a_run_like_a_builtin() {
     );
     assert_eq!(code, 400, "{refused}");
     assert!(refused.to_string().contains("nodes"), "{refused}");
+    // ... and by the plugin itself, which answers `validate` for what only it knows.
+    let (code, refused) = server.put(
+        "/v3/namespaces/default/profiles/bad",
+        json!({"provisioner": {"name": "pcloud", "properties": [{"name": "root", "value": "relative/dir"}]}}),
+    );
+    assert_eq!(code, 400, "{refused}");
+    let said = refused.to_string();
+    assert!(
+        said.contains("provisioner.properties.root") && said.contains("absolute path"),
+        "{refused}"
+    );
 
     pcloud_profile(&server, &cloud, "2", "300ms");
     let marker = dir.path().join("ran");

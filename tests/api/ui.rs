@@ -17,7 +17,7 @@ use serde_json::json;
 use crate::support::process::python_from;
 use crate::support::profiles::sim_profile;
 use crate::support::runs::{deploy, kept_failed_run, start, sub, wait_until};
-use crate::support::server::{Server, make_token as token};
+use crate::support::server::{Options, Server, make_token as token};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -115,6 +115,32 @@ fn a_sim_profile_is_made_through_the_widget_form() {
         &server,
         "profile_form",
         &[("EBB_STATE_DIR", state.display().to_string())],
+    );
+}
+
+#[test]
+fn a_plugin_profile_is_made_through_the_form_its_widget_draws() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plugins = dir.path().join("plugins/pcloud");
+    std::fs::create_dir_all(&plugins).expect("plugins");
+    let example = root().join("examples/plugins/pcloud");
+    for file in ["plugin.json", "widget.json", "pcloud.py"] {
+        std::fs::copy(example.join(file), plugins.join(file)).expect("copy");
+    }
+    let server = Server::start_at(
+        &sub(&dir, "data"),
+        Options {
+            args: vec![
+                "--plugin-dir".into(),
+                dir.path().join("plugins").display().to_string(),
+            ],
+            ..Options::default()
+        },
+    );
+    flow(
+        &server,
+        "plugin_profile",
+        &[("EBB_CLOUD_DIR", sub(&dir, "cloud").display().to_string())],
     );
 }
 

@@ -125,6 +125,43 @@ def flow_profile_form(page):
     assert profile["label"] == "Made in the UI", profile
 
 
+def flow_plugin_profile(page):
+    """A profile of a plugin provisioner made through the form its widget draws: the plugin
+    (pcloud) is listed on the Plugins page; its own check of a property (a relative root) is
+    shown at the field. Needs EBB_CLOUD_DIR."""
+    sign_in(page)
+    page.get_by_role("link", name="Plugins", exact=True).click()
+    expect(page.get_by_role("heading", name="Plugins")).to_be_visible()
+    row = page.locator("tr", has_text="pcloud")
+    expect(row).to_contain_text("1.0.0")
+    expect(row).to_contain_text("loaded")
+    shot(page, "plugins")
+    page.get_by_role("link", name="Profiles", exact=True).click()
+    page.get_by_role("link", name="New profile").click()
+    page.get_by_label("Scope").select_option("default")
+    expect(page.locator("label", has_text="Process cloud (plugin)")).to_contain_text("plugin 1.0.0")
+    page.locator("input[name=provisioner][value=pcloud]").check()
+    page.get_by_role("button", name="Next").click()
+    expect(page.get_by_role("heading", name="New pcloud profile")).to_be_visible()
+    for legend in ["Cluster", "Cloud", "Services", "Retries"]:
+        expect(page.locator("legend", has_text=legend)).to_be_visible()
+    page.get_by_label("Name", exact=True).fill("ui-pcloud")
+    page.get_by_label("Nodes").fill("2")
+    page.get_by_label("Boot delay").fill("1s")
+    page.get_by_label("Root").fill("relative/dir")
+    page.get_by_role("button", name="Save profile").click()
+    root = page.locator("[data-property=root]")
+    expect(root.get_by_role("alert")).to_contain_text("absolute path")
+    page.get_by_label("Root").fill(os.environ["EBB_CLOUD_DIR"])
+    page.get_by_role("button", name="Save profile").click()
+    expect(page.get_by_role("heading", name="USER:ui-pcloud")).to_be_visible()
+    status, profile = api("GET", "/v3/namespaces/default/profiles/ui-pcloud")
+    assert status == 200, profile
+    props = {p["name"]: p["value"] for p in profile["provisioner"]["properties"]}
+    assert props == {"nodes": "2", "bootDelay": "1s", "root": os.environ["EBB_CLOUD_DIR"],
+                     "retryBudget": "5m"}, props
+
+
 def flow_toggle(page):
     """Disable and enable a profile from the list; a refusal (409) shows its reason."""
     sign_in(page)

@@ -125,6 +125,8 @@ impl Pool {
             if slot.is_none() {
                 *slot = Some(self.start(home).await?);
                 self.note(|h| h.starts += 1);
+                metrics::counter!("ebb_plugin_starts_total", "plugin" => self.descriptor.name)
+                    .increment(1);
             }
             let worker = slot
                 .as_mut()
