@@ -63,7 +63,14 @@ pub async fn put_template(
         id.0.namespace.as_deref(),
         &id.0.to_string(),
     );
-    ok(templates::put(&state.store, (act, caller.trust()), id.0, body.0).await?)
+    ok(templates::put(
+        &state.store,
+        &state.registry,
+        (act, caller.trust()),
+        id.0,
+        body.0,
+    )
+    .await?)
 }
 
 pub async fn delete_template(

@@ -209,6 +209,16 @@ pub fn parse_facts(text: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// The facts of `facts` a node may report (as [`parse_facts`] keeps them from a result file):
+/// an automator plugin's answer is held to the same bounds as a script's result file.
+pub fn reportable_facts(facts: BTreeMap<String, String>) -> BTreeMap<String, String> {
+    facts
+        .into_iter()
+        .filter(|(k, v)| !k.is_empty() && reportable(k) && v.len() <= MAX_FACT_VALUE)
+        .take(MAX_FACTS)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -28,7 +28,7 @@ pub async fn run(deps: &Deps, spec: &TaskSpec) -> AttemptOutcome {
     else {
         return AttemptOutcome::done();
     };
-    let Some(Script::Shell { script, .. }) = spec
+    let Some(found) = spec
         .template
         .as_ref()
         .and_then(|t| t.services.get(&service))
@@ -38,6 +38,23 @@ pub async fn run(deps: &Deps, spec: &TaskSpec) -> AttemptOutcome {
         return AttemptOutcome::done();
     };
     let action = spec.task.action.name();
+    let timeout = found.timeout();
+    let script = match found {
+        Script::Shell { script, .. } => script,
+        Script::Plugin {
+            automator, fields, ..
+        } => {
+            return super::plugin_automator::run(
+                deps,
+                spec,
+                (&service, action),
+                &automator,
+                fields,
+                timeout,
+            )
+            .await;
+        }
+    };
     let on = On::task(spec);
     let ended = attempt_once(deps, &on, &service, action, &script)
         .await
@@ -98,7 +115,7 @@ pub struct On<'a> {
 }
 
 impl<'a> On<'a> {
-    fn task(spec: &'a TaskSpec) -> Self {
+    pub fn task(spec: &'a TaskSpec) -> Self {
         On {
             run: &spec.run,
             cluster: &spec.cluster,
@@ -157,7 +174,7 @@ async fn attempt_once(
 }
 
 /// The nodes of cluster `cluster` that may exist.
-async fn cluster_nodes(deps: &Deps, cluster: &str) -> Result<Vec<NodeRecord>, StoreError> {
+pub async fn cluster_nodes(deps: &Deps, cluster: &str) -> Result<Vec<NodeRecord>, StoreError> {
     let prefix = keys::of_run(cluster);
     Ok(deps
         .store
@@ -279,7 +296,7 @@ async fn run_local(
 
 /// What a script reads as `EBB_CLUSTER_FILE`: the run, its config, and every node with its
 /// address, properties and services.
-fn cluster_doc(on: &On<'_>, nodes: &[NodeRecord]) -> serde_json::Value {
+pub fn cluster_doc(on: &On<'_>, nodes: &[NodeRecord]) -> serde_json::Value {
     let layout = on.layout;
     serde_json::json!({
         "run": on.run,

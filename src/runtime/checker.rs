@@ -107,7 +107,7 @@ impl Checks {
                     .services
                     .get(service)
                     .and_then(|s| s.check())
-                    .map(|(a, i, t)| (a.script().to_string(), i, t))
+                    .map(|(script, i, t)| (script.to_string(), i, t))
                 else {
                     continue;
                 };

@@ -36,6 +36,7 @@ pub mod launch;
 pub mod membership;
 pub mod native;
 pub mod planner;
+pub mod plugin_automator;
 pub mod plugins;
 pub mod program;
 pub mod registry;

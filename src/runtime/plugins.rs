@@ -11,7 +11,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use ebb_plugin::{Descriptor, Kind, PluginProvisioner};
+use ebb_plugin::{Descriptor, Kind, PluginAutomator, PluginProvisioner};
 
 use crate::model::view::PluginFault;
 
@@ -24,10 +24,12 @@ const MAX_FILES: usize = 2000;
 #[derive(Debug, Default)]
 pub struct Found {
     pub provisioners: Vec<Arc<PluginProvisioner>>,
+    pub automators: Vec<Arc<PluginAutomator>>,
     pub broken: Vec<PluginFault>,
 }
 
-/// Loads every plugin under `dirs`; `taken` says whether a name is a built-in's.
+/// Loads every plugin under `dirs`; `taken` says whether a name is a built-in's (a
+/// provisioner's or an automator's: `shell`).
 pub fn load(dirs: &[PathBuf], taken: impl Fn(&str) -> bool) -> Found {
     let mut found = Found::default();
     let mut names: Vec<&'static str> = Vec::new();
@@ -64,9 +66,14 @@ pub fn load(dirs: &[PathBuf], taken: impl Fn(&str) -> bool) -> Found {
             match one(&plugin_dir, &taken, &names) {
                 Ok(descriptor) => {
                     names.push(descriptor.name);
-                    found
-                        .provisioners
-                        .push(Arc::new(PluginProvisioner::new(descriptor)));
+                    match descriptor.kind {
+                        Kind::Provisioner => found
+                            .provisioners
+                            .push(Arc::new(PluginProvisioner::new(descriptor))),
+                        Kind::Automator => found
+                            .automators
+                            .push(Arc::new(PluginAutomator::new(descriptor))),
+                    }
                 }
                 Err(error) => found.broken.push(PluginFault {
                     dir: plugin_dir.display().to_string(),
@@ -84,7 +91,7 @@ fn one(dir: &Path, taken: &impl Fn(&str) -> bool, loaded: &[&str]) -> Result<Des
     let file = dir.join(ebb_plugin::descriptor::FILE);
     if taken(descriptor.name) {
         return Err(format!(
-            "{}: field 'name': '{}' is a built-in provisioner's name",
+            "{}: field 'name': '{}' is a built-in's name",
             file.display(),
             descriptor.name
         ));
@@ -96,13 +103,7 @@ fn one(dir: &Path, taken: &impl Fn(&str) -> bool, loaded: &[&str]) -> Result<Des
             descriptor.name
         ));
     }
-    match descriptor.kind {
-        Kind::Provisioner => Ok(descriptor),
-        Kind::Automator => Err(format!(
-            "{}: field 'kind': automator plugins are not served by this ebb yet",
-            file.display()
-        )),
-    }
+    Ok(descriptor)
 }
 
 /// Refuses a directory or file that another user could change.

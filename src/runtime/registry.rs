@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use ebb_plugin::PluginProvisioner;
+use ebb_plugin::{PluginAutomator, PluginProvisioner};
 use ebb_spi::Provisioner;
 
 pub use super::native::Native;
@@ -43,6 +43,8 @@ struct Entry {
 #[derive(Debug)]
 pub struct Registry {
     entries: BTreeMap<&'static str, Entry>,
+    /// Automator plugins, by the name a template's action gives as its `type`.
+    automators: BTreeMap<&'static str, Arc<PluginAutomator>>,
     /// Plugin directories refused at start-up, and why.
     broken: Vec<PluginFault>,
     /// The server's work directory: plugins' own directories are in it.
@@ -98,6 +100,7 @@ impl Registry {
             .collect();
         Registry {
             entries,
+            automators: BTreeMap::new(),
             broken: Vec::new(),
             work_dir: std::env::temp_dir(),
         }
@@ -112,7 +115,14 @@ impl Registry {
     ) -> Registry {
         let mut registry = Registry::builtin();
         registry.work_dir = work_dir.to_path_buf();
-        let found = super::plugins::load(plugin_dirs, |name| registry.entries.contains_key(name));
+        let found = super::plugins::load(plugin_dirs, |name| {
+            registry.entries.contains_key(name) || name == "shell"
+        });
+        for automator in found.automators {
+            let d = automator.descriptor();
+            tracing::info!(plugin = d.name, dir = %d.dir.display(), version = %d.version, "automator plugin loaded");
+            registry.automators.insert(d.name, automator);
+        }
         for plugin in found.provisioners {
             let configuration_groups = super::plugins::widget(plugin.descriptor());
             let name = plugin.descriptor().name;
@@ -131,6 +141,23 @@ impl Registry {
         }
         registry.broken = found.broken;
         registry
+    }
+
+    /// The automator plugin called `name`.
+    pub fn automator(&self, name: &str) -> Option<&Arc<PluginAutomator>> {
+        self.automators.get(name)
+    }
+
+    /// The automators a template's action may name: `shell`, and the plugins'.
+    pub fn automator_names(&self) -> Vec<&str> {
+        std::iter::once("shell")
+            .chain(self.automators.keys().copied())
+            .collect()
+    }
+
+    /// The server's work directory (plugins keep their files under it).
+    pub fn work_dir(&self) -> &std::path::Path {
+        &self.work_dir
     }
 
     /// Asks provisioner `name`, when it is a plugin, to check `properties` (a profile's, its
@@ -169,7 +196,13 @@ impl Registry {
             plugins: self
                 .entries
                 .values()
-                .filter_map(|e| e.plugin.as_deref().map(|p| plugin_view(p, true)))
+                .filter_map(|e| e.plugin.as_deref())
+                .map(|p| plugin_view(p.descriptor(), p.health(), true))
+                .chain(
+                    self.automators
+                        .values()
+                        .map(|a| plugin_view(a.descriptor(), a.health(), true)),
+                )
                 .collect(),
             broken: self.broken.clone(),
         }
@@ -186,6 +219,7 @@ impl Registry {
         };
         Registry {
             entries: [(name, entry)].into(),
+            automators: BTreeMap::new(),
             broken: Vec::new(),
             work_dir: std::env::temp_dir(),
         }
@@ -205,7 +239,10 @@ impl Registry {
                 label: spec.label.to_string(),
                 description: spec.description.to_string(),
                 configuration_groups: entry.configuration_groups.clone(),
-                plugin: entry.plugin.as_deref().map(|p| plugin_view(p, false)),
+                plugin: entry
+                    .plugin
+                    .as_deref()
+                    .map(|p| plugin_view(p.descriptor(), p.health(), false)),
             }
         })
     }
@@ -221,9 +258,7 @@ impl Registry {
 
 /// A plugin's view: what it is and how its calls fare; with `admin`, where it lives and why it
 /// fails.
-fn plugin_view(plugin: &PluginProvisioner, admin: bool) -> PluginView {
-    let d = plugin.descriptor();
-    let health = plugin.health();
+fn plugin_view(d: &ebb_plugin::Descriptor, health: ebb_plugin::Health, admin: bool) -> PluginView {
     PluginView {
         name: d.name.to_string(),
         kind: d.kind.as_str().to_string(),

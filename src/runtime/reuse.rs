@@ -278,7 +278,7 @@ async fn check_services(
     let config = run.config();
     for node in &run.cluster.nodes {
         for service in run.layout.get(node).into_iter().flatten() {
-            let Some((action, _, timeout)) = template.services.get(service).and_then(|s| s.check())
+            let Some((script, _, timeout)) = template.services.get(service).and_then(|s| s.check())
             else {
                 continue;
             };
@@ -293,7 +293,7 @@ async fn check_services(
             };
             let checked = tokio::time::timeout(
                 timeout,
-                super::automator::check(deps, &on, service, action.script()),
+                super::automator::check(deps, &on, service, script),
             )
             .await;
             let outcome = match checked {

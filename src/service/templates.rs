@@ -54,6 +54,7 @@ fn stored(
 /// `by`.
 pub async fn put(
     store: &Store,
+    registry: &crate::runtime::registry::Registry,
     (act, by): (Act, Trust),
     id: TemplateId,
     template: Template,
@@ -71,6 +72,7 @@ pub async fn put(
         ));
     }
     template.validate()?;
+    check_automators(registry, &template)?;
     store
         .write(move |tx| {
             if let Some(ns) = &id.namespace {
@@ -170,6 +172,43 @@ pub struct PlanRequest {
 
 fn create() -> crate::model::plan::ClusterOperation {
     crate::model::plan::ClusterOperation::Create
+}
+
+/// Every action names an automator this server has (`shell` or a loaded plugin) and gives
+/// it the fields it declares.
+pub fn check_automators(
+    registry: &crate::runtime::registry::Registry,
+    template: &Template,
+) -> Result<(), ServiceError> {
+    use crate::model::template::Action;
+    for (name, service) in &template.services {
+        for (kind, action) in &service.actions {
+            let Action::Plugin {
+                automator, fields, ..
+            } = action
+            else {
+                continue;
+            };
+            let kind = serde_json::to_value(kind).unwrap_or_default();
+            let at = format!(
+                "services.{name}.actions.{}",
+                kind.as_str().unwrap_or_default()
+            );
+            let Some(plugin) = registry.automator(automator) else {
+                return Err(ServiceError::invalid(
+                    format!("{at}.type"),
+                    format!(
+                        "no automator '{automator}' on this server (it has: {}); GET /v3/plugins lists the plugins",
+                        registry.automator_names().join(", ")
+                    ),
+                ));
+            };
+            plugin
+                .check_fields(fields)
+                .map_err(|e| ServiceError::invalid(format!("{at}.{}", e.property), e.message))?;
+        }
+    }
+    Ok(())
 }
 
 /// Solves the layout and plans the operation of `request`, touching nothing.

@@ -10,12 +10,14 @@
 //! the built-ins' crash safety, retries and janitor. The conformance kit ([`conformance`])
 //! drives any provisioner, plugin or built-in, through the contract's cases.
 
+pub mod automator;
 pub mod conformance;
 pub mod descriptor;
 pub mod process;
 pub mod protocol;
 pub mod provisioner;
 
+pub use automator::PluginAutomator;
 pub use descriptor::{Descriptor, DescriptorError, Kind};
 pub use process::Health;
 pub use provisioner::PluginProvisioner;

@@ -74,6 +74,32 @@ struct Worker {
     next_call: u64,
 }
 
+/// A process slot held by a call. When the call's future is dropped mid-way (a task's time
+/// limit ran out, a server's operation was cancelled), the process it was talking to is
+/// killed there and then, with everything it started: nothing of an abandoned call runs on.
+struct Held<'a>(tokio::sync::MutexGuard<'a, Option<Worker>>);
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        if self.0.as_ref().is_some_and(|w| w.busy) {
+            kill(self.0.take());
+        }
+    }
+}
+
+impl std::ops::Deref for Held<'_> {
+    type Target = Option<Worker>;
+    fn deref(&self) -> &Option<Worker> {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Held<'_> {
+    fn deref_mut(&mut self) -> &mut Option<Worker> {
+        &mut self.0
+    }
+}
+
 /// The last lines a plugin wrote to stderr.
 #[derive(Debug, Default)]
 struct Tail {
@@ -106,9 +132,21 @@ impl Pool {
     /// anything kept or logged.
     pub async fn call(
         &self,
+        request: Request<'_>,
+        home: &Path,
+        redact: &(dyn Fn(&str) -> String + Sync),
+    ) -> Result<Value, CallError> {
+        self.call_within(request, home, redact, self.descriptor.timeout)
+            .await
+    }
+
+    /// [`Pool::call`] with a time limit of its own (an automator's action has one).
+    pub async fn call_within(
+        &self,
         mut request: Request<'_>,
         home: &Path,
         redact: &(dyn Fn(&str) -> String + Sync),
+        timeout: std::time::Duration,
     ) -> Result<Value, CallError> {
         let method = request.method;
         let _permit = self
@@ -116,8 +154,8 @@ impl Pool {
             .acquire()
             .await
             .map_err(|_| CallError::Broken("the plugin is shutting down".into()))?;
-        let mut slot = self.free_slot().await;
-        let timeout = self.descriptor.timeout;
+        let mut slot = Held(self.free_slot().await);
+        let slot = &mut *slot;
         let outcome = tokio::time::timeout(timeout, async {
             if slot.as_ref().is_some_and(|w| w.busy) {
                 kill(slot.take());

@@ -39,6 +39,18 @@ pub struct Request<'a> {
     /// `hello`: the protocol ebb speaks.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub protocol: Option<u32>,
+    /// `run` (automators): the service action to run, with its template fields.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub action: Option<Value>,
+    /// `run`: the node it runs on (its address, facts, and how to reach it over SSH).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<Value>,
+    /// `run`: the cluster (the run, its config, every node and its services).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<Value>,
+    /// `run`: how many seconds the call may take before ebb kills the plugin's process.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<u64>,
 }
 
 impl<'a> Request<'a> {
@@ -52,6 +64,10 @@ impl<'a> Request<'a> {
             token: None,
             id: None,
             protocol: None,
+            action: None,
+            node: None,
+            cluster: None,
+            timeout: None,
         }
     }
 }
@@ -67,6 +83,8 @@ pub enum Method {
     Describe,
     Delete,
     List,
+    /// An automator's one method: run a service action on a node.
+    Run,
 }
 
 impl Method {
@@ -79,6 +97,7 @@ impl Method {
             Method::Describe => "describe",
             Method::Delete => "delete",
             Method::List => "list",
+            Method::Run => "run",
         }
     }
 }
@@ -120,6 +139,16 @@ pub struct ErrorMessage {
     /// `validate`: the property at fault.
     #[serde(default)]
     pub property: Option<String>,
+}
+
+/// `run`'s answer: facts for the node, and what the action printed.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunResult {
+    #[serde(default)]
+    pub facts: BTreeMap<String, String>,
+    #[serde(default)]
+    pub output: String,
 }
 
 /// `hello`'s answer.

@@ -44,21 +44,144 @@ pub const MAX_TYPES: usize = 32;
 /// of groups).
 pub const MAX_LIST: usize = MAX_SERVICES;
 
-/// What an action runs: an automator type and its fields.
+/// What an action runs: an automator type and its fields. `shell` is built in; any other
+/// type names an automator plugin, whose fields are its own (checked against what the
+/// plugin declares when the template is written).
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[derive(Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(tag = "type", rename_all = "camelCase", deny_unknown_fields)]
 pub enum Action {
     /// A shell script run on the node (`sh -c`).
     Shell {
         script: String,
         /// How long one attempt may run (seconds or humantime, default 10m).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         timeout: Option<String>,
         /// How many attempts before the operation fails (default 3).
+        attempts: Option<u32>,
+    },
+    /// An action an automator plugin runs (an Ansible playbook, say).
+    Plugin {
+        /// The plugin's name: the action's `type`.
+        automator: String,
+        timeout: Option<String>,
+        attempts: Option<u32>,
+        /// Every other field of the action, for the plugin.
+        fields: serde_json::Map<String, serde_json::Value>,
+    },
+}
+
+/// The shape of a `shell` action, as it is written.
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase", deny_unknown_fields)]
+enum ShellAction {
+    Shell {
+        script: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timeout: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         attempts: Option<u32>,
     },
+}
+
+impl Serialize for Action {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Action::Shell {
+                script,
+                timeout,
+                attempts,
+            } => ShellAction::Shell {
+                script: script.clone(),
+                timeout: timeout.clone(),
+                attempts: *attempts,
+            }
+            .serialize(s),
+            Action::Plugin {
+                automator,
+                timeout,
+                attempts,
+                fields,
+            } => {
+                let mut map = fields.clone();
+                map.insert("type".into(), automator.clone().into());
+                if let Some(t) = timeout {
+                    map.insert("timeout".into(), t.clone().into());
+                }
+                if let Some(n) = attempts {
+                    map.insert("attempts".into(), (*n).into());
+                }
+                map.serialize(s)
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Action {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut map = serde_json::Map::deserialize(d)?;
+        let kind = match map.get("type") {
+            Some(serde_json::Value::String(t)) => t.clone(),
+            Some(_) => return Err(D::Error::custom("'type' must be text")),
+            None => {
+                return Err(D::Error::custom(
+                    "an action needs a 'type': shell, or the name of an automator plugin",
+                ));
+            }
+        };
+        if kind == "shell" {
+            let ShellAction::Shell {
+                script,
+                timeout,
+                attempts,
+            } = ShellAction::deserialize(serde_json::Value::Object(map))
+                .map_err(D::Error::custom)?;
+            return Ok(Action::Shell {
+                script,
+                timeout,
+                attempts,
+            });
+        }
+        map.remove("type");
+        let timeout = match map.remove("timeout") {
+            None => None,
+            Some(serde_json::Value::String(t)) => Some(t),
+            Some(_) => return Err(D::Error::custom("'timeout' must be text, like 10m")),
+        };
+        let attempts = match map.remove("attempts") {
+            None => None,
+            Some(v) => Some(
+                v.as_u64()
+                    .and_then(|n| u32::try_from(n).ok())
+                    .ok_or_else(|| D::Error::custom("'attempts' must be a whole number"))?,
+            ),
+        };
+        Ok(Action::Plugin {
+            automator: kind,
+            timeout,
+            attempts,
+            fields: map,
+        })
+    }
+}
+
+impl schemars::JsonSchema for Action {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Action".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "What an action runs: `{\"type\": \"shell\", \"script\": ...}`, or an automator plugin's action (`type` names the plugin; its other fields are the plugin's).",
+            "type": "object",
+            "required": ["type"],
+            "properties": {
+                "type": {"type": "string", "description": "shell, or the name of an automator plugin"},
+                "script": {"type": "string", "description": "shell: the script, run with sh -c"},
+                "timeout": {"type": "string", "description": "How long one attempt may run (seconds or humantime, default 10m)"},
+                "attempts": {"type": "integer", "minimum": 0, "description": "How many attempts before the operation fails (default 3)"}
+            },
+            "additionalProperties": true
+        })
+    }
 }
 
 /// How long one attempt of an action may run unless it says otherwise.
@@ -67,27 +190,55 @@ pub const DEFAULT_ACTION_TIMEOUT: std::time::Duration = std::time::Duration::fro
 pub const DEFAULT_ACTION_ATTEMPTS: u32 = 3;
 /// The longest one attempt of an action may be given.
 const MAX_ACTION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+/// The most fields an automator plugin's action may have.
+const MAX_ACTION_FIELDS: usize = 64;
 /// The most attempts an action may ask for.
 const MAX_ACTION_ATTEMPTS: u32 = 20;
 
 impl Action {
-    /// The shell script it runs.
-    pub fn script(&self) -> &str {
-        let Action::Shell { script, .. } = self;
-        script
+    /// The shell script it runs, for a `shell` action.
+    pub fn script(&self) -> Option<&str> {
+        match self {
+            Action::Shell { script, .. } => Some(script),
+            Action::Plugin { .. } => None,
+        }
+    }
+
+    /// Whether an automator plugin runs it: code from the template then runs in the plugin's
+    /// process, on the server's own host (an Ansible playbook's lookups and local tasks).
+    pub fn is_plugin(&self) -> bool {
+        matches!(self, Action::Plugin { .. })
+    }
+
+    /// The automator that runs it: `shell` or a plugin's name.
+    pub fn automator(&self) -> &str {
+        match self {
+            Action::Shell { .. } => "shell",
+            Action::Plugin { automator, .. } => automator,
+        }
+    }
+
+    /// Its `timeout` and `attempts`, as written.
+    pub fn limits(&self) -> (Option<&str>, Option<u32>) {
+        match self {
+            Action::Shell {
+                timeout, attempts, ..
+            }
+            | Action::Plugin {
+                timeout, attempts, ..
+            } => (timeout.as_deref(), *attempts),
+        }
     }
 
     pub fn timeout(&self) -> std::time::Duration {
-        let Action::Shell { timeout, .. } = self;
-        timeout
-            .as_deref()
+        self.limits()
+            .0
             .and_then(|t| ebb_spi::parse_duration(t).ok())
             .unwrap_or(DEFAULT_ACTION_TIMEOUT)
     }
 
     pub fn attempts(&self) -> u32 {
-        let Action::Shell { attempts, .. } = self;
-        attempts.unwrap_or(DEFAULT_ACTION_ATTEMPTS)
+        self.limits().1.unwrap_or(DEFAULT_ACTION_ATTEMPTS)
     }
 }
 
@@ -210,19 +361,21 @@ pub const DEFAULT_CHECK_TIMEOUT: std::time::Duration = std::time::Duration::from
 
 impl Service {
     /// Its check, if it has one: the script, how often it runs and how long it may take.
-    pub fn check(&self) -> Option<(&Action, std::time::Duration, std::time::Duration)> {
+    pub fn check(&self) -> Option<(&str, std::time::Duration, std::time::Duration)> {
         let action = self.actions.get(&ActionKind::Check)?;
+        // A check is a shell script (validation refuses any other).
+        let script = action.script()?;
         let interval = self
             .check_interval
             .as_deref()
             .and_then(|t| ebb_spi::parse_duration(t).ok())
             .unwrap_or(DEFAULT_CHECK_INTERVAL);
-        let Action::Shell { timeout, .. } = action;
-        let timeout = timeout
-            .as_deref()
+        let timeout = action
+            .limits()
+            .0
             .and_then(|t| ebb_spi::parse_duration(t).ok())
             .unwrap_or(DEFAULT_CHECK_TIMEOUT);
-        Some((action, interval, timeout))
+        Some((script, interval, timeout))
     }
 
     /// How the service is healed.

@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 
 use super::{
-    Action, ActionKind, CHECK_INTERVALS, Heal, MAX_ACTION_ATTEMPTS, MAX_ACTION_TIMEOUT,
+    Action, ActionKind, CHECK_INTERVALS, Heal, MAX_ACTION_ATTEMPTS, MAX_ACTION_FIELDS,
+    MAX_ACTION_TIMEOUT,
     MAX_CONSTRAINED_SERVICES, MAX_HEAL_ATTEMPTS, MAX_LIST, MAX_SERVICES, MAX_TYPES, Template,
     TypeMap, invalid,
 };
@@ -94,11 +95,8 @@ impl Template {
                 }
             }
             for (kind, action) in &service.actions {
-                let Action::Shell {
-                    script,
-                    timeout,
-                    attempts,
-                } = action;
+                let (timeout, attempts) = action.limits();
+                let is_check = *kind == ActionKind::Check;
                 let kind = serde_json::to_value(kind).unwrap_or_default();
                 let field = |f: &str| {
                     at(&format!(
@@ -106,8 +104,39 @@ impl Template {
                         kind.as_str().unwrap_or_default()
                     ))
                 };
-                if script.trim().is_empty() {
-                    return Err(invalid(field("script"), "must not be empty"));
+                match action {
+                    Action::Shell { script, .. } => {
+                        if script.trim().is_empty() {
+                            return Err(invalid(field("script"), "must not be empty"));
+                        }
+                    }
+                    Action::Plugin {
+                        automator, fields, ..
+                    } => {
+                        if is_check {
+                            return Err(invalid(
+                                field("type"),
+                                "a check is a shell script (exit 0: up, 3: down)",
+                            ));
+                        }
+                        if automator.is_empty()
+                            || automator.len() > 40
+                            || !automator
+                                .chars()
+                                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                        {
+                            return Err(invalid(
+                                field("type"),
+                                format!("'{automator}' is neither shell nor an automator plugin's name"),
+                            ));
+                        }
+                        if fields.len() > MAX_ACTION_FIELDS {
+                            return Err(invalid(
+                                field("type"),
+                                format!("an action has at most {MAX_ACTION_FIELDS} fields"),
+                            ));
+                        }
+                    }
                 }
                 if let Some(t) = timeout {
                     match ebb_spi::parse_duration(t) {
@@ -128,7 +157,7 @@ impl Template {
                     }
                 }
                 if let Some(n) = attempts
-                    && !(1..=MAX_ACTION_ATTEMPTS).contains(n)
+                    && !(1..=MAX_ACTION_ATTEMPTS).contains(&n)
                 {
                     return Err(invalid(
                         field("attempts"),

@@ -18,6 +18,9 @@ pub(super) struct Authors {
     pub(super) profile_id: crate::model::profile::ProfileId,
     /// The template's reference and its author.
     pub(super) template: Option<(String, Trust)>,
+    /// The template has actions an automator plugin runs: code from it runs on the server's
+    /// host (in the plugin's process) whatever the provisioner.
+    pub(super) template_on_host: bool,
 }
 
 /// Why run `run` may not start now, if it may not, and whether waiting would help: a part
@@ -33,6 +36,17 @@ pub(super) fn refusal(
 ) -> Result<Option<(RunError, Hold)>, ServiceError> {
     let key = &run.key;
     let properties = run.properties();
+    if let Some(by) = template_host_refusal(namespace, authors) {
+        let name = authors.template.as_ref().map_or("", |(n, _)| n.as_str());
+        let refusal = RunError::HostPrograms {
+            namespace: key.namespace.clone(),
+            part: format!("template '{name}' (its actions run by an automator plugin)"),
+            written_by: Some(by),
+            profile: format!("{}, provisioner {}", run.profile, run.provisioner),
+            run: key.run.clone(),
+        };
+        return Ok(Some((refusal, Hold::Never)));
+    }
     if runs_on_host(&run.provisioner, &properties) {
         let app = catalog::require_app(tx, &key.namespace, &key.app)?;
         let host = host::HostRun {
@@ -61,6 +75,27 @@ pub(super) fn refusal(
         }
     }
     limit_hold(tx, namespace, run, (max_concurrent_runs, taken))
+}
+
+/// Who wrote a template whose automator-plugin actions may not run on the server's host, if
+/// that is the case: a plugin runs a template's code in its process, on this host (an
+/// Ansible playbook's lookups and local tasks run on its controller), so such a template must
+/// come from an instance admin, as a host program's must, unless the namespace allows host
+/// programs.
+pub(super) fn template_host_refusal(namespace: &Namespace, authors: &Authors) -> Option<Trust> {
+    if !authors.template_on_host {
+        return None;
+    }
+    let written_by = authors.template.as_ref().map(|(_, t)| *t)?;
+    match host::refusal(&host::HostRun {
+        namespace_allows: namespace.allow_host_programs,
+        app_approved: true,
+        profile: Trust::InstanceAdmin,
+        template: Some(written_by),
+    }) {
+        Some(host::HostPart::Template(by)) => Some(by),
+        Some(host::HostPart::App | host::HostPart::Profile(_)) | None => None,
+    }
 }
 
 /// Which limit holds run `run` back now, if one does: its program's `maxConcurrentRuns`

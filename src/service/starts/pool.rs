@@ -225,6 +225,12 @@ fn record(
         return Ok(Made::Full);
     }
     let namespace = catalog::require_namespace(tx, &id.namespace)?;
+    if super::limits::template_host_refusal(&namespace, &resolved.authors).is_some() {
+        return Err(ServiceError::NotAllowed(format!(
+            "the pool of {id} would run its template's automator-plugin actions, which run on the server's own host, from a template an instance admin did not write (or set allowHostPrograms on namespace '{}')",
+            id.namespace
+        )));
+    }
     if runs_on_host(&run.provisioner, &run.properties()) {
         let host = host::HostRun {
             namespace_allows: namespace.allow_host_programs,
