@@ -60,7 +60,8 @@ pub async fn run(
         Ok(done) => {
             let facts = reportable_facts(done.facts);
             if !facts.is_empty()
-                && let Err(e) = merge_properties(deps, &spec.cluster, spec.node(), facts.clone()).await
+                && let Err(e) =
+                    merge_properties(deps, &spec.cluster, spec.node(), facts.clone()).await
             {
                 return AttemptOutcome::failed(format!("cannot record the result: {e}"), true);
             }

@@ -291,11 +291,9 @@ async fn check_services(
                 layout: &run.layout,
                 check: true,
             };
-            let checked = tokio::time::timeout(
-                timeout,
-                super::automator::check(deps, &on, service, script),
-            )
-            .await;
+            let checked =
+                tokio::time::timeout(timeout, super::automator::check(deps, &on, service, script))
+                    .await;
             let outcome = match checked {
                 Err(_) => return Err(format!("the check of {service} on {node} did not end")),
                 Ok(Err(why)) => {

@@ -5,6 +5,7 @@
 mod support;
 
 mod access;
+mod automators;
 #[cfg(feature = "aws")]
 mod aws;
 mod cli;

@@ -94,7 +94,7 @@ def known_hosts(ssh, directory):
     return path, ("no" if checking == "no" else "accept-new")
 
 
-def inventory(node, directory):
+def inventory(node, directory, python):
     """A one-host inventory for the node (INI), and the host's name in it."""
     host = node["name"]
     ssh = node.get("ssh")
@@ -108,7 +108,8 @@ def inventory(node, directory):
                   f"-o ControlMaster=no -o BatchMode=yes")
         line = (f"{host} ansible_host={ssh['host']} ansible_port={ssh['port']} "
                 f"ansible_user={ssh['user']} ansible_ssh_private_key_file={key} "
-                f"ansible_python_interpreter=auto_silent ansible_ssh_common_args='{common}'")
+                f"ansible_python_interpreter={python} ansible_ssh_transfer_method=piped "
+                f"ansible_ssh_common_args='{common}'")
     private(os.path.join(directory, "inventory.ini"), f"[ebb]\n{line}\n")
     return host
 
@@ -130,13 +131,21 @@ def run(request):
 
 
 def attempt(request, action, node, cluster, fields, playbook, variables, directory):
-    host = inventory(node, directory)
+    python = fields.get("python") or "python3"
+    if not isinstance(python, str) or any(c.isspace() or c in "'\"" for c in python):
+        raise Refusal("field 'python' must be an interpreter's path or name, without spaces")
+    host = inventory(node, directory, python)
     private(os.path.join(directory, "playbook.yml"), playbook)
+    ssh = node.get("ssh") or {}
+    remote = ssh.get("remoteDir")
+    if remote and not remote.startswith("/"):
+        remote = "~/" + remote
     ebb = {
+        "dir": node.get("workDir") or remote,
         "run": cluster.get("run"), "node": node["name"], "service": action["service"],
         "action": action["action"], "config": cluster.get("config"),
         "nodes": cluster.get("nodes", []), "address": node.get("address"),
-        "workDir": node.get("workDir"), "remoteDir": (node.get("ssh") or {}).get("remoteDir"),
+        "workDir": node.get("workDir"), "remoteDir": remote,
     }
     private(os.path.join(directory, "vars.json"), json.dumps({**variables, "ebb": ebb}))
     events = os.path.join(directory, "events.json")

@@ -6,9 +6,8 @@ use std::collections::BTreeMap;
 
 use super::{
     Action, ActionKind, CHECK_INTERVALS, Heal, MAX_ACTION_ATTEMPTS, MAX_ACTION_FIELDS,
-    MAX_ACTION_TIMEOUT,
-    MAX_CONSTRAINED_SERVICES, MAX_HEAL_ATTEMPTS, MAX_LIST, MAX_SERVICES, MAX_TYPES, Template,
-    TypeMap, invalid,
+    MAX_ACTION_TIMEOUT, MAX_CONSTRAINED_SERVICES, MAX_HEAL_ATTEMPTS, MAX_LIST, MAX_SERVICES,
+    MAX_TYPES, Template, TypeMap, invalid,
 };
 use crate::model::invalid::Invalid;
 use crate::model::names;
@@ -127,7 +126,9 @@ impl Template {
                         {
                             return Err(invalid(
                                 field("type"),
-                                format!("'{automator}' is neither shell nor an automator plugin's name"),
+                                format!(
+                                    "'{automator}' is neither shell nor an automator plugin's name"
+                                ),
                             ));
                         }
                         if fields.len() > MAX_ACTION_FIELDS {

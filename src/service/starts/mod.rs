@@ -345,11 +345,13 @@ fn resolve_at(
             (Some(t), Some((name.clone(), author)))
         }
     };
-    let template_on_host = template.as_ref().is_some_and(|t: &crate::model::template::Template| {
-        t.services
-            .values()
-            .any(|s| s.actions.values().any(|a| a.is_plugin()))
-    });
+    let template_on_host = template
+        .as_ref()
+        .is_some_and(|t: &crate::model::template::Template| {
+            t.services
+                .values()
+                .any(|s| s.actions.values().any(|a| a.is_plugin()))
+        });
     let authors = Authors {
         profile: stored.author(),
         profile_id: chosen.id.clone(),

@@ -41,9 +41,13 @@ class CallbackModule(CallbackBase):
         data = _part(result, "result")
         event = {"status": status, "host": host, "task": task,
                  "changed": bool(data.get("changed", False))}
+        # A loop's failure is in its items: the first failed item says why.
+        items = [i for i in data.get("results", []) if isinstance(i, dict)]
+        failed = next((i for i in items if i.get("failed") or i.get("unreachable")), None)
+        source = dict(data, **{k: v for k, v in (failed or {}).items() if k in ("msg", "stdout", "stderr", "rc")})
         for key in ("msg", "stdout", "stderr", "rc"):
-            if key in data and data[key] not in (None, ""):
-                event[key] = data[key] if key == "rc" else _tail(data[key])
+            if key in source and source[key] not in (None, ""):
+                event[key] = source[key] if key == "rc" else _tail(source[key])
         self.events.append(event)
 
     def v2_runner_on_ok(self, result):
