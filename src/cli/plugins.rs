@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use ebb_plugin::conformance::{self, Options};
-use ebb_plugin::{Kind, PluginProvisioner};
+use ebb_plugin::{Kind, PluginAutomator, PluginProvisioner};
 use ebb_spi::{Context, Properties, TAG_NAMESPACE, TAG_PROFILE, TAG_SERVER};
 
 use super::PluginTestArgs;
@@ -61,12 +61,6 @@ pub fn list(client: &Client, json: bool) -> Result<(), CliError> {
 pub fn test(args: PluginTestArgs, json: bool) -> Result<u8, CliError> {
     let usage = |m: String| CliError::Usage(m);
     let descriptor = ebb_plugin::descriptor::load(&args.dir).map_err(|e| usage(e.to_string()))?;
-    if descriptor.kind != Kind::Provisioner {
-        return Err(usage(format!(
-            "{} is an automator; the kit tests provisioners",
-            descriptor.name
-        )));
-    }
     let properties = properties(&args)?;
     let (work_dir, temporary) = match &args.work_dir {
         Some(dir) => (dir.clone(), None),
@@ -89,7 +83,6 @@ pub fn test(args: PluginTestArgs, json: bool) -> Result<u8, CliError> {
     .into_iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect();
-    let plugin = PluginProvisioner::new(descriptor);
     let options = Options {
         wait: args.wait,
         ..Options::default()
@@ -98,8 +91,28 @@ pub fn test(args: PluginTestArgs, json: bool) -> Result<u8, CliError> {
         .enable_all()
         .build()
         .map_err(|e| usage(format!("cannot start: {e}")))?;
-    let cases = runtime.block_on(conformance::run_plugin(&plugin, &ctx, options));
-    drop(plugin);
+    let cases = match descriptor.kind {
+        Kind::Provisioner => {
+            let plugin = PluginProvisioner::new(descriptor);
+            runtime.block_on(conformance::run_plugin(&plugin, &ctx, options))
+        }
+        Kind::Automator => {
+            let file = args
+                .fixtures
+                .clone()
+                .unwrap_or_else(|| args.dir.join("conformance.json"));
+            let text = std::fs::read_to_string(&file).map_err(|e| {
+                usage(format!(
+                    "{}: {e} (an automator is tested with the actions it names: succeeds, fails, slow)",
+                    file.display()
+                ))
+            })?;
+            let fixtures: conformance::Fixtures = serde_json::from_str(&text)
+                .map_err(|e| usage(format!("{}: {e}", file.display())))?;
+            let plugin = PluginAutomator::new(descriptor);
+            runtime.block_on(conformance::run_automator(&plugin, &fixtures, &ctx.work_dir))
+        }
+    };
     drop(runtime);
     if let Some(dir) = temporary {
         let _ = std::fs::remove_dir_all(dir);

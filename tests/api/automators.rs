@@ -33,6 +33,7 @@ fn install_ansible(dir: &Path) -> PathBuf {
         "plugin.json",
         "ansible_automator.py",
         "callback_plugins/ebb_events.py",
+        "conformance.json",
     ] {
         std::fs::copy(Path::new(ANSIBLE).join(file), target.join(file)).expect("copy");
     }
@@ -326,4 +327,21 @@ fn templates_naming_automators_are_checked_and_a_namespace_admins_may_not_run_on
     }
     // Nothing ran: no attempt of the automator was made.
     assert_eq!(server.get("/v3/plugins").1["plugins"][0]["calls"], 0);
+}
+
+#[test]
+fn the_conformance_kit_passes_the_ansible_automator() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plugins = install_ansible(dir.path());
+    let plugin = plugins.join("ansible");
+    let plugin = plugin.to_str().expect("utf-8");
+    let (code, out, err) = crate::support::server::run_ebb(&["plugin", "test", plugin], &[], None);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("5 of 5 cases hold"), "{out}");
+    // The slow action's sleep was stopped with its plugin's tool, not left running.
+    let left = std::process::Command::new("pgrep")
+        .args(["-f", "sleep 60"])
+        .output()
+        .expect("pgrep");
+    assert!(left.stdout.is_empty(), "{}", String::from_utf8_lossy(&left.stdout));
 }

@@ -155,6 +155,9 @@ def attempt(request, action, node, cluster, fields, playbook, variables, directo
         "LANG": "C.UTF-8",
         "ANSIBLE_HOME": os.path.join(directory, "ansible"),
         "ANSIBLE_LOCAL_TEMP": os.path.join(directory, "tmp"),
+        # A local node's modules run from here, not from the server user's ~/.ansible.
+        "ANSIBLE_REMOTE_TEMP": (os.path.join(directory, "remote-tmp") if node.get("ssh") is None
+                                else "~/.ansible/tmp"),
         "ANSIBLE_CALLBACK_PLUGINS": os.path.join(HERE, "callback_plugins"),
         "ANSIBLE_CALLBACKS_ENABLED": "ebb_events",
         "ANSIBLE_SHOW_CUSTOM_STATS": "true",
@@ -173,20 +176,87 @@ def attempt(request, action, node, cluster, fields, playbook, variables, directo
     cwd = node.get("workDir") or directory
     limit = max(1, int(request.get("timeout") or 600))
     started = time.monotonic()
+    spared = below()
     proc = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True, text=True)
     try:
         output, _ = proc.communicate(timeout=limit)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        kill_tree(spared)
         output, _ = proc.communicate()
+        reap()
         raise Refusal(f"ansible-playbook did not finish within {limit}s: "
                       f"{output[-1500:]}", retryable=True)
+    reap()
     took = time.monotonic() - started
     log(f"{action['service']} {action['action']} on {host}: exit {proc.returncode} "
         f"in {took:.1f}s")
     return outcome(host, events, output, proc.returncode)
+
+
+def become_subreaper():
+    """Makes this process the reaper of whatever its children leave behind (Linux), so that
+    what ansible-playbook starts stays in this process's tree even when it puts it in a
+    session of its own, or its parent dies: kill_tree then finds all of it."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+
+
+def processes():
+    """Every live process: pid -> parent pid (zombies left out)."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            out[int(entry)] = int(fields[1])
+    return out
+
+
+def below():
+    """The processes below this one."""
+    parents = processes()
+    found, frontier = set(), {os.getpid()}
+    while frontier:
+        frontier = {p for p, pp in parents.items() if pp in frontier and p not in found}
+        found |= frontier
+    return found
+
+
+def kill_tree(spared):
+    """Kills every process below this one but `spared` (what earlier actions started and left
+    running, a local node's daemon), round after round until none is left: a process forked
+    while a round ran, or orphaned by it, is found by the next."""
+    for _ in range(100):
+        doomed = below() - spared
+        if not doomed:
+            return
+        for pid in doomed:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.02)
+
+
+def reap():
+    """Reaps the orphans this process inherited as their subreaper, once they ended."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
 
 
 def outcome(host, events_path, output, code):
@@ -238,6 +308,7 @@ def sweep():
 
 
 def serve():
+    become_subreaper()
     sweep()
     for line in sys.stdin:
         request = json.loads(line)

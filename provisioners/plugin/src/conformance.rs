@@ -446,3 +446,132 @@ pub fn report(cases: &[Case]) -> String {
     out.push_str(&format!("{passed} of {} cases hold\n", cases.len()));
     out
 }
+
+/// The actions an automator plugin is tested with (its `conformance.json`): fields of an
+/// action that succeeds, of one that fails, and of one that runs past a short time limit.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fixtures {
+    pub succeeds: serde_json::Map<String, serde_json::Value>,
+    pub fails: serde_json::Map<String, serde_json::Value>,
+    #[serde(default)]
+    pub slow: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// The automator cases, in the order they run.
+pub const AUTOMATOR_CASES: &[&str] = &[
+    "fields it does not declare are refused, and required ones asked for",
+    "an action that succeeds answers with its output",
+    "the same action run again succeeds",
+    "an action that fails is an error the plugin reports",
+    "an action past its time limit is stopped, and the next one runs",
+];
+
+/// Runs the automator cases on `p`, on a node in `work_dir` (a directory on this host).
+pub async fn run_automator(
+    p: &crate::PluginAutomator,
+    fixtures: &Fixtures,
+    work_dir: &std::path::Path,
+) -> Vec<Case> {
+    let mut cases = Vec::new();
+    let mut record = |name: &'static str, outcome: Outcome| {
+        let (passed, detail) = match outcome {
+            Ok(d) => (true, d),
+            Err(d) => (false, d),
+        };
+        cases.push(Case {
+            name,
+            passed,
+            detail,
+        });
+    };
+    let mut unknown = fixtures.succeeds.clone();
+    unknown.insert("noSuchField".into(), "1".into());
+    let required = p.descriptor().spec.properties.iter().find(|f| f.required);
+    let fields = match (p.check_fields(&unknown), p.check_fields(&fixtures.succeeds)) {
+        (Err(e), Ok(())) if e.property == "noSuchField" => match required {
+            None => Ok("an unknown field refused".to_string()),
+            Some(req) => {
+                let mut missing = fixtures.succeeds.clone();
+                missing.remove(req.name);
+                match p.check_fields(&missing) {
+                    Err(e) if e.property == req.name => {
+                        Ok(format!("an unknown field refused; '{}' asked for", req.name))
+                    }
+                    other => Err(format!("without '{}': {other:?}", req.name)),
+                }
+            }
+        },
+        (unknown, good) => Err(format!(
+            "an unknown field gave {unknown:?}; the fixture's fields gave {good:?}"
+        )),
+    };
+    record(AUTOMATOR_CASES[0], fields);
+    let node_dir = work_dir.join("node");
+    if let Err(e) = std::fs::create_dir_all(&node_dir) {
+        record(AUTOMATOR_CASES[1], Err(format!("cannot make the node's directory: {e}")));
+        return cases;
+    }
+    let run = |fields: &serde_json::Map<String, serde_json::Value>, timeout: Duration| {
+        let call = crate::automator::ActionCall {
+            work_dir,
+            action: serde_json::json!({"service": "svc", "action": "install", "fields": fields}),
+            node: serde_json::json!({
+                "name": "master", "id": "conformance", "address": "127.0.0.1", "facts": {},
+                "workDir": node_dir.display().to_string(),
+            }),
+            cluster: serde_json::json!({
+                "run": "conformance", "config": {},
+                "nodes": [{"name": "master", "id": "conformance", "ipAddress": "127.0.0.1",
+                           "properties": {}, "services": ["svc"]}],
+            }),
+            timeout,
+        };
+        async move { p.run(call, &|t: &str| t.to_string()).await }
+    };
+    let minute = Duration::from_secs(60);
+    let shown = |r: &crate::protocol::RunResult| {
+        format!(
+            "{} facts, {} bytes of output",
+            r.facts.len(),
+            r.output.len()
+        )
+    };
+    record(
+        AUTOMATOR_CASES[1],
+        run(&fixtures.succeeds, minute)
+            .await
+            .map(|r| shown(&r))
+            .map_err(|e| format!("{e:?}")),
+    );
+    record(
+        AUTOMATOR_CASES[2],
+        run(&fixtures.succeeds, minute)
+            .await
+            .map(|r| shown(&r))
+            .map_err(|e| format!("{e:?}")),
+    );
+    record(
+        AUTOMATOR_CASES[3],
+        match run(&fixtures.fails, minute).await {
+            Err(crate::process::CallError::Answered { message, .. }) => Ok(message),
+            Err(broken) => Err(format!("the plugin broke instead of answering: {broken:?}")),
+            Ok(_) => Err("it succeeded".into()),
+        },
+    );
+    let slow = match &fixtures.slow {
+        None => Err("conformance.json gives no slow action".to_string()),
+        Some(slow) => {
+            let start = Instant::now();
+            let stopped = run(slow, Duration::from_secs(4)).await;
+            let took = start.elapsed();
+            match (stopped, run(&fixtures.succeeds, minute).await) {
+                (Ok(_), _) => Err("the slow action succeeded".into()),
+                (Err(_), Ok(_)) => Ok(format!("stopped after {} ms", took.as_millis())),
+                (Err(_), Err(e)) => Err(format!("the next action failed: {e:?}")),
+            }
+        }
+    };
+    record(AUTOMATOR_CASES[4], slow);
+    cases
+}

@@ -471,9 +471,11 @@ fn parse_interval(text: &str) -> Result<Interval, String> {
 pub enum PluginCmd {
     /// The plugins the server loaded, how their calls fare, and those it refused.
     List,
-    /// Drives the plugin in DIR through the conformance kit's cases (idempotent create, find
-    /// after a lost answer, delete of what is gone, list by tags, bad properties, a call cut
-    /// off) and prints what holds; exits 1 unless every case does.
+    /// Drives the plugin in DIR through the conformance kit's cases and prints what holds;
+    /// exits 1 unless every case does. A provisioner: idempotent create, find after a lost
+    /// answer, delete of what is gone, list by tags, bad properties, a call cut off. An
+    /// automator: its fields checked, an action that succeeds (twice), one that fails, one
+    /// stopped at its time limit.
     Test(PluginTestArgs),
 }
 
@@ -494,6 +496,11 @@ pub struct PluginTestArgs {
     /// How long a resource may take to be running, or gone.
     #[arg(long, default_value = "2m", value_parser = ebb_spi::parse_duration)]
     pub wait: std::time::Duration,
+    /// For an automator: the actions it is tested with, a JSON object with the fields of one
+    /// that `succeeds`, one that `fails` and one that is `slow` (default: the plugin's
+    /// conformance.json).
+    #[arg(long, value_name = "FILE")]
+    pub fixtures: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
