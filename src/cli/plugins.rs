@@ -110,7 +110,11 @@ pub fn test(args: PluginTestArgs, json: bool) -> Result<u8, CliError> {
             let fixtures: conformance::Fixtures = serde_json::from_str(&text)
                 .map_err(|e| usage(format!("{}: {e}", file.display())))?;
             let plugin = PluginAutomator::new(descriptor);
-            runtime.block_on(conformance::run_automator(&plugin, &fixtures, &ctx.work_dir))
+            runtime.block_on(conformance::run_automator(
+                &plugin,
+                &fixtures,
+                &ctx.work_dir,
+            ))
         }
     };
     drop(runtime);

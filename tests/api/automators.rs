@@ -343,5 +343,9 @@ fn the_conformance_kit_passes_the_ansible_automator() {
         .args(["-f", "sleep 60"])
         .output()
         .expect("pgrep");
-    assert!(left.stdout.is_empty(), "{}", String::from_utf8_lossy(&left.stdout));
+    assert!(
+        left.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&left.stdout)
+    );
 }

@@ -495,9 +495,10 @@ pub async fn run_automator(
                 let mut missing = fixtures.succeeds.clone();
                 missing.remove(req.name);
                 match p.check_fields(&missing) {
-                    Err(e) if e.property == req.name => {
-                        Ok(format!("an unknown field refused; '{}' asked for", req.name))
-                    }
+                    Err(e) if e.property == req.name => Ok(format!(
+                        "an unknown field refused; '{}' asked for",
+                        req.name
+                    )),
                     other => Err(format!("without '{}': {other:?}", req.name)),
                 }
             }
@@ -509,7 +510,10 @@ pub async fn run_automator(
     record(AUTOMATOR_CASES[0], fields);
     let node_dir = work_dir.join("node");
     if let Err(e) = std::fs::create_dir_all(&node_dir) {
-        record(AUTOMATOR_CASES[1], Err(format!("cannot make the node's directory: {e}")));
+        record(
+            AUTOMATOR_CASES[1],
+            Err(format!("cannot make the node's directory: {e}")),
+        );
         return cases;
     }
     let run = |fields: &serde_json::Map<String, serde_json::Value>, timeout: Duration| {
