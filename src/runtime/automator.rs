@@ -14,10 +14,10 @@ use std::path::{Path, PathBuf};
 
 use super::attempt::{AttemptOutcome, Ended, TAIL, TaskSpec, parse_facts};
 use super::deps::Deps;
+use super::on_node::On;
+use super::on_node::{cluster_doc, cluster_nodes};
 use crate::model::plan::NodeRecord;
 use crate::model::template::Action as Script;
-use crate::store::keys;
-use crate::store::{Read, StoreError, Table};
 
 /// Runs one attempt of the service task `spec` (install, configure, initialize, start, stop,
 /// remove). What the script writes to `$EBB_RESULT_FILE` as `key=value` lines becomes the
@@ -98,36 +98,6 @@ impl Drop for GroupGuard {
     }
 }
 
-/// What a script runs on: a node of a run's cluster, with the cluster's services and config.
-#[derive(Debug)]
-pub struct On<'a> {
-    pub run: &'a str,
-    /// The cluster's id, which its nodes' records are kept under (the run that made it).
-    pub cluster: &'a str,
-    pub node: &'a str,
-    /// The run's provisioner properties, secure references resolved.
-    pub context: &'a ebb_spi::Context,
-    pub config: &'a serde_json::Value,
-    /// Every node's services.
-    pub layout: &'a BTreeMap<String, std::collections::BTreeSet<String>>,
-    /// Set for a check: its files are its own, so it may run beside a task or another check.
-    pub check: bool,
-}
-
-impl<'a> On<'a> {
-    pub fn task(spec: &'a TaskSpec) -> Self {
-        On {
-            run: &spec.run,
-            cluster: &spec.cluster,
-            node: spec.node(),
-            context: &spec.context,
-            config: &spec.config,
-            layout: &spec.layout,
-            check: false,
-        }
-    }
-}
-
 /// Runs the check script of `service` on `on`'s node once, to its end: how it ended, or why
 /// it could not run. Its time limit is the caller's: dropping the future kills the script.
 pub async fn check(deps: &Deps, on: &On<'_>, service: &str, script: &str) -> Result<Ended, String> {
@@ -171,19 +141,6 @@ async fn attempt_once(
     }
     let cwd = work_dir.unwrap_or_else(|| deps.node_work_dir(on.cluster, on.node));
     run_local(script, &cwd, env, cluster, files).await
-}
-
-/// The nodes of cluster `cluster` that may exist.
-pub async fn cluster_nodes(deps: &Deps, cluster: &str) -> Result<Vec<NodeRecord>, StoreError> {
-    let prefix = keys::of_run(cluster);
-    Ok(deps
-        .store
-        .read(move |r| r.scan::<NodeRecord>(Table::Resources, &prefix))
-        .await?
-        .into_iter()
-        .map(|(_, n)| n)
-        .filter(NodeRecord::may_exist)
-        .collect())
 }
 
 /// A node's files on the server: the cluster document and result file a script is given, and
@@ -291,20 +248,6 @@ async fn run_local(
         facts,
         tail,
         status: format!("exited with {status}"),
-    })
-}
-
-/// What a script reads as `EBB_CLUSTER_FILE`: the run, its config, and every node with its
-/// address, properties and services.
-pub fn cluster_doc(on: &On<'_>, nodes: &[NodeRecord]) -> serde_json::Value {
-    let layout = on.layout;
-    serde_json::json!({
-        "run": on.run,
-        "config": on.config,
-        "nodes": nodes.iter().map(|n| serde_json::json!({
-            "name": n.node, "id": n.id, "ipAddress": n.address, "properties": n.properties,
-            "services": layout.get(&n.node).cloned().unwrap_or_default(),
-        })).collect::<Vec<_>>(),
     })
 }
 

@@ -16,8 +16,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::automator::{self, On};
+use super::automator;
 use super::deps::Deps;
+use super::on_node::On;
 use crate::model::event::EventKind;
 use crate::model::operation::OperationRecord;
 use crate::model::plan::{NodeRecord, ResourceStatus};

@@ -35,6 +35,7 @@ pub mod janitor;
 pub mod launch;
 pub mod membership;
 pub mod native;
+pub mod on_node;
 pub mod planner;
 pub mod plugin_automator;
 pub mod plugins;

@@ -16,8 +16,8 @@ use ebb_spi::{
 use serde_json::{Map, Value, json};
 
 use super::attempt::{AttemptOutcome, TaskSpec, merge_properties, reportable_facts, tail_of};
-use super::automator::{On, cluster_doc, cluster_nodes};
 use super::deps::Deps;
+use super::on_node::{On, cluster_doc, cluster_nodes};
 use crate::model::plan::NodeRecord;
 use ebb_plugin::process::CallError;
 

@@ -150,14 +150,3 @@ fn safe_tree(dir: &Path) -> Result<(), String> {
     }
     Ok(())
 }
-
-/// A provisioner plugin's widget: its own groups, then ebb's (template, healing, retries).
-pub fn widget(descriptor: &Descriptor) -> serde_json::Value {
-    let mut groups = descriptor
-        .configuration_groups
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    groups.extend(super::registry::framework_groups());
-    serde_json::Value::Array(groups)
-}

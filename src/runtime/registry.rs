@@ -124,7 +124,7 @@ impl Registry {
             registry.automators.insert(d.name, automator);
         }
         for plugin in found.provisioners {
-            let configuration_groups = super::plugins::widget(plugin.descriptor());
+            let configuration_groups = plugin_widget(plugin.descriptor());
             let name = plugin.descriptor().name;
             tracing::info!(plugin = name, dir = %plugin.descriptor().dir.display(), version = %plugin.descriptor().version, "plugin loaded");
             registry.entries.insert(
@@ -254,6 +254,17 @@ impl Registry {
             .filter_map(|name| self.detail(name))
             .collect()
     }
+}
+
+/// A provisioner plugin's widget: its own groups, then ebb's (template, healing, retries).
+fn plugin_widget(descriptor: &ebb_plugin::Descriptor) -> serde_json::Value {
+    let mut groups = descriptor
+        .configuration_groups
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    groups.extend(framework_groups());
+    serde_json::Value::Array(groups)
 }
 
 /// A plugin's view: what it is and how its calls fare; with `admin`, where it lives and why it

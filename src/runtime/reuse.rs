@@ -10,8 +10,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::automator::On;
 use super::deps::Deps;
+use super::on_node::On;
 use super::transition;
 use crate::model::plan::{NodeRecord, ResourceStatus};
 use crate::model::run::RunRecord;

@@ -8,10 +8,11 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use crate::hosts::{hosts_profile, put_key};
+use crate::plugins::server;
 use crate::support::process::python_from;
 use crate::support::profiles::put_profile;
 use crate::support::runs::*;
-use crate::support::server::{Options, Server, make_token};
+use crate::support::server::{Server, make_token};
 use crate::support::sshd::Sshd;
 
 const ANSIBLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/plugins/ansible");
@@ -43,16 +44,6 @@ fn install_ansible(dir: &Path) -> PathBuf {
     )
     .expect("config");
     plugins
-}
-
-fn server(dir: &Path, plugins: &Path) -> Server {
-    Server::start_at(
-        &dir.join("data"),
-        Options {
-            args: vec!["--plugin-dir".into(), plugins.display().to_string()],
-            ..Options::default()
-        },
-    )
 }
 
 /// The shipped zookeeper-style template whose actions are Ansible playbooks.
@@ -340,7 +331,7 @@ fn the_conformance_kit_passes_the_ansible_automator() {
     assert!(out.contains("5 of 5 cases hold"), "{out}");
     // The slow action's sleep was stopped with its plugin's tool, not left running.
     let left = std::process::Command::new("pgrep")
-        .args(["-f", "sleep 60"])
+        .args(["-f", "sleep 59.75"])
         .output()
         .expect("pgrep");
     assert!(

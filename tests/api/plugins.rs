@@ -32,7 +32,7 @@ fn install_pcloud(dir: &Path) -> PathBuf {
 }
 
 /// A server on `dir/data` loading the plugins in `plugins`.
-fn server(dir: &Path, plugins: &Path) -> Server {
+pub(crate) fn server(dir: &Path, plugins: &Path) -> Server {
     Server::start_at(
         &dir.join("data"),
         Options {
@@ -360,12 +360,30 @@ fn a_plugin_dir_others_may_write_is_refused() {
 }
 
 #[test]
-fn the_conformance_kit_passes_the_example_plugin() {
-    let (code, out, err) = run_ebb(
-        &["plugin", "test", PCLOUD, "-p", "bootDelay=200ms"],
-        &[],
-        None,
-    );
-    assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("11 of 11 cases hold"), "{out}");
+fn the_conformance_kit_passes_the_example_plugins() {
+    let boxes = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/plugins/boxes");
+    for args in [
+        vec!["plugin", "test", PCLOUD, "-p", "bootDelay=200ms"],
+        vec!["plugin", "test", boxes],
+    ] {
+        let (code, out, err) = run_ebb(&args, &[], None);
+        assert_eq!(code, 0, "{args:?}: {out}{err}");
+        assert!(out.contains("11 of 11 cases hold"), "{args:?}: {out}");
+    }
+}
+
+/// The README's "Writing a plugin" shows the boxes plugin as it is in `examples/`, which the
+/// kit passes: the example a reader copies works.
+#[test]
+fn the_readmes_plugin_example_is_the_one_tested() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README");
+    for file in ["boxes.py", "plugin.json"] {
+        let text = std::fs::read_to_string(root.join("examples/plugins/boxes").join(file))
+            .expect("example");
+        assert!(
+            readme.contains(text.trim()),
+            "README.md lacks examples/plugins/boxes/{file} as it is"
+        );
+    }
 }

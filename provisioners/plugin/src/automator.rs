@@ -7,7 +7,7 @@
 //! reached over SSH, the login the profile gives, its key included) and the cluster. A
 //! profile's other properties (a cloud's credentials) never reach an automator.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +15,7 @@ use ebb_spi::{PropertyError, PropertyKind};
 use serde_json::{Map, Value};
 
 use crate::descriptor::Descriptor;
-use crate::process::{CallError, Health, Pool};
+use crate::process::{CallError, Pool};
 use crate::protocol::{ContextMessage, Method, Request, RunResult};
 
 /// An automator plugin.
@@ -39,24 +39,19 @@ pub struct ActionCall<'a> {
     pub timeout: Duration,
 }
 
+/// Its processes: `descriptor()`, `health()`.
+impl std::ops::Deref for PluginAutomator {
+    type Target = Pool;
+    fn deref(&self) -> &Pool {
+        &self.pool
+    }
+}
+
 impl PluginAutomator {
     pub fn new(descriptor: Descriptor) -> Self {
         Self {
             pool: Pool::new(Arc::new(descriptor)),
         }
-    }
-
-    pub fn descriptor(&self) -> &Descriptor {
-        self.pool.descriptor()
-    }
-
-    pub fn health(&self) -> Health {
-        self.pool.health()
-    }
-
-    /// The plugin's directory under the server's work dir: its processes' `HOME`.
-    fn home(&self, work_dir: &Path) -> PathBuf {
-        work_dir.join("plugins").join(self.descriptor().name)
     }
 
     /// Checks an action's fields (as a template gives them) against the fields the plugin

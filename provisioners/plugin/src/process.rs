@@ -123,6 +123,11 @@ impl Pool {
         &self.descriptor
     }
 
+    /// The plugin's directory under the server's work dir `work_dir`: its processes' `HOME`.
+    pub fn home(&self, work_dir: &Path) -> PathBuf {
+        work_dir.join("plugins").join(self.descriptor.name)
+    }
+
     pub fn health(&self) -> Health {
         self.health.lock().map(|h| h.clone()).unwrap_or_default()
     }

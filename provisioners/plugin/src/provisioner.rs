@@ -3,7 +3,6 @@
 //! Nothing here keeps state: the framework persists each resource around these calls exactly
 //! as it does for a built-in, so a plugin gets the same crash safety, retries and janitor.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::UNIX_EPOCH;
 
@@ -16,7 +15,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::descriptor::Descriptor;
-use crate::process::{CallError, Health, Pool};
+use crate::process::{CallError, Pool};
 use crate::protocol::{ContextMessage, Method, Request, ResourceMessage};
 
 /// A provisioner plugin.
@@ -25,24 +24,19 @@ pub struct PluginProvisioner {
     pool: Pool,
 }
 
+/// Its processes: `descriptor()`, `health()`.
+impl std::ops::Deref for PluginProvisioner {
+    type Target = Pool;
+    fn deref(&self) -> &Pool {
+        &self.pool
+    }
+}
+
 impl PluginProvisioner {
     pub fn new(descriptor: Descriptor) -> Self {
         Self {
             pool: Pool::new(Arc::new(descriptor)),
         }
-    }
-
-    pub fn descriptor(&self) -> &Descriptor {
-        self.pool.descriptor()
-    }
-
-    pub fn health(&self) -> Health {
-        self.pool.health()
-    }
-
-    /// The plugin's directory under the server's work dir: its processes' `HOME`.
-    fn home(&self, ctx: &Context) -> PathBuf {
-        ctx.work_dir.join("plugins").join(self.descriptor().name)
     }
 
     /// Asks the plugin to check `ctx`'s properties beyond what its descriptor declares (rules
@@ -64,7 +58,7 @@ impl PluginProvisioner {
     }
 
     async fn request(&self, ctx: &Context, mut request: Request<'_>) -> Result<Value, CallError> {
-        let work_dir = self.home(ctx);
+        let work_dir = self.home(&ctx.work_dir);
         request.context = Some(ContextMessage {
             properties: &ctx.properties,
             work_dir: work_dir.join("work").display().to_string(),

@@ -171,11 +171,34 @@ fn bad_templates_are_refused_naming_the_field() {
 }
 
 #[test]
-fn unknown_fields_and_automators_are_refused_when_parsing() {
+fn unknown_fields_are_refused_and_other_automators_parse_as_plugin_actions() {
     assert!(parse(json!({"servics": {}})).is_err());
-    let err = parse(json!({"services": {"a": {"actions": {"start": {"type": "chef"}}}}}))
-        .expect_err("unknown automator");
-    assert!(err.contains("chef"), "{err}");
+    let err = parse(json!({"services": {"a": {"actions": {"start": {"type": "shell", "script": "x", "scirpt": "y"}}}}}))
+        .expect_err("unknown shell field");
+    assert!(err.contains("scirpt"), "{err}");
+    let err = parse(json!({"services": {"a": {"actions": {"start": {"script": "x"}}}}}))
+        .expect_err("no type");
+    assert!(err.contains("needs a 'type'"), "{err}");
+    // Any other type names an automator plugin; whether the server has it, and its fields,
+    // are checked when the template is written (service::templates::check_automators).
+    let action = json!({"type": "chef", "runList": ["a"], "timeout": "5m", "attempts": 2});
+    let t = parse(json!({"services": {"a": {"actions": {"start": action.clone()}}}}))
+        .expect("a plugin action parses");
+    let start = &t.services["a"].actions[&ActionKind::Start];
+    assert_eq!(start.automator(), "chef");
+    assert!(start.is_plugin() && start.script().is_none());
+    assert_eq!(start.attempts(), 2);
+    assert_eq!(start.timeout(), std::time::Duration::from_secs(300));
+    assert_eq!(serde_json::to_value(start).expect("serializes"), action);
+    let check = json!({"services": {"a": {"actions": {"check": {"type": "chef"}}}}});
+    let err = parse(check)
+        .expect("parses")
+        .validate()
+        .expect_err("a plugin check");
+    assert!(
+        err.to_string().contains("a check is a shell script"),
+        "{err}"
+    );
     let err =
         parse(json!({"services": {"a": {"actions": {"boot": {"type": "shell", "script": "x"}}}}}))
             .expect_err("unknown action");
