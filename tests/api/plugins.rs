@@ -387,3 +387,40 @@ fn the_readmes_plugin_example_is_the_one_tested() {
         );
     }
 }
+
+/// The janitor sweeps a plugin's account like a built-in's: a cluster whose store was lost is
+/// found through the plugin's `list` and deleted through its `delete`.
+#[test]
+fn the_janitor_sweeps_what_a_plugin_made_for_a_lost_store() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plugins = install_pcloud(dir.path());
+    let cloud = dir.path().join("cloud");
+    let server = server(dir.path(), &plugins);
+    pcloud_profile(&server, &cloud, "2", "0s");
+    deploy(&server, "a", "sleep 60", json!({}));
+    let run = start(&server, "a", json!({"system.profile.name": "pc"}));
+    wait_until(&server, &run, Duration::from_secs(30), |r| {
+        r["status"] == "RUNNING"
+    });
+    server.kill();
+    crate::support::server::lose_store(&dir.path().join("data"));
+
+    let server = self::server(dir.path(), &plugins);
+    pcloud_profile(&server, &cloud, "2", "0s");
+    let (code, sweep) = server.post("/v3/janitor/run");
+    assert_eq!(code, 200, "{sweep}");
+    let orphans = sweep["orphans"].as_array().cloned().unwrap_or_default();
+    assert_eq!(orphans.len(), 2, "{sweep:#}");
+    for o in &orphans {
+        assert_eq!(o["provisioner"], "pcloud", "{o}");
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !machines_running(&cloud).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "machines left running"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_clean(&cloud, 2);
+}

@@ -525,8 +525,14 @@ fn restrict(dir: &Path) {
 
 /// Kills a worker's process and everything it started (its process group).
 fn kill(worker: Option<Worker>) {
-    if let Some(mut worker) = worker {
-        kill_child(&mut worker.child);
+    drop(worker);
+}
+
+/// A process of a plugin goes with its worker, with its process group: when ebb stops, or
+/// drops a process that broke.
+impl Drop for Worker {
+    fn drop(&mut self) {
+        kill_child(&mut self.child);
     }
 }
 
