@@ -62,6 +62,15 @@ pub fn test(args: PluginTestArgs, json: bool) -> Result<u8, CliError> {
     let usage = |m: String| CliError::Usage(m);
     let descriptor = ebb_plugin::descriptor::load(&args.dir).map_err(|e| usage(e.to_string()))?;
     let properties = properties(&args)?;
+    let fixtures = match descriptor.kind {
+        Kind::Provisioner => None,
+        Kind::Automator => Some(fixtures(&args)?),
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| usage(format!("cannot start: {e}")))?;
+    // Everything that may fail is done: a temporary work dir made now is always removed.
     let (work_dir, temporary) = match &args.work_dir {
         Some(dir) => (dir.clone(), None),
         None => {
@@ -87,28 +96,12 @@ pub fn test(args: PluginTestArgs, json: bool) -> Result<u8, CliError> {
         wait: args.wait,
         ..Options::default()
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| usage(format!("cannot start: {e}")))?;
-    let cases = match descriptor.kind {
-        Kind::Provisioner => {
+    let cases = match fixtures {
+        None => {
             let plugin = PluginProvisioner::new(descriptor);
             runtime.block_on(conformance::run_plugin(&plugin, &ctx, options))
         }
-        Kind::Automator => {
-            let file = args
-                .fixtures
-                .clone()
-                .unwrap_or_else(|| args.dir.join("conformance.json"));
-            let text = std::fs::read_to_string(&file).map_err(|e| {
-                usage(format!(
-                    "{}: {e} (an automator is tested with the actions it names: succeeds, fails, slow)",
-                    file.display()
-                ))
-            })?;
-            let fixtures: conformance::Fixtures = serde_json::from_str(&text)
-                .map_err(|e| usage(format!("{}: {e}", file.display())))?;
+        Some(fixtures) => {
             let plugin = PluginAutomator::new(descriptor);
             runtime.block_on(conformance::run_automator(
                 &plugin,
@@ -133,6 +126,21 @@ pub fn test(args: PluginTestArgs, json: bool) -> Result<u8, CliError> {
         }
     }
     Ok(u8::from(cases.iter().any(|c| !c.passed)))
+}
+
+/// The actions an automator is tested with: `--fixtures`, else its `conformance.json`.
+fn fixtures(args: &PluginTestArgs) -> Result<conformance::Fixtures, CliError> {
+    let file = args
+        .fixtures
+        .clone()
+        .unwrap_or_else(|| args.dir.join("conformance.json"));
+    let text = std::fs::read_to_string(&file).map_err(|e| {
+        CliError::Usage(format!(
+            "{}: {e} (an automator is tested with the actions it names: succeeds, fails, slow)",
+            file.display()
+        ))
+    })?;
+    serde_json::from_str(&text).map_err(|e| CliError::Usage(format!("{}: {e}", file.display())))
 }
 
 fn properties(args: &PluginTestArgs) -> Result<Properties, CliError> {

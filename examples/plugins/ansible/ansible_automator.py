@@ -153,6 +153,9 @@ def attempt(request, action, node, cluster, fields, playbook, variables, directo
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": os.environ["HOME"],
         "LANG": "C.UTF-8",
+        # What ansible and a local node's modules unpack goes in the attempt's directory, removed
+        # with it (a module killed at the time limit cleans nothing up itself).
+        "TMPDIR": os.path.join(directory, "tmp"),
         "ANSIBLE_HOME": os.path.join(directory, "ansible"),
         "ANSIBLE_LOCAL_TEMP": os.path.join(directory, "tmp"),
         # A local node's modules run from here, not from the server user's ~/.ansible.
@@ -168,6 +171,7 @@ def attempt(request, action, node, cluster, fields, playbook, variables, directo
         "EBB_ANSIBLE_EVENTS": events,
     }
     private(env["ANSIBLE_CONFIG"], "[defaults]\n")
+    os.makedirs(env["TMPDIR"], mode=0o700, exist_ok=True)
     command = [playbook_command(), "-i", os.path.join(directory, "inventory.ini"),
                "-e", "@" + os.path.join(directory, "vars.json"), "--limit", host,
                os.path.join(directory, "playbook.yml")]
