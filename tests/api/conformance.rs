@@ -1,7 +1,7 @@
 //! The conformance kit on every built-in provisioner that makes resources, through the same
 //! trait a plugin is driven through (`ebb plugin test`): a plugin is held to exactly what the
-//! built-ins hold. Each runs against its real backend or best stand-in (moto for aws-ec2, the
-//! Compute stand-in for gcp-compute).
+//! built-ins hold. Each runs against its real backend or best stand-in (a real sshd for hosts,
+//! moto for aws-ec2, the Compute and Dataproc stand-in for gcp-compute and gcp-dataproc).
 
 use ebb_plugin::conformance::{self, Options};
 use ebb_spi::{Context, Properties, Provisioner, TAG_NAMESPACE, TAG_PROFILE, TAG_SERVER};
@@ -81,6 +81,43 @@ fn aws_ec2_passes_the_kit_on_moto() {
             ("endpointUrl", &moto.url),
             ("imageId", AMI),
             ("instanceType", "t3.micro"),
+        ],
+        dir.path(),
+    );
+}
+
+/// One host: the test's "machines" are loopback addresses of one sshd on one filesystem, so
+/// several would each list the same directories.
+#[test]
+fn hosts_passes_the_kit_over_a_real_sshd() {
+    let sshd = crate::support::sshd::Sshd::start(&["127.0.1.41"]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let remote = sshd.remote_dir().display().to_string();
+    holds(
+        &ebb_hosts::Hosts,
+        &[
+            ("hosts", &sshd.hosts()),
+            ("sshPrivateKey", &sshd.client_key),
+            ("remoteDir", &remote),
+        ],
+        dir.path(),
+    );
+}
+
+#[cfg(feature = "gcp")]
+#[test]
+fn gcp_dataproc_passes_the_kit_on_the_stand_in() {
+    use crate::support::gcp::{Gcp, PROJECT, REGION, ZONE};
+    let gcp = Gcp::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    holds(
+        &ebb_gcp_dataproc::Dataproc::default(),
+        &[
+            ("projectId", PROJECT),
+            ("endpoint", &gcp.url),
+            ("anonymous", "true"),
+            ("region", REGION),
+            ("zone", ZONE),
         ],
         dir.path(),
     );

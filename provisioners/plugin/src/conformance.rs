@@ -101,7 +101,7 @@ impl<'a> Kit<'a> {
             p,
             ctx,
             options,
-            run: format!("conformance-{nonce:x}"),
+            run: format!("conformance{nonce:x}"),
             cases: Vec::new(),
             made: Vec::new(),
         }
@@ -119,14 +119,29 @@ impl<'a> Kit<'a> {
         });
     }
 
-    fn key(&self, node: &str) -> ResourceKey {
-        ResourceKey::new(self.run.clone(), node)
+    /// The key of the kit's resource `n`: a run of its own (a provisioner may make one
+    /// resource per run, as a managed cluster does), on the cluster's first node.
+    fn key(&self, n: &str) -> ResourceKey {
+        let node = self
+            .p
+            .nodes(&self.ctx.properties)
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| "master".to_string());
+        ResourceKey::new(format!("{}-{n}", self.run), node)
+    }
+
+    /// Whether `r` is one of the kit's (its run is one of the kit's).
+    fn is_ours(&self, r: &Resource) -> bool {
+        r.tags
+            .get(TAG_RUN)
+            .is_some_and(|run| run.starts_with(&format!("{}-", self.run)))
     }
 
     async fn contract(&mut self) {
         let bad = self.bad_properties();
         self.record(CASES[0], bad);
-        let first = self.key("master");
+        let first = self.key("1");
         let (made, id) = self.create_twice(&first).await;
         self.record(CASES[1], made);
         let running = match &id {
@@ -134,7 +149,7 @@ impl<'a> Kit<'a> {
             None => Err("no resource to watch".into()),
         };
         self.record(CASES[2], running);
-        let second = self.key("worker-1");
+        let second = self.key("2");
         let found = self.find_after_lost_answer(&second).await;
         self.record(CASES[3], found);
         let nothing = self.find_nothing().await;
@@ -318,10 +333,7 @@ impl<'a> Kit<'a> {
                 stray.id
             ));
         }
-        let ours = all
-            .iter()
-            .filter(|r| r.tags.get(TAG_RUN) == Some(&self.run))
-            .count();
+        let ours = all.iter().filter(|r| self.is_ours(r)).count();
         if ours != self.made.len() {
             return Err(format!(
                 "list shows {ours} of the kit's resources, it made {}",
@@ -377,7 +389,7 @@ impl<'a> Kit<'a> {
     }
 
     async fn cut_off(&mut self, p: &PluginProvisioner) -> Outcome {
-        let key = self.key("worker-2");
+        let key = self.key("3");
         // A create whose answer is never read: the kit drops the call once it is under way,
         // as a crash of the server would.
         let cut = tokio::time::timeout(Duration::from_millis(1), p.create(self.ctx, &key)).await;
@@ -425,7 +437,7 @@ impl<'a> Kit<'a> {
             .map_err(|e| format!("list: {e}"))?;
         let left: Vec<&str> = all
             .iter()
-            .filter(|r| r.tags.get(TAG_RUN) == Some(&self.run))
+            .filter(|r| self.is_ours(r))
             .map(|r| r.id.as_str())
             .collect();
         if !left.is_empty() {
