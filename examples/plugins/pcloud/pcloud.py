@@ -289,14 +289,15 @@ def serve():
 
 
 def machine(directory, delay, _mid):
-    """A machine's process: boots after `delay` seconds, then runs until it is stopped."""
+    """A machine's process: boots after `delay` seconds, then runs until it is stopped, or
+    until its directory (its disk) is gone."""
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     time.sleep(float(delay))
     with open(os.path.join(directory, "ready.tmp"), "w") as f:
         f.write(str(os.getpid()))
     os.replace(os.path.join(directory, "ready.tmp"), os.path.join(directory, "ready"))
-    while True:
-        signal.pause()
+    while os.path.isdir(directory):
+        time.sleep(1)
 
 
 if __name__ == "__main__":
