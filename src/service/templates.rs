@@ -252,6 +252,7 @@ pub async fn dry_run(
     let template = match request.template.clone() {
         TemplateRef::Inline(t) => {
             t.validate()?;
+            check_automators(registry, &t)?;
             *t
         }
         TemplateRef::Name(name) => {

@@ -243,6 +243,15 @@ fn templates_naming_automators_are_checked_and_a_namespace_admins_may_not_run_on
             || said.contains("shell, ansible"),
         "{body}"
     );
+    // A dry run of an inline template is held to the same check.
+    let mut t = template();
+    t["services"]["base"]["actions"]["install"]["type"] = json!("chef");
+    let (code, body) = server.post_json(
+        "/v3/namespaces/default/plan",
+        json!({"template": t, "provisioner": "local", "nodes": 2}),
+    );
+    assert_eq!(code, 400, "{body}");
+    assert!(body.to_string().contains("no automator 'chef'"), "{body}");
     let mut t = template();
     t["services"]["base"]["actions"]["install"]["hosts"] = json!("everything");
     let (code, body) = server.put("/v3/namespaces/default/templates/bad", t);

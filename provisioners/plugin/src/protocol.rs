@@ -151,13 +151,12 @@ pub struct RunResult {
     pub output: String,
 }
 
-/// `hello`'s answer.
+/// `hello`'s answer (its `version` is the plugin's own, for its logs; the descriptor's is
+/// the one ebb shows).
 #[derive(Debug, Deserialize)]
 pub struct Hello {
     pub protocol: u32,
     pub name: String,
-    #[serde(default)]
-    pub version: Option<String>,
 }
 
 /// A resource as a plugin reports it.
