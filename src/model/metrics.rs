@@ -165,6 +165,18 @@ pub const PROVISIONER_CALL_SECONDS: Metric = m(
     &["provisioner", "call"],
     "How long calls to provisioners took.",
 );
+pub const PLACEMENT_FULL: Metric = m(
+    "ebb_placement_full_total",
+    Kind::Counter,
+    &["provisioner", "market", "scope"],
+    "Creates a place had no room for (a zone, or every zone of a region, on a market): the node moved to its next place.",
+);
+pub const NODES_DROPPED: Metric = m(
+    "ebb_nodes_dropped_total",
+    Kind::Counter,
+    &["provisioner"],
+    "Nodes a create gave up for want of capacity anywhere, the cluster still at its minNodes.",
+);
 pub const PLUGIN_CALLS: Metric = m(
     "ebb_plugin_calls_total",
     Kind::Counter,
@@ -323,6 +335,8 @@ pub const ALL: &[Metric] = &[
     TASK_ATTEMPT_SECONDS,
     PROVISIONER_CALLS,
     PROVISIONER_CALL_SECONDS,
+    PLACEMENT_FULL,
+    NODES_DROPPED,
     PLUGIN_CALLS,
     PLUGIN_STARTS,
     RETRIES,

@@ -154,6 +154,39 @@ pub struct OperationRecord {
     /// An operator asked to cancel it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancel: Option<CancelRequest>,
+    /// Places a create found without room: the rest of the operation skips them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocked: Vec<Blocked>,
+    /// Nodes a create gave up for want of capacity, the cluster still at `minNodes` or more
+    /// without them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<DroppedNode>,
+}
+
+/// A place (a zone on a market, or a whole region's market) a create found full.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Blocked {
+    /// The zone; none for the provisioner's own zone or, with `region`, every zone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    /// `on-demand` or `spot`.
+    pub market: String,
+    /// The whole region was full: every zone on this market is skipped.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub region: bool,
+    /// The node whose create found it full, when (epoch milliseconds), and what the cloud said.
+    pub node: String,
+    pub at_ms: u64,
+    pub error: String,
+}
+
+/// A node given up for want of capacity.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DroppedNode {
+    pub node: String,
+    pub reason: String,
 }
 
 /// One attempt of one task, as stored and shown.
@@ -254,6 +287,12 @@ pub struct OperationView {
     /// Who asked to cancel it, and when.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancel: Option<CancelRequest>,
+    /// Places its creates found without room, skipped by the rest of it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocked: Vec<Blocked>,
+    /// Nodes it gave up for want of capacity (the cluster kept `minNodes`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<DroppedNode>,
 }
 
 impl OperationView {
@@ -290,6 +329,8 @@ impl OperationView {
             after: op.after,
             actor: op.actor,
             cancel: op.cancel,
+            blocked: op.blocked,
+            dropped: op.dropped,
         }
     }
 }

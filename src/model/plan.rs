@@ -279,6 +279,26 @@ pub struct NodeRecord {
     pub since_ms: u64,
     /// Outside calls started in the current status whose outcome may be unknown.
     pub attempts: u32,
+    /// Where its current create is asked to go (recorded before the create), when the
+    /// provisioner places nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<NodePlacement>,
+}
+
+/// Where a node's create goes, among the profile's zones and markets.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodePlacement {
+    #[serde(flatten)]
+    pub at: ebb_spi::Placement,
+    /// Places tried before this one in this operation: each is a new incarnation (a cloud's
+    /// idempotency token must change with the place asked for).
+    #[serde(default)]
+    pub moves: u32,
+    /// When the node's current walk over its places began (epoch milliseconds; 0 for the
+    /// first): a place blocked before it was tried already in an earlier walk.
+    #[serde(default)]
+    pub round_ms: u64,
 }
 
 impl NodeRecord {
@@ -294,6 +314,7 @@ impl NodeRecord {
             delete_time: None,
             since_ms: now_ms,
             attempts: 0,
+            placement: None,
         }
     }
 

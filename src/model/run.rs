@@ -227,6 +227,9 @@ pub struct ClusterState {
     pub waiting_since: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_until: Option<u64>,
+    /// Nodes its create gave up for want of capacity anywhere (the cluster kept `minNodes`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub given_up: Vec<String>,
 }
 
 impl ClusterState {

@@ -60,6 +60,10 @@ pub struct ClusterView {
     /// The run that took the cluster over (`REUSED`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reused_by: Option<String>,
+    /// Nodes its create gave up for want of capacity anywhere: the cluster went on with
+    /// fewer, at least the profile's `minNodes`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub given_up: Vec<String>,
 }
 
 fn fresh() -> String {
@@ -190,6 +194,7 @@ impl RunView {
                 id: run.cluster.id.clone(),
                 reused_from: run.cluster.origin.clone(),
                 reused_by: run.cluster.reused_by.clone(),
+                given_up: run.cluster.given_up.clone(),
                 nodes,
             },
             failure: run.failure,

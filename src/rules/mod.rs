@@ -4,10 +4,12 @@
 //! operation [`plan`]s and the per-resource lifecycle, the run
 //! [`lifecycle`], the [`admission`] of cluster operations, an operation's [`outcome`] (and
 //! rollback), cluster [`resize`]s, what a [`schedule`] fires and when, a [`service`]'s
-//! state on a node and its heals, the [`queue`] of runs waiting for a limit, and which runs a server [`claim`]s when several share the
+//! state on a node and its heals, where a node's create goes when places are full
+//! ([`capacity`]), the [`queue`] of runs waiting for a limit, and which runs a server [`claim`]s when several share the
 //! store.
 
 pub mod admission;
+pub mod capacity;
 pub mod claim;
 pub mod host;
 pub mod lifecycle;

@@ -46,6 +46,8 @@ pub struct TaskSpec {
     pub context: Arc<ebb_spi::Context>,
     pub budget: Duration,
     pub cancel: Arc<AtomicBool>,
+    /// The node is the cluster's master (where the program runs).
+    pub master: bool,
 }
 
 impl TaskSpec {
@@ -110,6 +112,9 @@ pub enum AttemptOutcome {
         retry: bool,
         output: Option<String>,
     },
+    /// A create found no room in any of the node's places within its retry budget: the
+    /// planner gives the node up (`minNodes`) or fails the operation.
+    NoRoom(String),
 }
 
 impl AttemptOutcome {

@@ -18,17 +18,18 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use actix::prelude::*;
-use ebb_spi::{ProvisionError, ResourceKey};
+use ebb_spi::{Placement, ProvisionError, ResourceKey};
 
 use super::attempt::{AttemptOutcome, RECREATED, REPLACED, TaskSpec, merge_properties};
 use super::deps::Deps;
 
 use crate::model::event::EventKind;
-use crate::model::operation::{AttemptRecord, AttemptStatus};
-use crate::model::plan::{Action, NodeRecord, ResourceStatus, TaskKind};
+use crate::model::operation::{AttemptRecord, AttemptStatus, OperationRecord};
+use crate::model::plan::{Action, NodePlacement, NodeRecord, ResourceStatus, TaskKind};
 use crate::model::service::ServiceRecord;
 use crate::rules::plan::answer::{self, Answer, Progress};
-use crate::rules::plan::resource::{Backoff, Step, generation, next_step};
+use crate::rules::capacity;
+use crate::rules::plan::resource::{Backoff, Step, generation, moved, next_step};
 use crate::rules::service::Happened;
 use crate::runtime::clock::{now_f64, now_millis};
 use crate::store::events;
@@ -44,6 +45,8 @@ pub enum TaskOutcome {
     Done,
     Cancelled,
     Failed(String),
+    /// A create found no room anywhere it may go (see [`AttemptOutcome::NoRoom`]).
+    NoRoom(String),
 }
 
 /// Sent to the planner when a task ends.
@@ -156,6 +159,10 @@ pub async fn run(deps: &Deps, spec: &TaskSpec) -> TaskOutcome {
                 record.finish(AttemptStatus::Failed, Some("cancelled".into()), now);
                 (false, format!("{what} cancelled"), EventKind::Task)
             }
+            AttemptOutcome::NoRoom(message) => {
+                record.finish(AttemptStatus::Failed, Some(message.clone()), now);
+                (false, format!("{what} failed: {message}"), EventKind::Error)
+            }
             AttemptOutcome::Failed {
                 message,
                 retry,
@@ -193,6 +200,7 @@ pub async fn run(deps: &Deps, spec: &TaskSpec) -> TaskOutcome {
         let settled = match &outcome {
             AttemptOutcome::Done { .. } => Some(true),
             AttemptOutcome::Failed { .. } if !more => Some(false),
+            AttemptOutcome::NoRoom(_) => Some(false),
             AttemptOutcome::Failed { .. } | AttemptOutcome::Cancelled => None,
         };
         if let Err(e) = audit(deps, spec, &key, &record, Some((kind, note)), settled).await {
@@ -201,6 +209,9 @@ pub async fn run(deps: &Deps, spec: &TaskSpec) -> TaskOutcome {
         match outcome {
             AttemptOutcome::Done { .. } => return TaskOutcome::Done,
             AttemptOutcome::Cancelled => return TaskOutcome::Cancelled,
+            AttemptOutcome::NoRoom(message) => {
+                return TaskOutcome::NoRoom(format!("node {}: {what}: {message}", spec.node()));
+            }
             AttemptOutcome::Failed { .. } if more => {
                 last_failure = Some(attempt);
                 tokio::time::sleep(pause(attempt + 1)).await;
@@ -402,7 +413,9 @@ async fn recreate(deps: &Deps, spec: &TaskSpec, failed: u32) -> AttemptOutcome {
             .await;
             match resource_task(deps, spec, TaskKind::Delete, 0).await {
                 AttemptOutcome::Done { .. } => {}
-                other @ (AttemptOutcome::Cancelled | AttemptOutcome::Failed { .. }) => {
+                other @ (AttemptOutcome::Cancelled
+                | AttemptOutcome::Failed { .. }
+                | AttemptOutcome::NoRoom(_)) => {
                     return other;
                 }
             }
@@ -419,7 +432,9 @@ async fn recreate(deps: &Deps, spec: &TaskSpec, failed: u32) -> AttemptOutcome {
         let fresh = generation(spec.op, failed);
         match resource_task(deps, spec, TaskKind::Create, fresh).await {
             AttemptOutcome::Done { .. } => {}
-            other @ (AttemptOutcome::Cancelled | AttemptOutcome::Failed { .. }) => return other,
+            other @ (AttemptOutcome::Cancelled
+                | AttemptOutcome::Failed { .. }
+                | AttemptOutcome::NoRoom(_)) => return other,
         }
         // Mark the new resource, so a restart confirms it instead of replacing it again.
         let mark = [(RECREATED.to_string(), mark)].into();
@@ -462,7 +477,9 @@ async fn replace(deps: &Deps, spec: &TaskSpec) -> AttemptOutcome {
             .await;
             match resource_task(deps, spec, TaskKind::Delete, 0).await {
                 AttemptOutcome::Done { .. } => {}
-                other @ (AttemptOutcome::Cancelled | AttemptOutcome::Failed { .. }) => {
+                other @ (AttemptOutcome::Cancelled
+                | AttemptOutcome::Failed { .. }
+                | AttemptOutcome::NoRoom(_)) => {
                     return other;
                 }
             }
@@ -499,10 +516,15 @@ async fn resource_task(
         Ok(r) => r,
         Err(e) => return progress_failure(e),
     };
-    let identity = ResourceKey {
-        generation,
-        ..ResourceKey::new(&spec.cluster, spec.node())
+    // Where a create may go, in order: a provisioner that places nodes has more than the one
+    // default place.
+    let candidates = match kind {
+        TaskKind::Create => spec
+            .provisioner
+            .placements(&spec.context.properties, spec.master),
+        TaskKind::Confirm | TaskKind::Delete => Vec::new(),
     };
+    let placing = candidates.len() > 1 || candidates.iter().any(|c| *c != Placement::default());
     let retries = Backoff::retries(spec.budget);
     let polls = Backoff::polls(spec.budget);
     let mut tries: u32 = 0;
@@ -520,7 +542,13 @@ async fn resource_task(
         let now = now_millis();
         // Persist, then act: record that a create or delete is about to be requested.
         let before = answer::announce(spec.node(), &step, record.as_ref(), tries, now);
-        if let Some((r, note)) = before {
+        if let Some((mut r, note)) = before {
+            if placing && step == Step::Create && r.placement.is_none() {
+                match first_place(deps, spec, &candidates).await {
+                    Ok(place) => r.placement = Some(place),
+                    Err(e) => return progress_failure(e),
+                }
+            }
             let notes: Vec<(EventKind, String)> = note
                 .map(|n| (EventKind::Task, n.to_string()))
                 .into_iter()
@@ -535,8 +563,23 @@ async fn resource_task(
         if let Err(e) = deps.store.still_owned().await {
             return progress_failure(e);
         }
+        let placement = record.as_ref().and_then(|r| r.placement.as_ref());
+        let identity = ResourceKey {
+            generation: moved(generation, placement.map_or(0, |p| p.moves)),
+            ..ResourceKey::new(&spec.cluster, spec.node())
+        };
+        let placed;
+        let ctx = match placement {
+            Some(p) if step == Step::Create => {
+                let mut c = (*spec.context).clone();
+                c.placement = p.at.clone();
+                placed = c;
+                &placed
+            }
+            Some(_) | None => &*spec.context,
+        };
         let called = std::time::Instant::now();
-        let outcome = call(spec, &identity, &step).await;
+        let outcome = call(spec, ctx, &identity, &step).await;
         count_call(spec, &step, &outcome, called.elapsed());
         let learnt =
             outcome.map(|a| answer::learn(spec.node(), kind, record.as_ref(), a, now_millis()));
@@ -572,6 +615,40 @@ async fn resource_task(
                 }
             }
             Ok(Progress::Gone(message)) => return AttemptOutcome::failed(message, true),
+            Err(e) if step == Step::Create && e.capacity_scope().is_some() => {
+                let Some(current) = record.as_ref() else {
+                    return AttemptOutcome::failed(e.message, true);
+                };
+                match fail_over(deps, spec, &candidates, current, &e).await {
+                    Err(stored) => return progress_failure(stored),
+                    Ok((r, Some(_))) => {
+                        tries = 0;
+                        record = Some(r);
+                    }
+                    Ok((r, None)) => {
+                        // Every place is full: a backoff inside the budget, then a new walk.
+                        tries += 1;
+                        let since = r.since_ms;
+                        record = Some(r);
+                        let full = ProvisionError {
+                            message: format!("no room in any of its places: {}", e.message),
+                            ..e
+                        };
+                        if let Err(ended) =
+                            retry(deps, spec, &step, full, tries, since, &retries).await
+                        {
+                            return match ended {
+                                AttemptOutcome::Failed { message, .. } => {
+                                    AttemptOutcome::NoRoom(message)
+                                }
+                                other @ (AttemptOutcome::Done { .. }
+                                | AttemptOutcome::Cancelled
+                                | AttemptOutcome::NoRoom(_)) => other,
+                            };
+                        }
+                    }
+                }
+            }
             Err(e) => {
                 tries += 1;
                 let since = record.as_ref().map_or(now, |r| r.since_ms);
@@ -583,13 +660,110 @@ async fn resource_task(
     }
 }
 
-/// Makes the provider call `step` asks for.
+/// Where a node's first create goes: its first place the operation has not found full.
+async fn first_place(
+    deps: &Deps,
+    spec: &TaskSpec,
+    candidates: &[Placement],
+) -> Result<NodePlacement, StoreError> {
+    let key = keys::operation(&spec.run, spec.op);
+    let op = deps
+        .store
+        .read(move |r| r.get::<OperationRecord>(Table::Operations, &key))
+        .await?;
+    let blocked = op.map(|o| o.blocked).unwrap_or_default();
+    let at = capacity::next_placement(candidates, &blocked, 0)
+        .or_else(|| candidates.first().cloned())
+        .unwrap_or_default();
+    Ok(NodePlacement {
+        at,
+        moves: 0,
+        round_ms: 0,
+    })
+}
+
+/// A create at `current`'s place found no room (`e`): the place is blocked for the rest of
+/// the operation and the node moves on, both in one write with a note for the run's
+/// history. Answers the node's new record, and its next place (none: every place is full,
+/// a new walk begins after a backoff).
+async fn fail_over(
+    deps: &Deps,
+    spec: &TaskSpec,
+    candidates: &[Placement],
+    current: &NodeRecord,
+    e: &ProvisionError,
+) -> Result<(NodeRecord, Option<NodePlacement>), StoreError> {
+    let (op_key, node_key) = (
+        keys::operation(&spec.run, spec.op),
+        keys::node(&spec.cluster, spec.node()),
+    );
+    let (run, node, candidates) = (
+        spec.run.clone(),
+        spec.node().to_string(),
+        candidates.to_vec(),
+    );
+    let scope = e.capacity_scope().unwrap_or(ebb_spi::CapacityScope::Zone);
+    let error = spec.context.redact(&e.message);
+    let before = current.clone();
+    let placed = deps
+        .store
+        .write(move |tx| {
+            let now = now_millis();
+            let mut record = before.clone();
+            let here = record.placement.clone().unwrap_or(NodePlacement {
+                at: candidates.first().cloned().unwrap_or_default(),
+                moves: 0,
+                round_ms: 0,
+            });
+            let mut blocked = Vec::new();
+            if let Some(mut op) = tx.get::<OperationRecord>(Table::Operations, &op_key)? {
+                capacity::block(&mut op.blocked, &here.at, scope, &node, &error, now);
+                blocked = op.blocked.clone();
+                tx.put(Table::Operations, &op_key, &op)?;
+            }
+            let (next, moved_to) = capacity::after_full(&candidates, &blocked, &here, now);
+            let note = match &next {
+                Some(n) => format!(
+                    "no room in {}: {error}; trying {}",
+                    here.at.describe(),
+                    n.at.describe()
+                ),
+                None => format!(
+                    "no room in {} nor anywhere else it may go ({}): {error}",
+                    here.at.describe(),
+                    capacity::describe(&blocked)
+                ),
+            };
+            // The cloud made nothing: the next create is a new request, not a lookup.
+            record.placement = Some(moved_to);
+            record.attempts = 0;
+            tx.put(Table::Resources, &node_key, &record)?;
+            events::append(tx, &run, EventKind::Retry, Some(&node), note)?;
+            Ok::<_, StoreError>((record, next))
+        })
+        .await?;
+    let market = current.placement.as_ref().map_or("on-demand", |p| p.at.market.as_str());
+    metrics::counter!(
+        crate::model::metrics::PLACEMENT_FULL.name,
+        "provisioner" => spec.provisioner.spec().name,
+        "market" => market,
+        "scope" => match scope {
+            ebb_spi::CapacityScope::Zone => "zone",
+            ebb_spi::CapacityScope::Region => "region",
+        },
+    )
+    .increment(1);
+    deps.notifier.notify(&spec.run);
+    Ok(placed)
+}
+
+/// Makes the provider call `step` asks for, with `ctx` (the task's, placed for a create).
 async fn call(
     spec: &TaskSpec,
+    ctx: &ebb_spi::Context,
     identity: &ResourceKey,
     step: &Step,
 ) -> Result<Answer, ProvisionError> {
-    let ctx = &spec.context;
     let provisioner = &spec.provisioner;
     match step {
         Step::Find => provisioner.find(ctx, identity).await.map(Answer::Found),

@@ -6,6 +6,7 @@ mod support;
 
 mod access;
 mod automators;
+mod capacity;
 #[cfg(feature = "aws")]
 mod aws;
 mod cli;

@@ -33,6 +33,7 @@ pub enum CallError {
         message: String,
         retryable: bool,
         property: Option<String>,
+        kind: ebb_spi::ErrorKind,
     },
     /// The process failed: it could not start, crashed, hung, exited, or wrote something that
     /// is not an answer. It was killed; the next call starts another.
@@ -206,10 +207,12 @@ impl Pool {
                 message,
                 retryable,
                 property,
+                kind,
             }) => Err(CallError::Answered {
                 message: redact(&message),
                 retryable,
                 property,
+                kind,
             }),
             Ok(v) => Ok(v),
         };
@@ -363,6 +366,7 @@ impl Worker {
                 message: format!("the request is larger than {MAX_MESSAGE} bytes"),
                 retryable: false,
                 property: None,
+                kind: ebb_spi::ErrorKind::Other,
             });
         }
         line.push(b'\n');
@@ -396,6 +400,7 @@ impl Worker {
         }
         match (answer.result, answer.error) {
             (_, Some(error)) => Err(CallError::Answered {
+                kind: error.kind(),
                 message: error.message,
                 retryable: error.retryable,
                 property: error.property,

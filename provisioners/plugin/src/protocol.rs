@@ -139,6 +139,41 @@ pub struct ErrorMessage {
     /// `validate`: the property at fault.
     #[serde(default)]
     pub property: Option<String>,
+    /// What kind of failure it is, when the plugin knows: `capacity` (the zone asked for has
+    /// no room: ebb tries the next place), `capacity-region` (no zone of the region has),
+    /// `quota` (fatal) or `throttled` (ebb slows down; `retryAfter` seconds when given).
+    #[serde(default)]
+    pub kind: Option<ErrorCode>,
+    #[serde(default, rename = "retryAfter")]
+    pub retry_after: Option<f64>,
+}
+
+/// [`ErrorMessage::kind`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ErrorCode {
+    Capacity,
+    CapacityRegion,
+    Quota,
+    Throttled,
+}
+
+impl ErrorMessage {
+    /// The kind as the SPI has it (a `retryAfter` bounded to an hour).
+    pub fn kind(&self) -> ebb_spi::ErrorKind {
+        use ebb_spi::{CapacityScope, ErrorKind};
+        match self.kind {
+            None => ErrorKind::Other,
+            Some(ErrorCode::Capacity) => ErrorKind::Capacity(CapacityScope::Zone),
+            Some(ErrorCode::CapacityRegion) => ErrorKind::Capacity(CapacityScope::Region),
+            Some(ErrorCode::Quota) => ErrorKind::Quota,
+            Some(ErrorCode::Throttled) => ErrorKind::Throttled(
+                self.retry_after
+                    .filter(|s| s.is_finite() && *s >= 0.0)
+                    .map(|s| std::time::Duration::from_secs_f64(s.min(3600.0))),
+            ),
+        }
+    }
 }
 
 /// `run`'s answer: facts for the node, and what the action printed.

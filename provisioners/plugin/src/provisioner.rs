@@ -8,6 +8,7 @@ use std::time::UNIX_EPOCH;
 
 use ebb_spi::resource::{node_count, node_names};
 use ebb_spi::{
+    ErrorKind,
     Call, Context, Properties, PropertyError, ProvisionError, Provisioner, ProvisionerSpec,
     Resource, ResourceKey,
 };
@@ -82,10 +83,15 @@ impl PluginProvisioner {
         let method = request.method.as_str();
         let value = self.request(ctx, request).await.map_err(|e| match e {
             CallError::Answered {
-                message, retryable, ..
-            } => ProvisionError {
+                message,
                 retryable,
+                kind,
+                ..
+            } => ProvisionError {
+                // A capacity or throttling answer is worth another try (elsewhere, or later).
+                retryable: retryable || !matches!(kind, ErrorKind::Other | ErrorKind::Quota),
                 message: format!("plugin '{name}': {message}"),
+                kind,
             },
             CallError::Broken(why) => ProvisionError::retryable(format!("plugin '{name}' {why}")),
         })?;

@@ -11,7 +11,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use ebb_spi::{ProvisionError, Resource, ResourceState, Tags, resource::TAG_RUN};
+use ebb_spi::{
+    CapacityScope, Market, Placement, ProvisionError, Resource, ResourceState, Tags,
+    resource::TAG_RUN,
+};
 use serde::{Deserialize, Serialize};
 
 /// An instance's state, named as EC2 names them.
@@ -52,6 +55,13 @@ pub struct Instance {
     pub machine_type: String,
     #[serde(default)]
     pub zone: String,
+    /// The market it was bought on (`on-demand`, `spot`).
+    #[serde(default)]
+    pub market: String,
+    /// Why the cloud ended it, when it did so by itself (EC2's `StateReason`: a reclaimed spot
+    /// instance says `Server.SpotInstanceTermination`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_reason: Option<String>,
 }
 
 impl Instance {
@@ -88,6 +98,7 @@ impl Instance {
                 ("instanceId", &self.id),
                 ("machineType", &self.machine_type),
                 ("zone", &self.zone),
+                ("market", &self.market),
             ]
             .into_iter()
             .filter(|(_, v)| !v.is_empty())
@@ -129,9 +140,42 @@ pub struct Behaviour {
     pub quota: Option<usize>,
     /// The first this many instances made in the state directory fail to boot.
     pub boot_failures: usize,
-    /// The machine type and zone of the instances it makes.
+    /// The machine type of the instances it makes, and their zone when a create names none.
     pub machine_type: String,
     pub zone: String,
+    /// The most a spot instance may cost per hour (`maxSpotPrice`).
+    pub max_spot_price: Option<f64>,
+}
+
+/// What each zone has room for, as the cloud's operator (a test) sets it in `capacity.json`;
+/// a zone not listed has room for anything.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Capacity {
+    #[serde(default)]
+    pub zones: std::collections::BTreeMap<String, ZoneCapacity>,
+}
+
+/// One zone's room: the most live instances on each market (none: no limit), and the spot
+/// price per hour.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ZoneCapacity {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_demand: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spot: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spot_price: Option<f64>,
+}
+
+impl ZoneCapacity {
+    fn limit(&self, market: Market) -> Option<usize> {
+        match market {
+            Market::OnDemand => self.on_demand,
+            Market::Spot => self.spot,
+        }
+    }
 }
 
 /// A handle on a state directory.
@@ -199,6 +243,86 @@ impl Cloud {
         }
         out.sort_by(|a: &Instance, b| a.created_at.total_cmp(&b.created_at));
         Ok(out)
+    }
+
+    /// Sets what each zone has room for (written whole, so a create sees the old or the new).
+    pub fn set_capacity(dir: &Path, capacity: &Capacity) -> std::io::Result<()> {
+        fs::create_dir_all(dir)?;
+        let tmp = dir.join(".capacity.json.tmp");
+        fs::write(&tmp, serde_json::to_vec_pretty(capacity).map_err(std::io::Error::other)?)?;
+        fs::rename(tmp, dir.join("capacity.json"))
+    }
+
+    fn capacity(&self) -> Result<Capacity, ProvisionError> {
+        match fs::read(self.dir.join("capacity.json")) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+                ProvisionError::fatal(format!("sim capacity.json is not valid: {e}"))
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Capacity::default()),
+            Err(e) => Err(io("read capacity", e)),
+        }
+    }
+
+    /// Reclaims spot instance `id` as a cloud does when it needs the room back: it is
+    /// terminated at once with reason `Server.SpotInstanceTermination`. False if there is no
+    /// such live spot instance.
+    pub fn reclaim(dir: &Path, id: &str) -> Result<bool, ProvisionError> {
+        let cloud = Cloud::open(dir, Behaviour::default())?;
+        let _lock = cloud.lock()?;
+        let Some(instance) = cloud.read(id)? else {
+            return Ok(false);
+        };
+        let mut instance = cloud.refresh(instance)?;
+        if instance.market != Market::Spot.as_str() || instance.gone_at.is_some() {
+            return Ok(false);
+        }
+        let at = now();
+        instance.deleted_at = Some(at);
+        instance.gone_at = Some(at);
+        instance.state = InstanceState::Terminated;
+        instance.state_reason = Some("Server.SpotInstanceTermination".into());
+        cloud.write(&instance)?;
+        cloud.log("reclaim", Some(id), None, None);
+        Ok(true)
+    }
+
+    /// Whether `placement` has room for one more instance; the cloud's error when not.
+    fn room(&self, placement: &Placement, zone: &str) -> Result<(), String> {
+        let capacity = self.capacity().map_err(|e| e.message)?;
+        let Some(room) = capacity.zones.get(zone) else {
+            return Ok(());
+        };
+        let market = placement.market;
+        if market == Market::Spot
+            && let (Some(price), Some(max)) = (room.spot_price, self.behaviour.max_spot_price)
+            && price > max
+        {
+            return Err(format!(
+                "SpotMaxPriceTooLow: the spot price in {zone} ({price}) is above your maximum ({max})"
+            ));
+        }
+        let Some(limit) = room.limit(market) else {
+            return Ok(());
+        };
+        let live = self
+            .all()
+            .map_err(|e| e.message)?
+            .iter()
+            .filter(|i| i.state != InstanceState::Terminated)
+            .filter(|i| i.zone == zone && i.market == market.as_str())
+            .count();
+        if live >= limit {
+            return Err(match market {
+                Market::OnDemand => format!(
+                    "InsufficientInstanceCapacity: We currently do not have sufficient {} capacity in the Availability Zone you requested ({zone})",
+                    self.behaviour.machine_type
+                ),
+                Market::Spot => format!(
+                    "InsufficientInstanceCapacity: There is no Spot capacity available that matches your request in {zone}"
+                ),
+            });
+        }
+        Ok(())
     }
 
     fn lock(&self) -> Result<File, ProvisionError> {
@@ -305,10 +429,19 @@ impl Cloud {
             .collect()
     }
 
-    /// Makes a new instance carrying `tags` (never deduplicated).
-    pub fn create(&self, tags: &Tags) -> Result<Resource, ProvisionError> {
+    /// Makes a new instance carrying `tags` (never deduplicated), where `placement` asks (its
+    /// zone, else the profile's `zone`), if that zone has room on its market.
+    pub fn create(&self, tags: &Tags, placement: &Placement) -> Result<Resource, ProvisionError> {
         let _lock = self.lock()?;
         self.transient("create", None, Some(tags))?;
+        let zone = placement
+            .zone
+            .clone()
+            .unwrap_or_else(|| self.behaviour.zone.clone());
+        if let Err(message) = self.room(placement, &zone) {
+            self.log("create", None, Some(tags), Some(&message));
+            return Err(ProvisionError::capacity(CapacityScope::Zone, message));
+        }
         if self.behaviour.fail_create {
             let message = "InsufficientInstanceCapacity: failCreate is set";
             self.log("create", None, Some(tags), Some(message));
@@ -324,7 +457,7 @@ impl Cloud {
                 let message =
                     format!("InstanceLimitExceeded: the quota of {quota} live instances is used");
                 self.log("create", None, Some(tags), Some(&message));
-                return Err(ProvisionError::fatal(message));
+                return Err(ProvisionError::quota(message));
             }
         }
         let bits = fastrand::u64(..);
@@ -359,7 +492,9 @@ impl Cloud {
             boot_fails,
             disable_api_termination: false,
             machine_type: self.behaviour.machine_type.clone(),
-            zone: self.behaviour.zone.clone(),
+            zone,
+            market: placement.market.as_str().to_string(),
+            state_reason: None,
         };
         instance.state = instance.state_at(created);
         self.write(&instance)?;
@@ -462,8 +597,8 @@ mod tests {
     fn creates_never_dedupe_and_every_call_is_logged() {
         let dir = tempfile::tempdir().expect("tempdir");
         let cloud = Cloud::open(dir.path(), Behaviour::default()).expect("open");
-        let a = cloud.create(&tags("master")).expect("create");
-        let b = cloud.create(&tags("master")).expect("create again");
+        let a = cloud.create(&tags("master"), &Placement::default()).expect("create");
+        let b = cloud.create(&tags("master"), &Placement::default()).expect("create again");
         assert_ne!(a.id, b.id);
         assert_eq!(a.state, ResourceState::Running);
         assert_eq!(cloud.list(&tags("master")).expect("list").len(), 2);
@@ -496,7 +631,7 @@ mod tests {
             ..Behaviour::default()
         };
         let cloud = Cloud::open(dir.path(), slow).expect("open");
-        let r = cloud.create(&tags("master")).expect("create");
+        let r = cloud.create(&tags("master"), &Placement::default()).expect("create");
         assert_eq!(r.state, ResourceState::Pending);
         cloud.delete(&r.id).expect("delete");
         let seen = cloud
@@ -515,7 +650,7 @@ mod tests {
         };
         let err = Cloud::open(dir.path(), lost)
             .expect("open")
-            .create(&tags("master"))
+            .create(&tags("master"), &Placement::default())
             .expect_err("lost");
         assert!(err.retryable, "{err}");
         assert_eq!(Cloud::instances(dir.path()).expect("instances").len(), 1);
@@ -526,7 +661,7 @@ mod tests {
         };
         let err = Cloud::open(dir.path(), quota)
             .expect("open")
-            .create(&tags("worker-1"))
+            .create(&tags("worker-1"), &Placement::default())
             .expect_err("over quota");
         assert!(
             !err.retryable && err.message.contains("quota of 1"),
@@ -539,7 +674,7 @@ mod tests {
         };
         let err = Cloud::open(dir.path(), fail)
             .expect("open")
-            .create(&tags("worker-1"))
+            .create(&tags("worker-1"), &Placement::default())
             .expect_err("fatal");
         assert!(!err.retryable, "{err}");
 
@@ -553,5 +688,64 @@ mod tests {
             .expect_err("transient");
         assert!(err.retryable, "{err}");
         assert_eq!(Cloud::instances(dir.path()).expect("instances").len(), 1);
+    }
+
+    #[test]
+    fn a_full_zone_refuses_with_a_capacity_error_and_spot_is_reclaimed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let spot_a = Placement {
+            zone: Some("a".into()),
+            market: Market::Spot,
+        };
+        let capacity = Capacity {
+            zones: [(
+                "a".to_string(),
+                ZoneCapacity {
+                    on_demand: Some(0),
+                    spot: Some(1),
+                    spot_price: Some(0.05),
+                },
+            )]
+            .into(),
+        };
+        Cloud::set_capacity(dir.path(), &capacity).expect("capacity");
+        let cloud = Cloud::open(dir.path(), Behaviour::default()).expect("open");
+        let first = cloud.create(&tags("worker-1"), &spot_a).expect("room for one");
+        assert_eq!(first.properties["market"], "spot");
+        assert_eq!(first.properties["zone"], "a");
+        let full = cloud.create(&tags("worker-2"), &spot_a).expect_err("full");
+        assert_eq!(full.capacity_scope(), Some(CapacityScope::Zone), "{full}");
+        assert!(full.message.contains("no Spot capacity"), "{full}");
+        let on_demand = Placement {
+            market: Market::OnDemand,
+            ..spot_a.clone()
+        };
+        let full = cloud.create(&tags("worker-2"), &on_demand).expect_err("none");
+        assert!(full.message.contains("InsufficientInstanceCapacity"), "{full}");
+        // Another zone is not listed: room for anything.
+        let b = Placement {
+            zone: Some("b".into()),
+            market: Market::Spot,
+        };
+        cloud.create(&tags("worker-2"), &b).expect("zone b has room");
+        // Reclaimed: gone at once, and its room is free again.
+        assert!(Cloud::reclaim(dir.path(), &first.id).expect("reclaim"));
+        assert_eq!(cloud.describe(&first.id).expect("describe"), None);
+        let gone = Cloud::instances(dir.path()).expect("instances");
+        assert_eq!(
+            gone[0].state_reason.as_deref(),
+            Some("Server.SpotInstanceTermination")
+        );
+        cloud.create(&tags("worker-3"), &spot_a).expect("room again");
+        // Over the profile's price.
+        let pricey = Behaviour {
+            max_spot_price: Some(0.01),
+            ..Behaviour::default()
+        };
+        let err = Cloud::open(dir.path(), pricey)
+            .expect("open")
+            .create(&tags("worker-4"), &spot_a)
+            .expect_err("too dear");
+        assert!(err.message.contains("SpotMaxPriceTooLow"), "{err}");
     }
 }

@@ -14,6 +14,9 @@ use std::time::Duration;
 use ebb_spi::resource::{
     HEAL, HEAL_ATTEMPTS, HEAL_WINDOW, RETRY_BUDGET, TEMPLATE, node_count, node_names,
 };
+use ebb_spi::capacity::{
+    MARKET_TYPE, MAX_NODES, MAX_SPOT_PRICE, MIN_NODES, SPOT_RETRIES, SPOT_WORKERS_ONLY, ZONES,
+};
 use ebb_spi::{
     Call, Context, Properties, PropertyKind, PropertySpec, ProvisionError, Provisioner,
     ProvisionerSpec, Resource, ResourceKey, Tags,
@@ -65,6 +68,13 @@ pub static SPEC: ProvisionerSpec = ProvisionerSpec {
         ),
         PropertySpec::optional("machineType", PropertyKind::Text),
         PropertySpec::optional("zone", PropertyKind::Text),
+        ZONES,
+        MARKET_TYPE,
+        SPOT_WORKERS_ONLY,
+        SPOT_RETRIES,
+        MAX_SPOT_PRICE,
+        MIN_NODES,
+        MAX_NODES,
         RETRY_BUDGET,
         TEMPLATE,
         HEAL,
@@ -123,6 +133,9 @@ fn behaviour(properties: &Properties) -> Behaviour {
         zone: properties
             .get("zone")
             .map_or_else(|| DEFAULT_ZONE.to_string(), |v| v.trim().to_string()),
+        max_spot_price: properties
+            .get(MAX_SPOT_PRICE.name)
+            .and_then(|v| v.trim().parse().ok()),
     }
 }
 
@@ -149,7 +162,8 @@ impl Provisioner for Sim {
 
     fn create<'a>(&'a self, ctx: &'a Context, key: &'a ResourceKey) -> Call<'a, Resource> {
         let tags = ctx.tags(key);
-        Box::pin(with_cloud(ctx, move |cloud| cloud.create(&tags)))
+        let placement = ctx.placement.clone();
+        Box::pin(with_cloud(ctx, move |cloud| cloud.create(&tags, &placement)))
     }
 
     fn find<'a>(&'a self, ctx: &'a Context, key: &'a ResourceKey) -> Call<'a, Option<Resource>> {
@@ -171,6 +185,12 @@ impl Provisioner for Sim {
 
     fn list<'a>(&'a self, ctx: &'a Context) -> Call<'a, Vec<Resource>> {
         Box::pin(with_cloud(ctx, |cloud| cloud.list(&Tags::new())))
+    }
+
+    /// One list call filtered by the run's tag.
+    fn lookup<'a>(&'a self, ctx: &'a Context, run: &'a str) -> Call<'a, Vec<Resource>> {
+        let tags: Tags = [(ebb_spi::TAG_RUN.to_string(), run.to_string())].into();
+        Box::pin(with_cloud(ctx, move |cloud| cloud.list(&tags)))
     }
 
     /// Each state directory is its own cloud.

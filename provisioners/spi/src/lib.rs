@@ -13,11 +13,13 @@
 //! The resource calls ([`resource`]) are async and stateless: the framework persists each
 //! resource's lifecycle around them, so a plugin never keeps state of its own.
 
+pub mod capacity;
 pub mod resource;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+pub use capacity::{CapacityScope, ErrorKind, Market, Placement};
 pub use resource::{
     Call, Context, FACT_REMOTE_DIR, FACT_SSH, FACT_SSH_HOST_KEY, FACT_WORK_DIR, ProvisionError,
     RESERVED_FACTS, Resource, ResourceKey, ResourceState, SSH_HOST_KEY_CHECKING, SSH_KNOWN_HOSTS,
@@ -213,6 +215,14 @@ pub trait Provisioner: Send + Sync + std::fmt::Debug {
         validate_properties(self.spec(), properties)
     }
 
+    /// Where node `master` (the master, or a worker) of a cluster made with `properties` may
+    /// be created, in order of preference: the framework asks for the first, and moves on to
+    /// the next when a create answers [`ProvisionError::capacity`]. The default reads the
+    /// shared `zones` and `marketType` properties ([`capacity::candidates`]).
+    fn placements(&self, properties: &Properties, master: bool) -> Vec<Placement> {
+        capacity::candidates(self.spec(), properties, master)
+    }
+
     /// The nodes of a cluster made with `properties`, master first. Empty means no cluster:
     /// the program runs on the server's host.
     fn nodes(&self, properties: &Properties) -> Vec<String>;
@@ -241,6 +251,21 @@ pub trait Provisioner: Send + Sync + std::fmt::Debug {
     /// Every live resource that carries ebb's tags in the account `ctx` names, for the
     /// janitor's sweep.
     fn list<'a>(&'a self, ctx: &'a Context) -> Call<'a, Vec<Resource>>;
+
+    /// Every live resource of the cluster of run `run` (those whose [`TAG_RUN`] is `run`),
+    /// in as few calls as the provider allows: the framework's many-resource lookup, which
+    /// watches a live cluster's nodes (a spot node the cloud reclaimed is missing from it).
+    /// The default filters [`Provisioner::list`]; a provisioner that can filter by tag or
+    /// label in the call itself should.
+    fn lookup<'a>(&'a self, ctx: &'a Context, run: &'a str) -> Call<'a, Vec<Resource>> {
+        Box::pin(async move {
+            let all = self.list(ctx).await?;
+            Ok(all
+                .into_iter()
+                .filter(|r| r.tags.get(TAG_RUN).is_some_and(|v| v == run))
+                .collect())
+        })
+    }
 
     /// Which account (region, endpoint, credentials' owner...) `properties` point at, so that
     /// the janitor lists each account once however many profiles share it. It must not hold
@@ -273,7 +298,7 @@ pub fn validate_properties(
             format!("is required by provisioner '{}'", spec.name),
         ));
     }
-    Ok(())
+    capacity::validate(properties)
 }
 
 fn unknown_message(spec: &ProvisionerSpec) -> String {

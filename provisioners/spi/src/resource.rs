@@ -13,6 +13,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
+use crate::capacity::{ErrorKind, Placement};
 use crate::{Properties, PropertyKind, PropertySpec};
 
 /// Tag carrying the run id on every resource ebb creates.
@@ -147,6 +148,9 @@ pub struct Context {
     /// make its resources end themselves some time after it, even if ebb is gone (a
     /// cloud-side fail-safe).
     pub deadline: Option<SystemTime>,
+    /// Where a create is to put its resource (the framework's pick among the profile's zones
+    /// and markets); other calls carry the default.
+    pub placement: Placement,
     /// Secret values the properties hold (resolved secure references), masked by
     /// [`Context::redact`] in what is shown or kept (errors, logs), never in a value that is
     /// used (an address, a fact).
@@ -161,6 +165,7 @@ impl Context {
             work_dir,
             labels: Tags::new(),
             deadline: None,
+            placement: Placement::default(),
             secrets: Vec::new(),
         }
     }
@@ -205,6 +210,7 @@ impl std::fmt::Debug for Context {
             .field("work_dir", &self.work_dir)
             .field("labels", &self.labels)
             .field("deadline", &self.deadline)
+            .field("placement", &self.placement)
             .finish()
     }
 }
@@ -276,28 +282,32 @@ pub struct Resource {
     pub properties: BTreeMap<String, String>,
 }
 
-/// A failed call: retryable (try again after a backoff) or fatal (give up the step).
+/// A failed call: retryable (try again after a backoff) or fatal (give up the step), and of
+/// which [`ErrorKind`] (a place without room, a used quota, throttling).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct ProvisionError {
     pub retryable: bool,
     pub message: String,
+    pub kind: ErrorKind,
 }
 
 impl ProvisionError {
-    /// A failure worth retrying: throttling, a network error, a lost response.
+    /// A failure worth retrying: a network error, a lost response.
     pub fn retryable(message: impl Into<String>) -> Self {
         Self {
             retryable: true,
             message: message.into(),
+            kind: ErrorKind::Other,
         }
     }
 
-    /// A failure that retrying cannot fix: bad credentials, quota, invalid request.
+    /// A failure that retrying cannot fix: bad credentials, an invalid request.
     pub fn fatal(message: impl Into<String>) -> Self {
         Self {
             retryable: false,
             message: message.into(),
+            kind: ErrorKind::Other,
         }
     }
 }

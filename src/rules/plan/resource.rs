@@ -120,7 +120,16 @@ const GENERATIONS_PER_OP: u32 = 4096;
 pub fn generation(op: u32, failed: u32) -> u32 {
     op.saturating_sub(1)
         .saturating_mul(GENERATIONS_PER_OP)
-        .saturating_add(failed.min(GENERATIONS_PER_OP - 1))
+        .saturating_add(failed.min(MOVE_STRIDE - 1))
+}
+
+/// Incarnations between two places of one node: a failed confirm's replacements fit in it.
+const MOVE_STRIDE: u32 = 64;
+
+/// The incarnation of `generation` moved `moves` places on (a create that found no room and
+/// asks elsewhere): the cloud must not take the new request for the old one.
+pub fn moved(generation: u32, moves: u32) -> u32 {
+    generation.saturating_add(moves.min(GENERATIONS_PER_OP / MOVE_STRIDE - 1) * MOVE_STRIDE)
 }
 
 #[cfg(test)]
@@ -146,12 +155,17 @@ mod tests {
         let mut seen = std::collections::BTreeSet::new();
         for op in 1..=50 {
             for failed in 0..=20 {
-                assert!(
-                    seen.insert(generation(op, failed)),
-                    "op {op}, attempt {failed}"
-                );
+                // ... nor does a node moved to other places (zones, markets).
+                for moves in 0..=63 {
+                    assert!(
+                        seen.insert(moved(generation(op, failed), moves)),
+                        "op {op}, attempt {failed}, move {moves}"
+                    );
+                }
             }
         }
+        assert_eq!(moved(generation(1, 0), 0), 0);
+        assert!(moved(generation(2, 63), 1000) < generation(3, 0));
         // Bounded: no overflow however many operations or attempts.
         assert_eq!(generation(u32::MAX, u32::MAX), u32::MAX);
         assert!(generation(2, u32::MAX) < generation(3, 0));

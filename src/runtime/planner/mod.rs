@@ -24,8 +24,8 @@ use actix::prelude::*;
 use super::attempt::TaskSpec;
 use super::deps::Deps;
 use super::task::{TaskDone, TaskOutcome, TaskRunner};
-use crate::model::operation::{OpOutcome, OpStatus, OperationRecord, Snapshot};
-use crate::model::plan::{Action, ClusterOperation, Progress};
+use crate::model::operation::{DroppedNode, OpOutcome, OpStatus, OperationRecord, Snapshot};
+use crate::model::plan::{Action, ClusterOperation, NodeRecord, Progress};
 use crate::rules::outcome::{self, Phase};
 use crate::rules::plan::cluster;
 use crate::runtime::clock::now_f64;
@@ -44,6 +44,9 @@ pub use spec::{On, OpSpec, PlanInput};
 pub struct OpDone {
     pub operation: ClusterOperation,
     pub outcome: OpOutcome,
+    /// Nodes a create gave up for want of capacity (the cluster kept `minNodes`): no longer
+    /// the cluster's.
+    pub dropped: Vec<String>,
 }
 
 /// The run's stop: stop starting tasks and ask running ones to stop before their next call.
@@ -108,6 +111,8 @@ pub struct Planner {
     began: Option<f64>,
     /// The operation's span (its id is recorded once the operation is).
     span: tracing::Span,
+    /// Nodes given up for want of capacity.
+    dropped: Vec<String>,
 }
 
 impl Planner {
@@ -133,6 +138,7 @@ impl Planner {
             report,
             reported: false,
             began: None,
+            dropped: Vec::new(),
         }
     }
 
@@ -163,11 +169,19 @@ impl Planner {
                     }
                 };
                 self.began.get_or_insert(current.op.created);
+                if current.op.rollback_of.is_none() {
+                    self.dropped = dropped_nodes(&current.op);
+                    let gone = &self.dropped;
+                    self.spec.nodes.retain(|n| !gone.contains(n));
+                }
                 self.span.record("operation.id", current.op.id);
                 self.current = Some(*current);
                 self.schedule(ctx);
             }
-            Ok(Begin::Report(outcome)) => self.finish(outcome, ctx),
+            Ok(Begin::Report(outcome, dropped)) => {
+                self.dropped = dropped;
+                self.finish(outcome, ctx)
+            }
             Err(e) => {
                 let message = format!("cannot record the operation: {e}");
                 self.finish(OpOutcome::Failed(message), ctx);
@@ -191,6 +205,7 @@ impl Planner {
             self.report.do_send(OpDone {
                 operation: self.spec.operation,
                 outcome,
+                dropped: std::mem::take(&mut self.dropped),
             });
         }
         ctx.stop();
@@ -234,7 +249,20 @@ impl Planner {
             self.conclude(ctx);
             return;
         }
+        // A cluster that may end smaller than asked (`minNodes`) makes its master first: the
+        // room there is goes to the node the program runs on, never to a worker first.
+        let master = self.spec.nodes.first();
+        let master_pending = self.spec.operation == ClusterOperation::Create
+            && crate::rules::capacity::min_nodes(&self.spec.context.properties, self.spec.nodes.len())
+                < self.spec.nodes.len()
+            && cur.op.tasks.iter().zip(&cur.progress).any(|(t, p)| {
+                Some(&t.node) == master && t.action == Action::Create && *p != Progress::Done
+            });
         for index in cluster::ready(&cur.op.tasks, &cur.progress) {
+            let task = &cur.op.tasks[index];
+            if master_pending && task.action == Action::Create && Some(&task.node) != master {
+                continue;
+            }
             cur.progress[index] = Progress::Running;
             let spec = TaskSpec {
                 op: cur.op.id,
@@ -256,6 +284,7 @@ impl Planner {
                 context: self.spec.context_for(&cur.op.tasks[index].node),
                 budget: self.spec.budget,
                 cancel: Arc::clone(&self.cancel),
+                master: self.spec.nodes.first() == Some(&cur.op.tasks[index].node),
             };
             TaskRunner::new(self.deps.clone(), spec, ctx.address().recipient()).start();
         }
@@ -314,8 +343,10 @@ impl Planner {
         let (layout, template) = (self.spec.layout.clone(), self.spec.template.clone());
         let previous = self.spec.previous_config.clone();
         let (run, cluster) = (self.spec.run.clone(), self.spec.cluster.clone());
+        // A node given up made nothing: nothing of it to undo.
         let done: BTreeSet<usize> = (0..cur.progress.len())
             .filter(|i| cur.progress[*i] == Progress::Done)
+            .filter(|i| !self.dropped.contains(&cur.op.tasks[*i].node))
             .collect();
         let op = cur.op;
         self.writing = true;
@@ -326,6 +357,12 @@ impl Planner {
                     let now = now_f64();
                     let nodes = node_records(tx, &cluster)?;
                     let mut op = op.clone();
+                    // What its tasks recorded while it ran (full places, nodes given up).
+                    let key = keys::operation(&run, op.id);
+                    if let Some(stored) = tx.get::<OperationRecord>(Table::Operations, &key)? {
+                        op.blocked = stored.blocked;
+                        op.dropped = stored.dropped;
+                    }
                     op.status = status;
                     op.finished = Some(now);
                     op.error = error.clone();
@@ -386,6 +423,113 @@ impl Planner {
     }
 }
 
+impl Planner {
+    /// Whether `node`, which found no room anywhere, may be given up: only by the cluster's
+    /// create, never its master, and only while the cluster keeps `minNodes`.
+    fn may_drop(&self, node: &str) -> bool {
+        let stopping = self.failure.is_some() || self.cancel.load(Ordering::SeqCst);
+        if stopping
+            || self.spec.operation != ClusterOperation::Create
+            || !matches!(self.phase, Phase::Forward)
+        {
+            return false;
+        }
+        let nodes = &self.spec.nodes;
+        let min = crate::rules::capacity::min_nodes(&self.spec.context.properties, nodes.len());
+        let master = nodes.first().is_some_and(|m| m == node);
+        crate::rules::capacity::may_drop(master, nodes.len().saturating_sub(1), min)
+    }
+
+    /// Gives `node` up: recorded with the operation (its record, which names no resource,
+    /// removed), its tasks over; the rest of the cluster goes on.
+    fn drop_node(&mut self, node: String, reason: String, ctx: &mut Context<Self>) {
+        let Some(cur) = self.current.as_ref() else {
+            return;
+        };
+        let (deps, run, cluster, id) = (
+            self.deps.clone(),
+            self.spec.run.clone(),
+            self.spec.cluster.clone(),
+            cur.op.id,
+        );
+        let left = self.spec.nodes.len().saturating_sub(1);
+        let asked = cur
+            .op
+            .tasks
+            .iter()
+            .map(|t| t.node.as_str())
+            .collect::<BTreeSet<_>>()
+            .len();
+        let who = node.clone();
+        self.writing = true;
+        let write = async move {
+            deps.store
+                .write(move |tx| {
+                    let node_key = keys::node(&cluster, &who);
+                    if let Some(r) = tx.get::<NodeRecord>(Table::Resources, &node_key)? {
+                        // Only a node whose create the cloud refused each time is given up.
+                        if r.attempts > 0 || r.id.is_some() {
+                            return Ok(false);
+                        }
+                        tx.delete(Table::Resources, &node_key);
+                    }
+                    let key = keys::operation(&run, id);
+                    if let Some(mut op) = tx.get::<OperationRecord>(Table::Operations, &key)? {
+                        op.dropped.push(DroppedNode {
+                            node: who.clone(),
+                            reason: reason.clone(),
+                        });
+                        tx.put(Table::Operations, &key, &op)?;
+                    }
+                    let note = format!(
+                        "{who} given up: {reason}; the cluster goes on with {left} of {asked} nodes (minNodes)"
+                    );
+                    crate::store::events::append(
+                        tx,
+                        &run,
+                        crate::model::event::EventKind::Status,
+                        Some(&who),
+                        note,
+                    )?;
+                    Ok::<_, StoreError>(true)
+                })
+                .await
+        };
+        ctx.wait(write.into_actor(self).map(move |dropped, act, ctx| {
+            act.writing = false;
+            act.deps.notifier.notify(&act.spec.run);
+            match dropped {
+                Ok(true) => {
+                    metrics::counter!(
+                        crate::model::metrics::NODES_DROPPED.name,
+                        "provisioner" => act.spec.provisioner.spec().name,
+                    )
+                    .increment(1);
+                    act.spec.nodes.retain(|n| *n != node);
+                    act.spec.layout.remove(&node);
+                    if let Some(cur) = act.current.as_mut() {
+                        for (task, progress) in cur.op.tasks.iter().zip(cur.progress.iter_mut()) {
+                            if task.node == node {
+                                *progress = Progress::Done;
+                            }
+                        }
+                    }
+                    act.dropped.push(node);
+                }
+                Ok(false) => {
+                    act.failure
+                        .get_or_insert(format!("node {node}: no room for it anywhere"));
+                }
+                Err(e) => {
+                    act.failure
+                        .get_or_insert(format!("node {node} could not be given up: {e}"));
+                }
+            }
+            act.schedule(ctx);
+        }));
+    }
+}
+
 impl Actor for Planner {
     type Context = Context<Self>;
 
@@ -424,6 +568,14 @@ impl Handler<TaskDone> for Planner {
                 TaskOutcome::Cancelled => cur.progress[done.index] = Progress::Waiting,
                 TaskOutcome::Failed(message) => {
                     cur.progress[done.index] = Progress::Waiting;
+                    self.failure.get_or_insert(message);
+                }
+                TaskOutcome::NoRoom(message) => {
+                    cur.progress[done.index] = Progress::Waiting;
+                    let node = cur.op.tasks[done.index].node.clone();
+                    if self.may_drop(&node) {
+                        return self.drop_node(node, message, ctx);
+                    }
                     self.failure.get_or_insert(message);
                 }
             }

@@ -52,7 +52,7 @@ impl Prepared {
     pub fn operation_id(&self) -> Option<u32> {
         match &self.0 {
             Begin::Run(cur) => Some(cur.op.id),
-            Begin::Report(_) => None,
+            Begin::Report(..) => None,
         }
     }
 }
@@ -61,7 +61,8 @@ impl Prepared {
 #[derive(Debug)]
 pub(super) enum Begin {
     Run(Box<Current>),
-    Report(OpOutcome),
+    /// How it ended, and the nodes it gave up for want of capacity.
+    Report(OpOutcome, Vec<String>),
 }
 
 /// Records the rollback of `op`, which failed: the inverse plan of the tasks that completed
@@ -116,6 +117,8 @@ pub(super) fn record_rollback(
         after: None,
         actor: None,
         cancel: None,
+        blocked: Vec::new(),
+        dropped: Vec::new(),
     };
     let ended = match op.status {
         OpStatus::Cancelled => "was cancelled",
@@ -343,7 +346,7 @@ pub async fn prepare(deps: Deps, spec: OpSpec) -> Result<Prepared, StoreError> {
     let context = match resolve_secrets(&deps, &spec).await? {
         Ok(context) => context,
         Err(message) => {
-            let failed = Begin::Report(OpOutcome::Failed(message));
+            let failed = Begin::Report(OpOutcome::Failed(message), Vec::new());
             return Ok(Prepared(failed, Arc::clone(&spec.context)));
         }
     };
@@ -362,6 +365,11 @@ pub async fn prepare(deps: Deps, spec: OpSpec) -> Result<Prepared, StoreError> {
         .await?;
     deps.notifier.notify(&run_id);
     Ok(Prepared(begun, context))
+}
+
+/// The nodes operation `op` gave up for want of capacity.
+pub(super) fn dropped_nodes(op: &OperationRecord) -> Vec<String> {
+    op.dropped.iter().map(|d| d.node.clone()).collect()
 }
 
 /// How a restarted server takes up `spec`'s operation, if it was begun before: carry it (or
@@ -402,7 +410,7 @@ pub(super) fn resume(
             let cur = carry_on(tx, run, undo, previous, Some(undoing))?;
             Some(Begin::Run(Box::new(cur)))
         }
-        (Resume::Report(outcome), _) => Some(Begin::Report(outcome)),
+        (Resume::Report(outcome), _) => Some(Begin::Report(outcome, dropped_nodes(op))),
         (Resume::Start | Resume::CarryOnRollback, _) => None,
     })
 }
@@ -464,6 +472,8 @@ pub(super) fn plan_new(tx: &mut Txn<'_>, run: &str, spec: OpSpec) -> Result<Begi
         tasks,
         actor: spec.act.as_ref().map(|a| a.actor.clone()),
         cancel: None,
+        blocked: Vec::new(),
+        dropped: Vec::new(),
     };
     if let Some(act) = &spec.act {
         crate::store::changes::record(tx, act)?;
@@ -552,6 +562,12 @@ pub(super) fn carry_on(
             closed.finish(AttemptStatus::Failed, Some(INTERRUPTED.into()), now);
             let key = keys::attempt(run, op.id, *task, tried.len() as u32);
             tx.put(Table::Attempts, &key, &closed)?;
+        }
+    }
+    // The tasks of a node given up for want of capacity are over.
+    for (task, slot) in op.tasks.iter().zip(progress.iter_mut()) {
+        if op.dropped.iter().any(|d| d.node == task.node) {
+            *slot = Progress::Done;
         }
     }
     let skipped = progress.iter().filter(|p| **p == Progress::Done).count();

@@ -7,6 +7,7 @@ use super::{
     Abandon, Admitted, CancelCommand, ClusterCommand, Command, Deadline, NotStarted, ProgramNews,
     RunSupervisor, TakenOver,
 };
+use crate::model::plan::ClusterOperation;
 use crate::model::run::{ProgramStatus, RunError, RunRecord};
 use crate::rules::admission;
 use crate::rules::lifecycle::{self, Event};
@@ -87,6 +88,15 @@ impl Handler<OpDone> for RunSupervisor {
     fn handle(&mut self, done: OpDone, ctx: &mut Context<Self>) {
         let _span = self.span.clone().entered();
         self.planner = None;
+        if done.operation == ClusterOperation::Create && !done.dropped.is_empty() {
+            // Nodes the create gave up for want of capacity are no longer the cluster's: the
+            // transition that follows writes the run without them.
+            let gone = &done.dropped;
+            self.run.cluster.nodes.retain(|n| !gone.contains(n));
+            self.run.layout.retain(|n, _| !gone.contains(n));
+            self.run.node_types.retain(|n, _| !gone.contains(n));
+            self.run.cluster.given_up = done.dropped.clone();
+        }
         let done = admission::Event::Done {
             operation: done.operation,
             outcome: done.outcome,
