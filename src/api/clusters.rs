@@ -28,7 +28,20 @@ pub async fn run_cluster(
 ) -> Reply<runs::OperationStarted> {
     let key: RunKey = path.into_inner().into();
     let act = Act::new(&caller, "run.cluster", Some(&key.namespace), &key.run);
-    ok(runs::cluster_operation(&state.runtime, key, body.0, act).await?)
+    let by = match caller.run {
+        None => runs::Resizer::Admin,
+        // A run's own program may only resize its cluster.
+        Some(_) => {
+            use crate::model::plan::ClusterOperation as Op;
+            if !matches!(body.0.operation, Op::Expand | Op::Shrink) {
+                return Err(crate::api::error::ApiError::Forbidden(
+                    "a run's token may only expand or shrink its own run's cluster".into(),
+                ));
+            }
+            runs::Resizer::Program
+        }
+    };
+    ok(runs::cluster_operation(&state.runtime, key, body.0, act, by).await?)
 }
 
 /// The plan an admin's operation would have on the run's cluster now (a dry run).

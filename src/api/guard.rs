@@ -29,7 +29,10 @@ pub async fn check(
         return next.call(req).await;
     };
     let caller = authenticate(req.request()).await?;
-    admit(need, &caller, req.request())?;
+    match &caller.run {
+        Some(scope) => admit_run(scope, req.request())?,
+        None => admit(need, &caller, req.request())?,
+    }
     req.extensions_mut().insert(caller);
     next.call(req).await
 }
@@ -54,6 +57,24 @@ pub fn admit(need: Need, caller: &Caller, req: &HttpRequest) -> Result<(), ApiEr
         Decision::Allow => Ok(()),
         Decision::Hidden(ns) => Err(ApiError::from(ServiceError::NamespaceNotFound(ns))),
         Decision::Forbidden(why) => Err(ApiError::Forbidden(why)),
+    }
+}
+
+/// Whether a run's program (its run token, for `scope`) may make request `req`: only an
+/// operation on its own run's cluster (the handler allows only an expand or a shrink).
+fn admit_run(scope: &crate::model::access::RunScope, req: &HttpRequest) -> Result<(), ApiError> {
+    let own = req.match_info().get("ns") == Some(scope.namespace.as_str())
+        && req.match_info().get("run") == Some(scope.run.as_str());
+    let resize = req.method() == actix_web::http::Method::POST
+        && req
+            .match_pattern()
+            .is_some_and(|p| p.ends_with("/runs/{run}/cluster"));
+    if own && resize {
+        Ok(())
+    } else {
+        Err(ApiError::Forbidden(
+            "a run's token may only expand or shrink its own run's cluster".into(),
+        ))
     }
 }
 
@@ -84,6 +105,11 @@ pub async fn caller_of(req: &HttpRequest, given: Option<&str>) -> Result<Option<
     };
     // An unreachable store is a 503, never a 401: the token may well be good.
     let store = state.store.impatient();
+    if given.starts_with(tokens::run_tokens::PREFIX) {
+        return tokens::run_tokens::caller(&store, &state.cipher, given)
+            .await
+            .map_err(|e| ApiError::from(ServiceError::from(e)));
+    }
     let found = match crate::service::tokens::sessions::Credential::parse(given) {
         Some(session) => {
             crate::service::tokens::sessions::caller(

@@ -129,6 +129,16 @@ impl Trust {
 pub struct Caller {
     pub name: String,
     pub grants: Grants,
+    /// Set for a run's own program (its `EBB_RUN_TOKEN`): it may only resize that run's
+    /// cluster, and its grants are none.
+    pub run: Option<RunScope>,
+}
+
+/// The run a run token acts for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunScope {
+    pub namespace: String,
+    pub run: String,
 }
 
 impl Caller {
@@ -141,6 +151,7 @@ impl Caller {
         Caller {
             name: name.to_string(),
             grants: Grants::instance_admin(),
+            run: None,
         }
     }
 

@@ -177,6 +177,12 @@ pub const NODES_DROPPED: Metric = m(
     &["provisioner"],
     "Nodes a create gave up for want of capacity anywhere, the cluster still at its minNodes.",
 );
+pub const RECLAIMS: Metric = m(
+    "ebb_spot_reclaims_total",
+    Kind::Counter,
+    &["provisioner"],
+    "Spot nodes the cloud reclaimed from live clusters (each made anew with a replace-node operation).",
+);
 pub const PLUGIN_CALLS: Metric = m(
     "ebb_plugin_calls_total",
     Kind::Counter,
@@ -337,6 +343,7 @@ pub const ALL: &[Metric] = &[
     PROVISIONER_CALL_SECONDS,
     PLACEMENT_FULL,
     NODES_DROPPED,
+    RECLAIMS,
     PLUGIN_CALLS,
     PLUGIN_STARTS,
     RETRIES,

@@ -283,6 +283,14 @@ pub struct NodeRecord {
     /// provisioner places nodes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<NodePlacement>,
+    /// Times the cloud reclaimed this node's spot resource: with `spot-with-fallback`, once
+    /// it reaches `spotRetries` the node is made anew on-demand.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reclaims: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Where a node's create goes, among the profile's zones and markets.
@@ -315,6 +323,7 @@ impl NodeRecord {
             since_ms: now_ms,
             attempts: 0,
             placement: None,
+            reclaims: 0,
         }
     }
 

@@ -95,6 +95,38 @@ pub fn after_full(
     }
 }
 
+/// How many times the cloud may reclaim one node before, with `spot-with-fallback`, it is
+/// made anew on-demand, when the profile does not say (`spotRetries`).
+pub const DEFAULT_SPOT_RETRIES: u32 = 2;
+
+/// A node's places once the cloud reclaimed it `reclaims` times: with `spot-with-fallback`,
+/// on-demand only once `spotRetries` is reached (plain `spot` stays on spot).
+pub fn after_reclaims(
+    candidates: Vec<Placement>,
+    properties: &Properties,
+    reclaims: u32,
+) -> Vec<Placement> {
+    use ebb_spi::capacity::{MARKET_TYPE, MarketType, SPOT_RETRIES};
+    let market = MarketType::parse(properties.get(MARKET_TYPE.name).map(String::as_str));
+    let retries = properties
+        .get(SPOT_RETRIES.name)
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(DEFAULT_SPOT_RETRIES);
+    if market != MarketType::SpotWithFallback || reclaims < retries {
+        return candidates;
+    }
+    let on_demand: Vec<Placement> = candidates
+        .iter()
+        .filter(|p| p.market == ebb_spi::Market::OnDemand)
+        .cloned()
+        .collect();
+    if on_demand.is_empty() {
+        candidates
+    } else {
+        on_demand
+    }
+}
+
 /// The places every block of `blocked` names, for a message ("zone a (spot), zone b (spot)").
 pub fn describe(blocked: &[Blocked]) -> String {
     blocked
@@ -115,6 +147,42 @@ pub fn min_nodes(properties: &Properties, asked: usize) -> usize {
         .get(ebb_spi::capacity::MIN_NODES.name)
         .and_then(|v| v.trim().parse::<usize>().ok())
         .map_or(asked, |min| min.min(asked))
+}
+
+/// The sizes a resize may leave the cluster of a run with `properties` at: from `minNodes`
+/// (else 1) to `maxNodes` (else, for the run's own `program`, the size asked for, and for an
+/// operator, the provisioner's `max_nodes`), never above `max_nodes`.
+pub fn resize_bounds(properties: &Properties, program: bool, max_nodes: u32) -> (usize, usize) {
+    use ebb_spi::capacity::{MAX_NODES, MIN_NODES};
+    let number = |name: &str| properties.get(name).and_then(|v| v.trim().parse::<usize>().ok());
+    let ceiling = max_nodes as usize;
+    let max = match (number(MAX_NODES.name), program) {
+        (Some(max), _) => max,
+        (None, true) => number("nodes").unwrap_or(1),
+        (None, false) => ceiling,
+    };
+    (number(MIN_NODES.name).unwrap_or(1).max(1), max.min(ceiling))
+}
+
+/// Whether an expand or shrink leaving `size` nodes keeps the cluster within `(min, max)`;
+/// why not, naming the bound. Other operations do not change the size.
+pub fn check_size(
+    operation: crate::model::plan::ClusterOperation,
+    size: usize,
+    (min, max): (usize, usize),
+) -> Result<(), String> {
+    use crate::model::plan::ClusterOperation as Op;
+    if operation == Op::Expand && size > max {
+        return Err(format!(
+            "the cluster would have {size} nodes, more than its maxNodes ({max})"
+        ));
+    }
+    if operation == Op::Shrink && size < min {
+        return Err(format!(
+            "the cluster would have {size} nodes, fewer than its minNodes ({min})"
+        ));
+    }
+    Ok(())
 }
 
 /// Whether node `node` (`master` or not), which found no room anywhere, may be given up: the
@@ -191,6 +259,37 @@ mod tests {
         assert_eq!((again.at.clone(), again.moves, again.round_ms), (at("a", Spot), 2, 13));
         // The new walk counts only blocks from its start: zone a may be tried again.
         assert_eq!(next_placement(&only_spot, &blocked, again.round_ms), Some(at("a", Spot)));
+    }
+
+    #[test]
+    fn a_node_reclaimed_spot_retries_times_falls_back_to_on_demand() {
+        let fallback = ebb_spi::properties([("marketType", "spot-with-fallback")]);
+        assert_eq!(after_reclaims(candidates(), &fallback, 1), candidates());
+        assert_eq!(
+            after_reclaims(candidates(), &fallback, 2),
+            [at("a", OnDemand), at("b", OnDemand)]
+        );
+        let once = ebb_spi::properties([("marketType", "spot-with-fallback"), ("spotRetries", "0")]);
+        assert_eq!(after_reclaims(candidates(), &once, 0).len(), 2);
+        let spot = ebb_spi::properties([("marketType", "spot")]);
+        let only_spot = vec![at("a", Spot)];
+        assert_eq!(after_reclaims(only_spot.clone(), &spot, 9), only_spot, "spot stays spot");
+    }
+
+    #[test]
+    fn a_resize_stays_within_min_and_max_nodes() {
+        use crate::model::plan::ClusterOperation::{Expand, Shrink};
+        let p = ebb_spi::properties([("nodes", "3"), ("minNodes", "2"), ("maxNodes", "6")]);
+        assert_eq!(resize_bounds(&p, true, 100), (2, 6));
+        assert_eq!(resize_bounds(&p, false, 5), (2, 5), "never past the provisioner's");
+        let bare = ebb_spi::properties([("nodes", "3")]);
+        assert_eq!(resize_bounds(&bare, true, 100), (1, 3), "a program may not grow it");
+        assert_eq!(resize_bounds(&bare, false, 100), (1, 100));
+        assert_eq!(check_size(Expand, 6, (2, 6)), Ok(()));
+        let err = check_size(Expand, 7, (2, 6)).expect_err("too big");
+        assert!(err.contains("maxNodes (6)"), "{err}");
+        let err = check_size(Shrink, 1, (2, 6)).expect_err("too small");
+        assert!(err.contains("minNodes (2)"), "{err}");
     }
 
     #[test]

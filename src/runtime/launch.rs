@@ -37,11 +37,17 @@ pub fn attempt_dir_in(run_dir: PathBuf, attempt: u32) -> PathBuf {
 /// node, with `cluster.json` written beside it.
 pub(super) async fn launch_file(deps: &Deps, run: &RunRecord) -> std::io::Result<LaunchFile> {
     let prefix = keys::of_run(run.cluster_id());
-    let nodes: Vec<NodeRecord> = deps
+    let me = deps.member.name.to_string();
+    let (nodes, server) = deps
         .store
-        .read(move |r| r.scan::<NodeRecord>(Table::Resources, &prefix))
+        .read(move |r| {
+            let nodes = r.scan::<NodeRecord>(Table::Resources, &prefix)?;
+            let server = r.get::<crate::model::server::ServerRecord>(Table::Servers, &me)?;
+            Ok::<_, StoreError>((nodes, server.map(|s| s.url).filter(|u| !u.is_empty())))
+        })
         .await
-        .map_err(std::io::Error::other)?
+        .map_err(std::io::Error::other)?;
+    let nodes: Vec<NodeRecord> = nodes
         .into_iter()
         .map(|(_, n)| n)
         .filter(|n| n.status == ResourceStatus::Created)
@@ -92,6 +98,10 @@ pub(super) async fn launch_file(deps: &Deps, run: &RunRecord) -> std::io::Result
     set("EBB_APP", run.key.app.clone());
     set("EBB_PROGRAM", run.key.program.clone());
     set("EBB_CLUSTER_FILE", cluster_file.display().to_string());
+    // Where the program reaches this server's API (with its run token, to resize its cluster).
+    if let Some(url) = server {
+        set("EBB_SERVER", url);
+    }
     set(
         "EBB_ARGS",
         serde_json::to_string(&run.args).map_err(std::io::Error::other)?,
@@ -177,6 +187,11 @@ pub(super) async fn launch_remote(
         .map_err(|e| format!("cannot read cluster.json: {e}"))?;
     let mut env = launch.env;
     env.remove("EBB_CLUSTER_FILE");
+    // Only the node's SSH user reads the launch script that holds it (umask 077).
+    env.insert(
+        program::RUN_TOKEN_ENV.to_string(),
+        deps.cipher.run_token(&run.key.namespace, &run.key.run),
+    );
     let mut tries = 0;
     loop {
         tries += 1;
@@ -229,7 +244,8 @@ pub async fn watch(deps: &Deps, run: &RunRecord, context: ebb_spi::Context, news
     let started = match launch_file(deps, run).await {
         Ok(launch) => {
             let (exe, dir) = (deps.exe.clone(), dir.clone());
-            tokio::task::spawn_blocking(move || program::start(&exe, &dir, &launch))
+            let token = deps.cipher.run_token(&run.key.namespace, &run.key.run);
+            tokio::task::spawn_blocking(move || program::start(&exe, &dir, &launch, &token))
                 .await
                 .unwrap_or_else(|e| Err(std::io::Error::other(e)))
         }

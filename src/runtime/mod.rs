@@ -7,7 +7,8 @@
 //! - [`task`]: one `TaskRunner` per node-level task, persisting the resource state around
 //!   every outside call.
 //! - [`health`]: the checks of a run's live cluster and what their findings lead to, for its
-//!   supervisor; [`checker`] runs and records one check.
+//!   supervisor; [`checker`] runs and records one check; [`spot`]: the watch of a live
+//!   cluster's spot nodes, which the cloud may reclaim.
 //! - [`transition`]: the one way a run's record changes (lifecycle rule, commit, count).
 //! - [`attempt`]: what the task runner, the automator and the remote launcher share.
 //! - [`handle`]: the [`Runtime`] handle that spawns supervisors and routes commands to them;
@@ -45,6 +46,7 @@ pub mod remote;
 pub mod retention;
 pub mod reuse;
 pub mod shares;
+pub mod spot;
 pub mod supervisor;
 pub mod task;
 pub mod transition;

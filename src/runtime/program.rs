@@ -150,9 +150,18 @@ fn ended(run_dir: &Path) -> io::Result<Started> {
     })
 }
 
-/// Launches `launch` with the shim at `exe` in `run_dir`, unless it was launched before.
-/// Blocking (small file IO and one spawn).
-pub fn start(exe: &Path, run_dir: &Path, launch: &LaunchFile) -> io::Result<Started> {
+/// The variable a program finds its run token in.
+pub const RUN_TOKEN_ENV: &str = "EBB_RUN_TOKEN";
+
+/// Launches `launch` with the shim at `exe` in `run_dir`, unless it was launched before; the
+/// program gets `run_token` through the shim's environment, never a file. Blocking (small
+/// file IO and one spawn).
+pub fn start(
+    exe: &Path,
+    run_dir: &Path,
+    launch: &LaunchFile,
+    run_token: &str,
+) -> io::Result<Started> {
     fs::create_dir_all(run_dir)?;
     let mut lock = open_lock(run_dir)?;
     match lock.try_lock() {
@@ -177,6 +186,7 @@ pub fn start(exe: &Path, run_dir: &Path, launch: &LaunchFile) -> io::Result<Star
         .arg(run_dir)
         .env_clear()
         .envs(passed_env())
+        .env(RUN_TOKEN_ENV, run_token)
         .stdin(Stdio::from(lock))
         .stdout(stdout)
         .stderr(stderr)
@@ -287,6 +297,7 @@ fn shim_inner(run_dir: &Path) -> io::Result<()> {
         .env_clear()
         .envs(passed_env())
         .envs(&launch.env)
+        .envs(std::env::var_os(RUN_TOKEN_ENV).map(|t| (RUN_TOKEN_ENV, t)))
         .current_dir(&launch.cwd)
         .stdin(Stdio::null())
         .process_group(0);
@@ -359,7 +370,7 @@ mod tests {
         };
         let exe = Path::new("/nonexistent/ebb");
         assert!(matches!(
-            start(exe, &run_dir, &launch).expect("start"),
+            start(exe, &run_dir, &launch, "ebbrun_t").expect("start"),
             Started::Lost
         ));
     }

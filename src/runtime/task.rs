@@ -487,6 +487,8 @@ async fn replace(deps: &Deps, spec: &TaskSpec) -> AttemptOutcome {
         let mut fresh =
             NodeRecord::new(spec.node(), ResourceStatus::RequestingCreate, now_millis());
         fresh.properties.insert(REPLACED.to_string(), mark);
+        // The count of reclaims stays with the node (after `spotRetries`, on-demand).
+        fresh.reclaims = record.as_ref().map_or(0, |r| r.reclaims);
         let note = format!(
             "replacing the node: a new resource for operation {}",
             spec.op
@@ -519,9 +521,12 @@ async fn resource_task(
     // Where a create may go, in order: a provisioner that places nodes has more than the one
     // default place.
     let candidates = match kind {
-        TaskKind::Create => spec
-            .provisioner
-            .placements(&spec.context.properties, spec.master),
+        TaskKind::Create => capacity::after_reclaims(
+            spec.provisioner
+                .placements(&spec.context.properties, spec.master),
+            &spec.context.properties,
+            record.as_ref().map_or(0, |r| r.reclaims),
+        ),
         TaskKind::Confirm | TaskKind::Delete => Vec::new(),
     };
     let placing = candidates.len() > 1 || candidates.iter().any(|c| *c != Placement::default());

@@ -278,13 +278,22 @@ pub struct OperationStarted {
 
 /// Starts an admin's operation on run `key`'s cluster (expand, shrink, start, stop or
 /// restart the services, configure); returns its id and kind.
+/// Who asks for a change of a run's cluster: an operator, or the run's own program (its run
+/// token), which may not grow the cluster past the size asked for unless `maxNodes` says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resizer {
+    Admin,
+    Program,
+}
+
 pub async fn cluster_operation(
     runtime: &Runtime,
     key: RunKey,
     request: crate::rules::resize::ClusterRequest,
     act: Act,
+    by: Resizer,
 ) -> Result<OperationStarted, ServiceError> {
-    let (run, change) = change_of(runtime, key, request).await?;
+    let (run, change) = change_of(runtime, key, request, by).await?;
     let (before, after) = (run.cluster.nodes.len(), change.final_nodes.len());
     if after > before {
         check_expand(runtime, &run.key.namespace, before, after).await?;
@@ -303,7 +312,7 @@ pub async fn plan_operation(
     request: crate::rules::resize::ClusterRequest,
 ) -> Result<crate::model::view::DryRun, ServiceError> {
     use crate::runtime::planner::{PlanInput, node_records, plan_tasks};
-    let (run, change) = change_of(runtime, key, request).await?;
+    let (run, change) = change_of(runtime, key, request, Resizer::Admin).await?;
     runtime
         .store()
         .read(move |r| {
@@ -345,6 +354,7 @@ async fn change_of(
     runtime: &Runtime,
     key: RunKey,
     request: crate::rules::resize::ClusterRequest,
+    by: Resizer,
 ) -> Result<(RunRecord, crate::rules::resize::Change), ServiceError> {
     key.check()?;
     let run = runtime
@@ -359,6 +369,13 @@ async fn change_of(
     // Solving an expand or shrink can take a while: on the blocking pool, not the HTTP worker.
     tokio::task::spawn_blocking(move || {
         let change = crate::rules::resize::change(&run, &request, max_nodes)?;
+        let bounds = crate::rules::capacity::resize_bounds(
+            &run.properties(),
+            by == Resizer::Program,
+            max_nodes,
+        );
+        crate::rules::capacity::check_size(change.operation, change.final_nodes.len(), bounds)
+            .map_err(|message| ServiceError::invalid("nodes", message))?;
         if let Some(template) = &run.template {
             let nodes: Vec<crate::model::plan::PlanNode> = change
                 .nodes

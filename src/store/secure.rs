@@ -22,6 +22,13 @@ use crate::store::{Read, Table, keys};
 /// What token records are sealed under.
 const TOKEN_SEAL: &str = "token";
 
+/// What every run token begins with: a run's program gets one as `EBB_RUN_TOKEN`, to resize
+/// its own cluster (`ebbrun_<namespace>.<run>.<signature>`).
+pub const RUN_TOKEN_PREFIX: &str = "ebbrun_";
+
+/// What run token signatures are made under.
+const RUN_TOKEN_SEAL: &str = "run-token";
+
 /// The contents of `path`, a file that holds a secret (a key, a token, a password), at most
 /// `max` bytes: refused when anyone but its owner may read it, as the secure store's key is.
 /// The error says what is wrong, for the caller to put after the option that named the file.
@@ -185,6 +192,35 @@ impl Cipher {
                 .verify_slice(&tag)
                 .is_ok()
         })
+    }
+
+    /// The run token of run `run` of namespace `namespace` ([`RUN_TOKEN_PREFIX`]).
+    pub fn run_token(&self, namespace: &str, run: &str) -> String {
+        let signature = self.sign(RUN_TOKEN_SEAL, format!("{namespace}/{run}").as_bytes());
+        format!("{RUN_TOKEN_PREFIX}{namespace}.{run}.{signature}")
+    }
+
+    /// The namespace and run a run token names, if this installation made it.
+    pub fn run_token_names(&self, value: &str) -> Option<(String, String)> {
+        let rest = value
+            .strip_prefix(RUN_TOKEN_PREFIX)
+            .filter(|r| r.len() <= 256)?;
+        let mut parts = rest.split('.');
+        let (namespace, run, signature) = (parts.next()?, parts.next()?, parts.next()?);
+        let plain = |s: &str, more: &[u8]| {
+            !s.is_empty()
+                && s.len() <= 64
+                && s.bytes().all(|b| b.is_ascii_alphanumeric() || more.contains(&b))
+        };
+        if parts.next().is_some() || !plain(namespace, b"_-") || !plain(run, b"-") {
+            return None;
+        }
+        self.verify(
+            RUN_TOKEN_SEAL,
+            format!("{namespace}/{run}").as_bytes(),
+            signature,
+        )
+        .then(|| (namespace.to_string(), run.to_string()))
     }
 
     /// A cipher with a random key, for tests.
@@ -373,6 +409,25 @@ pub fn resolve(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_token_names_its_run_only_when_this_installation_made_it() {
+        let cipher = Cipher::ephemeral();
+        let token = cipher.run_token("team-a", "0190-ab");
+        assert!(token.starts_with("ebbrun_team-a.0190-ab."), "{token}");
+        assert_eq!(
+            cipher.run_token_names(&token),
+            Some(("team-a".to_string(), "0190-ab".to_string()))
+        );
+        // Another run's name under this signature, another installation, a mangled token:
+        // nothing.
+        let names = |t: &str| cipher.run_token_names(t);
+        assert_eq!(names(&token.replace("0190-ab", "0190-ac")), None);
+        assert_eq!(Cipher::ephemeral().run_token_names(&token), None);
+        assert_eq!(names(&format!("{token}.x")), None);
+        assert_eq!(names("ebbrun_team-a.0190-ab"), None);
+        assert_eq!(names(&token.replace("team-a", "team/a")), None);
+    }
 
     #[test]
     fn sealed_values_open_only_under_their_own_name_and_key() {

@@ -273,3 +273,98 @@ fn bad_capacity_properties_are_refused_naming_the_property() {
         assert!(reply.to_string().contains(property), "{property}: {reply}");
     }
 }
+
+/// The instances the sim made for node `node` of run `run`, oldest first.
+fn instances_of(sim: &Path, run: &str, node: &str) -> Vec<Value> {
+    let id = run.rsplit('/').next().expect("id");
+    let mut found: Vec<Value> = instances(sim)
+        .into_iter()
+        .filter(|i| i["tags"]["ebb:run"] == id && i["tags"]["ebb:node"] == node)
+        .collect();
+    let at = |i: &Value| i["createdAt"].as_f64().unwrap_or_default();
+    found.sort_by(|a, b| at(a).total_cmp(&at(b)));
+    found
+}
+
+/// Reclaims `node`'s live instance as the cloud would, and waits until ebb made a new one
+/// and it runs; answers the new one.
+#[track_caller]
+fn reclaim_and_wait(sim: &Path, run: &str, node: &str) -> Value {
+    let before = instances_of(sim, run, node);
+    let live = before.last().expect("an instance");
+    let id = live["id"].as_str().expect("id");
+    assert!(
+        ebb_sim::cloud::Cloud::reclaim(sim, id).expect("reclaim"),
+        "{live}"
+    );
+    let started = std::time::Instant::now();
+    loop {
+        let now = instances_of(sim, run, node);
+        if now.len() > before.len()
+            && now.last().is_some_and(|i| i["state"] == "running")
+        {
+            return now.last().cloned().expect("the new one");
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "never replaced: {now:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn reclaimed_spot_nodes_are_made_anew_while_the_program_runs_then_on_demand() {
+    let (dir, data, sim) = scenario();
+    let server = Server::start_at(&data, Options::default());
+    sim_profile(
+        &server,
+        "spot",
+        &sim,
+        &[
+            ("nodes", "3"),
+            ("marketType", "spot-with-fallback"),
+            ("spotRetries", "2"),
+        ],
+    );
+    let done = dir.path().join("done");
+    let script = format!(
+        "while [ ! -e {} ]; do sleep 0.05; done; echo ran >> {}",
+        done.display(),
+        dir.path().join("ran").display()
+    );
+    deploy(&server, "a", &script, json!({}));
+    let run = start(&server, "a", json!({"system.profile.name": "spot"}));
+    wait_until(&server, &run, Duration::from_secs(60), |r| r["status"] == "RUNNING");
+
+    // Reclaimed once: made anew on spot. Reclaimed again (spotRetries 2): on-demand.
+    let first = reclaim_and_wait(&sim, &run, "worker-1");
+    assert_eq!(first["market"], "spot", "{first}");
+    let second = reclaim_and_wait(&sim, &run, "worker-1");
+    assert_eq!(second["market"], "on-demand", "{second}");
+    let (_, events) = server.get(&format!("{run}/events"));
+    assert_eq!(
+        events.to_string().matches("was reclaimed by the cloud").count(),
+        2,
+        "{events}"
+    );
+    let replaced = operations(&server, &run)
+        .into_iter()
+        .filter(|o| o["operation"] == "replace-node" && o["status"] == "SUCCEEDED")
+        .count();
+    assert_eq!(replaced, 2);
+    // The program went on undisturbed, and ran once.
+    let (_, now) = server.get(&run);
+    assert_eq!(now["status"], "RUNNING", "{now}");
+    std::fs::write(&done, "").expect("done");
+    let ended = wait_deprovisioned(&server, &run);
+    assert_eq!(ended["status"], "COMPLETED", "{ended}");
+    let ran = std::fs::read_to_string(dir.path().join("ran")).expect("ran");
+    assert_eq!(ran.lines().count(), 1);
+    // Nothing left behind, and no node made twice at once.
+    for instance in instances(&sim) {
+        assert_eq!(instance["state"], "terminated", "left behind: {instance}");
+    }
+    assert_eq!(instances_of(&sim, &run, "worker-1").len(), 3);
+    assert_eq!(instances_of(&sim, &run, "worker-2").len(), 1);
+}

@@ -33,6 +33,7 @@ mod provisioners;
 mod queue;
 mod retries;
 mod reuse;
+mod run_token;
 mod runs;
 mod schedules;
 mod security;

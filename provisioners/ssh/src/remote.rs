@@ -150,7 +150,9 @@ pub fn launch(
     cluster_json: &str,
 ) -> String {
     let p = program_dir(dir);
-    let mut s = String::from("set -e\n");
+    // The launch script holds the run's token: only the node's SSH user may read what it
+    // writes.
+    let mut s = String::from("set -e\numask 077\n");
     s.push_str(&format!("mkdir -p {p} && cd {p}\n", p = quote(&p)));
     s.push_str("if [ -d launched ]; then echo already; exit 0; fi\n");
     write_file(&mut s, "cluster.json", cluster_json);

@@ -134,6 +134,8 @@ pub struct RunSupervisor {
     health: Health,
     /// While the cluster is IDLE: whether it is still wanted, looked at every [`IDLE_WATCH`].
     idle_watch: Option<SpawnHandle>,
+    /// The watch of the cluster's spot nodes.
+    reclaims: crate::runtime::spot::Reclaims,
 }
 
 /// How often an IDLE cluster's supervisor looks whether it is still wanted.
@@ -161,6 +163,7 @@ impl RunSupervisor {
             pending: None,
             health: Health::default(),
             idle_watch: None,
+            reclaims: crate::runtime::spot::Reclaims::default(),
         }
     }
 
@@ -218,6 +221,7 @@ impl RunSupervisor {
         self.arm_timer(ctx);
         self.arm_checks(ctx);
         self.arm_idle_watch(ctx);
+        self.arm_reclaims(ctx);
     }
 
     fn perform(&mut self, effects: &[Effect], ctx: &mut Context<Self>) {
@@ -671,6 +675,7 @@ impl Actor for RunSupervisor {
         self.arm_timer(ctx);
         self.arm_checks(ctx);
         self.arm_idle_watch(ctx);
+        self.arm_reclaims(ctx);
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {
@@ -690,3 +695,4 @@ pub struct TakenOver;
 pub struct Abandon;
 
 mod handlers;
+mod reclaim;

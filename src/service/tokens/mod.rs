@@ -10,6 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
+pub mod run_tokens;
 pub mod sessions;
 
 use crate::model::access::{Act, Caller, Grants, TokenRecord, TokenSpec, TokenView};
@@ -268,6 +269,7 @@ pub fn live(
     Ok(Some(Caller {
         name: record.name,
         grants: record.grants,
+        run: None,
     }))
 }
 

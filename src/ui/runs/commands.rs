@@ -64,7 +64,13 @@ async fn command(
             .await
             .map(drop),
         Kind::Cluster(request) => {
-            runs::cluster_operation(&state.runtime, key.clone(), request.clone(), act)
+            runs::cluster_operation(
+                &state.runtime,
+                key.clone(),
+                request.clone(),
+                act,
+                runs::Resizer::Admin,
+            )
                 .await
                 .map(drop)
         }
