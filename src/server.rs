@@ -262,6 +262,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
             crate::runtime::checker::MAX_RUNNING_PER_NAMESPACE,
         )),
         queue_news: Default::default(),
+        calls: Default::default(),
     };
     let janitor = Janitor::new(deps.clone(), config.janitor);
     arbiter.spawn(janitor.clone().run_on_schedule());

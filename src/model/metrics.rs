@@ -183,6 +183,12 @@ pub const RECLAIMS: Metric = m(
     &["provisioner"],
     "Spot nodes the cloud reclaimed from live clusters (each made anew with a replace-node operation).",
 );
+pub const THROTTLED: Metric = m(
+    "ebb_provisioner_throttled_total",
+    Kind::Counter,
+    &["provisioner", "call"],
+    "Calls a cloud throttled (its request limit): waited out and made again, never a failure of the run.",
+);
 pub const PLUGIN_CALLS: Metric = m(
     "ebb_plugin_calls_total",
     Kind::Counter,
@@ -344,6 +350,7 @@ pub const ALL: &[Metric] = &[
     PLACEMENT_FULL,
     NODES_DROPPED,
     RECLAIMS,
+    THROTTLED,
     PLUGIN_CALLS,
     PLUGIN_STARTS,
     RETRIES,

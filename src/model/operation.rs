@@ -164,7 +164,15 @@ pub struct OperationRecord {
 }
 
 /// A place (a zone on a market, or a whole region's market) a create found full.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema
+)]
 #[serde(rename_all = "camelCase")]
 pub struct Blocked {
     /// The zone; none for the provisioner's own zone or, with `region`, every zone.
@@ -182,7 +190,15 @@ pub struct Blocked {
 }
 
 /// A node given up for want of capacity.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema
+)]
 #[serde(rename_all = "camelCase")]
 pub struct DroppedNode {
     pub node: String,

@@ -154,7 +154,11 @@ pub fn min_nodes(properties: &Properties, asked: usize) -> usize {
 /// operator, the provisioner's `max_nodes`), never above `max_nodes`.
 pub fn resize_bounds(properties: &Properties, program: bool, max_nodes: u32) -> (usize, usize) {
     use ebb_spi::capacity::{MAX_NODES, MIN_NODES};
-    let number = |name: &str| properties.get(name).and_then(|v| v.trim().parse::<usize>().ok());
+    let number = |name: &str| {
+        properties
+            .get(name)
+            .and_then(|v| v.trim().parse::<usize>().ok())
+    };
     let ceiling = max_nodes as usize;
     let max = match (number(MAX_NODES.name), program) {
         (Some(max), _) => max,
@@ -215,18 +219,45 @@ mod tests {
     #[test]
     fn a_full_zone_is_skipped_by_the_rest_of_the_operation() {
         let mut blocked = Vec::new();
-        assert_eq!(next_placement(&candidates(), &blocked, 0), Some(at("a", Spot)));
-        block(&mut blocked, &at("a", Spot), CapacityScope::Zone, "worker-1", "full", 10);
+        assert_eq!(
+            next_placement(&candidates(), &blocked, 0),
+            Some(at("a", Spot))
+        );
+        block(
+            &mut blocked,
+            &at("a", Spot),
+            CapacityScope::Zone,
+            "worker-1",
+            "full",
+            10,
+        );
         // Another node starting now skips it too.
-        assert_eq!(next_placement(&candidates(), &blocked, 0), Some(at("b", Spot)));
-        block(&mut blocked, &at("b", Spot), CapacityScope::Zone, "worker-2", "full", 20);
+        assert_eq!(
+            next_placement(&candidates(), &blocked, 0),
+            Some(at("b", Spot))
+        );
+        block(
+            &mut blocked,
+            &at("b", Spot),
+            CapacityScope::Zone,
+            "worker-2",
+            "full",
+            20,
+        );
         assert_eq!(
             next_placement(&candidates(), &blocked, 0),
             Some(at("a", OnDemand)),
             "spot is out everywhere: on-demand, the fallback"
         );
         // The same place blocked again is renewed, not repeated.
-        block(&mut blocked, &at("b", Spot), CapacityScope::Zone, "worker-3", "full", 30);
+        block(
+            &mut blocked,
+            &at("b", Spot),
+            CapacityScope::Zone,
+            "worker-3",
+            "full",
+            30,
+        );
         assert_eq!(blocked.len(), 2);
         assert_eq!(blocked[1].at_ms, 30);
         assert_eq!(describe(&blocked), "zone a (spot), zone b (spot)");
@@ -235,8 +266,18 @@ mod tests {
     #[test]
     fn a_region_wide_block_rules_out_every_zone_of_its_market() {
         let mut blocked = Vec::new();
-        block(&mut blocked, &at("a", Spot), CapacityScope::Region, "w", "no spot", 5);
-        assert_eq!(next_placement(&candidates(), &blocked, 0), Some(at("a", OnDemand)));
+        block(
+            &mut blocked,
+            &at("a", Spot),
+            CapacityScope::Region,
+            "w",
+            "no spot",
+            5,
+        );
+        assert_eq!(
+            next_placement(&candidates(), &blocked, 0),
+            Some(at("a", OnDemand))
+        );
         assert_eq!(describe(&blocked), "every zone (spot)");
     }
 
@@ -249,16 +290,39 @@ mod tests {
             moves: 0,
             round_ms: 0,
         };
-        block(&mut blocked, &first.at, CapacityScope::Zone, "w", "full", 10);
+        block(
+            &mut blocked,
+            &first.at,
+            CapacityScope::Zone,
+            "w",
+            "full",
+            10,
+        );
         let (next, record) = after_full(&only_spot, &blocked, &first, 11);
         assert_eq!(next.as_ref(), Some(&record));
-        assert_eq!((record.at.clone(), record.moves, record.round_ms), (at("b", Spot), 1, 0));
-        block(&mut blocked, &record.at, CapacityScope::Zone, "w", "full", 12);
+        assert_eq!(
+            (record.at.clone(), record.moves, record.round_ms),
+            (at("b", Spot), 1, 0)
+        );
+        block(
+            &mut blocked,
+            &record.at,
+            CapacityScope::Zone,
+            "w",
+            "full",
+            12,
+        );
         let (next, again) = after_full(&only_spot, &blocked, &record, 13);
         assert_eq!(next, None, "every place is full");
-        assert_eq!((again.at.clone(), again.moves, again.round_ms), (at("a", Spot), 2, 13));
+        assert_eq!(
+            (again.at.clone(), again.moves, again.round_ms),
+            (at("a", Spot), 2, 13)
+        );
         // The new walk counts only blocks from its start: zone a may be tried again.
-        assert_eq!(next_placement(&only_spot, &blocked, again.round_ms), Some(at("a", Spot)));
+        assert_eq!(
+            next_placement(&only_spot, &blocked, again.round_ms),
+            Some(at("a", Spot))
+        );
     }
 
     #[test]
@@ -269,11 +333,16 @@ mod tests {
             after_reclaims(candidates(), &fallback, 2),
             [at("a", OnDemand), at("b", OnDemand)]
         );
-        let once = ebb_spi::properties([("marketType", "spot-with-fallback"), ("spotRetries", "0")]);
+        let once =
+            ebb_spi::properties([("marketType", "spot-with-fallback"), ("spotRetries", "0")]);
         assert_eq!(after_reclaims(candidates(), &once, 0).len(), 2);
         let spot = ebb_spi::properties([("marketType", "spot")]);
         let only_spot = vec![at("a", Spot)];
-        assert_eq!(after_reclaims(only_spot.clone(), &spot, 9), only_spot, "spot stays spot");
+        assert_eq!(
+            after_reclaims(only_spot.clone(), &spot, 9),
+            only_spot,
+            "spot stays spot"
+        );
     }
 
     #[test]
@@ -281,9 +350,17 @@ mod tests {
         use crate::model::plan::ClusterOperation::{Expand, Shrink};
         let p = ebb_spi::properties([("nodes", "3"), ("minNodes", "2"), ("maxNodes", "6")]);
         assert_eq!(resize_bounds(&p, true, 100), (2, 6));
-        assert_eq!(resize_bounds(&p, false, 5), (2, 5), "never past the provisioner's");
+        assert_eq!(
+            resize_bounds(&p, false, 5),
+            (2, 5),
+            "never past the provisioner's"
+        );
         let bare = ebb_spi::properties([("nodes", "3")]);
-        assert_eq!(resize_bounds(&bare, true, 100), (1, 3), "a program may not grow it");
+        assert_eq!(
+            resize_bounds(&bare, true, 100),
+            (1, 3),
+            "a program may not grow it"
+        );
         assert_eq!(resize_bounds(&bare, false, 100), (1, 100));
         assert_eq!(check_size(Expand, 6, (2, 6)), Ok(()));
         let err = check_size(Expand, 7, (2, 6)).expect_err("too big");

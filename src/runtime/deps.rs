@@ -33,6 +33,8 @@ pub struct Deps {
     pub check_slots: Arc<crate::runtime::shares::Lanes<String>>,
     /// What the dispatcher of queued runs hears from this server: runs queued, slots freed.
     pub queue_news: Arc<QueueNews>,
+    /// This server's calls to clouds: their accounts' buckets and the clusters' lookups.
+    pub calls: Arc<crate::runtime::calls::Calls>,
 }
 
 /// News for the dispatcher of queued runs, from this server.

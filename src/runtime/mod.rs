@@ -19,12 +19,15 @@
 //! - [`clock`]: the wall clock, read here and above; `model` and `rules` take `now` as an
 //!   argument.
 //! - [`shares`]: each claimant's share of a bounded resource (a namespace's running checks).
+//! - [`calls`]: calls to clouds within their accounts' buckets, and a cluster's polls from
+//!   shared lookups.
 //!
 //! The runtime never decides a transition itself; `rules::lifecycle` and `rules::plan` do. It never
 //! touches HTTP.
 
 pub mod attempt;
 pub mod automator;
+pub mod calls;
 pub mod checker;
 pub mod clock;
 pub mod confine;

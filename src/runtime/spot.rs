@@ -92,11 +92,7 @@ pub async fn look(
 /// Records that the cloud reclaimed `node` of cluster `cluster`: its count of reclaims grows
 /// and the run's history says so. Answers the count.
 pub async fn record(deps: &Deps, run: &str, cluster: &str, node: &str) -> Result<u32, StoreError> {
-    let (key, run, who) = (
-        keys::node(cluster, node),
-        run.to_string(),
-        node.to_string(),
-    );
+    let (key, run, who) = (keys::node(cluster, node), run.to_string(), node.to_string());
     deps.store
         .write(move |tx| {
             let Some(mut r) = tx.get::<NodeRecord>(Table::Resources, &key)? else {
@@ -114,4 +110,3 @@ pub async fn record(deps: &Deps, run: &str, cluster: &str, node: &str) -> Result
         })
         .await
 }
-

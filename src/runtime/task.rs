@@ -14,6 +14,7 @@
 //! task stops before its next call, never in the middle of one, so whatever an in-flight
 //! create made is recorded and the delete operation will find it.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -27,8 +28,8 @@ use crate::model::event::EventKind;
 use crate::model::operation::{AttemptRecord, AttemptStatus, OperationRecord};
 use crate::model::plan::{Action, NodePlacement, NodeRecord, ResourceStatus, TaskKind};
 use crate::model::service::ServiceRecord;
-use crate::rules::plan::answer::{self, Answer, Progress};
 use crate::rules::capacity;
+use crate::rules::plan::answer::{self, Answer, Progress};
 use crate::rules::plan::resource::{Backoff, Step, generation, moved, next_step};
 use crate::rules::service::Happened;
 use crate::runtime::clock::{now_f64, now_millis};
@@ -433,8 +434,8 @@ async fn recreate(deps: &Deps, spec: &TaskSpec, failed: u32) -> AttemptOutcome {
         match resource_task(deps, spec, TaskKind::Create, fresh).await {
             AttemptOutcome::Done { .. } => {}
             other @ (AttemptOutcome::Cancelled
-                | AttemptOutcome::Failed { .. }
-                | AttemptOutcome::NoRoom(_)) => return other,
+            | AttemptOutcome::Failed { .. }
+            | AttemptOutcome::NoRoom(_)) => return other,
         }
         // Mark the new resource, so a restart confirms it instead of replacing it again.
         let mark = [(RECREATED.to_string(), mark)].into();
@@ -533,6 +534,7 @@ async fn resource_task(
     let retries = Backoff::retries(spec.budget);
     let polls = Backoff::polls(spec.budget);
     let mut tries: u32 = 0;
+    let mut throttled: u32 = 0;
     loop {
         let step = next_step(kind, record.as_ref());
         if step == Step::Done {
@@ -584,7 +586,7 @@ async fn resource_task(
             Some(_) | None => &*spec.context,
         };
         let called = std::time::Instant::now();
-        let outcome = call(spec, ctx, &identity, &step).await;
+        let outcome = call(deps, spec, ctx, &identity, &step).await;
         count_call(spec, &step, &outcome, called.elapsed());
         let learnt =
             outcome.map(|a| answer::learn(spec.node(), kind, record.as_ref(), a, now_millis()));
@@ -654,6 +656,24 @@ async fn resource_task(
                     }
                 }
             }
+            // The cloud asks us to slow down: backpressure, waited out without spending the
+            // step's tries (within a bound, so a cloud that never relents still ends it).
+            Err(e) if throttled_wait(spec, &e, record.as_ref(), &mut throttled).is_some() => {
+                let wait = throttled_wait(spec, &e, record.as_ref(), &mut throttled);
+                metrics::counter!(
+                    crate::model::metrics::THROTTLED.name,
+                    "provisioner" => spec.provisioner.spec().name,
+                    "call" => step_name(&step),
+                )
+                .increment(1);
+                tracing::debug!(node = spec.node(), error = %spec.context.redact(&e.message), "throttled by the cloud");
+                // A throttled request was refused whole: nothing of it to look for (a restart
+                // that reads the persisted try looks anyway).
+                if let Some(r) = record.as_mut().filter(|_| step == Step::Create) {
+                    r.attempts = r.attempts.saturating_sub(1);
+                }
+                tokio::time::sleep(wait.unwrap_or_default()).await;
+            }
             Err(e) => {
                 tries += 1;
                 let since = record.as_ref().map_or(now, |r| r.since_ms);
@@ -663,6 +683,31 @@ async fn resource_task(
             }
         }
     }
+}
+
+/// How many times longer than the retry budget a step may be throttled before the throttling
+/// counts as a failure.
+const THROTTLED_BUDGETS: u32 = 4;
+
+/// How long to wait after a throttled call (`e`), the `throttled`-th in a row; `None` when
+/// `e` is no throttling or the step has been throttled for too long.
+fn throttled_wait(
+    spec: &TaskSpec,
+    e: &ProvisionError,
+    record: Option<&NodeRecord>,
+    throttled: &mut u32,
+) -> Option<Duration> {
+    let ebb_spi::ErrorKind::Throttled(after) = e.kind else {
+        return None;
+    };
+    let since = record.map_or_else(now_millis, |r| r.since_ms);
+    let spent = Duration::from_millis(now_millis().saturating_sub(since));
+    if spent > spec.budget.saturating_mul(THROTTLED_BUDGETS) {
+        return None;
+    }
+    *throttled = throttled.saturating_add(1);
+    let backoff = Backoff::retries(Duration::MAX).delay(*throttled, 0, 0, fastrand::f64());
+    Some(after.or(backoff).unwrap_or(MAX_PAUSE).min(MAX_PAUSE))
 }
 
 /// Where a node's first create goes: its first place the operation has not found full.
@@ -747,7 +792,10 @@ async fn fail_over(
             Ok::<_, StoreError>((record, next))
         })
         .await?;
-    let market = current.placement.as_ref().map_or("on-demand", |p| p.at.market.as_str());
+    let market = current
+        .placement
+        .as_ref()
+        .map_or("on-demand", |p| p.at.market.as_str());
     metrics::counter!(
         crate::model::metrics::PLACEMENT_FULL.name,
         "provisioner" => spec.provisioner.spec().name,
@@ -762,17 +810,43 @@ async fn fail_over(
     Ok(placed)
 }
 
-/// Makes the provider call `step` asks for, with `ctx` (the task's, placed for a create).
+/// Makes the provider call `step` asks for, with `ctx` (the task's, placed for a create),
+/// once the account's bucket lets it; a poll is answered from the cluster's shared lookup when
+/// the provisioner offers one.
 async fn call(
+    deps: &Deps,
     spec: &TaskSpec,
     ctx: &ebb_spi::Context,
     identity: &ResourceKey,
     step: &Step,
 ) -> Result<Answer, ProvisionError> {
+    use crate::runtime::calls::Kind;
     let provisioner = &spec.provisioner;
+    let kind = match step {
+        Step::Create => Kind::Create,
+        Step::Delete(_) => Kind::Delete,
+        Step::Find | Step::Describe(_) | Step::Done => Kind::Read,
+    };
+    let shared = matches!(step, Step::Describe(_)) && provisioner.batches_lookups();
+    if !shared && *step != Step::Done {
+        deps.calls.admit(provisioner.as_ref(), ctx, kind).await;
+    }
     match step {
         Step::Find => provisioner.find(ctx, identity).await.map(Answer::Found),
         Step::Create => provisioner.create(ctx, identity).await.map(Answer::Created),
+        Step::Describe(id) if shared => deps
+            .calls
+            .describe(
+                Arc::clone(provisioner),
+                Arc::clone(&spec.context),
+                &spec.cluster,
+                id,
+            )
+            .await
+            .map(|found| Answer::Described {
+                id: id.clone(),
+                found,
+            }),
         Step::Describe(id) => provisioner
             .describe(ctx, id)
             .await

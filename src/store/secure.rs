@@ -210,7 +210,8 @@ impl Cipher {
         let plain = |s: &str, more: &[u8]| {
             !s.is_empty()
                 && s.len() <= 64
-                && s.bytes().all(|b| b.is_ascii_alphanumeric() || more.contains(&b))
+                && s.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || more.contains(&b))
         };
         if parts.next().is_some() || !plain(namespace, b"_-") || !plain(run, b"-") {
             return None;

@@ -98,14 +98,19 @@ fn a_full_zone_sends_nodes_to_the_next_and_the_run_completes() {
     let refusals = refused(&sim);
     assert!((1..=2).contains(&refusals), "{refusals} refusals");
     let ops = operations(&server, &run);
-    let create = ops.iter().find(|o| o["operation"] == "create").expect("create");
+    let create = ops
+        .iter()
+        .find(|o| o["operation"] == "create")
+        .expect("create");
     let blocked = create["blocked"].as_array().expect("blocked list");
     assert_eq!(blocked.len(), 1, "{create}");
     assert_eq!(blocked[0]["zone"], "sim-1a", "{create}");
     assert_eq!(blocked[0]["market"], "on-demand", "{create}");
     let (_, events) = server.get(&format!("{run}/events"));
     assert!(
-        events.to_string().contains("no room in zone sim-1a, on-demand"),
+        events
+            .to_string()
+            .contains("no room in zone sim-1a, on-demand"),
         "{events}"
     );
     assert_clean(&sim, &[run.as_str()], 3);
@@ -130,7 +135,10 @@ fn spot_with_fallback_buys_on_demand_where_spot_is_out_and_keeps_the_master_on_d
     assert_eq!(markets[0].0, "master");
     assert_eq!(markets[0].2, "on-demand", "the master stays on-demand");
     let spot = markets.iter().filter(|(_, _, m)| m == "spot").count();
-    assert_eq!(spot, 1, "one worker on spot, the other fell back: {markets:?}");
+    assert_eq!(
+        spot, 1,
+        "one worker on spot, the other fell back: {markets:?}"
+    );
     assert_clean(&sim, &[run.as_str()], 3);
 
     // Spot without a fallback: a worker that finds no spot room fails the run, saying so.
@@ -146,12 +154,20 @@ fn spot_with_fallback_buys_on_demand_where_spot_is_out_and_keeps_the_master_on_d
     );
     let run = start(&server, "a", json!({"system.profile.name": "spot-only"}));
     let failure = failed_and_torn_down(&server, &run);
-    assert!(!failure.contains("on-demand"), "never bought on-demand: {failure}");
+    assert!(
+        !failure.contains("on-demand"),
+        "never bought on-demand: {failure}"
+    );
     let workers_on_demand = placed(&sim)
         .iter()
         .filter(|(node, _, market)| node != "master" && market == "on-demand")
         .count();
-    assert_eq!(workers_on_demand, 1, "only the first run's fallback: {:?}", placed(&sim));
+    assert_eq!(
+        workers_on_demand,
+        1,
+        "only the first run's fallback: {:?}",
+        placed(&sim)
+    );
     for instance in instances(&sim) {
         assert_eq!(instance["state"], "terminated", "left behind: {instance}");
     }
@@ -194,9 +210,16 @@ fn a_create_with_at_least_min_nodes_goes_on_and_below_it_fails_leaving_nothing()
     assert_eq!(text.matches("given up").count(), 2, "{text}");
     assert!(text.contains("goes on with"), "{text}");
     let ops = operations(&server, &run);
-    let create = ops.iter().find(|o| o["operation"] == "create").expect("create");
+    let create = ops
+        .iter()
+        .find(|o| o["operation"] == "create")
+        .expect("create");
     assert_eq!(create["status"], "SUCCEEDED", "{create}");
-    assert_eq!(create["dropped"].as_array().map(Vec::len), Some(2), "{create}");
+    assert_eq!(
+        create["dropped"].as_array().map(Vec::len),
+        Some(2),
+        "{create}"
+    );
     let done = wait_deprovisioned(&server, &run);
     assert_eq!(done["cluster"]["numNodes"], 3, "{done}");
     let given_up = done["cluster"]["givenUp"].as_array().expect("givenUp");
@@ -264,8 +287,14 @@ fn bad_capacity_properties_are_refused_naming_the_property() {
             json!([{"name": "nodes", "value": "3"}, {"name": "minNodes", "value": "4"}]),
             "minNodes",
         ),
-        (json!([{"name": "maxSpotPrice", "value": "0.2"}]), "maxSpotPrice"),
-        (json!([{"name": "marketType", "value": "cheap"}]), "marketType"),
+        (
+            json!([{"name": "maxSpotPrice", "value": "0.2"}]),
+            "maxSpotPrice",
+        ),
+        (
+            json!([{"name": "marketType", "value": "cheap"}]),
+            "marketType",
+        ),
     ] {
         let body = json!({"provisioner": {"name": "sim", "properties": props}});
         let (code, reply) = server.put("/v3/namespaces/default/profiles/bad", body);
@@ -300,9 +329,7 @@ fn reclaim_and_wait(sim: &Path, run: &str, node: &str) -> Value {
     let started = std::time::Instant::now();
     loop {
         let now = instances_of(sim, run, node);
-        if now.len() > before.len()
-            && now.last().is_some_and(|i| i["state"] == "running")
-        {
+        if now.len() > before.len() && now.last().is_some_and(|i| i["state"] == "running") {
             return now.last().cloned().expect("the new one");
         }
         assert!(
@@ -335,7 +362,9 @@ fn reclaimed_spot_nodes_are_made_anew_while_the_program_runs_then_on_demand() {
     );
     deploy(&server, "a", &script, json!({}));
     let run = start(&server, "a", json!({"system.profile.name": "spot"}));
-    wait_until(&server, &run, Duration::from_secs(60), |r| r["status"] == "RUNNING");
+    wait_until(&server, &run, Duration::from_secs(60), |r| {
+        r["status"] == "RUNNING"
+    });
 
     // Reclaimed once: made anew on spot. Reclaimed again (spotRetries 2): on-demand.
     let first = reclaim_and_wait(&sim, &run, "worker-1");
@@ -344,7 +373,10 @@ fn reclaimed_spot_nodes_are_made_anew_while_the_program_runs_then_on_demand() {
     assert_eq!(second["market"], "on-demand", "{second}");
     let (_, events) = server.get(&format!("{run}/events"));
     assert_eq!(
-        events.to_string().matches("was reclaimed by the cloud").count(),
+        events
+            .to_string()
+            .matches("was reclaimed by the cloud")
+            .count(),
         2,
         "{events}"
     );
@@ -367,4 +399,63 @@ fn reclaimed_spot_nodes_are_made_anew_while_the_program_runs_then_on_demand() {
     }
     assert_eq!(instances_of(&sim, &run, "worker-1").len(), 3);
     assert_eq!(instances_of(&sim, &run, "worker-2").len(), 1);
+}
+
+#[test]
+fn a_clusters_polls_share_lookups_and_throttling_is_waited_out() {
+    let (_dir, data, sim) = scenario();
+    let server = Server::start_at(&data, Options::default());
+    // Another client of the account spent its create bucket: the cloud refuses creates
+    // until it refills (2 a second).
+    std::fs::write(
+        sim.join("throttle.json"),
+        json!({"create": {"tokens": 0.0, "at": now_secs()}}).to_string(),
+    )
+    .expect("throttle.json");
+    sim_profile(
+        &server,
+        "busy",
+        &sim,
+        &[
+            ("nodes", "20"),
+            ("createLatency", "2s"),
+            ("throttle", "ec2"),
+            ("retryBudget", "2s"),
+        ],
+    );
+    deploy(&server, "a", "true", json!({}));
+    let run = start(&server, "a", json!({"system.profile.name": "busy"}));
+    let done = wait_deprovisioned(&server, &run);
+    assert_eq!(done["status"], "COMPLETED", "{done}");
+    let log = calls(&sim);
+    let throttled = log
+        .iter()
+        .filter(|c| {
+            c["error"]
+                .as_str()
+                .is_some_and(|e| e.starts_with("RequestLimitExceeded"))
+        })
+        .count();
+    assert!(throttled > 0, "the cloud never throttled");
+    let (_, events) = server.get(&format!("{run}/events"));
+    assert!(
+        !events.to_string().contains("RequestLimitExceeded"),
+        "throttling reached the run's history: {events}"
+    );
+    // The nodes' polls: no describe of its own, a few shared lookups for the whole cluster
+    // (a list by the run's tag alone; a node's `find` names the node too).
+    let ok = |c: &&Value, op: &str| c["op"] == op && c["ok"] == true;
+    assert_eq!(log.iter().filter(|c| ok(c, "describe")).count(), 0);
+    let lookups = log
+        .iter()
+        .filter(|c| ok(c, "list") && c["tags"].get("ebb:run").is_some())
+        .filter(|c| c["tags"].get("ebb:node").is_none())
+        .count();
+    assert!(lookups <= 2 * 20, "{lookups} lookups for 20 nodes");
+    let finds = log
+        .iter()
+        .filter(|c| ok(c, "list") && c["tags"].get("ebb:node").is_some())
+        .count();
+    assert_eq!(finds, 0, "a throttled create made nothing to look for");
+    assert_clean(&sim, &[run.as_str()], 20);
 }

@@ -6,9 +6,9 @@ mod support;
 
 mod access;
 mod automators;
-mod capacity;
 #[cfg(feature = "aws")]
 mod aws;
+mod capacity;
 mod cli;
 mod cluster_services;
 mod clusters;

@@ -40,7 +40,10 @@ fn ask(dir: &Path, n: usize) -> (u16, Value) {
     let code = dir.join(format!("code-{n}"));
     let started = std::time::Instant::now();
     while !code.exists() {
-        assert!(started.elapsed() < Duration::from_secs(30), "ask {n} never answered");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "ask {n} never answered"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     let code = std::fs::read_to_string(code).expect("code");
@@ -75,7 +78,9 @@ fn a_program_resizes_its_own_cluster_within_its_bounds_and_nothing_else() {
     ];
     deploy(&server, "a", &resizing_program(&talk, &asks), json!({}));
     let run = start(&server, "a", json!({"system.profile.name": "elastic"}));
-    wait_until(&server, &run, Duration::from_secs(60), |r| r["status"] == "RUNNING");
+    wait_until(&server, &run, Duration::from_secs(60), |r| {
+        r["status"] == "RUNNING"
+    });
 
     // Grown by 2 to its maxNodes (4).
     let (code, grown) = ask(&talk, 0);
@@ -126,12 +131,21 @@ fn a_program_resizes_its_own_cluster_within_its_bounds_and_nothing_else() {
     // Once the run has ended, the token is refused.
     std::fs::write(talk.join("done"), "").expect("done");
     wait_deprovisioned(&server, &run);
-    let (code, _) = server.call("POST", &format!("{run}/cluster"), Some(expand), Some(&token));
+    let (code, _) = server.call(
+        "POST",
+        &format!("{run}/cluster"),
+        Some(expand),
+        Some(&token),
+    );
     assert_eq!(code, 401);
 
     // It shows nowhere: not in the run's events, operations or output, the server's log, or
     // any process's command line.
-    for path in [format!("{run}/events"), format!("{run}/operations"), format!("{run}/logs")] {
+    for path in [
+        format!("{run}/events"),
+        format!("{run}/operations"),
+        format!("{run}/logs"),
+    ] {
         let (_, body) = server.get(&path);
         assert!(!body.to_string().contains(&token), "{path} shows the token");
     }

@@ -8,9 +8,8 @@ use std::time::UNIX_EPOCH;
 
 use ebb_spi::resource::{node_count, node_names};
 use ebb_spi::{
-    ErrorKind,
-    Call, Context, Properties, PropertyError, ProvisionError, Provisioner, ProvisionerSpec,
-    Resource, ResourceKey,
+    Call, Context, ErrorKind, Properties, PropertyError, ProvisionError, Provisioner,
+    ProvisionerSpec, Resource, ResourceKey,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;

@@ -145,6 +145,42 @@ pub struct Behaviour {
     pub zone: String,
     /// The most a spot instance may cost per hour (`maxSpotPrice`).
     pub max_spot_price: Option<f64>,
+    /// The account's request buckets (`throttle`): a call past them is refused with EC2's
+    /// `RequestLimitExceeded`.
+    pub rates: ebb_spi::CallRates,
+}
+
+/// Which of an account's request buckets a call draws on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Read,
+    Create,
+    Delete,
+}
+
+impl Class {
+    fn name(self) -> &'static str {
+        match self {
+            Class::Read => "read",
+            Class::Create => "create",
+            Class::Delete => "delete",
+        }
+    }
+
+    fn rate(self, rates: &ebb_spi::CallRates) -> Option<ebb_spi::Rate> {
+        match self {
+            Class::Read => rates.read,
+            Class::Create => rates.create,
+            Class::Delete => rates.delete,
+        }
+    }
+}
+
+/// A bucket's level at a time, as `throttle.json` keeps it.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+struct Level {
+    tokens: f64,
+    at: f64,
 }
 
 /// What each zone has room for, as the cloud's operator (a test) sets it in `capacity.json`;
@@ -249,15 +285,17 @@ impl Cloud {
     pub fn set_capacity(dir: &Path, capacity: &Capacity) -> std::io::Result<()> {
         fs::create_dir_all(dir)?;
         let tmp = dir.join(".capacity.json.tmp");
-        fs::write(&tmp, serde_json::to_vec_pretty(capacity).map_err(std::io::Error::other)?)?;
+        fs::write(
+            &tmp,
+            serde_json::to_vec_pretty(capacity).map_err(std::io::Error::other)?,
+        )?;
         fs::rename(tmp, dir.join("capacity.json"))
     }
 
     fn capacity(&self) -> Result<Capacity, ProvisionError> {
         match fs::read(self.dir.join("capacity.json")) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
-                ProvisionError::fatal(format!("sim capacity.json is not valid: {e}"))
-            }),
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|e| ProvisionError::fatal(format!("sim capacity.json is not valid: {e}"))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Capacity::default()),
             Err(e) => Err(io("read capacity", e)),
         }
@@ -362,6 +400,45 @@ impl Cloud {
         }
     }
 
+    /// Takes a token from the account's bucket for `class` (under the lock), or refuses the
+    /// call as EC2 does when it is empty.
+    fn throttle(
+        &self,
+        class: Class,
+        op: &str,
+        id: Option<&str>,
+        tags: Option<&Tags>,
+    ) -> Result<(), ProvisionError> {
+        let Some(rate) = class.rate(&self.behaviour.rates) else {
+            return Ok(());
+        };
+        let path = self.dir.join("throttle.json");
+        let mut levels: std::collections::BTreeMap<String, Level> = fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        let now = now();
+        let burst = f64::from(rate.burst);
+        let level = levels.entry(class.name().to_string()).or_insert(Level {
+            tokens: burst,
+            at: now,
+        });
+        level.tokens = (level.tokens + (now - level.at).max(0.0) * rate.per_second).min(burst);
+        level.at = now;
+        let allowed = level.tokens >= 1.0;
+        if allowed {
+            level.tokens -= 1.0;
+        }
+        let bytes = serde_json::to_vec(&levels).map_err(|e| io("throttle", e.into()))?;
+        fs::write(&path, bytes).map_err(|e| io("throttle", e))?;
+        if allowed {
+            return Ok(());
+        }
+        let message = "RequestLimitExceeded: Request limit exceeded.";
+        self.log(op, id, tags, Some(message));
+        Err(ProvisionError::throttled(None, message))
+    }
+
     /// Fails the call now and then, as `transientErrorRate` asks, before it does anything.
     fn transient(
         &self,
@@ -433,6 +510,7 @@ impl Cloud {
     /// zone, else the profile's `zone`), if that zone has room on its market.
     pub fn create(&self, tags: &Tags, placement: &Placement) -> Result<Resource, ProvisionError> {
         let _lock = self.lock()?;
+        self.throttle(Class::Create, "create", None, Some(tags))?;
         self.transient("create", None, Some(tags))?;
         let zone = placement
             .zone
@@ -512,6 +590,7 @@ impl Cloud {
     /// The instance `id`; `None` when it is terminated or never existed.
     pub fn describe(&self, id: &str) -> Result<Option<Resource>, ProvisionError> {
         let _lock = self.lock()?;
+        self.throttle(Class::Read, "describe", Some(id), None)?;
         self.transient("describe", Some(id), None)?;
         let found = match self.read(id)? {
             Some(instance) => self.refresh(instance)?.resource(),
@@ -524,6 +603,7 @@ impl Cloud {
     /// The live instances whose tags include every tag in `filter`.
     pub fn list(&self, filter: &Tags) -> Result<Vec<Resource>, ProvisionError> {
         let _lock = self.lock()?;
+        self.throttle(Class::Read, "list", None, Some(filter))?;
         self.transient("list", None, Some(filter))?;
         let found = self
             .all()?
@@ -553,6 +633,7 @@ impl Cloud {
     /// a protected one is refused, for good.
     pub fn delete(&self, id: &str) -> Result<(), ProvisionError> {
         let _lock = self.lock()?;
+        self.throttle(Class::Delete, "delete", Some(id), None)?;
         self.transient("delete", Some(id), None)?;
         if self.read(id)?.is_some_and(|i| i.disable_api_termination) {
             let message = format!(
@@ -597,8 +678,12 @@ mod tests {
     fn creates_never_dedupe_and_every_call_is_logged() {
         let dir = tempfile::tempdir().expect("tempdir");
         let cloud = Cloud::open(dir.path(), Behaviour::default()).expect("open");
-        let a = cloud.create(&tags("master"), &Placement::default()).expect("create");
-        let b = cloud.create(&tags("master"), &Placement::default()).expect("create again");
+        let a = cloud
+            .create(&tags("master"), &Placement::default())
+            .expect("create");
+        let b = cloud
+            .create(&tags("master"), &Placement::default())
+            .expect("create again");
         assert_ne!(a.id, b.id);
         assert_eq!(a.state, ResourceState::Running);
         assert_eq!(cloud.list(&tags("master")).expect("list").len(), 2);
@@ -631,7 +716,9 @@ mod tests {
             ..Behaviour::default()
         };
         let cloud = Cloud::open(dir.path(), slow).expect("open");
-        let r = cloud.create(&tags("master"), &Placement::default()).expect("create");
+        let r = cloud
+            .create(&tags("master"), &Placement::default())
+            .expect("create");
         assert_eq!(r.state, ResourceState::Pending);
         cloud.delete(&r.id).expect("delete");
         let seen = cloud
@@ -710,7 +797,9 @@ mod tests {
         };
         Cloud::set_capacity(dir.path(), &capacity).expect("capacity");
         let cloud = Cloud::open(dir.path(), Behaviour::default()).expect("open");
-        let first = cloud.create(&tags("worker-1"), &spot_a).expect("room for one");
+        let first = cloud
+            .create(&tags("worker-1"), &spot_a)
+            .expect("room for one");
         assert_eq!(first.properties["market"], "spot");
         assert_eq!(first.properties["zone"], "a");
         let full = cloud.create(&tags("worker-2"), &spot_a).expect_err("full");
@@ -720,14 +809,21 @@ mod tests {
             market: Market::OnDemand,
             ..spot_a.clone()
         };
-        let full = cloud.create(&tags("worker-2"), &on_demand).expect_err("none");
-        assert!(full.message.contains("InsufficientInstanceCapacity"), "{full}");
+        let full = cloud
+            .create(&tags("worker-2"), &on_demand)
+            .expect_err("none");
+        assert!(
+            full.message.contains("InsufficientInstanceCapacity"),
+            "{full}"
+        );
         // Another zone is not listed: room for anything.
         let b = Placement {
             zone: Some("b".into()),
             market: Market::Spot,
         };
-        cloud.create(&tags("worker-2"), &b).expect("zone b has room");
+        cloud
+            .create(&tags("worker-2"), &b)
+            .expect("zone b has room");
         // Reclaimed: gone at once, and its room is free again.
         assert!(Cloud::reclaim(dir.path(), &first.id).expect("reclaim"));
         assert_eq!(cloud.describe(&first.id).expect("describe"), None);
@@ -736,7 +832,9 @@ mod tests {
             gone[0].state_reason.as_deref(),
             Some("Server.SpotInstanceTermination")
         );
-        cloud.create(&tags("worker-3"), &spot_a).expect("room again");
+        cloud
+            .create(&tags("worker-3"), &spot_a)
+            .expect("room again");
         // Over the profile's price.
         let pricey = Behaviour {
             max_spot_price: Some(0.01),

@@ -11,11 +11,11 @@ pub mod cloud;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ebb_spi::resource::{
-    HEAL, HEAL_ATTEMPTS, HEAL_WINDOW, RETRY_BUDGET, TEMPLATE, node_count, node_names,
-};
 use ebb_spi::capacity::{
     MARKET_TYPE, MAX_NODES, MAX_SPOT_PRICE, MIN_NODES, SPOT_RETRIES, SPOT_WORKERS_ONLY, ZONES,
+};
+use ebb_spi::resource::{
+    HEAL, HEAL_ATTEMPTS, HEAL_WINDOW, RETRY_BUDGET, TEMPLATE, node_count, node_names,
 };
 use ebb_spi::{
     Call, Context, Properties, PropertyKind, PropertySpec, ProvisionError, Provisioner,
@@ -68,6 +68,7 @@ pub static SPEC: ProvisionerSpec = ProvisionerSpec {
         ),
         PropertySpec::optional("machineType", PropertyKind::Text),
         PropertySpec::optional("zone", PropertyKind::Text),
+        PropertySpec::optional("throttle", PropertyKind::OneOf(&["none", "ec2"])),
         ZONES,
         MARKET_TYPE,
         SPOT_WORKERS_ONLY,
@@ -136,6 +137,15 @@ fn behaviour(properties: &Properties) -> Behaviour {
         max_spot_price: properties
             .get(MAX_SPOT_PRICE.name)
             .and_then(|v| v.trim().parse().ok()),
+        rates: rates(properties),
+    }
+}
+
+/// The account's request buckets: EC2's with `throttle: ec2`, else none.
+fn rates(properties: &Properties) -> ebb_spi::CallRates {
+    match properties.get("throttle").map(|v| v.trim()) {
+        Some("ec2") => ebb_spi::CallRates::EC2,
+        _ => ebb_spi::CallRates::default(),
     }
 }
 
@@ -163,7 +173,9 @@ impl Provisioner for Sim {
     fn create<'a>(&'a self, ctx: &'a Context, key: &'a ResourceKey) -> Call<'a, Resource> {
         let tags = ctx.tags(key);
         let placement = ctx.placement.clone();
-        Box::pin(with_cloud(ctx, move |cloud| cloud.create(&tags, &placement)))
+        Box::pin(with_cloud(ctx, move |cloud| {
+            cloud.create(&tags, &placement)
+        }))
     }
 
     fn find<'a>(&'a self, ctx: &'a Context, key: &'a ResourceKey) -> Call<'a, Option<Resource>> {
@@ -191,6 +203,16 @@ impl Provisioner for Sim {
     fn lookup<'a>(&'a self, ctx: &'a Context, run: &'a str) -> Call<'a, Vec<Resource>> {
         let tags: Tags = [(ebb_spi::TAG_RUN.to_string(), run.to_string())].into();
         Box::pin(with_cloud(ctx, move |cloud| cloud.list(&tags)))
+    }
+
+    /// One list call, filtered by the run's tag, answers a whole cluster's polls.
+    fn batches_lookups(&self) -> bool {
+        true
+    }
+
+    /// With `throttle: ec2`, the buckets its cloud enforces: ebb keeps within them.
+    fn call_rates(&self, properties: &Properties) -> ebb_spi::CallRates {
+        rates(properties)
     }
 
     /// Each state directory is its own cloud.

@@ -125,6 +125,43 @@ impl ProvisionError {
     }
 }
 
+/// A client-side token bucket: at most `burst` calls at once, refilled at `per_second`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rate {
+    pub burst: u32,
+    pub per_second: f64,
+}
+
+/// How fast an account may be called, by kind of call, shaped like its cloud's documented
+/// limits; `None`: no limit of ebb's own.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CallRates {
+    /// `describe`, `find`, `list`, `lookup`.
+    pub read: Option<Rate>,
+    pub create: Option<Rate>,
+    pub delete: Option<Rate>,
+}
+
+impl CallRates {
+    /// EC2's documented request buckets: non-mutating calls 100 at once, 20 a second;
+    /// `RunInstances`' resource bucket 1,000 instances, 2 a second; `TerminateInstances`'
+    /// 1,000, 20 a second.
+    pub const EC2: CallRates = CallRates {
+        read: Some(Rate {
+            burst: 100,
+            per_second: 20.0,
+        }),
+        create: Some(Rate {
+            burst: 1000,
+            per_second: 2.0,
+        }),
+        delete: Some(Rate {
+            burst: 1000,
+            per_second: 20.0,
+        }),
+    };
+}
+
 /// The zones a node may go to, in order of preference (comma- or space-separated).
 pub const ZONES: PropertySpec = PropertySpec::optional("zones", PropertyKind::Text).author_only();
 /// The market to buy on: `on-demand`, `spot`, or `spot-with-fallback` (spot, and on-demand
@@ -218,7 +255,10 @@ pub fn validate(properties: &Properties) -> Result<(), crate::PropertyError> {
     use crate::PropertyError;
     let listed = zones(properties);
     if properties.contains_key(ZONES.name) && listed.is_empty() {
-        return Err(PropertyError::new(ZONES.name, "must name at least one zone"));
+        return Err(PropertyError::new(
+            ZONES.name,
+            "must name at least one zone",
+        ));
     }
     if listed.len() > MAX_ZONES {
         return Err(PropertyError::new(
@@ -237,7 +277,11 @@ pub fn validate(properties: &Properties) -> Result<(), crate::PropertyError> {
             format!("'{bad}' is not a zone name (letters, digits, '-' and '_', at most 63)"),
         ));
     }
-    let number = |name: &str| properties.get(name).and_then(|v| v.trim().parse::<u32>().ok());
+    let number = |name: &str| {
+        properties
+            .get(name)
+            .and_then(|v| v.trim().parse::<u32>().ok())
+    };
     let nodes = number("nodes");
     let (min, max) = (number(MIN_NODES.name), number(MAX_NODES.name));
     if let (Some(min), Some(nodes)) = (min, nodes)
@@ -383,16 +427,31 @@ mod tests {
         for (pairs, property, fragment) in [
             (vec![("zones", " , ")], "zones", "at least one"),
             (vec![("zones", "a/b")], "zones", "not a zone name"),
-            (vec![("nodes", "4"), ("minNodes", "5")], "minNodes", "above nodes"),
-            (vec![("nodes", "4"), ("maxNodes", "3")], "maxNodes", "below nodes"),
-            (vec![("minNodes", "5"), ("maxNodes", "3")], "minNodes", "above maxNodes"),
+            (
+                vec![("nodes", "4"), ("minNodes", "5")],
+                "minNodes",
+                "above nodes",
+            ),
+            (
+                vec![("nodes", "4"), ("maxNodes", "3")],
+                "maxNodes",
+                "below nodes",
+            ),
+            (
+                vec![("minNodes", "5"), ("maxNodes", "3")],
+                "minNodes",
+                "above maxNodes",
+            ),
             (vec![("maxSpotPrice", "0.5")], "maxSpotPrice", "only with"),
         ] {
             let err = validate(&properties(pairs.clone())).expect_err("refused");
             assert_eq!(err.property, property, "{pairs:?}");
             assert!(err.message.contains(fragment), "{pairs:?}: {err}");
         }
-        let many = (0..40).map(|i| format!("z{i}")).collect::<Vec<_>>().join(",");
+        let many = (0..40)
+            .map(|i| format!("z{i}"))
+            .collect::<Vec<_>>()
+            .join(",");
         let err = validate(&[("zones".to_string(), many)].into()).expect_err("too many");
         assert!(err.message.contains("at most 32"), "{err}");
         assert_eq!(zones(&properties([("zones", "a,b a")])), ["a", "b"]);

@@ -19,7 +19,7 @@ pub mod resource;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-pub use capacity::{CapacityScope, ErrorKind, Market, Placement};
+pub use capacity::{CallRates, CapacityScope, ErrorKind, Market, Placement, Rate};
 pub use resource::{
     Call, Context, FACT_REMOTE_DIR, FACT_SSH, FACT_SSH_HOST_KEY, FACT_WORK_DIR, ProvisionError,
     RESERVED_FACTS, Resource, ResourceKey, ResourceState, SSH_HOST_KEY_CHECKING, SSH_KNOWN_HOSTS,
@@ -265,6 +265,22 @@ pub trait Provisioner: Send + Sync + std::fmt::Debug {
                 .filter(|r| r.tags.get(TAG_RUN).is_some_and(|v| v == run))
                 .collect())
         })
+    }
+
+    /// Whether the framework should answer its nodes' polls from shared [`Self::lookup`]s
+    /// of the whole cluster (one call for many nodes) instead of a `describe` each. For a
+    /// provisioner whose `lookup` is one call filtered by the cluster's tags.
+    fn batches_lookups(&self) -> bool {
+        false
+    }
+
+    /// How fast the account `properties` point at may be called, by kind of call: the
+    /// framework holds every server's calls to it within these buckets (shaped like the
+    /// cloud's documented limits), so the cloud's throttling is rare; a throttled call
+    /// ([`ProvisionError::throttled`]) is waited out, not failed. The default is no limit.
+    fn call_rates(&self, properties: &Properties) -> capacity::CallRates {
+        let _ = properties;
+        capacity::CallRates::default()
     }
 
     /// Which account (region, endpoint, credentials' owner...) `properties` point at, so that

@@ -253,8 +253,10 @@ impl Planner {
         // room there is goes to the node the program runs on, never to a worker first.
         let master = self.spec.nodes.first();
         let master_pending = self.spec.operation == ClusterOperation::Create
-            && crate::rules::capacity::min_nodes(&self.spec.context.properties, self.spec.nodes.len())
-                < self.spec.nodes.len()
+            && crate::rules::capacity::min_nodes(
+                &self.spec.context.properties,
+                self.spec.nodes.len(),
+            ) < self.spec.nodes.len()
             && cur.op.tasks.iter().zip(&cur.progress).any(|(t, p)| {
                 Some(&t.node) == master && t.action == Action::Create && *p != Progress::Done
             });

@@ -224,6 +224,7 @@ pub fn deps(dir: &std::path::Path, provisioner: Arc<dyn Provisioner>) -> Deps {
         member: Member::new("ebb"),
         check_slots: Arc::new(super::shares::Lanes::new(64, 16)),
         queue_news: Default::default(),
+        calls: Default::default(),
     }
 }
 

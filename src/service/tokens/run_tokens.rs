@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use crate::model::access::{Caller, Grants, RunScope};
 use crate::model::run::RunRecord;
-pub use crate::store::secure::RUN_TOKEN_PREFIX as PREFIX;
 use crate::store::secure::Cipher;
+pub use crate::store::secure::RUN_TOKEN_PREFIX as PREFIX;
 use crate::store::{Read, Store, StoreError, Table, keys};
 
 /// The caller a run token names: its run's program, while the run has not ended; `None` for
@@ -34,8 +34,7 @@ pub async fn caller(
             let Some(key) = r.get::<String>(Table::RunIndex, &index)? else {
                 return Ok::<_, StoreError>(false);
             };
-            Ok(r
-                .get::<RunRecord>(Table::Runs, &key)?
+            Ok(r.get::<RunRecord>(Table::Runs, &key)?
                 .is_some_and(|run| !run.status.is_end()))
         })
         .await?;

@@ -63,17 +63,15 @@ async fn command(
         Kind::Event(event) => runs::command(&state.runtime, key.clone(), event.clone(), act)
             .await
             .map(drop),
-        Kind::Cluster(request) => {
-            runs::cluster_operation(
-                &state.runtime,
-                key.clone(),
-                request.clone(),
-                act,
-                runs::Resizer::Admin,
-            )
-                .await
-                .map(drop)
-        }
+        Kind::Cluster(request) => runs::cluster_operation(
+            &state.runtime,
+            key.clone(),
+            request.clone(),
+            act,
+            runs::Resizer::Admin,
+        )
+        .await
+        .map(drop),
         Kind::Cancel(op) => {
             crate::service::history::cancel_operation(&state.runtime, key.clone(), op.clone(), act)
                 .await
