@@ -3,10 +3,11 @@
 //! polls of a cluster's nodes answered from shared lookups of the whole cluster (one call for
 //! many nodes) where the provisioner offers one ([`ebb_spi::Provisioner::batches_lookups`]).
 //!
-//! A lookup joins the cluster's round in flight, or starts one after [`GATHER`] (so the polls
-//! that come meanwhile share it), and never sooner than [`SPACING`] after the cluster's last
-//! one began; a round ends when its call does, and the next poll starts the next. However
-//! many nodes poll, a cluster costs at most one lookup at a time, two a second.
+//! A poll joins the cluster's next round, which calls after [`GATHER`] (so the polls that come
+//! meanwhile share it) and never sooner than [`SPACING`] after the cluster's last call began.
+//! A round takes no more polls once its call begins, so every poll is answered by a call that
+//! began after it asked (it sees the delete it just made). However many nodes poll, a cluster
+//! costs at most two lookups a second.
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
@@ -145,8 +146,8 @@ impl Calls {
         Ok(round.await?.get(id).cloned())
     }
 
-    /// One lookup of `cluster`, shared by every poll that joins it; it leaves the rounds when
-    /// its call ends. It runs in a task of its own, so a poll that gives up cancels nobody's.
+    /// One lookup of `cluster`, shared by every poll that joins it before its call begins. It
+    /// runs in a task of its own, so a poll that gives up cancels nobody's.
     fn round(
         &self,
         key: String,
@@ -160,12 +161,14 @@ impl Calls {
         let call = tokio::spawn(async move {
             tokio::time::sleep_until(at).await;
             buckets.admit(provisioner.as_ref(), &ctx, Kind::Read).await;
-            let found = provisioner.lookup(&ctx, &cluster).await;
+            // Joined no more from here: a poll must see what its call saw after it asked (a
+            // delete it just made, say), never an answer from a call that began before.
             rounds
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .current
                 .remove(&key);
+            let found = provisioner.lookup(&ctx, &cluster).await;
             let found = found.map_err(|e| ProvisionError {
                 message: ctx.redact(&e.message),
                 ..e

@@ -8,6 +8,7 @@ mod access;
 mod automators;
 #[cfg(feature = "aws")]
 mod aws;
+mod aws_capacity;
 mod capacity;
 mod cli;
 mod cluster_services;

@@ -4,16 +4,33 @@ use aws_sdk_ec2::config::http::HttpResponse;
 use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
 use ebb_spi::ProvisionError;
 
-/// Error codes a retry can fix: throttling, capacity that may free up, the service's own
-/// trouble. Any 5xx is retryable too.
-const RETRYABLE: &[&str] = &[
+/// Codes that say the place asked for (a zone, a market) has no room: the node moves to its
+/// next place. `MaxSpotInstanceCountExceeded` also comes back on on-demand calls while recently
+/// ended spot requests have not cleared, so it is capacity, not quota.
+const CAPACITY: &[&str] = &[
+    "InsufficientInstanceCapacity",
+    "InsufficientHostCapacity",
+    "InsufficientReservedInstanceCapacity",
+    "InsufficientCapacity",
+    "UnfulfillableCapacity",
+    "MaxSpotInstanceCountExceeded",
+    "SpotMaxPriceTooLow",
+    "InsufficientFreeAddressesInSubnet",
+];
+
+/// Codes that say the account's quota is used: the same in every zone, so fatal.
+const QUOTA: &[&str] = &["InstanceLimitExceeded", "VcpuLimitExceeded"];
+
+/// Codes that ask the caller to slow down.
+const THROTTLED: &[&str] = &[
     "RequestLimitExceeded",
     "Throttling",
     "ThrottlingException",
     "RequestThrottled",
-    "InsufficientInstanceCapacity",
-    "InsufficientHostCapacity",
-    "InsufficientCapacity",
+];
+
+/// Error codes a retry can fix: the service's own trouble. Any 5xx is retryable too.
+const RETRYABLE: &[&str] = &[
     "InternalError",
     "InternalFailure",
     "ServiceUnavailable",
@@ -68,7 +85,17 @@ pub fn by_code(
         Some(m) if !m.is_empty() => format!("{what}: {code_text}: {m}"),
         _ => format!("{what}: {code_text} (HTTP {status})"),
     };
-    let retryable = status >= 500 || code.is_some_and(|c| RETRYABLE.contains(&c));
+    let of = |codes: &[&str]| code.is_some_and(|c| codes.contains(&c));
+    if of(CAPACITY) {
+        return ProvisionError::capacity(ebb_spi::CapacityScope::Zone, text);
+    }
+    if of(QUOTA) {
+        return ProvisionError::quota(text);
+    }
+    if of(THROTTLED) {
+        return ProvisionError::throttled(None, text);
+    }
+    let retryable = status >= 500 || of(RETRYABLE);
     if retryable {
         ProvisionError::retryable(text)
     } else {
@@ -114,6 +141,22 @@ mod tests {
                 "{code:?}"
             );
         }
+        let kind = |code| by_code("RunInstances", 400, Some(code), None).kind;
+        for code in [
+            "InsufficientInstanceCapacity",
+            "UnfulfillableCapacity",
+            "SpotMaxPriceTooLow",
+        ] {
+            assert_eq!(
+                kind(code),
+                ebb_spi::ErrorKind::Capacity(ebb_spi::CapacityScope::Zone)
+            );
+        }
+        assert_eq!(kind("VcpuLimitExceeded"), ebb_spi::ErrorKind::Quota);
+        assert_eq!(
+            kind("RequestLimitExceeded"),
+            ebb_spi::ErrorKind::Throttled(None)
+        );
         for code in [
             "InvalidAMIID.NotFound",
             "InvalidAMIID.Malformed",

@@ -28,6 +28,51 @@ pub fn client_token(key: &ResourceKey) -> String {
     format!("ebb-{run}-{digest:016x}")
 }
 
+/// The subnets of `zoneSubnets` (`zone=subnet-id,...`), by zone.
+pub fn zone_subnets(value: &str) -> std::collections::BTreeMap<String, String> {
+    value
+        .split(',')
+        .filter_map(|pair| pair.split_once('='))
+        .map(|(z, s)| (z.trim().to_string(), s.trim().to_string()))
+        .filter(|(z, s)| !z.is_empty() && !s.is_empty())
+        .collect()
+}
+
+/// Checks `zoneSubnets`: `zone=subnet-id` pairs, each zone one of `zones`.
+pub fn check_zone_subnets(value: &str, zones: &[String]) -> Result<(), String> {
+    for pair in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let Some((zone, subnet)) = pair.split_once('=') else {
+            return Err(format!("'{pair}' is not zone=subnet-id"));
+        };
+        let (zone, subnet) = (zone.trim(), subnet.trim());
+        if !subnet.starts_with("subnet-") {
+            return Err(format!("'{subnet}' is not a subnet id (subnet-...)"));
+        }
+        if !zones.iter().any(|z| z == zone) {
+            return Err(format!("zone '{zone}' is not one of zones"));
+        }
+    }
+    Ok(())
+}
+
+/// The market options of a spot instance: one-time, terminated when the cloud takes it
+/// back, at most `max_price` an hour (unset: up to the on-demand price, as AWS advises).
+pub fn spot_options(max_price: Option<&str>) -> aws_sdk_ec2::types::InstanceMarketOptionsRequest {
+    use aws_sdk_ec2::types::{
+        InstanceInterruptionBehavior, InstanceMarketOptionsRequest, MarketType, SpotInstanceType,
+        SpotMarketOptions,
+    };
+    let spot = SpotMarketOptions::builder()
+        .spot_instance_type(SpotInstanceType::OneTime)
+        .instance_interruption_behavior(InstanceInterruptionBehavior::Terminate)
+        .set_max_price(max_price.map(|p| p.trim().to_string()))
+        .build();
+    InstanceMarketOptionsRequest::builder()
+        .market_type(MarketType::Spot)
+        .spot_options(spot)
+        .build()
+}
+
 /// 64-bit FNV-1a: stable across builds, unlike the standard library's hashers.
 fn fnv1a(text: &str) -> u64 {
     text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {

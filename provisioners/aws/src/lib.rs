@@ -26,6 +26,9 @@ use aws_sdk_ec2::types::{
     Filter, Instance, InstanceStateName, InstanceType, ResourceType, ShutdownBehavior, Tag,
     TagSpecification,
 };
+use ebb_spi::capacity::{
+    MARKET_TYPE, MAX_NODES, MAX_SPOT_PRICE, MIN_NODES, SPOT_RETRIES, SPOT_WORKERS_ONLY, ZONES,
+};
 use ebb_spi::resource::{
     HEAL, HEAL_ATTEMPTS, HEAL_WINDOW, RETRY_BUDGET, TEMPLATE, node_count, node_names,
 };
@@ -61,6 +64,14 @@ pub static SPEC: ProvisionerSpec = ProvisionerSpec {
         ebb_spi::SSH_PORT,
         PropertySpec::optional("tags", PropertyKind::Text),
         PropertySpec::optional("nodes", PropertyKind::Integer { min: 1, max: 1_000 }),
+        ZONES,
+        PropertySpec::optional("zoneSubnets", PropertyKind::Text).author_only(),
+        MARKET_TYPE,
+        SPOT_WORKERS_ONLY,
+        SPOT_RETRIES,
+        MAX_SPOT_PRICE,
+        MIN_NODES,
+        MAX_NODES,
         RETRY_BUDGET,
         TEMPLATE,
         HEAL,
@@ -224,6 +235,22 @@ impl Ec2 {
                     .collect(),
             ))
             .build();
+        // Where the framework asked for it: a zone (its subnet, when the profile maps one),
+        // and a market.
+        let zone = ctx.placement.zone.as_deref();
+        let subnet = match zone {
+            Some(zone) => {
+                launch::zone_subnets(ctx.property("zoneSubnets").unwrap_or("")).remove(zone)
+            }
+            None => ctx.property("subnetId").map(str::to_string),
+        };
+        let placement = zone.filter(|_| subnet.is_none()).map(|zone| {
+            aws_sdk_ec2::types::Placement::builder()
+                .availability_zone(zone)
+                .build()
+        });
+        let market = (ctx.placement.market == ebb_spi::Market::Spot)
+            .then(|| launch::spot_options(ctx.property("maxSpotPrice")));
         let mut request = client
             .run_instances()
             .image_id(image)
@@ -232,7 +259,9 @@ impl Ec2 {
             .max_count(1)
             .client_token(launch::client_token(key))
             .tag_specifications(spec)
-            .set_subnet_id(ctx.property("subnetId").map(str::to_string))
+            .set_subnet_id(subnet)
+            .set_placement(placement)
+            .set_instance_market_options(market)
             .set_key_name(ctx.property("keyName").map(str::to_string))
             .set_security_group_ids(ctx.property("securityGroupIds").map(list));
         let mut failsafe_at = None;
@@ -398,10 +427,11 @@ fn resource(i: &Instance) -> Option<Resource> {
     fact("publicIp", i.public_ip_address());
     fact("privateDnsName", i.private_dns_name());
     fact("publicDnsName", i.public_dns_name());
-    fact(
-        "availabilityZone",
-        i.placement().and_then(|p| p.availability_zone()),
-    );
+    let zone = i.placement().and_then(|p| p.availability_zone());
+    fact("availabilityZone", zone);
+    fact("zone", zone);
+    let spot = i.instance_lifecycle().map(|l| l.as_str()) == Some("spot");
+    fact("market", Some(if spot { "spot" } else { "on-demand" }));
     let launch_time = i
         .launch_time()
         .and_then(|t| t.fmt(aws_smithy_types::date_time::Format::DateTime).ok());
@@ -463,6 +493,17 @@ impl Provisioner for Ec2 {
                 "must list at least one security group id (sg-...), separated by commas",
             ));
         }
+        let zones = ebb_spi::capacity::zones(properties);
+        if !zones.is_empty() && has("subnetId") {
+            return Err(PropertyError::new(
+                "subnetId",
+                "a subnet is in one zone: with zones, give each zone's subnet in zoneSubnets",
+            ));
+        }
+        if let Some(pairs) = properties.get("zoneSubnets") {
+            launch::check_zone_subnets(pairs, &zones)
+                .map_err(|e| PropertyError::new("zoneSubnets", e))?;
+        }
         Ok(())
     }
 
@@ -494,6 +535,23 @@ impl Provisioner for Ec2 {
 
     fn list<'a>(&'a self, ctx: &'a Context) -> Call<'a, Vec<Resource>> {
         Box::pin(self.list(ctx))
+    }
+
+    /// One `DescribeInstances` filtered by the run's tag.
+    fn lookup<'a>(&'a self, ctx: &'a Context, run: &'a str) -> Call<'a, Vec<Resource>> {
+        Box::pin(async move {
+            let (_, client) = self.client(ctx).await?;
+            let filters = vec![
+                filter(&format!("tag:{TAG_RUN}"), [run]),
+                filter("instance-state-name", LIVE),
+            ];
+            describe(&client, filters).await
+        })
+    }
+
+    /// EC2's documented request buckets.
+    fn call_rates(&self, _: &Properties) -> ebb_spi::CallRates {
+        ebb_spi::CallRates::EC2
     }
 
     fn account(&self, properties: &Properties) -> String {

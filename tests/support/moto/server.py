@@ -8,8 +8,13 @@ checks AMIs and instance types here, as EC2 does. Besides the AWS APIs it answer
                           {"action": "RunInstances", "status": 503,
                            "code": "RequestLimitExceeded", "times": 2}
                               fail that action before it takes effect ("times" omitted: always)
+                          {..., "match": {"Placement.AvailabilityZone": "us-east-1a",
+                                          "InstanceMarketOptions.MarketType": "spot"}}
+                              only the calls whose parameters say so (moto itself never
+                              runs out of capacity: this is how a full zone is made)
   DELETE /_ebb/faults     clear every fault
-  GET    /_ebb/calls      every EC2 call so far: {"action", "filters": {name: [values]}}
+  GET    /_ebb/calls      every EC2 call so far: {"action", "filters": {name: [values]},
+                          "params": RunInstances' placement, subnet, market and spot options}
   GET    /_ebb/instances  every instance: id, region, state, tags, image, type, user data,
                           shutdown behaviour
 
@@ -58,9 +63,12 @@ class Faults:
         query = body.decode("utf-8", "replace") + "&" + environ.get("QUERY_STRING", "")
         params = urllib.parse.parse_qs(query)
         action = params.get("Action", [""])[0]
+        given = {k: v[0] for k, v in params.items() if k.startswith(PARAMS)}
         with self.lock:
-            self.calls.append({"action": action, "filters": filters(params)})
-            rule = next((r for r in self.rules if r["action"] == action), None)
+            self.calls.append({"action": action, "filters": filters(params), "params": given})
+            rule = next((r for r in self.rules if r["action"] == action
+                         and all(given.get(k) == v for k, v in r.get("match", {}).items())),
+                        None)
             if rule is not None and "times" in rule:
                 rule["times"] -= 1
                 if rule["times"] <= 0:
@@ -120,6 +128,10 @@ class Faults:
         return [json.dumps(answer).encode()]
 
 
+# The RunInstances parameters /_ebb/calls shows and faults may match.
+PARAMS = ("Placement.", "SubnetId", "InstanceMarketOptions.", "ClientToken")
+
+
 def filters(params):
     out = {}
     for key, values in params.items():
@@ -147,6 +159,8 @@ def instances():
                         "instanceType": i.instance_type,
                         "userData": user_data,
                         "shutdownBehavior": i.instance_initiated_shutdown_behavior,
+                        "zone": i._placement.zone,
+                        "lifecycle": getattr(i, "lifecycle", None),
                     })
     return out
 
