@@ -92,6 +92,13 @@ fn operation(op: &OperationView, now: f64, cancel: Option<&str>) -> Markup {
                 }
             }
             @if let Some(e) = &op.error { p.notice.bad { (e) } }
+            @if !op.blocked.is_empty() {
+                p.notice.warn {
+                    "No room in " (crate::rules::capacity::describe(&op.blocked))
+                    ": skipped by the rest of the operation."
+                }
+            }
+            @for d in &op.dropped { p.notice.warn { (d.node) " given up: " (d.reason) } }
             @if !nodes.is_empty() {
                 div.gantt role="img" aria-label=(format!("Timeline of operation {}: {} nodes, {} attempts, {} retries", op.id, nodes.len(), attempts, retries)) {
                     @for node in &nodes {

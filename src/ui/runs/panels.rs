@@ -66,6 +66,9 @@ fn origin(run: &RunView) -> Markup {
         }
         @if let Some(by) = &c.reused_by { " · taken over by run " code { (short(by)) } }
         @if c.status == Some(ClusterStatus::Idle) { " · IDLE: the next run that matches takes it over" }
+        @if !c.given_up.is_empty() {
+            " · went on without " (c.given_up.join(", ")) ": no room for them anywhere (minNodes)"
+        }
     }
 }
 
