@@ -24,15 +24,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use support::bench::{env_usize, percentile};
-use support::profiles::{profile_body, put_profile_body};
+use support::profiles::sim_profile;
 use support::runs::{calls, deploy, instances, wait_deprovisioned, wait_until};
 use support::server::{Options, Server};
-
-fn sim_profile(server: &Server, name: &str, sim: &Path, props: &[(&str, &str)]) {
-    let mut all = vec![("stateDir", sim.to_str().expect("utf-8"), false)];
-    all.extend(props.iter().map(|(k, v)| (*k, *v, false)));
-    put_profile_body(server, name, profile_body("sim", &all));
-}
 
 fn start(server: &Server, profile: &str) -> String {
     let program = "/v3/namespaces/default/apps/bench/workflows/p";
@@ -77,6 +71,8 @@ fn reclaims(server: &Server, dir: &Path) {
         "spot",
         &sim,
         &[("nodes", &n), ("marketType", "spot-with-fallback")],
+        0,
+        None,
     );
     let run = start(server, "spot");
     wait_until(server, &run, Duration::from_secs(600), |r| {
@@ -144,6 +140,8 @@ fn throttled(server: &Server, dir: &Path) {
             ("deleteLatency", "5s"),
             ("throttle", "ec2"),
         ],
+        0,
+        None,
     );
     let began = Instant::now();
     let run = start(server, "throttled");

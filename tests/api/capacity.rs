@@ -3,23 +3,14 @@
 //! `minNodes` goes on with fewer, and below it fails saying why, leaving nothing behind; a
 //! SIGKILL of the server in the middle of a failover makes nothing twice.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::profiles::{profile_body, put_profile_body};
+use crate::support::profiles::sim_profile;
 use crate::support::runs::*;
 use crate::support::server::{Options, Server};
-
-fn scenario() -> (tempfile::TempDir, PathBuf, PathBuf) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let data = dir.path().join("data");
-    let sim = dir.path().join("sim");
-    std::fs::create_dir_all(&data).expect("data");
-    std::fs::create_dir_all(&sim).expect("sim");
-    (dir, data, sim)
-}
 
 /// Sets what each zone of the sim cloud in `sim` has room for.
 fn set_capacity(sim: &Path, zones: Value) {
@@ -27,13 +18,6 @@ fn set_capacity(sim: &Path, zones: Value) {
     let tmp = sim.join(".capacity.json.tmp");
     std::fs::write(&tmp, body).expect("write");
     std::fs::rename(tmp, sim.join("capacity.json")).expect("rename");
-}
-
-/// A sim profile `name` with `props` besides its state dir.
-fn sim_profile(server: &Server, name: &str, sim: &Path, props: &[(&str, &str)]) {
-    let mut all = vec![("stateDir", sim.to_str().expect("utf-8"), false)];
-    all.extend(props.iter().map(|(k, v)| (*k, *v, true)));
-    put_profile_body(server, name, profile_body("sim", &all));
 }
 
 /// The instances of `sim`, as (node, zone, market).
@@ -68,7 +52,7 @@ fn refused(sim: &Path) -> usize {
 
 #[test]
 fn a_full_zone_sends_nodes_to_the_next_and_the_run_completes() {
-    let (_dir, data, sim) = scenario();
+    let (_dir, data, sim) = sim_scenario();
     let server = Server::start_at(&data, Options::default());
     set_capacity(&sim, json!({"sim-1a": {"onDemand": 1}}));
     sim_profile(
@@ -76,6 +60,8 @@ fn a_full_zone_sends_nodes_to_the_next_and_the_run_completes() {
         "zoned",
         &sim,
         &[("nodes", "3"), ("zones", "sim-1a, sim-1b")],
+        0,
+        None,
     );
     deploy(&server, "a", "true", json!({}));
     let run = start(&server, "a", json!({"system.profile.name": "zoned"}));
@@ -118,7 +104,7 @@ fn a_full_zone_sends_nodes_to_the_next_and_the_run_completes() {
 
 #[test]
 fn spot_with_fallback_buys_on_demand_where_spot_is_out_and_keeps_the_master_on_demand() {
-    let (_dir, data, sim) = scenario();
+    let (_dir, data, sim) = sim_scenario();
     let server = Server::start_at(&data, Options::default());
     set_capacity(&sim, json!({"sim-1a": {"spot": 1}}));
     sim_profile(
@@ -126,6 +112,8 @@ fn spot_with_fallback_buys_on_demand_where_spot_is_out_and_keeps_the_master_on_d
         "cheap",
         &sim,
         &[("nodes", "3"), ("marketType", "spot-with-fallback")],
+        0,
+        None,
     );
     deploy(&server, "a", "true", json!({}));
     let run = start(&server, "a", json!({"system.profile.name": "cheap"}));
@@ -151,6 +139,8 @@ fn spot_with_fallback_buys_on_demand_where_spot_is_out_and_keeps_the_master_on_d
             ("marketType", "spot"),
             ("retryBudget", "1s"),
         ],
+        0,
+        None,
     );
     let run = start(&server, "a", json!({"system.profile.name": "spot-only"}));
     let failure = failed_and_torn_down(&server, &run);
@@ -190,7 +180,7 @@ fn failed_and_torn_down(server: &Server, run: &str) -> String {
 
 #[test]
 fn a_create_with_at_least_min_nodes_goes_on_and_below_it_fails_leaving_nothing() {
-    let (_dir, data, sim) = scenario();
+    let (_dir, data, sim) = sim_scenario();
     let server = Server::start_at(&data, Options::default());
     set_capacity(&sim, json!({"sim-1a": {"onDemand": 3}}));
     sim_profile(
@@ -198,6 +188,8 @@ fn a_create_with_at_least_min_nodes_goes_on_and_below_it_fails_leaving_nothing()
         "elastic",
         &sim,
         &[("nodes", "5"), ("minNodes", "2"), ("retryBudget", "1s")],
+        0,
+        None,
     );
     deploy(&server, "a", "true", json!({}));
     let run = start(&server, "a", json!({"system.profile.name": "elastic"}));
@@ -234,6 +226,8 @@ fn a_create_with_at_least_min_nodes_goes_on_and_below_it_fails_leaving_nothing()
         "rigid",
         &sim,
         &[("nodes", "5"), ("retryBudget", "1s")],
+        0,
+        None,
     );
     let run = start(&server, "a", json!({"system.profile.name": "rigid"}));
     failed_and_torn_down(&server, &run);
@@ -245,7 +239,7 @@ fn a_create_with_at_least_min_nodes_goes_on_and_below_it_fails_leaving_nothing()
 #[test]
 fn a_sigkill_in_the_middle_of_a_failover_makes_nothing_twice() {
     for pause_ms in [0, 150, 400] {
-        let (_dir, data, sim) = scenario();
+        let (_dir, data, sim) = sim_scenario();
         let server = Server::start_at(&data, Options::default());
         set_capacity(
             &sim,
@@ -260,6 +254,8 @@ fn a_sigkill_in_the_middle_of_a_failover_makes_nothing_twice() {
                 ("zones", "sim-1a sim-1b sim-1c"),
                 ("createLatency", "300ms"),
             ],
+            0,
+            None,
         );
         deploy(&server, "a", "true", json!({}));
         let run = start(&server, "a", json!({"system.profile.name": "zoned"}));
@@ -279,7 +275,7 @@ fn a_sigkill_in_the_middle_of_a_failover_makes_nothing_twice() {
 
 #[test]
 fn bad_capacity_properties_are_refused_naming_the_property() {
-    let (_dir, data, _sim) = scenario();
+    let (_dir, data, _sim) = sim_scenario();
     let server = Server::start_at(&data, Options::default());
     for (props, property) in [
         (json!([{"name": "zones", "value": "a/b"}]), "zones"),
@@ -301,18 +297,6 @@ fn bad_capacity_properties_are_refused_naming_the_property() {
         assert_eq!(code, 400, "{reply}");
         assert!(reply.to_string().contains(property), "{property}: {reply}");
     }
-}
-
-/// The instances the sim made for node `node` of run `run`, oldest first.
-fn instances_of(sim: &Path, run: &str, node: &str) -> Vec<Value> {
-    let id = run.rsplit('/').next().expect("id");
-    let mut found: Vec<Value> = instances(sim)
-        .into_iter()
-        .filter(|i| i["tags"]["ebb:run"] == id && i["tags"]["ebb:node"] == node)
-        .collect();
-    let at = |i: &Value| i["createdAt"].as_f64().unwrap_or_default();
-    found.sort_by(|a, b| at(a).total_cmp(&at(b)));
-    found
 }
 
 /// Reclaims `node`'s live instance as the cloud would, and waits until ebb made a new one
@@ -342,7 +326,7 @@ fn reclaim_and_wait(sim: &Path, run: &str, node: &str) -> Value {
 
 #[test]
 fn reclaimed_spot_nodes_are_made_anew_while_the_program_runs_then_on_demand() {
-    let (dir, data, sim) = scenario();
+    let (dir, data, sim) = sim_scenario();
     let server = Server::start_at(&data, Options::default());
     sim_profile(
         &server,
@@ -353,6 +337,8 @@ fn reclaimed_spot_nodes_are_made_anew_while_the_program_runs_then_on_demand() {
             ("marketType", "spot-with-fallback"),
             ("spotRetries", "2"),
         ],
+        0,
+        None,
     );
     let done = dir.path().join("done");
     let script = format!(
@@ -403,7 +389,7 @@ fn reclaimed_spot_nodes_are_made_anew_while_the_program_runs_then_on_demand() {
 
 #[test]
 fn a_clusters_polls_share_lookups_and_throttling_is_waited_out() {
-    let (_dir, data, sim) = scenario();
+    let (_dir, data, sim) = sim_scenario();
     let server = Server::start_at(&data, Options::default());
     // Another client of the account spent its create bucket: the cloud refuses creates
     // until it refills (2 a second).
@@ -422,6 +408,8 @@ fn a_clusters_polls_share_lookups_and_throttling_is_waited_out() {
             ("throttle", "ec2"),
             ("retryBudget", "2s"),
         ],
+        0,
+        None,
     );
     deploy(&server, "a", "true", json!({}));
     let run = start(&server, "a", json!({"system.profile.name": "busy"}));

@@ -74,18 +74,6 @@ fn live_run_on_template(
     run
 }
 
-/// The sim instances of `run`'s node `node`, oldest first.
-fn instances_of(sim: &Path, run: &str, node: &str) -> Vec<Value> {
-    let id = run.rsplit('/').next().expect("id");
-    let mut found: Vec<Value> = instances(sim)
-        .into_iter()
-        .filter(|i| i["tags"]["ebb:run"] == id && i["tags"]["ebb:node"] == node)
-        .collect();
-    let at = |i: &Value| i["createdAt"].as_f64().unwrap_or_default();
-    found.sort_by(|a, b| at(a).total_cmp(&at(b)));
-    found
-}
-
 /// Sets or clears termination protection (EC2's `disableApiTermination`) on sim instance
 /// `id`, as the cloud's own administrator would.
 fn protect(sim: &Path, id: &str, on: bool) {

@@ -4,7 +4,7 @@
 //! during a claim loses nothing; an idle cluster expires (also across a restart); a cluster
 //! whose check fails is deprovisioned and the run makes its own.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -42,18 +42,9 @@ fn wait_cluster(server: &Server, path: &str, cluster: &str) -> Value {
     })
 }
 
-fn scenario() -> (tempfile::TempDir, PathBuf, PathBuf) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let data = dir.path().join("data");
-    let sim = dir.path().join("sim");
-    std::fs::create_dir_all(&data).expect("data");
-    std::fs::create_dir_all(&sim).expect("sim");
-    (dir, data, sim)
-}
-
 #[test]
 fn a_chain_of_runs_makes_one_cluster() {
-    let (_dir, data, sim) = scenario();
+    let (_dir, data, sim) = sim_scenario();
     let server = Server::start_at(&data, Options::default());
     reusing_sim(&server, "warm", &sim, "2", "5m");
     deploy(&server, "a", "pwd; ls -A", json!({}));
@@ -113,7 +104,7 @@ fn a_chain_of_runs_makes_one_cluster() {
 
 #[test]
 fn what_does_not_match_makes_its_own_cluster() {
-    let (_dir, data, sim) = scenario();
+    let (_dir, data, sim) = sim_scenario();
     let server = Server::start_at(&data, Options::default());
     reusing_sim(&server, "warm", &sim, "1", "5m");
     deploy(&server, "a", "true", json!({}));
@@ -200,7 +191,7 @@ fn race(servers: &[&Server], first: &[String], sim: &Path) {
 
 #[test]
 fn racing_starts_never_share_a_cluster() {
-    let (_dir, data, sim) = scenario();
+    let (_dir, data, sim) = sim_scenario();
     let server = Server::start_at(&data, Options::default());
     reusing_sim(&server, "warm", &sim, "1", "5m");
     // Every racer starts before any ends: none takes over another racer's cluster.
@@ -217,7 +208,7 @@ fn racing_starts_never_share_a_cluster() {
 
 #[test]
 fn an_idle_cluster_expires_also_across_a_restart() {
-    let (_dir, data, sim) = scenario();
+    let (_dir, data, sim) = sim_scenario();
     let server = Server::start_at(&data, Options::default());
     reusing_sim(&server, "warm", &sim, "1", "3s");
     deploy(&server, "a", "true", json!({}));
@@ -257,7 +248,7 @@ fn an_idle_cluster_expires_also_across_a_restart() {
 #[test]
 fn a_sigkill_during_a_claim_leaves_the_cluster_with_one_run() {
     for pause_ms in [0, 20, 60, 150] {
-        let (_dir, data, sim) = scenario();
+        let (_dir, data, sim) = sim_scenario();
         let server = Server::start_at(&data, Options::default());
         reusing_sim(&server, "warm", &sim, "2", "5m");
         deploy(&server, "a", "true", json!({}));
@@ -319,7 +310,7 @@ fn breakable(server: &Server) {
 
 #[test]
 fn a_cluster_whose_check_fails_is_replaced_and_the_run_completes() {
-    let (_dir, data, _sim) = scenario();
+    let (_dir, data, _sim) = sim_scenario();
     let server = Server::start_at(&data, Options::default());
     breakable(&server);
     // The first run leaves a file in its own directory and breaks the service; the next
@@ -380,7 +371,7 @@ fn a_cluster_whose_check_fails_is_replaced_and_the_run_completes() {
 #[test]
 fn racing_starts_on_three_servers_never_share_a_cluster() {
     let cluster = crate::support::etcd::Cluster::start(1);
-    let (dir, _data, sim) = scenario();
+    let (dir, _data, sim) = sim_scenario();
     let install = crate::support::installation::Installation::new(
         &cluster,
         dir.path(),
@@ -411,7 +402,7 @@ fn racing_starts_on_three_servers_never_share_a_cluster() {
 /// its cluster, where a run that needs its own is refused.
 #[test]
 fn the_limits_count_an_idle_cluster_once() {
-    let (_dir, data, sim) = scenario();
+    let (_dir, data, sim) = sim_scenario();
     let server = Server::start_at(&data, Options::default());
     let (code, body) = server.put(
         "/v3/namespaces/default",

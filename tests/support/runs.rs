@@ -152,6 +152,28 @@ pub fn instances(state_dir: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// The sim instances of `run`'s node `node`, oldest first.
+pub fn instances_of(sim: &Path, run: &str, node: &str) -> Vec<Value> {
+    let id = run.rsplit('/').next().expect("id");
+    let mut found: Vec<Value> = instances(sim)
+        .into_iter()
+        .filter(|i| i["tags"]["ebb:run"] == id && i["tags"]["ebb:node"] == node)
+        .collect();
+    let at = |i: &Value| i["createdAt"].as_f64().unwrap_or_default();
+    found.sort_by(|a, b| at(a).total_cmp(&at(b)));
+    found
+}
+
+/// A temporary directory with a server's data dir and a sim cloud's state dir in it.
+pub fn sim_scenario() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let sim = dir.path().join("sim");
+    std::fs::create_dir_all(&data).expect("data");
+    std::fs::create_dir_all(&sim).expect("sim");
+    (dir, data, sim)
+}
+
 /// Checks the sim cloud after every run is over: each node got exactly one instance, every
 /// instance was deleted exactly once and is terminated.
 #[track_caller]

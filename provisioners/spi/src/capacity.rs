@@ -203,17 +203,6 @@ pub const MAX_NODES: PropertySpec = PropertySpec::optional(
     },
 );
 
-/// The properties of spot, zones and elastic size, for a provisioner's spec.
-pub const CAPACITY_PROPERTIES: [PropertySpec; 7] = [
-    ZONES,
-    MARKET_TYPE,
-    SPOT_WORKERS_ONLY,
-    SPOT_RETRIES,
-    MAX_SPOT_PRICE,
-    MIN_NODES,
-    MAX_NODES,
-];
-
 /// The most zones a profile may list.
 pub const MAX_ZONES: usize = 32;
 
