@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 
 use support::bench::{env_usize, percentile};
 use support::profiles::sim_profile;
-use support::runs::{calls, deploy, instances, wait_deprovisioned, wait_until};
+use support::runs::{call_counts, calls, deploy, instances, wait_deprovisioned, wait_until};
 use support::server::{Options, Server};
 
 fn start(server: &Server, profile: &str) -> String {
@@ -147,36 +147,19 @@ fn throttled(server: &Server, dir: &Path) {
     let run = start(server, "throttled");
     let done = wait_deprovisioned(server, &run);
     assert_eq!(done["status"], "COMPLETED", "{done}");
-    let log = calls(&sim);
-    let ok = |op: &str| {
-        log.iter()
-            .filter(|c| c["op"] == op && c["ok"] == true)
-            .count()
-    };
-    let lookups = log
-        .iter()
-        .filter(|c| c["op"] == "list" && c["ok"] == true && c["tags"].get("ebb:node").is_none())
-        .count();
-    let finds = ok("list") - lookups;
-    let throttled = log
-        .iter()
-        .filter(|c| {
-            c["error"]
-                .as_str()
-                .is_some_and(|e| e.starts_with("RequestLimitExceeded"))
-        })
-        .count();
+    let counts = call_counts(&sim);
+    let throttled = counts.throttled;
     let (_, events) = server.get(&format!("{run}/events"));
     let reached = events.to_string().contains("RequestLimitExceeded");
     let per = |k: usize| k as f64 / nodes as f64;
     println!(
         "throttled: {nodes} nodes, createLatency {latency}, EC2's buckets: create and delete in {:.0} s; per node {:.2} creates, {:.2} deletes, {:.3} lookups, {:.2} describes, {:.2} finds; {throttled} calls throttled by the cloud; throttling reached the run: {reached}",
         began.elapsed().as_secs_f64(),
-        per(ok("create")),
-        per(ok("delete")),
-        per(lookups),
-        per(ok("describe")),
-        per(finds),
+        per(counts.creates),
+        per(counts.deletes),
+        per(counts.lookups),
+        per(counts.describes),
+        per(counts.finds),
     );
 }
 

@@ -4,7 +4,8 @@
 //!   keeps the run's deadline (keepalive expiry, profile timeout) as a timer re-armed from the
 //!   record, so deadlines survive restarts.
 //! - [`planner`]: one `Planner` per cluster operation, running the plan's tasks.
-//! - [`task`]: one `TaskRunner` per node-level task, persisting the resource state around
+//! - [`task`]: one `TaskRunner` per node-level task, its attempts recorded;
+//!   [`resource_task`]: a node task's resource steps, persisting the resource state around
 //!   every outside call.
 //! - [`health`]: the checks of a run's live cluster and what their findings lead to, for its
 //!   supervisor; [`checker`] runs and records one check; [`spot`]: the watch of a live
@@ -46,6 +47,7 @@ pub mod plugins;
 pub mod program;
 pub mod registry;
 pub mod remote;
+pub mod resource_task;
 pub mod retention;
 pub mod reuse;
 pub mod shares;

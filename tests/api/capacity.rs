@@ -415,16 +415,8 @@ fn a_clusters_polls_share_lookups_and_throttling_is_waited_out() {
     let run = start(&server, "a", json!({"system.profile.name": "busy"}));
     let done = wait_deprovisioned(&server, &run);
     assert_eq!(done["status"], "COMPLETED", "{done}");
-    let log = calls(&sim);
-    let throttled = log
-        .iter()
-        .filter(|c| {
-            c["error"]
-                .as_str()
-                .is_some_and(|e| e.starts_with("RequestLimitExceeded"))
-        })
-        .count();
-    assert!(throttled > 0, "the cloud never throttled");
+    let counts = call_counts(&sim);
+    assert!(counts.throttled > 0, "the cloud never throttled");
     let (_, events) = server.get(&format!("{run}/events"));
     assert!(
         !events.to_string().contains("RequestLimitExceeded"),
@@ -432,18 +424,12 @@ fn a_clusters_polls_share_lookups_and_throttling_is_waited_out() {
     );
     // The nodes' polls: no describe of its own, a few shared lookups for the whole cluster
     // (a list by the run's tag alone; a node's `find` names the node too).
-    let ok = |c: &&Value, op: &str| c["op"] == op && c["ok"] == true;
-    assert_eq!(log.iter().filter(|c| ok(c, "describe")).count(), 0);
-    let lookups = log
-        .iter()
-        .filter(|c| ok(c, "list") && c["tags"].get("ebb:run").is_some())
-        .filter(|c| c["tags"].get("ebb:node").is_none())
-        .count();
+    assert_eq!(counts.describes, 0);
+    let lookups = counts.lookups;
     assert!(lookups <= 2 * 20, "{lookups} lookups for 20 nodes");
-    let finds = log
-        .iter()
-        .filter(|c| ok(c, "list") && c["tags"].get("ebb:node").is_some())
-        .count();
-    assert_eq!(finds, 0, "a throttled create made nothing to look for");
+    assert_eq!(
+        counts.finds, 0,
+        "a throttled create made nothing to look for"
+    );
     assert_clean(&sim, &[run.as_str()], 20);
 }

@@ -108,6 +108,11 @@ fn a_program_resizes_its_own_cluster_within_its_bounds_and_nothing_else() {
     // The token does nothing else: another route, another run, another namespace's list.
     let token = std::fs::read_to_string(talk.join("token")).expect("token");
     assert!(token.starts_with("ebbrun_"), "{token}");
+    // While the program runs, no file the server keeps holds it (its launch file included).
+    for (path, bytes) in files(&data) {
+        let found = bytes.windows(token.len()).any(|w| w == token.as_bytes());
+        assert!(!found, "{} holds the run's token", path.display());
+    }
     let other = start(&server, "a", json!({"system.profile.name": "elastic"}));
     let expand = json!({"operation": "expand", "nodes": 1});
     for (method, path, body) in [

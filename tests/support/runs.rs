@@ -164,6 +164,45 @@ pub fn instances_of(sim: &Path, run: &str, node: &str) -> Vec<Value> {
     found
 }
 
+/// What a sim cloud was asked, by kind of call: successful creates, deletes and describes, a
+/// cluster's shared lookups (a list by the run's tag alone), a node's finds (a list naming the
+/// node), and the calls it throttled.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CallCounts {
+    pub creates: usize,
+    pub deletes: usize,
+    pub describes: usize,
+    pub lookups: usize,
+    pub finds: usize,
+    pub throttled: usize,
+}
+
+/// The calls of the sim cloud in `state_dir`, counted by kind.
+pub fn call_counts(state_dir: &Path) -> CallCounts {
+    let mut counts = CallCounts::default();
+    for c in calls(state_dir) {
+        if c["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("RequestLimitExceeded"))
+        {
+            counts.throttled += 1;
+        }
+        if c["ok"] != true {
+            continue;
+        }
+        let named = |tag: &str| c["tags"].get(tag).is_some();
+        match c["op"].as_str() {
+            Some("create") => counts.creates += 1,
+            Some("delete") => counts.deletes += 1,
+            Some("describe") => counts.describes += 1,
+            Some("list") if named("ebb:node") => counts.finds += 1,
+            Some("list") if named("ebb:run") => counts.lookups += 1,
+            Some(_) | None => {}
+        }
+    }
+    counts
+}
+
 /// A temporary directory with a server's data dir and a sim cloud's state dir in it.
 pub fn sim_scenario() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let dir = tempfile::tempdir().expect("tempdir");
