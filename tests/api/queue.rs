@@ -297,13 +297,17 @@ fn one_namespaces_long_queue_does_not_hold_up_anothers_run() {
         "1",
         json!({"then": "sleep 0.2"}),
     );
+    // small's runs hold their cluster until the test opens the gate: its second run is sure
+    // to queue behind its first, however slow the machine is.
+    let gate = b.marker.with_file_name("go");
+    let hold = format!("while [ ! -e '{}' ]; do sleep 0.05; done", gate.display());
     setup(
         &server,
         &b.sim,
         &b.marker,
         "small",
         "1",
-        json!({"then": "sleep 2"}),
+        json!({ "then": hold }),
     );
     let small_first = queued_start(&server, "small", json!({}));
     wait_until(&server, &small_first, LONG, |r| r["status"] == "RUNNING");
@@ -313,6 +317,7 @@ fn one_namespaces_long_queue_does_not_hold_up_anothers_run() {
         .collect();
     let small_next = queued_start(&server, "small", json!({}));
     assert_eq!(status(&server, &small_next)["status"], "QUEUED");
+    std::fs::write(&gate, "").expect("open the gate");
     // small's second run starts as soon as its first lets go, while big's queue is long.
     let started = wait_until(&server, &small_next, LONG, |r| r["status"] != "QUEUED");
     let admitted = started["queue"]["admitted"].as_u64().expect("admitted");
