@@ -106,8 +106,8 @@ pub fn after_reclaims(
     properties: &Properties,
     reclaims: u32,
 ) -> Vec<Placement> {
-    use ebb_spi::capacity::{MARKET_TYPE, MarketType, SPOT_RETRIES};
-    let market = MarketType::parse(properties.get(MARKET_TYPE.name).map(String::as_str));
+    use ebb_spi::capacity::{MarketType, SPOT_RETRIES};
+    let market = MarketType::of(properties);
     let retries = properties
         .get(SPOT_RETRIES.name)
         .and_then(|v| v.trim().parse().ok())

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::SpawnHandle;
-use ebb_spi::capacity::{MARKET_TYPE, MarketType};
+use ebb_spi::capacity::MarketType;
 
 use super::deps::Deps;
 use crate::model::event::EventKind;
@@ -56,7 +56,7 @@ pub fn wanted(run: &RunRecord) -> bool {
         Some(ClusterStatus::Provisioned | ClusterStatus::Waiting)
     );
     let properties = run.properties();
-    let market = MarketType::parse(properties.get(MARKET_TYPE.name).map(String::as_str));
+    let market = MarketType::of(&properties);
     live && market != MarketType::OnDemand
 }
 

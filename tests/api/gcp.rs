@@ -48,6 +48,7 @@ fn killed_mid_create(hold: Value, provisioner: &str, kinds: (&str, &str), count:
     let server = Server::start_at(&data, Options::default());
     let done = wait_deprovisioned(&server, &run);
     assert_eq!(done["status"], "COMPLETED", "{done}");
+    gcp.wait_deleted();
     let all = [of_run(&gcp, live, &id), of_run(&gcp, deleted, &id)].concat();
     assert_eq!(all.len(), count, "one resource per node: {all:?}");
     assert!(of_run(&gcp, live, &id).is_empty());
@@ -81,6 +82,7 @@ fn a_three_node_compute_cluster_is_labelled_run_and_deleted() {
     assert_eq!(done["status"], "COMPLETED", "{done}");
     let id = run_id(&run);
     assert_eq!(gcp.count("POST", "/instances"), 3);
+    gcp.wait_deleted();
     let gone = of_run(&gcp, "deletedInstances", id);
     assert_eq!(gone.len(), 3, "{}", gcp.resources());
     assert!(of_run(&gcp, "instances", id).is_empty());

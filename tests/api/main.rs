@@ -19,6 +19,8 @@ mod etcd;
 mod fuzz;
 #[cfg(feature = "gcp")]
 mod gcp;
+#[cfg(feature = "gcp")]
+mod gcp_capacity;
 mod healing;
 mod hosts;
 mod janitor;

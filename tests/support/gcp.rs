@@ -53,9 +53,19 @@ impl Gcp {
             .expect("stand-in control")
     }
 
-    /// Changes the stand-in's settings (`delay`, `natPrefix`/`natStart`).
+    /// Changes the stand-in's settings (`delay`, `natPrefix`/`natStart`, `capacity`).
     pub fn config(&self, settings: Value) {
         self.control(reqwest::Method::POST, "config", settings);
+    }
+
+    /// Compute Engine preempts Spot VM `name` in `zone`; answers whether it was one.
+    pub fn preempt(&self, zone: &str, name: &str) -> bool {
+        let answer = self.control(
+            reqwest::Method::POST,
+            "preempt",
+            json!({"zone": zone, "name": name}),
+        );
+        answer["preempted"] == true
     }
 
     pub fn fault(&self, rule: Value) {
@@ -79,6 +89,31 @@ impl Gcp {
 
     pub fn resources(&self) -> Value {
         self.control(reqwest::Method::GET, "resources", json!({}))
+    }
+
+    /// Waits until every instance is deleted: ebb counts a STOPPING instance as going (the
+    /// delete was asked for), and the stand-in finishes it at its own pace. Fails on an
+    /// instance that is not going.
+    pub fn wait_deleted(&self) {
+        let started = std::time::Instant::now();
+        loop {
+            let live = self.resources()["instances"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            if live.is_empty() {
+                return;
+            }
+            assert!(
+                live.iter().all(|i| i["status"] == "STOPPING"),
+                "an instance was left: {live:?}"
+            );
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "never deleted: {live:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 }
 

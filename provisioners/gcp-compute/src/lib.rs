@@ -3,9 +3,16 @@
 //! features).
 //!
 //! - **Names** are deterministic: `ebb-<run>-<node>` (and `-g<N>` for the replacement a failed
-//!   confirm makes), so a node never has two instances by accident, and "already exists" on
-//!   insert means an earlier insert got through: the instance is adopted when its labels say
-//!   it is this node's.
+//!   confirm makes, or a node moved to another zone or market), so a node never has two
+//!   instances by accident, and "already exists" on insert means an earlier insert got
+//!   through: the instance is adopted when its labels say it is this node's.
+//! - **Zones:** an instance lives in a zone, so its id is `<zone>/<name>` (an id without a
+//!   zone is in the profile's `zone`). `zones` lists where nodes may go, in order; a zone
+//!   without room (`ZONE_RESOURCE_POOL_EXHAUSTED`) moves the node to the next. Every lookup
+//!   by label is one `instances.aggregatedList` over all zones of the project.
+//! - **Spot:** `provisioningModel: SPOT` (or `marketType: spot`, `spot-with-fallback`) makes
+//!   workers Spot VMs (`scheduling.provisioningModel=SPOT`, `instanceTerminationAction=DELETE`,
+//!   so a preempted VM is gone, and the framework replaces it).
 //! - **requestId** is a UUID derived from run, node and generation: a resent insert is
 //!   answered with the first one's operation. When that operation had failed (its error
 //!   inside the DONE operation), the id is spent and the retry derives the next one from it.
@@ -20,6 +27,10 @@
 use std::time::{Duration, SystemTime};
 
 use ebb_gcp::{ACCOUNT_KEY, ANONYMOUS, Clients, ENDPOINT, LABELS, classify};
+use ebb_spi::capacity::{
+    MARKET_TYPE, MAX_NODES as MAX_NODES_PROPERTY, MIN_NODES, PROVISIONING_MODEL, SPOT_RETRIES,
+    SPOT_WORKERS_ONLY, ZONES,
+};
 use ebb_spi::resource::{
     HEAL, HEAL_ATTEMPTS, HEAL_WINDOW, RETRY_BUDGET, TEMPLATE, node_count, node_names,
 };
@@ -46,7 +57,8 @@ pub static SPEC: ProvisionerSpec = ProvisionerSpec {
                   official Rust SDK.",
     properties: &[
         PropertySpec::required("projectId", PropertyKind::Text).author_only(),
-        PropertySpec::required("zone", PropertyKind::Text).author_only(),
+        PropertySpec::optional("zone", PropertyKind::Text).author_only(),
+        ZONES,
         PropertySpec::optional("machineType", PropertyKind::Text),
         PropertySpec::optional("image", PropertyKind::Text),
         PropertySpec::optional(
@@ -66,6 +78,12 @@ pub static SPEC: ProvisionerSpec = ProvisionerSpec {
                 max: MAX_NODES,
             },
         ),
+        MIN_NODES,
+        MAX_NODES_PROPERTY,
+        PROVISIONING_MODEL,
+        MARKET_TYPE,
+        SPOT_WORKERS_ONLY,
+        SPOT_RETRIES,
         LABELS,
         ACCOUNT_KEY,
         ENDPOINT,
@@ -110,11 +128,47 @@ pub fn instance_name(key: &ResourceKey) -> String {
     format!("ebb-{run}-{node}{suffix}")
 }
 
-fn zone(ctx: &Context) -> Result<(&str, &str), ProvisionError> {
-    match (ctx.property("projectId"), ctx.property("zone")) {
-        (Some(p), Some(z)) => Ok((p, z)),
-        _ => Err(ProvisionError::fatal("projectId and zone must be set")),
+fn project(ctx: &Context) -> Result<&str, ProvisionError> {
+    ctx.property("projectId")
+        .ok_or_else(|| ProvisionError::fatal("projectId must be set"))
+}
+
+/// The zone a create goes to: the one the framework placed it in, else the profile's `zone`,
+/// else the first of its `zones`.
+fn target_zone(ctx: &Context) -> Result<String, ProvisionError> {
+    if let Some(zone) = &ctx.placement.zone {
+        return Ok(zone.clone());
     }
+    home_zone(ctx).ok_or_else(|| ProvisionError::fatal("zone (or zones) must be set"))
+}
+
+/// The profile's `zone`, else the first of its `zones`.
+fn home_zone(ctx: &Context) -> Option<String> {
+    match ctx.property("zone") {
+        Some(zone) => Some(zone.to_string()),
+        None => ebb_spi::capacity::zones(&ctx.properties).into_iter().next(),
+    }
+}
+
+/// The id of instance `name` in `zone`.
+pub fn instance_id(zone: &str, name: &str) -> String {
+    format!("{zone}/{name}")
+}
+
+/// The zone and name an id names; an id without a zone (made before zones) is in the
+/// profile's zone.
+fn split_id(ctx: &Context, id: &str) -> Result<(String, String), ProvisionError> {
+    match id.split_once('/') {
+        Some((zone, name)) => Ok((zone.to_string(), name.to_string())),
+        None => Ok((target_zone(ctx)?, id.to_string())),
+    }
+}
+
+/// The region of zone `zone` (`us-central1-a` → `us-central1`).
+fn region_of(zone: &str) -> &str {
+    zone.rsplit_once('-')
+        .map(|(region, _)| region)
+        .unwrap_or(zone)
 }
 
 /// The moment the fail-safe deletes the node: 10 minutes after the run's deadline.
@@ -156,8 +210,8 @@ impl Compute {
         &self,
         ctx: &Context,
         key: &ResourceKey,
+        zone: &str,
     ) -> Result<model::Instance, ProvisionError> {
-        let (_, zone) = zone(ctx)?;
         let mut instance = model::Instance::default();
         instance.name = Some(instance_name(key));
         let machine = ctx.property("machineType").unwrap_or(DEFAULT_MACHINE_TYPE);
@@ -192,26 +246,16 @@ impl Compute {
             sa.scopes = vec!["https://www.googleapis.com/auth/cloud-platform".into()];
             instance.service_accounts = vec![sa];
         }
-        if let Some(at) = failsafe_at(ctx) {
-            let left = at
-                .duration_since(SystemTime::now())
-                .unwrap_or(Duration::from_secs(30))
-                .max(Duration::from_secs(30));
-            let mut scheduling = model::Scheduling::default();
-            let mut max = model::Duration::default();
-            max.seconds = Some(left.as_secs() as i64);
-            scheduling.max_run_duration = Some(max);
-            scheduling.instance_termination_action =
-                Some(model::scheduling::InstanceTerminationAction::Delete);
-            instance.scheduling = Some(scheduling);
-        }
+        instance.scheduling = scheduling(ctx);
         Ok(instance)
     }
 
     async fn create(&self, ctx: &Context, key: &ResourceKey) -> Result<Resource, ProvisionError> {
-        let (project, zone) = zone(ctx)?;
+        let project = project(ctx)?;
+        let zone = target_zone(ctx)?;
+        let zone = zone.as_str();
         let (instances, operations) = self.client(ctx).await?;
-        let body = self.instance(ctx, key)?;
+        let body = self.instance(ctx, key, zone)?;
         let name = instance_name(key);
         let mut request_id = ebb_gcp::request_id("insert", key);
         let mut spent_ids = 0;
@@ -244,7 +288,7 @@ impl Compute {
             Ok(op) => wait(&operations, project, zone, op).await?,
             Err(e) if ebb_gcp::is_conflict(&e) => {
                 // An earlier insert got through; adopt the instance if it is this node's.
-                let found = self.get(ctx, &name).await?;
+                let found = self.get(ctx, zone, &name).await?;
                 return match found {
                     Some(r) if key.matches(&r.tags) => Ok(self.with_facts(ctx, r)),
                     Some(_) => Err(ProvisionError::fatal(format!(
@@ -258,7 +302,7 @@ impl Compute {
             }
             Err(e) => return Err(classify("instances.insert", &e)),
         }
-        match self.get(ctx, &name).await? {
+        match self.get(ctx, zone, &name).await? {
             Some(r) => Ok(self.with_facts(ctx, r)),
             None => Err(ProvisionError::retryable(format!(
                 "instances.insert of {name} finished, but the instance is not there"
@@ -277,8 +321,13 @@ impl Compute {
         ebb_spi::resource::with_ssh(ctx, r)
     }
 
-    async fn get(&self, ctx: &Context, name: &str) -> Result<Option<Resource>, ProvisionError> {
-        let (project, zone) = zone(ctx)?;
+    async fn get(
+        &self,
+        ctx: &Context,
+        zone: &str,
+        name: &str,
+    ) -> Result<Option<Resource>, ProvisionError> {
+        let project = project(ctx)?;
         let (instances, _) = self.client(ctx).await?;
         match instances
             .get()
@@ -294,26 +343,32 @@ impl Compute {
         }
     }
 
+    /// The project's instances that `filter` selects, in every zone: one
+    /// `instances.aggregatedList` (a page per 500).
     async fn list_filtered(
         &self,
         ctx: &Context,
         filter: String,
     ) -> Result<Vec<Resource>, ProvisionError> {
-        let (project, zone) = zone(ctx)?;
+        let project = project(ctx)?;
         let (instances, _) = self.client(ctx).await?;
         let mut out = Vec::new();
         let mut token = String::new();
         loop {
             let page = instances
-                .list()
+                .aggregated_list()
                 .set_project(project)
-                .set_zone(zone)
                 .set_filter(filter.clone())
                 .set_page_token(token.clone())
                 .send()
                 .await
-                .map_err(|e| classify("instances.list", &e))?;
-            out.extend(page.items.iter().filter_map(resource));
+                .map_err(|e| classify("instances.aggregatedList", &e))?;
+            out.extend(
+                page.items
+                    .values()
+                    .flat_map(|scoped| scoped.instances.iter())
+                    .filter_map(resource),
+            );
             match page.next_page_token {
                 Some(t) if !t.is_empty() => token = t,
                 _ => return Ok(out),
@@ -338,12 +393,14 @@ impl Compute {
             .filter(|r| key.matches(&r.tags) && r.state != ResourceState::Deleting)
             .collect();
         // The one of this generation first: a failed confirm's instance may still be there.
-        found.sort_by_key(|r| r.id != instance_name(key));
+        let name = instance_name(key);
+        found.sort_by_key(|r| r.id.rsplit('/').next() != Some(name.as_str()));
         Ok(found.into_iter().next().map(|r| self.with_facts(ctx, r)))
     }
 
-    async fn delete(&self, ctx: &Context, name: &str) -> Result<(), ProvisionError> {
-        let (project, zone) = zone(ctx)?;
+    async fn delete(&self, ctx: &Context, id: &str) -> Result<(), ProvisionError> {
+        let project = project(ctx)?;
+        let (zone, name) = split_id(ctx, id)?;
         let (instances, _) = self.client(ctx).await?;
         // No requestId: a delete is idempotent by itself (404 is success), and a spent id
         // would answer every retry with the first attempt's operation.
@@ -399,26 +456,61 @@ async fn wait(
     }
 }
 
-/// An error inside a DONE operation: capacity and readiness are worth retrying; quota, bad
-/// input and permissions are not.
+/// An error inside a DONE operation: a zone without room moves the node to the next place;
+/// the rate errors are waited out; readiness and internal errors are retried; quota, bad
+/// input and permissions are fatal.
 pub fn operation_error(code: &str, message: &str) -> ProvisionError {
     let text = format!("{code}: {message}");
-    let retryable = code.starts_with("ZONE_RESOURCE_POOL_EXHAUSTED")
-        || code == "RESOURCE_NOT_READY"
-        || code == "RESOURCE_OPERATION_RATE_EXCEEDED"
-        || code == "RATE_LIMIT_EXCEEDED"
-        || code == "INTERNAL_ERROR";
-    if retryable {
-        ProvisionError::retryable(text)
-    } else {
-        ProvisionError::fatal(text)
+    match code {
+        _ if code.starts_with("ZONE_RESOURCE_POOL_EXHAUSTED") => {
+            ProvisionError::capacity(ebb_spi::CapacityScope::Zone, text)
+        }
+        "QUOTA_EXCEEDED" => ProvisionError::quota(text),
+        "RESOURCE_OPERATION_RATE_EXCEEDED" | "RATE_LIMIT_EXCEEDED" => {
+            ProvisionError::throttled(None, text)
+        }
+        "RESOURCE_NOT_READY" | "INTERNAL_ERROR" => ProvisionError::retryable(text),
+        _ => ProvisionError::fatal(text),
     }
+}
+
+/// The instance's scheduling: a Spot VM when the framework placed it on spot, and the
+/// fail-safe's `maxRunDuration` with a profile `timeout`. Both delete the VM when they end
+/// it, so a preempted node is gone rather than stopped.
+fn scheduling(ctx: &Context) -> Option<model::Scheduling> {
+    use model::scheduling::{InstanceTerminationAction, ProvisioningModel};
+    let spot = ctx.placement.market == ebb_spi::Market::Spot;
+    let failsafe = failsafe_at(ctx);
+    if !spot && failsafe.is_none() {
+        return None;
+    }
+    let mut scheduling = model::Scheduling::default();
+    if spot {
+        scheduling.provisioning_model = Some(ProvisioningModel::Spot);
+        scheduling.automatic_restart = Some(false);
+        scheduling.on_host_maintenance = Some(model::scheduling::OnHostMaintenance::Terminate);
+    }
+    if let Some(at) = failsafe {
+        let left = at
+            .duration_since(SystemTime::now())
+            .unwrap_or(Duration::from_secs(30))
+            .max(Duration::from_secs(30));
+        let mut max = model::Duration::default();
+        max.seconds = Some(left.as_secs() as i64);
+        scheduling.max_run_duration = Some(max);
+    }
+    scheduling.instance_termination_action = Some(InstanceTerminationAction::Delete);
+    Some(scheduling)
 }
 
 /// An instance as ebb sees it; `None` when it has no name.
 fn resource(i: &model::Instance) -> Option<Resource> {
     use model::instance::Status;
     let name = i.name.clone()?;
+    let zone = i
+        .zone
+        .as_deref()
+        .map(|z| z.rsplit('/').next().unwrap_or(z).to_string());
     let state = match i.status {
         Some(Status::Running) => ResourceState::Running,
         Some(Status::Provisioning | Status::Staging) | None => ResourceState::Pending,
@@ -439,14 +531,21 @@ fn resource(i: &model::Instance) -> Option<Resource> {
             m.rsplit('/').next().unwrap_or(m).to_string(),
         );
     }
-    if let Some(z) = &i.zone {
-        properties.insert(
-            "zone".to_string(),
-            z.rsplit('/').next().unwrap_or(z).to_string(),
-        );
+    if let Some(z) = &zone {
+        properties.insert("zone".to_string(), z.clone());
     }
+    let spot = i
+        .scheduling
+        .as_ref()
+        .and_then(|s| s.provisioning_model.as_ref())
+        == Some(&model::scheduling::ProvisioningModel::Spot);
+    let market = if spot { "spot" } else { "on-demand" };
+    properties.insert("market".to_string(), market.to_string());
     Some(Resource {
-        id: name,
+        id: match &zone {
+            Some(z) => instance_id(z, &name),
+            None => name,
+        },
         state,
         tags: ebb_gcp::tags_of(&i.labels),
         address: external.or(internal),
@@ -460,7 +559,27 @@ impl Provisioner for Compute {
     }
 
     fn validate(&self, properties: &Properties) -> Result<(), PropertyError> {
-        ebb_gcp::validate(&SPEC, properties)
+        ebb_gcp::validate(&SPEC, properties)?;
+        let zones = ebb_spi::capacity::zones(properties);
+        if zones.is_empty() && !properties.contains_key("zone") {
+            return Err(PropertyError::new(
+                "zone",
+                "must be set (the zone of the instances), or zones (a list of them)",
+            ));
+        }
+        if properties.contains_key("subnet")
+            && let Some(other) = zones.iter().find(|z| region_of(z) != region_of(&zones[0]))
+        {
+            return Err(PropertyError::new(
+                ZONES.name,
+                format!(
+                    "a subnet is in one region: {other} is not in {} as {} is",
+                    region_of(&zones[0]),
+                    zones[0]
+                ),
+            ));
+        }
+        Ok(())
     }
 
     fn nodes(&self, properties: &Properties) -> Vec<String> {
@@ -477,7 +596,8 @@ impl Provisioner for Compute {
 
     fn describe<'a>(&'a self, ctx: &'a Context, id: &'a str) -> Call<'a, Option<Resource>> {
         Box::pin(async move {
-            let found = self.get(ctx, id).await?;
+            let (zone, name) = split_id(ctx, id)?;
+            let found = self.get(ctx, &zone, &name).await?;
             Ok(found.map(|r| self.with_facts(ctx, r)))
         })
     }
@@ -498,15 +618,34 @@ impl Provisioner for Compute {
         })
     }
 
-    /// One project and zone, with one set of credentials, is one account.
+    /// One `instances.aggregatedList` filtered by the run's label, over every zone.
+    fn lookup<'a>(&'a self, ctx: &'a Context, run: &'a str) -> Call<'a, Vec<Resource>> {
+        Box::pin(async move {
+            let filter = format!("labels.ebb-run = \"{}\"", ebb_gcp::label_value(run));
+            let all = self.list_filtered(ctx, filter).await?;
+            Ok(all
+                .into_iter()
+                .filter(|r| r.tags.get(TAG_RUN).is_some_and(|v| v == run))
+                .filter(|r| r.state != ResourceState::Deleting)
+                .map(|r| self.with_facts(ctx, r))
+                .collect())
+        })
+    }
+
+    fn batches_lookups(&self) -> bool {
+        true
+    }
+
+    /// Compute Engine's documented per-project rate quotas.
+    fn call_rates(&self, _: &Properties) -> ebb_spi::CallRates {
+        ebb_spi::CallRates::GCE
+    }
+
+    /// One project, with one set of credentials, is one account: its rate quotas are the
+    /// project's, and a lookup covers all of its zones.
     fn account(&self, properties: &Properties) -> String {
         let get = |k: &str| properties.get(k).map(String::as_str).unwrap_or("");
-        format!(
-            "{}/{} {}",
-            get("projectId"),
-            get("zone"),
-            get(ENDPOINT.name)
-        )
+        format!("{} {}", get("projectId"), get(ENDPOINT.name))
     }
 }
 
@@ -527,8 +666,20 @@ mod tests {
 
     #[test]
     fn operation_errors_are_classified() {
-        assert!(operation_error("ZONE_RESOURCE_POOL_EXHAUSTED", "no room").retryable);
+        let full = operation_error("ZONE_RESOURCE_POOL_EXHAUSTED", "no room");
+        assert_eq!(full.capacity_scope(), Some(ebb_spi::CapacityScope::Zone));
+        let full = operation_error("ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", "no room");
+        assert_eq!(full.capacity_scope(), Some(ebb_spi::CapacityScope::Zone));
         assert!(!operation_error("QUOTA_EXCEEDED", "CPUS").retryable);
+        assert_eq!(
+            operation_error("QUOTA_EXCEEDED", "CPUS").kind,
+            ebb_spi::ErrorKind::Quota
+        );
+        assert_eq!(
+            operation_error("RATE_LIMIT_EXCEEDED", "slow down").kind,
+            ebb_spi::ErrorKind::Throttled(None)
+        );
+        assert!(!operation_error("INVALID_FIELD_VALUE", "bad").retryable);
         assert!(
             operation_error("QUOTA_EXCEEDED", "CPUS")
                 .message
@@ -556,5 +707,60 @@ mod tests {
                 .property,
             "zone"
         );
+        let zones = ebb_spi::properties([("projectId", "p"), ("zones", "us-east1-b, us-east1-c")]);
+        assert_eq!(Compute::default().validate(&zones), Ok(()));
+        let apart = ebb_spi::properties([
+            ("projectId", "p"),
+            ("zones", "us-east1-b, europe-west1-b"),
+            ("subnet", "regions/us-east1/subnetworks/s"),
+        ]);
+        let e = Compute::default().validate(&apart).expect_err("refused");
+        assert_eq!(e.property, "zones");
+        assert!(e.message.contains("europe-west1-b"), "{}", e.message);
+        let both = ebb_spi::properties([
+            ("projectId", "p"),
+            ("zone", "z"),
+            ("provisioningModel", "SPOT"),
+            ("marketType", "on-demand"),
+        ]);
+        let e = Compute::default().validate(&both).expect_err("refused");
+        assert_eq!(e.property, "provisioningModel");
+    }
+
+    #[test]
+    fn spot_is_google_spot_and_ids_carry_the_zone() {
+        let props = ebb_spi::properties([
+            ("projectId", "p"),
+            ("zones", "us-east1-b, us-east1-c"),
+            ("provisioningModel", "SPOT"),
+        ]);
+        let workers = Compute::default().placements(&props, false);
+        assert_eq!(workers.len(), 2);
+        assert!(workers.iter().all(|p| p.market == ebb_spi::Market::Spot));
+        let master = Compute::default().placements(&props, true);
+        assert!(master.iter().all(|p| p.market == ebb_spi::Market::OnDemand));
+        let mut ctx = Context::new(props, std::path::PathBuf::new());
+        ctx.placement = workers[1].clone();
+        let spot = scheduling(&ctx).expect("spot scheduling");
+        assert_eq!(
+            spot.provisioning_model,
+            Some(model::scheduling::ProvisioningModel::Spot)
+        );
+        assert_eq!(
+            spot.instance_termination_action,
+            Some(model::scheduling::InstanceTerminationAction::Delete)
+        );
+        assert_eq!(target_zone(&ctx).expect("zone"), "us-east1-c");
+        assert_eq!(
+            split_id(&ctx, "us-east1-c/ebb-r-worker-1").expect("id"),
+            ("us-east1-c".to_string(), "ebb-r-worker-1".to_string())
+        );
+        ctx.placement = ebb_spi::Placement::default();
+        assert_eq!(
+            split_id(&ctx, "ebb-r-master").expect("id").0,
+            "us-east1-b",
+            "an id from before zones is in the profile's zone"
+        );
+        assert!(scheduling(&ctx).is_none(), "on-demand without a timeout");
     }
 }

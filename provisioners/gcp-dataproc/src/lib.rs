@@ -3,7 +3,10 @@
 //!
 //! Its properties are those CDAP users know from CDAP's Dataproc provisioner: `projectId`,
 //! `region`, `zone`, `network`, `subnet`, `masterMachineType`, `masterNumNodes`,
-//! `workerMachineType`, `workerNumNodes`, `imageVersion`, `serviceAccount` and `idleTTL`.
+//! `workerMachineType`, `workerNumNodes`, `imageVersion`, `serviceAccount` and `idleTTL`;
+//! and Dataproc's secondary workers, cheap capacity that scales compute without HDFS:
+//! `secondaryWorkerNumNodes` of `secondaryWorkerType` `spot` (the default), `preemptible`
+//! or `non-preemptible`. Dataproc itself replaces a preempted secondary worker.
 //!
 //! - **Name:** `ebb-<run>` (and `-g<N>` for a replacement), so "already exists" on create
 //!   means an earlier create got through; the cluster is adopted when its labels say so.
@@ -53,6 +56,14 @@ pub static SPEC: ProvisionerSpec = ProvisionerSpec {
         PropertySpec::optional(
             "workerNumNodes",
             PropertyKind::Integer { min: 0, max: 1000 },
+        ),
+        PropertySpec::optional(
+            "secondaryWorkerNumNodes",
+            PropertyKind::Integer { min: 0, max: 1000 },
+        ),
+        PropertySpec::optional(
+            "secondaryWorkerType",
+            PropertyKind::OneOf(&["spot", "preemptible", "non-preemptible"]),
         ),
         PropertySpec::optional("imageVersion", PropertyKind::Text),
         PropertySpec::optional("serviceAccount", PropertyKind::Text).author_only(),
@@ -172,6 +183,21 @@ impl Dataproc {
             .unwrap_or(2);
         config.master_config = Some(group("masterMachineType", masters));
         config.worker_config = Some(group("workerMachineType", workers));
+        let secondary: i32 = ctx
+            .property("secondaryWorkerNumNodes")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        if secondary > 0 {
+            use model::instance_group_config::Preemptibility;
+            let mut g = model::InstanceGroupConfig::default();
+            g.num_instances = secondary;
+            g.preemptibility = match ctx.property("secondaryWorkerType") {
+                Some("preemptible") => Preemptibility::Preemptible,
+                Some("non-preemptible") => Preemptibility::NonPreemptible,
+                Some(_) | None => Preemptibility::Spot,
+            };
+            config.secondary_worker_config = Some(g);
+        }
         if let Some(version) = ctx.property("imageVersion") {
             let mut software = model::SoftwareConfig::default();
             software.image_version = version.to_string();
@@ -353,6 +379,22 @@ fn resource(c: &model::Cluster) -> Resource {
         properties.insert("workerMachineType".to_string(), w.machine_type_uri.clone());
         properties.insert("workerNodes".to_string(), w.instance_names.join(","));
         properties.insert("workerNumNodes".to_string(), w.num_instances.to_string());
+    }
+    if let Some(s) = config.and_then(|c| c.secondary_worker_config.as_ref()) {
+        properties.insert(
+            "secondaryWorkerNodes".to_string(),
+            s.instance_names.join(","),
+        );
+        properties.insert(
+            "secondaryWorkerNumNodes".to_string(),
+            s.num_instances.to_string(),
+        );
+        let kind = match s.preemptibility.name() {
+            Some("SPOT") => "spot",
+            Some("NON_PREEMPTIBLE") => "non-preemptible",
+            Some(_) | None => "preemptible",
+        };
+        properties.insert("secondaryWorkerType".to_string(), kind.to_string());
     }
     if !c.cluster_uuid.is_empty() {
         properties.insert("clusterUuid".to_string(), c.cluster_uuid.clone());

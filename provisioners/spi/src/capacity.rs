@@ -160,8 +160,32 @@ impl CallRates {
             per_second: 20.0,
         }),
     };
+
+    /// Compute Engine's documented rate quotas: 1,500 requests a minute per project for each
+    /// group (reads, lists, mutations), counted in fixed minutes; a bucket of 300 refilled at
+    /// 20 a second stays under 1,500 in any minute.
+    pub const GCE: CallRates = CallRates {
+        read: Some(Rate {
+            burst: 300,
+            per_second: 20.0,
+        }),
+        create: Some(Rate {
+            burst: 300,
+            per_second: 20.0,
+        }),
+        delete: Some(Rate {
+            burst: 300,
+            per_second: 20.0,
+        }),
+    };
 }
 
+/// Google's name for the market (`STANDARD`, `SPOT`), offered by `gcp-compute`: `SPOT` is
+/// `marketType: spot`, and `marketType: spot-with-fallback` beside it adds the fallback.
+pub const PROVISIONING_MODEL: PropertySpec = PropertySpec::optional(
+    "provisioningModel",
+    PropertyKind::OneOf(&["STANDARD", "SPOT"]),
+);
 /// The zones a node may go to, in order of preference (comma- or space-separated).
 pub const ZONES: PropertySpec = PropertySpec::optional("zones", PropertyKind::Text).author_only();
 /// The market to buy on: `on-demand`, `spot`, or `spot-with-fallback` (spot, and on-demand
@@ -222,6 +246,18 @@ impl MarketType {
             Some("spot") => MarketType::Spot,
             Some("spot-with-fallback") => MarketType::SpotWithFallback,
             _ => MarketType::OnDemand,
+        }
+    }
+
+    /// How `properties` buy: `marketType`, else Google's `provisioningModel` (`SPOT` is
+    /// spot), else on-demand.
+    pub fn of(properties: &Properties) -> Self {
+        match properties.get(MARKET_TYPE.name) {
+            Some(value) => MarketType::parse(Some(value)),
+            None => match properties.get(PROVISIONING_MODEL.name).map(|v| v.trim()) {
+                Some("SPOT") => MarketType::Spot,
+                Some(_) | None => MarketType::OnDemand,
+            },
         }
     }
 }
@@ -297,7 +333,32 @@ pub fn validate(properties: &Properties) -> Result<(), crate::PropertyError> {
             format!("must not be above maxNodes ({max}), got {min}"),
         ));
     }
-    let market = MarketType::parse(properties.get(MARKET_TYPE.name).map(String::as_str));
+    let market = MarketType::of(properties);
+    let model = properties.get(PROVISIONING_MODEL.name).map(|v| v.trim());
+    let agrees = match (
+        model,
+        MarketType::parse(properties.get(MARKET_TYPE.name).map(String::as_str)),
+    ) {
+        (None, _) => true,
+        (Some("STANDARD"), MarketType::OnDemand) => true,
+        (Some("STANDARD"), MarketType::Spot | MarketType::SpotWithFallback) => false,
+        (Some(_), MarketType::OnDemand) => !properties.contains_key(MARKET_TYPE.name),
+        (Some(_), MarketType::Spot | MarketType::SpotWithFallback) => true,
+    };
+    if !agrees {
+        return Err(PropertyError::new(
+            PROVISIONING_MODEL.name,
+            format!(
+                "says {} but marketType says {}: set one (marketType spot-with-fallback \
+                 beside provisioningModel SPOT adds the fallback)",
+                model.unwrap_or_default(),
+                properties
+                    .get(MARKET_TYPE.name)
+                    .map(String::as_str)
+                    .unwrap_or_default()
+            ),
+        ));
+    }
     if properties.contains_key(MAX_SPOT_PRICE.name) && market == MarketType::OnDemand {
         return Err(PropertyError::new(
             MAX_SPOT_PRICE.name,
@@ -324,9 +385,11 @@ pub fn candidates(spec: &ProvisionerSpec, properties: &Properties, master: bool)
         }
         None => vec![None],
     };
-    let market = match spec.property(MARKET_TYPE.name) {
-        Some(_) => MarketType::parse(properties.get(MARKET_TYPE.name).map(String::as_str)),
-        None => MarketType::OnDemand,
+    let offered = spec.property(MARKET_TYPE.name).is_some()
+        || spec.property(PROVISIONING_MODEL.name).is_some();
+    let market = match offered {
+        true => MarketType::of(properties),
+        false => MarketType::OnDemand,
     };
     let workers_only = properties
         .get(SPOT_WORKERS_ONLY.name)

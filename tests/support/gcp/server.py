@@ -16,7 +16,16 @@ Test controls, under /_ebb/:
   (`hold`: the call takes effect, the answer comes `seconds` later);
 - DELETE /_ebb/faults; GET /_ebb/calls; GET /_ebb/resources;
 - POST /_ebb/config {"delay": s, "natPrefix": "127.0.1.", "natStart": 71} (external addresses
-  handed out from then on, e.g. where a test's sshd listens).
+  handed out from then on, e.g. where a test's sshd listens), and {"capacity": {zone:
+  {"STANDARD": n, "SPOT": n}}}: the most live instances of each provisioning model a zone
+  holds (a zone or model not named has room); an insert past it ends in
+  ZONE_RESOURCE_POOL_EXHAUSTED inside its operation, as Compute Engine answers;
+- POST /_ebb/preempt {"zone", "name"}: Compute Engine preempts a Spot VM (with
+  instanceTerminationAction DELETE it is deleted, with STOP it is TERMINATED).
+
+Spot VMs are checked as Compute Engine checks them: `scheduling.provisioningModel` is STANDARD
+or SPOT, a Spot VM may not restart automatically or migrate, and `instanceTerminationAction`
+is STOP or DELETE. `GET .../aggregated/instances` lists every zone's instances at once.
 
 Usage: server.py [--port N] [--delay SECONDS]; prints "listening on <port>" when ready.
 """
@@ -41,6 +50,7 @@ STATE = {
     "calls": [],
     "seq": 1000,
     "nat": ["34.70.0.", 1],  # external addresses: prefix and the next last number
+    "capacity": {},  # zone -> {provisioning model -> most live instances}
 }
 MACHINE_TYPES = {"e2-micro", "e2-small", "e2-medium", "e2-standard-2", "e2-standard-4",
                  "n1-standard-1", "n1-standard-2", "n1-standard-4", "n2-standard-4",
@@ -145,11 +155,18 @@ def compute(method, project, zone, rest, query, body):
             if machine not in MACHINE_TYPES:
                 return compute_error(400, f"Invalid value for field 'resource.machineType': "
                                           f"'{body.get('machineType')}'. Machine type does not exist.", "invalid")
+            bad = check_scheduling(body.get("scheduling") or {})
+            if bad:
+                return compute_error(400, bad, "invalid")
             key = (project, zone, name)
             if key in STATE["instances"]:
                 return compute_error(409, f"The resource 'projects/{project}/zones/{zone}/instances/{name}' "
                                           "already exists", "alreadyExists")
             error = None
+            if no_room(project, zone, body):
+                error = ("ZONE_RESOURCE_POOL_EXHAUSTED",
+                         f"The zone 'projects/{project}/zones/{zone}' does not have enough resources "
+                         "available to fulfill the request. '(resource type:compute)'.", 503)
             if fault and fault["kind"] == "op_error":
                 error = (fault.get("code", "ZONE_RESOURCE_POOL_EXHAUSTED"),
                          fault.get("message", f"The zone 'projects/{project}/zones/{zone}' does not have "
@@ -232,6 +249,68 @@ def compute(method, project, zone, rest, query, body):
     return compute_error(404, f"no such Compute method: {method} {rest}", "notFound")
 
 
+def model_of(instance):
+    return (instance.get("scheduling") or {}).get("provisioningModel") or "STANDARD"
+
+
+def check_scheduling(scheduling):
+    """What Compute Engine refuses in `scheduling`, or None."""
+    model = scheduling.get("provisioningModel")
+    if model not in (None, "STANDARD", "SPOT"):
+        return f"Invalid value for field 'resource.scheduling.provisioningModel': '{model}'."
+    action = scheduling.get("instanceTerminationAction")
+    if action not in (None, "STOP", "DELETE"):
+        return f"Invalid value for field 'resource.scheduling.instanceTerminationAction': '{action}'."
+    if model == "SPOT" and scheduling.get("automaticRestart") is True:
+        return "Invalid value for field 'resource.scheduling.automaticRestart': 'true'. " \
+               "Automatic restart must be false for Spot VMs."
+    if model == "SPOT" and scheduling.get("onHostMaintenance") == "MIGRATE":
+        return "Invalid value for field 'resource.scheduling.onHostMaintenance': 'MIGRATE'. " \
+               "Spot VMs must terminate on host maintenance."
+    if "maxRunDuration" in scheduling and action is None:
+        return "Invalid value for field 'resource.scheduling.instanceTerminationAction': " \
+               "it must be set with maxRunDuration."
+    return None
+
+
+def no_room(project, zone, body):
+    """Whether `zone` holds no more instances of the body's provisioning model."""
+    model = model_of(body)
+    most = STATE["capacity"].get(zone, {}).get(model)
+    if most is None:
+        return False
+    live = [i for (p, z, _), i in STATE["instances"].items()
+            if p == project and z == zone and model_of(i) == model]
+    return len(live) >= int(most)
+
+
+def preempt(zone, name):
+    """Compute Engine takes a Spot VM back; answers whether there was one to take."""
+    for key, inst in list(STATE["instances"].items()):
+        if key[1] == zone and key[2] == name and model_of(inst) == "SPOT":
+            if (inst.get("scheduling") or {}).get("instanceTerminationAction") == "DELETE":
+                inst = STATE["instances"].pop(key)
+                inst["status"] = "TERMINATED"
+                inst["preempted"] = True
+                STATE.setdefault("deleted", []).append(inst)
+            else:
+                inst["status"] = "TERMINATED"
+                inst["preempted"] = True
+            return True
+    return False
+
+
+def aggregated(project, query):
+    """`instances.aggregatedList`: every zone's instances the filter selects."""
+    want = label_filter((query.get("filter") or [""])[0])
+    items = {}
+    for (p, z, _), i in sorted(STATE["instances"].items()):
+        if p == project and matches(i.get("labels", {}), want):
+            items.setdefault(f"zones/{z}", {"instances": []})["instances"].append(public(i))
+    return 200, {"kind": "compute#instanceAggregatedList", "id": f"projects/{project}/aggregated/instances",
+                 "items": items}
+
+
 # ---- Dataproc -------------------------------------------------------------------------------
 
 def dataproc_op(project, region, cluster, finish_at, finish, kind):
@@ -278,6 +357,21 @@ def dataproc(method, project, region, rest, query, body):
                 if machine not in MACHINE_TYPES:
                     return google_error(400, f"Invalid value for field 'machineTypeUri': '{machine}'",
                                         "INVALID_ARGUMENT")
+            secondary = config.get("secondaryWorkerConfig")
+            if secondary:
+                # Protobuf's JSON takes an enum by name or by number (Google's Rust SDK sends
+                # the number).
+                kind = secondary.setdefault("preemptibility", "PREEMPTIBLE")
+                kind = {0: "PREEMPTIBLE", 1: "NON_PREEMPTIBLE", 2: "PREEMPTIBLE", 3: "SPOT"}.get(kind, kind)
+                secondary["preemptibility"] = kind
+                if kind not in ("PREEMPTIBLE", "SPOT", "NON_PREEMPTIBLE"):
+                    return google_error(400, f"Invalid value for field "
+                                             f"'secondaryWorkerConfig.preemptibility': '{kind}'",
+                                        "INVALID_ARGUMENT")
+                count = int(secondary.get("numInstances", 0) or 0)
+                secondary["numInstances"] = count
+                secondary["instanceNames"] = [f"{name}-sw-{i}" for i in range(count)]
+                secondary.setdefault("machineTypeUri", config["workerConfig"].get("machineTypeUri", ""))
             cluster = dict(body)
             cluster.update({"projectId": project, "clusterUuid": str(uuid.uuid4()),
                             "status": {"state": "CREATING", "stateStartTime": now_rfc3339()}})
@@ -394,7 +488,10 @@ class Handler(BaseHTTPRequestHandler):
                                    "filter": (query.get("filter") or [None])[0], "at": time.time()})
             m = re.fullmatch(r"/compute/v1/projects/([^/]+)/zones/([^/]+)/(.+)", url.path)
             d = re.fullmatch(r"/v1/projects/([^/]+)/regions/([^/]+)/(.+)", url.path)
-            if m:
+            a = re.fullmatch(r"/compute/v1/projects/([^/]+)/aggregated/instances", url.path)
+            if a and method == "GET":
+                answer = aggregated(a.group(1), query)
+            elif m:
                 answer = compute(method, m.group(1), m.group(2), m.group(3), query, body)
             elif d:
                 answer = dataproc(method, d.group(1), d.group(2), d.group(3), query, body)
@@ -422,7 +519,11 @@ class Handler(BaseHTTPRequestHandler):
                 STATE["delay"] = float(body.get("delay", STATE["delay"]))
                 if "natPrefix" in body:
                     STATE["nat"] = [body["natPrefix"], int(body.get("natStart", 1))]
+                if "capacity" in body:
+                    STATE["capacity"] = body["capacity"]
                 return self._send(200, {})
+            if path == "/_ebb/preempt" and method == "POST":
+                return self._send(200, {"preempted": preempt(body.get("zone"), body.get("name"))})
             if path == "/_ebb/resources":
                 return self._send(200, {
                     "instances": [public(i) for i in STATE["instances"].values()],
