@@ -42,6 +42,7 @@ mod schedules;
 mod security;
 mod server;
 mod servers;
+mod spot_recovery;
 mod starts;
 mod templates;
 mod tls;

@@ -72,6 +72,12 @@ impl Handler<ProgramNews> for RunSupervisor {
 
     fn handle(&mut self, news: ProgramNews, ctx: &mut Context<Self>) {
         let _span = self.span.clone().entered();
+        if let Some(attempt) = news.1
+            && attempt != self.run.attempt()
+        {
+            tracing::debug!(run.id = %self.run.key.run, attempt, now = self.run.attempt(), event = ?news.0, "news of an attempt that is over");
+            return;
+        }
         // A re-attached program reports Launched again; the record already says RUNNING.
         if news.0 == Event::Launched && self.run.status == ProgramStatus::Running {
             return;

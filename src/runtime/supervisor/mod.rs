@@ -43,10 +43,16 @@ const MAX_TIMER: Duration = Duration::from_secs(24 * 3600);
 #[rtype(result = "Result<RunRecord, RuntimeError>")]
 pub struct Command(pub Event, pub Act);
 
-/// News from the program watcher: `Launched`, `LaunchFailed` or `Exited`.
+/// How often a due relaunch looks again whether the cluster's operation has ended.
+const RELAUNCH_RECHECK: Duration = Duration::from_millis(250);
+
+/// News of the program: from the watcher of attempt `Some(n)` (`Launched`, `LaunchFailed`,
+/// `Exited`), or about whichever attempt is current (`None`: a relaunch, a reclaimed master).
+/// A watcher's news of an attempt that is over (its program killed after the attempt was
+/// lost) is not the current attempt's, and is dropped.
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
-struct ProgramNews(Event);
+struct ProgramNews(Event, Option<u32>);
 
 /// An operation an admin asked for on the run's cluster; answers with the operation's id.
 #[derive(Debug, Message)]
@@ -241,9 +247,7 @@ impl RunSupervisor {
                 Effect::Relaunch => {
                     let at = self.run.relaunch_at.unwrap_or(0).saturating_mul(1000);
                     let wait = at.saturating_sub(clock::now_millis());
-                    ctx.run_later(Duration::from_millis(wait), |_, ctx| {
-                        ctx.notify(ProgramNews(Event::Relaunch));
-                    });
+                    self.relaunch_after(Duration::from_millis(wait), ctx);
                 }
                 Effect::Kill => {
                     let (deps, run, context) =
@@ -450,6 +454,15 @@ impl RunSupervisor {
         );
     }
 
+    /// Launches the next attempt after `wait`, once no operation is changing the cluster (a
+    /// reclaimed master being made anew): the attempt runs on the cluster as it will be.
+    fn relaunch_after(&mut self, wait: Duration, ctx: &mut Context<Self>) {
+        ctx.run_later(wait, |act, ctx| match act.planner {
+            Some(_) => act.relaunch_after(RELAUNCH_RECHECK, ctx),
+            None => ctx.notify(ProgramNews(Event::Relaunch, None)),
+        });
+    }
+
     /// Launches the program (or re-attaches to it after a restart); its news comes back as
     /// events.
     fn launch(&mut self, ctx: &mut Context<Self>) {
@@ -459,8 +472,12 @@ impl RunSupervisor {
             self.context(),
             ctx.address(),
         );
+        let attempt = Some(run.attempt());
         actix::spawn(async move {
-            launch::watch(&deps, &run, context, |e| me.do_send(ProgramNews(e))).await;
+            launch::watch(&deps, &run, context, |e| {
+                me.do_send(ProgramNews(e, attempt))
+            })
+            .await;
         });
     }
 

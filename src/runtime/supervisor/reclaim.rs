@@ -98,9 +98,10 @@ impl RunSupervisor {
         if master {
             // The program ran there: it is lost, as with a lost server (what is left of it
             // here is killed; the run's retry policy decides whether it runs again).
-            ctx.notify(ProgramNews(Event::ProgramLost(format!(
-                "the cloud reclaimed the master node {node} (spot)"
-            ))));
+            ctx.notify(ProgramNews(
+                Event::ProgramLost(format!("the cloud reclaimed the master node {node} (spot)")),
+                None,
+            ));
             let (deps, run, context) = (self.deps.clone(), self.run.clone(), self.context());
             actix::spawn(async move { launch::kill(&deps, &run, context).await });
         }
