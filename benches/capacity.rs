@@ -12,7 +12,10 @@
 //! buckets (`throttle: ec2`): cloud calls per node (creates, deletes, lookups, describes,
 //! finds), the calls the cloud throttled, and whether any throttling reached the run.
 //!
-//! `cargo bench --bench capacity`; `EBB_BENCH_DIR` picks the data dir's disk.
+//! `cargo bench --bench capacity`; `EBB_BENCH_DIR` picks the data dir's disk. To measure a
+//! build from before the shared lookups side by side: `EBB_BENCH_BIN=<its ebb>
+//! EBB_BENCH_PARTS=throttled EBB_BENCH_THROTTLE=none` (a build without spot or the sim's
+//! `throttle` knows neither).
 
 #[allow(dead_code)]
 #[path = "../tests/support/mod.rs"]
@@ -127,6 +130,7 @@ fn reclaims(server: &Server, dir: &Path) {
 fn throttled(server: &Server, dir: &Path) {
     let nodes = env_usize("EBB_BENCH_NODES", 1000);
     let latency = format!("{}s", env_usize("EBB_BENCH_CREATE", 60));
+    let throttle = std::env::var("EBB_BENCH_THROTTLE").unwrap_or_else(|_| "ec2".into());
     let sim = dir.join("sim-throttled");
     std::fs::create_dir_all(&sim).expect("sim");
     let n = nodes.to_string();
@@ -138,8 +142,11 @@ fn throttled(server: &Server, dir: &Path) {
             ("nodes", &n),
             ("createLatency", &latency),
             ("deleteLatency", "5s"),
-            ("throttle", "ec2"),
-        ],
+            ("throttle", throttle.as_str()),
+        ]
+        .into_iter()
+        .filter(|(k, v)| *k != "throttle" || *v != "none")
+        .collect::<Vec<_>>(),
         0,
         None,
     );
@@ -170,12 +177,20 @@ fn main() {
         None => tempfile::tempdir(),
     }
     .expect("tempdir");
-    let server = Server::start_at(&dir.path().join("data"), Options::default());
-    let done = dir.path().join("done");
-    let script = format!("while [ ! -e {} ]; do sleep 0.2; done", done.display());
-    deploy(&server, "bench", &script, json!({}));
-    reclaims(&server, dir.path());
-    std::fs::remove_file(&done).expect("reset");
-    deploy(&server, "bench", "true", json!({}));
-    throttled(&server, dir.path());
+    let options = Options {
+        binary: std::env::var_os("EBB_BENCH_BIN").map(std::path::PathBuf::from),
+        ..Options::default()
+    };
+    let parts = std::env::var("EBB_BENCH_PARTS").unwrap_or_else(|_| "reclaims,throttled".into());
+    let server = Server::start_at(&dir.path().join("data"), options);
+    if parts.contains("reclaims") {
+        let done = dir.path().join("done");
+        let script = format!("while [ ! -e {} ]; do sleep 0.2; done", done.display());
+        deploy(&server, "bench", &script, json!({}));
+        reclaims(&server, dir.path());
+    }
+    if parts.contains("throttled") {
+        deploy(&server, "bench", "true", json!({}));
+        throttled(&server, dir.path());
+    }
 }

@@ -43,6 +43,22 @@ fn print_operation(op: &OperationView) {
     if let Some(undo) = op.rolled_back_by {
         out!("  rolled back by operation {undo}");
     }
+    for b in &op.blocked {
+        let place = match (&b.zone, b.region) {
+            (_, true) => "every zone".to_string(),
+            (Some(zone), false) => format!("zone {zone}"),
+            (None, false) => "its zone".to_string(),
+        };
+        out!(
+            "  no room: {place}, {} (found by {}): {}",
+            b.market,
+            b.node,
+            b.error
+        );
+    }
+    for d in &op.dropped {
+        out!("  went on without {}: {}", d.node, d.reason);
+    }
     let mut tasks: Vec<&TaskView> = op.tasks.iter().collect();
     let first = |t: &TaskView| t.attempts.first().map_or(f64::MAX, |a| a.started);
     tasks.sort_by(|a, b| first(a).total_cmp(&first(b)));
@@ -663,11 +679,14 @@ fn show_run(json: bool, answer: Value) -> Result<(), CliError> {
                 .iter()
                 .map(|(service, state)| format!("{service}:{state}"))
                 .collect();
+            let fact = |k: &str| n.properties.get(k).cloned().unwrap_or_else(|| "-".into());
             vec![
                 n.name.clone(),
                 or_dash(&n.id),
                 n.status.to_string(),
                 or_dash(&n.ip_address),
+                fact("zone"),
+                fact("market"),
                 if services.is_empty() {
                     "-".into()
                 } else {
@@ -678,7 +697,12 @@ fn show_run(json: bool, answer: Value) -> Result<(), CliError> {
         .collect();
     if !nodes.is_empty() {
         out!();
-        table(&["NODE", "ID", "STATUS", "ADDRESS", "SERVICES"], &nodes);
+        table(
+            &[
+                "NODE", "ID", "STATUS", "ADDRESS", "ZONE", "MARKET", "SERVICES",
+            ],
+            &nodes,
+        );
     }
     let props: Vec<Vec<String>> = r
         .profile_properties

@@ -38,6 +38,9 @@ pub struct Options {
     pub client_token: Option<String>,
     /// More `ebb serve` arguments.
     pub args: Vec<String>,
+    /// Another `ebb` to start (a benchmark's build from before a change); this build's by
+    /// default.
+    pub binary: Option<std::path::PathBuf>,
     /// The server's working directory (a relative data dir is relative to it).
     pub cwd: Option<std::path::PathBuf>,
     /// More environment variables for the server.
@@ -64,13 +67,14 @@ impl Server {
     }
 
     pub fn start_at(data_dir: &Path, options: Options) -> Server {
+        let binary = options.binary.clone().unwrap_or_else(|| EBB.into());
         let mut cmd = match options.files {
             Some(n) => {
                 let mut c = Command::new("prlimit");
-                c.arg(format!("--nofile={n}:{n}")).arg("--").arg(EBB);
+                c.arg(format!("--nofile={n}:{n}")).arg("--").arg(&binary);
                 c
             }
-            None => Command::new(EBB),
+            None => Command::new(&binary),
         };
         cmd.args(["serve", "--log-format", "json", "--workers", "2"])
             .args(if options.args.iter().any(|a| a == "--bind") {
