@@ -256,6 +256,17 @@ def list_(request):
     return out
 
 
+def lookup(request):
+    """Every live machine of one cluster: one query, however many nodes ask."""
+    db = database(root_of(request["context"]))
+    out = []
+    for row in rows(db, "WHERE run = ?", (request["run"],)):
+        found = live(db, row)
+        if found:
+            out.append(found)
+    return out
+
+
 METHODS = {
     "hello": hello,
     "validate": validate,
@@ -264,6 +275,7 @@ METHODS = {
     "describe": describe,
     "delete": delete,
     "list": list_,
+    "lookup": lookup,
 }
 
 

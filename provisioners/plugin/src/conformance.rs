@@ -340,6 +340,33 @@ impl<'a> Kit<'a> {
                 self.made.len()
             ));
         }
+        if self.p.batches_lookups() {
+            // A lookup answers one cluster's resources, all of them and nothing else.
+            for key in [self.key("1"), self.key("2")] {
+                let want = all
+                    .iter()
+                    .filter(|r| r.tags.get(TAG_RUN) == Some(&key.run))
+                    .count();
+                let found = self
+                    .p
+                    .lookup(self.ctx, &key.run)
+                    .await
+                    .map_err(|e| format!("lookup: {e}"))?;
+                if let Some(other) = found.iter().find(|r| r.tags.get(TAG_RUN) != Some(&key.run)) {
+                    return Err(format!(
+                        "lookup of {} shows {}, of another run",
+                        key.run, other.id
+                    ));
+                }
+                if found.len() != want {
+                    return Err(format!(
+                        "lookup of {} shows {} resources, list {want}",
+                        key.run,
+                        found.len()
+                    ));
+                }
+            }
+        }
         Ok(format!("{ours} of {} listed are the kit's", all.len()))
     }
 

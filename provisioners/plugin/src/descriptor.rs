@@ -72,6 +72,9 @@ pub struct Descriptor {
     pub spec: &'static ProvisionerSpec,
     /// The properties whose values say which account a profile points at (for the janitor).
     pub account: Vec<String>,
+    /// The plugin answers `lookup` (a cluster's resources in one call), so ebb answers a
+    /// cluster's polls from shared lookups instead of a `describe` per node.
+    pub lookups: bool,
     /// The widget's configuration groups for the plugin's own properties (CDAP's format).
     pub configuration_groups: Value,
 }
@@ -101,6 +104,8 @@ struct Raw {
     properties: Vec<RawProperty>,
     #[serde(default)]
     account: Vec<String>,
+    #[serde(default)]
+    lookups: bool,
     #[serde(default)]
     concurrency: Option<u32>,
     #[serde(default)]
@@ -300,6 +305,7 @@ fn check(dir: &Path, raw: Raw) -> Result<Descriptor, Fault> {
         timeout,
         spec,
         account: raw.account,
+        lookups: raw.lookups,
         configuration_groups,
     })
 }

@@ -36,6 +36,9 @@ pub struct Request<'a> {
     /// `describe`, `delete`: the provider's id of the resource.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub id: Option<&'a str>,
+    /// `lookup`: the run whose cluster's resources are asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run: Option<&'a str>,
     /// `hello`: the protocol ebb speaks.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub protocol: Option<u32>,
@@ -63,6 +66,7 @@ impl<'a> Request<'a> {
             tags: None,
             token: None,
             id: None,
+            run: None,
             protocol: None,
             action: None,
             node: None,
@@ -83,6 +87,9 @@ pub enum Method {
     Describe,
     Delete,
     List,
+    /// Every live resource of one cluster, in one call (a plugin whose descriptor says
+    /// `lookups`).
+    Lookup,
     /// An automator's one method: run a service action on a node.
     Run,
 }
@@ -97,6 +104,7 @@ impl Method {
             Method::Describe => "describe",
             Method::Delete => "delete",
             Method::List => "list",
+            Method::Lookup => "lookup",
             Method::Run => "run",
         }
     }

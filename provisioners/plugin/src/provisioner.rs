@@ -169,6 +169,27 @@ impl Provisioner for PluginProvisioner {
         })
     }
 
+    /// One `lookup` call when the plugin offers it, else the run's resources among `list`'s.
+    fn lookup<'a>(&'a self, ctx: &'a Context, run: &'a str) -> Call<'a, Vec<Resource>> {
+        Box::pin(async move {
+            if !self.descriptor().lookups {
+                let all = self.list(ctx).await?;
+                return Ok(all
+                    .into_iter()
+                    .filter(|r| r.tags.get(ebb_spi::TAG_RUN).is_some_and(|v| v == run))
+                    .collect());
+            }
+            let mut request = Request::new(Method::Lookup);
+            request.run = Some(run);
+            let found: Vec<ResourceMessage> = self.resource_call(ctx, request).await?;
+            found.into_iter().map(|r| self.resource(r)).collect()
+        })
+    }
+
+    fn batches_lookups(&self) -> bool {
+        self.descriptor().lookups
+    }
+
     fn account(&self, properties: &Properties) -> String {
         self.descriptor()
             .account
