@@ -139,8 +139,8 @@ fn throttled(server: &Server, dir: &Path) {
         "throttled",
         &sim,
         &[
-            ("nodes", &n),
-            ("createLatency", &latency),
+            ("nodes", n.as_str()),
+            ("createLatency", latency.as_str()),
             ("deleteLatency", "5s"),
             ("throttle", throttle.as_str()),
         ]

@@ -10,7 +10,6 @@ use serde_json::{Value, json};
 
 use crate::support::gcp::*;
 use crate::support::runs::*;
-use crate::support::server::{Options, Server};
 
 const ZONE_B: &str = "us-central1-b";
 
@@ -52,10 +51,8 @@ fn placed(gcp: &Gcp, run: &str) -> Vec<(String, String, String)> {
 
 #[test]
 fn spot_vms_move_to_the_next_zone_then_fall_back_to_standard() {
-    let gcp = Gcp::start();
+    let (gcp, _dir, server) = gcp_and_server();
     gcp.config(json!({"capacity": {ZONE: {"SPOT": 0}, ZONE_B: {"SPOT": 1}}}));
-    let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start_at(&sub(&dir, "data"), Options::default());
     let zones = format!("{ZONE}, {ZONE_B}");
     gcp_profile(
         &server,
@@ -138,9 +135,7 @@ fn spot_vms_move_to_the_next_zone_then_fall_back_to_standard() {
 
 #[test]
 fn a_preempted_spot_vm_is_replaced_while_the_program_runs() {
-    let gcp = Gcp::start();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start_at(&sub(&dir, "data"), Options::default());
+    let (gcp, dir, server) = gcp_and_server();
     gcp_profile(
         &server,
         &gcp,
@@ -213,9 +208,7 @@ fn a_preempted_spot_vm_is_replaced_while_the_program_runs() {
 
 #[test]
 fn dataproc_secondary_workers_are_spot_vms() {
-    let gcp = Gcp::start();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start_at(&sub(&dir, "data"), Options::default());
+    let (gcp, _dir, server) = gcp_and_server();
     gcp_profile(
         &server,
         &gcp,

@@ -117,6 +117,14 @@ impl Gcp {
     }
 }
 
+/// A stand-in and a server on a fresh data dir (kept in the returned directory).
+pub fn gcp_and_server() -> (Gcp, tempfile::TempDir, Server) {
+    let gcp = Gcp::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start_at(&dir.path().join("data"), super::server::Options::default());
+    (gcp, dir, server)
+}
+
 /// Creates USER profile `name` for `provisioner` against the stand-in; `props` add or replace.
 pub fn gcp_profile(
     server: &Server,
