@@ -176,3 +176,56 @@ fn a_reclaimed_master_ends_the_attempt_and_the_retry_runs_on_its_replacement() {
         assert_eq!(instance["state"], "terminated", "left behind: {instance}");
     }
 }
+
+#[test]
+fn spot_nodes_the_cloud_takes_back_at_its_own_pace_are_made_anew_until_the_run_ends() {
+    let (dir, data, sim) = sim_scenario();
+    let server = Server::start_at(&data, Options::default());
+    // About one reclaim every 4 s for each spot worker.
+    sim_profile(
+        &server,
+        "churn",
+        &sim,
+        &[
+            ("nodes", "4"),
+            ("marketType", "spot"),
+            ("spotReclaimRate", "900"),
+        ],
+        0,
+        None,
+    );
+    let gate = dir.path().join("done");
+    let script = format!("while [ ! -e {} ]; do sleep 0.05; done", gate.display());
+    deploy(&server, "a", &script, json!({}));
+    let run = start(&server, "a", json!({"system.profile.name": "churn"}));
+    wait_until(&server, &run, Duration::from_secs(60), |r| {
+        r["status"] == "RUNNING"
+    });
+    let started = std::time::Instant::now();
+    let healed = loop {
+        let (_, events) = server.get(&format!("{run}/events"));
+        let text = events.to_string();
+        let reclaimed = text.matches("was reclaimed by the cloud").count();
+        let replaced = operations(&server, &run)
+            .iter()
+            .filter(|o| o["operation"] == "replace-node" && o["status"] == "SUCCEEDED")
+            .count();
+        if reclaimed >= 2 && replaced >= 2 {
+            break replaced;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "{reclaimed} reclaims, {replaced} replaced: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    std::fs::write(&gate, "").expect("gate");
+    let done = wait_deprovisioned(&server, &run);
+    assert_eq!(done["status"], "COMPLETED", "{done}");
+    assert!(healed >= 2);
+    // The master stayed on-demand and was made once; every instance is gone.
+    assert_eq!(instances_of(&sim, &run, "master").len(), 1);
+    for instance in instances(&sim) {
+        assert_eq!(instance["state"], "terminated", "left behind: {instance}");
+    }
+}

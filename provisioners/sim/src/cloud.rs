@@ -62,6 +62,10 @@ pub struct Instance {
     /// instance says `Server.SpotInstanceTermination`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_reason: Option<String>,
+    /// When the cloud takes this spot instance back by itself (`spotReclaimRate`), drawn at
+    /// its create.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reclaim_at: Option<f64>,
 }
 
 impl Instance {
@@ -108,6 +112,9 @@ impl Instance {
     }
 }
 
+/// EC2's state reason for a spot instance it took back.
+const SPOT_TERMINATION: &str = "Server.SpotInstanceTermination";
+
 /// How long an instance that failed to boot shows as shutting down before it is terminated.
 const BOOT_FAILURE_SHUTDOWN: f64 = 0.5;
 /// The least time before an instance that fails to boot does so (so a create returns it live).
@@ -145,6 +152,9 @@ pub struct Behaviour {
     pub zone: String,
     /// The most a spot instance may cost per hour (`maxSpotPrice`).
     pub max_spot_price: Option<f64>,
+    /// How often, per hour, the cloud takes back a running spot instance by itself
+    /// (`spotReclaimRate`): each one's moment is drawn from an exponential distribution.
+    pub spot_reclaim_rate: f64,
     /// The account's request buckets (`throttle`): a call past them is refused with EC2's
     /// `RequestLimitExceeded`.
     pub rates: ebb_spi::CallRates,
@@ -318,7 +328,7 @@ impl Cloud {
         instance.deleted_at = Some(at);
         instance.gone_at = Some(at);
         instance.state = InstanceState::Terminated;
-        instance.state_reason = Some("Server.SpotInstanceTermination".into());
+        instance.state_reason = Some(SPOT_TERMINATION.into());
         cloud.write(&instance)?;
         cloud.log("reclaim", Some(id), None, None);
         Ok(true)
@@ -490,7 +500,17 @@ impl Cloud {
 
     /// Brings the stored state up to date with the clock.
     fn refresh(&self, mut instance: Instance) -> Result<Instance, ProvisionError> {
-        let state = instance.state_at(now());
+        let now = now();
+        if let Some(at) = instance.reclaim_at
+            && instance.gone_at.is_none()
+            && now >= at
+        {
+            // Its moment came: reclaimed as `reclaim` does it.
+            instance.deleted_at = Some(at);
+            instance.gone_at = Some(at);
+            instance.state_reason = Some(SPOT_TERMINATION.into());
+        }
+        let state = instance.state_at(now);
         if state != instance.state {
             instance.state = state;
             self.write(&instance)?;
@@ -573,7 +593,14 @@ impl Cloud {
             zone,
             market: placement.market.as_str().to_string(),
             state_reason: None,
+            reclaim_at: None,
         };
+        let rate = self.behaviour.spot_reclaim_rate;
+        if placement.market == Market::Spot && rate > 0.0 {
+            // Reclaims as a Poisson process: the wait to the first is exponential.
+            let hours = -(1.0 - fastrand::f64()).ln() / rate;
+            instance.reclaim_at = Some(instance.ready_at + hours * 3600.0);
+        }
         instance.state = instance.state_at(created);
         self.write(&instance)?;
         if self.behaviour.lost_create_rate > 0.0
@@ -845,5 +872,48 @@ mod tests {
             .create(&tags("worker-4"), &spot_a)
             .expect_err("too dear");
         assert!(err.message.contains("SpotMaxPriceTooLow"), "{err}");
+    }
+
+    #[test]
+    fn spot_instances_are_reclaimed_at_the_rate_asked_and_on_demand_ones_never() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // 3,600 an hour: about one a second per spot instance.
+        let often = Behaviour {
+            spot_reclaim_rate: 3600.0,
+            ..Behaviour::default()
+        };
+        let cloud = Cloud::open(dir.path(), often).expect("open");
+        let spot = Placement {
+            zone: None,
+            market: Market::Spot,
+        };
+        let made: Vec<Resource> = (0..20)
+            .map(|i| cloud.create(&tags(&format!("w{i}")), &spot).expect("spot"))
+            .collect();
+        let steady = cloud
+            .create(&tags("master"), &Placement::default())
+            .expect("on-demand");
+        let drawn: Vec<f64> = Cloud::instances(dir.path())
+            .expect("instances")
+            .iter()
+            .filter_map(|i| i.reclaim_at.map(|at| at - i.ready_at))
+            .collect();
+        assert_eq!(drawn.len(), 20, "each spot instance draws its moment");
+        let mean = drawn.iter().sum::<f64>() / drawn.len() as f64;
+        assert!((0.1..10.0).contains(&mean), "mean wait {mean} s for 1 s");
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        let gone = made
+            .iter()
+            .filter(|r| cloud.describe(&r.id).expect("describe").is_none())
+            .count();
+        assert!(gone > 0, "none of 20 reclaimed after 1.5 s at one a second");
+        assert!(cloud.describe(&steady.id).expect("describe").is_some());
+        let reclaimed = Cloud::instances(dir.path()).expect("instances");
+        assert!(
+            reclaimed
+                .iter()
+                .filter(|i| i.gone_at.is_some())
+                .all(|i| i.state_reason.as_deref() == Some(SPOT_TERMINATION))
+        );
     }
 }

@@ -69,6 +69,13 @@ pub static SPEC: ProvisionerSpec = ProvisionerSpec {
         PropertySpec::optional("machineType", PropertyKind::Text),
         PropertySpec::optional("zone", PropertyKind::Text),
         PropertySpec::optional("throttle", PropertyKind::OneOf(&["none", "ec2"])),
+        PropertySpec::optional(
+            "spotReclaimRate",
+            PropertyKind::Number {
+                min: 0.0,
+                max: 3600.0,
+            },
+        ),
         ZONES,
         MARKET_TYPE,
         SPOT_WORKERS_ONLY,
@@ -138,6 +145,7 @@ fn behaviour(properties: &Properties) -> Behaviour {
             .get(MAX_SPOT_PRICE.name)
             .and_then(|v| v.trim().parse().ok()),
         rates: rates(properties),
+        spot_reclaim_rate: rate("spotReclaimRate"),
     }
 }
 
