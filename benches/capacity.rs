@@ -152,7 +152,9 @@ fn throttled(server: &Server, dir: &Path) {
     );
     let began = Instant::now();
     let run = start(server, "throttled");
-    let done = wait_deprovisioned(server, &run);
+    let done = wait_until(server, &run, Duration::from_secs(1800), |r| {
+        r["cluster"]["status"] == "DEPROVISIONED"
+    });
     assert_eq!(done["status"], "COMPLETED", "{done}");
     let counts = call_counts(&sim);
     let throttled = counts.throttled;
