@@ -162,7 +162,7 @@ fn throttled(server: &Server, dir: &Path) {
     let reached = events.to_string().contains("RequestLimitExceeded");
     let per = |k: usize| k as f64 / nodes as f64;
     println!(
-        "throttled: {nodes} nodes, createLatency {latency}, EC2's buckets: create and delete in {:.0} s; per node {:.2} creates, {:.2} deletes, {:.3} lookups, {:.2} describes, {:.2} finds; {throttled} calls throttled by the cloud; throttling reached the run: {reached}",
+        "throttled: {nodes} nodes, createLatency {latency}, throttle {throttle}: create and delete in {:.0} s; per node {:.2} creates, {:.2} deletes, {:.3} lookups, {:.2} describes, {:.2} finds; {throttled} calls throttled by the cloud; throttling reached the run: {reached}",
         began.elapsed().as_secs_f64(),
         per(counts.creates),
         per(counts.deletes),
