@@ -251,3 +251,44 @@ fn dataproc_secondary_workers_are_spot_vms() {
     assert_eq!(code, 400, "{body}");
     assert!(body.to_string().contains("secondaryWorkerType"), "{body}");
 }
+
+#[test]
+fn compute_engines_rate_limit_is_waited_out_and_a_missing_permission_is_not() {
+    let (gcp, _dir, server) = gcp_and_server();
+    // The project's rate quota is spent for the next two inserts: 403 rateLimitExceeded.
+    gcp.fault(
+        json!({"api": "compute", "op": "insert", "kind": "http_error", "times": 2,
+                     "status": 403, "code": "rateLimitExceeded", "message": "Rate Limit Exceeded"}),
+    );
+    gcp_profile(&server, &gcp, "gcp-compute", "gce", &[("nodes", "1")], None);
+    deploy(&server, "a", "true", json!({}));
+    let run = start(&server, "a", json!({"system.profile.name": "gce"}));
+    let done = wait_deprovisioned(&server, &run);
+    assert_eq!(done["status"], "COMPLETED", "{done}");
+    assert_eq!(
+        gcp.count("POST", "/instances"),
+        3,
+        "two throttled, one made"
+    );
+    let (_, events) = server.get(&format!("{run}/events"));
+    assert!(
+        !events.to_string().contains("Rate Limit Exceeded"),
+        "throttling reached the run's history: {events}"
+    );
+    // A 403 that is a missing permission fails the run, saying so.
+    gcp.fault(
+        json!({"api": "compute", "op": "insert", "kind": "http_error", "times": 1,
+                     "status": 403, "code": "forbidden",
+                     "message": "Required 'compute.instances.create' permission"}),
+    );
+    let run = start(&server, "a", json!({"system.profile.name": "gce"}));
+    let done = wait_deprovisioned(&server, &run);
+    assert_eq!(done["status"], "FAILED", "{done}");
+    assert!(
+        done["failure"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("compute.instances.create")),
+        "{done}"
+    );
+    gcp.wait_deleted();
+}

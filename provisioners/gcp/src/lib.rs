@@ -134,14 +134,34 @@ pub fn request_id(op: &str, key: &ResourceKey) -> String {
     )
 }
 
-/// How a failed API call ends the step: throttling, 5xx, timeouts and broken connections
-/// are retried; anything else (a bad machine type, a missing permission) is fatal.
+/// How a failed API call ends the step: throttling (HTTP 429, `RESOURCE_EXHAUSTED`, and
+/// Compute Engine's 403 `rateLimitExceeded`) is waited out as backpressure; 5xx, timeouts and
+/// broken connections are retried; anything else (a bad machine type, a missing permission)
+/// is fatal.
 pub fn classify(what: &str, e: &google_cloud_gax::error::Error) -> ProvisionError {
     let status = e.http_status_code();
     let message = match e.status() {
         Some(s) => format!("{what}: {:?}: {}", s.code, s.message),
         None => format!("{what}: {e}"),
     };
+    let exhausted = e
+        .status()
+        .is_some_and(|s| s.code == google_cloud_gax::error::rpc::Code::ResourceExhausted);
+    // Compute Engine's errors carry no gRPC status: its reason is in the body, its words in
+    // the message.
+    let mut said = e.http_payload().map(|p| p.to_vec()).unwrap_or_default();
+    if let Some(s) = e.status() {
+        said.extend_from_slice(s.message.as_bytes());
+    }
+    if is_throttling(status, exhausted, &said) {
+        let after = e
+            .http_headers()
+            .and_then(|h| h.get("retry-after"))
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(std::time::Duration::from_secs);
+        return ProvisionError::throttled(after, message);
+    }
     let retryable = matches!(status, Some(408 | 429 | 500..=599))
         || e.is_timeout()
         || e.is_io()
@@ -153,6 +173,22 @@ pub fn classify(what: &str, e: &google_cloud_gax::error::Error) -> ProvisionErro
     } else {
         ProvisionError::fatal(message)
     }
+}
+
+/// Whether an answer (its HTTP status, whether its status is `RESOURCE_EXHAUSTED`, its body
+/// and message) is Google throttling the caller: a 403 for a rate (`rateLimitExceeded`, "Rate
+/// Limit Exceeded", a quota "per minute") is; any other 403 (a missing permission) is not.
+fn is_throttling(status: Option<u16>, exhausted: bool, said: &[u8]) -> bool {
+    let said = String::from_utf8_lossy(said).to_ascii_lowercase();
+    let rate = [
+        "ratelimitexceeded",
+        "rate_limit_exceeded",
+        "rate limit exceeded",
+        "per minute",
+    ]
+    .iter()
+    .any(|w| said.contains(w));
+    status == Some(429) || exhausted || (status == Some(403) && rate)
 }
 
 /// Whether the call failed with 404.
@@ -213,6 +249,19 @@ mod tests {
         let mut next = key.clone();
         next.generation = 1;
         assert_ne!(id, request_id("insert", &next));
+    }
+
+    #[test]
+    fn throttling_is_told_from_a_missing_permission() {
+        let rate = br#"{"error":{"code":403,"message":"Rate Limit Exceeded","errors":[{"reason":"rateLimitExceeded"}]}}"#;
+        assert!(is_throttling(Some(403), false, rate));
+        let denied = br#"{"error":{"code":403,"message":"Required 'compute.instances.create' permission","errors":[{"reason":"forbidden"}]}}"#;
+        assert!(!is_throttling(Some(403), false, denied));
+        assert!(is_throttling(Some(429), false, b""));
+        assert!(is_throttling(None, true, b""));
+        assert!(!is_throttling(Some(500), false, b""));
+        let per_minute = b"Quota exceeded for quota metric 'Read requests' and limit 'Read requests per minute' of service 'compute.googleapis.com'";
+        assert!(is_throttling(Some(403), false, per_minute));
     }
 
     #[test]
