@@ -135,36 +135,66 @@ def rows(db, where="", args=()):
 
 def live(db, row):
     """The machine of `row` as ebb sees it, or None when it is gone. A machine whose process
-    died after booting is gone (its record is removed); one not booted yet is booted."""
+    died after booting is gone (its record is removed); one not booted yet is booted. The
+    decision is taken on the record as it stands inside a write transaction, so a machine
+    being removed by another call is never booted again."""
     if alive(row):
         return resource(row)
-    if os.path.exists(os.path.join(row["dir"], "ready")):
-        log("machine", row["id"], "is gone; removing its record")
-        remove(db, row)
-        return None
-    pid = boot(row)
-    db.execute("UPDATE machines SET pid = ? WHERE id = ?", (pid, row["id"]))
-    return resource(dict(row, pid=pid))
+    db.row_factory = sqlite3.Row
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        current = db.execute("SELECT * FROM machines WHERE id = ?", (row["id"],)).fetchone()
+        if current is None or alive(current):
+            db.execute("COMMIT")
+            return resource(current) if current else None
+        if os.path.exists(os.path.join(current["dir"], "ready")):
+            db.execute("DELETE FROM machines WHERE id = ?", (current["id"],))
+            db.execute("COMMIT")
+            log("machine", current["id"], "is gone; removing its record")
+            shutil.rmtree(current["dir"], ignore_errors=True)
+            journal(os.path.dirname(current["dir"]), "delete", current["id"])
+            return None
+        pid = boot(current)
+        db.execute("UPDATE machines SET pid = ? WHERE id = ?", (pid, current["id"]))
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+    return resource(dict(current, pid=pid))
 
 
 def remove(db, row):
-    if alive(row):
+    """Removes the machine of `row`: its record first (in a write transaction, so no other
+    call boots it again), then its process and its disk. A machine already removed is left."""
+    db.row_factory = sqlite3.Row
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        current = db.execute("SELECT * FROM machines WHERE id = ?", (row["id"],)).fetchone()
+        db.execute("DELETE FROM machines WHERE id = ?", (row["id"],))
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+    if current is None:
+        return
+    if alive(current):
         try:
-            os.killpg(row["pid"], signal.SIGTERM)
+            os.killpg(current["pid"], signal.SIGTERM)
         except OSError:
             pass
         for _ in range(50):
-            if not alive(row):
+            if not alive(current):
                 break
             time.sleep(0.02)
         else:
             try:
-                os.killpg(row["pid"], signal.SIGKILL)
+                os.killpg(current["pid"], signal.SIGKILL)
             except OSError:
                 pass
-    shutil.rmtree(row["dir"], ignore_errors=True)
-    db.execute("DELETE FROM machines WHERE id = ?", (row["id"],))
-    journal(os.path.dirname(row["dir"]), "delete", row["id"])
+    shutil.rmtree(current["dir"], ignore_errors=True)
+    journal(os.path.dirname(current["dir"]), "delete", current["id"])
 
 
 # ---- the protocol's methods -------------------------------------------------------------------
