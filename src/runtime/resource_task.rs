@@ -44,12 +44,7 @@ pub(super) async fn events_note(
 /// again.
 pub(super) async fn recreate(deps: &Deps, spec: &TaskSpec, failed: u32) -> AttemptOutcome {
     let key = keys::node(&spec.cluster, spec.node());
-    let k = key.clone();
-    let record = match deps
-        .store
-        .read(move |r| r.get::<NodeRecord>(Table::Resources, &k))
-        .await
-    {
+    let record = match read_node(deps, spec).await {
         Ok(r) => r,
         Err(e) => return AttemptOutcome::failed(format!("cannot read the node: {e}"), true),
     };
@@ -60,20 +55,10 @@ pub(super) async fn recreate(deps: &Deps, spec: &TaskSpec, failed: u32) -> Attem
         .is_some_and(|r| r.properties.get(RECREATED) == Some(&mark));
     if !fresh {
         if record.is_some() {
-            let _ = events_note(
-                deps,
-                spec,
-                EventKind::Task,
-                "deleting the node to create it anew".into(),
-            )
-            .await;
-            match resource_task(deps, spec, TaskKind::Delete, 0).await {
-                AttemptOutcome::Done { .. } => {}
-                other @ (AttemptOutcome::Cancelled
-                | AttemptOutcome::Failed { .. }
-                | AttemptOutcome::NoRoom(_)) => {
-                    return other;
-                }
+            if let Some(ended) =
+                delete_first(deps, spec, "deleting the node to create it anew").await
+            {
+                return ended;
             }
             let k = key.clone();
             let removed = deps.store.write(move |tx| {
@@ -108,12 +93,7 @@ pub(super) async fn recreate(deps: &Deps, spec: &TaskSpec, failed: u32) -> Attem
 /// node again.
 pub(super) async fn replace(deps: &Deps, spec: &TaskSpec) -> AttemptOutcome {
     let key = keys::node(&spec.cluster, spec.node());
-    let k = key.clone();
-    let record = match deps
-        .store
-        .read(move |r| r.get::<NodeRecord>(Table::Resources, &k))
-        .await
-    {
+    let record = match read_node(deps, spec).await {
         Ok(r) => r,
         Err(e) => return progress_failure(e),
     };
@@ -123,22 +103,15 @@ pub(super) async fn replace(deps: &Deps, spec: &TaskSpec) -> AttemptOutcome {
         .as_ref()
         .is_some_and(|r| r.properties.get(REPLACED) == Some(&mark));
     if !begun {
-        if record.as_ref().is_some_and(NodeRecord::may_exist) {
-            let _ = events_note(
+        if record.as_ref().is_some_and(NodeRecord::may_exist)
+            && let Some(ended) = delete_first(
                 deps,
                 spec,
-                EventKind::Task,
-                "deleting what is left of the node to replace it".into(),
+                "deleting what is left of the node to replace it",
             )
-            .await;
-            match resource_task(deps, spec, TaskKind::Delete, 0).await {
-                AttemptOutcome::Done { .. } => {}
-                other @ (AttemptOutcome::Cancelled
-                | AttemptOutcome::Failed { .. }
-                | AttemptOutcome::NoRoom(_)) => {
-                    return other;
-                }
-            }
+            .await
+        {
+            return ended;
         }
         let mut fresh =
             NodeRecord::new(spec.node(), ResourceStatus::RequestingCreate, now_millis());
@@ -156,6 +129,26 @@ pub(super) async fn replace(deps: &Deps, spec: &TaskSpec) -> AttemptOutcome {
     resource_task(deps, spec, TaskKind::Create, incarnation).await
 }
 
+/// The node's stored record, if it has one.
+async fn read_node(deps: &Deps, spec: &TaskSpec) -> Result<Option<NodeRecord>, StoreError> {
+    let key = keys::node(&spec.cluster, spec.node());
+    deps.store
+        .read(move |r| r.get::<NodeRecord>(Table::Resources, &key))
+        .await
+}
+
+/// Deletes the node's resource before it is made anew, saying so in the history: `None` once
+/// it is gone, else how the delete ended (cancelled, failed).
+async fn delete_first(deps: &Deps, spec: &TaskSpec, note: &str) -> Option<AttemptOutcome> {
+    let _ = events_note(deps, spec, EventKind::Task, note.into()).await;
+    match resource_task(deps, spec, TaskKind::Delete, 0).await {
+        AttemptOutcome::Done { .. } => None,
+        other @ (AttemptOutcome::Cancelled
+        | AttemptOutcome::Failed { .. }
+        | AttemptOutcome::NoRoom(_)) => Some(other),
+    }
+}
+
 /// Walks the node's resource through one resource step (create, confirm, delete);
 /// `generation` is the incarnation a create makes ([`ResourceKey::generation`]).
 pub(super) async fn resource_task(
@@ -165,12 +158,7 @@ pub(super) async fn resource_task(
     generation: u32,
 ) -> AttemptOutcome {
     let store_key = keys::node(&spec.cluster, spec.node());
-    let key = store_key.clone();
-    let mut record: Option<NodeRecord> = match deps
-        .store
-        .read(move |r| r.get::<NodeRecord>(Table::Resources, &key))
-        .await
-    {
+    let mut record: Option<NodeRecord> = match read_node(deps, spec).await {
         Ok(r) => r,
         Err(e) => return progress_failure(e),
     };

@@ -341,16 +341,8 @@ fn reclaimed_spot_nodes_are_made_anew_while_the_program_runs_then_on_demand() {
         None,
     );
     let done = dir.path().join("done");
-    let script = format!(
-        "while [ ! -e {} ]; do sleep 0.05; done; echo ran >> {}",
-        done.display(),
-        dir.path().join("ran").display()
-    );
-    deploy(&server, "a", &script, json!({}));
-    let run = start(&server, "a", json!({"system.profile.name": "spot"}));
-    wait_until(&server, &run, Duration::from_secs(60), |r| {
-        r["status"] == "RUNNING"
-    });
+    let ran = format!("echo ran >> '{}'", dir.path().join("ran").display());
+    let run = gated_run(&server, "spot", &done, &ran);
 
     // Reclaimed once: made anew on spot. Reclaimed again (spotRetries 2): on-demand.
     let first = reclaim_and_wait(&sim, &run, "worker-1");

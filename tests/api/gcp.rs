@@ -9,16 +9,8 @@ use crate::support::gcp::*;
 use crate::support::runs::*;
 use crate::support::server::{Options, Server};
 
-/// The stand-in's resources under `key` (`instances`, `deletedInstances`, `clusters`,
-/// `deletedClusters`) labelled with run `run`.
 fn of_run(gcp: &Gcp, key: &str, run: &str) -> Vec<Value> {
-    gcp.resources()[key]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|i| i["labels"]["ebb-run"] == run)
-        .collect()
+    gcp.of_run(&[key], run)
 }
 
 /// Holds back the create answers (`hold`), kills the server once all `count` resources of

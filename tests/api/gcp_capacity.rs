@@ -16,12 +16,7 @@ const ZONE_B: &str = "us-central1-b";
 /// Every instance of run `run` the stand-in ever made (live and deleted).
 fn instances_of_run(gcp: &Gcp, run: &str) -> Vec<Value> {
     let id = run.rsplit('/').next().expect("id");
-    let all = gcp.resources();
-    ["instances", "deletedInstances"]
-        .iter()
-        .flat_map(|k| all[k].as_array().cloned().unwrap_or_default())
-        .filter(|i| i["labels"]["ebb-run"] == id)
-        .collect()
+    gcp.of_run(&["instances", "deletedInstances"], id)
 }
 
 fn zone_of(instance: &Value) -> String {
@@ -145,12 +140,7 @@ fn a_preempted_spot_vm_is_replaced_while_the_program_runs() {
         None,
     );
     let gate = dir.path().join("done");
-    let script = format!("while [ ! -e {} ]; do sleep 0.05; done", gate.display());
-    deploy(&server, "a", &script, json!({}));
-    let run = start(&server, "a", json!({"system.profile.name": "spot"}));
-    wait_until(&server, &run, Duration::from_secs(60), |r| {
-        r["status"] == "RUNNING"
-    });
+    let run = gated_run(&server, "spot", &gate, "");
     let before = placed(&gcp, &run);
     assert_eq!(
         before,

@@ -60,16 +60,12 @@ fn a_sigkill_while_a_reclaimed_node_is_made_anew_makes_nothing_twice() {
         );
         let gate = dir.path().join("done");
         let ran = dir.path().join("ran");
-        let script = format!(
-            "while [ ! -e {} ]; do sleep 0.05; done; echo ran >> {}",
-            gate.display(),
-            ran.display()
+        let run = gated_run(
+            &server,
+            "spot",
+            &gate,
+            &format!("echo ran >> '{}'", ran.display()),
         );
-        deploy(&server, "a", &script, json!({}));
-        let run = start(&server, "a", json!({"system.profile.name": "spot"}));
-        wait_until(&server, &run, Duration::from_secs(60), |r| {
-            r["status"] == "RUNNING"
-        });
         let creates_before = call_counts(&sim).creates;
         let old = reclaim(&sim, &run, "worker-1");
         // The replacement's create is under way (its instance pending): kill the server.
@@ -195,12 +191,7 @@ fn spot_nodes_the_cloud_takes_back_at_its_own_pace_are_made_anew_until_the_run_e
         None,
     );
     let gate = dir.path().join("done");
-    let script = format!("while [ ! -e {} ]; do sleep 0.05; done", gate.display());
-    deploy(&server, "a", &script, json!({}));
-    let run = start(&server, "a", json!({"system.profile.name": "churn"}));
-    wait_until(&server, &run, Duration::from_secs(60), |r| {
-        r["status"] == "RUNNING"
-    });
+    let run = gated_run(&server, "churn", &gate, "");
     let started = std::time::Instant::now();
     let healed = loop {
         let (_, events) = server.get(&format!("{run}/events"));

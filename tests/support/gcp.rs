@@ -91,6 +91,16 @@ impl Gcp {
         self.control(reqwest::Method::GET, "resources", json!({}))
     }
 
+    /// The stand-in's resources under `keys` (`instances`, `deletedInstances`, `clusters`,
+    /// `deletedClusters`) labelled with run id `run`.
+    pub fn of_run(&self, keys: &[&str], run: &str) -> Vec<Value> {
+        let all = self.resources();
+        keys.iter()
+            .flat_map(|k| all[k].as_array().cloned().unwrap_or_default())
+            .filter(|i| i["labels"]["ebb-run"] == run)
+            .collect()
+    }
+
     /// Waits until every instance is deleted: ebb counts a STOPPING instance as going (the
     /// delete was asked for), and the stand-in finishes it at its own pace. Fails on an
     /// instance that is not going.

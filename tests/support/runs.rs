@@ -82,6 +82,22 @@ pub fn wait_deprovisioned(server: &Server, path: &str) -> Value {
     })
 }
 
+/// Deploys app `a`, whose program waits until file `gate` exists and then runs `then` (shell;
+/// may be empty), starts it on profile `profile`, and waits (up to 60 s) until it runs.
+/// Answers the run's path.
+pub fn gated_run(server: &Server, profile: &str, gate: &Path, then: &str) -> String {
+    let script = format!(
+        "while [ ! -e '{}' ]; do sleep 0.05; done; {then}",
+        gate.display()
+    );
+    deploy(server, "a", script.trim_end_matches("; "), json!({}));
+    let run = start(server, "a", json!({"system.profile.name": profile}));
+    wait_until(server, &run, Duration::from_secs(60), |r| {
+        r["status"] == "RUNNING"
+    });
+    run
+}
+
 /// Waits (up to 30 s) until the sim's call log holds `count` calls that `matches` (`what`
 /// names them in the failure).
 #[track_caller]

@@ -160,7 +160,10 @@ pub fn instance_id(zone: &str, name: &str) -> String {
 fn split_id(ctx: &Context, id: &str) -> Result<(String, String), ProvisionError> {
     match id.split_once('/') {
         Some((zone, name)) => Ok((zone.to_string(), name.to_string())),
-        None => Ok((target_zone(ctx)?, id.to_string())),
+        None => match home_zone(ctx) {
+            Some(zone) => Ok((zone, id.to_string())),
+            None => Err(ProvisionError::fatal("zone (or zones) must be set")),
+        },
     }
 }
 

@@ -334,28 +334,17 @@ pub fn validate(properties: &Properties) -> Result<(), crate::PropertyError> {
         ));
     }
     let market = MarketType::of(properties);
+    // Both set, they must buy on the same market (SPOT with spot or spot-with-fallback).
     let model = properties.get(PROVISIONING_MODEL.name).map(|v| v.trim());
-    let agrees = match (
-        model,
-        MarketType::parse(properties.get(MARKET_TYPE.name).map(String::as_str)),
-    ) {
-        (None, _) => true,
-        (Some("STANDARD"), MarketType::OnDemand) => true,
-        (Some("STANDARD"), MarketType::Spot | MarketType::SpotWithFallback) => false,
-        (Some(_), MarketType::OnDemand) => !properties.contains_key(MARKET_TYPE.name),
-        (Some(_), MarketType::Spot | MarketType::SpotWithFallback) => true,
-    };
-    if !agrees {
+    let listed = properties.get(MARKET_TYPE.name).map(String::as_str);
+    if let (Some(model), Some(listed)) = (model, listed)
+        && (model == "SPOT") != (MarketType::parse(Some(listed)) != MarketType::OnDemand)
+    {
         return Err(PropertyError::new(
             PROVISIONING_MODEL.name,
             format!(
-                "says {} but marketType says {}: set one (marketType spot-with-fallback \
-                 beside provisioningModel SPOT adds the fallback)",
-                model.unwrap_or_default(),
-                properties
-                    .get(MARKET_TYPE.name)
-                    .map(String::as_str)
-                    .unwrap_or_default()
+                "says {model} but marketType says {listed}: set one (marketType \
+                 spot-with-fallback beside provisioningModel SPOT adds the fallback)"
             ),
         ));
     }
@@ -507,5 +496,28 @@ mod tests {
         let err = validate(&[("zones".to_string(), many)].into()).expect_err("too many");
         assert!(err.message.contains("at most 32"), "{err}");
         assert_eq!(zones(&properties([("zones", "a,b a")])), ["a", "b"]);
+    }
+
+    #[test]
+    fn provisioning_model_is_the_market_and_may_not_disagree_with_it() {
+        let spot = properties([("provisioningModel", "SPOT")]);
+        assert_eq!(MarketType::of(&spot), MarketType::Spot);
+        assert_eq!(validate(&spot), Ok(()));
+        let fallback = properties([
+            ("provisioningModel", "SPOT"),
+            ("marketType", "spot-with-fallback"),
+        ]);
+        assert_eq!(MarketType::of(&fallback), MarketType::SpotWithFallback);
+        assert_eq!(validate(&fallback), Ok(()));
+        for (model, market) in [("SPOT", "on-demand"), ("STANDARD", "spot")] {
+            let both = properties([("provisioningModel", model), ("marketType", market)]);
+            let e = validate(&both).expect_err("they disagree");
+            assert_eq!(e.property, "provisioningModel", "{model} {market}");
+        }
+        let standard = properties([
+            ("provisioningModel", "STANDARD"),
+            ("marketType", "on-demand"),
+        ]);
+        assert_eq!(validate(&standard), Ok(()));
     }
 }
