@@ -3,11 +3,12 @@
 //! polls of a cluster's nodes answered from shared lookups of the whole cluster (one call for
 //! many nodes) where the provisioner offers one ([`ebb_spi::Provisioner::batches_lookups`]).
 //!
-//! A poll joins the cluster's next round, which calls after [`GATHER`] (so the polls that come
-//! meanwhile share it) and never sooner than [`SPACING`] after the cluster's last call began.
-//! A round takes no more polls once its call begins, so every poll is answered by a call that
-//! began after it asked (it sees the delete it just made). However many nodes poll, a cluster
-//! costs at most two lookups a second.
+//! A poll joins the cluster's next round. A cluster's rounds go one at a time: a round calls
+//! once the one before it has answered (the polls that come meanwhile share it), and within the
+//! cluster's pace, a burst of [`BURST`] and then one every [`SPACING`]. A round takes no more
+//! polls once its call begins, so every poll is answered by a call that began after it asked
+//! (it sees the delete it just made). The first poll of a quiet cluster is answered at once; however
+//! many nodes poll, a cluster costs at most two lookups a second once its burst is spent.
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
@@ -19,11 +20,11 @@ use futures_util::FutureExt as _;
 use futures_util::future::{BoxFuture, Shared};
 use governor::{DefaultDirectRateLimiter, Quota};
 
-/// How long a round waits for more polls before it calls.
-pub const GATHER: Duration = Duration::from_millis(25);
+/// The lookups a quiet cluster may make at once, each as soon as the one before answered.
+pub const BURST: u32 = 4;
 
-/// The least time between the starts of two lookups of one cluster: a cluster's polls cost at
-/// most two calls a second, however many nodes it has.
+/// The time between the starts of two lookups of one cluster once its burst is spent: a
+/// cluster's polls cost at most two calls a second, however many nodes it has.
 pub const SPACING: Duration = Duration::from_millis(500);
 
 /// The kind of call a bucket limits.
@@ -44,11 +45,33 @@ pub struct Calls {
     rounds: Arc<Mutex<Rounds>>,
 }
 
-/// Each cluster's lookup in flight, and when its last one began.
+/// A round: its lookup's answer, shared by the polls that joined it.
+type Round = Shared<BoxFuture<'static, Found>>;
+
+/// Each cluster's round that polls may still join, and its pace.
 #[derive(Default)]
 struct Rounds {
-    current: HashMap<String, Shared<BoxFuture<'static, Found>>>,
-    began: HashMap<String, tokio::time::Instant>,
+    current: HashMap<String, Round>,
+    paces: HashMap<String, Pace>,
+}
+
+/// A cluster's pace: its latest round (the next one calls after it answered), and the
+/// theoretical time of its next lookup (a generic cell rate: a round may begin up to
+/// `BURST - 1` spacings before it).
+struct Pace {
+    latest: Round,
+    next: tokio::time::Instant,
+}
+
+/// When a round asked for at `now` may begin, given the time of the cluster's next lookup at
+/// its pace, and that time after it.
+fn paced(
+    next: tokio::time::Instant,
+    now: tokio::time::Instant,
+) -> (tokio::time::Instant, tokio::time::Instant) {
+    let early = SPACING * (BURST - 1);
+    let begin = now.max(next.checked_sub(early).unwrap_or(now));
+    (begin, next.max(begin) + SPACING)
 }
 
 /// Each account's bucket for each kind of call.
@@ -127,18 +150,24 @@ impl Calls {
                 Some(round) => round.clone(),
                 None => {
                     let now = tokio::time::Instant::now();
-                    let at = rounds
-                        .began
-                        .get(&key)
-                        .map_or(now, |last| *last + SPACING)
-                        .max(now + GATHER);
-                    rounds.began.insert(key.clone(), at);
-                    // Clusters long gone are forgotten.
+                    // Clusters quiet for a minute are forgotten.
                     rounds
-                        .began
-                        .retain(|_, b| *b + Duration::from_secs(60) > now);
+                        .paces
+                        .retain(|_, p| p.next + Duration::from_secs(60) > now);
+                    let (at, after) = match rounds.paces.get(&key) {
+                        Some(pace) => {
+                            let (at, next) = paced(pace.next, now);
+                            (Some((at, pace.latest.clone())), next)
+                        }
+                        None => (None, now + SPACING),
+                    };
                     let round = self.round(key.clone(), at, provisioner, ctx, cluster.to_string());
-                    rounds.current.insert(key, round.clone());
+                    rounds.current.insert(key.clone(), round.clone());
+                    let pace = Pace {
+                        latest: round.clone(),
+                        next: after,
+                    };
+                    rounds.paces.insert(key, pace);
                     round
                 }
             }
@@ -146,20 +175,26 @@ impl Calls {
         Ok(round.await?.get(id).cloned())
     }
 
-    /// One lookup of `cluster`, shared by every poll that joins it before its call begins. It
-    /// runs in a task of its own, so a poll that gives up cancels nobody's.
+    /// One lookup of `cluster`, shared by every poll that joins it before its call begins,
+    /// which begins at once or, `after` the cluster's latest round, once that one answered and
+    /// not before the instant its pace allows. It runs in a task of its own, so a poll that
+    /// gives up cancels nobody's.
     fn round(
         &self,
         key: String,
-        at: tokio::time::Instant,
+        after: Option<(tokio::time::Instant, Round)>,
         provisioner: Arc<dyn Provisioner>,
         ctx: Arc<Context>,
         cluster: String,
-    ) -> Shared<BoxFuture<'static, Found>> {
+    ) -> Round {
         let rounds = Arc::clone(&self.rounds);
         let buckets = Arc::clone(&self.buckets);
         let call = tokio::spawn(async move {
-            tokio::time::sleep_until(at).await;
+            if let Some((at, latest)) = after {
+                // Its answer is its own polls'; this round only waits for it.
+                let _ = latest.await;
+                tokio::time::sleep_until(at).await;
+            }
             buckets.admit(provisioner.as_ref(), &ctx, Kind::Read).await;
             // Joined no more from here: a poll must see what its call saw after it asked (a
             // delete it just made, say), never an answer from a call that began before.
@@ -192,6 +227,29 @@ impl Calls {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A quiet cluster's rounds begin at once, BURST of them; then one every SPACING.
+    #[test]
+    fn a_clusters_rounds_keep_its_pace() {
+        let start = tokio::time::Instant::now();
+        // The first round sets the pace one spacing on.
+        let mut next = start + SPACING;
+        let mut begins = Vec::new();
+        // Rounds 2 to BURST + 2.
+        for _ in 1..BURST + 2 {
+            let (begin, after) = paced(next, start);
+            begins.push(begin - start);
+            next = after;
+        }
+        let s = SPACING;
+        assert_eq!(
+            begins,
+            [Duration::ZERO, Duration::ZERO, Duration::ZERO, s, 2 * s]
+        );
+        // Quiet long enough, the burst is back.
+        let later = next + SPACING * BURST;
+        assert_eq!(paced(next, later).0, later);
+    }
 
     #[test]
     fn a_bucket_is_made_only_from_a_usable_rate() {

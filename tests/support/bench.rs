@@ -16,7 +16,8 @@ pub fn env_usize(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-/// A server on a data dir under `EBB_BENCH_DIR` (default: the target directory) and app
+/// A server (the binary `EBB_BENCH_BIN`, default: this build's) on a data dir under
+/// `EBB_BENCH_DIR` (default: the target directory) and app
 /// `bench`, whose program `p` runs `true` on `nodes` nodes of the zero-latency sim cloud, kept
 /// under `EBB_BENCH_SIM_DIR` (default: beside the data dir). Both directories go when dropped.
 pub struct Bench {
@@ -39,6 +40,8 @@ impl Bench {
         let options = Options {
             env: vec![("EBB_LOG".into(), "warn,ebb::server=info".into())],
             unchecked: true,
+            // Another build's binary, for a side-by-side with it.
+            binary: std::env::var_os("EBB_BENCH_BIN").map(PathBuf::from),
             ..Options::default()
         };
         let server = Server::start_at(&dir.path().join("data"), options);

@@ -231,6 +231,27 @@ pub struct Cloud {
     behaviour: Behaviour,
 }
 
+/// The index of instances by run tag: `by-run/<the tag's value in hex>/<instance id>`, one
+/// empty file each.
+const BY_RUN: &str = "by-run";
+
+/// The index directory's name for run tag `run` (hex: any value makes a valid file name);
+/// `None` for a value too long for a file name, which is never indexed (its lists scan).
+fn index_name(run: &str) -> Option<String> {
+    (run.len() <= 100).then(|| run.bytes().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Indexes instance `id` under run tag `run` in index `index`, unless the tag is too long.
+fn index_instance(index: &Path, run: &str, id: &str) -> Result<(), ProvisionError> {
+    let Some(name) = index_name(run) else {
+        return Ok(());
+    };
+    let dir = index.join(name);
+    fs::create_dir_all(&dir).map_err(|e| io("index instance", e))?;
+    File::create(dir.join(id)).map_err(|e| io("index instance", e))?;
+    Ok(())
+}
+
 fn now() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -251,10 +272,56 @@ impl Cloud {
                 dir.display()
             ))
         })?;
-        Ok(Cloud {
+        let cloud = Cloud {
             dir: dir.to_path_buf(),
             behaviour,
-        })
+        };
+        if !cloud.dir.join(BY_RUN).exists() {
+            cloud.index_runs()?;
+        }
+        Ok(cloud)
+    }
+
+    /// Indexes every instance by its run tag, for a state directory made before the index
+    /// was (or a new one): built aside and renamed into place, so it is whole or absent.
+    fn index_runs(&self) -> Result<(), ProvisionError> {
+        let _lock = self.lock()?;
+        let index = self.dir.join(BY_RUN);
+        if index.exists() {
+            return Ok(());
+        }
+        let aside = self.dir.join(".by-run.tmp");
+        let _ = fs::remove_dir_all(&aside);
+        fs::create_dir_all(&aside).map_err(|e| io("index runs", e))?;
+        for instance in Cloud::instances(&self.dir).map_err(|e| io("index runs", e))? {
+            if let Some(run) = instance.tags.get(TAG_RUN) {
+                index_instance(&aside, run, &instance.id)?;
+            }
+        }
+        fs::rename(&aside, &index).map_err(|e| io("index runs", e))
+    }
+
+    /// The instances a list with `filter` may find: those indexed under its run tag when it
+    /// has one (as a cloud finds by an indexed tag), else every instance.
+    fn candidates(&self, filter: &Tags) -> Result<Vec<Instance>, ProvisionError> {
+        let Some(name) = filter.get(TAG_RUN).and_then(|run| index_name(run)) else {
+            return self.all();
+        };
+        let ids = match fs::read_dir(self.dir.join(BY_RUN).join(name)) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io("read run index", e)),
+        };
+        let mut found = Vec::new();
+        for entry in ids {
+            let entry = entry.map_err(|e| io("read run index", e))?;
+            // An id indexed by a create that stopped before writing its instance: no instance.
+            if let Some(instance) = self.read(&entry.file_name().to_string_lossy())? {
+                found.push(self.refresh(instance)?);
+            }
+        }
+        found.sort_by(|a, b| a.created_at.total_cmp(&b.created_at));
+        Ok(found)
     }
 
     /// Every call made so far, in order.
@@ -602,6 +669,10 @@ impl Cloud {
             instance.reclaim_at = Some(instance.ready_at + hours * 3600.0);
         }
         instance.state = instance.state_at(created);
+        // Indexed first: a create stopped in between leaves an index entry with no instance.
+        if let Some(run) = tags.get(TAG_RUN) {
+            index_instance(&self.dir.join(BY_RUN), run, &id)?;
+        }
         self.write(&instance)?;
         if self.behaviour.lost_create_rate > 0.0
             && fastrand::f64() < self.behaviour.lost_create_rate
@@ -633,7 +704,7 @@ impl Cloud {
         self.throttle(Class::Read, "list", None, Some(filter))?;
         self.transient("list", None, Some(filter))?;
         let found = self
-            .all()?
+            .candidates(filter)?
             .iter()
             .filter(|i| filter.iter().all(|(k, v)| i.tags.get(k) == Some(v)))
             .filter(|i| i.tags.contains_key(TAG_RUN))
@@ -732,6 +803,41 @@ mod tests {
             .map(|i| i.state)
             .collect();
         assert_eq!(states, [InstanceState::Terminated, InstanceState::Running]);
+    }
+
+    /// A list by run reads that run's instances only (as a cloud's indexed tag filter does),
+    /// and a state directory made before the index is indexed when opened.
+    #[test]
+    fn a_list_by_run_reads_that_runs_instances_and_old_dirs_are_indexed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cloud = Cloud::open(dir.path(), Behaviour::default()).expect("open");
+        let mine = cloud
+            .create(&tags("master"), &Placement::default())
+            .expect("create");
+        let other = ResourceKey::new("r2", "master").tags();
+        cloud
+            .create(&other, &Placement::default())
+            .expect("create another run's");
+        // An instance file the index does not name is not read by a list of r1.
+        let mut stray = Cloud::instances(dir.path()).expect("instances")[1].clone();
+        stray.id = "i-stray".into();
+        stray.tags = tags("worker");
+        cloud.write(&stray).expect("write");
+        let run = |r: &str| Tags::from([(TAG_RUN.to_string(), r.to_string())]);
+        let ids = |found: Vec<Resource>| found.into_iter().map(|r| r.id).collect::<Vec<_>>();
+        assert_eq!(
+            ids(cloud.list(&run("r1")).expect("list")),
+            std::slice::from_ref(&mine.id)
+        );
+        // Without the index (a directory from before it), opening builds it.
+        fs::remove_dir_all(dir.path().join(BY_RUN)).expect("drop index");
+        let cloud = Cloud::open(dir.path(), Behaviour::default()).expect("reopen");
+        assert_eq!(
+            ids(cloud.list(&run("r1")).expect("list")),
+            [mine.id, "i-stray".to_string()]
+        );
+        assert_eq!(cloud.list(&run("r3")).expect("list").len(), 0);
+        assert!(!dir.path().join(".by-run.tmp").exists());
     }
 
     #[test]

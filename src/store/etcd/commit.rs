@@ -265,6 +265,25 @@ pub(super) fn operations(
             lease: 0,
         });
     }
+    if tracing::enabled!(tracing::Level::TRACE) {
+        let keys: Vec<String> = reads
+            .keys
+            .keys()
+            .map(|k| String::from_utf8_lossy(k).into_owned())
+            .collect();
+        let written: Vec<String> = ops
+            .iter()
+            .map(|op| match op {
+                Op::Put { key, .. } => format!("put {}", String::from_utf8_lossy(key)),
+                Op::Delete { key, end } => format!(
+                    "delete {}{}",
+                    String::from_utf8_lossy(key),
+                    if end.is_some() { " (range)" } else { "" }
+                ),
+            })
+            .collect();
+        tracing::trace!(?keys, ranges = ?reads.ranges, ?written, "commit");
+    }
     Ok(ops)
 }
 
