@@ -70,11 +70,15 @@ pub fn append_by(
 
 /// The events of run `run` after sequence `after`, oldest first.
 pub fn list(r: &impl Read, run: &str, after: u64) -> Result<Vec<RunEvent>, StoreError> {
-    Ok(r.scan::<RunEvent>(Table::Events, &keys::of_run(run))?
-        .into_iter()
-        .map(|(_, e)| e)
-        .filter(|e| e.seq > after)
-        .collect())
+    // An event's key holds its sequence number: those up to `after` are not decoded.
+    let from = keys::event(run, after.saturating_add(1));
+    Ok(
+        r.scan_from::<RunEvent>(Table::Events, &keys::of_run(run), &from)?
+            .into_iter()
+            .map(|(_, e)| e)
+            .filter(|e| e.seq > after)
+            .collect(),
+    )
 }
 
 /// Wakes readers waiting for a run's history to grow.
@@ -176,6 +180,55 @@ mod tests {
         assert!(notifier.is_empty());
         notifier.notify("r1");
         assert!(notifier.is_empty(), "notifying creates nothing");
+    }
+
+    /// A history read after a sequence number holds the later events only, in a read and in
+    /// a write (which sees its own staged event), and none of another run's.
+    #[test]
+    fn a_history_after_a_sequence_number_holds_the_later_events() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let store = crate::store::Store::open(dir.path()).expect("open");
+            for (run, n) in [("r1", 3), ("r10", 1)] {
+                for i in 0..n {
+                    store
+                        .write(move |tx| {
+                            append(tx, run, EventKind::Task, None, format!("{run} {i}"))
+                        })
+                        .await
+                        .expect("append");
+                }
+            }
+            let all = store.read(|r| list(r, "r1", 0)).await.expect("read");
+            let messages =
+                |events: &[RunEvent]| events.iter().map(|e| e.message.clone()).collect::<Vec<_>>();
+            assert_eq!(messages(&all), ["r1 0", "r1 1", "r1 2"]);
+            let after = all[0].seq;
+            let later = store
+                .read(move |r| list(r, "r1", after))
+                .await
+                .expect("read");
+            assert_eq!(messages(&later), ["r1 1", "r1 2"]);
+            let seen = store
+                .write(move |tx| {
+                    append(tx, "r1", EventKind::Task, None, "r1 3")?;
+                    list(tx, "r1", after)
+                })
+                .await
+                .expect("write");
+            assert_eq!(messages(&seen), ["r1 1", "r1 2", "r1 3"]);
+            let last = seen[2].seq;
+            let none = store
+                .read(move |r| list(r, "r1", last))
+                .await
+                .expect("read");
+            assert!(none.is_empty(), "{none:?}");
+            store.close().await.expect("close");
+        });
     }
 
     #[test]

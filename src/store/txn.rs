@@ -45,6 +45,17 @@ pub trait Read {
         &self,
         table: Table,
         prefix: &str,
+    ) -> Result<Vec<(String, V)>, StoreError> {
+        self.scan_from(table, prefix, "")
+    }
+
+    /// Every entry whose key starts with `prefix` and sorts at or after `from`, in key order;
+    /// the entries before it are not decoded.
+    fn scan_from<V: DeserializeOwned>(
+        &self,
+        table: Table,
+        prefix: &str,
+        from: &str,
     ) -> Result<Vec<(String, V)>, StoreError>;
 }
 
@@ -126,14 +137,16 @@ impl Read for Reader<'_> {
             .transpose()
     }
 
-    fn scan<V: DeserializeOwned>(
+    fn scan_from<V: DeserializeOwned>(
         &self,
         table: Table,
         prefix: &str,
+        from: &str,
     ) -> Result<Vec<(String, V)>, StoreError> {
         self.src
             .scan(table, prefix)?
             .into_iter()
+            .filter(|(k, _)| k.as_str() >= from)
             .map(|(k, b)| decode(table, &k, &b).map(|v| (k, v)))
             .collect()
     }
@@ -176,15 +189,20 @@ impl Read for Txn<'_> {
         raw.map(|b| decode(table, key, &b)).transpose()
     }
 
-    fn scan<V: DeserializeOwned>(
+    fn scan_from<V: DeserializeOwned>(
         &self,
         table: Table,
         prefix: &str,
+        from: &str,
     ) -> Result<Vec<(String, V)>, StoreError> {
-        let mut merged: BTreeMap<String, Vec<u8>> =
-            self.src.scan(table, prefix)?.into_iter().collect();
+        let mut merged: BTreeMap<String, Vec<u8>> = self
+            .src
+            .scan(table, prefix)?
+            .into_iter()
+            .filter(|(k, _)| k.as_str() >= from)
+            .collect();
         for ((t, key), value) in &self.staged {
-            if *t != table || !key.starts_with(prefix) {
+            if *t != table || !key.starts_with(prefix) || key.as_str() < from {
                 continue;
             }
             match value {

@@ -166,6 +166,16 @@ struct ProbeState {
 }
 
 impl Probe {
+    /// The answer of a request that started after `since`, if one is already known: what
+    /// [`Probe::revision`] would answer at once, without asking etcd.
+    pub(super) fn known(&self, since: Instant) -> Option<(i64, bool)> {
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        match (&state.answer, state.answer_from) {
+            (Some(Ok(answer)), Some(from)) if from >= since => Some(*answer),
+            _ => None,
+        }
+    }
+
     /// etcd's revision at some instant after this call began (after `since`, if given: the
     /// start of the request the read serves), and whether a write larger than a transaction
     /// was pending then; `ask` asks etcd.
@@ -244,6 +254,27 @@ mod tests {
             probe.revision(Some(began), ask).expect("the first again"),
             (3, false)
         );
+    }
+
+    /// Only an answer asked after a request began is known to it without asking etcd (a read
+    /// on the caller's thread relies on that).
+    #[test]
+    fn a_known_answer_is_one_asked_after_the_request_began() {
+        let probe = Probe::default();
+        let began = Instant::now();
+        assert_eq!(probe.known(began), None, "nothing asked yet");
+        probe
+            .revision(Some(began), || Ok((7, false)))
+            .expect("asked");
+        assert_eq!(probe.known(began), Some((7, false)));
+        std::thread::sleep(Duration::from_millis(2));
+        assert_eq!(
+            probe.known(Instant::now()),
+            None,
+            "asked before this request"
+        );
+        let _ = probe.revision(None, || Err(StoreError::Closed));
+        assert_eq!(probe.known(began), None, "a failed request is no answer");
     }
 
     /// Reads that wait together share one request, and each gets an answer from a request

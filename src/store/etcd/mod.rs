@@ -610,11 +610,44 @@ impl Shared {
 /// How long a read waits for the copy in memory to catch up before it reads etcd itself.
 const COPY_LAG: Duration = Duration::from_millis(20);
 
+impl Shared {
+    /// A view for a read that the copy answers as it stands, without waiting on etcd: the
+    /// copy has caught up with what the read must see (for a run's owner, this server's own
+    /// writes; for anyone else, the revision etcd gave after its request began, already asked
+    /// by an earlier read of the request) and shows no write larger than a transaction
+    /// pending. `None`: the read goes the long way ([`Shared::read_view`]).
+    fn view_now(&self, how: &ReadAs) -> Option<View<'_>> {
+        let copy = self.cache.snapshot()?;
+        if copy.get(&self.keys.pending()).is_some() {
+            return None;
+        }
+        let needed = if how.owner {
+            self.written.load(Ordering::SeqCst)
+        } else {
+            match self.probe.known(how.since?)? {
+                (_, true) => return None,
+                (revision, false) => revision,
+            }
+        };
+        (copy.revision >= needed).then(|| View::inline(self, copy))
+    }
+}
+
 impl Backend for Etcd {
-    fn read(&self, job: Box<dyn ReadJob>, how: ReadAs) {
+    fn read(&self, mut job: Box<dyn ReadJob>, how: ReadAs) {
         let Some(guard) = InFlight::enter(&self.shared) else {
             return job.finish(Some(StoreError::Closed));
         };
+        // A read the copy answers now runs here, on the caller's thread: no hop to the
+        // blocking pool and back. One that needs etcd after all runs again the long way.
+        if let Some(view) = self.shared.view_now(&how) {
+            job.run(&view);
+            if !view.bailed() {
+                drop(view);
+                job.finish(None);
+                return drop(guard);
+            }
+        }
         self.shared.handle.spawn_blocking(move || {
             guard.0.read(job, how);
             drop(guard);

@@ -59,7 +59,15 @@ pub(super) struct View<'a> {
     revision: RefCell<i64>,
     reads: RefCell<ReadSet>,
     failure: RefCell<Option<StoreError>>,
+    /// A view read on the caller's own thread ([`View::inline`]), which must not wait on
+    /// etcd; and whether a read needed more than the copy holds (the closure's outcome is then
+    /// dropped, and it runs again on a view that may ask etcd).
+    inline: bool,
+    bailed: std::cell::Cell<bool>,
 }
+
+/// Most entries a scan of an inline view returns: a larger one runs off the caller's thread.
+const INLINE_ENTRIES: usize = 512;
 
 impl<'a> View<'a> {
     /// A view for a read.
@@ -83,6 +91,27 @@ impl<'a> View<'a> {
         }
     }
 
+    /// A view of the copy `snapshot` for a read on the caller's own thread: it never waits on
+    /// etcd. A read it cannot answer from the copy (a log not held, a chunked value, a large
+    /// scan) fails and marks it [`View::bailed`].
+    pub(super) fn inline(shared: &'a Shared, snapshot: Snapshot) -> Self {
+        View {
+            inline: true,
+            ..Self::cached(shared, snapshot, Trip::Read)
+        }
+    }
+
+    /// Whether a read of this inline view needed more than the copy.
+    pub(super) fn bailed(&self) -> bool {
+        self.bailed.get()
+    }
+
+    /// Fails a read an inline view cannot answer.
+    fn bail(&self) -> StoreError {
+        self.bailed.set(true);
+        StoreError::Storage("this read needs etcd; it runs again off the caller's thread".into())
+    }
+
     /// A view for a read of etcd itself at `revision` (etcd's when the read began).
     pub(super) fn at(shared: &'a Shared, revision: i64) -> Self {
         let view = Self::counted(shared, Trip::Read);
@@ -104,6 +133,8 @@ impl<'a> View<'a> {
             revision: RefCell::new(0),
             reads: RefCell::new(ReadSet::default()),
             failure: RefCell::new(None),
+            inline: false,
+            bailed: std::cell::Cell::new(false),
         }
     }
 
@@ -127,6 +158,9 @@ impl<'a> View<'a> {
     fn range(&self, key: Vec<u8>, options: GetOptions) -> Result<Vec<KeyValue>, StoreError> {
         if let Some(e) = self.failure() {
             return Err(e);
+        }
+        if self.inline {
+            return Err(self.bail());
         }
         if self.revision() != 0 {
             let options = options.with_revision(self.revision());
@@ -320,7 +354,11 @@ impl Source for View<'_> {
         if let Some(copy) = self.copy_of(table, prefix, "") {
             let from = self.shared.keys.of(table, prefix);
             let to = prefix_end(&from);
-            return self.read_copy(table, copy.range(&from, &to));
+            let entries = copy.range(&from, &to);
+            if self.inline && entries.len() > INLINE_ENTRIES {
+                return Err(self.bail());
+            }
+            return self.read_copy(table, entries);
         }
         let mut raw = Vec::new();
         let mut bad = None;
