@@ -66,7 +66,8 @@ pub(super) struct View<'a> {
     bailed: std::cell::Cell<bool>,
 }
 
-/// Most entries a scan of an inline view returns: a larger one runs off the caller's thread.
+/// Most entries a scan of an inline view returns (forward or backward): a larger one runs off
+/// the caller's thread.
 const INLINE_ENTRIES: usize = 512;
 
 impl<'a> View<'a> {
@@ -390,7 +391,11 @@ impl Source for View<'_> {
         if let Some(copy) = self.copy_of(table, prefix, end) {
             let from = self.shared.keys.of(table, prefix);
             let to = self.shared.keys.of(table, end);
-            return self.read_copy(table, copy.range_back(&from, &to, count));
+            let entries = copy.range_back(&from, &to, count);
+            if self.inline && entries.len() > INLINE_ENTRIES {
+                return Err(self.bail());
+            }
+            return self.read_copy(table, entries);
         }
         let options = GetOptions::new()
             .with_range(self.shared.keys.of(table, end))
