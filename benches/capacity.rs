@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use support::bench::{env_usize, percentile};
+use support::bench::{env_usize, other_build, percentile};
 use support::profiles::sim_profile;
 use support::runs::{call_counts, calls, deploy, instances, wait_deprovisioned, wait_until};
 use support::server::{Options, Server};
@@ -180,7 +180,7 @@ fn main() {
     }
     .expect("tempdir");
     let options = Options {
-        binary: std::env::var_os("EBB_BENCH_BIN").map(std::path::PathBuf::from),
+        binary: other_build(),
         ..Options::default()
     };
     let parts = std::env::var("EBB_BENCH_PARTS").unwrap_or_else(|_| "reclaims,throttled".into());

@@ -40,8 +40,7 @@ impl Bench {
         let options = Options {
             env: vec![("EBB_LOG".into(), "warn,ebb::server=info".into())],
             unchecked: true,
-            // Another build's binary, for a side-by-side with it.
-            binary: std::env::var_os("EBB_BENCH_BIN").map(PathBuf::from),
+            binary: other_build(),
             ..Options::default()
         };
         let server = Server::start_at(&dir.path().join("data"), options);
@@ -63,6 +62,11 @@ impl Bench {
             _dirs: (dir, sim_dir),
         }
     }
+}
+
+/// Another build's `ebb` to run instead of this one (`EBB_BENCH_BIN`), for a side-by-side.
+pub fn other_build() -> Option<PathBuf> {
+    std::env::var_os("EBB_BENCH_BIN").map(PathBuf::from)
 }
 
 /// Long-polls the events of run `path` until one whose message is `until`; panics on a

@@ -165,15 +165,24 @@ struct ProbeState {
     answer_from: Option<Instant>,
 }
 
+impl ProbeState {
+    /// The answer of a request that started after `since`, if it succeeded.
+    fn known(&self, since: Instant) -> Option<(i64, bool)> {
+        match (&self.answer, self.answer_from) {
+            (Some(Ok(answer)), Some(from)) if from >= since => Some(*answer),
+            _ => None,
+        }
+    }
+}
+
 impl Probe {
     /// The answer of a request that started after `since`, if one is already known: what
     /// [`Probe::revision`] would answer at once, without asking etcd.
     pub(super) fn known(&self, since: Instant) -> Option<(i64, bool)> {
-        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        match (&state.answer, state.answer_from) {
-            (Some(Ok(answer)), Some(from)) if from >= since => Some(*answer),
-            _ => None,
-        }
+        self.state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .known(since)
     }
 
     /// etcd's revision at some instant after this call began (after `since`, if given: the
@@ -185,12 +194,10 @@ impl Probe {
         ask: impl Fn() -> Result<(i64, bool), StoreError>,
     ) -> Result<(i64, bool), StoreError> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let after = |from: Option<Instant>| since.is_some_and(|s| from.is_some_and(|f| f >= s));
-        if after(state.answer_from)
-            && let Some(Ok(answer)) = &state.answer
-        {
-            return Ok(*answer);
+        if let Some(answer) = since.and_then(|s| state.known(s)) {
+            return Ok(answer);
         }
+        let after = |from: Option<Instant>| since.is_some_and(|s| from.is_some_and(|f| f >= s));
         let wanted = if state.in_flight && after(state.in_flight_from) {
             state.started
         } else {
