@@ -533,8 +533,11 @@ impl Cloud {
         Ok(())
     }
 
+    /// Instance `id` as stored. An empty file is a create killed between making the file and
+    /// its one write ([`Cloud::write`]): that instance was never made.
     fn read(&self, id: &str) -> Result<Option<Instance>, ProvisionError> {
         match fs::read(self.path(id)) {
+            Ok(bytes) if bytes.is_empty() => Ok(None),
             Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
                 ProvisionError::fatal(format!("sim instance {id} is unreadable: {e}"))
             }),
@@ -838,6 +841,33 @@ mod tests {
         );
         assert_eq!(cloud.list(&run("r3")).expect("list").len(), 0);
         assert!(!dir.path().join(".by-run.tmp").exists());
+    }
+
+    /// A server killed while the sim makes an instance can leave its file made but never
+    /// written: that instance was never made. Every call reads it so: a list by run, a
+    /// describe and a delete, as `Cloud::instances` always did.
+    #[test]
+    fn an_instance_file_never_written_is_no_instance() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cloud = Cloud::open(dir.path(), Behaviour::default()).expect("open");
+        let made = cloud
+            .create(&tags("master"), &Placement::default())
+            .expect("create");
+        // What a kill between the file's creation and its one write leaves: indexed, empty.
+        index_instance(&dir.path().join(BY_RUN), "r1", "i-torn").expect("index");
+        File::create(cloud.path("i-torn")).expect("empty file");
+        let run = Tags::from([(TAG_RUN.to_string(), "r1".to_string())]);
+        let found: Vec<String> = cloud
+            .list(&run)
+            .expect("a list by run")
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(found, [made.id]);
+        assert_eq!(cloud.describe("i-torn").expect("describe"), None);
+        cloud
+            .delete("i-torn")
+            .expect("deleting it succeeds, as for any gone instance");
     }
 
     #[test]
