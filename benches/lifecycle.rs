@@ -7,7 +7,9 @@
 //! (default: the target directory) and the sim cloud's with `EBB_BENCH_SIM_DIR` (default:
 //! inside the data dir). Each client starts a run, then long-polls its
 //! events until `cluster DEPROVISIONED`; latency is measured by the client from the start
-//! request to that event's arrival.
+//! request to that event's arrival. It also prints the CPU time per lifecycle of the server
+//! (and of the programs it ran) and, on etcd, of etcd: on a shared machine a rate moves with
+//! the neighbours' load, CPU time much less.
 
 #[allow(dead_code)]
 #[path = "../tests/support/mod.rs"]
@@ -19,7 +21,9 @@ use std::time::Instant;
 
 use serde_json::json;
 
-use support::bench::{Bench, env_usize, percentile, store_trips, trips_per_run, wait_for_event};
+use support::bench::{
+    Bench, cpu_now, cpu_per_run, env_usize, percentile, store_trips, trips_per_run, wait_for_event,
+};
 use support::runs::start;
 
 fn main() {
@@ -29,6 +33,7 @@ fn main() {
     let server = Arc::new(bench.server);
 
     let trips_before = store_trips(&server);
+    let cpu_before = cpu_now(&server);
     let next = Arc::new(AtomicUsize::new(0));
     let latencies = Arc::new(Mutex::new(Vec::with_capacity(runs)));
     let started = Instant::now();
@@ -54,6 +59,7 @@ fn main() {
     }
     let elapsed = started.elapsed();
     let trips = trips_per_run(&trips_before, &store_trips(&server), runs);
+    let cpu = cpu_per_run(&cpu_before, &cpu_now(&server), runs);
     drop(server);
 
     let mut l = latencies.lock().expect("latencies").clone();
@@ -71,5 +77,8 @@ fn main() {
     );
     if let Some(trips) = trips {
         println!("{trips}");
+    }
+    if let Some(cpu) = cpu {
+        println!("{cpu}");
     }
 }

@@ -98,6 +98,73 @@ pub fn percentile(sorted: &[std::time::Duration], p: f64) -> std::time::Duration
     sorted[i]
 }
 
+/// The CPU time process `pid` has used so far, and that of its children it has reaped (the
+/// programs a server ran), from `/proc` (Linux; `None` elsewhere).
+pub fn cpu_of(pid: u32) -> Option<(std::time::Duration, std::time::Duration)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<u64> = stat
+        .rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(0))
+        .collect();
+    // utime, stime, cutime, cstime: fields 14 to 17 of proc(5), in ticks of USER_HZ (100).
+    let ticks = |n: u64| std::time::Duration::from_millis(n * 10);
+    let field = |i: usize| fields.get(i - 3).copied();
+    Some((
+        ticks(field(14)? + field(15)?),
+        ticks(field(16)? + field(17)?),
+    ))
+}
+
+/// CPU time so far of the server, the programs it ran, and the benchmark's etcd member (on
+/// etcd), for [`cpu_per_run`].
+pub fn cpu_now(server: &Server) -> Vec<(&'static str, std::time::Duration)> {
+    let mut cpu = Vec::new();
+    if let Some((own, children)) = cpu_of(server.pid()) {
+        cpu.push(("server", own));
+        cpu.push(("the programs it ran", children));
+    }
+    if super::etcd::enabled()
+        && let Some((etcd, _)) = super::etcd::shared().member_pid(0).and_then(cpu_of)
+    {
+        cpu.push(("etcd", etcd));
+    }
+    cpu
+}
+
+/// What the CPU time between `before` and `after` comes to per lifecycle, as one line: a
+/// figure the other work on a shared machine disturbs much less than a rate does.
+pub fn cpu_per_run(
+    before: &[(&'static str, std::time::Duration)],
+    after: &[(&'static str, std::time::Duration)],
+    runs: usize,
+) -> Option<String> {
+    if after.is_empty() || runs == 0 {
+        return None;
+    }
+    let per: Vec<(&str, f64)> = after
+        .iter()
+        .map(|(what, a)| {
+            let b = before
+                .iter()
+                .find(|(w, _)| w == what)
+                .map_or(std::time::Duration::ZERO, |(_, b)| *b);
+            (*what, a.saturating_sub(b).as_secs_f64() * 1e3 / runs as f64)
+        })
+        .collect();
+    let total: f64 = per.iter().map(|(_, ms)| ms).sum();
+    let parts: Vec<String> = per
+        .iter()
+        .map(|(what, ms)| format!("{what} {ms:.1} ms"))
+        .collect();
+    Some(format!(
+        "CPU per lifecycle: {total:.1} ms ({})",
+        parts.join(", ")
+    ))
+}
+
 /// The server's requests to etcd so far, by kind (`ebb_store_round_trips_total`); empty on
 /// redb.
 pub fn store_trips(server: &Server) -> std::collections::BTreeMap<String, f64> {

@@ -436,6 +436,14 @@ impl Cluster {
         m.child = Some(child);
     }
 
+    /// The process id of member `i`'s etcd (its wrapper's child), while it runs (Linux).
+    pub fn member_pid(&self, i: usize) -> Option<u32> {
+        let wrapper = self.members[i].child.as_ref()?.id();
+        let children =
+            std::fs::read_to_string(format!("/proc/{wrapper}/task/{wrapper}/children")).ok()?;
+        children.split_whitespace().next()?.parse().ok()
+    }
+
     /// SIGKILLs member `i`.
     pub fn kill_member(&mut self, i: usize) {
         if let Some(mut child) = self.members[i].child.take() {

@@ -109,7 +109,7 @@ pub(super) fn commit(
         (Txn::new().when(compares).and_then(then), Some(id))
     };
     let txn = txn.or_else(otherwise);
-    match send(shared, txn, 1) {
+    match send(shared, txn, 1, intent.is_some()) {
         Ok(response) if response.succeeded() => {
             let mut revision = response.header().map_or(0, |h| h.revision());
             if intent.is_some() {
@@ -163,17 +163,31 @@ pub(super) fn found(response: &etcd_client::TxnResponse, key: &[u8]) -> Option<i
     })
 }
 
-/// Sends a commit's transaction of `writes` writes, and counts it.
+/// Sends a commit's transaction of `writes` writes (one that puts `~pending` if it succeeds,
+/// when `puts_pending`), and counts it. Its answer is also etcd's revision for the reads
+/// waiting on it (see [`super::probe`]).
 pub(super) fn send(
     shared: &Shared,
     txn: Txn,
     writes: usize,
+    puts_pending: bool,
 ) -> Result<etcd_client::TxnResponse, etcd_client::Error> {
     use crate::model::metrics::{STORE_COMMIT_BATCH, STORE_COMMIT_SECONDS};
     let mut kv = shared.kv();
     let started = std::time::Instant::now();
     shared.trip(Trip::Commit);
+    let sent = shared.probe.commit_sent();
     let answer = shared.handle.block_on(async move { kv.txn(txn).await });
+    let revision = answer.as_ref().ok().and_then(|r| {
+        let revision = r.header()?.revision();
+        let pending = if r.succeeded() {
+            puts_pending
+        } else {
+            found(r, &shared.keys.pending()).is_some()
+        };
+        Some((revision, pending))
+    });
+    sent.answered(revision);
     metrics::histogram!(STORE_COMMIT_SECONDS.name, "store" => "etcd")
         .record(started.elapsed().as_secs_f64());
     if answer.as_ref().is_ok_and(|r| r.succeeded()) {

@@ -432,16 +432,12 @@ fn parts(
         compares.push(Compare::lease(key, CompareOp::Equal, fence.lease));
     }
     let ops = operations(shared, view, staged).map_err(|f| f.error)?;
-    let deletion: BTreeSet<Vec<u8>> = Table::ALL
-        .into_iter()
-        .map(|t| shared.keys.deleted(t))
-        .collect();
     let mut written = BTreeSet::new();
     let mut deletion_keys = BTreeSet::new();
     for op in &ops {
         match op {
             Op::Put { key, .. } | Op::Delete { key, end: None } => {
-                if deletion.contains(key) {
+                if shared.keys.is_deletion_key(key) {
                     deletion_keys.insert(key.clone());
                 } else {
                     written.insert(key.clone());
@@ -501,7 +497,7 @@ fn commit_group(shared: &Arc<Shared>, group: Vec<Member>) -> Vec<Queued> {
         }
     }
     let txn = Txn::new().when(compares).and_then(ops).or_else(otherwise);
-    match send(shared, txn, group.len()) {
+    match send(shared, txn, group.len(), false) {
         Ok(response) if response.succeeded() => {
             let revision = response.header().map_or(0, |h| h.revision());
             shared

@@ -20,6 +20,7 @@ mod follow;
 mod group;
 mod intent;
 mod lease;
+mod probe;
 mod shared;
 mod view;
 mod watch;
@@ -179,7 +180,7 @@ pub(super) fn open(endpoints: &Endpoints) -> Result<Etcd, StoreError> {
         cache: cache::Cache::default(),
         written: std::sync::atomic::AtomicI64::new(0),
         news: tokio::sync::broadcast::Sender::new(1024),
-        probe: cache::Probe::default(),
+        probe: probe::Probe::default(),
     });
     shared
         .probe(&endpoints.urls[0])
@@ -553,9 +554,10 @@ impl Shared {
 
     /// The view a read runs over. A run's owner reads the copy in memory as it is: it holds
     /// every write this server made (a write is answered once the copy has it), and the
-    /// owner is the only writer of its run's records. Anyone else first asks etcd for its
-    /// revision (one round trip, shared with the reads waiting at the time, and with the
-    /// other reads of the request it serves, `since` it began) and reads the copy once it has
+    /// owner is the only writer of its run's records. Anyone else first needs etcd's
+    /// revision from an answer given after it (or its request, `since`) began: the answer to
+    /// one of this server's commits, or a revision request shared with the reads waiting at
+    /// the time (see [`probe`]); then it reads the copy once it has
     /// caught up with it, so the read sees every write acknowledged before it (or its request)
     /// began, by any server; if the copy lags (etcd also serves others, whose writes it does
     /// not follow), the read goes to etcd at that revision.

@@ -38,7 +38,7 @@ pub(super) struct Shared {
     /// hold it.
     pub(super) written: std::sync::atomic::AtomicI64,
     /// etcd's revision for reads, asked once for all the reads waiting at a time.
-    pub(super) probe: super::cache::Probe,
+    pub(super) probe: super::probe::Probe,
     /// The runs whose history grew, by any server, as the watch tells them.
     pub(super) news: tokio::sync::broadcast::Sender<String>,
 }
@@ -83,6 +83,14 @@ impl Keys {
         format!("{}/~deleted/{}", self.root, table.name()).into_bytes()
     }
 
+    /// Whether `key` is a table's deletion key ([`Keys::deleted`]).
+    pub(super) fn is_deletion_key(&self, key: &[u8]) -> bool {
+        key.strip_prefix(self.root.as_bytes())
+            .and_then(|k| k.strip_prefix(b"/~deleted/"))
+            .and_then(|name| std::str::from_utf8(name).ok())
+            .is_some_and(|name| Table::named(name).is_some())
+    }
+
     /// The prefix of the chunks of a large value under `key` in `table` (each chunk is
     /// `<base>\0<generation>\0<n>`).
     pub(super) fn chunks(&self, table: Table, key: &str) -> Vec<u8> {
@@ -124,9 +132,16 @@ impl Keys {
     /// Whether `key` is an entry of a log read by sequence (a run's events, a namespace's
     /// changes).
     pub(super) fn is_log(&self, key: &[u8]) -> bool {
-        [Table::Events, Table::Changes]
-            .into_iter()
-            .any(|t| key.starts_with(&self.of(t, "")))
+        let Some(rest) = key
+            .strip_prefix(self.root.as_bytes())
+            .and_then(|k| k.strip_prefix(b"/"))
+        else {
+            return false;
+        };
+        [Table::Events, Table::Changes].into_iter().any(|t| {
+            rest.strip_prefix(t.name().as_bytes())
+                .is_some_and(|r| r.starts_with(b"/"))
+        })
     }
 
     /// The run whose record in `table` (`Runs` or `Owners`, keyed
@@ -337,5 +352,29 @@ pub(super) fn classify(describe: &str, e: &etcd_client::Error) -> StoreError {
         ))
     } else {
         StoreError::Storage(format!("{describe}: {message}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The tests a commit makes of every key it writes tell the same keys apart as the keys
+    /// themselves do.
+    #[test]
+    fn deletion_keys_and_logs_are_told_from_records() {
+        let keys = Keys {
+            root: "/ebb".into(),
+        };
+        for table in Table::ALL {
+            assert!(keys.is_deletion_key(&keys.deleted(table)), "{table:?}");
+            assert!(!keys.is_deletion_key(&keys.of(table, "x")), "{table:?}");
+            let log = matches!(table, Table::Events | Table::Changes);
+            assert_eq!(keys.is_log(&keys.of(table, "run/000001")), log, "{table:?}");
+        }
+        assert!(!keys.is_deletion_key(b"/ebb/~deleted/nosuchtable"));
+        assert!(!keys.is_deletion_key(b"/other/~deleted/events"));
+        assert!(!keys.is_log(b"/ebb/eventsx/1"));
+        assert!(!keys.is_log(b"/other/events/1"));
     }
 }
