@@ -54,10 +54,11 @@ impl State {
         }
     }
 
-    /// Whether a request sent after `since` is on its way.
+    /// Whether a request will answer soon without this caller asking: a revision request on
+    /// its way (sent after `since`, or else the one to wait for before asking again), or a
+    /// commit sent after `since`.
     fn coming(&self, since: Instant) -> bool {
-        self.asking_from.is_some_and(|from| from >= since)
-            || self.commits.values().any(|sent| *sent >= since)
+        self.asking_from.is_some() || self.commits.values().any(|sent| *sent >= since)
     }
 }
 
@@ -139,7 +140,7 @@ impl Probe {
             {
                 return Err(e.clone());
             }
-            if state.coming(since) || state.asking_from.is_some() {
+            if state.coming(since) {
                 state = self.done.wait(state).unwrap_or_else(|e| e.into_inner());
                 continue;
             }

@@ -37,7 +37,8 @@ pub(super) struct Shared {
     /// The revision of this server's latest write: a run owner's read waits for the copy to
     /// hold it.
     pub(super) written: std::sync::atomic::AtomicI64,
-    /// etcd's revision for reads, asked once for all the reads waiting at a time.
+    /// etcd's revision for reads: from a commit's answer, or asked once for all the reads
+    /// waiting at a time.
     pub(super) probe: super::probe::Probe,
     /// The runs whose history grew, by any server, as the watch tells them.
     pub(super) news: tokio::sync::broadcast::Sender<String>,
@@ -85,10 +86,23 @@ impl Keys {
 
     /// Whether `key` is a table's deletion key ([`Keys::deleted`]).
     pub(super) fn is_deletion_key(&self, key: &[u8]) -> bool {
-        key.strip_prefix(self.root.as_bytes())
-            .and_then(|k| k.strip_prefix(b"/~deleted/"))
+        self.inside(key)
+            .and_then(|k| k.strip_prefix(b"~deleted/"))
             .and_then(|name| std::str::from_utf8(name).ok())
             .is_some_and(|name| Table::named(name).is_some())
+    }
+
+    /// `key` (an etcd key) without the installation's `<root>/`, if it has it. Taking keys
+    /// apart this way formats nothing: the watch and every write do it for each key.
+    fn inside<'k>(&self, key: &'k [u8]) -> Option<&'k [u8]> {
+        key.strip_prefix(self.root.as_bytes())?.strip_prefix(b"/")
+    }
+
+    /// `key` without `<root>/<table>/`, if it is a key of `table`.
+    fn in_table<'k>(&self, table: Table, key: &'k [u8]) -> Option<&'k [u8]> {
+        self.inside(key)?
+            .strip_prefix(table.name().as_bytes())?
+            .strip_prefix(b"/")
     }
 
     /// The prefix of the chunks of a large value under `key` in `table` (each chunk is
@@ -111,10 +125,7 @@ impl Keys {
     /// Whether `key` (an etcd key) is one the copy in memory keeps: a record of a copied table
     /// (see [`super::cache::is_copied`]), or `~pending`.
     pub(super) fn is_copied(&self, key: &[u8]) -> bool {
-        let Some(rest) = key
-            .strip_prefix(self.root.as_bytes())
-            .and_then(|k| k.strip_prefix(b"/"))
-        else {
+        let Some(rest) = self.inside(key) else {
             return false;
         };
         if rest == b"~pending" {
@@ -132,30 +143,21 @@ impl Keys {
     /// Whether `key` is an entry of a log read by sequence (a run's events, a namespace's
     /// changes).
     pub(super) fn is_log(&self, key: &[u8]) -> bool {
-        let Some(rest) = key
-            .strip_prefix(self.root.as_bytes())
-            .and_then(|k| k.strip_prefix(b"/"))
-        else {
-            return false;
-        };
-        [Table::Events, Table::Changes].into_iter().any(|t| {
-            rest.strip_prefix(t.name().as_bytes())
-                .is_some_and(|r| r.starts_with(b"/"))
-        })
+        [Table::Events, Table::Changes]
+            .into_iter()
+            .any(|t| self.in_table(t, key).is_some())
     }
 
     /// The run whose record in `table` (`Runs` or `Owners`, keyed
     /// `<ns>/<app>/<program>/<run>`) `key` is.
     pub(super) fn record_run<'k>(&self, table: Table, key: &'k [u8]) -> Option<&'k str> {
-        let prefix = self.of(table, "");
-        let rest = std::str::from_utf8(key.strip_prefix(prefix.as_slice())?).ok()?;
+        let rest = std::str::from_utf8(self.in_table(table, key)?).ok()?;
         rest.rsplit('/').next().filter(|run| !run.is_empty())
     }
 
     /// The run whose history `key` (an etcd key) is an event of, if it is one.
     pub(super) fn event_run<'k>(&self, key: &'k [u8]) -> Option<&'k str> {
-        let prefix = self.of(Table::Events, "");
-        let rest = std::str::from_utf8(key.strip_prefix(prefix.as_slice())?).ok()?;
+        let rest = std::str::from_utf8(self.in_table(Table::Events, key)?).ok()?;
         rest.rsplit_once('/').map(|(run, _)| run)
     }
 
@@ -376,5 +378,17 @@ mod tests {
         assert!(!keys.is_deletion_key(b"/other/~deleted/events"));
         assert!(!keys.is_log(b"/ebb/eventsx/1"));
         assert!(!keys.is_log(b"/other/events/1"));
+        let run = "ns/app/p/01a2";
+        assert_eq!(
+            keys.record_run(Table::Runs, &keys.of(Table::Runs, run)),
+            Some("01a2")
+        );
+        assert_eq!(
+            keys.record_run(Table::Runs, &keys.of(Table::Owners, run)),
+            None
+        );
+        let event = keys.of(Table::Events, "01a2/00001795805447445039");
+        assert_eq!(keys.event_run(&event), Some("01a2"));
+        assert_eq!(keys.event_run(&keys.of(Table::Runs, run)), None);
     }
 }
