@@ -17,6 +17,19 @@ use crate::support::sshd::Sshd;
 
 const ANSIBLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/plugins/ansible");
 
+/// Waits until the run's cluster is DEPROVISIONED, as long as playbooks take: every action is
+/// an ansible-playbook (several seconds each on a loaded machine), and a plan runs several
+/// rounds of them one after another.
+#[track_caller]
+fn wait_playbooks_deprovisioned(server: &Server, run: &str) -> Value {
+    wait_until(server, run, PLAYBOOKS, |r| {
+        r["cluster"]["status"] == "DEPROVISIONED"
+    })
+}
+
+/// How long the tests wait for an operation made of playbooks.
+const PLAYBOOKS: std::time::Duration = std::time::Duration::from_secs(240);
+
 /// A plugin directory in `dir` with the Ansible automator, told where ansible-playbook is
 /// (the virtualenv `tests/support/ansible/setup.sh` makes, installing ansible-core once).
 fn install_ansible(dir: &Path) -> PathBuf {
@@ -95,7 +108,7 @@ fn ansible_configures_three_nodes_over_ssh_and_restarts_a_service_by_name() {
         json!({}),
     );
     let run = start(&server, "a", json!({"system.profile.name": "zk"}));
-    let running = wait_until(&server, &run, std::time::Duration::from_secs(240), |r| {
+    let running = wait_until(&server, &run, PLAYBOOKS, |r| {
         r["status"] == "RUNNING" || r["status"] == "FAILED"
     });
     assert_eq!(running["status"], "RUNNING", "{running}");
@@ -140,7 +153,9 @@ fn ansible_configures_three_nodes_over_ssh_and_restarts_a_service_by_name() {
         &run,
         json!({"operation": "restart-services", "services": ["zookeeper"]}),
     );
-    let restart = wait_op(&server, &run, id);
+    // Six rounds of playbooks, one after another (stop the workers, the master, zookeeper; start
+    // zookeeper, the master, the workers): over SSH on a loaded machine each has taken 15 s.
+    let restart = wait_op_within(&server, &run, id, PLAYBOOKS);
     assert_eq!(restart["status"], "SUCCEEDED", "{restart}");
     for node in &nodes {
         let name = node["name"].as_str().expect("name");
@@ -150,7 +165,7 @@ fn ansible_configures_three_nodes_over_ssh_and_restarts_a_service_by_name() {
     }
 
     std::fs::write(&release, "").expect("release");
-    let done = wait_deprovisioned(&server, &run);
+    let done = wait_playbooks_deprovisioned(&server, &run);
     assert_eq!(done["status"], "COMPLETED", "{done}");
     // The automator keeps nothing of an attempt (the node's key included) once it ends.
     let attempts = dir.path().join("data/work/plugins/ansible/attempts");
@@ -194,7 +209,7 @@ fn ansible_configures_local_nodes_and_a_failing_playbook_fails_the_operation_wit
         json!({}),
     );
     let run = start(&server, "a", json!({"system.profile.name": "zk"}));
-    let done = wait_deprovisioned(&server, &run);
+    let done = wait_playbooks_deprovisioned(&server, &run);
     assert_eq!(done["status"], "COMPLETED", "{done}");
     let create = &operations(&server, &run)[0];
     for out in outputs(create, "configure", "zookeeper") {
@@ -218,7 +233,7 @@ fn ansible_configures_local_nodes_and_a_failing_playbook_fails_the_operation_wit
         None,
     );
     let run = start(&server, "a", json!({"system.profile.name": "zk-broken"}));
-    let done = wait_deprovisioned(&server, &run);
+    let done = wait_playbooks_deprovisioned(&server, &run);
     assert_eq!(done["status"], "FAILED", "{done}");
     let message = done["failure"]["message"].as_str().unwrap_or_default();
     assert!(

@@ -370,8 +370,13 @@ pub fn kept_failed_run(server: &Server, dir: &tempfile::TempDir, app: &str, node
     run
 }
 
-/// Polls operation `id` of run `run` until it has ended; returns it.
+/// Polls operation `id` of run `run` until it has ended (within a minute); returns it.
 pub fn wait_op(server: &Server, run: &str, id: u64) -> Value {
+    wait_op_within(server, run, id, std::time::Duration::from_secs(60))
+}
+
+/// Polls operation `id` of run `run` until it has ended, for at most `limit`; returns it.
+pub fn wait_op_within(server: &Server, run: &str, id: u64, limit: std::time::Duration) -> Value {
     let started = std::time::Instant::now();
     loop {
         let (code, op) = server.get(&format!("{run}/operations/{id}"));
@@ -379,10 +384,7 @@ pub fn wait_op(server: &Server, run: &str, id: u64) -> Value {
         if op["status"] != "RUNNING" {
             return op;
         }
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(60),
-            "{op}"
-        );
+        assert!(started.elapsed() < limit, "{op}");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
