@@ -172,12 +172,24 @@ pub(super) fn send(
     writes: usize,
     puts_pending: bool,
 ) -> Result<etcd_client::TxnResponse, etcd_client::Error> {
+    shared
+        .handle
+        .block_on(send_from_runtime(shared, txn, writes, puts_pending))
+}
+
+/// [`send`], for a task on the etcd client's runtime.
+pub(super) async fn send_from_runtime(
+    shared: &Shared,
+    txn: Txn,
+    writes: usize,
+    puts_pending: bool,
+) -> Result<etcd_client::TxnResponse, etcd_client::Error> {
     use crate::model::metrics::{STORE_COMMIT_BATCH, STORE_COMMIT_SECONDS};
     let mut kv = shared.kv();
     let started = std::time::Instant::now();
     shared.trip(Trip::Commit);
     let sent = shared.probe.commit_sent();
-    let answer = shared.handle.block_on(async move { kv.txn(txn).await });
+    let answer = kv.txn(txn).await;
     let revision = answer.as_ref().ok().and_then(|r| {
         let revision = r.header()?.revision();
         let pending = if r.succeeded() {

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use etcd_client::{Compare, CompareOp, Txn, TxnOp};
 
 use super::cache::Snapshot;
-use super::commit::{CHUNK, compares, found, operations, send};
+use super::commit::{CHUNK, compares, found, operations, send_from_runtime};
 use super::intent::Op;
 use super::shared::{GRACE, InFlight, MAX_CONFLICTS, MAX_TXN_BYTES, Shared, Trip};
 use super::view::View;
@@ -262,8 +262,11 @@ fn run(shared: &Arc<Shared>, inbox: &mpsc::Receiver<Msg>, outbox: &mpsc::Sender<
             parts: Parts::of_group(&group),
         });
         let (committing, landing) = (Arc::clone(shared), Landing(n, outbox.clone()));
-        shared.handle.spawn_blocking(move || {
-            for queued in commit_group(&committing, group) {
+        // A task on the client's runtime, not a blocking thread parked on the answer: the
+        // worker that reads etcd's answer goes on to answer the writes, with no thread woken
+        // in between.
+        shared.handle.spawn(async move {
+            for queued in commit_group(&committing, group).await {
                 if let Err(mpsc::SendError(Msg::Write(queued))) = landing.1.send(Msg::Write(queued))
                 {
                     alone(queued);
@@ -465,8 +468,10 @@ fn parts(
     })
 }
 
-/// Commits `group` as one transaction; answers the writes carried to the next round.
-fn commit_group(shared: &Arc<Shared>, group: Vec<Member>) -> Vec<Queued> {
+/// Commits `group` as one transaction; answers the writes carried to the next round. Runs on
+/// the etcd client's runtime: what must block (finishing a pending write, settling a lost
+/// answer) goes to its blocking pool.
+async fn commit_group(shared: &Arc<Shared>, group: Vec<Member>) -> Vec<Queued> {
     let mut compares: Vec<Compare> = group
         .iter()
         .flat_map(|m| m.parts.compares.clone())
@@ -497,13 +502,13 @@ fn commit_group(shared: &Arc<Shared>, group: Vec<Member>) -> Vec<Queued> {
         }
     }
     let txn = Txn::new().when(compares).and_then(ops).or_else(otherwise);
-    match send(shared, txn, group.len(), false) {
+    match send_from_runtime(shared, txn, group.len(), false).await {
         Ok(response) if response.succeeded() => {
             let revision = response.header().map_or(0, |h| h.revision());
             shared
                 .written
                 .fetch_max(revision, std::sync::atomic::Ordering::SeqCst);
-            shared.catch_up(revision);
+            shared.copy_reaches(revision).await;
             for m in group {
                 answer(m.queued, Ok(()));
             }
@@ -511,21 +516,30 @@ fn commit_group(shared: &Arc<Shared>, group: Vec<Member>) -> Vec<Queued> {
         }
         Ok(response) => {
             if found(&response, &shared.keys.pending()).is_some() {
-                let _ = shared.finish_pending();
+                let finisher = Arc::clone(shared);
+                let _ = shared
+                    .handle
+                    .spawn_blocking(move || finisher.finish_pending())
+                    .await;
                 return group.into_iter().map(|m| m.queued).collect();
             }
             if group.len() > 1 {
                 // Split: each member on its own, with its own compares.
-                return group
-                    .into_iter()
-                    .flat_map(|m| commit_group(shared, vec![m]))
-                    .collect();
+                let mut carried = Vec::new();
+                for m in group {
+                    carried.extend(Box::pin(commit_group(shared, vec![m])).await);
+                }
+                return carried;
             }
             let revision = response.header().map_or(0, |h| h.revision());
-            group
-                .into_iter()
-                .filter_map(|m| conflicted(shared, &response, m.queued, revision))
-                .collect()
+            let mut carried = Vec::new();
+            for m in group {
+                if let Some(q) = conflicted(shared, &response, m.queued) {
+                    shared.copy_reaches(revision).await;
+                    carried.push(q);
+                }
+            }
+            carried
         }
         Err(e) => {
             let error = shared.unavailable(&e);
@@ -546,15 +560,14 @@ fn commit_group(shared: &Arc<Shared>, group: Vec<Member>) -> Vec<Queued> {
     }
 }
 
-/// A write whose own commit failed (its transaction's `response`, etcd at `revision`):
-/// answered when its run is no longer this server's (the owner record read back is not bound
-/// to its fence's lease) or when it conflicted too often, else carried to the next round, on a
-/// copy at least at `revision`.
+/// A write whose own commit failed (its transaction's `response`): answered when its run is
+/// no longer this server's (the owner record read back is not bound to its fence's lease) or
+/// when it conflicted too often, else answered back, to be carried to the next round (on a
+/// copy at least at the revision of the response).
 fn conflicted(
     shared: &Shared,
     response: &etcd_client::TxnResponse,
     mut q: Queued,
-    revision: i64,
 ) -> Option<Queued> {
     if let Some(fence) = &q.fence
         && found(response, &shared.keys.of(Table::Owners, &fence.run)) != Some(fence.lease)
@@ -570,7 +583,6 @@ fn conflicted(
         answer(q, Err(StoreError::Contended { store, tries }));
         return None;
     }
-    shared.catch_up(revision);
     Some(q)
 }
 

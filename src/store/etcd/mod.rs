@@ -494,9 +494,13 @@ impl Shared {
 
     /// Waits (a little) until the copy in memory, if there is one, has reached `revision`.
     fn catch_up(&self, revision: i64) {
+        self.handle.block_on(self.copy_reaches(revision));
+    }
+
+    /// [`Shared::catch_up`], for a task on the etcd client's runtime.
+    async fn copy_reaches(&self, revision: i64) {
         if self.cache.ready() {
-            self.handle
-                .block_on(self.cache.caught_up(revision, Duration::from_secs(1)));
+            self.cache.caught_up(revision, Duration::from_secs(1)).await;
         }
     }
 
@@ -580,14 +584,7 @@ impl Shared {
                 return Ok(View::cached(self, copy, Trip::Read));
             }
         }
-        let (revision, pending_now) = self.probe.revision(since, || {
-            let options = etcd_client::GetOptions::new().with_keys_only();
-            let now = self.get_now(self.keys.pending(), Some(options), Trip::Probe)?;
-            Ok((
-                now.header().map_or(0, |h| h.revision()),
-                !now.kvs().is_empty(),
-            ))
-        })?;
+        let (revision, pending_now) = self.handle.block_on(self.revision_since(since))?;
         if pending_now {
             let finished = self.finish_pending()?;
             self.catch_up(finished);
@@ -613,6 +610,47 @@ impl Shared {
 const COPY_LAG: Duration = Duration::from_millis(20);
 
 impl Shared {
+    /// etcd's revision after `since` (or now), and whether a write larger than a transaction
+    /// was pending then: from a request on its way, or asked (see [`probe`]).
+    async fn revision_since(&self, since: Option<Instant>) -> Result<probe::Answer, StoreError> {
+        self.probe
+            .revision(since, || async {
+                let options = etcd_client::GetOptions::new().with_keys_only();
+                let now = self
+                    .get_from_runtime(self.keys.pending(), Some(options), Trip::Probe)
+                    .await?;
+                Ok((
+                    now.header().map_or(0, |h| h.revision()),
+                    !now.kvs().is_empty(),
+                ))
+            })
+            .await
+    }
+
+    /// A view of the copy for a read, once the copy has caught up with what the read must see
+    /// (see [`Shared::read_view`]): waited for as a task on the client's runtime, so that the
+    /// read needs no thread of its own. `None`: the read goes the long way (no copy, a write
+    /// larger than a transaction pending, etcd unanswering, the copy lagging).
+    async fn view_from_runtime(&self, how: &ReadAs) -> Option<View<'_>> {
+        let pending = self.keys.pending();
+        if self.cache.snapshot()?.get(&pending).is_some() {
+            return None;
+        }
+        let needed = if how.owner {
+            self.written.load(Ordering::SeqCst)
+        } else {
+            match self.revision_since(how.since).await.ok()? {
+                (_, true) => return None,
+                (revision, false) => revision,
+            }
+        };
+        if !self.cache.caught_up(needed, COPY_LAG).await {
+            return None;
+        }
+        let copy = self.cache.snapshot()?;
+        (copy.revision >= needed && copy.get(&pending).is_none()).then(|| View::inline(self, copy))
+    }
+
     /// A view for a read that the copy answers as it stands, without waiting on etcd: the
     /// copy has caught up with what the read must see (for a run's owner, this server's own
     /// writes; for anyone else, the revision etcd gave after its request began, already asked
@@ -650,9 +688,22 @@ impl Backend for Etcd {
                 return drop(guard);
             }
         }
-        self.shared.handle.spawn_blocking(move || {
-            guard.0.read(job, how);
-            drop(guard);
+        // One that must wait for etcd's revision or for the copy waits as a task; one that
+        // needs etcd itself after all runs again the long way, on a blocking thread.
+        self.shared.handle.spawn(async move {
+            let shared = Arc::clone(&guard.0);
+            if let Some(view) = shared.view_from_runtime(&how).await {
+                job.run(&view);
+                if !view.bailed() {
+                    drop(view);
+                    job.finish(None);
+                    return drop(guard);
+                }
+            }
+            shared.handle.spawn_blocking(move || {
+                guard.0.read(job, how);
+                drop(guard);
+            });
         });
     }
 

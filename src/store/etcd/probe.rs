@@ -8,8 +8,12 @@
 //! quorum as a read, so its answer carries etcd's revision at a point after it was sent. On
 //! a busy server, commits are on their way most of the time, and the reads ride on them
 //! instead of asking etcd again.
+//!
+//! Reads wait for the answer as tasks on the etcd client's runtime (or block on one): the
+//! task that reads etcd's answer wakes them, with no thread parked for it.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::time::Instant;
 
 use crate::store::table::StoreError;
@@ -22,7 +26,8 @@ pub(super) type Answer = (i64, bool);
 #[derive(Debug, Default)]
 pub(super) struct Probe {
     state: std::sync::Mutex<State>,
-    done: std::sync::Condvar,
+    /// Told whenever a request on its way is answered (or is not, after all).
+    done: tokio::sync::Notify,
 }
 
 #[derive(Debug, Default)]
@@ -80,7 +85,7 @@ impl Sent<'_> {
             state.keep(self.at, Ok(answer));
         }
         drop(state);
-        self.probe.done.notify_all();
+        self.probe.done.notify_waiters();
     }
 }
 
@@ -89,8 +94,28 @@ impl Drop for Sent<'_> {
         let mut state = self.probe.lock();
         if state.commits.remove(&self.id).is_some() {
             drop(state);
-            self.probe.done.notify_all();
+            self.probe.done.notify_waiters();
         }
+    }
+}
+
+/// The revision request on its way, sent at `.1`: answered with [`Asking::answered`]; dropped
+/// unanswered (its task was dropped), it leaves the reads waiting on it to ask again.
+struct Asking<'p>(&'p Probe, Instant);
+
+impl Asking<'_> {
+    fn answered(self, answer: Result<Answer, StoreError>) {
+        let mut state = self.0.lock();
+        state.keep(self.1, answer);
+        drop(state);
+        drop(self);
+    }
+}
+
+impl Drop for Asking<'_> {
+    fn drop(&mut self) {
+        self.0.lock().asking_from = None;
+        self.0.done.notify_waiters();
     }
 }
 
@@ -122,38 +147,56 @@ impl Probe {
     /// etcd's revision at some instant after this call began (after `since`, if given: the
     /// start of the request the read serves); `ask` asks etcd. Waits for a request on its way
     /// that was sent late enough (a revision request or a commit), or asks.
-    pub(super) fn revision(
+    pub(super) async fn revision<F, A>(
         &self,
         since: Option<Instant>,
-        ask: impl Fn() -> Result<Answer, StoreError>,
-    ) -> Result<Answer, StoreError> {
+        ask: F,
+    ) -> Result<Answer, StoreError>
+    where
+        F: Fn() -> A,
+        A: Future<Output = Result<Answer, StoreError>>,
+    {
         let called = Instant::now();
         let since = since.unwrap_or(called);
-        let mut state = self.lock();
         loop {
-            if let Some(answer) = state.known(since) {
-                return Ok(answer);
+            // Listening before looking: an answer given in between still wakes this read.
+            let told = self.done.notified();
+            match self.next(since, called) {
+                Next::Answer(answer) => return answer,
+                Next::Wait => told.await,
+                Next::Ask(asking) => asking.answered(ask().await),
             }
-            // A failed request sent during this call is the answer: etcd did not give one.
-            if let (Some(Err(e)), Some(from)) = (&state.answer, state.answer_from)
-                && from >= called
-            {
-                return Err(e.clone());
-            }
-            if state.coming(since) {
-                state = self.done.wait(state).unwrap_or_else(|e| e.into_inner());
-                continue;
-            }
-            let from = Instant::now();
-            state.asking_from = Some(from);
-            drop(state);
-            let answer = ask();
-            state = self.lock();
-            state.asking_from = None;
-            state.keep(from, answer);
-            self.done.notify_all();
         }
     }
+
+    /// What a read that began at `since` (its call at `called`) does next.
+    fn next(&self, since: Instant, called: Instant) -> Next<'_> {
+        let mut state = self.lock();
+        if let Some(answer) = state.known(since) {
+            return Next::Answer(Ok(answer));
+        }
+        // A failed request sent during this call is the answer: etcd did not give one.
+        if let (Some(Err(e)), Some(from)) = (&state.answer, state.answer_from)
+            && from >= called
+        {
+            return Next::Answer(Err(e.clone()));
+        }
+        if state.coming(since) {
+            return Next::Wait;
+        }
+        let from = Instant::now();
+        state.asking_from = Some(from);
+        Next::Ask(Asking(self, from))
+    }
+}
+
+/// What a read waiting for a revision does next.
+enum Next<'p> {
+    Answer(Result<Answer, StoreError>),
+    /// Waits for a request on its way.
+    Wait,
+    /// Asks etcd itself.
+    Ask(Asking<'p>),
 }
 
 #[cfg(test)]
@@ -164,28 +207,43 @@ mod tests {
 
     use super::*;
 
+    /// Runs `f` to its end on this thread.
+    fn wait<F: Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+            .block_on(f)
+    }
+
     /// The reads of one request share a revision asked after the request began; a request
     /// that began later asks anew.
     #[test]
     fn a_requests_reads_share_a_revision_asked_after_it_began() {
         let probe = Probe::default();
         let asked = AtomicI64::new(0);
-        let ask = || Ok((asked.fetch_add(1, Ordering::SeqCst) + 1, false));
+        let ask = || std::future::ready(Ok((asked.fetch_add(1, Ordering::SeqCst) + 1, false)));
         let began = Instant::now();
-        assert_eq!(probe.revision(Some(began), ask).expect("first"), (1, false));
         assert_eq!(
-            probe.revision(Some(began), ask).expect("same request"),
+            wait(probe.revision(Some(began), ask)).expect("first"),
             (1, false)
         );
-        assert_eq!(probe.revision(None, ask).expect("no request"), (2, false));
+        assert_eq!(
+            wait(probe.revision(Some(began), ask)).expect("same request"),
+            (1, false)
+        );
+        assert_eq!(
+            wait(probe.revision(None, ask)).expect("no request"),
+            (2, false)
+        );
         std::thread::sleep(Duration::from_millis(2));
         let later = Instant::now();
         assert_eq!(
-            probe.revision(Some(later), ask).expect("a later request"),
+            wait(probe.revision(Some(later), ask)).expect("a later request"),
             (3, false)
         );
         assert_eq!(
-            probe.revision(Some(began), ask).expect("the first again"),
+            wait(probe.revision(Some(began), ask)).expect("the first again"),
             (3, false)
         );
     }
@@ -197,9 +255,7 @@ mod tests {
         let probe = Probe::default();
         let began = Instant::now();
         assert_eq!(probe.known(began), None, "nothing asked yet");
-        probe
-            .revision(Some(began), || Ok((7, false)))
-            .expect("asked");
+        wait(probe.revision(Some(began), || std::future::ready(Ok((7, false))))).expect("asked");
         assert_eq!(probe.known(began), Some((7, false)));
         std::thread::sleep(Duration::from_millis(2));
         assert_eq!(
@@ -207,11 +263,10 @@ mod tests {
             None,
             "asked before this request"
         );
-        let _ = probe.revision(None, || Err(StoreError::Closed));
+        let _ = wait(probe.revision(None, || std::future::ready(Err(StoreError::Closed))));
         assert_eq!(probe.known(began), None, "a failed request is no answer");
         assert_eq!(
-            probe
-                .revision(Some(began), || Ok((8, false)))
+            wait(probe.revision(Some(began), || std::future::ready(Ok((8, false)))))
                 .expect("asks again"),
             (8, false),
             "a failure before this call is not its answer"
@@ -229,14 +284,15 @@ mod tests {
                 let (probe, asked) = (Arc::clone(&probe), Arc::clone(&asked));
                 std::thread::spawn(move || {
                     let before = asked.load(Ordering::SeqCst);
-                    let (revision, _) = probe
-                        .revision(None, || {
-                            // The request's number, counted when it starts.
-                            let n = asked.fetch_add(1, Ordering::SeqCst) + 1;
-                            std::thread::sleep(Duration::from_millis(20));
+                    let (revision, _) = wait(probe.revision(None, || {
+                        // The request's number, counted when it starts.
+                        let n = asked.fetch_add(1, Ordering::SeqCst) + 1;
+                        async move {
+                            tokio::time::sleep(Duration::from_millis(20)).await;
                             Ok((n, false))
-                        })
-                        .expect("answer");
+                        }
+                    }))
+                    .expect("answer");
                     // The request that answered started after this read began.
                     assert!(revision > before, "{revision} <= {before}");
                 })
@@ -254,13 +310,13 @@ mod tests {
     #[test]
     fn a_commit_sent_after_a_read_began_answers_it() {
         let probe = Arc::new(Probe::default());
-        let never = || -> Result<Answer, StoreError> { panic!("asked etcd") };
+        let never = || -> std::future::Ready<Result<Answer, StoreError>> { panic!("asked etcd") };
 
         let began = Instant::now();
         let sent = probe.commit_sent();
         let reader = {
             let probe = Arc::clone(&probe);
-            std::thread::spawn(move || probe.revision(Some(began), never))
+            std::thread::spawn(move || wait(probe.revision(Some(began), never)))
         };
         std::thread::sleep(Duration::from_millis(20));
         sent.answered(Some((42, false)));
@@ -274,8 +330,7 @@ mod tests {
         early.answered(Some((43, false)));
         assert_eq!(probe.known(later), None);
         assert_eq!(
-            probe
-                .revision(Some(later), || Ok((44, false)))
+            wait(probe.revision(Some(later), || std::future::ready(Ok((44, false)))))
                 .expect("asked"),
             (44, false)
         );
@@ -285,7 +340,9 @@ mod tests {
         let lost = probe.commit_sent();
         let reader = {
             let probe = Arc::clone(&probe);
-            std::thread::spawn(move || probe.revision(Some(began), || Ok((45, true))))
+            std::thread::spawn(move || {
+                wait(probe.revision(Some(began), || std::future::ready(Ok((45, true)))))
+            })
         };
         std::thread::sleep(Duration::from_millis(20));
         drop(lost);

@@ -276,11 +276,20 @@ impl Shared {
         options: Option<etcd_client::GetOptions>,
         trip: Trip,
     ) -> Result<etcd_client::GetResponse, StoreError> {
+        self.handle
+            .block_on(self.get_from_runtime(key, options, trip))
+    }
+
+    /// [`Shared::get_now`], for a task on the etcd client's runtime.
+    pub(super) async fn get_from_runtime(
+        &self,
+        key: Vec<u8>,
+        options: Option<etcd_client::GetOptions>,
+        trip: Trip,
+    ) -> Result<etcd_client::GetResponse, StoreError> {
         let mut kv = self.kv();
         self.trip(trip);
-        self.handle
-            .block_on(async move { kv.get(key, options).await })
-            .map_err(|e| self.unavailable(&e))
+        kv.get(key, options).await.map_err(|e| self.unavailable(&e))
     }
 
     /// The most operations one transaction may hold.
