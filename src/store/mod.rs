@@ -405,6 +405,53 @@ mod tests {
         });
     }
 
+    /// A scan from a key reads what sorts at or after it under the prefix, in a snapshot and in
+    /// a write (its staged writes included), whether the key is before, inside or past the
+    /// prefix.
+    #[test]
+    fn a_scan_from_a_key_starts_there_and_stays_under_its_prefix() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        rt().block_on(async {
+            let store = Store::open(dir.path()).expect("open");
+            store
+                .write(|tx| {
+                    for k in ["a/1", "a/2", "a/3", "b/1"] {
+                        tx.put(Table::Profiles, k, &k)?;
+                    }
+                    Ok::<_, StoreError>(())
+                })
+                .await
+                .expect("write");
+            let keys = |all: Vec<(String, String)>| -> Vec<String> {
+                all.into_iter().map(|(k, _)| k).collect()
+            };
+            let read = store
+                .read(|r| {
+                    Ok::<_, StoreError>([
+                        r.scan_from(Table::Profiles, "a/", "a/2")?,
+                        r.scan_from(Table::Profiles, "a/", "")?,
+                        r.scan_from(Table::Profiles, "a/", "b/")?,
+                    ])
+                })
+                .await
+                .expect("read");
+            let [from, all, past] = read.map(keys);
+            assert_eq!(from, ["a/2", "a/3"]);
+            assert_eq!(all, ["a/1", "a/2", "a/3"]);
+            assert!(past.is_empty(), "{past:?}");
+            let staged = store
+                .write(|tx| {
+                    tx.put(Table::Profiles, "a/25", &"a/25")?;
+                    tx.delete(Table::Profiles, "a/3");
+                    tx.scan_from(Table::Profiles, "a/", "a/2")
+                })
+                .await
+                .expect("write");
+            assert_eq!(keys(staged), ["a/2", "a/25"]);
+            store.close().await.expect("close");
+        });
+    }
+
     #[test]
     fn refuses_a_newer_schema_and_a_second_opener() {
         let dir = tempfile::tempdir().expect("tempdir");

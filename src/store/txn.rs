@@ -17,8 +17,14 @@ pub(super) trait Source {
     /// The bytes under `key`, if any.
     fn get(&self, table: Table, key: &str) -> Result<Option<Vec<u8>>, StoreError>;
 
-    /// Every entry whose key starts with `prefix`, in key order.
-    fn scan(&self, table: Table, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError>;
+    /// Every entry whose key starts with `prefix` and sorts at or after `from` (`""`: every
+    /// one), in key order: those before `from` are not even copied.
+    fn scan(
+        &self,
+        table: Table,
+        prefix: &str,
+        from: &str,
+    ) -> Result<Vec<(String, Vec<u8>)>, StoreError>;
 
     /// At most `count` entries whose key starts with `prefix` and sorts before `end`, last
     /// key first.
@@ -144,9 +150,8 @@ impl Read for Reader<'_> {
         from: &str,
     ) -> Result<Vec<(String, V)>, StoreError> {
         self.src
-            .scan(table, prefix)?
+            .scan(table, prefix, from)?
             .into_iter()
-            .filter(|(k, _)| k.as_str() >= from)
             .map(|(k, b)| decode(table, &k, &b).map(|v| (k, v)))
             .collect()
     }
@@ -195,12 +200,8 @@ impl Read for Txn<'_> {
         prefix: &str,
         from: &str,
     ) -> Result<Vec<(String, V)>, StoreError> {
-        let mut merged: BTreeMap<String, Vec<u8>> = self
-            .src
-            .scan(table, prefix)?
-            .into_iter()
-            .filter(|(k, _)| k.as_str() >= from)
-            .collect();
+        let mut merged: BTreeMap<String, Vec<u8>> =
+            self.src.scan(table, prefix, from)?.into_iter().collect();
         for ((t, key), value) in &self.staged {
             if *t != table || !key.starts_with(prefix) || key.as_str() < from {
                 continue;

@@ -236,7 +236,8 @@ impl<'a> View<'a> {
         base.push(0);
         let mut value = Vec::with_capacity(pointer.len.min(MAX_RESPONSE));
         let mut chunks = 0;
-        self.pages(base, |kv| {
+        let end = prefix_end(&base);
+        self.pages(base, end, |kv| {
             value.extend_from_slice(kv.value());
             chunks += 1;
         })?;
@@ -251,10 +252,14 @@ impl<'a> View<'a> {
         Ok(value)
     }
 
-    /// Every key under `prefix` (etcd keys), a page at a time, in key order.
-    fn pages(&self, prefix: Vec<u8>, mut each: impl FnMut(&KeyValue)) -> Result<(), StoreError> {
-        let end = prefix_end(&prefix);
-        let mut from = prefix;
+    /// Every key from `from` up to `end` (etcd keys, `end` excluded), a page at a time, in
+    /// key order.
+    fn pages(
+        &self,
+        mut from: Vec<u8>,
+        end: Vec<u8>,
+        mut each: impl FnMut(&KeyValue),
+    ) -> Result<(), StoreError> {
         loop {
             let kvs = self.range(
                 from.clone(),
@@ -350,12 +355,21 @@ impl Source for View<'_> {
             .transpose()
     }
 
-    fn scan(&self, table: Table, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+    fn scan(
+        &self,
+        table: Table,
+        prefix: &str,
+        from: &str,
+    ) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        // What the commit compares is the whole prefix: the keys before `from` are as read.
         self.note_range(table, prefix);
+        let start = self.shared.keys.of(table, prefix.max(from));
+        let end = prefix_end(&self.shared.keys.of(table, prefix));
+        if start >= end {
+            return Ok(Vec::new());
+        }
         if let Some(copy) = self.copy_of(table, prefix, "") {
-            let from = self.shared.keys.of(table, prefix);
-            let to = prefix_end(&from);
-            let entries = copy.range(&from, &to);
+            let entries = copy.range(&start, &end);
             if self.inline && entries.len() > INLINE_ENTRIES {
                 return Err(self.bail());
             }
@@ -363,11 +377,9 @@ impl Source for View<'_> {
         }
         let mut raw = Vec::new();
         let mut bad = None;
-        self.pages(self.shared.keys.of(table, prefix), |kv| {
-            match self.table_key(table, kv) {
-                Ok(key) => raw.push((key, kv.value().to_vec())),
-                Err(e) => bad = Some(e),
-            }
+        self.pages(start, end, |kv| match self.table_key(table, kv) {
+            Ok(key) => raw.push((key, kv.value().to_vec())),
+            Err(e) => bad = Some(e),
         })?;
         if let Some(e) = bad {
             return Err(e);

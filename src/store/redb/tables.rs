@@ -51,8 +51,9 @@ macro_rules! source {
                 &self,
                 table: Table,
                 prefix: &str,
+                from: &str,
             ) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
-                scan_raw(&self.0.open_table(def(table))?, prefix)
+                scan_raw(&self.0.open_table(def(table))?, prefix, from)
             }
 
             fn scan_back(
@@ -99,9 +100,10 @@ fn get_raw<T: ReadableTable<&'static str, &'static [u8]>>(
 fn scan_raw<T: ReadableTable<&'static str, &'static [u8]>>(
     t: &T,
     prefix: &str,
+    from: &str,
 ) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
     let mut out = Vec::new();
-    for entry in t.range(prefix..)? {
+    for entry in t.range(prefix.max(from)..)? {
         let (k, v) = entry?;
         let key = k.value();
         if !key.starts_with(prefix) {
