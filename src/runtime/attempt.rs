@@ -9,6 +9,7 @@ use std::time::Duration;
 use ebb_spi::Provisioner;
 
 use super::deps::Deps;
+use crate::model::operation::AttemptRecord;
 use crate::model::plan::{ClusterOperation, ClusterTask, NodeRecord};
 use crate::model::template::Template;
 use crate::store::keys;
@@ -48,6 +49,44 @@ pub struct TaskSpec {
     pub cancel: Arc<AtomicBool>,
     /// The node is the cluster's master (where the program runs).
     pub master: bool,
+    /// The record of the attempt under way, until it is in the store.
+    pub opening: Opening,
+}
+
+/// The record of an attempt that has begun, while it is not yet in the store (its key and
+/// the record). The attempt's first write of the node's record carries it (a resource task
+/// records the node before the call that creates or deletes it), or it is written alone just
+/// before the attempt's first outside call: either way it is stored before anything outside
+/// happens, and a resource task's attempt costs one write fewer. An attempt that ends before
+/// either has its record written once, as it ends.
+#[derive(Debug, Clone, Default)]
+pub struct Opening(Arc<std::sync::Mutex<Option<(String, AttemptRecord)>>>);
+
+impl Opening {
+    /// Attempt `record`, under `key`, has begun.
+    pub fn begin(&self, key: String, record: AttemptRecord) {
+        *self.lock() = Some((key, record));
+    }
+
+    /// The record still to write, if any: whoever takes it writes it.
+    pub fn take(&self) -> Option<(String, AttemptRecord)> {
+        self.lock().take()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<(String, AttemptRecord)>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Writes the opening record of `spec`'s attempt, unless it is written already: due before an
+/// outside call.
+pub async fn open_attempt(deps: &Deps, spec: &TaskSpec) -> Result<(), StoreError> {
+    let Some((key, record)) = spec.opening.take() else {
+        return Ok(());
+    };
+    deps.store
+        .write(move |tx| tx.put(Table::Attempts, &key, &record))
+        .await
 }
 
 impl TaskSpec {

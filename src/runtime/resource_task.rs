@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use ebb_spi::{Placement, ProvisionError, ResourceKey};
 
-use super::attempt::{AttemptOutcome, RECREATED, REPLACED, TaskSpec, merge_properties};
+use super::attempt::{
+    AttemptOutcome, RECREATED, REPLACED, TaskSpec, merge_properties, open_attempt,
+};
 use super::deps::Deps;
 
 use crate::model::event::EventKind;
@@ -122,7 +124,7 @@ pub(super) async fn replace(deps: &Deps, spec: &TaskSpec) -> AttemptOutcome {
             "replacing the node: a new resource for operation {}",
             spec.op
         );
-        if let Err(e) = save(deps, &spec.run, &key, &fresh, vec![(EventKind::Task, note)]).await {
+        if let Err(e) = save(deps, spec, &key, &fresh, vec![(EventKind::Task, note)]).await {
             return progress_failure(e);
         }
     }
@@ -203,7 +205,7 @@ pub(super) async fn resource_task(
                 .map(|n| (EventKind::Task, n.to_string()))
                 .into_iter()
                 .collect();
-            if let Err(e) = save(deps, &spec.run, &store_key, &r, notes).await {
+            if let Err(e) = save(deps, spec, &store_key, &r, notes).await {
                 return progress_failure(e);
             }
             record = Some(r);
@@ -228,6 +230,9 @@ pub(super) async fn resource_task(
             }
             Some(_) | None => &*spec.context,
         };
+        if let Err(e) = open_attempt(deps, spec).await {
+            return progress_failure(e);
+        }
         let called = std::time::Instant::now();
         let outcome = call(deps, spec, ctx, &identity, &step).await;
         count_call(spec, &step, &outcome, called.elapsed());
@@ -236,14 +241,8 @@ pub(super) async fn resource_task(
         match learnt {
             Ok(Progress::Save(r, note)) => {
                 tries = 0;
-                if let Err(e) = save(
-                    deps,
-                    &spec.run,
-                    &store_key,
-                    &r,
-                    vec![(EventKind::Task, note)],
-                )
-                .await
+                if let Err(e) =
+                    save(deps, spec, &store_key, &r, vec![(EventKind::Task, note)]).await
                 {
                     return progress_failure(e);
                 }
@@ -595,20 +594,25 @@ fn step_name(step: &Step) -> &'static str {
     }
 }
 
-fn progress_failure(e: StoreError) -> AttemptOutcome {
+pub(super) fn progress_failure(e: StoreError) -> AttemptOutcome {
     AttemptOutcome::failed(format!("cannot record progress: {e}"), true)
 }
 
 async fn save(
     deps: &Deps,
-    run: &str,
+    spec: &TaskSpec,
     key: &str,
     record: &NodeRecord,
     notes: Vec<(EventKind, String)>,
 ) -> Result<(), StoreError> {
+    let run = &spec.run;
     let (run_id, key, record) = (run.to_string(), key.to_string(), record.clone());
+    let opening = spec.opening.take();
     deps.store
         .write(move |tx| {
+            if let Some((key, attempt)) = &opening {
+                tx.put(Table::Attempts, key, attempt)?;
+            }
             tx.put(Table::Resources, &key, &record)?;
             for (kind, message) in &notes {
                 events::append(tx, &run_id, *kind, Some(&record.node), message)?;

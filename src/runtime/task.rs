@@ -20,9 +20,11 @@ use std::time::Duration;
 
 use actix::prelude::*;
 
-use super::attempt::{AttemptOutcome, TaskSpec};
+use super::attempt::{AttemptOutcome, TaskSpec, open_attempt};
 use super::deps::Deps;
-use super::resource_task::{MAX_PAUSE, events_note, recreate, replace, resource_task};
+use super::resource_task::{
+    MAX_PAUSE, events_note, progress_failure, recreate, replace, resource_task,
+};
 
 use crate::model::event::EventKind;
 use crate::model::operation::{AttemptRecord, AttemptStatus};
@@ -110,9 +112,7 @@ pub async fn run(deps: &Deps, spec: &TaskSpec) -> TaskOutcome {
         }
         let key = keys::attempt(&spec.run, spec.op, spec.task.id, attempt);
         let mut record = AttemptRecord::open(queued, now_f64());
-        if let Err(e) = audit(deps, spec, &key, &record, None, None).await {
-            return store_failure(e);
-        }
+        spec.opening.begin(key.clone(), record.clone());
         let span = tracing::info_span!(
             "task",
             run.id = %spec.run,
@@ -127,6 +127,9 @@ pub async fn run(deps: &Deps, spec: &TaskSpec) -> TaskOutcome {
             tracing::Instrument::instrument(execute(deps, spec, last_failure), span.clone()),
         )
         .await;
+        // Not written yet (the attempt ended before any write or outside call): its end
+        // record is the first.
+        let _ = spec.opening.take();
         let timed_out = attempt_run.is_err();
         let outcome = match attempt_run {
             Ok(outcome) => outcome,
@@ -365,7 +368,12 @@ async fn execute(deps: &Deps, spec: &TaskSpec, last_failure: Option<u32>) -> Att
         | Action::Initialize
         | Action::Start
         | Action::Stop
-        | Action::Remove => super::automator::run(deps, spec).await,
+        | Action::Remove => {
+            if let Err(e) = open_attempt(deps, spec).await {
+                return progress_failure(e);
+            }
+            super::automator::run(deps, spec).await
+        }
     }
 }
 

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use actix::prelude::*;
 
-use super::attempt::TaskSpec;
+use super::attempt::{Opening, TaskSpec};
 use super::deps::Deps;
 use super::task::{TaskDone, TaskOutcome, TaskRunner};
 use crate::model::operation::{DroppedNode, OpOutcome, OpStatus, OperationRecord, Snapshot};
@@ -287,6 +287,7 @@ impl Planner {
                 budget: self.spec.budget,
                 cancel: Arc::clone(&self.cancel),
                 master: self.spec.nodes.first() == Some(&cur.op.tasks[index].node),
+                opening: Opening::default(),
             };
             TaskRunner::new(self.deps.clone(), spec, ctx.address().recipient()).start();
         }
