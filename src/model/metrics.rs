@@ -217,7 +217,7 @@ pub const STORE_COMMIT_BATCH: Metric = m(
     "ebb_store_commit_batch_size",
     Kind::Histogram,
     &["store"],
-    "Writes per commit (group commit on redb; always 1 on etcd).",
+    "Writes per commit (group commit: one batch on redb, one transaction on etcd).",
 );
 pub const STORE_INTENT_SECONDS: Metric = m(
     "ebb_store_intent_seconds",
