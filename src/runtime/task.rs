@@ -202,7 +202,7 @@ pub async fn run(deps: &Deps, spec: &TaskSpec) -> TaskOutcome {
             AttemptOutcome::NoRoom(_) => Some(false),
             AttemptOutcome::Failed { .. } | AttemptOutcome::Cancelled => None,
         };
-        if let Err(e) = audit(deps, spec, &key, &record, Some((kind, note)), settled).await {
+        if let Err(e) = audit(deps, spec, &key, &record, (kind, note), settled).await {
             return store_failure(e);
         }
         match outcome {
@@ -313,14 +313,15 @@ impl ServiceChange {
     }
 }
 
-/// Writes an attempt record, with a note for the run's history; when the task is `settled`
-/// (it succeeded, or failed for good), the state of its service on its node changes with it.
+/// Writes an ended attempt's record, with a note for the run's history; when the task is
+/// `settled` (it succeeded, or failed for good), the state of its service on its node changes
+/// with it.
 async fn audit(
     deps: &Deps,
     spec: &TaskSpec,
     key: &str,
     record: &AttemptRecord,
-    note: Option<(EventKind, String)>,
+    (kind, message): (EventKind, String),
     settled: Option<bool>,
 ) -> Result<(), StoreError> {
     let (key, record, run, node) = (
@@ -333,9 +334,7 @@ async fn audit(
     deps.store
         .write(move |tx| {
             tx.put(Table::Attempts, &key, &record)?;
-            if let Some((kind, message)) = &note {
-                events::append(tx, &run, *kind, Some(&node), message)?;
-            }
+            events::append(tx, &run, kind, Some(&node), &message)?;
             if let Some(change) = &change {
                 change.write(tx)?;
             }
