@@ -195,27 +195,41 @@ pub async fn history(
         let notified = subscription.notify.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let k = key.clone();
-        let (events, live) = runtime
-            .store()
-            .read(move |r| {
-                let run = catalog::require_run(r, &k)?;
-                Ok::<_, ServiceError>((events::list(r, &k.run, after)?, run.needs_supervisor()))
-            })
-            .await?;
+        let look = {
+            let key = key.clone();
+            move |r: &crate::store::Reader| {
+                let run = catalog::require_run(r, &key)?;
+                Ok::<_, ServiceError>((events::list(r, &key.run, after)?, run.needs_supervisor()))
+            }
+        };
         let Some(deadline) = deadline else {
-            return Ok(events);
+            return Ok(runtime.store().read(look).await?.0);
         };
-        if !events.is_empty() || !live || tokio::time::Instant::now() >= deadline {
-            return Ok(events);
+        // A long poll first looks at what this server has seen: news found there is news (the
+        // poller asks again for what follows), and while the run is live and time is left it
+        // waits for more. Only the answer that there is none, or that the run ended, comes
+        // from a read that sees every write acknowledged before the poll began.
+        match runtime.store().read_seen(look.clone()).await {
+            Ok((events, _)) if !events.is_empty() => return Ok(events),
+            Ok((_, true)) if tokio::time::Instant::now() < deadline => {}
+            _ => {
+                let (events, live) = runtime.store().read(look).await?;
+                if !events.is_empty() || !live || tokio::time::Instant::now() >= deadline {
+                    return Ok(events);
+                }
+            }
         }
-        // Every server hears every run's news (through the store's watch on etcd); with
-        // several servers it also looks again now and then, in case the watch was cut.
-        let until = if runtime.deps().store.shared() {
-            deadline.min(tokio::time::Instant::now() + OTHERS_NEWS)
-        } else {
-            deadline
-        };
-        let _ = tokio::time::timeout_at(until, notified).await;
+        let _ = tokio::time::timeout_at(news_within(runtime, deadline), notified).await;
+    }
+}
+
+/// Until when a long poll waits for news before it looks again (at most its `deadline`):
+/// every server hears every run's news (through the store's watch on etcd); with several
+/// servers it also looks again now and then, in case the watch was cut.
+fn news_within(runtime: &Runtime, deadline: tokio::time::Instant) -> tokio::time::Instant {
+    if runtime.deps().store.shared() {
+        deadline.min(tokio::time::Instant::now() + OTHERS_NEWS)
+    } else {
+        deadline
     }
 }

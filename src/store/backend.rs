@@ -14,10 +14,11 @@ use super::table::StoreError;
 pub(super) struct ReadAs {
     /// It waits out a store that cannot be reached instead of failing.
     pub(super) patient: bool,
-    /// A run's actors (whose writes are fenced) read: it may be served from a copy that holds
-    /// every write this server made. Any other read sees every write acknowledged anywhere
-    /// before it began, or before the request it serves began.
-    pub(super) owner: bool,
+    /// It may be served from what this server has seen: a copy that holds every write this
+    /// server made. So read a run's actors (whose writes are fenced, and the only writes to
+    /// their run's live records) and a long poll looking for news. Any other read sees every
+    /// write acknowledged anywhere before it began, or before the request it serves began.
+    pub(super) seen: bool,
     /// When the request it serves began, if it serves one: the request's reads may share one
     /// look at the store's state taken after that instant, as the request as a whole then
     /// still sees every write acknowledged before it.

@@ -233,10 +233,33 @@ impl Store {
         T: Send + 'static,
         E: From<StoreError> + Send + 'static,
     {
+        self.read_as(f, self.fence.is_some()).await
+    }
+
+    /// Runs `f` over what this server has seen of the store: a consistent state that holds
+    /// every write this server made, but may not yet hold another server's latest (on etcd,
+    /// the copy in memory as it stands; on redb, the same as [`Store::read`]). For a long
+    /// poll's look for news: what it finds it may answer, as the poller asks again; that there
+    /// is none, it answers only from a [`Store::read`].
+    pub async fn read_seen<T, E, F>(&self, f: F) -> Result<T, E>
+    where
+        F: Fn(&Reader) -> Result<T, E> + Send + 'static,
+        T: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+    {
+        self.read_as(f, true).await
+    }
+
+    async fn read_as<T, E, F>(&self, f: F, seen: bool) -> Result<T, E>
+    where
+        F: Fn(&Reader) -> Result<T, E> + Send + 'static,
+        T: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+    {
         let (reply, answer) = oneshot::channel();
         let how = backend::ReadAs {
             patient: self.patient,
-            owner: self.fence.is_some(),
+            seen,
             since: REQUEST_BEGAN.try_with(|began| *began).ok(),
         };
         self.backend.read(job::read(f, reply), how);

@@ -36,10 +36,24 @@ pub(super) const MAX_HELD_EVENTS: usize = 512;
 pub(super) struct Snapshot {
     pub(super) revision: i64,
     pub(super) entries: OrdMap<Vec<u8>, Entry>,
-    /// The runs whose whole history (`Events`) the copy holds too, and how many events each:
-    /// runs the watch saw created, from then until they end (see [`super::follow`]).
-    pub(super) histories: imbl::HashMap<String, usize>,
+    /// The runs whose whole history (`Events`) the copy holds too: runs the watch saw
+    /// created, from then until a while after they end (see [`super::follow`]).
+    pub(super) histories: imbl::HashMap<String, Held>,
+    /// The runs that ended whose history the copy still holds, the first to end first: the
+    /// last looks of the runs' pollers find it here. At most [`HELD_ENDED`].
+    pub(super) ended: imbl::Vector<String>,
 }
+
+/// Of a run's history the copy holds: how many events, and whether the run ended.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Held {
+    pub(super) events: usize,
+    pub(super) ended: bool,
+}
+
+/// Most runs that ended whose history the copy holds; the history of the first of them to end
+/// is let go when another ends.
+pub(super) const HELD_ENDED: usize = 256;
 
 impl Snapshot {
     /// A copy of `entries`, at `revision`, holding no run's history.
@@ -48,6 +62,7 @@ impl Snapshot {
             revision,
             entries,
             histories: imbl::HashMap::new(),
+            ended: imbl::Vector::new(),
         }
     }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 use etcd_client::{EventType, GetOptions, WatchOptions};
 use imbl::OrdMap;
 
-use super::cache::{Entry, MAX_HELD_EVENTS, Snapshot, is_copied};
+use super::cache::{Entry, HELD_ENDED, Held, MAX_HELD_EVENTS, Snapshot, is_copied};
 use super::shared::{Shared, prefix_end};
 use crate::model::run::RunRecord;
 use crate::store::table::{StoreError, Table};
@@ -142,7 +142,7 @@ impl Shared {
                     && let Some(run) = self.keys.record_run(Table::Runs, kv.key())
                     && created_here.contains(&run)
                 {
-                    current.histories.insert(run.to_string(), 0);
+                    current.histories.insert(run.to_string(), Held::default());
                 }
             }
             // Runs whose history grew: told once the copy holds their news.
@@ -172,12 +172,16 @@ impl Shared {
                 } else {
                     current.entries.remove(kv.key());
                 }
-                // A run that ended (or went) no longer needs its history at hand.
+                // A run that went no longer needs its history at hand; one that ended, only
+                // for its pollers' last looks.
                 if let Some(run) = self.keys.record_run(Table::Runs, kv.key())
-                    && current.histories.contains_key(run)
-                    && (!put || !live(kv.value()))
+                    && let Some(held) = current.histories.get(run).copied()
                 {
-                    self.drop_history(&mut current, run);
+                    if !put {
+                        self.drop_history(&mut current, run);
+                    } else if !held.ended && !live(kv.value()) {
+                        self.hold_ended(&mut current, run);
+                    }
                 }
             }
             self.cache.set(Some(current.clone()));
@@ -196,8 +200,8 @@ impl Shared {
             return;
         };
         if put {
-            *held += 1;
-            let over = *held > MAX_HELD_EVENTS;
+            held.events += 1;
+            let over = held.events > MAX_HELD_EVENTS;
             current.entries.insert(
                 kv.key().to_vec(),
                 Entry {
@@ -209,8 +213,22 @@ impl Shared {
                 self.drop_history(current, run);
             }
         } else {
-            *held = held.saturating_sub(1);
+            held.events = held.events.saturating_sub(1);
             current.entries.remove(kv.key());
+        }
+    }
+
+    /// Marks run `run`'s history as one of a run that ended, and lets go of the history of the
+    /// first of them to end past [`HELD_ENDED`].
+    fn hold_ended(&self, current: &mut Snapshot, run: &str) {
+        if let Some(held) = current.histories.get_mut(run) {
+            held.ended = true;
+        }
+        current.ended.push_back(run.to_string());
+        while current.ended.len() > HELD_ENDED {
+            if let Some(first) = current.ended.pop_front() {
+                self.drop_history(current, &first);
+            }
         }
     }
 

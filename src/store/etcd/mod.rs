@@ -534,7 +534,7 @@ impl Shared {
         let mut waits = 0u32;
         let patient = how.patient;
         loop {
-            let view = match self.read_view(how.owner, how.since) {
+            let view = match self.read_view(how.seen, how.since) {
                 Ok(view) => view,
                 Err(e) => {
                     if self.wait(&e, patient, started, &mut waits) {
@@ -556,22 +556,23 @@ impl Shared {
         }
     }
 
-    /// The view a read runs over. A run's owner reads the copy in memory as it is: it holds
-    /// every write this server made (a write is answered once the copy has it), and the
-    /// owner is the only writer of its run's records. Anyone else first needs etcd's
+    /// The view a read runs over. A read of what this server has seen (a run's owner, a long
+    /// poll's look for news) reads the copy in memory as it is: it holds every write this
+    /// server made (a write is answered once the copy has it), and the owner is the only
+    /// writer of its run's records. Anyone else first needs etcd's
     /// revision from an answer given after it (or its request, `since`) began: the answer to
     /// one of this server's commits, or a revision request shared with the reads waiting at
     /// the time (see [`probe`]); then it reads the copy once it has
     /// caught up with it, so the read sees every write acknowledged before it (or its request)
     /// began, by any server; if the copy lags (etcd also serves others, whose writes it does
     /// not follow), the read goes to etcd at that revision.
-    fn read_view(&self, owner: bool, since: Option<Instant>) -> Result<View<'_>, StoreError> {
+    fn read_view(&self, seen: bool, since: Option<Instant>) -> Result<View<'_>, StoreError> {
         let Some(copy) = self.cache.snapshot() else {
             return Ok(View::new(self));
         };
         let pending = self.keys.pending();
         let written = self.written.load(Ordering::SeqCst);
-        if owner && copy.get(&pending).is_none() {
+        if seen && copy.get(&pending).is_none() {
             if copy.revision >= written {
                 return Ok(View::cached(self, copy, Trip::Read));
             }
@@ -636,7 +637,7 @@ impl Shared {
         if self.cache.snapshot()?.get(&pending).is_some() {
             return None;
         }
-        let needed = if how.owner {
+        let needed = if how.seen {
             self.written.load(Ordering::SeqCst)
         } else {
             match self.revision_since(how.since).await.ok()? {
@@ -652,7 +653,7 @@ impl Shared {
     }
 
     /// A view for a read that the copy answers as it stands, without waiting on etcd: the
-    /// copy has caught up with what the read must see (for a run's owner, this server's own
+    /// copy has caught up with what the read must see (for a read of what this server has seen, its own
     /// writes; for anyone else, the revision etcd gave after its request began, already asked
     /// by an earlier read of the request) and shows no write larger than a transaction
     /// pending. `None`: the read goes the long way ([`Shared::read_view`]).
@@ -661,7 +662,7 @@ impl Shared {
         if copy.get(&self.keys.pending()).is_some() {
             return None;
         }
-        let needed = if how.owner {
+        let needed = if how.seen {
             self.written.load(Ordering::SeqCst)
         } else {
             match self.probe.known(how.since?)? {
