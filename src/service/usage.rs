@@ -21,8 +21,10 @@ use crate::store::{Read, Store, StoreError, Table, changes, usage};
 
 /// How often the ledger is folded.
 pub const TICK: Duration = Duration::from_secs(2);
-/// Most entries folded, or runs settled, in one write.
-const BATCH: usize = 100;
+/// Most entries folded, or runs settled, in one write: each is a read compared and a write,
+/// so a write fits in one etcd transaction on etcd's default flags (see
+/// [`crate::store::SPLIT_WRITES`]).
+const BATCH: usize = 40;
 /// The `Meta` key that says the runs ended before the ledger existed were settled.
 const BACKFILLED: &str = "usage_backfilled";
 

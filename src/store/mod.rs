@@ -66,6 +66,11 @@ pub async fn serving_request<F: std::future::Future>(f: F) -> F::Output {
     REQUEST_BEGAN.scope(std::time::Instant::now(), f).await
 }
 
+/// When the request being served began, if one is.
+fn request_began() -> Option<std::time::Instant> {
+    REQUEST_BEGAN.try_with(|began| *began).ok()
+}
+
 /// Which backend to open, and where.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Location {
@@ -233,7 +238,7 @@ impl Store {
         T: Send + 'static,
         E: From<StoreError> + Send + 'static,
     {
-        self.read_as(f, self.fence.is_some()).await
+        self.read_as(f, self.fence.is_some(), request_began()).await
     }
 
     /// Runs `f` over what this server has seen of the store: a consistent state that holds
@@ -247,10 +252,32 @@ impl Store {
         T: Send + 'static,
         E: From<StoreError> + Send + 'static,
     {
-        self.read_as(f, true).await
+        self.read_as(f, true, request_began()).await
     }
 
-    async fn read_as<T, E, F>(&self, f: F, seen: bool) -> Result<T, E>
+    /// Runs `f` over a state that holds every write acknowledged anywhere at least `lag`
+    /// before the request it serves began (or before now), and every write this server made:
+    /// for a check asked so often that a look at etcd's revision for each would cost more
+    /// than its answer being up to `lag` late elsewhere is worth (a token's). On etcd, a
+    /// revision etcd gave in that time (most often the answer to a commit) is enough; on redb,
+    /// it is the same as [`Store::read`].
+    pub async fn read_within<T, E, F>(&self, lag: std::time::Duration, f: F) -> Result<T, E>
+    where
+        F: Fn(&Reader) -> Result<T, E> + Send + 'static,
+        T: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+    {
+        let began = request_began().unwrap_or_else(std::time::Instant::now);
+        let since = began.checked_sub(lag).unwrap_or(began);
+        self.read_as(f, self.fence.is_some(), Some(since)).await
+    }
+
+    async fn read_as<T, E, F>(
+        &self,
+        f: F,
+        seen: bool,
+        since: Option<std::time::Instant>,
+    ) -> Result<T, E>
     where
         F: Fn(&Reader) -> Result<T, E> + Send + 'static,
         T: Send + 'static,
@@ -260,7 +287,7 @@ impl Store {
         let how = backend::ReadAs {
             patient: self.patient,
             seen,
-            since: REQUEST_BEGAN.try_with(|began| *began).ok(),
+            since,
         };
         self.backend.read(job::read(f, reply), how);
         answered(answer)

@@ -9,9 +9,11 @@ pub const SCHEMA_VERSION: u64 = 2;
 /// The `Meta` key of the schema version.
 pub const SCHEMA_KEY: &str = "schema_version";
 
-/// How many records a write that may be split into several stages in each: etcd takes a
-/// transaction of at most `etcd::MIN_TXN_OPS` operations, two per record written.
-pub const SPLIT_WRITES: usize = 200;
+/// How many records a write that may be split into several stages in each: so that each is
+/// one etcd transaction on etcd's default flags (at most 128 operations; a record written or
+/// deleted without being read is two, its value and its chunks'). A larger write is staged as
+/// an intent first, which costs several round trips and holds up every other write meanwhile.
+pub const SPLIT_WRITES: usize = 50;
 
 /// The tables of the store. Keys are strings; values are JSON.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::support::bench::{store_trips, wait_for_event};
 use crate::support::etcd::Cluster;
 use crate::support::installation::Installation;
 use crate::support::profiles::sim_profile;
@@ -13,7 +14,7 @@ use crate::support::runs::{
     assert_all_completed, assert_clean, calls, deploy, now_secs, start, sub, wait_deprovisioned,
     wait_for_call, wait_for_calls, wait_until,
 };
-use crate::support::server::{Server, signal};
+use crate::support::server::{Server, make_token, signal};
 
 /// The lease time to live the servers of these tests keep.
 const TTL: Duration = Duration::from_secs(3);
@@ -153,6 +154,67 @@ fn the_server_that_accepts_a_start_owns_the_run_and_commands_reach_it() {
         let done = wait_deprovisioned(&s0, run);
         assert_eq!(done["status"], "KILLED", "{done}");
     }
+}
+
+/// A token revoked through one server is refused by that server at once and by every other
+/// within a second ([`ebb::service::tokens::REVOKED_WITHIN`]): each checks a request's token
+/// on a look at the store no older than that, without a round trip to etcd of its own.
+#[test]
+fn a_token_revoked_on_one_server_is_refused_by_every_server_within_a_second() {
+    let cluster = Cluster::start(1);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let install = Installation::new(&cluster, dir.path(), TTL, "/ebb-test/revoked");
+    let s0 = install.server("s0");
+    let s1 = install.server("s1");
+    let ci = make_token(&s0, "ci", json!({"namespaces": {"default": "viewer"}}));
+    for s in [&s0, &s1] {
+        let (code, reply) = s.call("GET", "/v3/namespaces/default", None, Some(&ci));
+        assert_eq!(code, 200, "{reply}");
+    }
+    let (code, revoked) = s0.delete("/v3/tokens/ci");
+    assert_eq!(code, 200, "{revoked}");
+    let (code, reply) = s0.call("GET", "/v3/namespaces/default", None, Some(&ci));
+    assert_eq!(code, 401, "{reply}");
+    std::thread::sleep(ebb::service::tokens::REVOKED_WITHIN);
+    let (code, reply) = s1.call("GET", "/v3/namespaces/default", None, Some(&ci));
+    assert_eq!(code, 401, "{reply}");
+}
+
+/// Long polls and token checks cost no round trip to etcd of their own: a poll finds news in
+/// the copy the server keeps (the history of a run that just ended too), and a token is
+/// checked on a look no older than a second. Twenty polls of an ended run's events, each a
+/// request of its own, once cost forty round trips (a revision request for the token and a
+/// read of the history each).
+#[test]
+fn long_polls_and_token_checks_need_no_round_trip_of_their_own() {
+    let cluster = Cluster::start(1);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sim = sub(&dir, "sim");
+    let install = Installation::new(&cluster, dir.path(), TTL, "/ebb-test/polls");
+    let s0 = install.server("s0");
+    sim_profile(&s0, "p", &sim, &[("nodes", "1")], 0, None);
+    deploy(&s0, "a", "true", json!({}));
+    let run = start(&s0, "a", json!({"system.profile.name": "p"}));
+    wait_for_event(&s0, &run, "cluster DEPROVISIONED");
+    let looks = |s: &Server| {
+        let trips = store_trips(s);
+        ["probe", "read"]
+            .iter()
+            .map(|k| trips.get(*k).copied().unwrap_or(0.0))
+            .sum::<f64>()
+    };
+    let before = looks(&s0);
+    for _ in 0..20 {
+        let (code, events) = s0.get(&format!("{run}/events?after=0&wait=10s"));
+        assert_eq!(code, 200, "{events}");
+        assert!(!events.as_array().expect("list").is_empty(), "{events}");
+    }
+    // The servers' own rounds (the queue, the scheduler, the usage ledger) may look meanwhile.
+    let spent = looks(&s0) - before;
+    assert!(
+        spent < 5.0,
+        "20 polls cost {spent} revision requests and reads"
+    );
 }
 
 /// What another server asks of a run it does not own is answered from the owner's side: the

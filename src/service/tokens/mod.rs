@@ -218,6 +218,11 @@ impl std::fmt::Debug for FixedToken {
     }
 }
 
+/// How soon every server refuses a token revoked (or edited) on another; the server that
+/// revoked it refuses it at once. Each request checks its token: a look at the store's state
+/// no older than this costs no round trip to etcd of its own (see [`Store::read_within`]).
+pub const REVOKED_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The caller whose token is `secret`: an instance admin for the server's fixed token, else
 /// the live token of the store that has it, if this installation signed its record; `None`
 /// when none has.
@@ -236,7 +241,7 @@ pub async fn authenticate(
     let hashed = hash(secret);
     let cipher = std::sync::Arc::clone(cipher);
     store
-        .read(move |r| {
+        .read_within(REVOKED_WITHIN, move |r| {
             let Some(name) = r.get::<String>(Table::TokenHashes, &hashed)? else {
                 return Ok(None);
             };
