@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use ebb::store::{Read, Store, StoreError, Table};
+use ebb::store::{Read, SPLIT_WRITES, Store, StoreError, Table};
 use serde_json::json;
 
 use crate::support::etcd::Cluster;
@@ -539,7 +539,9 @@ fn a_write_larger_than_a_transaction_is_all_or_nothing_to_everyone() {
     );
 }
 
-/// `ebb store copy` writes 200 records a write: on etcd's default limits each is an intent.
+/// `ebb store copy` writes 50 records a write ([`ebb::store::SPLIT_WRITES`]): of 40 KB each,
+/// a write is larger than an etcd transaction may be on etcd's default limits, so each is an
+/// intent.
 /// SIGKILLed at random instants, it leaves every write whole or absent, and the next reader
 /// finishes one it committed but had not applied.
 #[test]
@@ -549,11 +551,11 @@ fn a_writer_killed_mid_intent_leaves_whole_writes_only() {
     let source = sub(&dir, "source");
     let store = Store::open(&source).expect("redb");
     rt().block_on(store.write(|tx| {
-        for i in 0..1000 {
+        for i in 0..400 {
             tx.put(
                 Table::Events,
                 &format!("r/{i:04}"),
-                &json!({"n": i, "pad": "y".repeat(400)}),
+                &json!({"n": i, "pad": "y".repeat(40_000)}),
             )?;
         }
         Ok::<_, StoreError>(())
@@ -593,11 +595,11 @@ fn a_writer_killed_mid_intent_leaves_whole_writes_only() {
             }))
             .expect("read");
         assert_eq!(
-            n % 200,
+            n % SPLIT_WRITES,
             0,
-            "round {round}: {n} records, not whole writes of 200"
+            "round {round}: {n} records, not whole writes of {SPLIT_WRITES}"
         );
-        if n != 0 && n != 1000 {
+        if n != 0 && n != 400 {
             partial += 1;
         }
         assert_eq!(

@@ -7,11 +7,13 @@
 //! conflict, the members are committed one by one with their own compares, so a conflict
 //! fails only the write it concerns, which runs again on a copy that has caught up.
 //!
-//! Several groups are on their way at once (at most [`MAX_FLIGHTS`]): the thread gathers the
-//! next group while earlier ones commit. A write that meets a group still committing — or
-//! appends to a history (a run's events, the audit log) it appends to, since readers follow a
-//! history by sequence — is parked until that group has landed and the copy holds it; only
-//! then is its closure run again.
+//! One group is on its way at a time, and the writes that come meanwhile gather into the next:
+//! a transaction costs about the same whether it carries one write or thirty. Only when more
+//! writes wait than one group takes do several go at once (at most [`MAX_FLIGHTS`]).
+//!
+//! A write that meets a group still committing — or appends to a history (a run's events, the
+//! audit log) it appends to, since readers follow a history by sequence — is parked until that
+//! group has landed and the copy holds it; only then is its closure run again.
 //!
 //! What the group cannot take goes the way of a single write ([`Shared::write`]): a write
 //! while there has been no copy for a while, one that read a log from etcd and could not,
@@ -128,7 +130,10 @@ impl Parts {
     }
 }
 
-/// Most groups committing at once: a round is gathered while earlier groups are on their way.
+/// Most groups committing at once. A round waits for the group on its way unless the last
+/// round was full (more writes wait than one group takes): the writes that come meanwhile
+/// make the next group larger, and a transaction costs etcd and this server about the same
+/// whether it carries one write or thirty.
 const MAX_FLIGHTS: usize = 4;
 
 /// What the committer hears.
@@ -201,6 +206,8 @@ struct Rounds {
     stopping: bool,
     /// The number of the last group sent.
     sent: u64,
+    /// Whether the last round left writes for the next because its group was full.
+    full: bool,
 }
 
 impl Rounds {
@@ -219,15 +226,17 @@ impl Rounds {
         }
     }
 
-    /// Whether a round can go: a write waits, and fewer than [`MAX_FLIGHTS`] groups commit.
+    /// Whether a round can go: a write waits, and no group commits, or the last round was
+    /// full and fewer than [`MAX_FLIGHTS`] groups commit.
     fn ready(&self) -> bool {
-        !self.carried.is_empty() && self.flights.len() < MAX_FLIGHTS
+        !self.carried.is_empty()
+            && (self.flights.is_empty() || self.full && self.flights.len() < MAX_FLIGHTS)
     }
 }
 
-/// Commits rounds until the store is dropped and every write is answered. A round goes while
-/// fewer than [`MAX_FLIGHTS`] groups are committing; a write that meets one of them (or
-/// appends to a log it appends to) waits for it to land.
+/// Commits rounds until the store is dropped and every write is answered. A round goes when
+/// [`Rounds::ready`]; a write that meets a group committing (or appends to a log it appends
+/// to) waits for it to land.
 fn run(shared: &Arc<Shared>, inbox: &mpsc::Receiver<Msg>, outbox: &mpsc::Sender<Msg>) {
     let mut rounds = Rounds::default();
     loop {
@@ -249,6 +258,7 @@ fn run(shared: &Arc<Shared>, inbox: &mpsc::Receiver<Msg>, outbox: &mpsc::Sender<
         let n = rounds.sent + 1;
         let round = std::mem::take(&mut rounds.carried);
         let (later, group, parked) = round_of(shared, round, &rounds.flights, n);
+        rounds.full = !later.is_empty() && !group.is_empty();
         rounds.carried = later;
         for (on, queued) in parked {
             rounds.parked.entry(on).or_default().push(queued);
