@@ -8,7 +8,7 @@
 //!    `EBB_BENCH_KILLS` kills (default 50), with a lease of 2 s (`--lease-ttl`).
 //!
 //! `cargo bench --bench servers` (`EBB_BENCH_RUNS`, default 300 per configuration;
-//! `EBB_BENCH_CLIENTS`, default 10).
+//! `EBB_BENCH_CLIENTS`, default 10; `EBB_BENCH_BIN`, another build's `ebb`).
 
 #[allow(dead_code)]
 #[path = "../tests/support/mod.rs"]

@@ -66,6 +66,8 @@ impl Installation {
                     .chain(more.iter().map(|a| a.to_string()))
                     .collect(),
                 client_token: self.token.get().cloned(),
+                // The benchmarks may measure another build (`EBB_BENCH_BIN`).
+                binary: super::bench::other_build(),
                 ..Options::default()
             },
         );
