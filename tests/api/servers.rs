@@ -182,8 +182,8 @@ fn a_token_revoked_on_one_server_is_refused_by_every_server_within_a_second() {
 
 /// Long polls and token checks cost no round trip to etcd of their own: a poll finds news in
 /// the copy the server keeps (the history of a run that just ended too), and a token is
-/// checked on a look no older than a second. Twenty polls of an ended run's events, each a
-/// request of its own, once cost forty round trips (a revision request for the token and a
+/// checked on a look no older than a second. Thirty polls of an ended run's events, each a
+/// request of its own, once cost sixty round trips (a revision request for the token and a
 /// read of the history each).
 #[test]
 fn long_polls_and_token_checks_need_no_round_trip_of_their_own() {
@@ -204,7 +204,7 @@ fn long_polls_and_token_checks_need_no_round_trip_of_their_own() {
             .sum::<f64>()
     };
     let before = looks(&s0);
-    for _ in 0..20 {
+    for _ in 0..30 {
         let (code, events) = s0.get(&format!("{run}/events?after=0&wait=10s"));
         assert_eq!(code, 200, "{events}");
         assert!(!events.as_array().expect("list").is_empty(), "{events}");
@@ -212,8 +212,8 @@ fn long_polls_and_token_checks_need_no_round_trip_of_their_own() {
     // The servers' own rounds (the queue, the scheduler, the usage ledger) may look meanwhile.
     let spent = looks(&s0) - before;
     assert!(
-        spent < 5.0,
-        "20 polls cost {spent} revision requests and reads"
+        spent < 15.0,
+        "30 polls cost {spent} revision requests and reads"
     );
 }
 
