@@ -539,11 +539,11 @@ fn a_write_larger_than_a_transaction_is_all_or_nothing_to_everyone() {
     );
 }
 
-/// `ebb store copy` writes 50 records a write ([`ebb::store::SPLIT_WRITES`]): of 40 KB each,
-/// a write is larger than an etcd transaction may be on etcd's default limits, so each is an
-/// intent.
-/// SIGKILLed at random instants, it leaves every write whole or absent, and the next reader
-/// finishes one it committed but had not applied.
+/// `ebb store copy` writes 50 records a write ([`ebb::store::SPLIT_WRITES`]): of 24 KB each,
+/// a write is larger than an etcd transaction may be (1 MiB), so each is an intent.
+/// SIGKILLed at instants spread over the time a whole copy takes on this machine, it leaves
+/// every write whole or absent, and the next reader finishes one it committed but had not
+/// applied.
 #[test]
 fn a_writer_killed_mid_intent_leaves_whole_writes_only() {
     let cluster = Cluster::start(1);
@@ -555,7 +555,7 @@ fn a_writer_killed_mid_intent_leaves_whole_writes_only() {
             tx.put(
                 Table::Events,
                 &format!("r/{i:04}"),
-                &json!({"n": i, "pad": "y".repeat(40_000)}),
+                &json!({"n": i, "pad": "y".repeat(24_000)}),
             )?;
         }
         Ok::<_, StoreError>(())
@@ -566,9 +566,8 @@ fn a_writer_killed_mid_intent_leaves_whole_writes_only() {
     let from = format!("redb:{}", source.display());
     let to = format!("etcd:{}", cluster.endpoints());
     let prefix = "/ebb-test/killed-copy";
-    let mut partial = 0;
-    for round in 0..12u64 {
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ebb"))
+    let copy = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_ebb"))
             .args([
                 "store",
                 "copy",
@@ -584,8 +583,17 @@ fn a_writer_killed_mid_intent_leaves_whole_writes_only() {
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
-            .expect("ebb store copy");
-        std::thread::sleep(Duration::from_millis(150 + (round * 97) % 900));
+            .expect("ebb store copy")
+    };
+    // How long a whole copy takes here (a loaded machine is slower): the kills land inside it.
+    let began = Instant::now();
+    let status = copy().wait().expect("copy");
+    assert!(status.success(), "a whole copy failed: {status}");
+    let whole = began.elapsed();
+    let mut partial = 0;
+    for round in 0..12u64 {
+        let mut child = copy();
+        std::thread::sleep(whole.mul_f64(0.1 + 0.8 * ((round * 37) % 12) as f64 / 12.0));
         let _ = child.kill();
         let _ = child.wait();
         let target = open(&cluster, prefix);
