@@ -179,6 +179,9 @@ impl Shared {
                 {
                     if !put {
                         self.drop_history(&mut current, run);
+                        if held.ended {
+                            current.ended.retain(|r| r != run);
+                        }
                     } else if !held.ended && !live(kv.value()) {
                         self.hold_ended(&mut current, run);
                     }
