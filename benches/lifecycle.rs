@@ -22,7 +22,8 @@ use std::time::Instant;
 use serde_json::json;
 
 use support::bench::{
-    Bench, cpu_now, cpu_per_run, env_usize, percentile, store_trips, trips_per_run, wait_for_event,
+    Bench, cpu_now, cpu_per_run, env_usize, percentile, store_figures, store_per_run,
+    wait_for_event,
 };
 use support::runs::start;
 
@@ -32,7 +33,7 @@ fn main() {
     let bench = Bench::start(3);
     let server = Arc::new(bench.server);
 
-    let trips_before = store_trips(&server);
+    let store_before = store_figures(&server);
     let cpu_before = cpu_now(&server);
     let next = Arc::new(AtomicUsize::new(0));
     let latencies = Arc::new(Mutex::new(Vec::with_capacity(runs)));
@@ -58,7 +59,7 @@ fn main() {
         w.join().expect("client thread");
     }
     let elapsed = started.elapsed();
-    let trips = trips_per_run(&trips_before, &store_trips(&server), runs);
+    let trips = store_per_run(&store_before, &store_figures(&server), runs);
     let cpu = cpu_per_run(&cpu_before, &cpu_now(&server), runs);
     drop(server);
 

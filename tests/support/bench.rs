@@ -165,41 +165,66 @@ pub fn cpu_per_run(
     ))
 }
 
-/// The server's requests to etcd so far, by kind (`ebb_store_round_trips_total`); empty on
-/// redb.
-pub fn store_trips(server: &Server) -> std::collections::BTreeMap<String, f64> {
+/// The server's store figures so far, from its `/metrics`: requests to etcd by kind
+/// (`ebb_store_round_trips_total`, `trip <kind>`; none on redb), and its commits
+/// (`commits`, the writes they carried, `writes`, and the seconds they took, `commit seconds`).
+pub fn store_figures(server: &Server) -> std::collections::BTreeMap<String, f64> {
     let text = reqwest::blocking::Client::new()
         .get(format!("{}/metrics", server.url))
         .bearer_auth(server.token().expect("token"))
         .send()
         .and_then(|r| r.text())
         .expect("metrics");
-    text.lines()
-        .filter_map(|l| l.strip_prefix("ebb_store_round_trips_total{kind=\""))
-        .filter_map(|l| {
+    let figure = |l: &str| -> Option<(String, f64)> {
+        if let Some(l) = l.strip_prefix("ebb_store_round_trips_total{kind=\"") {
             let (kind, rest) = l.split_once("\"}")?;
-            Some((kind.to_string(), rest.trim().parse().ok()?))
-        })
-        .collect()
+            return Some((format!("trip {kind}"), rest.trim().parse().ok()?));
+        }
+        let (name, value) = l.split_once(' ')?;
+        let name = match name.split_once('{').map_or(name, |(n, _)| n) {
+            "ebb_store_commit_batch_size_count" => "commits",
+            "ebb_store_commit_batch_size_sum" => "writes",
+            "ebb_store_commit_seconds_sum" => "commit seconds",
+            _ => return None,
+        };
+        Some((name.to_string(), value.trim().parse().ok()?))
+    };
+    text.lines().filter_map(figure).collect()
 }
 
-/// What `after - before` round trips come to per lifecycle, as one line (none on redb).
-pub fn trips_per_run(
+/// What `after - before` comes to per lifecycle, as lines: the store's commits (writes per
+/// commit, mean commit time) and, on etcd, its round trips.
+pub fn store_per_run(
     before: &std::collections::BTreeMap<String, f64>,
     after: &std::collections::BTreeMap<String, f64>,
     runs: usize,
 ) -> Option<String> {
-    if after.is_empty() {
+    let delta = |kind: &str| {
+        after.get(kind).copied().unwrap_or(0.0) - before.get(kind).copied().unwrap_or(0.0)
+    };
+    let commits = delta("commits");
+    if commits <= 0.0 {
         return None;
     }
-    let per = |kind: &str| {
-        (after.get(kind).copied().unwrap_or(0.0) - before.get(kind).copied().unwrap_or(0.0))
-            / runs as f64
-    };
-    let kinds: Vec<String> = after.keys().map(|k| format!("{k} {:.1}", per(k))).collect();
-    let total: f64 = after.keys().map(|k| per(k)).sum();
-    Some(format!(
-        "etcd round trips per lifecycle: {total:.1} ({})",
-        kinds.join(", ")
-    ))
+    let mut lines = vec![format!(
+        "store commits per lifecycle: {:.1}, carrying {:.1} writes ({:.1} per commit, {:.2} ms each on average)",
+        commits / runs as f64,
+        delta("writes") / runs as f64,
+        delta("writes") / commits,
+        delta("commit seconds") * 1e3 / commits,
+    )];
+    let trips: Vec<&str> = after
+        .keys()
+        .filter_map(|k| k.strip_prefix("trip "))
+        .collect();
+    if !trips.is_empty() {
+        let per = |kind: &str| delta(&format!("trip {kind}")) / runs as f64;
+        let kinds: Vec<String> = trips.iter().map(|k| format!("{k} {:.1}", per(k))).collect();
+        let total: f64 = trips.iter().map(|k| per(k)).sum();
+        lines.push(format!(
+            "etcd round trips per lifecycle: {total:.1} ({})",
+            kinds.join(", ")
+        ));
+    }
+    Some(lines.join("\n"))
 }

@@ -104,12 +104,6 @@ fn stalled_bodies_do_not_stop_the_server_answering() {
                 "{reply}"
             );
         }
-        if form {
-            assert!(
-                reply.starts_with("HTTP/1.1 408") || reply.starts_with("HTTP/1.1 429"),
-                "{reply}"
-            );
-        }
     }
     let (code, _) = server.get("/v3/health");
     assert_eq!(code, 200);
