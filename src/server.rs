@@ -244,7 +244,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         _ => server_name.clone(),
     };
 
-    let exe = std::env::current_exe().map_err(ServerError::Exe)?;
+    let exe = crate::runtime::program::launcher(std::env::current_exe().map_err(ServerError::Exe)?);
     let arbiter = Arbiter::new();
     let deps = Deps {
         // Runs pause while the store cannot be reached, and carry on when it is back.

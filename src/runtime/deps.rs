@@ -19,7 +19,8 @@ pub struct Deps {
     /// sandboxes, the `sim` cloud): apart from the store and the secure key.
     pub work_dir: PathBuf,
     pub notifier: Notifier,
-    /// The `ebb` executable, which also serves as the program launcher (`ebb shim`).
+    /// The program launcher: `ebb-shim` beside the `ebb` executable, or else `ebb` itself
+    /// (each is started as `<exe> shim <run-dir>`; see [`crate::runtime::program::launcher`]).
     pub exe: PathBuf,
     /// This server's name, tagged on every resource it makes ([`ebb_spi::TAG_SERVER`]): its
     /// janitor only touches resources carrying it.

@@ -150,6 +150,14 @@ fn ended(run_dir: &Path) -> io::Result<Started> {
     })
 }
 
+/// The program launcher for a server whose executable is `ebb`: the small `ebb-shim` built
+/// beside it if it is there (it starts in about a fifth of the CPU time and memory of the
+/// whole `ebb`, once per run), else `ebb` itself. Either is started as `<exe> shim <run-dir>`.
+pub fn launcher(ebb: PathBuf) -> PathBuf {
+    let shim = ebb.with_file_name("ebb-shim");
+    if shim.is_file() { shim } else { ebb }
+}
+
 /// The variable a program finds its run token in.
 pub const RUN_TOKEN_ENV: &str = "EBB_RUN_TOKEN";
 
@@ -349,6 +357,23 @@ mod tests {
             Started::Ended(exit) => assert_eq!(exit.code, Some(0)),
             other @ (Started::Child(_) | Started::Running | Started::Lost) => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn the_small_launcher_is_used_when_it_lies_beside_ebb() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ebb = dir.path().join("ebb");
+        fs::write(&ebb, b"").expect("ebb");
+        assert_eq!(launcher(ebb.clone()), ebb, "none beside it: ebb itself");
+        fs::create_dir(dir.path().join("ebb-shim")).expect("dir");
+        assert_eq!(
+            launcher(ebb.clone()),
+            ebb,
+            "a directory of that name is not it"
+        );
+        fs::remove_dir(dir.path().join("ebb-shim")).expect("rmdir");
+        fs::write(dir.path().join("ebb-shim"), b"").expect("shim");
+        assert_eq!(launcher(ebb), dir.path().join("ebb-shim"));
     }
 
     #[test]

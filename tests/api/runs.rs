@@ -122,7 +122,7 @@ fn a_native_run_completes_with_its_environment_and_logs() {
     deploy(
         &server,
         "a",
-        "echo \"run=$EBB_RUN_ID ns=$EBB_NAMESPACE app=$EBB_APP program=$EBB_PROGRAM args=$EBB_ARGS greeting=$GREETING\"; test -f \"$EBB_CLUSTER_FILE\"; echo oops >&2",
+        "echo \"run=$EBB_RUN_ID ns=$EBB_NAMESPACE app=$EBB_APP program=$EBB_PROGRAM args=$EBB_ARGS greeting=$GREETING\"; test -f \"$EBB_CLUSTER_FILE\"; echo \"launcher=$(cat /proc/$PPID/comm)\"; echo oops >&2",
         json!({"env": {"GREETING": "hi"}}),
     );
     let run = start(&server, "a", json!({"color": "blue", "apiToken": "s3cret"}));
@@ -146,6 +146,8 @@ fn a_native_run_completes_with_its_environment_and_logs() {
         "{stdout}"
     );
     assert_eq!(logs["stderr"], "oops\n");
+    // Started by the small launcher built beside `ebb`, not by the whole `ebb`.
+    assert!(stdout.contains("launcher=ebb-shim\n"), "{stdout}");
     let events = server.get(&format!("{run}/events")).1;
     let messages: Vec<&str> = events
         .as_array()
