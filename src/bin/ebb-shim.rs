@@ -1,8 +1,8 @@
 //! `ebb-shim shim <run-dir>`: the program launcher alone, as `ebb shim <run-dir>` is within
 //! `ebb`. A run's launcher lives as long as its program, and one starts for every run: this
-//! binary holds only the launcher, so it starts in about half the time and a quarter of the memory of the
-//! whole `ebb` binary. A server starts it when it lies beside its own executable, and
-//! `ebb shim` otherwise.
+//! binary holds only the launcher, so it starts in about half the CPU time and a quarter of
+//! the memory of the whole `ebb` binary. A server starts it when it lies beside its own
+//! executable, and `ebb shim` otherwise.
 
 use std::process::ExitCode;
 
