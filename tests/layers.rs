@@ -452,8 +452,8 @@ fn parse_crate() -> Crate {
     let root = src();
     let mut files = Vec::new();
     rust_files(&root, &mut files);
-    // The library's files by their path under `src/`; `main.rs` is the binary, which uses the
-    // library by its crate name.
+    // The library's files by their path under `src/`; `main.rs` and `bin/` are the binaries,
+    // which use the library by its crate name.
     let files: Vec<(PathBuf, String)> = files
         .into_iter()
         .map(|path| {
@@ -464,7 +464,7 @@ fn parse_crate() -> Crate {
                 .replace('\\', "/");
             (path, relative)
         })
-        .filter(|(_, relative)| relative != "main.rs")
+        .filter(|(_, relative)| relative != "main.rs" && !relative.starts_with("bin/"))
         .collect();
     let mut krate = Crate::default();
     // Modules first, so that relative paths can tell a child module from another crate.
