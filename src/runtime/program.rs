@@ -152,7 +152,8 @@ fn ended(run_dir: &Path) -> io::Result<Started> {
 
 /// The program launcher for a server whose executable is `ebb`: the small `ebb-shim` built
 /// beside it if it is there (it starts in about half the CPU time and a quarter of the memory
-/// of the whole `ebb`, once per run), else `ebb` itself. Either is started as `<exe> shim <run-dir>`.
+/// of the whole `ebb`, once per run), else `ebb` itself. Either is started as
+/// `<exe> shim <run-dir>`.
 pub fn launcher(ebb: PathBuf) -> PathBuf {
     let shim = ebb.with_file_name("ebb-shim");
     if shim.is_file() { shim } else { ebb }
