@@ -59,7 +59,7 @@ fn main() {
         w.join().expect("client thread");
     }
     let elapsed = started.elapsed();
-    let trips = store_per_run(&store_before, &store_figures(&server), runs);
+    let store = store_per_run(&store_before, &store_figures(&server), runs);
     let cpu = cpu_per_run(&cpu_before, &cpu_now(&server), runs);
     drop(server);
 
@@ -76,8 +76,8 @@ fn main() {
         l.last().copied().unwrap_or_default().as_secs_f64() * 1e3,
         elapsed.as_secs_f64()
     );
-    if let Some(trips) = trips {
-        println!("{trips}");
+    if let Some(store) = store {
+        println!("{store}");
     }
     if let Some(cpu) = cpu {
         println!("{cpu}");

@@ -167,7 +167,8 @@ pub fn cpu_per_run(
 
 /// The server's store figures so far, from its `/metrics`: requests to etcd by kind
 /// (`ebb_store_round_trips_total`, `trip <kind>`; none on redb), and its commits
-/// (`commits`, the writes they carried, `writes`, and the seconds they took, `commit seconds`).
+/// (`commits` that succeeded and the `writes` they carried; all `commit attempts` and the
+/// `commit seconds` they took).
 pub fn store_figures(server: &Server) -> std::collections::BTreeMap<String, f64> {
     let text = reqwest::blocking::Client::new()
         .get(format!("{}/metrics", server.url))
@@ -184,6 +185,7 @@ pub fn store_figures(server: &Server) -> std::collections::BTreeMap<String, f64>
         let name = match name.split_once('{').map_or(name, |(n, _)| n) {
             "ebb_store_commit_batch_size_count" => "commits",
             "ebb_store_commit_batch_size_sum" => "writes",
+            "ebb_store_commit_seconds_count" => "commit attempts",
             "ebb_store_commit_seconds_sum" => "commit seconds",
             _ => return None,
         };
@@ -211,7 +213,7 @@ pub fn store_per_run(
         commits / runs as f64,
         delta("writes") / runs as f64,
         delta("writes") / commits,
-        delta("commit seconds") * 1e3 / commits,
+        delta("commit seconds") * 1e3 / delta("commit attempts").max(1.0),
     )];
     let trips: Vec<&str> = after
         .keys()
