@@ -57,7 +57,7 @@ pub mod task;
 pub mod transition;
 
 #[cfg(all(test, feature = "paused-clock"))]
-mod tests;
+pub(crate) mod tests;
 
 /// Without `paused-clock` the in-process actor tests cannot run: say so, failing, rather than
 /// skip them in silence.

@@ -177,6 +177,11 @@ pub fn store_figures(server: &Server) -> std::collections::BTreeMap<String, f64>
         .and_then(|r| r.text())
         .expect("metrics");
     let figure = |l: &str| -> Option<(String, f64)> {
+        // One line per route, method and status: their sum is every request answered.
+        if let Some(l) = l.strip_prefix("ebb_http_requests_total{") {
+            let (_, value) = l.rsplit_once(' ')?;
+            return Some(("requests".to_string(), value.trim().parse().ok()?));
+        }
         if let Some(l) = l.strip_prefix("ebb_store_round_trips_total{kind=\"") {
             let (kind, rest) = l.split_once("\"}")?;
             return Some((format!("trip {kind}"), rest.trim().parse().ok()?));
@@ -191,11 +196,16 @@ pub fn store_figures(server: &Server) -> std::collections::BTreeMap<String, f64>
         };
         Some((name.to_string(), value.trim().parse().ok()?))
     };
-    text.lines().filter_map(figure).collect()
+    let mut figures = std::collections::BTreeMap::new();
+    for (name, value) in text.lines().filter_map(figure) {
+        *figures.entry(name).or_insert(0.0) += value;
+    }
+    figures
 }
 
-/// What `after - before` comes to per lifecycle, as lines: the store's commits (writes per
-/// commit, mean commit time) and, on etcd, its round trips.
+/// What `after - before` comes to per lifecycle, as lines: the API requests the server
+/// answered, the store's commits (writes per commit, mean commit time) and, on etcd, its
+/// round trips.
 pub fn store_per_run(
     before: &std::collections::BTreeMap<String, f64>,
     after: &std::collections::BTreeMap<String, f64>,
@@ -209,12 +219,16 @@ pub fn store_per_run(
         return None;
     }
     let mut lines = vec![format!(
+        "API requests per lifecycle: {:.1}",
+        delta("requests") / runs as f64
+    )];
+    lines.push(format!(
         "store commits per lifecycle: {:.1}, carrying {:.1} writes ({:.1} per commit, {:.2} ms each on average)",
         commits / runs as f64,
         delta("writes") / runs as f64,
         delta("writes") / commits,
         delta("commit seconds") * 1e3 / delta("commit attempts").max(1.0),
-    )];
+    ));
     let trips: Vec<&str> = after
         .keys()
         .filter_map(|k| k.strip_prefix("trip "))

@@ -24,7 +24,7 @@ use crate::store::events::Notifier;
 use crate::store::secure::Cipher;
 
 mod operations;
-mod runs;
+pub(crate) mod runs;
 
 /// The scripted provisioner's name, as profiles and run records name it.
 const SCRIPTED: &str = "scripted";

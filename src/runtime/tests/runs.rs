@@ -20,7 +20,7 @@ use crate::runtime::supervisor::{Command, RunSupervisor, Supervisors};
 use crate::store::{Read, StoreError, Table, keys};
 
 /// A run of the scripted provisioner with one node, `master`.
-fn run(status: ProgramStatus, cluster: Option<ClusterStatus>) -> RunRecord {
+pub(crate) fn run(status: ProgramStatus, cluster: Option<ClusterStatus>) -> RunRecord {
     RunRecord {
         key: RunKey {
             namespace: "default".into(),
