@@ -188,6 +188,10 @@ pub async fn history(
 ) -> Result<Vec<RunEvent>, ServiceError> {
     key.check()?;
     let deadline = wait.map(|w| tokio::time::Instant::now() + w);
+    // Whether the last wait ended with news (not with the time to look again), and until when
+    // the poll gathers the rest of a burst it has heard.
+    let mut heard = false;
+    let mut gather_until = None;
     loop {
         // Dropped when the request ends, however it ends (a run not found, a client gone
         // mid-wait), and with it the run's entry when nobody else waits on it.
@@ -210,7 +214,18 @@ pub async fn history(
         // waits for more. Only the answer that there is none, or that the run ended, comes
         // from a read that sees every write acknowledged before the poll began.
         match runtime.store().read_seen(look.clone()).await {
-            Ok((events, _)) if !events.is_empty() => return Ok(events),
+            // A run's events come in bursts (each node's task at about the same time): news
+            // heard while the run is live is answered with the rest of its burst, which saves
+            // the poller a request each. The run's end is answered as soon as it is heard.
+            Ok((events, live)) if !events.is_empty() => {
+                let until = *gather_until
+                    .get_or_insert_with(|| deadline.min(tokio::time::Instant::now() + GATHER));
+                if !(heard && live) || tokio::time::Instant::now() >= until {
+                    return Ok(events);
+                }
+                heard = tokio::time::timeout_at(until, notified).await.is_ok();
+                continue;
+            }
             Ok((_, true)) if tokio::time::Instant::now() < deadline => {}
             _ => {
                 let (events, live) = runtime.store().read(look).await?;
@@ -219,19 +234,14 @@ pub async fn history(
                 }
             }
         }
-        if tokio::time::timeout_at(news_within(runtime, deadline), notified)
+        heard = tokio::time::timeout_at(news_within(runtime, deadline), notified)
             .await
-            .is_ok()
-        {
-            // A run's events come in bursts (each node's task at about the same time):
-            // answering the rest of the burst with the first saves the poller a request each.
-            tokio::time::sleep_until(deadline.min(tokio::time::Instant::now() + GATHER)).await;
-        }
+            .is_ok();
     }
 }
 
-/// How long a long poll that has heard news waits for the rest of its burst before it
-/// answers.
+/// How long a long poll that has heard news of a live run waits for the rest of its burst
+/// before it answers.
 const GATHER: Duration = Duration::from_millis(10);
 
 /// Until when a long poll waits for news before it looks again (at most its `deadline`):
@@ -306,6 +316,51 @@ mod tests {
             let answer = poll.await.expect("the poll").expect("history");
             let messages: Vec<&str> = answer.iter().map(|e| e.message.as_str()).collect();
             assert_eq!(messages, ["first", "second, of the same burst"]);
+
+            // The run's end is answered as soon as it is heard, also in the middle of a burst.
+            let last = {
+                let run = key.run.clone();
+                deps.store
+                    .read(move |r| events::list(r, &run, 0))
+                    .await
+                    .expect("events")
+                    .last()
+                    .expect("an event")
+                    .seq
+            };
+            let poll = {
+                let (runtime, key) = (runtime.clone(), key.clone());
+                tokio::task::spawn_local(async move {
+                    history(&runtime, key, last, Some(Duration::from_secs(30))).await
+                })
+            };
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            happen("deleting").await;
+            tokio::time::sleep(GATHER / 2).await;
+            let mut ended = run(ProgramStatus::Completed, Some(ClusterStatus::Deprovisioned));
+            ended.key = key.clone();
+            deps.store
+                .write(move |tx| {
+                    tx.put(Table::Runs, &ended.key.key(), &ended)?;
+                    events::append(
+                        tx,
+                        &ended.key.run,
+                        EventKind::Status,
+                        None,
+                        "cluster DEPROVISIONED",
+                    )
+                })
+                .await
+                .expect("the end");
+            deps.notifier.notify(&key.run);
+            let heard = tokio::time::Instant::now();
+            let answer = poll.await.expect("the poll").expect("history");
+            assert_eq!(answer.len(), 2, "{answer:?}");
+            assert!(
+                heard.elapsed() < GATHER / 2,
+                "the end waited {:?}",
+                heard.elapsed()
+            );
         });
     }
 }
