@@ -22,7 +22,7 @@ use std::time::Instant;
 use serde_json::json;
 
 use support::bench::{
-    Bench, cpu_now, cpu_per_run, env_usize, percentile, store_figures, store_per_run,
+    Bench, cpu_now, cpu_per_run, env_usize, figures_per_run, percentile, server_figures,
     wait_for_event,
 };
 use support::runs::start;
@@ -33,7 +33,7 @@ fn main() {
     let bench = Bench::start(3);
     let server = Arc::new(bench.server);
 
-    let store_before = store_figures(&server);
+    let figures_before = server_figures(&server);
     let cpu_before = cpu_now(&server);
     let next = Arc::new(AtomicUsize::new(0));
     let latencies = Arc::new(Mutex::new(Vec::with_capacity(runs)));
@@ -59,7 +59,7 @@ fn main() {
         w.join().expect("client thread");
     }
     let elapsed = started.elapsed();
-    let store = store_per_run(&store_before, &store_figures(&server), runs);
+    let figures = figures_per_run(&figures_before, &server_figures(&server), runs);
     let cpu = cpu_per_run(&cpu_before, &cpu_now(&server), runs);
     drop(server);
 
@@ -76,8 +76,8 @@ fn main() {
         l.last().copied().unwrap_or_default().as_secs_f64() * 1e3,
         elapsed.as_secs_f64()
     );
-    if let Some(store) = store {
-        println!("{store}");
+    if let Some(figures) = figures {
+        println!("{figures}");
     }
     if let Some(cpu) = cpu {
         println!("{cpu}");

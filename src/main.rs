@@ -6,7 +6,7 @@ use clap::Parser;
 use ebb::cli::{Cli, Command, LogFormat};
 
 // The server allocates and frees small buffers on every request and store write; glibc's
-// malloc took about a sixth of its CPU time. The launcher (`ebb-shim`) keeps the system's.
+// malloc took 13% of its CPU time on etcd. The launcher (`ebb-shim`) keeps the system's.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

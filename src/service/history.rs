@@ -179,7 +179,8 @@ async fn logs_of(
 const OTHERS_NEWS: Duration = Duration::from_secs(5);
 
 /// The run's history after sequence `after`. With `wait`, waits up to that long for at
-/// least one new event while the run is live.
+/// least one new event while the run is live; news heard while waiting is answered with what
+/// else comes within [`GATHER`], and the run's end at once.
 pub async fn history(
     runtime: &Runtime,
     key: RunKey,

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::bench::{store_figures, wait_for_event};
+use crate::support::bench::{server_figures, wait_for_event};
 use crate::support::etcd::Cluster;
 use crate::support::installation::Installation;
 use crate::support::profiles::sim_profile;
@@ -197,7 +197,7 @@ fn long_polls_and_token_checks_need_no_round_trip_of_their_own() {
     let run = start(&s0, "a", json!({"system.profile.name": "p"}));
     wait_for_event(&s0, &run, "cluster DEPROVISIONED");
     let looks = |s: &Server| {
-        let trips = store_figures(s);
+        let trips = server_figures(s);
         assert!(
             trips.get("trip commit").is_some_and(|n| *n > 0.0),
             "the server counts its round trips: {trips:?}"

@@ -165,11 +165,12 @@ pub fn cpu_per_run(
     ))
 }
 
-/// The server's store figures so far, from its `/metrics`: requests to etcd by kind
-/// (`ebb_store_round_trips_total`, `trip <kind>`; none on redb), and its commits
+/// The server's figures so far, from its `/metrics`: the API requests it answered
+/// (`requests`), its requests to etcd by kind (`ebb_store_round_trips_total`, `trip <kind>`;
+/// none on redb), and its store's commits
 /// (`commits` that succeeded and the `writes` they carried; all `commit attempts` and the
 /// `commit seconds` they took).
-pub fn store_figures(server: &Server) -> std::collections::BTreeMap<String, f64> {
+pub fn server_figures(server: &Server) -> std::collections::BTreeMap<String, f64> {
     let text = reqwest::blocking::Client::new()
         .get(format!("{}/metrics", server.url))
         .bearer_auth(server.token().expect("token"))
@@ -206,7 +207,7 @@ pub fn store_figures(server: &Server) -> std::collections::BTreeMap<String, f64>
 /// What `after - before` comes to per lifecycle, as lines: the API requests the server
 /// answered, the store's commits (writes per commit, mean commit time) and, on etcd, its
 /// round trips.
-pub fn store_per_run(
+pub fn figures_per_run(
     before: &std::collections::BTreeMap<String, f64>,
     after: &std::collections::BTreeMap<String, f64>,
     runs: usize,
