@@ -45,6 +45,11 @@ pub(super) trait Backend: Send + Sync + std::fmt::Debug {
     /// now rather than when it times out.
     fn end_lease(&self, id: i64) -> oneshot::Receiver<Result<(), StoreError>>;
 
+    /// Drops what writes older than `older_than` left behind that nothing reads (on etcd:
+    /// chunks no value points to); answers how many pieces went. The server does it on its
+    /// own for what is older than ten minutes.
+    fn sweep_orphans(&self, older_than: Duration) -> oneshot::Receiver<Result<usize, StoreError>>;
+
     /// How lease `lease` stands now: live on a backend without leases.
     fn lease_state(&self, lease: i64) -> LeaseState;
 

@@ -187,6 +187,19 @@ impl Store {
             .unwrap_or(Err(StoreError::Closed))
     }
 
+    /// Drops what writes older than `older_than` left behind that nothing reads (on etcd:
+    /// chunks no value points to); answers how many pieces went. The server sweeps what is ten
+    /// minutes old every minute; this is for a sweep now.
+    pub async fn sweep_orphans(
+        &self,
+        older_than: std::time::Duration,
+    ) -> Result<usize, StoreError> {
+        self.backend
+            .sweep_orphans(older_than)
+            .await
+            .unwrap_or(Err(StoreError::Closed))
+    }
+
     /// Ends lease `id` of an earlier run of this server, so what it owned is free at once.
     pub async fn end_lease(&self, id: i64) -> Result<(), StoreError> {
         self.backend

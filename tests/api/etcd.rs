@@ -185,8 +185,10 @@ fn a_history_followed_by_sequence_misses_no_concurrent_append() {
     );
 }
 
-/// A value larger than etcd takes in one request is split across keys and read back whole;
-/// rewriting it small leaves no chunk behind.
+/// A value larger than etcd takes in one request is split across keys and read back whole.
+/// Rewriting it small or deleting it drops its chunks: at once when the write read it, and
+/// by the sweep of orphans when the write did not look (a blind put leaves them, and nothing
+/// reads them); the sweep keeps the chunks a value points to.
 #[test]
 fn a_large_value_is_split_never_truncated() {
     let cluster = Cluster::start(1);
@@ -194,12 +196,20 @@ fn a_large_value_is_split_never_truncated() {
     let big: String = (0..3_000_000u32)
         .map(|i| char::from(b'a' + (i % 26) as u8))
         .collect();
+    let chunks_of = |key: &str| {
+        crate::support::etcd::count_keys(
+            &cluster,
+            &format!("/ebb-test/large/~chunks/operations/{key}"),
+        )
+    };
     rt().block_on(async {
-        let value = big.clone();
-        store
-            .write(move |tx| tx.put(Table::Operations, "run/000001", &value))
-            .await
-            .expect("write a 3 MB value");
+        for key in ["run/000001", "run/000002", "run/000003", "run/000004"] {
+            let value = big.clone();
+            store
+                .write(move |tx| tx.put(Table::Operations, key, &value))
+                .await
+                .expect("write a 3 MB value");
+        }
         let back: Option<String> = store
             .read(|r| r.get(Table::Operations, "run/000001"))
             .await
@@ -213,15 +223,55 @@ fn a_large_value_is_split_never_truncated() {
             .read(|r| r.scan(Table::Operations, "run/"))
             .await
             .expect("scan");
-        assert_eq!(scanned.len(), 1);
-        assert_eq!(scanned[0].1.len(), big.len());
+        assert_eq!(scanned.len(), 4);
+        assert!(scanned.iter().all(|(_, v)| v.len() == big.len()));
+        // Read, then rewritten small or deleted: the chunks go with the write.
         store
-            .write(|tx| tx.put(Table::Operations, "run/000001", &"small"))
+            .write(|tx| {
+                let _: Option<String> = tx.get(Table::Operations, "run/000001")?;
+                let _: Option<String> = tx.get(Table::Operations, "run/000002")?;
+                tx.put(Table::Operations, "run/000001", &"small")?;
+                tx.delete(Table::Operations, "run/000002");
+                Ok::<_, StoreError>(())
+            })
             .await
-            .expect("rewrite");
+            .expect("rewrite after a read");
     });
-    let chunks = crate::support::etcd::count_keys(&cluster, "/ebb-test/large/~chunks/");
-    assert_eq!(chunks, 0, "chunks of the old value were left behind");
+    assert_eq!(chunks_of("run/000001"), 0, "a rewrite left chunks behind");
+    assert_eq!(chunks_of("run/000002"), 0, "a delete left chunks behind");
+    // Rewritten blind: the chunks stay, pointed to by nothing, until the sweep.
+    rt().block_on(async {
+        store
+            .write(|tx| tx.put(Table::Operations, "run/000003", &"small"))
+            .await
+            .expect("blind rewrite");
+    });
+    assert!(chunks_of("run/000003") > 0, "the blind rewrite looked");
+    rt().block_on(async {
+        let swept = store.sweep_orphans(Duration::ZERO).await.expect("sweep");
+        assert_eq!(swept, 1, "one generation had nothing pointing to it");
+    });
+    assert_eq!(chunks_of("run/000003"), 0, "the sweep left orphans");
+    rt().block_on(async {
+        let kept: Option<String> = store
+            .read(|r| r.get(Table::Operations, "run/000004"))
+            .await
+            .expect("read");
+        assert!(
+            kept.as_deref() == Some(big.as_str()),
+            "the sweep took chunks a value points to"
+        );
+        let small: Option<String> = store
+            .read(|r| r.get(Table::Operations, "run/000003"))
+            .await
+            .expect("read");
+        assert_eq!(small.as_deref(), Some("small"));
+    });
+    assert_eq!(
+        crate::support::etcd::count_keys(&cluster, "/ebb-test/large/~chunks/"),
+        chunks_of("run/000004"),
+        "chunks of no value are left"
+    );
 }
 
 /// etcd stops for a while: an impatient write (a request's) fails naming etcd, a patient one

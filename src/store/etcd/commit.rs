@@ -6,7 +6,9 @@
 //!   table's deletion key too, since a deleted key leaves nothing in the range to compare.
 //! - A value larger than [`CHUNK`] is written first as chunks under a fresh generation, and
 //!   the transaction writes a pointer to them; it also drops every other generation of the
-//!   key's chunks, so a rewrite or a delete leaves none behind.
+//!   key's chunks. A small value or a delete drops the key's chunks if the closure read it as
+//!   a chunked value; a key it did not read leaves any it had to the sweep of orphans
+//!   ([`super::orphans`]).
 //! - Each transaction leaves a commit marker, so a write whose answer was lost can tell
 //!   whether it committed before running again.
 //! - Each compares that no intent is pending; a write larger than one transaction becomes one
@@ -210,8 +212,8 @@ pub(super) async fn send_from_runtime(
 
 /// What `staged` does in etcd: each put and delete, large values as chunks (written now, under
 /// a fresh generation), a put of each table's deletion key a delete touched, and the removal
-/// of a key's chunks where it may have had some (not for a key the closure read as absent or
-/// stored whole).
+/// of a key's chunks where the closure read it as a chunked value (a key it did not read
+/// leaves any chunks it had to [`super::orphans`]).
 pub(super) fn operations(
     shared: &Shared,
     view: &View<'_>,
@@ -230,7 +232,9 @@ pub(super) fn operations(
             *end.last_mut().expect("ends with 0") = 1;
             end
         };
-        let whole = reads.keys.get(&etcd_key).is_some_and(|r| r.whole);
+        // Chunks the closure saw go with this write; those of a key it did not read (most
+        // never had any) are left to the sweep of orphans.
+        let chunked = reads.keys.get(&etcd_key).is_some_and(|r| !r.whole);
         match value {
             None => {
                 deleted_from.insert(table);
@@ -238,7 +242,7 @@ pub(super) fn operations(
                     key: etcd_key,
                     end: None,
                 });
-                if !whole {
+                if chunked {
                     ops.push(delete_range(chunks, chunks_end));
                 }
             }
@@ -263,7 +267,7 @@ pub(super) fn operations(
                     value: bytes,
                     lease: 0,
                 });
-                if !whole {
+                if chunked {
                     ops.push(delete_range(chunks, chunks_end));
                 }
             }

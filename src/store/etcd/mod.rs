@@ -20,6 +20,7 @@ mod follow;
 mod group;
 mod intent;
 mod lease;
+mod orphans;
 mod probe;
 mod shared;
 mod view;
@@ -373,8 +374,8 @@ impl Shared {
         Ok(())
     }
 
-    /// Deletes commit markers and uncommitted intents older than [`MARKER_LIFE`], once a
-    /// minute.
+    /// Deletes commit markers, uncommitted intents and orphan chunks (see [`orphans`]) older
+    /// than [`MARKER_LIFE`], once a minute.
     async fn sweep_markers(self: Arc<Self>) {
         let mut every = tokio::time::interval(Duration::from_secs(60));
         loop {
@@ -400,6 +401,9 @@ impl Shared {
                 )]);
             if let Err(e) = self.kv().txn(sweep).await {
                 tracing::debug!(error = %e, "stale intents not swept this time");
+            }
+            if let Err(e) = self.sweep_chunks(cutoff / 1000).await {
+                tracing::debug!(error = %e, "orphan chunks not swept this time");
             }
         }
     }
@@ -727,6 +731,16 @@ impl Backend for Etcd {
         let shared = Arc::clone(&self.shared);
         self.shared.handle.spawn(async move {
             let _ = done.send(shared.take_lease(ttl).await);
+        });
+        answer
+    }
+
+    fn sweep_orphans(&self, older_than: Duration) -> oneshot::Receiver<Result<usize, StoreError>> {
+        let (done, answer) = oneshot::channel();
+        let shared = Arc::clone(&self.shared);
+        let before_ms = (now_micros() / 1000).saturating_sub(older_than.as_millis() as u64);
+        self.shared.handle.spawn(async move {
+            let _ = done.send(shared.sweep_chunks(before_ms).await);
         });
         answer
     }

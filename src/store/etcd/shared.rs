@@ -111,6 +111,11 @@ impl Keys {
         format!("{}/~chunks/{}/{key}", self.root, table.name()).into_bytes()
     }
 
+    /// Where every large value's chunks are: `<root>/~chunks/`.
+    pub(super) fn chunks_root(&self) -> Vec<u8> {
+        format!("{}/~chunks/", self.root).into_bytes()
+    }
+
     /// The marker a write's transaction leaves, so a write whose answer was lost can tell
     /// whether it committed. Markers sort by time and are swept after [`MARKER_LIFE`].
     pub(super) fn marker(&self, id: &str) -> Vec<u8> {
