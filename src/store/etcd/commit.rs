@@ -225,12 +225,14 @@ pub(super) fn operations(
     let mut deleted_from = BTreeSet::new();
     for ((table, key), value) in staged {
         let etcd_key = shared.keys.of(table, &key);
-        let mut chunks = shared.keys.chunks(table, &key);
-        chunks.push(0);
-        let chunks_end = {
+        // The key's chunks, `<base>\0` up to `<base>\x01`: built only for a write that drops
+        // or writes some.
+        let chunk_range = || {
+            let mut chunks = shared.keys.chunks(table, &key);
+            chunks.push(0);
             let mut end = chunks.clone();
             *end.last_mut().expect("ends with 0") = 1;
-            end
+            (chunks, end)
         };
         // Chunks the closure saw go with this write; those of a key it did not read (most
         // never had any) are left to the sweep of orphans.
@@ -243,7 +245,8 @@ pub(super) fn operations(
                     end: None,
                 });
                 if chunked {
-                    ops.push(delete_range(chunks, chunks_end));
+                    let (chunks, end) = chunk_range();
+                    ops.push(delete_range(chunks, end));
                 }
             }
             Some(bytes) if table.is_live() => {
@@ -268,10 +271,12 @@ pub(super) fn operations(
                     lease: 0,
                 });
                 if chunked {
-                    ops.push(delete_range(chunks, chunks_end));
+                    let (chunks, end) = chunk_range();
+                    ops.push(delete_range(chunks, end));
                 }
             }
             Some(bytes) => {
+                let (chunks, chunks_end) = chunk_range();
                 let generation = uuid::Uuid::now_v7().simple().to_string();
                 let pointer = write_chunks(shared, &chunks, &generation, &bytes)?;
                 ops.push(Op::Put {
