@@ -274,6 +274,60 @@ fn a_large_value_is_split_never_truncated() {
     );
 }
 
+/// The sweep of orphan chunks drops nothing while an intent is pending (its batches may point
+/// a key at chunks that look orphaned until they are applied), and marks what it drops
+/// (`~swept`), which a write of chunks compares to its first chunk's revision.
+#[test]
+fn the_sweep_of_orphan_chunks_waits_for_a_pending_intent_and_marks_what_it_drops() {
+    let cluster = Cluster::start(1);
+    let store = open(&cluster, "/ebb-test/orphans");
+    // A chunk of a generation made an hour ago (a UUIDv7 begins with its milliseconds) that
+    // no value points to, and an intent pending.
+    let hour_ago = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as u64
+        - 3_600_000;
+    let generation = format!("{hour_ago:012x}7000800000000000000");
+    let chunk =
+        format!("/ebb-test/orphans/~chunks/operations/run/000001\x00{generation}\x00000000");
+    cluster.admin(|mut c| async move {
+        c.put(chunk, "x", None).await?;
+        c.put(
+            "/ebb-test/orphans/~pending",
+            r#"{"id":"none","batches":1}"#,
+            None,
+        )
+        .await
+        .map(|_| ())
+    });
+    let count = |prefix: &str| crate::support::etcd::count_keys(&cluster, prefix);
+    let swept = rt()
+        .block_on(store.sweep_orphans(Duration::ZERO))
+        .expect("sweep");
+    assert_eq!(
+        swept, 0,
+        "the sweep dropped chunks while an intent was pending"
+    );
+    assert_eq!(count("/ebb-test/orphans/~chunks/"), 1);
+    assert_eq!(count("/ebb-test/orphans/~swept"), 0);
+    cluster.admin(|mut c| async move {
+        c.delete("/ebb-test/orphans/~pending", None)
+            .await
+            .map(|_| ())
+    });
+    let swept = rt()
+        .block_on(store.sweep_orphans(Duration::ZERO))
+        .expect("sweep");
+    assert_eq!(swept, 1);
+    assert_eq!(count("/ebb-test/orphans/~chunks/"), 0);
+    assert_eq!(
+        count("/ebb-test/orphans/~swept"),
+        1,
+        "the sweep left no mark"
+    );
+}
+
 /// etcd stops for a while: an impatient write (a request's) fails naming etcd, a patient one
 /// (a run's) waits and lands once etcd is back.
 #[test]

@@ -67,11 +67,13 @@ pub(super) fn commit(
     if staged.is_empty() {
         return Ok(Outcome::Committed(0));
     }
-    let ops = operations(shared, view, staged)?;
+    let (ops, unswept) = operations(shared, view, staged)?;
     let max = shared.max_ops();
-    // Room for the compares of no pending intent, of the fence and of an intent's batches.
-    let mut compares = compares(shared, view, max.saturating_sub(3));
+    // Room for the compares of no pending intent, of the fence, of an intent's batches and of
+    // no sweep since this write's chunks.
+    let mut compares = compares(shared, view, max.saturating_sub(4));
     compares.push(shared.none_pending());
+    compares.extend(unswept);
     let fence_key = fence.map(|f| shared.keys.of(Table::Owners, &f.run));
     if let (Some(fence), Some(key)) = (fence, &fence_key) {
         compares.push(Compare::lease(key.clone(), CompareOp::Equal, fence.lease));
@@ -218,8 +220,10 @@ pub(super) fn operations(
     shared: &Shared,
     view: &View<'_>,
     staged: Staged,
-) -> Result<Vec<Op>, Failed> {
+) -> Result<(Vec<Op>, Option<Compare>), Failed> {
     let lease = *shared.lease.borrow();
+    // The revision of the first chunk this write wrote, if it wrote some.
+    let mut chunks_from: Option<i64> = None;
     let reads = view.reads();
     let mut ops = Vec::with_capacity(staged.len() + 2);
     let mut deleted_from = BTreeSet::new();
@@ -278,7 +282,8 @@ pub(super) fn operations(
             Some(bytes) => {
                 let (chunks, chunks_end) = chunk_range();
                 let generation = uuid::Uuid::now_v7().simple().to_string();
-                let pointer = write_chunks(shared, &chunks, &generation, &bytes)?;
+                let (pointer, written_at) = write_chunks(shared, &chunks, &generation, &bytes)?;
+                chunks_from = Some(chunks_from.map_or(written_at, |r: i64| r.min(written_at)));
                 ops.push(Op::Put {
                     key: etcd_key,
                     value: pointer,
@@ -319,7 +324,12 @@ pub(super) fn operations(
             .collect();
         tracing::trace!(?keys, ranges = ?reads.ranges, ?written, "commit");
     }
-    Ok(ops)
+    // The sweep of orphans drops no chunk of this write's while it is on its way: it drops
+    // only old generations, and a write that waited that long (a paused process) finds the
+    // sweep's mark newer than its chunks, and runs again.
+    let unswept =
+        chunks_from.map(|from| Compare::mod_revision(shared.keys.swept(), CompareOp::Less, from));
+    Ok((ops, unswept))
 }
 
 /// The compares of everything `view` read: each key's mod revision and each scanned range's,
@@ -388,14 +398,15 @@ fn delete_range(from: Vec<u8>, to: Vec<u8>) -> Op {
 }
 
 /// Writes `bytes` as chunks of generation `generation` under `base` (which ends in `\0`), and
-/// returns the pointer to store in the value's place.
+/// returns the pointer to store in the value's place and the revision of the first chunk.
 fn write_chunks(
     shared: &Shared,
     base: &[u8],
     generation: &str,
     bytes: &[u8],
-) -> Result<Vec<u8>, Failed> {
+) -> Result<(Vec<u8>, i64), Failed> {
     let mut count = 0;
+    let mut first = 0;
     for (n, chunk) in bytes.chunks(CHUNK).enumerate() {
         let mut key = base.to_vec();
         key.extend_from_slice(generation.as_bytes());
@@ -404,10 +415,13 @@ fn write_chunks(
         let mut kv = shared.kv();
         let chunk = chunk.to_vec();
         shared.trip(Trip::Chunk);
-        shared
+        let put = shared
             .handle
             .block_on(async move { kv.put(key, chunk, None).await })
             .map_err(|e| shared.unavailable(&e))?;
+        if count == 0 {
+            first = put.header().map_or(0, |h| h.revision());
+        }
         count += 1;
     }
     let pointer = Pointer {
@@ -417,7 +431,7 @@ fn write_chunks(
     };
     let mut stored = vec![CHUNKED];
     stored.extend(serde_json::to_vec(&pointer).expect("a pointer serializes"));
-    Ok(stored)
+    Ok((stored, first))
 }
 
 #[cfg(test)]

@@ -444,7 +444,11 @@ fn parts(
         read.insert(key.clone());
         compares.push(Compare::lease(key, CompareOp::Equal, fence.lease));
     }
-    let ops = operations(shared, view, staged).map_err(|f| f.error)?;
+    let (ops, unswept) = operations(shared, view, staged).map_err(|f| f.error)?;
+    if unswept.is_some() {
+        // Chunked values go alone (see `run_closure`); one that got here commits alone too.
+        return Err(StoreError::Storage("a chunked value commits alone".into()));
+    }
     let mut written = BTreeSet::new();
     let mut deletion_keys = BTreeSet::new();
     for op in &ops {

@@ -128,9 +128,16 @@ impl Shared {
                 continue;
             }
             let count = drops.len();
+            let mut then = drops;
+            then.push(TxnOp::put(self.keys.swept(), Vec::new(), None));
+            // Never while an intent is pending: its batches may point the key at one of these
+            // generations once they are applied.
             let txn = Txn::new()
-                .when([Compare::mod_revision(base, CompareOp::Equal, revision)])
-                .and_then(drops);
+                .when([
+                    Compare::mod_revision(base, CompareOp::Equal, revision),
+                    self.none_pending(),
+                ])
+                .and_then(then);
             self.trip(Trip::Chunk);
             let answer = self.kv().txn(txn).await.map_err(|e| self.unavailable(&e))?;
             if answer.succeeded() {

@@ -111,6 +111,12 @@ impl Keys {
         format!("{}/~chunks/{}/{key}", self.root, table.name()).into_bytes()
     }
 
+    /// The key the sweep of orphan chunks puts whenever it drops some: a write of chunks
+    /// compares it to the revision of its first chunk.
+    pub(super) fn swept(&self) -> Vec<u8> {
+        format!("{}/~swept", self.root).into_bytes()
+    }
+
     /// Where every large value's chunks are: `<root>/~chunks/`.
     pub(super) fn chunks_root(&self) -> Vec<u8> {
         format!("{}/~chunks/", self.root).into_bytes()
