@@ -229,15 +229,6 @@ pub(super) fn operations(
     let mut deleted_from = BTreeSet::new();
     for ((table, key), value) in staged {
         let etcd_key = shared.keys.of(table, &key);
-        // The key's chunks, `<base>\0` up to `<base>\x01`: built only for a write that drops
-        // or writes some.
-        let chunk_range = || {
-            let mut chunks = shared.keys.chunks(table, &key);
-            chunks.push(0);
-            let mut end = chunks.clone();
-            *end.last_mut().expect("ends with 0") = 1;
-            (chunks, end)
-        };
         // Chunks the closure saw go with this write; those of a key it did not read (most
         // never had any) are left to the sweep of orphans.
         let chunked = reads.keys.get(&etcd_key).is_some_and(|r| !r.whole);
@@ -249,7 +240,7 @@ pub(super) fn operations(
                     end: None,
                 });
                 if chunked {
-                    let (chunks, end) = chunk_range();
+                    let (chunks, end) = shared.keys.all_chunks(table, &key);
                     ops.push(delete_range(chunks, end));
                 }
             }
@@ -275,24 +266,23 @@ pub(super) fn operations(
                     lease: 0,
                 });
                 if chunked {
-                    let (chunks, end) = chunk_range();
+                    let (chunks, end) = shared.keys.all_chunks(table, &key);
                     ops.push(delete_range(chunks, end));
                 }
             }
             Some(bytes) => {
-                let (chunks, chunks_end) = chunk_range();
+                let (chunks, chunks_end) = shared.keys.all_chunks(table, &key);
                 let generation = uuid::Uuid::now_v7().simple().to_string();
                 let (pointer, written_at) = write_chunks(shared, &chunks, &generation, &bytes)?;
-                chunks_from = Some(chunks_from.map_or(written_at, |r: i64| r.min(written_at)));
+                // Chunks are written one after the other: the first write's is the earliest.
+                chunks_from.get_or_insert(written_at);
                 ops.push(Op::Put {
                     key: etcd_key,
                     value: pointer,
                     lease: 0,
                 });
-                let mut this = chunks.clone();
-                this.extend_from_slice(generation.as_bytes());
-                let mut after = this.clone();
-                after.push(1);
+                // Every other generation goes.
+                let (this, after) = shared.keys.generation_chunks(table, &key, &generation);
                 ops.push(delete_range(chunks, this));
                 ops.push(delete_range(after, chunks_end));
             }
@@ -420,7 +410,10 @@ fn write_chunks(
             .block_on(async move { kv.put(key, chunk, None).await })
             .map_err(|e| shared.unavailable(&e))?;
         if count == 0 {
-            first = put.header().map_or(0, |h| h.revision());
+            // What the sweep's mark is compared with: without it the write could never commit.
+            first = put.header().map(|h| h.revision()).ok_or_else(|| {
+                StoreError::Storage("etcd answered a chunk's put without its revision".into())
+            })?;
         }
         count += 1;
     }

@@ -110,17 +110,11 @@ impl Shared {
                 Some(kv) => (kv.mod_revision(), pointed_to(kv.value())),
                 None => (0, None),
             };
-            let mut chunks = self.keys.chunks(table, &key);
-            chunks.push(0);
             let drops: Vec<TxnOp> = generations
                 .iter()
                 .filter(|g| pointed.as_deref() != Some(g.as_str()))
                 .map(|generation| {
-                    let mut from = chunks.clone();
-                    from.extend_from_slice(generation.as_bytes());
-                    from.push(0);
-                    let mut to = from.clone();
-                    *to.last_mut().expect("ends with 0") = 1;
+                    let (from, to) = self.keys.generation_chunks(table, &key, generation);
                     TxnOp::delete(from, Some(DeleteOptions::new().with_range(to)))
                 })
                 .collect();

@@ -111,6 +111,30 @@ impl Keys {
         format!("{}/~chunks/{}/{key}", self.root, table.name()).into_bytes()
     }
 
+    /// Every chunk of `key` in `table`, of any generation: from, to (excluded).
+    pub(super) fn all_chunks(&self, table: Table, key: &str) -> (Vec<u8>, Vec<u8>) {
+        let mut from = self.chunks(table, key);
+        from.push(0);
+        let mut to = from.clone();
+        *to.last_mut().expect("ends with 0") = 1;
+        (from, to)
+    }
+
+    /// The chunks of generation `generation` of `key` in `table`: from, to (excluded).
+    pub(super) fn generation_chunks(
+        &self,
+        table: Table,
+        key: &str,
+        generation: &str,
+    ) -> (Vec<u8>, Vec<u8>) {
+        let (mut from, _) = self.all_chunks(table, key);
+        from.extend_from_slice(generation.as_bytes());
+        from.push(0);
+        let mut to = from.clone();
+        *to.last_mut().expect("ends with 0") = 1;
+        (from, to)
+    }
+
     /// The key the sweep of orphan chunks puts whenever it drops some: a write of chunks
     /// compares it to the revision of its first chunk.
     pub(super) fn swept(&self) -> Vec<u8> {
@@ -380,6 +404,40 @@ pub(super) fn classify(describe: &str, e: &etcd_client::Error) -> StoreError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A generation's range holds its chunks and nothing of another generation, of another
+    /// key (one the key is a prefix of), or the value itself; the key's whole range holds them
+    /// all.
+    #[test]
+    fn a_generations_chunks_are_its_own() {
+        let keys = Keys {
+            root: "/ebb".into(),
+        };
+        let chunk = |key: &str, generation: &str, n: u32| {
+            let mut k = keys.chunks(Table::Operations, key);
+            k.push(0);
+            k.extend_from_slice(generation.as_bytes());
+            k.push(0);
+            k.extend_from_slice(format!("{n:06}").as_bytes());
+            k
+        };
+        let (from, to) = keys.generation_chunks(Table::Operations, "r/1", "g1");
+        let inside = |k: &[u8]| from.as_slice() <= k && k < to.as_slice();
+        assert!(inside(&chunk("r/1", "g1", 0)) && inside(&chunk("r/1", "g1", 999_999)));
+        for outside in [
+            chunk("r/1", "g2", 0),
+            chunk("r/1", "g10", 0),
+            chunk("r/10", "g1", 0),
+            keys.of(Table::Operations, "r/1"),
+        ] {
+            assert!(!inside(&outside), "{}", String::from_utf8_lossy(&outside));
+        }
+        let (all_from, all_to) = keys.all_chunks(Table::Operations, "r/1");
+        for k in [chunk("r/1", "g1", 0), chunk("r/1", "g2", 3)] {
+            assert!(all_from <= k && k < all_to);
+        }
+        assert!(chunk("r/10", "g1", 0) >= all_to);
+    }
 
     /// The tests a commit makes of every key it writes tell the same keys apart as the keys
     /// themselves do.
