@@ -56,9 +56,10 @@ pub struct TaskSpec {
 /// The record of an attempt that has begun, while it is not yet in the store (its key and
 /// the record). The attempt's first write of the node's record carries it (a resource task
 /// records the node before the call that creates or deletes it), or it is written alone just
-/// before the attempt's first outside call: either way it is stored before anything outside
-/// happens, and a resource task's attempt costs one write fewer. An attempt that ends before
-/// either has its record written once, as it ends.
+/// before a script runs or the attempt waits (a poll, a retry): either way it is stored before
+/// anything outside changes, and while the attempt takes time. An attempt that ends before
+/// either (a confirm whose first look finds the node ready) has its record written once, as
+/// it ends.
 #[derive(Debug, Clone, Default)]
 pub struct Opening(Arc<std::sync::Mutex<Option<(String, AttemptRecord)>>>);
 
@@ -79,7 +80,7 @@ impl Opening {
 }
 
 /// Writes the opening record of `spec`'s attempt, unless it is written already: due before an
-/// outside call.
+/// outside change and before a wait.
 pub async fn open_attempt(deps: &Deps, spec: &TaskSpec) -> Result<(), StoreError> {
     let Some((key, record)) = spec.opening.take() else {
         return Ok(());

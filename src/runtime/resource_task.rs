@@ -42,13 +42,16 @@ pub(super) async fn events_note(
 
 /// A confirm that failed (in attempt `failed`): the node's resource is deleted and created
 /// anew, then confirmed. Each step persists as usual, and the new resource is marked with the
-/// failed attempt, so a restart in the middle confirms the replacement instead of replacing it
-/// again.
-pub(super) async fn recreate(deps: &Deps, spec: &TaskSpec, failed: u32) -> AttemptOutcome {
+/// failed attempt (in the write of its created record), so a restart in the middle confirms
+/// the replacement instead of replacing it again.
+pub(super) async fn recreate(deps: &Deps, spec: &TaskSpec, failed: u32) -> Stepped {
     let key = keys::node(&spec.cluster, spec.node());
     let record = match read_node(deps, spec).await {
         Ok(r) => r,
-        Err(e) => return AttemptOutcome::failed(format!("cannot read the node: {e}"), true),
+        Err(e) => {
+            let message = format!("cannot read the node: {e}");
+            return (AttemptOutcome::failed(message, true), None);
+        }
     };
     // A record already created anew and waiting to be confirmed is confirmed as it is.
     let mark = failed.to_string();
@@ -60,7 +63,7 @@ pub(super) async fn recreate(deps: &Deps, spec: &TaskSpec, failed: u32) -> Attem
             if let Some(ended) =
                 delete_first(deps, spec, "deleting the node to create it anew").await
             {
-                return ended;
+                return (ended, None);
             }
             let k = key.clone();
             let removed = deps.store.write(move |tx| {
@@ -68,21 +71,30 @@ pub(super) async fn recreate(deps: &Deps, spec: &TaskSpec, failed: u32) -> Attem
                 Ok::<_, StoreError>(())
             });
             if let Err(e) = removed.await {
-                return progress_failure(e);
+                return (progress_failure(e), None);
             }
         }
         // A new generation: a cloud must not answer this create with the failed resource.
         let fresh = generation(spec.op, failed);
-        match resource_task(deps, spec, TaskKind::Create, fresh).await {
-            AttemptOutcome::Done { .. } => {}
-            other @ (AttemptOutcome::Cancelled
-            | AttemptOutcome::Failed { .. }
-            | AttemptOutcome::NoRoom(_)) => return other,
-        }
-        // Mark the new resource, so a restart confirms it instead of replacing it again.
-        let mark = [(RECREATED.to_string(), mark)].into();
-        if let Err(e) = merge_properties(deps, &spec.cluster, spec.node(), mark).await {
-            return progress_failure(e);
+        let marked = match resource_task(deps, spec, TaskKind::Create, fresh).await {
+            (AttemptOutcome::Done { .. }, Some(mut last)) => {
+                last.record.properties.insert(RECREATED.to_string(), mark);
+                last.save(deps, spec).await
+            }
+            (AttemptOutcome::Done { .. }, None) => {
+                let mark = [(RECREATED.to_string(), mark)].into();
+                merge_properties(deps, &spec.cluster, spec.node(), mark).await
+            }
+            (
+                other @ (AttemptOutcome::Cancelled
+                | AttemptOutcome::Failed { .. }
+                | AttemptOutcome::NoRoom(_)),
+                _,
+            ) => return (other, None),
+        };
+        // The new resource is marked, so a restart confirms it instead of replacing it again.
+        if let Err(e) = marked {
+            return (progress_failure(e), None);
         }
     }
     resource_task(deps, spec, TaskKind::Confirm, generation(spec.op, failed)).await
@@ -93,11 +105,11 @@ pub(super) async fn recreate(deps: &Deps, spec: &TaskSpec, failed: u32) -> Attem
 /// is written, marked with the operation, before the create is requested: a restart in the
 /// middle carries on with it (looking it up by its identity first) instead of replacing the
 /// node again.
-pub(super) async fn replace(deps: &Deps, spec: &TaskSpec) -> AttemptOutcome {
+pub(super) async fn replace(deps: &Deps, spec: &TaskSpec) -> Stepped {
     let key = keys::node(&spec.cluster, spec.node());
     let record = match read_node(deps, spec).await {
         Ok(r) => r,
-        Err(e) => return progress_failure(e),
+        Err(e) => return (progress_failure(e), None),
     };
     let incarnation = generation(spec.op, 0);
     let mark = spec.op.to_string();
@@ -113,7 +125,7 @@ pub(super) async fn replace(deps: &Deps, spec: &TaskSpec) -> AttemptOutcome {
             )
             .await
         {
-            return ended;
+            return (ended, None);
         }
         let mut fresh =
             NodeRecord::new(spec.node(), ResourceStatus::RequestingCreate, now_millis());
@@ -124,8 +136,9 @@ pub(super) async fn replace(deps: &Deps, spec: &TaskSpec) -> AttemptOutcome {
             "replacing the node: a new resource for operation {}",
             spec.op
         );
-        if let Err(e) = save(deps, spec, &key, &fresh, vec![(EventKind::Task, note)]).await {
-            return progress_failure(e);
+        let fresh = NodeSave::new(key, fresh, EventKind::Task, note);
+        if let Err(e) = fresh.save(deps, spec).await {
+            return (progress_failure(e), None);
         }
     }
     resource_task(deps, spec, TaskKind::Create, incarnation).await
@@ -143,7 +156,13 @@ async fn read_node(deps: &Deps, spec: &TaskSpec) -> Result<Option<NodeRecord>, S
 /// it is gone, else how the delete ended (cancelled, failed).
 async fn delete_first(deps: &Deps, spec: &TaskSpec, note: &str) -> Option<AttemptOutcome> {
     let _ = events_note(deps, spec, EventKind::Task, note.into()).await;
-    match resource_task(deps, spec, TaskKind::Delete, 0).await {
+    let (ended, last) = resource_task(deps, spec, TaskKind::Delete, 0).await;
+    if let Some(last) = last
+        && let Err(e) = last.save(deps, spec).await
+    {
+        return Some(progress_failure(e));
+    }
+    match ended {
         AttemptOutcome::Done { .. } => None,
         other @ (AttemptOutcome::Cancelled
         | AttemptOutcome::Failed { .. }
@@ -151,18 +170,31 @@ async fn delete_first(deps: &Deps, spec: &TaskSpec, note: &str) -> Option<Attemp
     }
 }
 
+/// How a resource step ended, with the node's record as the step's last answer left it when
+/// that record is not written yet ([`resource_task`]).
+pub(super) type Stepped = (AttemptOutcome, Option<NodeSave>);
+
 /// Walks the node's resource through one resource step (create, confirm, delete);
 /// `generation` is the incarnation a create makes ([`ResourceKey::generation`]).
+///
+/// The record the step's last answer teaches is not written here: it comes back with the
+/// outcome, for the attempt's closing write to carry (nothing outside happens between that
+/// answer and that write, so a crash between them is a crash before the answer was saved,
+/// which a restart already handles by asking again). A caller with more to do writes it
+/// first ([`NodeSave::save`]). Likewise the attempt's opening record is not written before a
+/// call that only looks (find, describe): a step that changes something is announced first,
+/// and its announcement carries the opening; a step that waits (a poll, a retry, a throttled
+/// call) writes the opening before it waits, so an attempt under way shows.
 pub(super) async fn resource_task(
     deps: &Deps,
     spec: &TaskSpec,
     kind: TaskKind,
     generation: u32,
-) -> AttemptOutcome {
+) -> Stepped {
     let store_key = keys::node(&spec.cluster, spec.node());
     let mut record: Option<NodeRecord> = match read_node(deps, spec).await {
         Ok(r) => r,
-        Err(e) => return progress_failure(e),
+        Err(e) => return (progress_failure(e), None),
     };
     // Where a create may go, in order: a provisioner that places nodes has more than the one
     // default place.
@@ -183,13 +215,10 @@ pub(super) async fn resource_task(
     loop {
         let step = next_step(kind, record.as_ref());
         if step == Step::Done {
-            return AttemptOutcome::Done {
-                result: answer::facts(record.as_ref()),
-                output: None,
-            };
+            return (done(record.as_ref()), None);
         }
         if spec.cancel.load(Ordering::SeqCst) {
-            return AttemptOutcome::Cancelled;
+            return (AttemptOutcome::Cancelled, None);
         }
         let now = now_millis();
         // Persist, then act: record that a create or delete is about to be requested.
@@ -198,22 +227,27 @@ pub(super) async fn resource_task(
             if placing && step == Step::Create && r.placement.is_none() {
                 match first_place(deps, spec, &candidates).await {
                     Ok(place) => r.placement = Some(place),
-                    Err(e) => return progress_failure(e),
+                    Err(e) => return (progress_failure(e), None),
                 }
             }
-            let notes: Vec<(EventKind, String)> = note
+            let notes = note
                 .map(|n| (EventKind::Task, n.to_string()))
                 .into_iter()
                 .collect();
-            if let Err(e) = save(deps, spec, &store_key, &r, notes).await {
-                return progress_failure(e);
+            let announced = NodeSave {
+                key: store_key.clone(),
+                record: r,
+                notes,
+            };
+            if let Err(e) = announced.save(deps, spec).await {
+                return (progress_failure(e), None);
             }
-            record = Some(r);
+            record = Some(announced.record);
         }
         // A server that may have lost the run (paused past its lease) calls nothing: another
         // may have taken the run over and looked for the resource already.
         if let Err(e) = deps.store.still_owned().await {
-            return progress_failure(e);
+            return (progress_failure(e), None);
         }
         let placement = record.as_ref().and_then(|r| r.placement.as_ref());
         let identity = ResourceKey {
@@ -230,9 +264,6 @@ pub(super) async fn resource_task(
             }
             Some(_) | None => &*spec.context,
         };
-        if let Err(e) = open_attempt(deps, spec).await {
-            return progress_failure(e);
-        }
         let called = std::time::Instant::now();
         let outcome = call(deps, spec, ctx, &identity, &step).await;
         count_call(spec, &step, &outcome, called.elapsed());
@@ -241,35 +272,43 @@ pub(super) async fn resource_task(
         match learnt {
             Ok(Progress::Save(r, note)) => {
                 tries = 0;
-                if let Err(e) =
-                    save(deps, spec, &store_key, &r, vec![(EventKind::Task, note)]).await
-                {
-                    return progress_failure(e);
+                let learnt = NodeSave::new(store_key.clone(), r, EventKind::Task, note);
+                // The step's last answer: its record goes with the outcome.
+                if next_step(kind, Some(&learnt.record)) == Step::Done {
+                    return (done(Some(&learnt.record)), Some(learnt));
                 }
-                record = Some(r);
+                if let Err(e) = learnt.save(deps, spec).await {
+                    return (progress_failure(e), None);
+                }
+                record = Some(learnt.record);
             }
             Ok(Progress::Again) => tries = 0,
             Ok(Progress::Poll(what)) => {
                 tries += 1;
                 let since = record.as_ref().map_or(now, |r| r.since_ms);
                 match polls.delay(tries, since, now_millis(), fastrand::f64()) {
-                    Some(delay) => tokio::time::sleep(delay).await,
+                    Some(delay) => {
+                        if let Err(e) = open_attempt(deps, spec).await {
+                            return (progress_failure(e), None);
+                        }
+                        tokio::time::sleep(delay).await;
+                    }
                     None => {
                         let message = format!(
                             "gave up after {}: {what}",
                             humantime::format_duration(spec.budget)
                         );
-                        return AttemptOutcome::failed(message, true);
+                        return (AttemptOutcome::failed(message, true), None);
                     }
                 }
             }
-            Ok(Progress::Gone(message)) => return AttemptOutcome::failed(message, true),
+            Ok(Progress::Gone(message)) => return (AttemptOutcome::failed(message, true), None),
             Err(e) if step == Step::Create && e.capacity_scope().is_some() => {
                 let Some(current) = record.as_ref() else {
-                    return AttemptOutcome::failed(e.message, true);
+                    return (AttemptOutcome::failed(e.message, true), None);
                 };
                 match fail_over(deps, spec, &candidates, current, &e).await {
-                    Err(stored) => return progress_failure(stored),
+                    Err(stored) => return (progress_failure(stored), None),
                     Ok((r, Some(_))) => {
                         tries = 0;
                         record = Some(r);
@@ -286,7 +325,7 @@ pub(super) async fn resource_task(
                         if let Err(ended) =
                             retry(deps, spec, &step, full, tries, since, &retries).await
                         {
-                            return match ended {
+                            let ended = match ended {
                                 AttemptOutcome::Failed { message, .. } => {
                                     AttemptOutcome::NoRoom(message)
                                 }
@@ -294,6 +333,7 @@ pub(super) async fn resource_task(
                                 | AttemptOutcome::Cancelled
                                 | AttemptOutcome::NoRoom(_)) => other,
                             };
+                            return (ended, None);
                         }
                     }
                 }
@@ -315,13 +355,16 @@ pub(super) async fn resource_task(
                 if let Some(r) = record.as_mut().filter(|_| step == Step::Create) {
                     r.attempts = r.attempts.saturating_sub(1);
                 }
+                if let Err(e) = open_attempt(deps, spec).await {
+                    return (progress_failure(e), None);
+                }
                 tokio::time::sleep(wait).await;
             }
             Err(e) => {
                 tries += 1;
                 let since = record.as_ref().map_or(now, |r| r.since_ms);
                 if let Err(ended) = retry(deps, spec, &step, e, tries, since, &retries).await {
-                    return ended;
+                    return (ended, None);
                 }
             }
         }
@@ -547,6 +590,8 @@ async fn retry(
         humantime::format_duration(Duration::from_millis(delay.as_millis() as u64)),
         e.message
     );
+    // The attempt is under way: it shows before it waits.
+    open_attempt(deps, spec).await.map_err(progress_failure)?;
     note(deps, &spec.run, spec.node(), EventKind::Retry, &message)
         .await
         .map_err(progress_failure)?;
@@ -598,30 +643,60 @@ pub(super) fn progress_failure(e: StoreError) -> AttemptOutcome {
     AttemptOutcome::failed(format!("cannot record progress: {e}"), true)
 }
 
-async fn save(
-    deps: &Deps,
-    spec: &TaskSpec,
-    key: &str,
-    record: &NodeRecord,
+/// A node's record with notes for the run's history, written in one transaction.
+#[derive(Debug, Clone)]
+pub(super) struct NodeSave {
+    key: String,
+    record: NodeRecord,
     notes: Vec<(EventKind, String)>,
-) -> Result<(), StoreError> {
-    let run = &spec.run;
-    let (run_id, key, record) = (run.to_string(), key.to_string(), record.clone());
-    let opening = spec.opening.take();
-    deps.store
-        .write(move |tx| {
-            if let Some((key, attempt)) = &opening {
-                tx.put(Table::Attempts, key, attempt)?;
-            }
-            tx.put(Table::Resources, &key, &record)?;
-            for (kind, message) in &notes {
-                events::append(tx, &run_id, *kind, Some(&record.node), message)?;
-            }
-            Ok::<_, StoreError>(())
-        })
-        .await?;
-    deps.notifier.notify(run);
-    Ok(())
+}
+
+impl NodeSave {
+    fn new(key: String, record: NodeRecord, kind: EventKind, note: String) -> Self {
+        Self {
+            key,
+            record,
+            notes: vec![(kind, note)],
+        }
+    }
+
+    /// Puts the record and appends the notes to run `run`'s history, in `tx`.
+    pub(super) fn write(
+        &self,
+        tx: &mut crate::store::Txn<'_>,
+        run: &str,
+    ) -> Result<(), StoreError> {
+        tx.put(Table::Resources, &self.key, &self.record)?;
+        for (kind, message) in &self.notes {
+            events::append(tx, run, *kind, Some(&self.record.node), message)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the record and its notes, with the opening record of `spec`'s attempt when it
+    /// is not written yet.
+    async fn save(&self, deps: &Deps, spec: &TaskSpec) -> Result<(), StoreError> {
+        let (run, this) = (spec.run.clone(), self.clone());
+        let opening = spec.opening.take();
+        deps.store
+            .write(move |tx| {
+                if let Some((key, attempt)) = &opening {
+                    tx.put(Table::Attempts, key, attempt)?;
+                }
+                this.write(tx, &run)
+            })
+            .await?;
+        deps.notifier.notify(&spec.run);
+        Ok(())
+    }
+}
+
+/// A step that is done, with what the node's record tells later tasks.
+fn done(record: Option<&NodeRecord>) -> AttemptOutcome {
+    AttemptOutcome::Done {
+        result: answer::facts(record),
+        output: None,
+    }
 }
 
 async fn note(

@@ -3,9 +3,11 @@
 //! A task is tried up to its policy's number of attempts, each bounded by a timeout after
 //! which it counts as TIMED_OUT and is abandoned (its future is dropped, so a late answer is
 //! never seen; a script's process group is killed). Attempts are spaced by exponential
-//! backoff with jitter. Every attempt is written to the audit log when it starts and when it
-//! ends. A fatal error (the provider says retrying cannot help) ends the task at once. A
-//! failed `confirm` is retried by deleting the node's resource and creating it anew.
+//! backoff with jitter. Every attempt is written to the audit log when it ends, and when it
+//! starts if it changes or waits for anything first ([`super::attempt::Opening`]); the node's
+//! record its last answer taught is written with its end. A fatal error (the provider says
+//! retrying cannot help) ends the task at once. A failed `confirm` is retried by deleting the
+//! node's resource and creating it anew.
 //!
 //! Node tasks walk `plan::resource::next_step`, persisting the record `plan::answer::announce`
 //! gives before every call that changes the outside world (create, delete) and the one
@@ -23,7 +25,7 @@ use actix::prelude::*;
 use super::attempt::{AttemptOutcome, TaskSpec, open_attempt};
 use super::deps::Deps;
 use super::resource_task::{
-    MAX_PAUSE, events_note, progress_failure, recreate, replace, resource_task,
+    MAX_PAUSE, NodeSave, Stepped, events_note, progress_failure, recreate, replace, resource_task,
 };
 
 use crate::model::event::EventKind;
@@ -131,16 +133,19 @@ pub async fn run(deps: &Deps, spec: &TaskSpec) -> TaskOutcome {
         // record is the first.
         let _ = spec.opening.take();
         let timed_out = attempt_run.is_err();
-        let outcome = match attempt_run {
-            Ok(outcome) => outcome,
-            Err(_) => AttemptOutcome::Failed {
-                message: format!(
-                    "timed out after {}",
-                    humantime::format_duration(Duration::from_secs(timeout.as_secs()))
-                ),
-                retry: true,
-                output: None,
-            },
+        let (outcome, last) = match attempt_run {
+            Ok(stepped) => stepped,
+            Err(_) => {
+                let failed = AttemptOutcome::Failed {
+                    message: format!(
+                        "timed out after {}",
+                        humantime::format_duration(Duration::from_secs(timeout.as_secs()))
+                    ),
+                    retry: true,
+                    output: None,
+                };
+                (failed, None)
+            }
         };
         let now = now_f64();
         let (more, note, kind) = match &outcome {
@@ -202,7 +207,13 @@ pub async fn run(deps: &Deps, spec: &TaskSpec) -> TaskOutcome {
             AttemptOutcome::NoRoom(_) => Some(false),
             AttemptOutcome::Failed { .. } | AttemptOutcome::Cancelled => None,
         };
-        if let Err(e) = audit(deps, spec, &key, &record, (kind, note), settled).await {
+        let ended = Ended {
+            key: &key,
+            record: &record,
+            note: (kind, note),
+            node: last,
+        };
+        if let Err(e) = audit(deps, spec, ended, settled).await {
             return store_failure(e);
         }
         match outcome {
@@ -313,26 +324,38 @@ impl ServiceChange {
     }
 }
 
-/// Writes an ended attempt's record, with a note for the run's history; when the task is
+/// An attempt that ended: its record under its key, a note for the run's history, and the
+/// node's record as the attempt's last answer left it, when not written yet.
+struct Ended<'a> {
+    key: &'a str,
+    record: &'a AttemptRecord,
+    note: (EventKind, String),
+    node: Option<NodeSave>,
+}
+
+/// Writes an ended attempt's record, with a note for the run's history (after the node's
+/// record and its notes, when the attempt left them to this write); when the task is
 /// `settled` (it succeeded, or failed for good), the state of its service on its node changes
 /// with it.
 async fn audit(
     deps: &Deps,
     spec: &TaskSpec,
-    key: &str,
-    record: &AttemptRecord,
-    (kind, message): (EventKind, String),
+    ended: Ended<'_>,
     settled: Option<bool>,
 ) -> Result<(), StoreError> {
     let (key, record, run, node) = (
-        key.to_string(),
-        record.clone(),
+        ended.key.to_string(),
+        ended.record.clone(),
         spec.run.clone(),
         spec.node().to_string(),
     );
+    let ((kind, message), last) = (ended.note, ended.node);
     let change = settled.map(|succeeded| ServiceChange::of(spec, succeeded));
     deps.store
         .write(move |tx| {
+            if let Some(last) = &last {
+                last.write(tx, &run)?;
+            }
             tx.put(Table::Attempts, &key, &record)?;
             events::append(tx, &run, kind, Some(&node), &message)?;
             if let Some(change) = &change {
@@ -350,7 +373,7 @@ fn store_failure(e: StoreError) -> TaskOutcome {
 }
 
 /// One attempt of a task; `last_failure` is the attempt that last failed, if any.
-async fn execute(deps: &Deps, spec: &TaskSpec, last_failure: Option<u32>) -> AttemptOutcome {
+async fn execute(deps: &Deps, spec: &TaskSpec, last_failure: Option<u32>) -> Stepped {
     match spec.task.action {
         Action::Create => resource_task(deps, spec, TaskKind::Create, generation(spec.op, 0)).await,
         Action::Confirm if last_failure.is_some() => {
@@ -360,7 +383,7 @@ async fn execute(deps: &Deps, spec: &TaskSpec, last_failure: Option<u32>) -> Att
             resource_task(deps, spec, TaskKind::Confirm, generation(spec.op, 0)).await
         }
         Action::Delete => resource_task(deps, spec, TaskKind::Delete, 0).await,
-        Action::Bootstrap => AttemptOutcome::done(),
+        Action::Bootstrap => (AttemptOutcome::done(), None),
         Action::Replace => replace(deps, spec).await,
         Action::Install
         | Action::Configure
@@ -369,9 +392,9 @@ async fn execute(deps: &Deps, spec: &TaskSpec, last_failure: Option<u32>) -> Att
         | Action::Stop
         | Action::Remove => {
             if let Err(e) = open_attempt(deps, spec).await {
-                return progress_failure(e);
+                return (progress_failure(e), None);
             }
-            super::automator::run(deps, spec).await
+            (super::automator::run(deps, spec).await, None)
         }
     }
 }
