@@ -2,7 +2,11 @@
 //!
 //! 1. Throughput: lifecycles per second of a 3-node `sim` cluster (zero latency, an instant
 //!    program) with 1, 2 and 3 servers, the clients' starts spread over the servers; each
-//!    client long-polls its run's events on the server it started it on.
+//!    client long-polls its run's events on the server it started it on. The servers are set
+//!    up as the lifecycle benchmark's (answers not checked against the contract, a log of
+//!    warnings and requests), and each round prints per lifecycle the CPU time of the
+//!    servers, of the programs they ran and of etcd, and the servers' requests, commits and
+//!    round trips to etcd together.
 //! 2. Failover: a server owning one run mid-provisioning is SIGKILLed; the failover time is
 //!    from the kill to the new owner's first step (its "took the run over" event), over
 //!    `EBB_BENCH_KILLS` kills (default 50), with a lease of 2 s (`--lease-ttl`).
@@ -20,7 +24,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use support::bench::{env_usize, percentile, wait_for_event};
+use support::bench::{
+    bench_server, cpu_of_all, cpu_per_run, env_usize, figures_per_run, percentile, server_figures,
+    wait_for_event,
+};
 use support::etcd::Cluster;
 use support::installation::Installation;
 use support::profiles::sim_profile;
@@ -50,12 +57,25 @@ fn throughput(cluster: &Cluster, servers: usize, runs: usize, clients: usize) {
         &format!("/ebb-test/bench-{servers}"),
     );
     let up: Vec<Arc<Server>> = (0..servers)
-        .map(|i| Arc::new(install.server(&format!("s{i}"))))
+        .map(|i| Arc::new(bench_server(&install, &format!("s{i}"))))
         .collect();
+    let cpu = || {
+        let servers: Vec<&Server> = up.iter().map(|s| s.as_ref()).collect();
+        cpu_of_all(&servers, cluster.member_pid(0))
+    };
     sim_profile(&up[0], "p", &sim, &[("nodes", "3")], 0, None);
     deploy(&up[0], "a", "true", json!({}));
     let next = Arc::new(AtomicUsize::new(0));
     let latencies = Arc::new(Mutex::new(Vec::with_capacity(runs)));
+    // The servers' figures together: requests, commits, round trips to etcd.
+    let figures = || {
+        let mut all = std::collections::BTreeMap::new();
+        for (name, value) in up.iter().flat_map(|s| server_figures(s)) {
+            *all.entry(name).or_insert(0.0) += value;
+        }
+        all
+    };
+    let (cpu_before, figures_before) = (cpu(), figures());
     let started = Instant::now();
     let workers: Vec<_> = (0..clients)
         .map(|c| {
@@ -79,14 +99,17 @@ fn throughput(cluster: &Cluster, servers: usize, runs: usize, clients: usize) {
         w.join().expect("client");
     }
     let elapsed = started.elapsed();
+    let used = cpu_per_run(&cpu_before, &cpu(), runs).unwrap_or_default();
+    let counted = figures_per_run(&figures_before, &figures(), runs).unwrap_or_default();
     let mut l = latencies.lock().expect("latencies").clone();
     l.sort();
     println!(
-        "servers: {servers} server(s), {} runs of a 3-node sim cluster, {clients} clients: {:.0} lifecycles/s; p50 {:.1} ms, p99 {:.1} ms",
+        "servers: {servers} server(s), {} runs of a 3-node sim cluster, {clients} clients: {:.0} lifecycles/s; p50 {:.1} ms, p99 {:.1} ms\n  {used}\n  {}",
         l.len(),
         l.len() as f64 / elapsed.as_secs_f64(),
         percentile(&l, 0.50).as_secs_f64() * 1e3,
         percentile(&l, 0.99).as_secs_f64() * 1e3,
+        counted.replace('\n', "\n  "),
     );
 }
 

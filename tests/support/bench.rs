@@ -38,7 +38,7 @@ impl Bench {
             .as_ref()
             .map_or_else(|| dir.path().join("sim"), |d| d.path().to_path_buf());
         let options = Options {
-            env: vec![("EBB_LOG".into(), "warn,ebb::server=info".into())],
+            env: vec![bench_log()],
             unchecked: true,
             binary: other_build(),
             ..Options::default()
@@ -62,6 +62,25 @@ impl Bench {
             _dirs: (dir, sim_dir),
         }
     }
+}
+
+/// The log a benchmark's server keeps (`EBB_LOG`): warnings, and the API's requests.
+pub fn bench_log() -> (String, String) {
+    ("EBB_LOG".into(), "warn,ebb::server=info".into())
+}
+
+/// Server `name` of `install` for a benchmark: set up as [`Bench`]'s (its answers not
+/// checked against the contract, warnings and the API's log only), so the figures of the
+/// benchmarks compare.
+pub fn bench_server(install: &super::installation::Installation, name: &str) -> Server {
+    let (name_of, log) = bench_log();
+    let options = Options {
+        // And the line that says the server joined, which the start waits for.
+        env: vec![(name_of, format!("{log},ebb::runtime::membership=info"))],
+        unchecked: true,
+        ..Options::default()
+    };
+    install.server_with_options(name, &[], options)
 }
 
 /// Another build's `ebb` to run instead of this one (`EBB_BENCH_BIN`), for a side-by-side.
@@ -121,14 +140,29 @@ pub fn cpu_of(pid: u32) -> Option<(std::time::Duration, std::time::Duration)> {
 /// CPU time so far of the server, the programs it ran, and the benchmark's etcd member (on
 /// etcd), for [`cpu_per_run`].
 pub fn cpu_now(server: &Server) -> Vec<(&'static str, std::time::Duration)> {
-    let mut cpu = Vec::new();
-    if let Some((own, children)) = cpu_of(server.pid()) {
-        cpu.push(("server", own));
-        cpu.push(("the programs it ran", children));
+    let etcd = super::etcd::enabled()
+        .then(|| super::etcd::shared().member_pid(0))
+        .flatten();
+    cpu_of_all(&[server], etcd)
+}
+
+/// CPU time so far of `servers` together, of the programs they ran, and of the etcd member
+/// whose process is `etcd`, for [`cpu_per_run`].
+pub fn cpu_of_all(
+    servers: &[&Server],
+    etcd: Option<u32>,
+) -> Vec<(&'static str, std::time::Duration)> {
+    let (mut own, mut children) = (std::time::Duration::ZERO, std::time::Duration::ZERO);
+    for (o, c) in servers.iter().filter_map(|s| cpu_of(s.pid())) {
+        own += o;
+        children += c;
     }
-    if super::etcd::enabled()
-        && let Some((etcd, _)) = super::etcd::shared().member_pid(0).and_then(cpu_of)
-    {
+    let mut cpu = if servers.len() > 1 {
+        vec![("servers", own), ("the programs they ran", children)]
+    } else {
+        vec![("server", own), ("the programs it ran", children)]
+    };
+    if let Some((etcd, _)) = etcd.and_then(cpu_of) {
         cpu.push(("etcd", etcd));
     }
     cpu

@@ -45,6 +45,12 @@ impl Installation {
 
     /// A server with more `ebb serve` arguments.
     pub fn server_with(&self, name: &str, more: &[&str]) -> Server {
+        self.server_with_options(name, more, Options::default())
+    }
+
+    /// A server with more `ebb serve` arguments and harness `options` (its store, name and
+    /// key are the installation's).
+    pub fn server_with_options(&self, name: &str, more: &[&str], options: Options) -> Server {
         let data = sub_dir(&self.dir, name);
         let key = self.dir.join("secure.key");
         let server = Server::start_at(
@@ -68,7 +74,7 @@ impl Installation {
                 client_token: self.token.get().cloned(),
                 // The benchmarks may measure another build (`EBB_BENCH_BIN`).
                 binary: super::bench::other_build(),
-                ..Options::default()
+                ..options
             },
         );
         if let Some(token) = server.token() {
