@@ -207,7 +207,7 @@ pub async fn run(deps: &Deps, spec: &TaskSpec) -> TaskOutcome {
             AttemptOutcome::NoRoom(_) => Some(false),
             AttemptOutcome::Failed { .. } | AttemptOutcome::Cancelled => None,
         };
-        let ended = Ended {
+        let ended = AttemptEnd {
             key: &key,
             record: &record,
             note: (kind, note),
@@ -326,7 +326,7 @@ impl ServiceChange {
 
 /// An attempt that ended: its record under its key, a note for the run's history, and the
 /// node's record as the attempt's last answer left it, when not written yet.
-struct Ended<'a> {
+struct AttemptEnd<'a> {
     key: &'a str,
     record: &'a AttemptRecord,
     note: (EventKind, String),
@@ -340,7 +340,7 @@ struct Ended<'a> {
 async fn audit(
     deps: &Deps,
     spec: &TaskSpec,
-    ended: Ended<'_>,
+    ended: AttemptEnd<'_>,
     settled: Option<bool>,
 ) -> Result<(), StoreError> {
     let (key, record, run, node) = (
