@@ -155,9 +155,27 @@ pub async fn commit(
     next: &Next,
     act: Option<&Act>,
 ) -> Result<(), StoreError> {
+    commit_with(deps, before, next, act, |_| Ok(())).await
+}
+
+/// [`commit`], with what `also` writes in the same write (the operation the transition
+/// starts, recorded with it: one write where there were two, one after the other); answers
+/// what `also` answered.
+pub async fn commit_with<R, F>(
+    deps: &Deps,
+    before: &RunRecord,
+    next: &Next,
+    act: Option<&Act>,
+    also: F,
+) -> Result<R, StoreError>
+where
+    F: Fn(&mut Txn<'_>) -> Result<R, StoreError> + Send + 'static,
+    R: Send + 'static,
+{
     let (t, leftovers) = (&next.transition, next.leftovers);
     let (act, earlier, transition) = (act.cloned(), before.clone(), t.clone());
-    deps.store
+    let answer = deps
+        .store
         .write(move |tx| {
             let actor = act.as_ref().map(|a| a.actor.as_str());
             let run = write(tx, &earlier, &transition, actor)?;
@@ -189,7 +207,7 @@ pub async fn commit(
                 };
                 events::append(tx, &run.key.run, EventKind::Error, None, message)?;
             }
-            Ok::<_, StoreError>(())
+            also(tx)
         })
         .await?;
     deps.notifier.notify(&t.run.key.run);
@@ -198,7 +216,7 @@ pub async fn commit(
         deps.queue_news.freed();
     }
     count(before, &t.run);
-    Ok(())
+    Ok(answer)
 }
 
 /// Applies `event` (a stop) to run `key` if it is still QUEUED, in one write that also takes

@@ -35,7 +35,7 @@ use crate::store::{Read as _, StoreError, Table};
 mod records;
 mod spec;
 use records::*;
-pub use records::{Prepared, node_records, plan_tasks, prepare, resolve_context};
+pub use records::{Prepared, node_records, plan_tasks, prepare, prepare_in, resolve_context};
 pub use spec::{On, OpSpec, PlanInput};
 
 /// Sent once, when the operation ends.

@@ -350,21 +350,29 @@ pub async fn prepare(deps: Deps, spec: OpSpec) -> Result<Prepared, StoreError> {
             return Ok(Prepared(failed, Arc::clone(&spec.context)));
         }
     };
-    let run = spec.run.clone();
     let run_id = spec.run.clone();
-    let begun = deps
+    let prepared = deps
         .store
-        .write(move |tx| -> Result<Begin, StoreError> {
-            if spec.resume
-                && let Some(begin) = resume(tx, &run, &spec)?
-            {
-                return Ok(begin);
-            }
-            plan_new(tx, &run, spec.clone())
-        })
+        .write(move |tx| prepare_in(tx, &spec, Arc::clone(&context)))
         .await?;
     deps.notifier.notify(&run_id);
-    Ok(Prepared(begun, context))
+    Ok(prepared)
+}
+
+/// What [`prepare`] writes, in `tx`, for a caller that makes it part of its own write (the
+/// supervisor's transition that starts the operation): `context` is `spec`'s with its secure
+/// references resolved ([`resolve_context`]).
+pub fn prepare_in(
+    tx: &mut Txn<'_>,
+    spec: &OpSpec,
+    context: Arc<ebb_spi::Context>,
+) -> Result<Prepared, StoreError> {
+    if spec.resume
+        && let Some(begin) = resume(tx, &spec.run, spec)?
+    {
+        return Ok(Prepared(begin, context));
+    }
+    Ok(Prepared(plan_new(tx, &spec.run, spec.clone())?, context))
 }
 
 /// The nodes operation `op` gave up for want of capacity.

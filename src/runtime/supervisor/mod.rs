@@ -134,6 +134,10 @@ pub struct RunSupervisor {
     slot: Slot,
     /// What an admin's operation changes once it succeeds.
     pending: Option<Change>,
+    /// Transitions on their way to the store.
+    committing: u32,
+    /// The create or delete a transition just committed recorded, for the planner it starts.
+    prepared: Option<(OpSpec, planner::Prepared)>,
     /// The run's span: every log line of its supervisor carries the run's id.
     span: tracing::Span,
     /// The checks of the cluster's services, and what their findings lead to.
@@ -167,6 +171,8 @@ impl RunSupervisor {
             resuming: false,
             slot: Slot::default(),
             pending: None,
+            committing: 0,
+            prepared: None,
             health: Health::default(),
             idle_watch: None,
             reclaims: crate::runtime::spot::Reclaims::default(),
@@ -183,15 +189,48 @@ impl RunSupervisor {
     }
 
     /// Commits `next` (the mailbox waits for it), then performs its effects.
+    ///
+    /// The create or delete it starts ([`Self::starts`]) is planned and recorded in the same
+    /// write: the planner then begins from what that write recorded ([`Planner::prepared`]),
+    /// one write where there were two, one after the other. A crash after that write finds
+    /// the operation recorded, as it would once the planner had written it.
     fn commit(&mut self, next: Next, ctx: &mut Context<Self>) {
+        let starts = self.starts(&next);
+        self.committing += 1;
         let (deps, before) = (self.deps.clone(), self.run.clone());
         ctx.wait(
             async move {
-                let saved = transition::commit(&deps, &before, &next, None).await;
+                // Its secure references are resolved first (a read); when they cannot be,
+                // the planner started as usual resolves them again and reports why.
+                let mut planned = None;
+                if let Some(spec) = starts {
+                    let (namespace, context) = (spec.namespace.clone(), Arc::clone(&spec.context));
+                    if let Ok(Ok(resolved)) =
+                        planner::resolve_context(&deps, &namespace, context).await
+                    {
+                        planned = Some((spec, resolved));
+                    }
+                }
+                let plan = planned.clone();
+                let saved = transition::commit_with(&deps, &before, &next, None, move |tx| {
+                    plan.as_ref()
+                        .map(|(spec, resolved)| planner::prepare_in(tx, spec, Arc::clone(resolved)))
+                        .transpose()
+                })
+                .await;
+                let saved = saved.map(|prepared| {
+                    planned
+                        .zip(prepared)
+                        .map(|((spec, _), prepared)| (spec, prepared))
+                });
                 (saved, next.transition)
             }
             .into_actor(self)
-            .map(|(saved, t), act, ctx| act.after_commit(saved, t, ctx)),
+            .map(|(saved, t), act, ctx| {
+                act.committing -= 1;
+                let saved = saved.map(|prepared| act.prepared = prepared);
+                act.after_commit(saved, t, ctx)
+            }),
         );
     }
 
@@ -224,6 +263,10 @@ impl RunSupervisor {
         }
         self.run = t.run;
         self.perform(&t.effects, ctx);
+        if let Some((spec, _)) = self.prepared.take() {
+            // Never so: `starts` asks the admission rules the effects then ask.
+            tracing::error!(run.id = %self.run.key.run, operation = %spec.operation, "an operation recorded with a transition was not started");
+        }
         self.arm_timer(ctx);
         self.arm_checks(ctx);
         self.arm_idle_watch(ctx);
@@ -293,8 +336,17 @@ impl RunSupervisor {
         answer
     }
 
-    /// Starts the create or delete the admission rules let start.
+    /// Starts the create or delete the admission rules let start: from what the transition
+    /// that started it recorded ([`Self::commit`]), or planned now.
     fn start_lifecycle_op(&mut self, operation: ClusterOperation, ctx: &mut Context<Self>) {
+        if let Some((spec, prepared)) = self.prepared.take()
+            && spec.operation == operation
+        {
+            let report = ctx.address().recipient();
+            self.planner =
+                Some(Planner::prepared(self.deps.clone(), spec, prepared, report).start());
+            return;
+        }
         let spec = match self.op_spec(operation, None, self.resuming) {
             Ok(spec) => spec,
             Err(reason) => return ctx.notify(NotStarted(operation, reason)),
@@ -318,19 +370,59 @@ impl RunSupervisor {
         OpSpec::for_run(on, operation, change, resume)
     }
 
+    /// The create or delete that committing `next` starts at once, by the admission rules,
+    /// if it does: its spec, for the run as `next` writes it. Only when no other commit is on
+    /// its way, so that the rules, when the effects are performed, find the slot as it is now.
+    fn starts(&self, next: &Next) -> Option<OpSpec> {
+        let effects = &next.transition.effects;
+        if self.committing > 0
+            || effects
+                .iter()
+                .any(|e| matches!(e, Effect::CancelCreate | Effect::CancelDelete))
+        {
+            return None;
+        }
+        let operations: Vec<ClusterOperation> = effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::CreateCluster => Some(ClusterOperation::Create),
+                Effect::DeleteCluster => Some(ClusterOperation::Delete),
+                _ => None,
+            })
+            .collect();
+        let [operation] = operations[..] else {
+            return None;
+        };
+        let (_, admitted) = admission::on(self.slot, admission::Event::Lifecycle(operation));
+        if admitted != [admission::Effect::Start(operation)] {
+            return None;
+        }
+        let run = &next.transition.run;
+        let on = planner::On {
+            deps: &self.deps,
+            run,
+            context: self.context_of(run),
+        };
+        OpSpec::for_run(on, operation, None, self.resuming).ok()
+    }
+
     /// What the run's provisioner calls get (secure references not yet resolved).
     fn context(&self) -> ebb_spi::Context {
-        let mut context = ebb_spi::Context::new(self.run.properties(), self.deps.work_dir.clone());
+        self.context_of(&self.run)
+    }
+
+    /// What the provisioner calls of `run` (this run, as it is or is about to be) get.
+    fn context_of(&self, run: &RunRecord) -> ebb_spi::Context {
+        let mut context = ebb_spi::Context::new(run.properties(), self.deps.work_dir.clone());
         context.labels = [
             (ebb_spi::TAG_SERVER, self.deps.server_name.as_str()),
-            (ebb_spi::TAG_NAMESPACE, self.run.key.namespace.as_str()),
-            (ebb_spi::TAG_PROFILE, self.run.profile.as_str()),
+            (ebb_spi::TAG_NAMESPACE, run.key.namespace.as_str()),
+            (ebb_spi::TAG_PROFILE, run.profile.as_str()),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-        context.deadline = self
-            .run
+        context.deadline = run
             .deadline()
             .map(|s| std::time::UNIX_EPOCH + Duration::from_secs(s));
         context
