@@ -374,22 +374,23 @@ impl RunSupervisor {
     /// if it does: its spec, for the run as `next` writes it. Only when no other commit is on
     /// its way, so that the rules, when the effects are performed, find the slot as it is now.
     fn starts(&self, next: &Next) -> Option<OpSpec> {
-        let effects = &next.transition.effects;
-        if self.committing > 0
-            || effects
-                .iter()
-                .any(|e| matches!(e, Effect::CancelCreate | Effect::CancelDelete))
-        {
+        if self.committing > 0 {
             return None;
         }
-        let operations: Vec<ClusterOperation> = effects
-            .iter()
-            .filter_map(|e| match e {
-                Effect::CreateCluster => Some(ClusterOperation::Create),
-                Effect::DeleteCluster => Some(ClusterOperation::Delete),
-                _ => None,
-            })
-            .collect();
+        let mut operations = Vec::new();
+        for effect in &next.transition.effects {
+            match effect {
+                Effect::CreateCluster => operations.push(ClusterOperation::Create),
+                Effect::DeleteCluster => operations.push(ClusterOperation::Delete),
+                // A cancel changes the slot the rules then find.
+                Effect::CancelCreate | Effect::CancelDelete => return None,
+                Effect::PrepareCluster
+                | Effect::Launch
+                | Effect::Relaunch
+                | Effect::Kill
+                | Effect::Finish => {}
+            }
+        }
         let [operation] = operations[..] else {
             return None;
         };
