@@ -150,13 +150,68 @@ fn ended(run_dir: &Path) -> io::Result<Started> {
     })
 }
 
+/// This build's id (see `build.rs`): `ebb` and `ebb-shim` built from one tree say the same.
+pub const BUILD_ID: &str = env!("EBB_BUILD_ID");
+
+/// How `ebb-shim` is asked for its build's id.
+pub const BUILD_ID_FLAG: &str = "--build-id";
+
+/// How long `ebb-shim` has to say its build's id.
+const BUILD_ID_WAIT: Duration = Duration::from_secs(5);
+
 /// The program launcher for a server whose executable is `ebb`: the small `ebb-shim` built
-/// beside it if it is there (it starts in about half the CPU time and a quarter of the memory
-/// of the whole `ebb`, once per run), else `ebb` itself. Either is started as
-/// `<exe> shim <run-dir>`.
+/// beside it if it is there and of this build (it starts in about half the CPU time and a
+/// quarter of the memory of the whole `ebb`, once per run), else `ebb` itself. Either is
+/// started as `<exe> shim <run-dir>`. One of another build (left by an earlier `cargo build`
+/// when `cargo run` built `ebb` alone) is not used: it would launch programs as that build
+/// did.
 pub fn launcher(ebb: PathBuf) -> PathBuf {
     let shim = ebb.with_file_name("ebb-shim");
-    if shim.is_file() { shim } else { ebb }
+    if !shim.is_file() {
+        return ebb;
+    }
+    match build_of(&shim) {
+        Some(id) if id == BUILD_ID => shim,
+        found => {
+            tracing::warn!(
+                shim = %shim.display(),
+                shim.build = found.as_deref().unwrap_or("unknown"),
+                build = BUILD_ID,
+                "the ebb-shim beside this server is of another build: programs are launched by `ebb shim` instead (`cargo build --release` builds both)"
+            );
+            ebb
+        }
+    }
+}
+
+/// The build id `shim` says, if it says one in time.
+fn build_of(shim: &Path) -> Option<String> {
+    let mut child = std::process::Command::new(shim)
+        .arg(BUILD_ID_FLAG)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let waited = std::time::Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if waited.elapsed() < BUILD_ID_WAIT => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Ok(None) | Err(_) => break None,
+        }
+    };
+    if !status.is_some_and(|s| s.success()) {
+        let _ = child.kill();
+        let _ = child.wait();
+        return None;
+    }
+    // What it printed is in the pipe: it has exited.
+    let mut out = String::new();
+    io::Read::read_to_string(&mut io::Read::take(child.stdout.take()?, 64), &mut out).ok()?;
+    Some(out.trim().to_string())
 }
 
 /// The variable a program finds its run token in.
@@ -373,8 +428,29 @@ mod tests {
             "a directory of that name is not it"
         );
         fs::remove_dir(dir.path().join("ebb-shim")).expect("rmdir");
-        fs::write(dir.path().join("ebb-shim"), b"").expect("shim");
-        assert_eq!(launcher(ebb), dir.path().join("ebb-shim"));
+        let shim = dir.path().join("ebb-shim");
+        let says = |id: &str| {
+            // Written aside and renamed in: a file still open for writing cannot be run.
+            let aside = dir.path().join("shim.tmp");
+            fs::write(
+                &aside,
+                format!("#!/bin/sh\n[ \"$1\" = {BUILD_ID_FLAG} ] && echo {id}\n"),
+            )
+            .expect("shim");
+            fs::set_permissions(&aside, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+                .expect("chmod");
+            fs::rename(&aside, &shim).expect("rename");
+        };
+        says(BUILD_ID);
+        assert_eq!(launcher(ebb.clone()), shim, "one of this build");
+        says("0123456789abcdef");
+        assert_eq!(
+            launcher(ebb.clone()),
+            ebb,
+            "one of another build is not used"
+        );
+        fs::write(&shim, b"").expect("empty");
+        assert_eq!(launcher(ebb.clone()), ebb, "nor one that says nothing");
     }
 
     #[test]
