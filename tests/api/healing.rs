@@ -78,7 +78,7 @@ fn setup_with(server: &Server, name: &str, services: Value, nodes: &str, more: &
 
 /// Starts a long run on profile `profile` and waits until its program runs.
 fn running(server: &Server, profile: &str) -> String {
-    deploy(server, "a", "sleep 600", json!({}));
+    deploy(server, "a", &while_the_test_runs(), json!({}));
     let run = start(server, "a", json!({"system.profile.name": profile}));
     wait_until(server, &run, Duration::from_secs(60), |r| {
         r["status"] == "RUNNING"

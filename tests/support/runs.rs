@@ -8,6 +8,16 @@ use serde_json::{Value, json};
 
 use super::server::Server;
 
+/// A program's script that runs as long as this test's process does, and no longer: for a
+/// program that must keep running through the test. (`sleep 600` outlived the test by
+/// minutes: a program outlives its server by design.)
+pub fn while_the_test_runs() -> String {
+    format!(
+        "while kill -0 {} 2>/dev/null; do sleep 0.5; done",
+        std::process::id()
+    )
+}
+
 /// Deploys app `app` in `default` with one program `p` running `script` under `sh -c`.
 pub fn deploy(server: &Server, app: &str, script: &str, extra: Value) -> Value {
     deploy_in(server, "default", app, script, extra)

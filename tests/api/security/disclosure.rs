@@ -4,14 +4,14 @@
 
 use serde_json::json;
 
-use crate::support::runs::{deploy, start, wait_until};
+use crate::support::runs::{deploy, start, wait_until, while_the_test_runs};
 use crate::support::server::{Server, assert_error, make_token};
 
 #[test]
 fn viewers_do_not_see_which_server_owns_a_run() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(&dir);
-    deploy(&server, "a", "sleep 600", json!({}));
+    deploy(&server, "a", &while_the_test_runs(), json!({}));
     let run = start(&server, "a", json!({}));
     wait_until(&server, &run, std::time::Duration::from_secs(30), |r| {
         r["status"] == "RUNNING"

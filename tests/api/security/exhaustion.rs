@@ -113,7 +113,12 @@ fn stalled_bodies_do_not_stop_the_server_answering() {
 fn one_address_holds_only_so_many_requests_and_others_are_answered() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(&dir);
-    crate::support::runs::deploy(&server, "a", "sleep 600", serde_json::json!({}));
+    crate::support::runs::deploy(
+        &server,
+        "a",
+        &crate::support::runs::while_the_test_runs(),
+        serde_json::json!({}),
+    );
     let run = crate::support::runs::start(&server, "a", serde_json::json!({}));
     let token = server.token().expect("token");
     let addr = server.url.trim_start_matches("http://").to_string();

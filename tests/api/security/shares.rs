@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::runs::{deploy_in, start_in, wait_until};
+use crate::support::runs::{deploy_in, start_in, wait_until, while_the_test_runs};
 use crate::support::server::{Server, make_token};
 use crate::ui::{cookie_of, raw, sign_in};
 
@@ -28,7 +28,7 @@ fn stream(server: &Server, run: &str, cookie: &str) -> reqwest::blocking::Respon
 fn one_viewers_streams_leave_others_theirs_and_its_own_page_polls() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(&dir);
-    deploy_in(&server, "default", "a", "sleep 600", json!({}));
+    deploy_in(&server, "default", "a", &while_the_test_runs(), json!({}));
     let run = start_in(&server, "default", "a", json!({}));
     let viewer = make_token(&server, "v", json!({"namespaces": {"default": "viewer"}}));
     let greedy = cookie_of(&sign_in(&server, &viewer));
@@ -83,7 +83,7 @@ fn template(count: usize, check: &str) -> Value {
 }
 
 /// Namespace `ns` with template and profile `watched` of `count` services checked by
-/// `check`, and app `a` running `sleep 600` on it.
+/// `check`, and app `a` running on it for as long as the test does.
 fn tenant(server: &Server, ns: &str, count: usize, check: &str) {
     let (code, body) = server.put(&format!("/v3/namespaces/{ns}"), json!({}));
     assert_eq!(code, 200, "{body}");
@@ -95,7 +95,7 @@ fn tenant(server: &Server, ns: &str, count: usize, check: &str) {
     ]}});
     let (code, body) = server.put(&format!("{base}/profiles/watched"), profile);
     assert_eq!(code, 200, "{body}");
-    deploy_in(server, ns, "a", "sleep 600", json!({}));
+    deploy_in(server, ns, "a", &while_the_test_runs(), json!({}));
 }
 
 #[test]
