@@ -112,6 +112,8 @@ pub enum ServerError {
     Exe(std::io::Error),
     #[error(transparent)]
     KeyFile(#[from] crate::store::secure::KeyFileError),
+    #[error(transparent)]
+    Seal(#[from] crate::store::migrate::SealError),
     #[error("cannot prepare {0}: {1}")]
     Dir(PathBuf, std::io::Error),
     #[error(
@@ -131,6 +133,10 @@ pub enum ServerError {
     #[error("{0}")]
     Tls(String),
 }
+
+/// The file in the data dir that keeps the highest access generation this server has seen
+/// (see `service::tokens::generation`).
+pub const GENERATION_FILE: &str = "access.generation";
 
 /// Holds the data dir for this server: its run directories and key are its own.
 fn lock_data_dir(data_dir: &Path) -> Result<std::fs::File, ServerError> {
@@ -207,6 +213,30 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         .clone()
         .unwrap_or_else(|| config.data_dir.join("secure.key"));
     let cipher = Arc::new(Cipher::load_or_create(&key_file)?);
+    cipher.keep_generation_in(&config.data_dir.join(GENERATION_FILE))?;
+    if crate::store::secure::key_of_installation(&store, Arc::clone(&cipher)).await? == Some(false)
+    {
+        return Err(ServerError::OtherKey(key_file));
+    }
+    // From here on the store is read and written sealed; what an older version left unsealed
+    // is sealed first, once.
+    let sealing =
+        crate::store::migrate::seal_installation(&store, &cipher, crate::service::upgrade::record)
+            .await?;
+    if sealing.sealed > 0 || !sealing.dropped.is_empty() {
+        tracing::info!(
+            records = sealing.sealed,
+            "sealed the records of a store of schema version 2"
+        );
+    }
+    for (table, key) in &sealing.dropped {
+        tracing::warn!(
+            store.table = table,
+            store.key = %key,
+            "a record the installation had refused (not signed by it) was deleted when the store was sealed"
+        );
+    }
+    let store = store.sealed(Arc::clone(&cipher));
     if !crate::store::secure::same_key_as_installation(&store, Arc::clone(&cipher)).await? {
         return Err(ServerError::OtherKey(key_file));
     }
@@ -215,16 +245,9 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     let access = if config.no_auth {
         api::state::Access::Open
     } else {
-        let signed = crate::service::tokens::sign_unsigned(&store, &cipher).await?;
-        if signed > 0 {
-            tracing::info!(
-                tokens = signed,
-                "signed the token records made before tokens were signed"
-            );
-        }
         if token.is_none()
             && let Some(path) =
-                crate::service::tokens::first_start(&store, &cipher, &config.data_dir).await?
+                crate::service::tokens::first_start(&store, &config.data_dir).await?
         {
             tracing::info!(
                 file = %path.display(),
@@ -664,6 +687,7 @@ impl From<ServeArgs> for Config {
             history_retention: args.history_retention.0.filter(|d| !d.is_zero()),
             scheduler: crate::service::starts::scheduler::Settings {
                 grace: args.schedule_grace,
+                namespace_rate: args.schedule_namespace_rate,
             },
             work_dir: args.work_dir,
             plugin_dirs: args.plugin_dirs,

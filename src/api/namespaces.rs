@@ -35,5 +35,5 @@ pub async fn delete_namespace(
 ) -> Reply<Namespace> {
     let ns = ns.into_inner();
     let act = Act::new(&caller, "namespace.delete", Some(&ns), &ns);
-    ok(namespaces::delete(&state.store, &state.cipher, act, ns).await?)
+    ok(namespaces::delete(&state.store, act, ns).await?)
 }

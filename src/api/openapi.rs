@@ -71,6 +71,7 @@ fn need_text(need: Need) -> String {
         Need::AnyAdmin => "admin of some namespace, or instance admin".into(),
         Need::Namespace(role) => format!("{role} in the namespace, or instance admin"),
         Need::Instance => "instance admin".into(),
+        Need::Metrics => "instance admin, or a token given metrics".into(),
     }
 }
 

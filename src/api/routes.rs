@@ -110,8 +110,8 @@ pub fn table() -> Vec<Route> {
         Route::api(M::GET, "/health", Need::Public, health),
         // The contract: generated from this table.
         Route::api(M::GET, "/openapi.json", Need::Public, openapi_json),
-        // Any token reads the metrics (a scraper's needs no role).
-        Route::api(M::GET, "/metrics", TOKEN, metrics),
+        // The metrics name every namespace: an instance admin's, or a scraper's token.
+        Route::api(M::GET, "/metrics", Need::Metrics, metrics),
         Route::api(M::GET, "/servers", INSTANCE, list_servers),
         Route::api(M::POST, "/servers/{name}/drain", INSTANCE, drain_server),
         Route::api(M::GET, "/tokens", Need::AnyAdmin, list_tokens),

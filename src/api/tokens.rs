@@ -19,7 +19,7 @@ pub async fn create_token(
     caller: Caller,
     body: Json<TokenSpec>,
 ) -> Reply<TokenView, 201> {
-    let made = tokens::create(&state.store, &state.cipher, &caller, body.0).await?;
+    let made = tokens::create(&state.store, &caller, body.0).await?;
     Ok(Answer::new(made))
 }
 

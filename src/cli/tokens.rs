@@ -15,6 +15,7 @@ pub fn token(client: &Client, json: bool, cmd: TokenCmd) -> Result<(), CliError>
             namespaces,
             roles,
             instance_admin,
+            metrics,
             expires,
         } => {
             if namespaces.len() != roles.len() {
@@ -29,8 +30,12 @@ pub fn token(client: &Client, json: bool, cmd: TokenCmd) -> Result<(), CliError>
                 .zip(roles)
                 .map(|(ns, role)| (ns, json!(role.to_ascii_lowercase())))
                 .collect();
-            let mut body =
-                json!({"name": name, "namespaces": grants, "instanceAdmin": instance_admin});
+            let mut body = json!({
+                "name": name,
+                "namespaces": grants,
+                "instanceAdmin": instance_admin,
+                "metrics": metrics,
+            });
             if let Some(expires) = expires {
                 body["expiresIn"] = json!(expires);
             }
@@ -60,9 +65,15 @@ pub fn token(client: &Client, json: bool, cmd: TokenCmd) -> Result<(), CliError>
                         "instance-admin".to_string()
                     } else {
                         t.grants
-                            .namespaces
-                            .iter()
-                            .map(|(ns, role)| format!("{ns}:{role}"))
+                            .metrics
+                            .then(|| "metrics".to_string())
+                            .into_iter()
+                            .chain(
+                                t.grants
+                                    .namespaces
+                                    .iter()
+                                    .map(|(ns, role)| format!("{ns}:{role}")),
+                            )
                             .collect::<Vec<_>>()
                             .join(",")
                     };

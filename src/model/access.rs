@@ -43,6 +43,10 @@ pub struct Grants {
     /// A role per namespace.
     #[serde(default)]
     pub namespaces: BTreeMap<String, Role>,
+    /// Reads `GET /metrics`, whose figures name every namespace (a scraper's token); only an
+    /// instance admin gives it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub metrics: bool,
 }
 
 impl Grants {
@@ -51,6 +55,7 @@ impl Grants {
         Grants {
             instance_admin: true,
             namespaces: BTreeMap::new(),
+            metrics: false,
         }
     }
 
@@ -75,6 +80,12 @@ impl Grants {
         }
         if other.instance_admin {
             return Err("only an instance admin can make instance-admin tokens".into());
+        }
+        if other.metrics {
+            return Err(
+                "only an instance admin can make metrics tokens: the metrics show every namespace"
+                    .into(),
+            );
         }
         match other
             .namespaces
@@ -182,6 +193,9 @@ pub enum Need {
     Namespace(Role),
     /// Instance admin.
     Instance,
+    /// Instance admin, or a token given `metrics` (a scraper's): what shows every namespace's
+    /// figures.
+    Metrics,
 }
 
 /// What [`decide`] says of a request.
@@ -213,6 +227,16 @@ pub fn decide(need: Need, grants: &Grants, ns: Option<&str>) -> Decision {
             }
         }
         Need::Instance => instance(),
+        Need::Metrics => {
+            if grants.instance_admin || grants.metrics {
+                Decision::Allow
+            } else {
+                Decision::Forbidden(
+                    "this needs an instance-admin token or a metrics token (ebb token create NAME --metrics)"
+                        .into(),
+                )
+            }
+        }
         Need::Namespace(needed) => match ns {
             None => instance(),
             Some(ns) => match grants.role_in(ns) {
@@ -243,6 +267,9 @@ pub struct TokenSpec {
     pub namespaces: BTreeMap<String, Role>,
     #[serde(default)]
     pub instance_admin: bool,
+    /// Reads `GET /metrics` (a scraper's token): only an instance admin makes one.
+    #[serde(default)]
+    pub metrics: bool,
     /// How long the token lives (`30d`, `12h`); for ever when left out.
     #[serde(default)]
     pub expires_in: Option<String>,
@@ -268,10 +295,10 @@ impl TokenSpec {
         for ns in self.namespaces.keys() {
             names::check("namespaces", ns)?;
         }
-        if self.namespaces.is_empty() && !self.instance_admin {
+        if self.namespaces.is_empty() && !self.instance_admin && !self.metrics {
             return Err(Invalid::new(
                 "namespaces",
-                "give the token a role in at least one namespace, or make it an instance admin",
+                "give the token a role in at least one namespace, make it an instance admin, or let it read the metrics",
             ));
         }
         let lifetime = match &self.expires_in {
@@ -291,6 +318,7 @@ impl TokenSpec {
             Grants {
                 instance_admin: self.instance_admin,
                 namespaces: self.namespaces.clone(),
+                metrics: self.metrics,
             },
             lifetime,
         ))
@@ -312,14 +340,20 @@ pub struct TokenRecord {
     /// Epoch seconds after which it no longer works.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires: Option<u64>,
-    /// The installation's signature over the rest ([`TokenRecord::signed`]): a record
-    /// without a good one, written into the store by anyone else, grants nothing.
+    /// The access generation it was sealed at: it works only while that is the
+    /// installation's (see `service::tokens::generation`), so a revoked record written back
+    /// into the store stays revoked.
+    #[serde(default)]
+    pub generation: u64,
+    /// Stores of schema version 2 only: the installation's signature over the rest
+    /// ([`TokenRecord::signed`]), checked once when the store's records are sealed. Records
+    /// are sealed whole since (`store::seal`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub signature: String,
 }
 
 impl TokenRecord {
-    /// What its signature covers: every field but the signature.
+    /// What its schema 2 signature covers: every field but the signature.
     pub fn signed(&self) -> Vec<u8> {
         let fields = (
             &self.name,
@@ -364,13 +398,18 @@ pub struct SessionRecord {
     pub created: u64,
     /// Epoch seconds after which it no longer works.
     pub expires: u64,
-    /// The installation's signature over the rest, with the key it is kept under.
+    /// The access generation it was sealed at (see [`TokenRecord::generation`]).
     #[serde(default)]
+    pub generation: u64,
+    /// Stores of schema version 2 only: the installation's signature over the rest, with the
+    /// key it is kept under ([`SessionRecord::signed`]).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub signature: String,
 }
 
 impl SessionRecord {
-    /// What its signature covers: its key in the store and every field but the signature.
+    /// What its schema 2 signature covers: its key in the store and every field but the
+    /// signature.
     pub fn signed(&self, key: &str) -> Vec<u8> {
         let fields = (
             key,
@@ -472,6 +511,7 @@ mod tests {
         Grants {
             instance_admin: false,
             namespaces: pairs.iter().map(|(n, r)| (n.to_string(), *r)).collect(),
+            metrics: false,
         }
     }
 
@@ -491,6 +531,9 @@ mod tests {
             (Need::Token, Some(Role::Viewer), true),
             (Need::Public, None, true),
             (Need::Token, None, true),
+            // Every namespace's figures: not for a namespace's admin.
+            (Need::Metrics, Some(Role::Admin), false),
+            (Need::Metrics, None, false),
         ];
         for (need, role, allowed) in table {
             let g = match role {
@@ -514,8 +557,24 @@ mod tests {
             None,
         );
         assert!(matches!(d, Forbidden(_)));
+        // A scraper's token reads the metrics, and nothing an instance admin may.
+        let scraper = Grants {
+            metrics: true,
+            ..Grants::default()
+        };
+        assert_eq!(decide(Need::Metrics, &scraper, None), Allow);
+        assert!(matches!(
+            decide(Need::Instance, &scraper, None),
+            Forbidden(_)
+        ));
+        assert_eq!(
+            decide(Need::Namespace(Role::Viewer), &scraper, Some("a")),
+            Hidden("a".into())
+        );
+        assert!(grants(&[("a", Role::Admin)]).may_grant(&scraper).is_err());
         let all = Grants::instance_admin();
         for need in [
+            Need::Metrics,
             Need::Instance,
             Need::AnyAdmin,
             Need::Namespace(Role::Admin),
@@ -605,6 +664,7 @@ mod tests {
             created: 0,
             created_by: "x".into(),
             expires: Some(10),
+            generation: 0,
             signature: String::new(),
         };
         assert!(t.live(9));

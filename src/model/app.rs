@@ -67,8 +67,9 @@ pub struct App {
     pub programs: Vec<Program>,
     pub created: u64,
     pub updated: u64,
-    /// Whether its programs may run on the server's own host: deployed by an instance admin,
-    /// or into a namespace that allows it. A run that would run there otherwise is REJECTED.
+    /// Whether an instance admin deployed it, so its programs may run on the server's own
+    /// host whatever its namespace allows; otherwise they may while the namespace allows host
+    /// programs (looked at at each start). A run that would run there otherwise is REJECTED.
     /// (Apps deployed before access control were deployed by the one admin there was.)
     #[serde(default = "yes")]
     pub host_programs: bool,

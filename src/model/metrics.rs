@@ -294,6 +294,12 @@ pub const SCHEDULE_MISSED: Metric = m(
     &[],
     "Cron times missed while no server fired schedules, and skipped per the schedule's catchUp.",
 );
+pub const SCHEDULE_THROTTLED: Metric = m(
+    "ebb_schedule_fires_throttled_total",
+    Kind::Counter,
+    &["namespace"],
+    "Schedule fires held back because the schedule or its namespace fired faster than its rate.",
+);
 pub const SCHEDULE_FIRE_LAG: Metric = m(
     "ebb_schedule_fire_lag_seconds",
     Kind::Histogram,
@@ -367,6 +373,7 @@ pub const ALL: &[Metric] = &[
     SCHEDULES_ENABLED,
     SCHEDULE_FIRES,
     SCHEDULE_MISSED,
+    SCHEDULE_THROTTLED,
     SCHEDULE_FIRE_LAG,
     RUNS_QUEUED,
     RUN_QUEUE_WAIT,

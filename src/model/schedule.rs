@@ -23,6 +23,10 @@ pub const WORKFLOW: &str = "WORKFLOW";
 pub const MAX_PER_NAMESPACE: usize = 20_000;
 /// Deepest nesting of composite triggers (a leaf inside an `OR` is depth 2).
 pub const MAX_DEPTH: usize = 4;
+/// The longest chain of program-status fires (a run's end starting a run whose end starts
+/// another...): a fire past it is skipped and recorded, so schedules that trigger each other
+/// across namespaces cannot fire for ever.
+pub const MAX_CHAIN: u32 = 16;
 /// Most triggers in one schedule, composites included.
 pub const MAX_TRIGGERS: usize = 32;
 /// Most constraints of one schedule.
@@ -419,6 +423,14 @@ pub struct StartedBy {
     pub time: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub triggering: Option<TriggeringRun>,
+    /// How many program-status fires led to the run: 0 for a time's, the triggering run's
+    /// and one for a run end's (see [`MAX_CHAIN`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub depth: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl StartedBy {
@@ -455,6 +467,9 @@ pub struct RunEnd {
     /// Its runtime arguments, which a triggered run may copy.
     #[serde(default)]
     pub args: Values,
+    /// How many program-status fires led to the run that ended ([`StartedBy::depth`]).
+    #[serde(default)]
+    pub depth: u32,
 }
 
 /// Schedule `ns/app/name` as `body` makes it: a new one (`old` none: `program` and `trigger`

@@ -15,8 +15,7 @@ use crate::model::access::Trust;
 pub struct HostRun {
     /// An instance admin set `allowHostPrograms` on the run's namespace.
     pub namespace_allows: bool,
-    /// The app was deployed by an instance admin (or while its namespace allowed host
-    /// programs).
+    /// The app was deployed by an instance admin.
     pub app_approved: bool,
     /// The author of the run's profile.
     pub profile: Trust,

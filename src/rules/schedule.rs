@@ -1,14 +1,15 @@
 //! What schedules decide, over plain data: a cron expression's times in its time zone
 //! ([`Cron`]), which fire times are due and which were missed ([`due`]), whether a run end
-//! meets a program-status trigger ([`meets_end`]), whether a fire may start its run now
-//! ([`judge`]), and the run id a fire starts ([`run_id`]).
+//! meets a program-status trigger ([`meets_end`]), whether schedules would trigger each
+//! other round a loop ([`trigger_loop`]), whether a fire may start its run now ([`judge`]),
+//! and the run id a fire starts ([`run_id`]).
 //!
 //! Times are epoch milliseconds. DST follows what cron users expect (croner's rules): a fixed
 //! time in a spring-forward gap runs at the first instant after the gap, a fixed time in a
 //! fall-back fold runs once (at its first instance), and a job with `*` in the hour runs on
 //! the wall clock as it goes; the times of one expression always strictly increase.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use croner::parser::{CronParser, Seconds, Year};
 use jiff::Timestamp;
@@ -16,7 +17,7 @@ use jiff::tz::TimeZone;
 
 use crate::model::invalid::Invalid;
 use crate::model::schedule::{
-    CatchUp, Constraint, EndStatus, MAX_CATCH_UP, ProgramId, Trigger, clock_minutes,
+    CatchUp, Constraint, EndStatus, MAX_CATCH_UP, ProgramId, Schedule, Trigger, clock_minutes,
 };
 
 /// A parsed cron expression in its time zone.
@@ -392,6 +393,76 @@ fn watches(id: &ProgramId, home: &str, ns: &str, app: &str, program: &str) -> bo
     id.namespace.as_deref().unwrap_or(home) == ns && id.application == app && id.program == program
 }
 
+/// The program schedule `s` starts: `ns/app/program`.
+fn started(s: &Schedule) -> String {
+    format!(
+        "{}/{}/{}",
+        s.namespace, s.application, s.program.program_name
+    )
+}
+
+/// The programs whose ends schedule `s`'s program-status triggers watch: `ns/app/program`.
+fn watched(s: &Schedule) -> Vec<String> {
+    s.trigger
+        .walk()
+        .into_iter()
+        .filter_map(|(_, t)| match t {
+            Trigger::ProgramStatus { program_id, .. } => Some(format!(
+                "{}/{}/{}",
+                program_id.namespace.as_deref().unwrap_or(&s.namespace),
+                program_id.application,
+                program_id.program
+            )),
+            Trigger::Time { .. } | Trigger::And { .. } | Trigger::Or { .. } => None,
+        })
+        .collect()
+}
+
+/// The loop schedule `s` would close among `others` (the other schedules of its namespace,
+/// whatever their status: a suspended one may be resumed), if any: the programs from the one
+/// whose end fires `s` round to it again, each starting the next. A program that a run's end
+/// starts again and again (itself, or through others) would run for ever, and a refused start
+/// is an end like the others.
+pub fn trigger_loop(s: &Schedule, others: &[Schedule]) -> Option<Vec<String>> {
+    let watching = watched(s);
+    if watching.is_empty() {
+        return None;
+    }
+    let start = started(s);
+    // Which programs each program's end starts, through the other schedules.
+    let mut edges: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for other in others {
+        for w in watched(other) {
+            edges.entry(w).or_default().push(started(other));
+        }
+    }
+    // From the program `s` starts, along the edges: does a path reach a program `s` watches?
+    let mut before: BTreeMap<String, String> = BTreeMap::new();
+    let mut queue = std::collections::VecDeque::from([start.clone()]);
+    let mut seen = BTreeSet::from([start.clone()]);
+    while let Some(p) = queue.pop_front() {
+        if watching.contains(&p) {
+            let mut path = vec![p.clone()];
+            let mut at = p;
+            while let Some(prev) = before.get(&at) {
+                path.push(prev.clone());
+                at = prev.clone();
+            }
+            path.reverse();
+            // The end of the last starts `s`'s program, the first: round again.
+            path.push(start);
+            return Some(path);
+        }
+        for next in edges.get(&p).into_iter().flatten() {
+            if seen.insert(next.clone()) {
+                before.insert(next.clone(), p.clone());
+                queue.push_back(next.clone());
+            }
+        }
+    }
+    None
+}
+
 /// What a fire's constraints need to know, read from the store at the time of judging.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Facts {
@@ -539,6 +610,84 @@ pub fn run_id(schedule_path: &str, fire: &str, time: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Schedule `name` of app `app` in `default`, starting its program `p` after the end of
+    /// each of `after` (`app/program`, or `ns/app/program`), joined by OR.
+    fn chained(app: &str, name: &str, after: &[&str]) -> Schedule {
+        use crate::model::schedule::{ScheduleProgram, ScheduleStatus};
+        let leaf = |w: &str| {
+            let parts: Vec<&str> = w.split('/').collect();
+            let (namespace, application, program) = match parts.as_slice() {
+                [ns, a, p] => (Some(ns.to_string()), a.to_string(), p.to_string()),
+                [a, p] => (None, a.to_string(), p.to_string()),
+                _ => panic!("{w}"),
+            };
+            Trigger::ProgramStatus {
+                program_id: ProgramId {
+                    namespace,
+                    application,
+                    program,
+                    version: None,
+                    program_type: None,
+                    entity: None,
+                },
+                program_statuses: vec![EndStatus::Completed],
+            }
+        };
+        let trigger = match after {
+            [] => Trigger::Time {
+                cron_expression: "* * * * *".into(),
+                time_zone: None,
+            },
+            [one] => leaf(one),
+            many => Trigger::Or {
+                triggers: many.iter().map(|w| leaf(w)).collect(),
+            },
+        };
+        Schedule {
+            namespace: "default".into(),
+            application: app.into(),
+            name: name.into(),
+            description: String::new(),
+            program: ScheduleProgram {
+                program_name: "p".into(),
+                program_type: "WORKFLOW".into(),
+            },
+            properties: Default::default(),
+            trigger,
+            constraints: vec![],
+            timeout_millis: 1000,
+            catch_up: CatchUp::None,
+            status: ScheduleStatus::Suspended,
+            last_update_time: 0,
+            enabled_at: None,
+            updated_by: None,
+        }
+    }
+
+    #[test]
+    fn schedules_may_chain_but_not_loop() {
+        let (a, b, c) = ("default/a/p", "default/b/p", "default/c/p");
+        // Its own program, alone or in an OR, in any status.
+        assert_eq!(
+            trigger_loop(&chained("a", "s", &["a/p"]), &[]),
+            Some(vec![a.to_string(), a.to_string()])
+        );
+        assert!(trigger_loop(&chained("a", "s", &["x/p", "default/a/p"]), &[]).is_some());
+        // A chain a → b → c is fine; c → a closes it, through both others.
+        let others = [chained("b", "s", &["a/p"]), chained("c", "s", &["b/p"])];
+        assert_eq!(trigger_loop(&chained("a", "s", &[]), &others), None);
+        assert_eq!(trigger_loop(&chained("d", "s", &["c/p"]), &others), None);
+        assert_eq!(
+            trigger_loop(&chained("a", "s", &["c/p"]), &others),
+            Some(vec![a.into(), b.into(), c.into(), a.into()])
+        );
+        // Another namespace's program of the same name is another program.
+        assert_eq!(
+            trigger_loop(&chained("a", "s", &["team/c/p"]), &others),
+            None
+        );
+    }
 
     fn ms(s: &str) -> u64 {
         s.parse::<Timestamp>().expect("time").as_millisecond() as u64

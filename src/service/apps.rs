@@ -44,10 +44,12 @@ pub async fn put(
         .write(move |tx| {
             let namespace = catalog::require_namespace(tx, &ns)?;
             catalog::check_level(tx, &ns, Level::App, &spec.config)?;
-            let host_programs = instance_admin || namespace.allow_host_programs;
-            if !host_programs {
+            if !(instance_admin || namespace.allow_host_programs) {
                 catalog::refuse_host_profile(tx, &ns, "config", &spec.config)?;
             }
+            // Only an instance admin's deploy approves the app for the host: a namespace's
+            // allowance is looked at anew at each start, so turning it off takes it back.
+            let host_programs = instance_admin;
             let now = clock::now_secs();
             let created = tx
                 .get::<App>(Table::Apps, &keys::app(&ns, &name))?

@@ -415,18 +415,18 @@ pub fn require_run(r: &impl Read, key: &RunKey) -> Result<RunRecord, ServiceErro
 }
 
 /// Stages the end of every token's role in namespace `ns` (it is deleted), so that no token
-/// holds a role in a namespace made later under the same name. Records this installation
-/// did not sign are left as they are: they grant nothing, and are not to be signed now.
-pub fn forget_grants(
-    tx: &mut crate::store::Txn,
-    cipher: &crate::store::secure::Cipher,
-    ns: &str,
-) -> Result<(), StoreError> {
+/// holds a role in a namespace made later under the same name; the access generation
+/// advances, so a record written back with the role is of a past one.
+pub fn forget_grants(tx: &mut crate::store::Txn, ns: &str) -> Result<(), StoreError> {
+    let mut changed = false;
     for (key, mut record) in tx.scan::<crate::model::access::TokenRecord>(Table::Tokens, "")? {
-        if record.grants.namespaces.contains_key(ns) && cipher.token_is_genuine(&record) {
-            record.grants.namespaces.remove(ns);
-            tx.put(Table::Tokens, &key, &cipher.seal_token(record))?;
+        if record.grants.namespaces.remove(ns).is_some() {
+            tx.put(Table::Tokens, &key, &record)?;
+            changed = true;
         }
+    }
+    if changed {
+        crate::store::generation::advance(tx)?;
     }
     Ok(())
 }
@@ -548,6 +548,7 @@ pub fn save_schedule(
 ) -> Result<(), ServiceError> {
     use crate::model::schedule::MAX_PER_NAMESPACE;
     check_schedule_in_store(tx, s, caller.grants.instance_admin)?;
+    refuse_trigger_loop(tx, s)?;
     if new {
         let count: usize = tx
             .get(Table::Meta, &schedule_count_key(&s.namespace))?
@@ -567,6 +568,44 @@ pub fn save_schedule(
     )?;
     touch_schedules(tx)?;
     Ok(())
+}
+
+/// Refuses schedule `s` if its program-status triggers would close a loop with the other
+/// schedules of its namespace (its own program among them): each run's end would start the
+/// next for ever.
+fn refuse_trigger_loop(tx: &Txn, s: &Schedule) -> Result<(), ServiceError> {
+    let has_status_trigger = s
+        .trigger
+        .walk()
+        .iter()
+        .any(|(_, t)| matches!(t, crate::model::schedule::Trigger::ProgramStatus { .. }));
+    if !has_status_trigger {
+        return Ok(());
+    }
+    let key = keys::schedule(&s.namespace, &s.application, &s.name);
+    let others: Vec<Schedule> = tx
+        .scan::<Schedule>(Table::Schedules, &format!("{}/", s.namespace))?
+        .into_iter()
+        .filter(|(k, _)| *k != key)
+        .map(|(_, other)| other)
+        .collect();
+    match crate::rules::schedule::trigger_loop(s, &others) {
+        None => Ok(()),
+        Some(programs) if programs.len() == 2 => Err(ServiceError::invalid(
+            "trigger",
+            format!(
+                "a program-status trigger may not watch {}, the program the schedule starts: each run's end would start the next for ever",
+                programs[0]
+            ),
+        )),
+        Some(programs) => Err(ServiceError::invalid(
+            "trigger",
+            format!(
+                "schedules would trigger each other round a loop ({}): each run's end would start the next for ever",
+                programs.join(" → ")
+            ),
+        )),
+    }
 }
 
 /// Removes schedule `s` from the store, in a write: its record, its count, the fires it

@@ -21,4 +21,5 @@ pub mod servers;
 pub mod starts;
 pub mod templates;
 pub mod tokens;
+pub mod upgrade;
 pub mod usage;

@@ -109,13 +109,7 @@ pub async fn get(store: &Store, name: String) -> Result<NamespaceView, ServiceEr
 
 /// Deletes namespace `name`, its preferences and every token's role in it; refused for
 /// `default` and while it holds profiles, apps or secure keys.
-pub async fn delete(
-    store: &Store,
-    cipher: &std::sync::Arc<crate::store::secure::Cipher>,
-    act: Act,
-    name: String,
-) -> Result<Namespace, ServiceError> {
-    let cipher = std::sync::Arc::clone(cipher);
+pub async fn delete(store: &Store, act: Act, name: String) -> Result<Namespace, ServiceError> {
     namespace::check_name(&name)?;
     if name == DEFAULT {
         return Err(ServiceError::DefaultNamespace);
@@ -152,7 +146,7 @@ pub async fn delete(
                 });
             }
             catalog::delete_namespace_preferences(tx, &name)?;
-            crate::service::catalog::forget_grants(tx, &cipher, &name)?;
+            crate::service::catalog::forget_grants(tx, &name)?;
             tx.delete(Table::Namespaces, &name);
             changes::record(tx, &act)?;
             Ok(ns)

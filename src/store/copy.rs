@@ -2,9 +2,11 @@
 //! both stopped: from a redb file to etcd when an installation grows to several servers, or
 //! between etcd prefixes.
 //!
-//! Every table is copied as it is, a few records per write, except the target's own schema
-//! version and the tables of who is up now (servers and run owners: the servers that start on
-//! the target claim the runs anew). A target that holds anything is refused unless forced, and then emptied first.
+//! Every table is copied as it is, seals and all (a seal covers a record's table and key, not
+//! where the store is), a few records per write, except the tables of who is up now (servers
+//! and run owners: the servers that start on the target claim the runs anew). The target takes
+//! the source's schema version last, so a copy of a store whose records are not yet sealed is
+//! sealed by the first server that opens it. A target that holds anything is refused unless forced, and then emptied first.
 //! The counts of every table are compared at the end.
 
 use std::collections::BTreeMap;
@@ -51,24 +53,27 @@ pub async fn copy(from: &Store, to: &Store, force: bool) -> Result<Copied, CopyE
     }
     let mut copied = Copied::new();
     for table in copied_tables() {
-        let entries = from
-            .read(move |r| r.scan::<serde_json::Value>(table, ""))
-            .await?;
-        let entries: Vec<(String, serde_json::Value)> = entries
+        let entries = from.read(move |r| r.scan_raw(table)).await?;
+        let entries: Vec<(String, Vec<u8>)> = entries
             .into_iter()
             .filter(|(key, _)| !is_own(table, key))
             .collect();
         for part in entries.chunks(SPLIT_WRITES) {
             let part = part.to_vec();
             to.write(move |tx| {
-                for (key, value) in &part {
-                    tx.put(table, key, value)?;
+                for (key, bytes) in &part {
+                    tx.put_raw(table, key, bytes.clone());
                 }
                 Ok::<_, StoreError>(())
             })
             .await?;
         }
         copied.insert(table.name(), entries.len());
+    }
+    let version: Option<u64> = from.read(|r| r.get(Table::Meta, SCHEMA_KEY)).await?;
+    if let Some(version) = version {
+        to.write(move |tx| tx.put(Table::Meta, SCHEMA_KEY, &version))
+            .await?;
     }
     let landed = count(to).await?;
     for (table, source_count) in &copied {
@@ -101,7 +106,7 @@ async fn count(store: &Store) -> Result<Copied, StoreError> {
             let mut counts = Copied::new();
             for table in copied_tables() {
                 let n = r
-                    .scan::<serde_json::Value>(table, "")?
+                    .scan_raw(table)?
                     .iter()
                     .filter(|(key, _)| !is_own(table, key))
                     .count();

@@ -1,17 +1,28 @@
-//! The run ends that program-status triggers have not yet seen (`RunEnds`): a run's end is
-//! written in the same write as the transition that ends it, and the scheduler removes it once
-//! it has recorded the fires it causes, so no end is missed across a crash or a failover.
+//! The run ends that program-status triggers have not yet seen (`RunEnds`, by
+//! `<namespace>/<run id>`, so the scheduler reads each namespace's ends as a fair share): a
+//! run's end is written in the same write as the transition that ends it, and the scheduler
+//! removes it once it has recorded the fires it causes, so no end is missed across a crash or
+//! a failover. A run a schedule's fire started that was REJECTED feeds no trigger: a refused
+//! start must not start another.
 
 use crate::model::run::RunRecord;
 use crate::model::schedule::{EndStatus, RunEnd, TriggeringRun};
 
 use super::{StoreError, Table, Txn};
 
+/// The key in `RunEnds` of the end of run `run` of namespace `ns`.
+pub fn key(ns: &str, run: &str) -> String {
+    format!("{ns}/{run}")
+}
+
 /// Records the end of `run`, if it has ended, for the scheduler.
 pub fn record(tx: &mut Txn, run: &RunRecord) -> Result<(), StoreError> {
     let Some(status) = end_status(run.status) else {
         return Ok(());
     };
+    if status == EndStatus::Rejected && run.started_by.is_some() {
+        return Ok(());
+    }
     let end = RunEnd {
         run: TriggeringRun {
             namespace: run.key.namespace.clone(),
@@ -26,8 +37,9 @@ pub fn record(tx: &mut Txn, run: &RunRecord) -> Result<(), StoreError> {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
         args: run.args.clone(),
+        depth: run.started_by.as_ref().map_or(0, |by| by.depth),
     };
-    tx.put(Table::RunEnds, &run.key.run, &end)
+    tx.put(Table::RunEnds, &key(&run.key.namespace, &run.key.run), &end)
 }
 
 /// The end status a program-status trigger may name for a run that ended with `status`.

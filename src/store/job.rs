@@ -5,9 +5,11 @@
 //! outcome is answered.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 
 use tokio::sync::oneshot;
 
+use super::cipher::Cipher;
 use super::table::StoreError;
 use super::txn::{Reader, Source, Txn};
 
@@ -42,12 +44,17 @@ pub(super) trait ReadJob: Send {
 
 struct Write<F, T, E> {
     f: F,
+    seal: Option<Arc<Cipher>>,
     outcome: Option<Result<T, E>>,
     reply: oneshot::Sender<Result<T, E>>,
 }
 
-/// Wraps a write closure and its reply channel.
-pub(super) fn write<T, E, F>(f: F, reply: oneshot::Sender<Result<T, E>>) -> Box<dyn WriteJob>
+/// Wraps a write closure and its reply channel; what it writes is sealed with `seal`.
+pub(super) fn write<T, E, F>(
+    f: F,
+    reply: oneshot::Sender<Result<T, E>>,
+    seal: Option<Arc<Cipher>>,
+) -> Box<dyn WriteJob>
 where
     F: Fn(&mut Txn) -> Result<T, E> + Send + 'static,
     T: Send + 'static,
@@ -55,6 +62,7 @@ where
 {
     Box::new(Write {
         f,
+        seal,
         outcome: None,
         reply,
     })
@@ -72,6 +80,7 @@ where
     E: From<StoreError> + Send,
 {
     fn run(&mut self, txn: &mut Txn<'_>) -> Verdict {
+        txn.seal_with(self.seal.clone());
         let (outcome, verdict) = match catch_unwind(AssertUnwindSafe(|| (self.f)(txn))) {
             Ok(Ok(value)) => (Ok(value), Verdict::Apply),
             Ok(Err(refused)) => (Err(refused), Verdict::Refused),
@@ -94,12 +103,17 @@ where
 
 struct ReadOf<F, T, E> {
     f: F,
+    seal: Option<Arc<Cipher>>,
     outcome: Option<Result<T, E>>,
     reply: oneshot::Sender<Result<T, E>>,
 }
 
-/// Wraps a read closure and its reply channel.
-pub(super) fn read<T, E, F>(f: F, reply: oneshot::Sender<Result<T, E>>) -> Box<dyn ReadJob>
+/// Wraps a read closure and its reply channel; it reads only records sealed with `seal`.
+pub(super) fn read<T, E, F>(
+    f: F,
+    reply: oneshot::Sender<Result<T, E>>,
+    seal: Option<Arc<Cipher>>,
+) -> Box<dyn ReadJob>
 where
     F: Fn(&Reader) -> Result<T, E> + Send + 'static,
     T: Send + 'static,
@@ -107,6 +121,7 @@ where
 {
     Box::new(ReadOf {
         f,
+        seal,
         outcome: None,
         reply,
     })
@@ -119,7 +134,7 @@ where
     E: From<StoreError> + Send,
 {
     fn run(&mut self, src: &dyn Source) {
-        let reader = Reader::new(src);
+        let reader = Reader::new(src, self.seal.clone());
         self.outcome = Some(match catch_unwind(AssertUnwindSafe(|| (self.f)(&reader))) {
             Ok(outcome) => outcome,
             Err(_) => Err(panicked("read")),

@@ -17,20 +17,24 @@
 pub mod audit;
 mod backend;
 pub mod changes;
+pub mod cipher;
 pub mod copy;
 pub mod ends;
 pub mod etcd;
 pub mod events;
+pub mod generation;
 pub mod idle;
 mod job;
 pub mod keys;
+pub mod migrate;
 pub mod queue;
 pub mod redb;
+pub mod seal;
 pub mod secure;
 mod table;
 mod txn;
 pub mod usage;
-pub use table::{SCHEMA_KEY, SCHEMA_VERSION, SPLIT_WRITES, StoreError, Table};
+pub use table::{SCHEMA_KEY, SCHEMA_VERSION, SEALED_SINCE, SPLIT_WRITES, StoreError, Table};
 
 use std::path::Path;
 use std::sync::Arc;
@@ -88,6 +92,9 @@ pub struct Store {
     patient: bool,
     /// What every write of this handle is conditional on, if anything.
     fence: Option<Arc<Fence>>,
+    /// The installation's key, which seals the records written and checks those read
+    /// ([`seal`]); none in a store opened by a tool or test without it.
+    seal: Option<Arc<cipher::Cipher>>,
 }
 
 /// The store's answer to a read or write; `None` if it was dropped. In the crate's own tests
@@ -118,12 +125,23 @@ impl Store {
             closed: Arc::new(AtomicBool::new(false)),
             patient: false,
             fence: None,
+            seal: None,
         })
     }
 
     /// Opens (or creates) the redb store in `data_dir`.
     pub fn open(data_dir: &Path) -> Result<Store, StoreError> {
         Store::open_at(&Location::Redb(data_dir.to_path_buf()))
+    }
+
+    /// The same store, sealing every record it writes with the installation's key `cipher`
+    /// and reading only the records sealed with it ([`seal`]). The server uses the store
+    /// only so, once [`migrate::seal_installation`] has sealed what an older version left.
+    pub fn sealed(&self, cipher: Arc<cipher::Cipher>) -> Store {
+        Store {
+            seal: Some(cipher),
+            ..self.clone()
+        }
     }
 
     /// The same store, but every read and write waits while the store cannot be reached
@@ -302,7 +320,8 @@ impl Store {
             seen,
             since,
         };
-        self.backend.read(job::read(f, reply), how);
+        self.backend
+            .read(job::read(f, reply, self.seal.clone()), how);
         answered(answer)
             .await
             .unwrap_or_else(|| Err(StoreError::Storage("the read was dropped".into()).into()))
@@ -327,8 +346,11 @@ impl Store {
         E: From<StoreError> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
-        self.backend
-            .write(job::write(f, reply), self.patient, self.fence.as_deref());
+        self.backend.write(
+            job::write(f, reply, self.seal.clone()),
+            self.patient,
+            self.fence.as_deref(),
+        );
         answered(answer)
             .await
             .unwrap_or_else(|| Err(StoreError::Closed.into()))
@@ -567,7 +589,9 @@ mod tests {
         let version: Option<u64> = rt()
             .block_on(store.read(|r| r.get(Table::Meta, SCHEMA_KEY)))
             .expect("meta");
-        assert_eq!(version, Some(SCHEMA_VERSION));
+        // Version 2: what comes after (sealing) needs the installation's key, which a server
+        // has (`seal::seal_installation`).
+        assert_eq!(version, Some(2));
         rt().block_on(store.close()).expect("close");
     }
 

@@ -4,7 +4,14 @@ use std::path::PathBuf;
 
 /// The layout of the store this build writes. Bump it with a migration when the layout
 /// changes; a store with a newer version is refused rather than misread.
-pub const SCHEMA_VERSION: u64 = 2;
+///
+/// Version 3 seals records ([`Table::sealed`], `store::seal`); version 2 stores are sealed by
+/// the first server that opens them with the installation's key, in one write that also
+/// bumps the version.
+pub const SCHEMA_VERSION: u64 = 3;
+
+/// The first schema version whose records are sealed.
+pub const SEALED_SINCE: u64 = 3;
 
 /// The `Meta` key of the schema version.
 pub const SCHEMA_KEY: &str = "schema_version";
@@ -187,6 +194,49 @@ impl Table {
     /// copy of the installation leaves them out.
     pub fn is_live(self) -> bool {
         matches!(self, Table::Servers | Table::Owners | Table::Duties)
+    }
+
+    /// Whether the record under `key` is kept sealed with the installation's key (see
+    /// `store::seal`): every record whose content decides what runs where, who may do what,
+    /// or what a run may spend, so that one written into the store by anyone but a server of
+    /// the installation (someone who can write etcd's keys) is refused. Left out: the logs
+    /// (events, audit, changes), which decide nothing; the run index, whose values only name
+    /// a run record (itself sealed); and the schema version, which the backends read before
+    /// any key is loaded.
+    pub fn sealed(self, key: &str) -> bool {
+        match self {
+            Table::Meta => key != SCHEMA_KEY,
+            Table::Events | Table::Attempts | Table::Changes | Table::RunIndex => false,
+            Table::Namespaces
+            | Table::Profiles
+            | Table::Preferences
+            | Table::Apps
+            | Table::Runs
+            | Table::Active
+            | Table::Resources
+            | Table::Services
+            | Table::Templates
+            | Table::Operations
+            | Table::SecureKeys
+            | Table::Usage
+            | Table::Servers
+            | Table::Owners
+            | Table::Duties
+            | Table::Tokens
+            | Table::TokenHashes
+            | Table::Sessions
+            | Table::Schedules
+            | Table::Fires
+            | Table::RunEnds
+            | Table::WaitingFires
+            | Table::Joins
+            | Table::StartKeys
+            | Table::Queue
+            | Table::Idle
+            | Table::Clusters
+            | Table::UsageEntries
+            | Table::Ledger => true,
+        }
     }
 
     /// The table named `name`.

@@ -6,10 +6,13 @@
 //! backend applies the overlay only when the closure that staged it succeeded.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::cipher::Cipher;
+use super::seal;
 use super::table::{StoreError, Table};
 
 /// Raw reads of one backend's view of the store: a snapshot, or a write in progress.
@@ -69,11 +72,13 @@ pub trait Read {
 #[derive(Debug)]
 pub struct Reader<'a> {
     src: &'a dyn Source,
+    /// The key records are sealed with ([`seal`]); none in a store opened without it.
+    seal: Option<Arc<Cipher>>,
 }
 
 impl<'a> Reader<'a> {
-    pub(super) fn new(src: &'a dyn Source) -> Self {
-        Self { src }
+    pub(super) fn new(src: &'a dyn Source, seal: Option<Arc<Cipher>>) -> Self {
+        Self { src, seal }
     }
 }
 
@@ -122,8 +127,10 @@ impl Reader<'_> {
                     next: last,
                 });
             }
-            let value: V = decode(table, &key, &bytes)?;
             last = Some(key.clone());
+            let Some(value) = decode::<V>(self.seal.as_deref(), table, &key, &bytes)? else {
+                continue;
+            };
             if keep(&key, &value) {
                 entries.push((key, value));
             }
@@ -135,12 +142,20 @@ impl Reader<'_> {
     }
 }
 
+impl Reader<'_> {
+    /// Every entry of `table` as it is stored, seal and all: for copying a store, and for
+    /// tests that play someone writing to it directly; never for deciding anything.
+    pub fn scan_raw(&self, table: Table) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        self.src.scan(table, "", "")
+    }
+}
+
 impl Read for Reader<'_> {
     fn get<V: DeserializeOwned>(&self, table: Table, key: &str) -> Result<Option<V>, StoreError> {
-        self.src
-            .get(table, key)?
-            .map(|b| decode(table, key, &b))
-            .transpose()
+        match self.src.get(table, key)? {
+            Some(b) => decode(self.seal.as_deref(), table, key, &b),
+            None => Ok(None),
+        }
     }
 
     fn scan_from<V: DeserializeOwned>(
@@ -149,11 +164,11 @@ impl Read for Reader<'_> {
         prefix: &str,
         from: &str,
     ) -> Result<Vec<(String, V)>, StoreError> {
-        self.src
-            .scan(table, prefix, from)?
-            .into_iter()
-            .map(|(k, b)| decode(table, &k, &b).map(|v| (k, v)))
-            .collect()
+        decode_all(
+            self.seal.as_deref(),
+            table,
+            self.src.scan(table, prefix, from)?,
+        )
     }
 }
 
@@ -161,6 +176,8 @@ impl Read for Reader<'_> {
 pub struct Txn<'a> {
     src: &'a dyn Source,
     staged: Staged,
+    /// The key records are sealed with ([`seal`]); none in a store opened without it.
+    seal: Option<Arc<Cipher>>,
 }
 
 impl<'a> Txn<'a> {
@@ -168,7 +185,14 @@ impl<'a> Txn<'a> {
         Self {
             src,
             staged: BTreeMap::new(),
+            seal: None,
         }
+    }
+
+    /// Seals what this write puts, and reads only sealed records, with `seal` (as the store
+    /// whose write runs in it says).
+    pub(super) fn seal_with(&mut self, seal: Option<Arc<Cipher>>) {
+        self.seal = seal;
     }
 
     /// What the closure staged, for the backend to apply.
@@ -191,7 +215,10 @@ impl Read for Txn<'_> {
             Some(staged) => staged.clone(),
             None => self.src.get(table, key)?,
         };
-        raw.map(|b| decode(table, key, &b)).transpose()
+        match raw {
+            Some(b) => decode(self.seal.as_deref(), table, key, &b),
+            None => Ok(None),
+        }
     }
 
     fn scan_from<V: DeserializeOwned>(
@@ -200,6 +227,22 @@ impl Read for Txn<'_> {
         prefix: &str,
         from: &str,
     ) -> Result<Vec<(String, V)>, StoreError> {
+        decode_all(
+            self.seal.as_deref(),
+            table,
+            self.merged(table, prefix, from)?,
+        )
+    }
+}
+
+impl Txn<'_> {
+    /// The bytes of every entry under `prefix` at or after `from`, with this write's own.
+    fn merged(
+        &self,
+        table: Table,
+        prefix: &str,
+        from: &str,
+    ) -> Result<BTreeMap<String, Vec<u8>>, StoreError> {
         let mut merged: BTreeMap<String, Vec<u8>> =
             self.src.scan(table, prefix, from)?.into_iter().collect();
         for ((t, key), value) in &self.staged {
@@ -211,10 +254,19 @@ impl Read for Txn<'_> {
                 None => merged.remove(key),
             };
         }
-        merged
-            .into_iter()
-            .map(|(k, b)| decode(table, &k, &b).map(|v| (k, v)))
-            .collect()
+        Ok(merged)
+    }
+
+    /// Every entry of `table` as it is stored, seal and all: for copying a store and sealing
+    /// one, never for deciding anything.
+    pub fn scan_raw(&self, table: Table) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        Ok(self.merged(table, "", "")?.into_iter().collect())
+    }
+
+    /// Stages `bytes` under `key` as they are, unsealed: for copying and sealing a store, and
+    /// for tests that play someone writing to it directly (see [`Txn::scan_raw`]).
+    pub fn put_raw(&mut self, table: Table, key: &str, bytes: Vec<u8>) {
+        self.staged.insert((table, key.to_string()), Some(bytes));
     }
 }
 
@@ -231,6 +283,10 @@ impl Txn<'_> {
             key: key.to_string(),
             message: format!("cannot encode: {e}"),
         })?;
+        let bytes = match &self.seal {
+            Some(cipher) if table.sealed(key) => seal::wrap(cipher, table, key, &bytes),
+            Some(_) | None => bytes,
+        };
         self.staged.insert((table, key.to_string()), Some(bytes));
         Ok(())
     }
@@ -241,10 +297,37 @@ impl Txn<'_> {
     }
 }
 
-fn decode<V: DeserializeOwned>(table: Table, key: &str, bytes: &[u8]) -> Result<V, StoreError> {
-    serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt {
-        table,
-        key: key.to_string(),
-        message: e.to_string(),
-    })
+/// The record in `bytes`, read under `key` of `table`: `None` if it needs a seal this
+/// installation did not give it (see [`seal::open`]).
+fn decode<V: DeserializeOwned>(
+    cipher: Option<&Cipher>,
+    table: Table,
+    key: &str,
+    bytes: &[u8],
+) -> Result<Option<V>, StoreError> {
+    let Some(record) = seal::open(cipher, table, key, bytes) else {
+        return Ok(None);
+    };
+    serde_json::from_slice(record)
+        .map(Some)
+        .map_err(|e| StoreError::Corrupt {
+            table,
+            key: key.to_string(),
+            message: e.to_string(),
+        })
+}
+
+/// The records of `entries` that may be read (see [`decode`]), in their order.
+fn decode_all<V: DeserializeOwned>(
+    cipher: Option<&Cipher>,
+    table: Table,
+    entries: impl IntoIterator<Item = (String, Vec<u8>)>,
+) -> Result<Vec<(String, V)>, StoreError> {
+    let mut out = Vec::new();
+    for (key, bytes) in entries {
+        if let Some(value) = decode(cipher, table, &key, &bytes)? {
+            out.push((key, value));
+        }
+    }
+    Ok(out)
 }

@@ -7,6 +7,7 @@
 //!
 //! Prices are read when a run settles: a later price change never rewrites what was counted.
 
+use crate::model::access::Trust;
 use crate::model::plan::NodeRecord;
 use crate::model::price::{NodeFacts, PriceTable};
 use crate::model::profile::{ProfileId, StoredProfile};
@@ -27,7 +28,9 @@ pub fn prices(r: &impl Read) -> Result<PriceTable, StoreError> {
 
 /// Fixes run `run`'s usage at `now` and marks it settled, unless it already is (then
 /// nothing is written twice). Reads its cluster's nodes, the prices in force and its
-/// profile's `pricePerNodeHour`.
+/// profile's `pricePerNodeHour`: an instance admin's prices a node as it says; a namespace
+/// admin's may price a node above the table's, never below (a tenant does not price its own
+/// runs down past its budget), and prices what the table does not.
 pub fn settle(tx: &mut Txn, run: &mut RunRecord, now: u64) -> Result<(), StoreError> {
     if run.settled {
         return Ok(());
@@ -46,11 +49,15 @@ pub fn settle(tx: &mut Txn, run: &mut RunRecord, now: u64) -> Result<(), StoreEr
         false => (None, None),
     };
     let price = |node: &NodeRecord| {
-        own.or_else(|| {
-            table
-                .as_ref()
-                .and_then(|t| t.micros_per_hour(&run.provisioner, &NodeFacts::of(&node.properties)))
-        })
+        let listed = table
+            .as_ref()
+            .and_then(|t| t.micros_per_hour(&run.provisioner, &NodeFacts::of(&node.properties)));
+        match (own, listed) {
+            (Some((own, Trust::InstanceAdmin)), _) => Some(own),
+            (Some((own, _)), Some(listed)) => Some(own.max(listed)),
+            (Some((own, _)), None) => Some(own),
+            (None, listed) => listed,
+        }
     };
     let entry = rules::settle(run, &nodes, price, now);
     tx.put(
@@ -62,15 +69,19 @@ pub fn settle(tx: &mut Txn, run: &mut RunRecord, now: u64) -> Result<(), StoreEr
     Ok(())
 }
 
-/// The `pricePerNodeHour` of run `run`'s profile, in millionths, if it is still there and
-/// sets one.
-fn profile_price(r: &impl Read, run: &RunRecord) -> Result<Option<u64>, StoreError> {
+/// The `pricePerNodeHour` of run `run`'s profile, in millionths, with its author's trust, if
+/// it is still there and sets one.
+fn profile_price(r: &impl Read, run: &RunRecord) -> Result<Option<(u64, Trust)>, StoreError> {
     let Ok(id) = ProfileId::parse_scoped(&run.key.namespace, &run.profile) else {
         return Ok(None);
     };
     Ok(r.get::<StoredProfile>(Table::Profiles, &id.key())?
-        .and_then(|s| s.profile.price_per_node_hour)
-        .map(crate::model::price::micros))
+        .and_then(|s| {
+            let author = s.author();
+            s.profile
+                .price_per_node_hour
+                .map(|p| (crate::model::price::micros(p), author))
+        }))
 }
 
 /// Folds the entries under `keys` (keys of `UsageEntries`) into the ledger's rows and removes

@@ -135,6 +135,7 @@ fn grants(pairs: &[(&str, ebb::model::access::Role)]) -> ebb::model::access::Gra
     ebb::model::access::Grants {
         instance_admin: false,
         namespaces: pairs.iter().map(|(n, r)| (n.to_string(), *r)).collect(),
+        metrics: false,
     }
 }
 

@@ -419,7 +419,7 @@ fn schedules_from_flags() {
             "--program",
             "p",
             "--after",
-            "default/etl/p",
+            "default/load/p",
             "--on",
             "failed,killed",
         ],
@@ -429,7 +429,10 @@ fn schedules_from_flags() {
         list.contains("etl/nightly") && list.contains("SCHEDULED"),
         "{list}"
     );
-    assert!(list.contains("after default/etl/p FAILED|KILLED"), "{list}");
+    assert!(
+        list.contains("after default/load/p FAILED|KILLED"),
+        "{list}"
+    );
     let listed = json(&s, &["schedule", "list", "--app", "etl"]);
     assert_eq!(listed.as_array().expect("list").len(), 2, "{listed}");
     ok(

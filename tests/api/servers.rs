@@ -627,8 +627,13 @@ fn a_run_recorded_by_a_newer_build_is_never_taken_over_by_an_older_server() {
         r["cluster"]["status"] == "WAITING"
     });
     s0.kill();
-    // Marked as written by a newer build, before s0's lease ends.
-    let store = Store::open_at(&install.location).expect("store");
+    // Marked as written by a newer build (which has the installation's key), before s0's
+    // lease ends.
+    let key = ebb::store::secure::Cipher::load_or_create(&dir.path().join("secure.key"))
+        .expect("the installation's key");
+    let store = Store::open_at(&install.location)
+        .expect("store")
+        .sealed(std::sync::Arc::new(key));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -180,6 +180,10 @@ pub enum TokenCmd {
         /// Every right, in every namespace and over the instance.
         #[arg(long)]
         instance_admin: bool,
+        /// Reads GET /metrics, which shows every namespace's figures (a scraper's token, with
+        /// or without roles); only an instance admin makes one.
+        #[arg(long)]
+        metrics: bool,
         /// How long the token works (30d, 12h); for ever when left out.
         #[arg(long, value_name = "DUR")]
         expires: Option<String>,
@@ -303,6 +307,11 @@ pub struct ServeArgs {
     /// `catchUp`: older ones were missed (no server fired schedules then) and follow it.
     #[arg(long, env = "EBB_SCHEDULE_GRACE", default_value = "60s", value_parser = ebb_spi::parse_duration)]
     pub schedule_grace: std::time::Duration,
+    /// How many fires a second the schedules of one namespace make at most (in bursts of ten
+    /// seconds' worth); a fire held back waits (one schedule fires at most once a second,
+    /// in bursts of 60).
+    #[arg(long, env = "EBB_SCHEDULE_NAMESPACE_RATE", default_value = "20")]
+    pub schedule_namespace_rate: std::num::NonZeroU32,
     /// Directory of what programs and provisioners work in: programs' working directories,
     /// `local` sandboxes, the `sim` cloud's files. Kept apart from the data dir, which holds
     /// the store and the secure key (default: `<data-dir>-work`, next to it).

@@ -156,6 +156,18 @@ fn record_fire(
     if tx.get::<RunRecord>(Table::Runs, &key.key())?.is_some() {
         return done(Fired::Already);
     }
+    // Schedules that trigger each other (across namespaces, where no write could see the
+    // cycle) stop at a chain's longest.
+    if f.by.depth > crate::model::schedule::MAX_CHAIN {
+        let reason = format!(
+            "a chain of {} program-status fires, longer than {}: schedules trigger each other",
+            f.by.depth,
+            crate::model::schedule::MAX_CHAIN
+        );
+        let outcome = FireOutcome::Skipped { reason };
+        put_fire(tx, owner, f, outcome.clone())?;
+        return done(Fired::Recorded(outcome));
+    }
     // A part of an AND joins the others; the schedule fires once they all have.
     let joined;
     let f = match f.part {

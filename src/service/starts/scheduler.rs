@@ -15,8 +15,14 @@
 //! A fire is recorded under an identity derived from what fired, in the same write as its
 //! run ([`fire::fire`]): however often a crash or a second scheduler repeats one, it happens
 //! once.
+//!
+//! No tenant can take the scheduler for itself: each schedule and each namespace fires at
+//! most at its rate (token buckets, [`Rates`]); a fire held back waits for the next tick (a
+//! cron time that waits past the grace is missed, as the schedule's `catchUp` says, a run end
+//! is offered again), and each tick reads every namespace's run ends as a share of its own.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::num::NonZeroU32;
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -41,6 +47,66 @@ pub struct Settings {
     /// How late a cron time may be fired and still count as on time; older ones were missed
     /// and follow the schedule's `catchUp`. (Quartz calls it the misfire threshold.)
     pub grace: Duration,
+    /// How many fires a second the schedules of one namespace make at most, in bursts of ten
+    /// seconds' worth.
+    pub namespace_rate: NonZeroU32,
+}
+
+/// How many fires a second one schedule makes at most (a cron with seconds fires once a
+/// second), in bursts of [`SCHEDULE_BURST`].
+const SCHEDULE_RATE: NonZeroU32 = NonZeroU32::MIN;
+/// The burst of [`SCHEDULE_RATE`]: the ends of a program's parallel runs, say.
+const SCHEDULE_BURST: NonZeroU32 = NonZeroU32::new(60).expect("not zero");
+/// How long a schedule held back by its rate waits before it is looked at again.
+const HELD: u64 = 1000;
+/// The least share of a tick's run ends each namespace has.
+const LEAST_SHARE: usize = 64;
+
+/// The token buckets of fires (GCRA, as `governor` keeps them): per schedule and per
+/// namespace, in memory while this server holds the duty.
+struct Rates {
+    schedules: governor::DefaultKeyedRateLimiter<String>,
+    namespaces: governor::DefaultKeyedRateLimiter<String>,
+    /// Ticks since idle buckets were last dropped.
+    ticks: u32,
+}
+
+impl Rates {
+    fn new(settings: Settings) -> Rates {
+        let burst = settings
+            .namespace_rate
+            .saturating_mul(NonZeroU32::new(10).expect("ten"));
+        Rates {
+            schedules: governor::RateLimiter::keyed(
+                governor::Quota::per_second(SCHEDULE_RATE).allow_burst(SCHEDULE_BURST),
+            ),
+            namespaces: governor::RateLimiter::keyed(
+                governor::Quota::per_second(settings.namespace_rate).allow_burst(burst),
+            ),
+            ticks: 0,
+        }
+    }
+
+    /// Whether schedule `key` of namespace `ns` may fire once more now (it then has).
+    fn allow(&self, ns: &str, key: &str) -> bool {
+        let allowed = self.namespaces.check_key(&ns.to_string()).is_ok()
+            && self.schedules.check_key(&key.to_string()).is_ok();
+        if !allowed {
+            metrics::counter!(crate::model::metrics::SCHEDULE_THROTTLED.name, "namespace" => ns.to_string())
+                .increment(1);
+        }
+        allowed
+    }
+
+    /// Drops the buckets that are full again, once a minute of ticks.
+    fn tidy(&mut self) {
+        self.ticks += 1;
+        if self.ticks >= 60 {
+            self.ticks = 0;
+            self.schedules.retain_recent();
+            self.namespaces.retain_recent();
+        }
+    }
 }
 
 /// Most fires recorded at once.
@@ -67,6 +133,11 @@ struct Entry {
     next: Option<u64>,
     /// Fires recorded since the last trim of its fire records.
     fired: usize,
+    /// Held back by its rate: not looked at again before then (epoch ms).
+    held: u64,
+    /// Its last due time was held back by its rate (cron times missed since were missed for
+    /// that).
+    throttled: bool,
 }
 
 impl Entry {
@@ -92,11 +163,15 @@ struct State {
     /// The schedules with a program-status trigger, by the program they watch
     /// (`ns/app/program`).
     watchers: BTreeMap<String, Vec<String>>,
+    /// The run ends kept because the rates held some of their fires back, by key in
+    /// `RunEnds`, with the schedules that fired for them already (not offered again).
+    kept: BTreeMap<String, BTreeSet<String>>,
 }
 
 /// Fires schedules until the server stops.
 pub async fn run(runtime: Runtime, settings: Settings) {
     let mut state = State::default();
+    let mut rates = Rates::new(settings);
     // At once at start, then at the next fire time (at least every second).
     let mut wait = Duration::ZERO;
     loop {
@@ -114,9 +189,15 @@ pub async fn run(runtime: Runtime, settings: Settings) {
                 continue;
             }
         }
-        match tick(&runtime, &mut state, settings).await {
+        rates.tidy();
+        match tick(&runtime, &mut state, &rates, settings).await {
             Ok(()) => {
-                if let Some(next) = state.entries.values().filter_map(|e| e.next).min() {
+                if let Some(next) = state
+                    .entries
+                    .values()
+                    .filter_map(|e| e.next.map(|next| next.max(e.held)))
+                    .min()
+                {
                     let until = next.saturating_sub(clock::now_millis());
                     wait = Duration::from_millis(until).clamp(Duration::from_millis(10), TICK);
                 }
@@ -134,12 +215,13 @@ pub async fn run(runtime: Runtime, settings: Settings) {
 async fn tick(
     runtime: &Runtime,
     state: &mut State,
+    rates: &Rates,
     settings: Settings,
 ) -> Result<(), ServiceError> {
     refresh(runtime, state).await?;
     let now = clock::now_millis();
-    fire_times(runtime, state, now, settings).await?;
-    offer_ends(runtime, state).await?;
+    fire_times(runtime, state, rates, now, settings).await?;
+    offer_ends(runtime, state, rates).await?;
     judge_waiting(runtime, now).await?;
     trim(runtime, state).await?;
     Ok(())
@@ -203,7 +285,10 @@ async fn refresh(runtime: &Runtime, state: &mut State) -> Result<(), StoreError>
             })
             .collect();
         let joins = rule::joins(&schedule.trigger);
-        let fired = state.entries.get(&key).map_or(0, |e| e.fired);
+        let (fired, held, throttled) = state
+            .entries
+            .get(&key)
+            .map_or((0, 0, false), |e| (e.fired, e.held, e.throttled));
         for (_, t) in schedule.trigger.walk() {
             if let schedule::Trigger::ProgramStatus { program_id, .. } = t {
                 let ns = program_id
@@ -224,6 +309,8 @@ async fn refresh(runtime: &Runtime, state: &mut State) -> Result<(), StoreError>
             cursor,
             next: None,
             fired,
+            held,
+            throttled,
         };
         entry.advance(cursor);
         entries.insert(key, entry);
@@ -235,18 +322,19 @@ async fn refresh(runtime: &Runtime, state: &mut State) -> Result<(), StoreError>
     Ok(())
 }
 
-/// Fires every cron time due by `now`.
+/// Fires every cron time due by `now`, as far as the rates allow.
 async fn fire_times(
     runtime: &Runtime,
     state: &mut State,
+    rates: &Rates,
     now: u64,
     settings: Settings,
 ) -> Result<(), ServiceError> {
     let grace = u64::try_from(settings.grace.as_millis()).unwrap_or(u64::MAX);
     let mut firings = Vec::new();
     let mut skips = Vec::new();
-    for (key, entry) in &state.entries {
-        if entry.next.is_none_or(|next| next > now) {
+    for (key, entry) in &mut state.entries {
+        if entry.next.is_none_or(|next| next > now) || entry.held > now {
             continue;
         }
         // Without an AND, times two expressions share fire once; with one, each leaf's
@@ -257,15 +345,27 @@ async fn fire_times(
             let part = entry.joins.then_some(*leaf);
             times.extend(due.run.into_iter().map(|t| (t, part)));
             if let Some(skipped) = due.skipped {
-                skips.push((key.clone(), entry.schedule.clone(), skipped));
+                skips.push((
+                    key.clone(),
+                    entry.schedule.clone(),
+                    skipped,
+                    entry.throttled,
+                ));
             }
         }
+        entry.throttled = false;
         for (time, part) in times {
+            // Held back: this time and those after it stay due for a later tick.
+            if !rates.allow(&entry.schedule.namespace, key) {
+                entry.held = now + HELD;
+                entry.throttled = true;
+                break;
+            }
             firings.push((key.clone(), time_firing(key, &entry.schedule, time, part)));
         }
     }
-    for (key, s, skipped) in skips {
-        record_skip(runtime, &key, &s, &skipped).await?;
+    for (key, s, skipped, throttled) in skips {
+        record_skip(runtime, &key, &s, &skipped, throttled).await?;
         if let Some(e) = state.entries.get_mut(&key) {
             e.advance(skipped.time);
         }
@@ -295,6 +395,7 @@ fn time_firing(key: &str, s: &Schedule, time: u64, part: Option<usize>) -> Firin
             fire: part_id(schedule::time_fire(time), part),
             time,
             triggering: None,
+            depth: 0,
         },
         args,
         part,
@@ -375,15 +476,22 @@ fn last_run(r: &Reader, s: &Schedule) -> Result<Option<u64>, StoreError> {
         .map(|(_, run)| run.starting.saturating_mul(1000)))
 }
 
-/// Records that `skipped` cron times of schedule `s` were missed and not run.
+/// Records that `skipped` cron times of schedule `s` were missed and not run: while no
+/// server fired schedules, or while its rate held it back (`throttled`).
 async fn record_skip(
     runtime: &Runtime,
     key: &str,
     s: &Schedule,
     skipped: &rule::Skipped,
+    throttled: bool,
 ) -> Result<(), StoreError> {
+    let why = if throttled {
+        "while the schedule or its namespace fired faster than its rate"
+    } else {
+        "while no server fired schedules"
+    };
     let reason = format!(
-        "missed {}{} fire time(s) from {} to {} while no server fired schedules (catchUp {})",
+        "missed {}{} fire time(s) from {} to {} {why} (catchUp {})",
         if skipped.more { "more than " } else { "" },
         skipped.count,
         schedule::iso(skipped.first),
@@ -416,52 +524,86 @@ async fn record_skip(
 }
 
 /// Offers the recorded run ends to the program-status triggers, and forgets each once its
-/// fires are recorded; at most [`ENDS_PER_TICK`] a page, a few pages a tick.
-async fn offer_ends(runtime: &Runtime, state: &mut State) -> Result<(), ServiceError> {
+/// fires are recorded. Each namespace's ends are read as a share of the tick's
+/// ([`ENDS_PER_TICK`] times [`ENDS_PAGES`], at least [`LEAST_SHARE`] each), so one that ends
+/// runs by the thousand does not hold up the others'; an end whose fires the rates held back
+/// is kept and offered again (its fires already recorded are not repeated: their keys).
+async fn offer_ends(
+    runtime: &Runtime,
+    state: &mut State,
+    rates: &Rates,
+) -> Result<(), ServiceError> {
     let store = runtime.store();
-    for _ in 0..ENDS_PAGES {
-        let ends = store
-            .read(|r| {
+    let ends = store
+        .read(|r| {
+            let namespaces = r.scan::<serde_json::Value>(Table::Namespaces, "")?;
+            let share = (ENDS_PER_TICK * ENDS_PAGES / namespaces.len().max(1)).max(LEAST_SHARE);
+            let mut ends = Vec::new();
+            for (ns, _) in namespaces {
                 let page = r.scan_back::<RunEnd>(
                     Table::RunEnds,
-                    "",
+                    &format!("{ns}/"),
                     None,
-                    ENDS_PER_TICK,
-                    ENDS_PER_TICK,
+                    share,
+                    share,
                     |_, _| true,
                 )?;
-                Ok::<_, StoreError>(page.entries)
-            })
-            .await?;
-        if ends.is_empty() {
-            return Ok(());
-        }
-        let mut firings = Vec::new();
-        for (_, end) in &ends {
-            let t = &end.run;
-            let watched = format!("{}/{}/{}", t.namespace, t.application, t.program);
-            for key in state.watchers.get(&watched).into_iter().flatten() {
-                if let Some(entry) = state.entries.get(key) {
-                    for f in end_firings(key, &entry.schedule, entry.joins, end) {
-                        firings.push((key.clone(), f));
-                    }
+                ends.extend(page.entries);
+            }
+            Ok::<_, StoreError>(ends)
+        })
+        .await?;
+    if ends.is_empty() {
+        return Ok(());
+    }
+    let mut firings = Vec::new();
+    let mut kept: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (end_key, end) in &ends {
+        let t = &end.run;
+        let watched = format!("{}/{}/{}", t.namespace, t.application, t.program);
+        let before = state.kept.get(end_key);
+        let mut fired = BTreeSet::new();
+        let mut held = false;
+        for key in state.watchers.get(&watched).into_iter().flatten() {
+            let Some(entry) = state.entries.get(key) else {
+                continue;
+            };
+            if before.is_some_and(|b| b.contains(key)) {
+                fired.insert(key.clone());
+                continue;
+            }
+            let mut all = true;
+            for f in end_firings(key, &entry.schedule, entry.joins, end) {
+                if rates.allow(&entry.schedule.namespace, key) {
+                    firings.push((key.clone(), f));
+                } else {
+                    all = false;
                 }
             }
-        }
-        let results = run_fires(runtime, firings.iter().map(|(_, f)| f.clone()).collect()).await;
-        for ((key, _), result) in firings.into_iter().zip(results) {
-            result?;
-            if let Some(e) = state.entries.get_mut(&key) {
-                e.fired += 1;
+            if all {
+                fired.insert(key.clone());
+            } else {
+                held = true;
             }
         }
-        let done: Vec<String> = ends.into_iter().map(|(k, _)| k).collect();
-        let full = done.len() == ENDS_PER_TICK;
-        store.delete_in_batches(Table::RunEnds, &done).await?;
-        if !full {
-            return Ok(());
+        if held {
+            kept.insert(end_key.clone(), fired);
         }
     }
+    let results = run_fires(runtime, firings.iter().map(|(_, f)| f.clone()).collect()).await;
+    for ((key, _), result) in firings.into_iter().zip(results) {
+        result?;
+        if let Some(e) = state.entries.get_mut(&key) {
+            e.fired += 1;
+        }
+    }
+    let done: Vec<String> = ends
+        .into_iter()
+        .map(|(k, _)| k)
+        .filter(|k| !kept.contains_key(k))
+        .collect();
+    store.delete_in_batches(Table::RunEnds, &done).await?;
+    state.kept = kept;
     Ok(())
 }
 
@@ -501,6 +643,7 @@ fn end_firings(key: &str, s: &Schedule, joins: bool, end: &RunEnd) -> Vec<Firing
                 fire: part_id(schedule::end_fire(&t.run), part),
                 time: end.time,
                 triggering: Some(t.clone()),
+                depth: end.depth.saturating_add(1),
             },
             args: args.clone(),
             part,

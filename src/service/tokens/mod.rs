@@ -2,11 +2,11 @@
 //!
 //! A token's secret is 256 random bits, shown once in the answer that makes it. The store
 //! keeps only its SHA-256 (a secret of 256 random bits needs no slow hash), under which the
-//! token is found; the hash found is compared in constant time. Each record is signed with
-//! a key derived from the installation's secure key file ([`Cipher::sign`]): a token record
-//! written into the store by anyone but a server of the installation (someone who reached
-//! etcd's port, say) is refused, however it names itself. The web UI's sign-ins of tokens are
-//! [`sessions`].
+//! token is found; the hash found is compared in constant time. Records are sealed with a key
+//! derived from the installation's secure key file (`store::seal`): a token record written
+//! into the store by anyone but a server of the installation (someone who reached etcd's
+//! port, say) is refused, however it names itself, and one written back after it was revoked
+//! is of a past access generation (`store::generation`). The web UI's sign-ins of tokens are [`sessions`].
 
 use std::path::{Path, PathBuf};
 
@@ -17,17 +17,7 @@ use crate::model::access::{Act, Caller, Grants, TokenRecord, TokenSpec, TokenVie
 use crate::runtime::clock::now_secs;
 use crate::service::error::ServiceError;
 use crate::store::secure::Cipher;
-use crate::store::{Read, Store, StoreError, Table, changes};
-
-/// `record`, signed by this installation.
-fn signed(cipher: &Cipher, record: TokenRecord) -> TokenRecord {
-    cipher.seal_token(record)
-}
-
-/// Whether this installation signed `record` as it is.
-pub fn genuine(cipher: &Cipher, record: &TokenRecord) -> bool {
-    cipher.token_is_genuine(record)
-}
+use crate::store::{Read, Store, StoreError, Table, changes, generation};
 
 /// The prefix of every secret, so that secret scanners and people can tell what it is.
 pub const SECRET_PREFIX: &str = "ebb_";
@@ -68,9 +58,13 @@ pub fn random_hex() -> Result<String, ServiceError> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// Stages token `record` under its name and hash, unless the name is taken or it grants a
-/// role in a namespace that does not exist.
+/// Stages token `record` under its name and hash, at the current access generation, unless
+/// the name is taken or it grants a role in a namespace that does not exist.
 fn insert(tx: &mut crate::store::Txn, record: &TokenRecord) -> Result<(), ServiceError> {
+    let record = &TokenRecord {
+        generation: generation::current(tx)?,
+        ..record.clone()
+    };
     for ns in record.grants.namespaces.keys() {
         crate::service::catalog::require_namespace(tx, ns)?;
     }
@@ -89,7 +83,6 @@ fn insert(tx: &mut crate::store::Txn, record: &TokenRecord) -> Result<(), Servic
 /// the only place its secret ever shows.
 pub async fn create(
     store: &Store,
-    cipher: &Cipher,
     caller: &Caller,
     spec: TokenSpec,
 ) -> Result<TokenView, ServiceError> {
@@ -122,18 +115,16 @@ pub async fn create(
     }
     let secret = new_secret()?;
     let now = now_secs();
-    let record = signed(
-        cipher,
-        TokenRecord {
-            name: spec.name.clone(),
-            hash: hash(&secret),
-            grants,
-            created: now,
-            created_by: caller.name.clone(),
-            expires: lifetime.map(|l| now.saturating_add(l)),
-            signature: String::new(),
-        },
-    );
+    let record = TokenRecord {
+        name: spec.name.clone(),
+        hash: hash(&secret),
+        grants,
+        created: now,
+        created_by: caller.name.clone(),
+        expires: lifetime.map(|l| now.saturating_add(l)),
+        generation: 0,
+        signature: String::new(),
+    };
     let act = Act::new(caller, "token.create", None, &record.name);
     let stored = record.clone();
     store
@@ -164,8 +155,9 @@ pub async fn list(store: &Store, caller: &Caller) -> Result<Vec<TokenView>, Serv
         .await
 }
 
-/// Revokes token `name`; it stops working at once, on every server. A token `caller` may
-/// not manage does not exist for it.
+/// Revokes token `name`; it stops working at once, on every server, and stays revoked if its
+/// record is written back (the access generation advances). A token `caller` may not
+/// manage does not exist for it.
 pub async fn revoke(
     store: &Store,
     caller: &Caller,
@@ -186,6 +178,7 @@ pub async fn revoke(
             for (key, _) in tx.scan::<serde_json::Value>(Table::Sessions, &format!("{name}/"))? {
                 tx.delete(Table::Sessions, &key);
             }
+            generation::advance(tx)?;
             changes::record(tx, &act)?;
             Ok(record.view())
         })
@@ -224,8 +217,8 @@ impl std::fmt::Debug for FixedToken {
 pub const REVOKED_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The caller whose token is `secret`: an instance admin for the server's fixed token, else
-/// the live token of the store that has it, if this installation signed its record; `None`
-/// when none has.
+/// the live token of the store that has it, if this installation sealed its record at the
+/// current access generation; `None` when none has.
 pub async fn authenticate(
     store: &Store,
     cipher: &std::sync::Arc<Cipher>,
@@ -239,72 +232,73 @@ pub async fn authenticate(
         return Ok(None);
     }
     let hashed = hash(secret);
-    let cipher = std::sync::Arc::clone(cipher);
-    store
-        .read_within(REVOKED_WITHIN, move |r| {
+    let look = {
+        let cipher = std::sync::Arc::clone(cipher);
+        move |r: &crate::store::Reader| {
             let Some(name) = r.get::<String>(Table::TokenHashes, &hashed)? else {
-                return Ok(None);
+                return Ok(Found::Nothing);
             };
             live(r, &cipher, &name, &hashed)
-        })
-        .await
+        }
+    };
+    let found = match store.read_within(REVOKED_WITHIN, look.clone()).await? {
+        // A state up to REVOKED_WITHIN late may be older than one this server saw: look at
+        // the latest before deciding that the store went back.
+        Found::Behind => store.read(look).await?,
+        found @ (Found::Caller(_) | Found::Nothing) => found,
+    };
+    Ok(found.into_caller())
 }
 
-/// The caller of token `name` if its record is live, signed by this installation, and has
-/// hash `hashed`.
-pub fn live(
-    r: &impl Read,
-    cipher: &Cipher,
-    name: &str,
-    hashed: &str,
-) -> Result<Option<Caller>, StoreError> {
+/// What a look for a token or session found.
+#[derive(Debug)]
+pub enum Found {
+    /// The caller it acts as.
+    Caller(Caller),
+    /// No live record of this installation's at the current access generation.
+    Nothing,
+    /// The store's access generation is below one this server saw ([`generation::Standing`]).
+    Behind,
+}
+
+impl Found {
+    /// The caller found, if any; a store behind this server's generation is logged.
+    pub fn into_caller(self) -> Option<Caller> {
+        match self {
+            Found::Caller(caller) => Some(caller),
+            Found::Nothing => None,
+            Found::Behind => {
+                generation::log_behind();
+                None
+            }
+        }
+    }
+}
+
+/// The caller of token `name` if its record is live, of the current access generation, and
+/// has hash `hashed` (the store read it only if this installation sealed it).
+pub fn live(r: &impl Read, cipher: &Cipher, name: &str, hashed: &str) -> Result<Found, StoreError> {
     let Some(record) = r.get::<TokenRecord>(Table::Tokens, name)? else {
-        return Ok(None);
+        return Ok(Found::Nothing);
     };
     if !same(&record.hash, hashed) || !record.live(now_secs()) {
-        return Ok(None);
+        return Ok(Found::Nothing);
     }
-    if !genuine(cipher, &record) {
-        tracing::warn!(
-            token.name = %record.name,
-            "a token record this installation did not sign was refused: someone wrote to the store directly"
-        );
-        return Ok(None);
+    match generation::standing(r, cipher, record.generation)? {
+        generation::Standing::Holds => Ok(Found::Caller(Caller {
+            name: record.name,
+            grants: record.grants,
+            run: None,
+        })),
+        generation::Standing::Stale => {
+            tracing::warn!(
+                token.name = %record.name,
+                "a token record of a past access generation was refused: it was revoked and written back by someone writing to the store directly"
+            );
+            Ok(Found::Nothing)
+        }
+        generation::Standing::Behind => Ok(Found::Behind),
     }
-    Ok(Some(Caller {
-        name: record.name,
-        grants: record.grants,
-        run: None,
-    }))
-}
-
-/// The `Meta` key saying every token record made before records were signed is signed.
-const SIGNED_ALL: &str = "tokens_signed";
-
-/// Signs, once per installation, the token records made before records were signed; from
-/// then on an unsigned record is refused. Run at start-up, before serving.
-pub async fn sign_unsigned(
-    store: &Store,
-    cipher: &std::sync::Arc<Cipher>,
-) -> Result<usize, ServiceError> {
-    let cipher = std::sync::Arc::clone(cipher);
-    let signed_now = store
-        .write(move |tx| {
-            if tx.get::<bool>(Table::Meta, SIGNED_ALL)?.is_some() {
-                return Ok::<_, ServiceError>(0);
-            }
-            let mut count = 0;
-            for (key, record) in tx.scan::<TokenRecord>(Table::Tokens, "")? {
-                if record.signature.is_empty() {
-                    tx.put(Table::Tokens, &key, &signed(&cipher, record))?;
-                    count += 1;
-                }
-            }
-            tx.put(Table::Meta, SIGNED_ALL, &true)?;
-            Ok(count)
-        })
-        .await?;
-    Ok(signed_now)
 }
 
 /// On the first start of an installation, with no token at all: makes the instance-admin
@@ -313,11 +307,7 @@ pub async fn sign_unsigned(
 ///
 /// The file is written before the token is committed: a crash in between leaves a file with
 /// a secret that opens nothing, replaced at the next start.
-pub async fn first_start(
-    store: &Store,
-    cipher: &Cipher,
-    data_dir: &Path,
-) -> Result<Option<PathBuf>, ServiceError> {
+pub async fn first_start(store: &Store, data_dir: &Path) -> Result<Option<PathBuf>, ServiceError> {
     let any = store
         .read(|r| {
             let first =
@@ -332,18 +322,16 @@ pub async fn first_start(
     let path = data_dir.join(FIRST_TOKEN_FILE);
     write_private(&path, &format!("{secret}\n"))
         .map_err(|e| ServiceError::Internal(format!("cannot write {}: {e}", path.display())))?;
-    let record = signed(
-        cipher,
-        TokenRecord {
-            name: FIRST_TOKEN_NAME.into(),
-            hash: hash(&secret),
-            grants: Grants::instance_admin(),
-            created: now_secs(),
-            created_by: crate::model::access::SERVER_ACTOR.into(),
-            expires: None,
-            signature: String::new(),
-        },
-    );
+    let record = TokenRecord {
+        name: FIRST_TOKEN_NAME.into(),
+        hash: hash(&secret),
+        grants: Grants::instance_admin(),
+        created: now_secs(),
+        created_by: crate::model::access::SERVER_ACTOR.into(),
+        expires: None,
+        generation: 0,
+        signature: String::new(),
+    };
     let act = Act::by_server("token.create", FIRST_TOKEN_NAME);
     let made = store
         .write(move |tx| {

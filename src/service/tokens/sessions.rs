@@ -2,20 +2,23 @@
 //!
 //! Signing in with a token begins a session: 256 random bits the browser keeps in its cookie,
 //! and a record in the store, under `<token>/<SHA-256 of the session's secret>`, that names
-//! the token and is bound to that token's secret, signed by the installation like a token
-//! record. A session acts as its token for at most [`LIFETIME`] (never past the token's own
-//! expiry), ends at sign-out, and ends with its token: a revoked token takes its sessions
-//! with it, and a token made again under the same name does not inherit them. The browser
+//! the token and is bound to that token's secret, sealed by the installation like a token
+//! record and of the current access generation (`store::generation`). A session acts as its
+//! token for at most [`LIFETIME`] (never past the token's own expiry), ends at sign-out (for
+//! good: its record written back is of a past generation), and ends with its token: a revoked
+//! token takes its sessions with it, and a token made again under the same name does not
+//! inherit them. The browser
 //! never holds the token itself, so a cookie that leaks (browsers send a host's cookies to
 //! every port of it) is not a token, and stops working when its session ends. A token has at
 //! most [`MAX_PER_TOKEN`] sessions; a new one ends the oldest.
 
 use std::sync::Arc;
 
-use super::{self as tokens, FixedToken, hash};
+use super::{self as tokens, FixedToken, Found, hash};
 use crate::model::access::{Caller, SessionRecord};
 use crate::runtime::clock::now_secs;
 use crate::service::error::ServiceError;
+use crate::store::generation;
 use crate::store::secure::Cipher;
 use crate::store::{Read, Store, StoreError, Table, Txn};
 
@@ -23,9 +26,6 @@ use crate::store::{Read, Store, StoreError, Table, Txn};
 pub const LIFETIME: u64 = 12 * 3600;
 /// Most sessions one token has at once.
 pub const MAX_PER_TOKEN: usize = 16;
-
-/// What session signatures are made under.
-const SIGNED_AS: &str = "session";
 
 /// A session's credential as the browser keeps it: `<token name>.<secret>`. Its `Debug`
 /// hides the secret.
@@ -83,22 +83,22 @@ pub async fn begin(
     };
     let now = now_secs();
     let token_hash = hash(secret);
-    let (cipher, key, name) = (Arc::clone(cipher), credential.key(), caller.name.clone());
+    let (key, name) = (credential.key(), caller.name.clone());
     store
         .write(move |tx| {
             // The token's own expiry bounds the session's.
             let token_expires = tx
                 .get::<crate::model::access::TokenRecord>(Table::Tokens, &name)?
                 .and_then(|t| t.expires);
-            let mut record = SessionRecord {
+            make_room(tx, &name, now)?;
+            let record = SessionRecord {
                 token: name.clone(),
                 token_hash: token_hash.clone(),
                 created: now,
                 expires: token_expires.map_or(now + LIFETIME, |t| t.min(now + LIFETIME)),
+                generation: generation::current(tx)?,
                 signature: String::new(),
             };
-            record.signature = cipher.sign(SIGNED_AS, &record.signed(&key));
-            make_room(tx, &name, now)?;
             tx.put(Table::Sessions, &key, &record)?;
             Ok::<_, ServiceError>(())
         })
@@ -106,23 +106,29 @@ pub async fn begin(
     Ok(Some((credential, caller)))
 }
 
-/// Ends the token's expired sessions, and its oldest while it has [`MAX_PER_TOKEN`].
+/// Ends the token's expired sessions, and its oldest while it has [`MAX_PER_TOKEN`] (for
+/// good: the access generation advances when a live one ends).
 fn make_room(tx: &mut Txn, token: &str, now: u64) -> Result<(), StoreError> {
     let mut held = tx.scan::<SessionRecord>(Table::Sessions, &format!("{token}/"))?;
     held.sort_by_key(|(_, s)| s.created);
     let mut left = held.len();
+    let mut ended_live = false;
     for (key, session) in held {
         if session.expires > now && left < MAX_PER_TOKEN {
             continue;
         }
+        ended_live |= session.expires > now;
         tx.delete(Table::Sessions, &key);
         left -= 1;
+    }
+    if ended_live {
+        generation::advance(tx)?;
     }
     Ok(())
 }
 
-/// The caller session `credential` acts as, if it is live, signed by this installation, and
-/// its token still works with the secret it began with.
+/// The caller session `credential` acts as, if it is live, sealed by this installation at the
+/// current access generation, and its token still works with the secret it began with.
 pub async fn caller(
     store: &Store,
     cipher: &Arc<Cipher>,
@@ -133,32 +139,49 @@ pub async fn caller(
     let token = credential.token.clone();
     let cipher = Arc::clone(cipher);
     let fixed = fixed.cloned();
-    store
+    let found = store
         .read(move |r| {
             let Some(session) = r.get::<SessionRecord>(Table::Sessions, &key)? else {
-                return Ok(None);
+                return Ok(Found::Nothing);
             };
-            let signed = cipher.verify(SIGNED_AS, &session.signed(&key), &session.signature);
-            if !signed || session.token != token || session.expires <= now_secs() {
-                return Ok(None);
+            if session.token != token || session.expires <= now_secs() {
+                return Ok(Found::Nothing);
+            }
+            match generation::standing(r, &cipher, session.generation)? {
+                generation::Standing::Holds => {}
+                generation::Standing::Stale => {
+                    tracing::warn!(
+                        token.name = %token,
+                        "a session record of a past access generation was refused: it was ended and written back by someone writing to the store directly"
+                    );
+                    return Ok(Found::Nothing);
+                }
+                generation::Standing::Behind => return Ok(Found::Behind),
             }
             if token == Caller::SERVE_TOKEN {
                 return Ok(fixed
                     .as_ref()
                     .filter(|f| f.has_hash(&session.token_hash))
-                    .map(|_| Caller::instance_admin(Caller::SERVE_TOKEN)));
+                    .map_or(Found::Nothing, |_| {
+                        Found::Caller(Caller::instance_admin(Caller::SERVE_TOKEN))
+                    }));
             }
             tokens::live(r, &cipher, &token, &session.token_hash)
         })
-        .await
+        .await?;
+    Ok(found.into_caller())
 }
 
-/// Ends session `credential` (signing out). Ending one that is gone does nothing.
+/// Ends session `credential` (signing out), for good: the access generation advances.
+/// Ending one that is gone does nothing.
 pub async fn end(store: &Store, credential: &Credential) -> Result<(), StoreError> {
     let key = credential.key();
     store
         .write(move |tx| {
-            tx.delete(Table::Sessions, &key);
+            if tx.get::<SessionRecord>(Table::Sessions, &key)?.is_some() {
+                tx.delete(Table::Sessions, &key);
+                generation::advance(tx)?;
+            }
             Ok(())
         })
         .await

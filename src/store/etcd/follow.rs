@@ -256,5 +256,6 @@ impl Shared {
 /// Whether a stored run record is of a run still live (a supervisor has work to do for it);
 /// a value that does not read as one (a large record kept in chunks) counts as ended.
 fn live(stored: &[u8]) -> bool {
-    serde_json::from_slice::<RunRecord>(stored).is_ok_and(|run| run.needs_supervisor())
+    serde_json::from_slice::<RunRecord>(crate::store::seal::unchecked(stored))
+        .is_ok_and(|run| run.needs_supervisor())
 }

@@ -363,7 +363,8 @@ impl Shared {
                 supported: SCHEMA_VERSION,
             });
         }
-        if found < SCHEMA_VERSION {
+        // Version 2 is sealed by the server, which has the key (`store::seal`).
+        if found < 2 {
             return Err(StoreError::Open {
                 store: self.describe.clone(),
                 message: format!(

@@ -151,7 +151,8 @@ fn prepare(db: &Database, path: &Path) -> Result<(), StoreError> {
                 supported: SCHEMA_VERSION,
             });
         }
-        Some(SCHEMA_VERSION) => {}
+        // Version 2 is sealed by the server, which has the key (`store::seal`).
+        Some(2 | SCHEMA_VERSION) => {}
         Some(_) => migrate_to_2(&tx)?,
         None => {
             let mut meta = tx.open_table(def(Table::Meta))?;

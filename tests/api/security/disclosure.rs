@@ -49,3 +49,42 @@ fn a_namespace_admin_names_tokens_after_its_namespace_and_learns_nothing_of_othe
     let (code, made) = create("team-ci");
     assert_eq!(code, 201, "{made}");
 }
+
+/// `/metrics` names every namespace, with its runs, cost and budget: a token with a role in
+/// one namespace does not read it; an instance admin, or a scraper's token only an instance
+/// admin gives, does.
+#[test]
+fn only_an_instance_admin_or_a_metrics_token_reads_every_namespaces_figures() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    let team_admin = super::team_with_admin(&server);
+    let viewer = make_token(&server, "v", json!({"namespaces": {"default": "viewer"}}));
+    for token in [&viewer, &team_admin] {
+        let reply = server.call("GET", "/metrics", None, Some(token));
+        assert_error(reply, 403, "metrics token");
+    }
+    // A namespace admin cannot give it; an instance admin can, alone or beside roles.
+    let reply = server.call(
+        "POST",
+        "/v3/tokens",
+        Some(json!({"name": "team-scraper", "metrics": true})),
+        Some(&team_admin),
+    );
+    assert_error(reply, 403, "metrics tokens");
+    let scraper = make_token(&server, "prometheus", json!({"metrics": true}));
+    let reply = reqwest::blocking::Client::new()
+        .get(format!("{}/metrics", server.url))
+        .bearer_auth(&scraper)
+        .send()
+        .expect("scrape");
+    assert_eq!(reply.status(), 200);
+    assert!(reply.text().expect("text").contains("ebb_live_runs"));
+    // It reads nothing else.
+    let (code, _) = server.request("GET", "/v3/namespaces/default/apps", Some(&scraper));
+    assert_eq!(code, 404);
+    let (code, _) = server.request("GET", "/v3/namespaces", Some(&scraper));
+    assert_eq!(
+        code, 200,
+        "a token lists the namespaces it has a role in: none"
+    );
+}

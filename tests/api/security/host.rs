@@ -150,3 +150,42 @@ fn a_namespace_admins_profile_or_template_never_runs_on_the_servers_host() {
     assert_eq!(wait_deprovisioned(&server, &run)["status"], "COMPLETED");
     assert!(pwned.exists(), "allowed, the namespace's own template ran");
 }
+
+/// An app a namespace admin deployed while the namespace allowed host programs runs on the
+/// host only while it still does: turning the allowance off takes it back at once.
+#[test]
+fn host_rights_end_when_the_namespace_stops_allowing_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    let admin = super::team_with_admin(&server);
+    let allow = |allowed: bool| {
+        let (code, body) = server.put("/v3/namespaces/team", json!({"allowHostPrograms": allowed}));
+        assert_eq!(code, 200, "{body}");
+    };
+    allow(true);
+    let (code, body) = server.call(
+        "PUT",
+        "/v3/namespaces/team/apps/shell",
+        Some(json!({"programs": [{"type": "workflows", "name": "p", "command": ["true"]}]})),
+        Some(&admin),
+    );
+    assert_eq!(code, 200, "{body}");
+    let start = format!("{}/start", program_in("team", "shell"));
+    let (code, body) = server.call("POST", &start, None, Some(&admin));
+    assert_eq!(code, 200, "allowed, it runs: {body}");
+    allow(false);
+    assert_error(
+        server.call("POST", &start, None, Some(&admin)),
+        403,
+        "may not run programs on the server's own host",
+    );
+    // Allowed again, it runs again; redeployed by an instance admin, it runs whatever the
+    // namespace says.
+    allow(true);
+    let (code, body) = server.call("POST", &start, None, Some(&admin));
+    assert_eq!(code, 200, "{body}");
+    allow(false);
+    deploy_in(&server, "team", "shell", "true", json!({}));
+    let (code, body) = server.call("POST", &start, None, Some(&admin));
+    assert_eq!(code, 200, "{body}");
+}

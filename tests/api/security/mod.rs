@@ -3,6 +3,7 @@
 //! other pages and hosts send, and oversized input gets a 4xx naming its limit.
 
 mod disclosure;
+mod etcd_writers;
 mod exhaustion;
 mod grants;
 mod host;
@@ -10,7 +11,10 @@ mod hostile;
 mod limits;
 mod nodes;
 mod overrides;
+mod prices;
 mod runs;
+mod scheduler;
+mod sealed;
 mod secrets;
 mod sessions;
 mod shares;

@@ -66,10 +66,11 @@ fn a_browser_holds_a_session_that_sign_out_and_the_token_end() {
 
 /// Writes a token record and its hash's index straight into the stopped server's store, as
 /// someone who reached etcd's port (or the data dir) would: `name`, an instance admin,
-/// opened by `secret`.
-fn forge(data_dir: &std::path::Path, name: &str, secret: &str, copy_signature_of: Option<&str>) {
+/// opened by `secret`; unsealed, or under the seal lifted from the genuine record
+/// `lift_seal_of`.
+fn forge(data_dir: &std::path::Path, name: &str, secret: &str, lift_seal_of: Option<&str>) {
     use ebb::model::access::{Grants, TokenRecord};
-    use ebb::store::{Read as _, Store, Table};
+    use ebb::store::{Store, Table};
     let location = crate::support::server::store_location(data_dir);
     let store = Store::open_at(&location).expect("open the store");
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -77,18 +78,9 @@ fn forge(data_dir: &std::path::Path, name: &str, secret: &str, copy_signature_of
         .build()
         .expect("runtime");
     let (name, secret) = (name.to_string(), secret.to_string());
-    let copy = copy_signature_of.map(str::to_string);
+    let lift = lift_seal_of.map(str::to_string);
     runtime
         .block_on(store.write(move |tx| {
-            // A signature lifted from a genuine record does not fit another.
-            let signature = match &copy {
-                Some(of) => {
-                    tx.get::<TokenRecord>(Table::Tokens, of)?
-                        .expect("the genuine record")
-                        .signature
-                }
-                None => String::new(),
-            };
             let record = TokenRecord {
                 name: name.clone(),
                 hash: ebb::service::tokens::hash(&secret),
@@ -96,9 +88,27 @@ fn forge(data_dir: &std::path::Path, name: &str, secret: &str, copy_signature_of
                 created: 0,
                 created_by: "ebb serve".into(),
                 expires: None,
-                signature,
+                generation: 0,
+                signature: String::new(),
             };
-            tx.put(Table::Tokens, &name, &record)?;
+            let json = serde_json::to_string(&record).expect("json");
+            // A seal lifted from a genuine record does not fit another.
+            let bytes = match &lift {
+                Some(of) => {
+                    let genuine = tx
+                        .scan_raw(Table::Tokens)?
+                        .into_iter()
+                        .find(|(key, _)| key == of)
+                        .expect("the genuine record")
+                        .1;
+                    let genuine: serde_json::Value =
+                        serde_json::from_slice(&genuine).expect("sealed json");
+                    let seal = genuine["seal"].as_str().expect("a seal").to_string();
+                    format!(r#"{{"seal":"{seal}","value":{json}}}"#).into_bytes()
+                }
+                None => json.into_bytes(),
+            };
+            tx.put_raw(Table::Tokens, &name, bytes);
             tx.put(Table::TokenHashes, &record.hash, &name)?;
             Ok::<_, ebb::store::StoreError>(())
         }))
@@ -136,7 +146,7 @@ fn a_token_record_written_into_the_store_by_someone_else_is_no_token() {
         server
             .logs()
             .iter()
-            .any(|l| l.contains("did not sign was refused")),
+            .any(|l| l.contains("did not seal was refused")),
         "the refusal is logged for someone to act on"
     );
 }

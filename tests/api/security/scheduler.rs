@@ -1,0 +1,308 @@
+//! One tenant cannot take the shared scheduler: schedules cannot trigger themselves or each
+//! other round a loop, a chain of program-status fires stops at its longest, a schedule's
+//! refused starts feed no trigger, and a namespace fires at its rate while another's
+//! schedules keep theirs.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::profiles::{profile_body, put_profile_body};
+use crate::support::runs::{deploy_in, program_in, start_in};
+use crate::support::server::{Options, Server, assert_error};
+
+fn schedule_path(ns: &str, app: &str, name: &str) -> String {
+    format!("/v3/namespaces/{ns}/apps/{app}/schedules/{name}")
+}
+
+/// Puts schedule `name` of `app` in `ns` (program `p`), enabled, with `trigger` and `extra`.
+fn put_schedule(
+    server: &Server,
+    ns: &str,
+    app: &str,
+    name: &str,
+    trigger: Value,
+    extra: Value,
+) -> (u16, Value) {
+    let mut body = json!({
+        "name": name,
+        "program": {"programName": "p", "programType": "WORKFLOW"},
+        "trigger": trigger,
+        "status": "SCHEDULED",
+    });
+    body.as_object_mut()
+        .expect("object")
+        .extend(extra.as_object().expect("object").clone());
+    server.put(&schedule_path(ns, app, name), body)
+}
+
+/// A trigger on the end of program `p` of `app` (in `ns`, if given) with `statuses`.
+fn after(ns: Option<&str>, app: &str, statuses: &[&str]) -> Value {
+    let mut id = json!({"application": app, "program": "p"});
+    if let Some(ns) = ns {
+        id["namespace"] = json!(ns);
+    }
+    json!({"type": "PROGRAM_STATUS", "programId": id, "programStatuses": statuses})
+}
+
+fn fires(server: &Server, ns: &str, app: &str, name: &str) -> Vec<Value> {
+    let (code, body) = server.get(&format!(
+        "{}/fires?limit=1000",
+        schedule_path(ns, app, name)
+    ));
+    assert_eq!(code, 200, "{body}");
+    body.as_array().expect("fires").clone()
+}
+
+fn runs(server: &Server, ns: &str, app: &str) -> Vec<Value> {
+    let (code, body) = server.get(&format!("{}/runs?limit=1000", program_in(ns, app)));
+    assert_eq!(code, 200, "{body}");
+    body.as_array().expect("runs").clone()
+}
+
+#[test]
+fn a_schedule_cannot_trigger_its_own_program_or_close_a_loop() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    for app in ["a", "b", "c"] {
+        deploy_in(&server, "default", app, "true", json!({}));
+    }
+    // Its own program, in any status (a refused start is an end like the others).
+    assert_error(
+        put_schedule(
+            &server,
+            "default",
+            "a",
+            "self",
+            after(None, "a", &["REJECTED"]),
+            json!({}),
+        ),
+        400,
+        "trigger",
+    );
+    assert_error(
+        put_schedule(
+            &server,
+            "default",
+            "a",
+            "self2",
+            json!({"type": "OR", "triggers": [
+                {"type": "TIME", "cronExpression": "0 4 * * *"},
+                after(Some("default"), "a", &["COMPLETED"]),
+            ]}),
+            json!({}),
+        ),
+        400,
+        "the program the schedule starts",
+    );
+    // A chain is fine; the schedule that would close it is refused, naming the loop, and
+    // so is an update that would, of a suspended one too.
+    let (code, body) = put_schedule(
+        &server,
+        "default",
+        "b",
+        "s",
+        after(None, "a", &["COMPLETED"]),
+        json!({}),
+    );
+    assert_eq!(code, 200, "{body}");
+    let (code, body) = put_schedule(
+        &server,
+        "default",
+        "c",
+        "s",
+        after(None, "b", &["COMPLETED"]),
+        json!({"status": "SUSPENDED"}),
+    );
+    assert_eq!(code, 200, "{body}");
+    let (code, body) = put_schedule(
+        &server,
+        "default",
+        "a",
+        "s",
+        after(None, "c", &["FAILED"]),
+        json!({}),
+    );
+    assert_eq!(code, 400, "{body}");
+    let message = body["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("trigger")
+            && message.contains("default/a/p → default/b/p → default/c/p → default/a/p"),
+        "{message}"
+    );
+    let (code, body) = put_schedule(
+        &server,
+        "default",
+        "a",
+        "s",
+        json!({"type": "TIME", "cronExpression": "0 4 * * *"}),
+        json!({}),
+    );
+    assert_eq!(code, 200, "{body}");
+    let (code, body) = server.post_json(
+        &format!("{}/update", schedule_path("default", "a", "s")),
+        json!({"trigger": after(None, "c", &["COMPLETED"])}),
+    );
+    assert_eq!(code, 400, "an update closed the loop: {body}");
+}
+
+/// Two namespaces whose schedules trigger each other (no write in one can see the other's):
+/// the chain stops at its longest, with the skip recorded.
+#[test]
+fn a_chain_of_fires_across_namespaces_stops_at_its_longest() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    let (code, body) = server.put("/v3/namespaces/other", json!({}));
+    assert_eq!(code, 200, "{body}");
+    deploy_in(&server, "default", "a", "true", json!({}));
+    deploy_in(&server, "other", "b", "true", json!({}));
+    let (code, body) = put_schedule(
+        &server,
+        "default",
+        "a",
+        "ping",
+        after(Some("other"), "b", &["COMPLETED"]),
+        json!({}),
+    );
+    assert_eq!(code, 200, "{body}");
+    let (code, body) = put_schedule(
+        &server,
+        "other",
+        "b",
+        "pong",
+        after(Some("default"), "a", &["COMPLETED"]),
+        json!({}),
+    );
+    assert_eq!(code, 200, "{body}");
+    start_in(&server, "default", "a", json!({}));
+    let started = Instant::now();
+    let skipped = loop {
+        let all = [
+            fires(&server, "default", "a", "ping"),
+            fires(&server, "other", "b", "pong"),
+        ]
+        .concat();
+        if let Some(f) = all.iter().find(|f| f["outcome"]["status"] == "SKIPPED") {
+            break f.clone();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "the chain never stopped: {} fires",
+            all.len()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let reason = skipped["outcome"]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("a chain of 17 program-status fires"),
+        "{reason}"
+    );
+    // It stays stopped: the manual run and sixteen fired ones, no more.
+    std::thread::sleep(Duration::from_secs(3));
+    let total = runs(&server, "default", "a").len() + runs(&server, "other", "b").len();
+    assert_eq!(total, 17, "the chain went on");
+}
+
+/// A schedule whose fires are refused (its profile is disabled) feeds no program-status
+/// trigger with those refusals.
+#[test]
+fn a_schedules_refused_starts_feed_no_trigger() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    put_profile_body(&server, "off", profile_body("native", &[]));
+    deploy_in(&server, "default", "a", "true", json!({}));
+    deploy_in(&server, "default", "b", "true", json!({}));
+    let (code, body) = put_schedule(
+        &server,
+        "default",
+        "a",
+        "every-second",
+        json!({"type": "TIME", "cronExpression": "* * * * * *"}),
+        json!({"properties": {"system.profile.name": "USER:off"}}),
+    );
+    assert_eq!(code, 200, "{body}");
+    let (code, body) = put_schedule(
+        &server,
+        "default",
+        "b",
+        "after-a",
+        after(None, "a", &["REJECTED"]),
+        json!({}),
+    );
+    assert_eq!(code, 200, "{body}");
+    // The profile the schedule names is disabled since: each fire's start is refused.
+    let (code, body) = server.post("/v3/namespaces/default/profiles/off/disable");
+    assert_eq!(code, 200, "{body}");
+    let rejected = || {
+        runs(&server, "default", "a")
+            .iter()
+            .filter(|r| r["status"] == "REJECTED")
+            .count()
+    };
+    let started = Instant::now();
+    while rejected() < 3 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "a's starts were never refused"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Past a tick more: the refusals fired nothing.
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(
+        fires(&server, "default", "b", "after-a"),
+        Vec::<Value>::new()
+    );
+    assert!(runs(&server, "default", "b").is_empty());
+}
+
+/// A namespace with many schedules firing every second fires at its rate; another
+/// namespace's schedule fires every second all the while.
+#[test]
+fn a_namespace_fires_at_its_rate_and_others_keep_theirs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start_at(
+        dir.path(),
+        Options {
+            args: vec!["--schedule-namespace-rate".into(), "1".into()],
+            ..Options::default()
+        },
+    );
+    for ns in ["flood", "calm"] {
+        let (code, body) = server.put(&format!("/v3/namespaces/{ns}"), json!({}));
+        assert_eq!(code, 200, "{body}");
+    }
+    let every_second = json!({"type": "TIME", "cronExpression": "* * * * * *"});
+    for i in 0..10 {
+        let app = format!("f{i}");
+        deploy_in(&server, "flood", &app, "true", json!({}));
+        let (code, body) =
+            put_schedule(&server, "flood", &app, "s", every_second.clone(), json!({}));
+        assert_eq!(code, 200, "{body}");
+    }
+    deploy_in(&server, "calm", "c", "true", json!({}));
+    let (code, body) = put_schedule(&server, "calm", "c", "s", every_second.clone(), json!({}));
+    assert_eq!(code, 200, "{body}");
+    let began = Instant::now();
+    std::thread::sleep(Duration::from_secs(8));
+    let seconds = began.elapsed().as_secs() + 1;
+    let flood: usize = (0..10)
+        .map(|i| fires(&server, "flood", &format!("f{i}"), "s").len())
+        .sum();
+    // A burst of ten, then one a second (the schedules would make ten a second).
+    assert!(
+        flood as u64 <= 10 + seconds + 1,
+        "{flood} fires of the flooding namespace in {seconds}s"
+    );
+    let calm = fires(&server, "calm", "c", "s").len();
+    assert!(
+        calm >= 6,
+        "the other namespace's schedule fired {calm} times in 8s"
+    );
+    let text = crate::metrics::scrape(&server);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("ebb_schedule_fires_throttled_total{namespace=\"flood\"}")),
+        "{text}"
+    );
+}
