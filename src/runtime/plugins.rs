@@ -4,14 +4,19 @@
 //! `plugin.json`. The server runs what a plugin's descriptor names, with its own rights, so a
 //! plugin is loaded only from files no other user may change (as sshd's StrictModes): the
 //! directories and files must belong to the server's user (or root) and be writable by no
-//! group or other user. A plugin that cannot be loaded (a bad descriptor, an unsafe file, a
-//! name already taken) is reported with its file and reason and the others load.
+//! group or other user, and so must every directory above them up to `/` (one others may
+//! write unless its sticky bit keeps them to their own entries, as `/tmp`'s), or whoever may
+//! rename an entry there swaps the plugin. A plugin's directory is a real directory, not a
+//! link. The same is checked again before each of its processes starts ([`Guard`]), so what
+//! changed since start-up is refused then. A plugin that cannot be loaded (a bad descriptor,
+//! an unsafe file, a name already taken) is reported with its file and reason and the others
+//! load.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use ebb_plugin::{Descriptor, Kind, PluginAutomator, PluginProvisioner};
+use ebb_plugin::{Descriptor, Guard, Kind, PluginAutomator, PluginProvisioner};
 
 use crate::model::view::PluginFault;
 
@@ -45,15 +50,25 @@ pub fn load(dirs: &[PathBuf], taken: impl Fn(&str) -> bool) -> Found {
                 continue;
             }
         };
-        if let Err(e) = safe(dir) {
+        if let Err(e) = safe(dir).and_then(|()| safe_above(dir)) {
             found.broken.push(fault(e));
             continue;
         }
-        let mut plugin_dirs: Vec<PathBuf> = entries
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| p.is_dir())
-            .collect();
+        let mut plugin_dirs: Vec<PathBuf> = Vec::new();
+        for entry in entries.filter_map(Result::ok) {
+            let path = entry.path();
+            match entry.file_type() {
+                Ok(t) if t.is_dir() => plugin_dirs.push(path),
+                Ok(t) if t.is_symlink() && path.is_dir() => found.broken.push(PluginFault {
+                    dir: path.display().to_string(),
+                    error: format!(
+                        "{} is a symbolic link: a plugin is loaded from a real directory, so what it runs cannot be pointed elsewhere",
+                        path.display()
+                    ),
+                }),
+                Ok(_) | Err(_) => {}
+            }
+        }
         plugin_dirs.sort();
         if plugin_dirs.len() > MAX_PLUGINS {
             found.broken.push(fault(format!(
@@ -86,8 +101,9 @@ pub fn load(dirs: &[PathBuf], taken: impl Fn(&str) -> bool) -> Found {
 }
 
 fn one(dir: &Path, taken: &impl Fn(&str) -> bool, loaded: &[&str]) -> Result<Descriptor, String> {
-    safe_tree(dir)?;
-    let descriptor = ebb_plugin::descriptor::load(dir).map_err(|e| e.to_string())?;
+    safe_plugin(dir)?;
+    let mut descriptor = ebb_plugin::descriptor::load(dir).map_err(|e| e.to_string())?;
+    descriptor.guard = Some(Guard(Arc::new(safe_plugin)));
     let file = dir.join(ebb_plugin::descriptor::FILE);
     if taken(descriptor.name) {
         return Err(format!(
@@ -123,6 +139,45 @@ fn safe(path: &Path) -> Result<(), String> {
             path.display(),
             meta.mode() & 0o7777
         ));
+    }
+    Ok(())
+}
+
+/// Whether plugin directory `dir` is safe to load and run from: itself, everything in it and
+/// every directory above it.
+fn safe_plugin(dir: &Path) -> Result<(), String> {
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    if meta.file_type().is_symlink() {
+        return Err(format!("{} is a symbolic link", dir.display()));
+    }
+    safe_tree(dir)?;
+    safe_above(dir)
+}
+
+/// Refuses a directory above `path` (its real path, up to `/`) that belongs to another user
+/// than the server's or root, or that others may write without a sticky bit.
+fn safe_above(path: &Path) -> Result<(), String> {
+    let real = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let me = rustix::process::geteuid().as_raw();
+    for dir in real.ancestors().skip(1) {
+        let meta = std::fs::metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        if meta.uid() != me && meta.uid() != 0 {
+            return Err(format!(
+                "{} (above {}) belongs to user {}, not to the server's user ({me}) or root: its owner could swap the plugins",
+                dir.display(),
+                path.display(),
+                meta.uid()
+            ));
+        }
+        let sticky = meta.mode() & 0o1000 != 0;
+        if meta.mode() & 0o022 != 0 && !sticky {
+            return Err(format!(
+                "{} (above {}) may be changed by other users (mode {:o}): they could rename the plugins away and put others there; make it writable by its owner only",
+                dir.display(),
+                path.display(),
+                meta.mode() & 0o7777
+            ));
+        }
     }
     Ok(())
 }

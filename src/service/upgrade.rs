@@ -23,13 +23,14 @@ pub fn record(
     key: &str,
     bytes: Vec<u8>,
 ) -> Option<Vec<u8>> {
-    match table {
-        Table::Tokens | Table::Sessions => {
-            legacy_kept(tx, cipher, table, key, &bytes).then_some(bytes)
-        }
-        Table::Apps => Some(app(tx, bytes)),
-        _ => Some(bytes),
+    // Three tables change; every other record is sealed as it is.
+    if table == Table::Tokens || table == Table::Sessions {
+        return legacy_kept(tx, cipher, table, key, &bytes).then_some(bytes);
     }
+    if table == Table::Apps {
+        return Some(app(tx, bytes));
+    }
+    Some(bytes)
 }
 
 /// An app record as it is to be sealed: approved for the host only if whoever deployed it
@@ -66,21 +67,21 @@ const SIGNED_ALL: &str = "tokens_signed";
 /// not sealed now. Token records of a store from before tokens were signed (no
 /// `tokens_signed` mark) are all kept, as they worked then. Other tables' records are kept.
 fn legacy_kept(r: &impl Read, cipher: &Cipher, table: Table, key: &str, bytes: &[u8]) -> bool {
-    match table {
-        Table::Tokens => {
-            let Ok(record) = serde_json::from_slice::<TokenRecord>(bytes) else {
-                return false;
-            };
-            let signed_then = r
-                .get::<bool>(Table::Meta, SIGNED_ALL)
-                .ok()
-                .flatten()
-                .is_some();
-            !signed_then || cipher.legacy_token_is_genuine(&record)
-        }
-        Table::Sessions => serde_json::from_slice::<SessionRecord>(bytes).is_ok_and(|session| {
-            cipher.verify(LEGACY_SESSION, &session.signed(key), &session.signature)
-        }),
-        _ => true,
+    if table == Table::Tokens {
+        let Ok(record) = serde_json::from_slice::<TokenRecord>(bytes) else {
+            return false;
+        };
+        let signed_then = r
+            .get::<bool>(Table::Meta, SIGNED_ALL)
+            .ok()
+            .flatten()
+            .is_some();
+        return !signed_then || cipher.legacy_token_is_genuine(&record);
     }
+    if table == Table::Sessions {
+        return serde_json::from_slice::<SessionRecord>(bytes).is_ok_and(|session| {
+            cipher.verify(LEGACY_SESSION, &session.signed(key), &session.signature)
+        });
+    }
+    true
 }

@@ -364,3 +364,49 @@ fn the_conformance_kit_passes_the_ansible_automator() {
         String::from_utf8_lossy(&left.stdout)
     );
 }
+
+/// What ebb hands a playbook of operator data (the run's `config`, which `configure`
+/// replaces; the nodes and their facts, which programs on SSH nodes can write) is marked
+/// unsafe: Ansible never renders it as a template, so a lookup in it runs nothing on the
+/// server's host (the controller). The template's own `vars` stay templates.
+#[test]
+fn operator_data_reaches_a_playbook_as_text_never_as_a_template() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plugins = install_ansible(dir.path());
+    let descriptor = ebb_plugin::descriptor::load(&plugins.join("ansible")).expect("descriptor");
+    let automator = ebb_plugin::PluginAutomator::new(descriptor);
+    let node_dir = dir.path().join("node");
+    std::fs::create_dir_all(&node_dir).expect("node dir");
+    let marker = dir.path().join("pwned");
+    let hostile = format!("{{{{ lookup('pipe', 'touch {}') }}}}", marker.display());
+    let playbook = "- hosts: all\n  gather_facts: false\n  tasks:\n    - ansible.builtin.copy:\n        dest: \"{{ ebb.dir }}/seen\"\n        content: \"{{ ebb.config.greeting }}|{{ ebb.nodes[0].properties.fact }}|{{ own }}\\n\"\n";
+    let call = ebb_plugin::automator::ActionCall {
+        work_dir: dir.path(),
+        action: json!({"service": "svc", "action": "configure", "fields": {
+            "playbook": playbook,
+            "vars": {"own": "{{ 6 * 7 }}"},
+        }}),
+        node: json!({
+            "name": "master", "id": "n1", "address": "127.0.0.1", "facts": {"fact": hostile},
+            "workDir": node_dir.display().to_string(),
+        }),
+        cluster: json!({
+            "run": "r1", "config": {"greeting": hostile},
+            "nodes": [{"name": "master", "id": "n1", "ipAddress": "127.0.0.1",
+                       "properties": {"fact": hostile}, "services": ["svc"]}],
+        }),
+        timeout: std::time::Duration::from_secs(120),
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let result = rt.block_on(automator.run(call, &|t: &str| t.to_string()));
+    assert!(result.is_ok(), "{result:?}");
+    assert!(
+        !marker.exists(),
+        "operator data ran a lookup on the controller"
+    );
+    let seen = std::fs::read_to_string(node_dir.join("seen")).expect("the playbook's file");
+    assert_eq!(seen, format!("{hostile}|{hostile}|42\n"));
+}

@@ -424,3 +424,70 @@ fn the_janitor_sweeps_what_a_plugin_made_for_a_lost_store() {
     }
     assert_clean(&cloud, 2);
 }
+
+/// Who may rename an entry in a directory above the plugins swaps them: such a directory is
+/// refused at start-up, as a plugin directory that is a link; and what changes after start-up
+/// is refused when the plugin's process would start.
+#[test]
+fn the_directories_above_a_plugin_and_its_later_changes_are_checked() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Above the plugin directory, a directory its group may write.
+    let shared = dir.path().join("shared");
+    let plugins = install_pcloud(&shared);
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o775)).expect("chmod");
+    let first = server(dir.path(), &plugins);
+    assert_eq!(first.get("/v3/provisioners/pcloud").0, 404);
+    let all = first.get("/v3/plugins").1;
+    let error = all["broken"][0]["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("shared") && error.contains("may be changed by other users"),
+        "{all}"
+    );
+    drop(first);
+
+    // A plugin directory that is a link to one elsewhere.
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let linked = dir.path().join("linked");
+    std::fs::create_dir_all(&linked).expect("dir");
+    std::os::unix::fs::symlink(plugins.join("pcloud"), linked.join("pcloud")).expect("link");
+    let second = server(&dir.path().join("second"), &linked);
+    assert_eq!(second.get("/v3/provisioners/pcloud").0, 404);
+    let all = second.get("/v3/plugins").1;
+    let error = all["broken"][0]["error"].as_str().unwrap_or_default();
+    assert!(error.contains("symbolic link"), "{all}");
+    drop(second);
+
+    // Loaded safe, then made writable by others: its process is not started.
+    let cloud = dir.path().join("cloud");
+    let server = server(dir.path(), &plugins);
+    assert_eq!(server.get("/v3/provisioners/pcloud").0, 200);
+    std::fs::set_permissions(
+        plugins.join("pcloud/pcloud.py"),
+        std::fs::Permissions::from_mode(0o666),
+    )
+    .expect("chmod");
+    // Checked when its first process would start: the profile is taken (a plugin that
+    // cannot answer does not hold it up); its run's calls are refused, saying why, and
+    // nothing is made.
+    pcloud_profile(&server, &cloud, "1", "0");
+    deploy(&server, "a", "true", json!({}));
+    let run = start(&server, "a", json!({"system.profile.name": "pc"}));
+    let started = std::time::Instant::now();
+    loop {
+        let (_, events) = server.get(&format!("{run}/events"));
+        let refused = events.as_array().into_iter().flatten().any(|e| {
+            e["message"].as_str().is_some_and(|m| {
+                m.contains("not safe to run from") && m.contains("may be changed by other users")
+            })
+        });
+        if refused {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "{events}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (code, body) = server.post(&format!("{run}/stop"));
+    assert_eq!(code, 200, "{body}");
+    assert!(!cloud.exists());
+}

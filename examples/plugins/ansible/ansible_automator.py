@@ -15,6 +15,11 @@ matched" exits 0).
     `accept-new`, the key it shows, which is then kept.
   - A node on this host (`local`) runs the playbook with a local connection in its directory.
   - Facts: what the playbook reports with `set_stats` (scalars) become the node's facts.
+  - Operator data: everything under `ebb` (the run's config, which an operator replaces with
+    `configure`; the nodes and their facts, which programs on the nodes can write) is marked
+    unsafe, so Ansible renders none of it as a template on this host (a lookup in it would
+    run on the controller, the server's host). The template's `vars` are the template
+    author's, and stay templates.
 
 Configuration (optional), `config.json` beside this file: {"ansiblePlaybook": "/path/to/it"}
 (default: `ansible-playbook` on the server's PATH).
@@ -114,6 +119,18 @@ def inventory(node, directory, python):
     return host
 
 
+def unsafe(value):
+    """`value` with every string in it marked unsafe, as Ansible reads JSON variables: text,
+    never a template to render."""
+    if isinstance(value, str):
+        return {"__ansible_unsafe": value}
+    if isinstance(value, dict):
+        return {k: unsafe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [unsafe(v) for v in value]
+    return value
+
+
 def run(request):
     action, node, cluster = request["action"], request["node"], request["cluster"]
     fields = action.get("fields", {})
@@ -147,7 +164,10 @@ def attempt(request, action, node, cluster, fields, playbook, variables, directo
         "nodes": cluster.get("nodes", []), "address": node.get("address"),
         "workDir": node.get("workDir"), "remoteDir": remote,
     }
-    private(os.path.join(directory, "vars.json"), json.dumps({**variables, "ebb": ebb}))
+    # Everything in `ebb` is operator data (the run's config, which `configure` replaces; the
+    # nodes and their facts, which programs on the nodes can write): marked unsafe, Ansible
+    # never renders it as a template on this host. The template's own vars stay templates.
+    private(os.path.join(directory, "vars.json"), json.dumps({**variables, "ebb": unsafe(ebb)}))
     events = os.path.join(directory, "events.json")
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),

@@ -77,6 +77,24 @@ pub struct Descriptor {
     pub lookups: bool,
     /// The widget's configuration groups for the plugin's own properties (CDAP's format).
     pub configuration_groups: Value,
+    /// What the server checks of the plugin's directory before each of its processes
+    /// starts (that no other user could have changed it since it was loaded); none checks
+    /// nothing.
+    pub guard: Option<Guard>,
+}
+
+/// A check of a plugin's directory (`dir`) before one of its processes starts: the reason
+/// it may not.
+#[derive(Clone)]
+pub struct Guard(pub std::sync::Arc<GuardFn>);
+
+/// The function of a [`Guard`].
+pub type GuardFn = dyn Fn(&Path) -> Result<(), String> + Send + Sync;
+
+impl std::fmt::Debug for Guard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Guard(..)")
+    }
 }
 
 /// A descriptor that cannot be used: which file, which field, and why.
@@ -307,6 +325,7 @@ fn check(dir: &Path, raw: Raw) -> Result<Descriptor, Fault> {
         account: raw.account,
         lookups: raw.lookups,
         configuration_groups,
+        guard: None,
     })
 }
 

@@ -18,7 +18,7 @@ pub mod protocol;
 pub mod provisioner;
 
 pub use automator::PluginAutomator;
-pub use descriptor::{Descriptor, DescriptorError, Kind};
+pub use descriptor::{Descriptor, DescriptorError, Guard, Kind};
 pub use process::Health;
 pub use provisioner::PluginProvisioner;
 

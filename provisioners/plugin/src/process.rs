@@ -274,6 +274,11 @@ impl Pool {
         std::fs::create_dir_all(home)
             .map_err(|e| CallError::Broken(format!("cannot make {}: {e}", home.display())))?;
         restrict(home);
+        if let Some(guard) = &d.guard {
+            (guard.0)(&d.dir).map_err(|e| {
+                CallError::Broken(format!("its directory is not safe to run from: {e}"))
+            })?;
+        }
         let program = program(&d.dir, &d.command[0]);
         let mut child = Command::new(&program)
             .args(&d.command[1..])
