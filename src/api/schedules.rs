@@ -39,6 +39,12 @@ pub struct ScheduleQuery {
     /// Only `SCHEDULED` or `SUSPENDED` ones.
     #[serde(default, rename = "schedule-status")]
     schedule_status: Option<ScheduleStatus>,
+    /// At most this many, 1 to 1000 (default 1000), by app and name.
+    #[serde(default)]
+    limit: Option<usize>,
+    /// The page after this schedule (`app/name`, the last of the page before).
+    #[serde(default)]
+    after: Option<String>,
 }
 
 impl ScheduleQuery {
@@ -48,6 +54,8 @@ impl ScheduleQuery {
             program,
             trigger_type: self.trigger_type,
             status: self.schedule_status,
+            limit: self.limit,
+            after: self.after,
         }
     }
 }

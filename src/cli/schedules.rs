@@ -47,12 +47,24 @@ pub fn schedule(client: &Client, json: bool, cmd: ScheduleCmd) -> Result<(), Cli
                 Some(app) => format!("/v3/namespaces/{namespace}/apps/{app}/schedules"),
                 None => format!("/v3/namespaces/{namespace}/schedules"),
             };
-            let v = client.get(&path)?;
+            // Every page: a namespace may hold more schedules than one answer lists.
+            let mut all: Vec<Schedule> = Vec::new();
+            loop {
+                let page_path = match all.last() {
+                    Some(s) => format!("{path}?after={}/{}", s.application, s.name),
+                    None => path.clone(),
+                };
+                let page: Vec<Schedule> = read_answer(client.get(&page_path)?)?;
+                let full = page.len() == crate::model::schedule::LIST_PAGE;
+                all.extend(page);
+                if !full {
+                    break;
+                }
+            }
             if json {
-                output::json(&v);
+                output::json(&serde_json::to_value(&all).unwrap_or_default());
                 return Ok(());
             }
-            let all: Vec<Schedule> = read_answer(v)?;
             let rows: Vec<Vec<String>> = all
                 .iter()
                 .map(|s| {

@@ -75,6 +75,12 @@ pub const POOL_REFILLS: Metric = m(
     &["result"],
     "Clusters the pools' duty set out to make ahead of demand (`made`), or could not (`refused`: a limit, the host rules, a profile that does not resolve).",
 );
+pub const POOLS_STOPPED: Metric = m(
+    "ebb_pools_stopped",
+    Kind::Gauge,
+    &[],
+    "Warm pools stopped after failed runs in a row, until their profiles change.",
+);
 pub const POOL_CLUSTERS: Metric = m(
     "ebb_pool_clusters",
     Kind::Gauge,
@@ -338,6 +344,7 @@ pub const ALL: &[Metric] = &[
     CLUSTER_REUSE,
     CLUSTER_REUSE_SECONDS,
     POOL_REFILLS,
+    POOLS_STOPPED,
     POOL_CLUSTERS,
     NODE_SECONDS,
     COST,

@@ -287,6 +287,11 @@ pub struct NodeRecord {
     /// it reaches `spotRetries` the node is made anew on-demand.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub reclaims: u32,
+    /// For a cluster that runs reuse: the entries of the node's directory before the first
+    /// program ran on it (what its services made). When another run takes the cluster over,
+    /// everything else there is removed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entries: Option<Vec<String>>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -324,6 +329,7 @@ impl NodeRecord {
             attempts: 0,
             placement: None,
             reclaims: 0,
+            entries: None,
         }
     }
 

@@ -249,6 +249,9 @@ pub struct Pool {
 /// The most clusters a pool may hold.
 pub const MAX_POOL: u32 = 100;
 
+/// The most profiles of one namespace that keep a pool.
+pub const MAX_POOLS_PER_NAMESPACE: usize = 16;
+
 /// The `pool` object of a profile body.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -556,6 +559,10 @@ pub struct StoredProfile {
     /// a namespace admin's.
     #[serde(default = "Trust::unrecorded")]
     pub written_by: Trust,
+    /// When it was last written, enabled or disabled (epoch seconds): its pool counts its
+    /// failed runs since (`rules::pool`).
+    #[serde(default)]
+    pub changed: u64,
 }
 
 impl StoredProfile {

@@ -33,6 +33,14 @@ pub const MAX_TRIGGERS: usize = 32;
 pub const MAX_CONSTRAINTS: usize = 8;
 /// Most properties of one schedule.
 pub const MAX_PROPERTIES: usize = 256;
+/// The most bytes of a schedule's properties, names and values together: each of its fires
+/// copies them into a run.
+pub const MAX_PROPERTIES_BYTES: usize = 64 * 1024;
+/// The most schedules one list answers (a namespace may hold [`MAX_PER_NAMESPACE`]): the
+/// rest are on the pages after (`?after=app/name`).
+pub const LIST_PAGE: usize = 1000;
+/// The most fires of one part of an `AND` that wait for the others: the oldest go first.
+pub const MAX_PARTS: usize = 32;
 /// Longest description, in bytes.
 pub const MAX_DESCRIPTION: usize = 4096;
 /// Longest cron expression or time zone name, in bytes.
@@ -579,6 +587,13 @@ pub fn check(s: &Schedule) -> Result<(), Invalid> {
         return Err(Invalid::new(
             "properties",
             format!("at most {MAX_PROPERTIES} properties"),
+        ));
+    }
+    let bytes: usize = s.properties.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if bytes > MAX_PROPERTIES_BYTES {
+        return Err(Invalid::new(
+            "properties",
+            format!("at most {MAX_PROPERTIES_BYTES} bytes of names and values in all, not {bytes}"),
         ));
     }
     if s.timeout_millis == 0 || s.timeout_millis > MAX_TIMEOUT_MILLIS {

@@ -361,6 +361,34 @@ pub struct PoolView {
     pub creating: Vec<PoolCluster>,
     /// Clusters it made that runs hold now.
     pub claimed: usize,
+    /// Whether it makes clusters now, or waits or stopped after failed runs.
+    pub health: PoolHealth,
+}
+
+/// Whether a pool makes clusters now (see `rules::pool`).
+#[derive(
+    Debug,
+    Clone,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema
+)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolHealth {
+    /// `filling`; `waiting` after failed runs; `stopped` after five in a row, until its profile
+    /// changes (written again, or disabled and enabled).
+    pub status: String,
+    /// Its failed runs in a row.
+    pub failures: usize,
+    /// Why the newest failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// When it tries again (epoch seconds), while waiting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_at: Option<u64>,
 }
 
 /// One cluster of a pool.
@@ -408,6 +436,7 @@ impl PoolView {
             ready: held.0.iter().map(cluster).collect(),
             creating: held.1.iter().map(cluster).collect(),
             claimed,
+            health: PoolHealth::default(),
         }
     }
 }

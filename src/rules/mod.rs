@@ -16,6 +16,7 @@ pub mod lifecycle;
 pub mod outcome;
 pub mod placement;
 pub mod plan;
+pub mod pool;
 pub mod queue;
 pub mod resize;
 pub mod resolve;

@@ -222,6 +222,10 @@ pub async fn watch(deps: &Deps, run: &RunRecord, context: ebb_spi::Context, news
             "cannot make the attempt's directory: {e}"
         )));
     }
+    // What the services made, before the first program runs on a cluster runs will reuse.
+    if let Err(e) = super::reuse::record_entries(deps, run, &context).await {
+        tracing::warn!(run.id = %run.key.run, error = %e, "cannot record what the cluster's services made: a run that takes it over removes only the programs' own directories");
+    }
     match remote_program(deps, run, context).await {
         None => {
             if let Some(other) = run.launcher.as_deref().filter(|l| **l != *deps.member.name) {

@@ -355,6 +355,10 @@ fn shim_inner(run_dir: &Path) -> io::Result<()> {
         exit: None,
     };
     write_json(&run_dir.join(PROGRAM), &program, Durable::Yes)?;
+    // What the program leaves running (a process it detached with setsid, a daemon) becomes
+    // this shim's child when its parent ends, and is stopped with the rest when the program
+    // ends: nothing of one run lives on into the next run on its cluster.
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
     let mut command = std::process::Command::new(exe);
     command
         .args(args)
@@ -377,7 +381,55 @@ fn shim_inner(run_dir: &Path) -> io::Result<()> {
         code: status.code(),
         signal: status.signal(),
     });
-    write_json(&run_dir.join(PROGRAM), &program, Durable::Yes)
+    write_json(&run_dir.join(PROGRAM), &program, Durable::Yes)?;
+    end_leftovers(pid);
+    Ok(())
+}
+
+/// How long the shim keeps stopping what the program left (each round kills every child it
+/// has, then reaps them).
+const LEFTOVER_ROUNDS: usize = 500;
+
+/// Stops everything the program left running: its process group, then, round by round, every
+/// process whose parent is this shim (a subreaper: the program's orphans, whatever session
+/// or group they moved to, are its children), until none is left.
+fn end_leftovers(group: i32) {
+    use rustix::process::{Pid, Signal, WaitOptions};
+    if let Some(group) = Pid::from_raw(group) {
+        let _ = rustix::process::kill_process_group(group, Signal::KILL);
+    }
+    let me = rustix::process::getpid().as_raw_nonzero().get();
+    for _ in 0..LEFTOVER_ROUNDS {
+        let children = children_of(me);
+        if children.is_empty() {
+            return;
+        }
+        for child in children {
+            if let Some(pid) = Pid::from_raw(child) {
+                let _ = rustix::process::kill_process(pid, Signal::KILL);
+            }
+        }
+        while let Ok(Some(_)) = rustix::process::waitpid(None, WaitOptions::NOHANG) {}
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The processes whose parent is `parent`, from `/proc`.
+fn children_of(parent: i32) -> Vec<i32> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                stat.rfind(')')
+                    .and_then(|i| stat[i + 1..].split_whitespace().nth(1)?.parse::<i32>().ok())
+                    == Some(parent)
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

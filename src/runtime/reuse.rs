@@ -2,6 +2,12 @@
 //! ([`claim`]), and making it ready for the run ([`prepare`]): what the last run's program
 //! left on each node is removed, and every service with a check is checked once.
 //!
+//! What a program left: before the first program runs on a cluster that runs reuse, the
+//! entries of each node's directory are recorded ([`record_entries`]: what the services made);
+//! when another run takes the cluster over, every other entry is removed, with the
+//! programs' own directories. (The processes a program left are stopped when it ends, by its
+//! launcher: `runtime::program`.)
+//!
 //! The claim is one store write ([`rules::reuse::claim`](crate::rules::reuse::claim)) that
 //! commits both runs' transitions, so two runs racing for one cluster, on one server or on
 //! several, never both get it: the loser's write conflicts, is retried, and finds the cluster
@@ -218,7 +224,122 @@ pub async fn prepare(
     check_services(deps, run, &context).await
 }
 
-/// Removes the directories the last runs' programs left on `node`.
+/// The shell command that prints the entries of directory `dir`, each ended by a NUL.
+fn list_command(dir: &str) -> String {
+    format!(
+        "cd {} 2>/dev/null || exit 0; for f in * .[!.]* ..?*; do if [ -e \"$f\" ] || [ -L \"$f\" ]; then printf '%s\\0' \"$f\"; fi; done",
+        ebb_ssh::quote(dir)
+    )
+}
+
+/// The shell command that removes every entry of directory `dir` but `kept`.
+fn prune_command(dir: &str, kept: &[String]) -> String {
+    let keep: Vec<String> = kept.iter().map(|k| ebb_ssh::quote(k)).collect();
+    let case = match keep.is_empty() {
+        true => String::new(),
+        false => format!("{}) ;; ", keep.join("|")),
+    };
+    format!(
+        "cd {} 2>/dev/null || exit 0; for f in * .[!.]* ..?*; do if [ -e \"$f\" ] || [ -L \"$f\" ]; then case \"$f\" in {case}*) rm -rf -- \"./$f\" ;; esac; fi; done",
+        ebb_ssh::quote(dir)
+    )
+}
+
+/// The directory of `node` of `run`'s cluster on this host, for a node that is not reached
+/// over SSH.
+fn local_dir(deps: &Deps, run: &RunRecord, node: &NodeRecord) -> std::path::PathBuf {
+    node.properties
+        .get(ebb_spi::FACT_WORK_DIR)
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| deps.node_work_dir(run.cluster_id(), &node.node))
+}
+
+/// Records, before the first program runs on `run`'s cluster, the entries of each node's
+/// directory (what its services made), for a run whose profile reuses clusters. Done once
+/// per cluster; a node already recorded keeps its record.
+pub async fn record_entries(
+    deps: &Deps,
+    run: &RunRecord,
+    context: &ebb_spi::Context,
+) -> Result<(), String> {
+    if run.reuse.is_none() {
+        return Ok(());
+    }
+    let cluster = run.cluster_id().to_string();
+    let nodes: Vec<NodeRecord> = deps
+        .store
+        .read(move |r| super::planner::node_records(r, &cluster))
+        .await
+        .map_err(|e| format!("cannot read the cluster's nodes: {e}"))?;
+    let mut found = Vec::new();
+    for node in nodes.iter().filter(|n| n.entries.is_none()) {
+        if node.status != ResourceStatus::Created {
+            continue;
+        }
+        let entries = match super::remote::Node::of(context, run.cluster_id(), node) {
+            Some(remote) => {
+                let remote = remote?;
+                let session = remote.connect(deps).await?;
+                let out = session.exec(&list_command(&remote.dir), b"").await;
+                session.close().await;
+                let out = out.map_err(|e| format!("cannot list node {}: {e}", node.node))?;
+                out.stdout
+                    .split(|b| *b == 0)
+                    .filter(|n| !n.is_empty())
+                    .map(|n| String::from_utf8_lossy(n).into_owned())
+                    .collect()
+            }
+            None => {
+                let dir = local_dir(deps, run, node);
+                tokio::task::spawn_blocking(move || list_dir(&dir))
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .map_err(|e| format!("cannot list node {}: {e}", node.node))?
+            }
+        };
+        found.push((node.node.clone(), entries));
+    }
+    if found.is_empty() {
+        return Ok(());
+    }
+    let cluster = run.cluster_id().to_string();
+    deps.store
+        .write(move |tx| {
+            for (name, entries) in &found {
+                let key = crate::store::keys::node(&cluster, name);
+                let Some(mut node) = tx.get::<NodeRecord>(Table::Resources, &key)? else {
+                    continue;
+                };
+                if node.entries.is_none() {
+                    node.entries = Some(entries.clone());
+                    tx.put(Table::Resources, &key, &node)?;
+                }
+            }
+            Ok::<_, StoreError>(())
+        })
+        .await
+        .map_err(|e| format!("cannot record the nodes' entries: {e}"))
+}
+
+/// The names in directory `dir` (none if it is not there), but ebb's own directory of the
+/// programs' work.
+fn list_dir(dir: &std::path::Path) -> std::io::Result<Vec<String>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut names: Vec<String> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n != RUNS_DIR)
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+/// Removes what the last runs' programs left on `node`: their directories, and every entry of
+/// the node's directory its services did not make (when those were recorded).
 async fn clean(
     deps: &Deps,
     run: &RunRecord,
@@ -229,9 +350,14 @@ async fn clean(
         let remote = remote?;
         let session = remote.connect(deps).await?;
         let dir = format!("{}/{RUNS_DIR}", remote.dir.trim_end_matches('/'));
-        let done = session
-            .exec(&format!("rm -rf -- {}", ebb_ssh::quote(&dir)), b"")
-            .await;
+        let mut command = format!("rm -rf -- {}", ebb_ssh::quote(&dir));
+        if let Some(kept) = &node.entries {
+            command = format!(
+                "{command} && {{ {}; }}",
+                prune_command(&remote.dir, kept.as_slice())
+            );
+        }
+        let done = session.exec(&command, b"").await;
         session.close().await;
         return match done {
             Ok(out) if out.status == Some(0) => Ok(()),
@@ -242,17 +368,30 @@ async fn clean(
             Err(e) => Err(format!("cannot clean node {}: {e}", node.node)),
         };
     }
-    let base = node
-        .properties
-        .get(ebb_spi::FACT_WORK_DIR)
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| deps.node_work_dir(run.cluster_id(), &node.node));
-    let dir = base.join(RUNS_DIR);
+    let base = local_dir(deps, run, node);
     let name = node.node.clone();
-    tokio::task::spawn_blocking(move || remove_dir(&dir))
-        .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| format!("cannot clean node {name}: {e}"))
+    let kept = node.entries.clone();
+    tokio::task::spawn_blocking(move || {
+        remove_dir(&base.join(RUNS_DIR))?;
+        match kept {
+            Some(kept) => prune(&base, kept.as_slice()),
+            None => Ok(()),
+        }
+    })
+    .await
+    .map_err(|e| e.to_string())?
+    .map_err(|e| format!("cannot clean node {name}: {e}"))
+}
+
+/// Removes every entry of directory `dir` but those named in `kept` (links removed, never
+/// followed).
+fn prune(dir: &std::path::Path, kept: &[String]) -> std::io::Result<()> {
+    for name in list_dir(dir)? {
+        if !kept.contains(&name) {
+            remove_dir(&dir.join(&name))?;
+        }
+    }
+    Ok(())
 }
 
 /// Removes directory `dir` and what is in it, if it is there; a symbolic link in its place is

@@ -457,9 +457,16 @@ pub fn refuse_host_profile(
     Ok(())
 }
 
-/// The `Meta` key that changes whenever any schedule does: the scheduler reads its schedules
-/// again when it moves.
-pub const SCHEDULES_CHANGED: &str = "schedules/changed";
+/// The `Meta` key that changes whenever any schedule does: the scheduler looks again when it
+/// moves. (Not under `schedules/`, where each namespace's count is: a namespace may be named
+/// `changed`.)
+pub const SCHEDULES_CHANGED: &str = "schedule_changes";
+
+/// The `Meta` key that changes whenever a schedule of namespace `ns` does: the scheduler
+/// reads again the schedules of the namespaces whose key moved, and only those.
+pub fn schedules_changed_in(ns: &str) -> String {
+    format!("{SCHEDULES_CHANGED}/{ns}")
+}
 
 /// The newest cron time schedule `key` fired for (started, skipped or waiting), if any.
 pub fn last_time_fire(r: &crate::store::Reader, key: &str) -> Result<Option<u64>, StoreError> {
@@ -473,10 +480,13 @@ fn schedule_count_key(ns: &str) -> String {
     format!("schedules/{ns}")
 }
 
-/// Marks that a schedule changed, for the scheduler.
-pub fn touch_schedules(tx: &mut Txn) -> Result<(), StoreError> {
+/// Marks that a schedule of namespace `ns` changed, for the scheduler.
+pub fn touch_schedules(tx: &mut Txn, ns: &str) -> Result<(), StoreError> {
     let n: u64 = tx.get(Table::Meta, SCHEDULES_CHANGED)?.unwrap_or(0);
-    tx.put(Table::Meta, SCHEDULES_CHANGED, &(n + 1))
+    tx.put(Table::Meta, SCHEDULES_CHANGED, &(n + 1))?;
+    let key = schedules_changed_in(ns);
+    let n: u64 = tx.get(Table::Meta, &key)?.unwrap_or(0);
+    tx.put(Table::Meta, &key, &(n + 1))
 }
 
 /// The checks of schedule `s` made by `caller` that need no store: shape and bounds, cron
@@ -566,7 +576,7 @@ pub fn save_schedule(
         &keys::schedule(&s.namespace, &s.application, &s.name),
         s,
     )?;
-    touch_schedules(tx)?;
+    touch_schedules(tx, &s.namespace)?;
     Ok(())
 }
 
@@ -625,7 +635,7 @@ pub fn forget_schedule(tx: &mut Txn, s: &Schedule) -> Result<(), StoreError> {
     for (waiting, _) in tx.scan::<serde_json::Value>(Table::WaitingFires, &format!("{key}/"))? {
         tx.delete(Table::WaitingFires, &waiting);
     }
-    touch_schedules(tx)
+    touch_schedules(tx, &s.namespace)
 }
 
 /// Deletes the fire records of schedule `s` (already removed), in batches.

@@ -43,6 +43,22 @@ pub(super) fn upsert(
     by: Trust,
 ) -> Result<Profile, ServiceError> {
     let existing = catalog::stored_profile(tx, id)?;
+    if spec.pool.is_some() && id.scope == Scope::User {
+        let pools = tx
+            .scan::<StoredProfile>(Table::Profiles, &format!("{}/", id.namespace))?
+            .into_iter()
+            .filter(|(_, s)| s.profile.name != id.name && s.profile.pool.is_some())
+            .count();
+        if pools >= crate::model::profile::MAX_POOLS_PER_NAMESPACE {
+            return Err(ServiceError::invalid(
+                "pool",
+                format!(
+                    "namespace '{}' already has {pools} profiles that keep a pool, the most it may have",
+                    id.namespace
+                ),
+            ));
+        }
+    }
     let (status, created) = existing
         .as_ref()
         .map_or((ProfileStatus::Enabled, now_secs()), |s| {
@@ -69,6 +85,7 @@ pub(super) fn upsert(
         profile: profile.clone(),
         builtin,
         written_by: by,
+        changed: now_secs(),
     };
     tx.put(Table::Profiles, &id.key(), &stored)?;
     Ok(profile)
@@ -190,6 +207,7 @@ pub async fn set_status(
                 return Err(ServiceError::NativeProfile(id.clone()));
             }
             stored.profile.status = status;
+            stored.changed = now_secs();
             tx.put(Table::Profiles, &id.key(), &stored)?;
             changes::record(tx, &act)?;
             Ok(stored.profile)

@@ -138,7 +138,7 @@ pub async fn set_status(
                 ..old
             };
             tx.put(Table::Schedules, &id.key(), &s)?;
-            catalog::touch_schedules(tx)?;
+            catalog::touch_schedules(tx, &id.namespace)?;
             changes::record(tx, &act)?;
             Ok(s)
         })
@@ -161,7 +161,13 @@ pub struct Filter {
     /// CDAP's `trigger-type`: `time`, `program-status`, `and`, `or`.
     pub trigger_type: Option<String>,
     pub status: Option<ScheduleStatus>,
+    /// At most this many (default and most: [`PAGE`]).
+    pub limit: Option<usize>,
+    /// Only those after this one (`app/name`, the last of the page before).
+    pub after: Option<String>,
 }
+
+use crate::model::schedule::LIST_PAGE as PAGE;
 
 /// The schedules of namespace `ns` that `filter` lets through, by app and name.
 pub async fn list(
@@ -181,6 +187,27 @@ pub async fn list(
             format!("'{t}' is not one of time, program-status, and, or"),
         ));
     }
+    let limit = match filter.limit {
+        None => PAGE,
+        Some(n) if (1..=PAGE).contains(&n) => n,
+        Some(_) => {
+            return Err(ServiceError::invalid(
+                "limit",
+                format!("must be between 1 and {PAGE}"),
+            ));
+        }
+    };
+    if let Some(after) = &filter.after {
+        let parts: Vec<&str> = after.split('/').collect();
+        let [app, name] = parts.as_slice() else {
+            return Err(ServiceError::invalid(
+                "after",
+                "must be a schedule's app/name, the last of the page before",
+            ));
+        };
+        names::check("after", app)?;
+        names::check("after", name)?;
+    }
     store
         .read(move |r| {
             catalog::require_namespace(r, &ns)?;
@@ -191,7 +218,13 @@ pub async fn list(
                 }
                 None => keys::in_namespace(&ns),
             };
-            Ok(r.scan::<Schedule>(Table::Schedules, &prefix)?
+            // Keys sort by app and name; the page begins just after the one given.
+            let from = filter
+                .after
+                .as_ref()
+                .map(|after| format!("{}\u{0}", keys::in_namespace(&ns) + after))
+                .unwrap_or_default();
+            Ok(r.scan_from::<Schedule>(Table::Schedules, &prefix, &from)?
                 .into_iter()
                 .map(|(_, s)| s)
                 .filter(|s| {
@@ -205,6 +238,7 @@ pub async fn list(
                             .is_none_or(|t| t == s.trigger.category())
                         && filter.status.is_none_or(|st| st == s.status)
                 })
+                .take(limit)
                 .collect())
         })
         .await

@@ -284,13 +284,15 @@ fn a_sigkill_during_a_claim_leaves_the_cluster_with_one_run() {
     }
 }
 
-/// A `local` template whose one service's check fails once the node's `broken` file exists.
+/// A `local` template whose one service's check fails once `broken` exists in the service's
+/// own directory (`state`, which its install makes: what a program writes beside it in the
+/// node's directory is removed before the next run, what it writes in it stays).
 fn breakable(server: &Server) {
     let template = json!({
         "services": {"db": {
             "actions": {
-                "install": {"type": "shell", "script": "true"},
-                "check": {"type": "shell", "script": "[ ! -f broken ]"}
+                "install": {"type": "shell", "script": "mkdir -p state"},
+                "check": {"type": "shell", "script": "[ ! -f state/broken ]"}
             },
             "checkInterval": "1h"
         }},
@@ -318,7 +320,7 @@ fn a_cluster_whose_check_fails_is_replaced_and_the_run_completes() {
     deploy(
         &server,
         "a",
-        "ls -A; touch left-behind; case \"$EBB_ARGS\" in *BREAK*) touch \"$EBB_WORK_DIR/broken\";; esac; true",
+        "ls -A; touch left-behind; case \"$EBB_ARGS\" in *BREAK*) touch \"$EBB_WORK_DIR/state/broken\";; esac; true",
         json!({}),
     );
     let args = json!({"system.profile.name": "breakable"});

@@ -140,8 +140,8 @@ pub fn program_dir(dir: &str) -> String {
 
 /// Launches the program once: writes `launch.sh` and `cluster.json`, then (unless `launched/`
 /// exists: it was launched before) starts a detached wrapper that runs the program in its own
-/// session, records its pid, waits, and writes its exit status to `exit`. Prints `launched` or
-/// `already`.
+/// session, records its pid, waits, writes its exit status to `exit`, and then kills what is
+/// left of the program's process group. Prints `launched` or `already`.
 pub fn launch(
     dir: &str,
     command: &[String],
@@ -174,7 +174,8 @@ pub fn launch(
     s.push_str("mkdir launched 2>/dev/null || { echo already; exit 0; }\n");
     s.push_str(
         "nohup setsid sh -c 'setsid sh launch.sh > stdout.log 2> stderr.log < /dev/null & \
-         echo $! > pid.tmp && mv pid.tmp pid; wait $!; echo $? > exit.tmp && mv exit.tmp exit' \
+         echo $! > pid.tmp && mv pid.tmp pid; wait $!; echo $? > exit.tmp && mv exit.tmp exit; \
+         kill -s KILL -- -$(cat pid) 2>/dev/null; true' \
          > /dev/null 2>&1 < /dev/null &\n",
     );
     s.push_str("echo $! > wrapper.pid\n");

@@ -33,6 +33,9 @@ pub enum Answer {
 
 /// What an answer taught the task.
 #[derive(Debug, Clone, PartialEq)]
+// One is made per answer and moved into a save at once: boxing the record would allocate
+// for nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Progress {
     /// A new record to persist, with a note for the run's history.
     Save(NodeRecord, String),

@@ -323,6 +323,12 @@ fn join(
     let oldest = f.by.time.saturating_sub(schedule.timeout_millis);
     for fires in state.parts.values_mut() {
         fires.retain(|p| p.time >= oldest);
+        // A part that fires far more often than the others keeps only its newest waiting.
+        if fires.len() > crate::model::schedule::MAX_PARTS {
+            fires.sort_by_key(|p| p.time);
+            let extra = fires.len() - crate::model::schedule::MAX_PARTS;
+            fires.drain(..extra);
+        }
     }
     state.parts.retain(|_, fires| !fires.is_empty());
     let fired: std::collections::BTreeSet<usize> = state.parts.keys().copied().collect();

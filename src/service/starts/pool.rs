@@ -8,7 +8,11 @@
 //! in one write with the namespace's limits (a pool's nodes count against `maxLiveNodes`) and
 //! the host rules a run's would meet. IDLE clusters beyond the pool's `max`, and every IDLE
 //! cluster of a DISABLED profile, are retired by their own supervisors
-//! (`runtime::supervisor`).
+//! (`runtime::supervisor`). A pool whose runs fail waits longer after each failure and stops
+//! after five in a row, until its profile changes ([`rules::pool`](crate::rules::pool)); a
+//! namespace keeps at most [`MAX_POOLS_PER_NAMESPACE`] pools.
+//!
+//! [`MAX_POOLS_PER_NAMESPACE`]: crate::model::profile::MAX_POOLS_PER_NAMESPACE
 
 use std::time::Duration;
 
@@ -22,6 +26,7 @@ use crate::model::profile::{Pool, ProfileId, ProfileStatus, StoredProfile};
 use crate::model::property::{Level, Origin, Values};
 use crate::model::run::{ClusterStatus, Launch, POOL_APP, ProgramStatus, RunKey, RunRecord};
 use crate::model::server::Owner;
+use crate::rules::pool as rules;
 use crate::rules::{host, resolve};
 use crate::runtime::Runtime;
 use crate::runtime::clock;
@@ -35,20 +40,25 @@ pub const TICK: Duration = Duration::from_secs(2);
 
 /// Tends every pool until the server stops, while this server holds the duty.
 pub async fn run(runtime: Runtime) {
+    let mut stopped = std::collections::BTreeSet::new();
     loop {
         tokio::time::sleep(TICK).await;
         let deps = runtime.deps();
         if !leads_now(&deps.store, &deps.member, Duty::Pools).await {
             continue;
         }
-        if let Err(e) = tend(&runtime).await {
+        if let Err(e) = tend(&runtime, &mut stopped).await {
             tracing::warn!(error = %e, "tending the pools failed; retried");
         }
     }
 }
 
-/// One round: every enabled pool made up to its `min`.
-pub async fn tend(runtime: &Runtime) -> Result<(), ServiceError> {
+/// One round: every enabled pool made up to its `min`, but those whose runs fail. `stopped`
+/// holds the pools found stopped so far, so each stop is told once.
+pub async fn tend(
+    runtime: &Runtime,
+    stopped: &mut std::collections::BTreeSet<String>,
+) -> Result<(), ServiceError> {
     let pools: Vec<(ProfileId, Pool)> = runtime
         .deps()
         .store
@@ -67,12 +77,140 @@ pub async fn tend(runtime: &Runtime) -> Result<(), ServiceError> {
             )
         })
         .await?;
+    let mut now_stopped = std::collections::BTreeSet::new();
     for (id, pool) in pools {
+        let (health, newest) = pool_health(runtime, &id).await?;
+        match health {
+            rules::Health::Filling => {}
+            rules::Health::Waiting { failures, .. } => {
+                tracing::debug!(profile = %id, failures, "pool waits after failed runs");
+                continue;
+            }
+            rules::Health::Stopped { failures, reason } => {
+                now_stopped.insert(id.key());
+                if !stopped.contains(&id.key()) {
+                    tell_stopped(runtime, &id, failures, &reason, newest).await?;
+                }
+                continue;
+            }
+        }
         if let Err(e) = fill(runtime, &id, pool).await {
             tracing::warn!(profile = %id, error = %e, "cannot fill the pool");
             metrics::counter!(crate::model::metrics::POOL_REFILLS.name, "result" => "refused")
                 .increment(1);
         }
+    }
+    metrics::gauge!(crate::model::metrics::POOLS_STOPPED.name).set(now_stopped.len() as f64);
+    *stopped = now_stopped;
+    Ok(())
+}
+
+/// How many of a pool's newest runs its health looks at.
+const LOOKED_AT: usize = rules::STOP_AFTER + 1;
+
+/// What pool `id`'s own runs say of it now, with its newest run's key.
+async fn pool_health(
+    runtime: &Runtime,
+    id: &ProfileId,
+) -> Result<(rules::Health, Option<RunKey>), ServiceError> {
+    let id = id.clone();
+    runtime
+        .store()
+        .read(move |r| {
+            let since = catalog::stored_profile(r, &id)?.map_or(0, |s| s.changed);
+            Ok(health_of(r, &id, since)?)
+        })
+        .await
+}
+
+/// Pool `id`'s health, from its newest runs requested since `since`.
+fn health_of(
+    r: &crate::store::Reader,
+    id: &ProfileId,
+    since: u64,
+) -> Result<(rules::Health, Option<RunKey>), StoreError> {
+    let page = r.scan_back::<RunRecord>(
+        Table::Runs,
+        &pool_runs(id),
+        None,
+        LOOKED_AT,
+        LOOKED_AT,
+        |_, _| true,
+    )?;
+    let tried: Vec<rules::Tried> = page
+        .entries
+        .iter()
+        .map(|(_, run)| rules::Tried {
+            started: run.starting,
+            ended: run.end.or(run.cluster.end),
+            outcome: match run.status {
+                ProgramStatus::Failed | ProgramStatus::Rejected => rules::Outcome::Failed(
+                    run.failure
+                        .as_ref()
+                        .map_or_else(|| run.status.to_string(), |f| f.message.clone()),
+                ),
+                ProgramStatus::Queued | ProgramStatus::Pending | ProgramStatus::Starting => {
+                    rules::Outcome::Making
+                }
+                ProgramStatus::Running | ProgramStatus::Completed | ProgramStatus::Killed => {
+                    rules::Outcome::Made
+                }
+            },
+        })
+        .collect();
+    let newest = page.entries.first().map(|(_, run)| run.key.clone());
+    Ok((rules::health(&tried, since, clock::now_secs()), newest))
+}
+
+/// What the pool's view says of `health`.
+fn health_view(health: &rules::Health) -> crate::model::view::PoolHealth {
+    use crate::model::view::PoolHealth;
+    match health {
+        rules::Health::Filling => PoolHealth {
+            status: "filling".into(),
+            ..PoolHealth::default()
+        },
+        rules::Health::Waiting {
+            until,
+            failures,
+            reason,
+        } => PoolHealth {
+            status: "waiting".into(),
+            failures: *failures,
+            reason: Some(reason.clone()),
+            retry_at: Some(*until),
+        },
+        rules::Health::Stopped { failures, reason } => PoolHealth {
+            status: "stopped".into(),
+            failures: *failures,
+            reason: Some(reason.clone()),
+            retry_at: None,
+        },
+    }
+}
+
+/// Tells that pool `id` stopped: in its newest run's history, the log and the metrics.
+async fn tell_stopped(
+    runtime: &Runtime,
+    id: &ProfileId,
+    failures: usize,
+    reason: &str,
+    newest: Option<RunKey>,
+) -> Result<(), StoreError> {
+    let message = format!(
+        "the pool of {id} stopped after {failures} failed runs in a row ({reason}); it tries again once the profile changes (written again, or disabled and enabled)"
+    );
+    tracing::warn!(profile = %id, failures, reason, "pool stopped after failed runs in a row");
+    if let Some(key) = newest {
+        let run = key.run.clone();
+        runtime
+            .store()
+            .write(move |tx| {
+                events::append(tx, &key.run, EventKind::Status, None, message.clone())?;
+                Ok::<_, StoreError>(())
+            })
+            .await?;
+        runtime.deps().notifier.notify(&run);
     }
     Ok(())
 }
@@ -341,12 +479,15 @@ pub async fn view(
                 None => state_by_runs(r, &id)?,
             };
             let claimed = claimed(r, &id)?;
-            Ok(crate::model::view::PoolView::new(
+            let (health, _) = health_of(r, &id, stored.changed)?;
+            let mut view = crate::model::view::PoolView::new(
                 &id,
                 &stored.profile,
                 &(held.ready, held.creating),
                 claimed,
-            ))
+            );
+            view.health = health_view(&health);
+            Ok(view)
         })
         .await
 }

@@ -5,7 +5,8 @@
 //! or another server carries on where it stopped.
 //!
 //! Each tick (at the next fire time, at least every second) it
-//! - reads the schedules again if any changed (a counter in `Meta` moves with each change);
+//! - reads again the schedules of the namespaces where any changed (a counter in `Meta`
+//!   moves with each change, and one of each namespace), and only those;
 //! - fires every cron time due since a schedule last fired: a time later than the grace is on
 //!   time; older ones were missed and follow the schedule's `catchUp`;
 //! - offers every recorded run end to the program-status triggers, and forgets it once its
@@ -159,6 +160,8 @@ impl Entry {
 struct State {
     /// The `SCHEDULES_CHANGED` counter when the schedules were read.
     version: Option<u64>,
+    /// Each namespace's own counter when its schedules were read.
+    versions: BTreeMap<String, u64>,
     entries: BTreeMap<String, Entry>,
     /// The schedules with a program-status trigger, by the program they watch
     /// (`ns/app/program`).
@@ -227,7 +230,8 @@ async fn tick(
     Ok(())
 }
 
-/// Reads the schedules again if any changed since they were read.
+/// Reads again the schedules of the namespaces where any changed since they were read (all
+/// of them at first).
 async fn refresh(runtime: &Runtime, state: &mut State) -> Result<(), StoreError> {
     let store = runtime.store();
     let version: u64 = store
@@ -237,6 +241,32 @@ async fn refresh(runtime: &Runtime, state: &mut State) -> Result<(), StoreError>
     if state.version == Some(version) {
         return Ok(());
     }
+    let prefix = format!("{SCHEDULES_CHANGED}/");
+    let versions: BTreeMap<String, u64> = store
+        .read(move |r| {
+            Ok::<_, StoreError>(
+                r.scan::<u64>(Table::Meta, &prefix)?
+                    .into_iter()
+                    .filter_map(|(k, n)| Some((k.strip_prefix(&prefix)?.to_string(), n)))
+                    .collect(),
+            )
+        })
+        .await?;
+    // None: every namespace (the first read, or after a failure).
+    let stale: Option<BTreeSet<String>> = state.version.map(|_| {
+        versions
+            .iter()
+            .filter(|(ns, n)| state.versions.get(*ns) != Some(*n))
+            .map(|(ns, _)| ns.clone())
+            .chain(
+                state
+                    .versions
+                    .keys()
+                    .filter(|ns| !versions.contains_key(*ns))
+                    .cloned(),
+            )
+            .collect()
+    });
     // What tells one version of a schedule from another: when it last changed and when it
     // was last enabled (a suspend and resume between two reads changes only the latter).
     let version_of = |s: &Schedule| (s.last_update_time, s.enabled_at);
@@ -245,10 +275,19 @@ async fn refresh(runtime: &Runtime, state: &mut State) -> Result<(), StoreError>
         .iter()
         .map(|(k, e)| (k.clone(), (version_of(&e.schedule), e.cursor)))
         .collect();
+    let read = stale.clone();
     let loaded = store
         .read(move |r| {
             let mut out = Vec::new();
-            for (key, s) in r.scan::<Schedule>(Table::Schedules, "")? {
+            let prefixes: Vec<String> = match &read {
+                None => vec![String::new()],
+                Some(namespaces) => namespaces.iter().map(|ns| format!("{ns}/")).collect(),
+            };
+            let mut all = Vec::new();
+            for prefix in &prefixes {
+                all.extend(r.scan::<Schedule>(Table::Schedules, prefix)?);
+            }
+            for (key, s) in all {
                 if s.status != ScheduleStatus::Scheduled {
                     continue;
                 }
@@ -267,8 +306,20 @@ async fn refresh(runtime: &Runtime, state: &mut State) -> Result<(), StoreError>
         })
         .await?;
     let now = clock::now_millis();
-    let mut entries = BTreeMap::new();
-    let mut watchers: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    // What an entry keeps across a read: its counts and whether its rate holds it back.
+    let counts: BTreeMap<String, (usize, u64, bool)> = state
+        .entries
+        .iter()
+        .map(|(k, e)| (k.clone(), (e.fired, e.held, e.throttled)))
+        .collect();
+    // The namespaces not read again keep their entries as they are.
+    let mut entries: BTreeMap<String, Entry> = match &stale {
+        None => BTreeMap::new(),
+        Some(namespaces) => std::mem::take(&mut state.entries)
+            .into_iter()
+            .filter(|(_, e)| !namespaces.contains(&e.schedule.namespace))
+            .collect(),
+    };
     for (key, schedule, cursor) in loaded {
         let crons = rule::leaves(&schedule.trigger)
             .into_iter()
@@ -285,23 +336,7 @@ async fn refresh(runtime: &Runtime, state: &mut State) -> Result<(), StoreError>
             })
             .collect();
         let joins = rule::joins(&schedule.trigger);
-        let (fired, held, throttled) = state
-            .entries
-            .get(&key)
-            .map_or((0, 0, false), |e| (e.fired, e.held, e.throttled));
-        for (_, t) in schedule.trigger.walk() {
-            if let schedule::Trigger::ProgramStatus { program_id, .. } = t {
-                let ns = program_id
-                    .namespace
-                    .as_deref()
-                    .unwrap_or(&schedule.namespace);
-                let watched = format!("{ns}/{}/{}", program_id.application, program_id.program);
-                let keys = watchers.entry(watched).or_default();
-                if !keys.contains(&key) {
-                    keys.push(key.clone());
-                }
-            }
-        }
+        let (fired, held, throttled) = counts.get(&key).copied().unwrap_or((0, 0, false));
         let mut entry = Entry {
             schedule,
             crons,
@@ -315,9 +350,26 @@ async fn refresh(runtime: &Runtime, state: &mut State) -> Result<(), StoreError>
         entry.advance(cursor);
         entries.insert(key, entry);
     }
+    let mut watchers: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (key, entry) in &entries {
+        for (_, t) in entry.schedule.trigger.walk() {
+            if let schedule::Trigger::ProgramStatus { program_id, .. } = t {
+                let ns = program_id
+                    .namespace
+                    .as_deref()
+                    .unwrap_or(&entry.schedule.namespace);
+                let watched = format!("{ns}/{}/{}", program_id.application, program_id.program);
+                let keys = watchers.entry(watched).or_default();
+                if !keys.contains(key) {
+                    keys.push(key.clone());
+                }
+            }
+        }
+    }
     state.entries = entries;
     state.watchers = watchers;
     state.version = Some(version);
+    state.versions = versions;
     metrics::gauge!(crate::model::metrics::SCHEDULES_ENABLED.name).set(state.entries.len() as f64);
     Ok(())
 }

@@ -306,3 +306,62 @@ fn a_namespace_fires_at_its_rate_and_others_keep_theirs() {
         "{text}"
     );
 }
+
+/// A schedule's properties are bounded in size as in count, and a namespace's schedules are
+/// listed a page at a time.
+#[test]
+fn schedules_are_bounded_in_size_and_listed_in_pages() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    deploy_in(&server, "default", "a", "true", json!({}));
+    let cron = json!({"type": "TIME", "cronExpression": "0 4 * * *"});
+    let big: serde_json::Map<String, Value> = (0..20)
+        .map(|i| (format!("p{i}"), json!("x".repeat(4000))))
+        .collect();
+    assert_error(
+        put_schedule(
+            &server,
+            "default",
+            "a",
+            "big",
+            cron.clone(),
+            json!({"properties": big}),
+        ),
+        400,
+        "properties",
+    );
+    for i in 0..5 {
+        let (code, body) = put_schedule(
+            &server,
+            "default",
+            "a",
+            &format!("s{i}"),
+            cron.clone(),
+            json!({"status": "SUSPENDED"}),
+        );
+        assert_eq!(code, 200, "{body}");
+    }
+    let names = |query: &str| -> Vec<String> {
+        let (code, body) = server.get(&format!("/v3/namespaces/default/schedules{query}"));
+        assert_eq!(code, 200, "{body}");
+        body.as_array()
+            .expect("list")
+            .iter()
+            .map(|s| s["name"].as_str().expect("name").to_string())
+            .collect()
+    };
+    assert_eq!(names("?limit=2"), ["s0", "s1"]);
+    assert_eq!(names("?limit=2&after=a/s1"), ["s2", "s3"]);
+    assert_eq!(names("?after=a/s3"), ["s4"]);
+    assert_eq!(names("").len(), 5);
+    assert_error(
+        server.get("/v3/namespaces/default/schedules?limit=5000"),
+        400,
+        "limit",
+    );
+    assert_error(
+        server.get("/v3/namespaces/default/schedules?after=nope"),
+        400,
+        "after",
+    );
+}
