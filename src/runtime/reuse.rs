@@ -204,12 +204,7 @@ pub async fn prepare(
             Ok(Err(why)) => return Err(why),
             Err(e) => return Err(format!("cannot read the store: {e}")),
         };
-    let cluster = run.cluster_id().to_string();
-    let nodes: Vec<NodeRecord> = deps
-        .store
-        .read(move |r| super::planner::node_records(r, &cluster))
-        .await
-        .map_err(|e| format!("cannot read the cluster's nodes: {e}"))?;
+    let nodes = cluster_nodes(deps, run).await?;
     for name in &run.cluster.nodes {
         let Some(node) = nodes.iter().find(|n| &n.node == name) else {
             return Err(format!("node {name} has no record"));
@@ -265,18 +260,25 @@ pub async fn record_entries(
     if run.reuse.is_none() {
         return Ok(());
     }
-    let cluster = run.cluster_id().to_string();
-    let nodes: Vec<NodeRecord> = deps
-        .store
-        .read(move |r| super::planner::node_records(r, &cluster))
-        .await
-        .map_err(|e| format!("cannot read the cluster's nodes: {e}"))?;
+    let nodes = cluster_nodes(deps, run).await?;
+    if nodes.iter().all(|n| n.entries.is_some()) {
+        return Ok(());
+    }
+    // Nodes reached over SSH are reached with the profile's key, a secure key's reference.
+    let context =
+        match super::planner::resolve_context(deps, &run.key.namespace, Arc::new(context.clone()))
+            .await
+        {
+            Ok(Ok(c)) => c,
+            Ok(Err(why)) => return Err(why),
+            Err(e) => return Err(format!("cannot read the store: {e}")),
+        };
     let mut found = Vec::new();
     for node in nodes.iter().filter(|n| n.entries.is_none()) {
         if node.status != ResourceStatus::Created {
             continue;
         }
-        let entries = match super::remote::Node::of(context, run.cluster_id(), node) {
+        let entries = match super::remote::Node::of(&context, run.cluster_id(), node) {
             Some(remote) => {
                 let remote = remote?;
                 let session = remote.connect(deps).await?;
@@ -336,6 +338,15 @@ fn list_dir(dir: &std::path::Path) -> std::io::Result<Vec<String>> {
         .collect();
     names.sort();
     Ok(names)
+}
+
+/// The node records of `run`'s cluster.
+async fn cluster_nodes(deps: &Deps, run: &RunRecord) -> Result<Vec<NodeRecord>, String> {
+    let cluster = run.cluster_id().to_string();
+    deps.store
+        .read(move |r| super::planner::node_records(r, &cluster))
+        .await
+        .map_err(|e| format!("cannot read the cluster's nodes: {e}"))
 }
 
 /// Removes what the last runs' programs left on `node`: their directories, and every entry of

@@ -434,3 +434,34 @@ fn gcp_compute_nodes_run_services_and_the_program_over_ssh() {
     let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
     let _ = std::fs::remove_dir_all(std::path::Path::new(&home).join(".ebb").join(run_id(&run)));
 }
+
+/// What a program on an SSH node detached (its own session, beyond its process group) ends
+/// with it: every process carrying its mark is stopped when it exits.
+#[test]
+fn what_a_remote_program_detached_ends_with_it() {
+    let sshd = Sshd::start(&["127.0.1.52"]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start_at(&sub(&dir, "data"), Options::default());
+    put_key(&server, &sshd);
+    hosts_profile(&server, &sshd, "machines", &[]);
+    // A number no other test sleeps for, to find it by.
+    deploy(
+        &server,
+        "a",
+        "setsid sh -c 'sleep 291.25' < /dev/null > /dev/null 2>&1 & \
+         setsid sleep 291.5 < /dev/null > /dev/null 2>&1 & sleep 0.3; echo left",
+        json!({}),
+    );
+    let run = start(&server, "a", json!({"system.profile.name": "machines"}));
+    let done = wait_deprovisioned(&server, &run);
+    assert_eq!(done["status"], "COMPLETED", "{done}");
+    let left = std::process::Command::new("pgrep")
+        .args(["-f", "sleep 291\\.(25|5)"])
+        .output()
+        .expect("pgrep");
+    assert!(
+        left.stdout.is_empty(),
+        "the program's detached processes outlived it: {}",
+        String::from_utf8_lossy(&left.stdout)
+    );
+}

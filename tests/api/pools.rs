@@ -30,7 +30,7 @@ fn pooled_sim(server: &Server, sim: &Path, pool: Value) {
 
 /// Polls the pool until `done` holds (or panics after 60 s); returns it.
 #[track_caller]
-fn wait_pool(server: &Server, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+pub(crate) fn wait_pool(server: &Server, what: &str, done: impl Fn(&Value) -> bool) -> Value {
     let started = Instant::now();
     loop {
         let (code, pool) = server.get(POOL);

@@ -138,10 +138,18 @@ pub fn program_dir(dir: &str) -> String {
     format!("{}/program", dir.trim_end_matches('/'))
 }
 
-/// Launches the program once: writes `launch.sh` and `cluster.json`, then (unless `launched/`
-/// exists: it was launched before) starts a detached wrapper that runs the program in its own
-/// session, records its pid, waits, writes its exit status to `exit`, and then kills what is
-/// left of the program's process group. Prints `launched` or `already`.
+/// The variable that marks every process of a program launched on a node: the program's
+/// directory. It is in the program's environment only (never a service's), and every process
+/// it starts inherits it, whatever session or group it moves to.
+pub const PROGRAM_MARK: &str = "EBB_PROGRAM_MARK";
+
+/// Launches the program once: writes `launch.sh`, `end.sh` and `cluster.json`, then (unless
+/// `launched/` exists: it was launched before) starts a detached wrapper that runs the program
+/// in its own session, records its pid, waits, writes its exit status to `exit`, and then runs
+/// `end.sh`: what is left of the program's process group is killed, and every process of the
+/// SSH user that carries the program's mark ([`PROGRAM_MARK`]: what it detached with setsid,
+/// say). Only a process that dropped its whole environment (`env -i`) escapes. Prints
+/// `launched` or `already`.
 pub fn launch(
     dir: &str,
     command: &[String],
@@ -158,6 +166,7 @@ pub fn launch(
     write_file(&mut s, "cluster.json", cluster_json);
     let mut launch = String::new();
     exports(&mut launch, env);
+    launch.push_str(&format!("export {PROGRAM_MARK}={}\n", quote(&p)));
     launch.push_str("export EBB_CLUSTER_FILE=\"$PWD/cluster.json\"\n");
     match cwd {
         Some(cwd) => launch.push_str(&format!("mkdir -p {c} && cd {c}\n", c = quote(cwd))),
@@ -170,18 +179,36 @@ pub fn launch(
     }
     launch.push('\n');
     write_file(&mut s, "launch.sh", &launch);
+    write_file(&mut s, "end.sh", &end_script(&p));
     // Made last: a launch cut short before this line is simply done again.
     s.push_str("mkdir launched 2>/dev/null || { echo already; exit 0; }\n");
     s.push_str(
         "nohup setsid sh -c 'setsid sh launch.sh > stdout.log 2> stderr.log < /dev/null & \
          echo $! > pid.tmp && mv pid.tmp pid; wait $!; echo $? > exit.tmp && mv exit.tmp exit; \
-         kill -s KILL -- -$(cat pid) 2>/dev/null; true' \
-         > /dev/null 2>&1 < /dev/null &\n",
+         sh end.sh' > /dev/null 2>&1 < /dev/null &\n",
     );
     s.push_str("echo $! > wrapper.pid\n");
     s.push_str("i=0; while [ ! -e pid ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done\n");
     s.push_str("echo launched\n");
     s
+}
+
+/// What ends what a program left (see [`launch`]), for the program marked with `mark`: its
+/// group, then every process carrying the mark, a few rounds (one may fork while it runs).
+fn end_script(mark: &str) -> String {
+    format!(
+        "kill -s KILL -- -\"$(cat pid)\" 2>/dev/null\n\
+         mark={}={}\n\
+         for round in 1 2 3; do\n\
+         \x20 for e in /proc/[0-9]*/environ; do\n\
+         \x20   p=${{e#/proc/}}; p=${{p%/environ}}\n\
+         \x20   if tr '\\0' '\\n' < \"$e\" 2>/dev/null | grep -qxF \"$mark\"; then kill -s KILL \"$p\" 2>/dev/null; fi\n\
+         \x20 done\n\
+         done\n\
+         true\n",
+        PROGRAM_MARK,
+        quote(mark)
+    )
 }
 
 /// What the program of a node is doing.

@@ -3,15 +3,14 @@
 //! run's history and in the metrics), and tries again once its profile changes. A namespace
 //! keeps at most so many pools.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::pools::wait_pool;
 use crate::support::profiles::{profile_body, put_profile_body};
 use crate::support::runs::sub;
 use crate::support::server::Server;
-
-const POOL: &str = "/v3/namespaces/default/profiles/warm/pool";
 
 /// Profile `warm`: a one-node sim pool of three, whose creates fail if `fail`.
 fn warm(server: &Server, sim: &std::path::Path, fail: bool) {
@@ -37,23 +36,6 @@ fn pool_runs(server: &Server) -> Vec<Value> {
         .filter(|r| r["app"] == "_pool")
         .cloned()
         .collect()
-}
-
-#[track_caller]
-fn wait_pool(server: &Server, what: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let started = Instant::now();
-    loop {
-        let (code, pool) = server.get(POOL);
-        assert_eq!(code, 200, "{pool}");
-        if done(&pool) {
-            return pool;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "the pool never got {what}: {pool}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 #[test]
