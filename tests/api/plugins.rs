@@ -372,18 +372,18 @@ fn the_conformance_kit_passes_the_example_plugins() {
     }
 }
 
-/// The README's "Writing a plugin" shows the boxes plugin as it is in `examples/`, which the
-/// kit passes: the example a reader copies works.
+/// The book's tour, "Writing a plugin", shows the boxes plugin as it is in `examples/`, which
+/// the kit passes: the example a reader copies works.
 #[test]
-fn the_readmes_plugin_example_is_the_one_tested() {
+fn the_tours_plugin_example_is_the_one_tested() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let readme = std::fs::read_to_string(root.join("README.md")).expect("README");
+    let readme = std::fs::read_to_string(root.join("docs/src/tour.md")).expect("the tour");
     for file in ["boxes.py", "plugin.json"] {
         let text = std::fs::read_to_string(root.join("examples/plugins/boxes").join(file))
             .expect("example");
         assert!(
             readme.contains(text.trim()),
-            "README.md lacks examples/plugins/boxes/{file} as it is"
+            "docs/src/tour.md lacks examples/plugins/boxes/{file} as it is"
         );
     }
 }
