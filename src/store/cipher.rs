@@ -72,6 +72,10 @@ pub enum KeyFileError {
     Exposed { path: PathBuf, mode: u32 },
     #[error("the secure store key {path} is not 64 hex digits; restore it from a backup")]
     Malformed { path: PathBuf },
+    #[error(
+        "{path}, the highest access generation this server saw, is not a number; restore it, or remove it if this server never served"
+    )]
+    Generation { path: PathBuf },
     #[error("cannot draw random bytes: {0}")]
     Random(String),
 }
@@ -187,7 +191,7 @@ impl Cipher {
             Ok(text) => text
                 .trim()
                 .parse::<u64>()
-                .map_err(|_| KeyFileError::Malformed { path: path.into() })?,
+                .map_err(|_| KeyFileError::Generation { path: path.into() })?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
             Err(source) => {
                 return Err(KeyFileError::Read {
@@ -427,6 +431,29 @@ mod tests {
         assert!(!cipher.verify("token", b"admin", &signed[..62]));
         assert!(!cipher.verify("token", b"admin", "not hex"));
         assert!(!Cipher::ephemeral().verify("token", b"admin", &signed));
+    }
+
+    #[test]
+    fn the_highest_access_generation_seen_holds_across_a_restart() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("access.generation");
+        let cipher = Cipher::ephemeral();
+        cipher.keep_generation_in(&file).expect("no file yet");
+        assert!(cipher.generation_holds(0));
+        assert!(cipher.generation_holds(3));
+        assert!(!cipher.generation_holds(2), "a generation set back");
+        let mode = std::fs::metadata(&file).expect("kept").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        // Another start of the server reads what the last one saw.
+        let again = Cipher::ephemeral();
+        again.keep_generation_in(&file).expect("read");
+        assert!(!again.generation_holds(2));
+        assert!(again.generation_holds(3));
+        std::fs::write(&file, "three").expect("write");
+        assert!(matches!(
+            Cipher::ephemeral().keep_generation_in(&file),
+            Err(KeyFileError::Generation { .. })
+        ));
     }
 
     #[test]
