@@ -25,7 +25,7 @@ pub fn current(r: &impl Read) -> Result<u64, StoreError> {
 }
 
 /// Advances the access generation in write `tx`, after what it staged took a grant away,
-/// and reseals every token and session left at the new one.
+/// and reseals every token and live session left at the new one (expired sessions go).
 pub fn advance(tx: &mut Txn) -> Result<u64, StoreError> {
     let next = current(tx)?.saturating_add(1);
     tx.put(Table::Meta, KEY, &next)?;
@@ -33,7 +33,16 @@ pub fn advance(tx: &mut Txn) -> Result<u64, StoreError> {
         record.generation = next;
         tx.put(Table::Tokens, &key, &record)?;
     }
+    // An expired session is dropped rather than sealed again: a sign-out's write grows with
+    // the live sessions only.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
     for (key, mut record) in tx.scan::<SessionRecord>(Table::Sessions, "")? {
+        if record.expires <= now {
+            tx.delete(Table::Sessions, &key);
+            continue;
+        }
         record.generation = next;
         tx.put(Table::Sessions, &key, &record)?;
     }
