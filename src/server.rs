@@ -328,6 +328,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         shutdown: Arc::default(),
         https: config.tls.is_some(),
         streams: api::streams::Streams::default(),
+        sign_ins: Arc::default(),
         metrics: metrics_recorder(),
     };
     let served = serve(state, &config, tls, signals, &arbiter).await?;

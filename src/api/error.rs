@@ -121,6 +121,7 @@ fn service_status(e: &ServiceError) -> StatusCode {
         | ServiceError::TooManySchedules { .. }
         | ServiceError::Quota { .. }
         | ServiceError::Changed(_) => StatusCode::CONFLICT,
+        ServiceError::TooManySignIns { .. } => StatusCode::TOO_MANY_REQUESTS,
         ServiceError::Store(e) => store_status(e),
         ServiceError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }

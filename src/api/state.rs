@@ -32,6 +32,8 @@ pub struct AppState {
     pub https: bool,
     /// Bounds the UI's open event streams, and each token's and address's share of them.
     pub streams: crate::api::streams::Streams,
+    /// Each token's bucket of UI sign-ins.
+    pub sign_ins: Arc<crate::service::tokens::sessions::SignIns>,
     /// Renders the recorded metrics (`None` when this process could not install the
     /// recorder).
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,

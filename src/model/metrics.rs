@@ -306,6 +306,12 @@ pub const SCHEDULE_THROTTLED: Metric = m(
     &["namespace"],
     "Schedule fires held back because the schedule or its namespace fired faster than its rate.",
 );
+pub const SCHEDULES_READ: Metric = m(
+    "ebb_schedules_read_total",
+    Kind::Counter,
+    &[],
+    "Schedule records the scheduler read from the store (at first every one, then only those of namespaces whose schedules changed).",
+);
 pub const SCHEDULE_FIRE_LAG: Metric = m(
     "ebb_schedule_fire_lag_seconds",
     Kind::Histogram,
@@ -381,6 +387,7 @@ pub const ALL: &[Metric] = &[
     SCHEDULE_FIRES,
     SCHEDULE_MISSED,
     SCHEDULE_THROTTLED,
+    SCHEDULES_READ,
     SCHEDULE_FIRE_LAG,
     RUNS_QUEUED,
     RUN_QUEUE_WAIT,

@@ -175,9 +175,25 @@ pub async fn login(state: State, form: web::Form<LoginForm>) -> Result<HttpRespo
         Access::Tokens { fixed } => fixed.as_ref(),
         Access::Open => None,
     };
-    let begun = sessions::begin(&state.store.impatient(), &state.cipher, fixed, secret)
-        .await
-        .map_err(|e| UiError(e.into()))?;
+    let begun = match sessions::begin(
+        &state.store.impatient(),
+        &state.cipher,
+        &state.sign_ins,
+        fixed,
+        secret,
+    )
+    .await
+    {
+        Err(e @ ServiceError::TooManySignIns {
+            retry_after_secs, ..
+        }) => {
+            return Ok(HttpResponse::TooManyRequests()
+                .content_type("text/html; charset=utf-8")
+                .insert_header(("Retry-After", retry_after_secs.to_string()))
+                .body(login_form(&next, Some(&format!("{e}."))).into_string()));
+        }
+        begun => begun.map_err(|e| UiError(e.into()))?,
+    };
     let Some((credential, _)) = begun else {
         return Ok(refuse(
             "That token is not valid: it is wrong, revoked or expired.",

@@ -287,6 +287,8 @@ async fn refresh(runtime: &Runtime, state: &mut State) -> Result<(), StoreError>
             for prefix in &prefixes {
                 all.extend(r.scan::<Schedule>(Table::Schedules, prefix)?);
             }
+            metrics::counter!(crate::model::metrics::SCHEDULES_READ.name)
+                .increment(all.len() as u64);
             for (key, s) in all {
                 if s.status != ScheduleStatus::Scheduled {
                     continue;

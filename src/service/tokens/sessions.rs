@@ -10,7 +10,11 @@
 //! inherit them. The browser
 //! never holds the token itself, so a cookie that leaks (browsers send a host's cookies to
 //! every port of it) is not a token, and stops working when its session ends. A token has at
-//! most [`MAX_PER_TOKEN`] sessions; a new one ends the oldest.
+//! most [`MAX_PER_TOKEN`] sessions; a new one ends the oldest. A token signs in at most
+//! [`SIGN_IN_BURST`] times at once and one more every [`SIGN_IN_PERIOD`] after
+//! ([`SignIns`]): ending a live session advances the access generation, which reseals every
+//! token and session, so signing in and out in a loop must not make that write as often as
+//! a caller likes.
 
 use std::sync::Arc;
 
@@ -26,6 +30,44 @@ use crate::store::{Read, Store, StoreError, Table, Txn};
 pub const LIFETIME: u64 = 12 * 3600;
 /// Most sessions one token has at once.
 pub const MAX_PER_TOKEN: usize = 16;
+
+/// Sign-ins one token may make at once (as many as it may hold sessions).
+pub const SIGN_IN_BURST: u32 = MAX_PER_TOKEN as u32;
+/// How often a token may sign in again once it has used its burst.
+pub const SIGN_IN_PERIOD: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Each token's bucket of sign-ins (GCRA, as `governor` keeps them), kept by the server.
+pub struct SignIns(governor::DefaultKeyedRateLimiter<String>);
+
+impl std::fmt::Debug for SignIns {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SignIns({} tokens)", self.0.len())
+    }
+}
+
+impl Default for SignIns {
+    fn default() -> Self {
+        let quota = governor::Quota::with_period(SIGN_IN_PERIOD)
+            .expect("a period above zero")
+            .allow_burst(std::num::NonZeroU32::new(SIGN_IN_BURST).expect("above zero"));
+        SignIns(governor::RateLimiter::keyed(quota))
+    }
+}
+
+impl SignIns {
+    /// Takes a sign-in from `token`'s bucket: `Err` with how long until it may sign in again.
+    fn take(&self, token: &str) -> Result<(), std::time::Duration> {
+        // Only tokens that authenticated get here, so the keys are bounded by the tokens.
+        if self.0.len() > 10_000 {
+            self.0.retain_recent();
+        }
+        self.0.check_key(&token.to_string()).map_err(|not_until| {
+            not_until.wait_time_from(governor::clock::Clock::now(
+                &governor::clock::DefaultClock::default(),
+            ))
+        })
+    }
+}
 
 /// A session's credential as the browser keeps it: `<token name>.<secret>`. Its `Debug`
 /// hides the secret.
@@ -71,12 +113,19 @@ impl Credential {
 pub async fn begin(
     store: &Store,
     cipher: &Arc<Cipher>,
+    sign_ins: &SignIns,
     fixed: Option<&FixedToken>,
     secret: &str,
 ) -> Result<Option<(Credential, Caller)>, ServiceError> {
     let Some(caller) = tokens::authenticate(store, cipher, fixed, secret).await? else {
         return Ok(None);
     };
+    if let Err(wait) = sign_ins.take(&caller.name) {
+        return Err(ServiceError::TooManySignIns {
+            token: caller.name.clone(),
+            retry_after_secs: wait.as_secs().max(1),
+        });
+    }
     let credential = Credential {
         token: caller.name.clone(),
         secret: tokens::random_hex()?,

@@ -1,7 +1,8 @@
 //! One tenant cannot take the shared scheduler: schedules cannot trigger themselves or each
 //! other round a loop, a chain of program-status fires stops at its longest, a schedule's
-//! refused starts feed no trigger, and a namespace fires at its rate while another's
-//! schedules keep theirs.
+//! refused starts feed no trigger, a namespace fires at its rate while another's schedules
+//! keep theirs, an AND keeps a bounded number of parts waiting, and a change in one
+//! namespace makes the scheduler read that namespace's schedules only.
 
 use std::time::{Duration, Instant};
 
@@ -364,4 +365,131 @@ fn schedules_are_bounded_in_size_and_listed_in_pages() {
         400,
         "after",
     );
+}
+
+/// An AND trigger whose one part fires far more often than the other keeps only its newest
+/// parts waiting: the join's record stays bounded however often the part fires.
+#[test]
+fn an_and_keeps_a_bounded_number_of_parts_waiting() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    deploy_in(&server, "default", "a", "true", json!({}));
+    deploy_in(&server, "default", "b", "true", json!({}));
+    // a's ends, and a cron time that does not come while the test runs.
+    let and = json!({"type": "AND", "triggers": [
+        after(None, "a", &["COMPLETED"]),
+        {"type": "TIME", "cronExpression": "0 4 1 1 *"},
+    ]});
+    let (code, body) = put_schedule(
+        &server,
+        "default",
+        "b",
+        "both",
+        and,
+        json!({"timeoutMillis": 86_400_000}),
+    );
+    assert_eq!(code, 200, "{body}");
+    let ends = ebb::model::schedule::MAX_PARTS + 8;
+    for _ in 0..ends {
+        start_in(&server, "default", "a", json!({}));
+    }
+    let started = Instant::now();
+    while fires(&server, "default", "b", "both").len() < ends {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "a's ends were not all joined: {:?}",
+            fires(&server, "default", "b", "both")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(runs(&server, "default", "b").is_empty(), "b fired on one part");
+    server.terminate();
+    let location = crate::support::server::store_location(dir.path());
+    let store = ebb::store::Store::open_at(&location).expect("open the store");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let rows = rt
+        .block_on(store.write(|tx| tx.scan_raw(ebb::store::Table::Joins)))
+        .expect("read");
+    rt.block_on(store.close()).expect("closed");
+    assert_eq!(rows.len(), 1, "one join waits");
+    let record: Value = serde_json::from_slice(&rows[0].1).expect("json");
+    let parts = record["value"]["parts"].as_object().expect("parts");
+    let waiting: Vec<usize> = parts
+        .values()
+        .map(|p| p.as_array().expect("fires").len())
+        .collect();
+    assert_eq!(
+        waiting,
+        [ebb::model::schedule::MAX_PARTS],
+        "{ends} ends of a left {waiting:?} parts waiting"
+    );
+}
+
+/// A change to one namespace's schedules makes the scheduler read that namespace's schedules
+/// again, not every namespace's.
+#[test]
+fn a_change_in_one_namespace_reads_only_its_schedules_again() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    for ns in ["big", "small"] {
+        let (code, body) = server.put(&format!("/v3/namespaces/{ns}"), json!({}));
+        assert_eq!(code, 200, "{body}");
+    }
+    let yearly = json!({"type": "TIME", "cronExpression": "0 4 1 1 *"});
+    deploy_in(&server, "big", "a", "true", json!({}));
+    for i in 0..30 {
+        let (code, body) = put_schedule(
+            &server,
+            "big",
+            "a",
+            &format!("s{i}"),
+            yearly.clone(),
+            json!({}),
+        );
+        assert_eq!(code, 200, "{body}");
+    }
+    deploy_in(&server, "small", "c", "true", json!({}));
+    let (code, body) = put_schedule(&server, "small", "c", "s", yearly.clone(), json!({}));
+    assert_eq!(code, 200, "{body}");
+    let value = |name: &str| -> f64 {
+        crate::metrics::scrape(&server)
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+            .unwrap_or(0.0)
+    };
+    let until = |what: &str, done: &dyn Fn() -> bool| {
+        let started = Instant::now();
+        while !done() {
+            assert!(started.elapsed() < Duration::from_secs(20), "{what}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    until("the scheduler never read the 31 schedules", &|| {
+        value("ebb_schedules_enabled") == 31.0
+    });
+    // A tick past the last read, so that the count below starts from a settled scheduler.
+    std::thread::sleep(Duration::from_millis(1500));
+    let before = value("ebb_schedules_read_total");
+    for description in ["one", "two", "three"] {
+        let read = value("ebb_schedules_read_total");
+        let (code, body) = server.post_json(
+            &schedule_path("small", "c", "s"),
+            json!({
+                "name": "s",
+                "description": description,
+                "program": {"programName": "p", "programType": "WORKFLOW"},
+                "trigger": yearly,
+                "status": "SCHEDULED",
+            }),
+        );
+        assert_eq!(code, 200, "{body}");
+        until("the change was never read", &|| {
+            value("ebb_schedules_read_total") > read
+        });
+    }
+    let read = value("ebb_schedules_read_total") - before;
+    assert_eq!(read, 3.0, "three changes of one schedule read {read} schedules");
 }

@@ -1,5 +1,6 @@
 //! What grants access is the installation's own: a browser holds a session, never a token,
-//! and a token or session record written into the store by anyone else grants nothing.
+//! a token or session record written into the store by anyone else grants nothing, and a
+//! token signs in at a bounded rate.
 
 use serde_json::json;
 
@@ -149,4 +150,42 @@ fn a_token_record_written_into_the_store_by_someone_else_is_no_token() {
             .any(|l| l.contains("did not seal was refused")),
         "the refusal is logged for someone to act on"
     );
+}
+
+/// A token signs in a burst of times (as many sessions as it may hold), then is refused with
+/// a 429 that says when to try again: ending a live session reseals every token and session,
+/// so signing in and out in a loop must not make that write as often as a caller likes.
+#[test]
+fn a_token_signs_in_at_a_bounded_rate() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    let secret = make_token(&server, "looper", json!({"namespaces": {"default": "viewer"}}));
+    let burst = ebb::service::tokens::sessions::SIGN_IN_BURST;
+    for _ in 0..burst {
+        let cookie = cookie_of(&sign_in(&server, &secret));
+        let reply = raw()
+            .post(format!("{}/ui/logout", server.url))
+            .header("Cookie", &cookie)
+            .send()
+            .expect("sign out");
+        assert_eq!(reply.status(), 303);
+    }
+    let reply = raw()
+        .post(format!("{}/ui/login", server.url))
+        .form(&[("token", secret.as_str()), ("next", "/ui/runs")])
+        .send()
+        .expect("sign in");
+    assert_eq!(reply.status(), 429);
+    let wait: u64 = reply.headers()["retry-after"]
+        .to_str()
+        .expect("ascii")
+        .parse()
+        .expect("seconds");
+    assert!((1..=10).contains(&wait), "Retry-After: {wait}");
+    assert!(reply.headers().get("set-cookie").is_none());
+    let page = reply.text().expect("page");
+    assert!(page.contains("signed in too often"), "{page}");
+    // Another token signs in as before.
+    let other = make_token(&server, "other", json!({"namespaces": {"default": "viewer"}}));
+    sign_in(&server, &other);
 }
