@@ -14,10 +14,16 @@ pub const PROFILE_FILES: &[(&str, &str)] = &[
 ];
 
 /// The built-in templates: file name and content.
-pub const TEMPLATE_FILES: &[(&str, &str)] = &[(
-    "zookeeper-cluster.json",
-    include_str!("../../profiles/templates/zookeeper-cluster.json"),
-)];
+pub const TEMPLATE_FILES: &[(&str, &str)] = &[
+    (
+        "zookeeper-cluster.json",
+        include_str!("../../profiles/templates/zookeeper-cluster.json"),
+    ),
+    (
+        "zookeeper.json",
+        include_str!("../../profiles/templates/zookeeper.json"),
+    ),
+];
 
 /// Parses built-in file `dir/file` as a `T`; an error names the file and the JSON path.
 pub fn parse_file<T: serde::de::DeserializeOwned>(

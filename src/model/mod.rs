@@ -18,6 +18,7 @@ macro_rules! display_as_serde {
 pub mod access;
 pub mod app;
 pub mod builtin;
+pub mod endpoint;
 pub mod event;
 pub mod invalid;
 pub mod metrics;

@@ -64,6 +64,10 @@ pub struct ClusterView {
     /// fewer, at least the profile's `minNodes`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub given_up: Vec<String>,
+    /// What the cluster's services published for programs (`endpoint.<name>` facts): each
+    /// name with its nodes' values, master first, joined by commas.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub endpoints: BTreeMap<String, String>,
 }
 
 fn fresh() -> String {
@@ -150,6 +154,7 @@ impl RunView {
                 origin: p.origin.clone(),
             })
             .collect();
+        let endpoints = crate::model::endpoint::endpoints(in_cluster_order(&run, &nodes));
         let nodes = nodes
             .into_iter()
             .map(|n| NodeView {
@@ -195,6 +200,7 @@ impl RunView {
                 reused_from: run.cluster.origin.clone(),
                 reused_by: run.cluster.reused_by.clone(),
                 given_up: run.cluster.given_up.clone(),
+                endpoints,
                 nodes,
             },
             failure: run.failure,
@@ -225,6 +231,19 @@ impl RunView {
     pub fn owned_by(self, owner: Option<String>) -> RunView {
         RunView { owner, ..self }
     }
+}
+
+/// `nodes` in the order of `run`'s cluster (its master first), those it does not name last.
+pub fn in_cluster_order<'a>(run: &RunRecord, nodes: &'a [NodeRecord]) -> Vec<&'a NodeRecord> {
+    let mut sorted: Vec<&NodeRecord> = nodes.iter().collect();
+    sorted.sort_by_key(|n| {
+        run.cluster
+            .nodes
+            .iter()
+            .position(|m| m == &n.node)
+            .unwrap_or(usize::MAX)
+    });
+    sorted
 }
 
 /// The program's output so far.

@@ -133,9 +133,34 @@ impl Ended {
     pub fn succeeded(self) -> Result<(BTreeMap<String, String>, String), (String, String)> {
         match self.code {
             Some(0) => Ok((self.facts, self.tail)),
-            _ => Err((format!("the script {}", self.status), self.tail)),
+            _ => {
+                let said = last_words(&self.tail);
+                let message = if said.is_empty() {
+                    format!("the script {}", self.status)
+                } else {
+                    format!("the script {}: {said}", self.status)
+                };
+                Err((message, self.tail))
+            }
         }
     }
+}
+
+/// The last few lines a failed script wrote (at most 3, and 400 characters), joined by
+/// ` / `: usually why it failed, said where the failure is shown.
+fn last_words(tail: &str) -> String {
+    let lines: Vec<&str> = tail
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let said = lines[lines.len().saturating_sub(3)..].join(" / ");
+    let n = said.chars().count();
+    if n <= 400 {
+        return said;
+    }
+    let from = said.char_indices().nth(n - 400).map_or(0, |(i, _)| i);
+    format!("…{}", &said[from..])
 }
 
 /// How one attempt ended.
@@ -267,6 +292,17 @@ pub fn reportable_facts(facts: BTreeMap<String, String>) -> BTreeMap<String, Str
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_scripts_last_lines_say_why() {
+        assert_eq!(last_words(""), "");
+        assert_eq!(last_words("a\n\n b \nc\nd\n"), "b / c / d");
+        let long = "x".repeat(1000);
+        let said = last_words(&long);
+        assert_eq!(said.chars().count(), 401);
+        assert!(said.starts_with('…'));
+        assert_eq!(last_words("é".repeat(500).as_str()).chars().count(), 401);
+    }
 
     #[test]
     fn facts_are_key_value_lines() {

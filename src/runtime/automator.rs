@@ -56,7 +56,11 @@ pub async fn run(deps: &Deps, spec: &TaskSpec) -> AttemptOutcome {
         }
     };
     let on = On::task(spec);
-    let ended = attempt_once(deps, &on, &service, action, &script)
+    let provisioner = [(
+        "EBB_PROVISIONER".to_string(),
+        spec.provisioner.spec().name.to_string(),
+    )];
+    let ended = attempt_once(deps, &on, &service, action, &script, &provisioner)
         .await
         .and_then(Ended::succeeded);
     match ended {
@@ -101,7 +105,7 @@ impl Drop for GroupGuard {
 /// Runs the check script of `service` on `on`'s node once, to its end: how it ended, or why
 /// it could not run. Its time limit is the caller's: dropping the future kills the script.
 pub async fn check(deps: &Deps, on: &On<'_>, service: &str, script: &str) -> Result<Ended, String> {
-    attempt_once(deps, on, service, "check", script)
+    attempt_once(deps, on, service, "check", script, &[])
         .await
         .map_err(|(message, _)| message)
 }
@@ -113,6 +117,7 @@ async fn attempt_once(
     service: &str,
     action: &str,
     script: &str,
+    extra: &[(String, String)],
 ) -> Result<Ended, (String, String)> {
     let fail = |m: String| (m, String::new());
     let nodes = cluster_nodes(deps, on.cluster)
@@ -125,13 +130,13 @@ async fn attempt_once(
     let files = NodeFiles::of(deps, on, service);
     let cluster = cluster_doc(on, &nodes);
     let paths = (files.result.as_path(), files.cluster.as_path());
-    let env = script_env(on, service, action, me, paths, work_dir.as_deref());
+    let mut env = script_env(on, service, action, &nodes, paths, work_dir.as_deref());
+    env.extend(extra.iter().cloned());
     if let Some(node) = me.and_then(|me| super::remote::Node::of(on.context, on.cluster, me)) {
         let node = node.map_err(fail)?;
         let env = env
             .into_iter()
-            .filter(|(k, _)| !matches!(*k, "EBB_RESULT_FILE" | "EBB_CLUSTER_FILE"))
-            .map(|(k, v)| (k.to_string(), v))
+            .filter(|(k, _)| !matches!(k.as_str(), "EBB_RESULT_FILE" | "EBB_CLUSTER_FILE"))
             .collect();
         let cluster_json =
             serde_json::to_string_pretty(&cluster).map_err(|e| fail(e.to_string()))?;
@@ -196,7 +201,7 @@ impl NodeFiles {
 async fn run_local(
     script: &str,
     cwd: &Path,
-    env: BTreeMap<&'static str, String>,
+    env: BTreeMap<String, String>,
     cluster: serde_json::Value,
     files: NodeFiles,
 ) -> Result<Ended, (String, String)> {
@@ -251,16 +256,20 @@ async fn run_local(
     })
 }
 
-/// The `EBB_*` environment of `service`'s `action` script on the task's node `me`, with
-/// its result and cluster files `(result, cluster)`.
+/// The `EBB_*` environment of `service`'s `action` script on `on`'s node (one of `nodes`),
+/// with its result and cluster files `(result, cluster)`: the run, the node, the cluster's
+/// nodes, those with the service (`EBB_SERVICE_NODES`) and their addresses
+/// (`EBB_SERVICE_ADDRESSES`, `node=address` joined by commas), and each top-level value of the cluster's config that is a
+/// string, a number or a boolean as `EBB_CONFIG_<NAME>` (`sparkHome` as
+/// `EBB_CONFIG_SPARK_HOME`).
 fn script_env(
     on: &On<'_>,
     service: &str,
     action: &str,
-    me: Option<&NodeRecord>,
+    nodes: &[NodeRecord],
     (result_file, cluster_file): (&Path, &Path),
     work_dir: Option<&Path>,
-) -> BTreeMap<&'static str, String> {
+) -> BTreeMap<String, String> {
     let layout = on.layout;
     let with = |f: &str| {
         layout
@@ -270,26 +279,71 @@ fn script_env(
             .collect::<Vec<_>>()
             .join(",")
     };
-    let mut env: BTreeMap<&str, String> = BTreeMap::new();
-    env.insert("EBB_RUN_ID", on.run.to_string());
-    env.insert("EBB_NODE", on.node.to_string());
-    env.insert("EBB_CONFIG", on.config.to_string());
-    env.insert("EBB_RESULT_FILE", result_file.display().to_string());
-    env.insert("EBB_SERVICE", service.to_string());
-    env.insert("EBB_ACTION", action.to_string());
-    env.insert(
+    let mut env: BTreeMap<String, String> = config_env(on.config);
+    let mut set = |k: &str, v: String| {
+        env.insert(k.to_string(), v);
+    };
+    set("EBB_RUN_ID", on.run.to_string());
+    set("EBB_NODE", on.node.to_string());
+    set("EBB_CONFIG", on.config.to_string());
+    set("EBB_RESULT_FILE", result_file.display().to_string());
+    set("EBB_SERVICE", service.to_string());
+    set("EBB_ACTION", action.to_string());
+    set(
         "EBB_NODES",
         layout.keys().cloned().collect::<Vec<_>>().join(","),
     );
-    env.insert("EBB_SERVICE_NODES", with(service));
-    env.insert("EBB_CLUSTER_FILE", cluster_file.display().to_string());
+    set("EBB_SERVICE_NODES", with(service));
+    let addresses: Vec<String> = layout
+        .iter()
+        .filter(|(_, s)| s.contains(service))
+        .filter_map(|(n, _)| {
+            let address = nodes.iter().find(|r| &r.node == n)?.address.as_ref()?;
+            Some(format!("{n}={address}"))
+        })
+        .collect();
+    set("EBB_SERVICE_ADDRESSES", addresses.join(","));
+    let me = nodes.iter().find(|n| n.node == on.node);
+    set("EBB_CLUSTER_FILE", cluster_file.display().to_string());
     if let Some(address) = me.and_then(|n| n.address.clone()) {
-        env.insert("EBB_NODE_ADDRESS", address);
+        set("EBB_NODE_ADDRESS", address);
     }
     if let Some(dir) = work_dir {
-        env.insert(ebb_local::sandbox::WORK_DIR_ENV, dir.display().to_string());
+        set(ebb_local::sandbox::WORK_DIR_ENV, dir.display().to_string());
     }
     env
+}
+
+/// `EBB_CONFIG_<NAME>` for each top-level value of `config` that is a string, a number or a
+/// boolean and whose name is a letter then letters and digits (camelCase words become
+/// upper-case words joined by `_`).
+fn config_env(config: &serde_json::Value) -> BTreeMap<String, String> {
+    let Some(map) = config.as_object() else {
+        return BTreeMap::new();
+    };
+    map.iter()
+        .filter(|(k, _)| {
+            k.len() <= 64
+                && k.starts_with(|c: char| c.is_ascii_alphabetic())
+                && k.chars().all(|c| c.is_ascii_alphanumeric())
+        })
+        .filter_map(|(k, v)| {
+            let value = match v {
+                serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Number(n) => n.to_string(),
+                serde_json::Value::Bool(b) => b.to_string(),
+                _ => return None,
+            };
+            let mut name = String::from("EBB_CONFIG_");
+            for (i, c) in k.chars().enumerate() {
+                if c.is_ascii_uppercase() && i > 0 {
+                    name.push('_');
+                }
+                name.push(c.to_ascii_uppercase());
+            }
+            Some((name, value))
+        })
+        .collect()
 }
 
 /// The end (at most [`TAIL`] bytes) of what was appended to `log` after byte `from`.
@@ -316,4 +370,25 @@ fn output_since(log: &std::path::Path, from: u64) -> String {
         let _ = file.read_to_end(&mut bytes);
     }
     String::from_utf8_lossy(&bytes).trim().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scalar_config_values_become_variables() {
+        let config = serde_json::json!({
+            "sparkHome": "/opt/spark", "workers": 2, "historyServer": true,
+            "nested": {"a": 1}, "list": [1], "bad-name": "x", "none": null,
+        });
+        assert_eq!(
+            config_env(&config),
+            BTreeMap::from([
+                ("EBB_CONFIG_HISTORY_SERVER".into(), "true".into()),
+                ("EBB_CONFIG_SPARK_HOME".into(), "/opt/spark".into()),
+                ("EBB_CONFIG_WORKERS".into(), "2".into()),
+            ])
+        );
+    }
 }

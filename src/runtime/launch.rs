@@ -55,10 +55,14 @@ pub(super) async fn launch_file(deps: &Deps, run: &RunRecord) -> std::io::Result
     let dir = deps.run_dir(&run.key.run);
     std::fs::create_dir_all(&dir)?;
     let cluster_file = dir.join("cluster.json");
+    let endpoints = crate::model::endpoint::endpoints(crate::model::view::in_cluster_order(
+        run, &nodes,
+    ));
     let cluster = serde_json::json!({
         "run": run.key.run,
         "profile": run.profile,
         "provisioner": run.provisioner,
+        "endpoints": endpoints,
         "nodes": nodes.iter().map(|n| serde_json::json!({
             "name": n.node,
             "id": n.id,
@@ -106,6 +110,9 @@ pub(super) async fn launch_file(deps: &Deps, run: &RunRecord) -> std::io::Result
         "EBB_ARGS",
         serde_json::to_string(&run.args).map_err(std::io::Error::other)?,
     );
+    for (name, value) in &endpoints {
+        set(&crate::model::endpoint::env_name(name), value.clone());
+    }
     if let Some(master) = master {
         set("EBB_NODE", master.node.clone());
         if let Some(address) = &master.address {

@@ -15,6 +15,7 @@ mod cluster_services;
 mod clusters;
 mod conformance;
 mod crash;
+mod engines;
 mod etcd;
 mod fuzz;
 #[cfg(feature = "gcp")]

@@ -90,3 +90,30 @@ pub fn start_moto(root: &Path) -> (Process, String) {
     cmd.arg(support.join("server.py")).stderr(Stdio::null());
     start_listener(cmd, "listening ", Duration::from_secs(90))
 }
+
+/// SIGKILLs every process whose environment says it was started in a `local` sandbox under
+/// `dir` (`EBB_WORK_DIR=<dir>/...`), until a scan finds none.
+pub fn end_started_under(dir: &Path) {
+    let mut marker = format!("EBB_WORK_DIR={}", dir.display()).into_bytes();
+    marker.push(b'/');
+    for _ in 0..20 {
+        let Ok(procs) = std::fs::read_dir("/proc") else {
+            return;
+        };
+        let found: Vec<i32> = procs
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/environ"))
+                    .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v.starts_with(&marker)))
+            })
+            .collect();
+        if found.is_empty() {
+            return;
+        }
+        for pid in found {
+            let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

@@ -14,9 +14,12 @@ pub type Logs = Arc<Mutex<Vec<String>>>;
 
 pub const EBB: &str = env!("CARGO_BIN_EXE_ebb");
 
-/// A running server. Killed when dropped.
+/// A running server. Killed when dropped, with whatever its clusters' `local` nodes still run
+/// (the daemons of a cluster the test left live): a test's engines do not outlive it.
 pub struct Server {
     child: Option<Child>,
+    /// Its `--work-dir`, where its `local` nodes' sandboxes are.
+    work_dir: std::path::PathBuf,
     pub url: String,
     logs: Logs,
     http: reqwest::blocking::Client,
@@ -131,8 +134,19 @@ impl Server {
             .token
             .or_else(|| first_token(&written))
             .or(options.client_token);
+        let work = options
+            .args
+            .windows(2)
+            .find(|w| w[0] == "--work-dir")
+            .map(|w| std::path::PathBuf::from(&w[1]))
+            .unwrap_or_else(|| work_dir(data_dir));
+        let work = match (work.is_relative(), &options.cwd) {
+            (true, Some(cwd)) => cwd.join(work),
+            _ => std::path::absolute(&work).unwrap_or(work),
+        };
         Server {
             child: Some(child),
+            work_dir: work,
             url,
             logs,
             http: reqwest::blocking::Client::builder()
@@ -292,9 +306,11 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
+        // A server stopped on purpose (`kill`, `terminate`) leaves its nodes to the next one.
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
+            super::process::end_started_under(&self.work_dir);
         }
     }
 }

@@ -32,7 +32,7 @@ use ebb_spi::capacity::{
     SPOT_WORKERS_ONLY, ZONES,
 };
 use ebb_spi::resource::{
-    HEAL, HEAL_ATTEMPTS, HEAL_WINDOW, RETRY_BUDGET, TEMPLATE, node_count, node_names,
+    HEAL, HEAL_ATTEMPTS, HEAL_WINDOW, RETRY_BUDGET, TEMPLATE, TEMPLATE_CONFIG, node_count, node_names,
 };
 use ebb_spi::{
     Call, Context, Properties, PropertyError, PropertyKind, PropertySpec, ProvisionError,
@@ -95,6 +95,7 @@ pub static SPEC: ProvisionerSpec = ProvisionerSpec {
         ebb_spi::SSH_PORT,
         RETRY_BUDGET,
         TEMPLATE,
+        TEMPLATE_CONFIG,
         HEAL,
         HEAL_ATTEMPTS,
         HEAL_WINDOW,

@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use ebb_spi::resource::{HEAL, HEAL_ATTEMPTS, HEAL_WINDOW, RETRY_BUDGET, TEMPLATE, node_names};
+use ebb_spi::resource::{HEAL, HEAL_ATTEMPTS, HEAL_WINDOW, RETRY_BUDGET, TEMPLATE, TEMPLATE_CONFIG, node_names};
 use ebb_spi::{
     Call, Context, FACT_REMOTE_DIR, FACT_SSH, FACT_SSH_HOST_KEY, Properties, PropertyError,
     PropertyKind, PropertySpec, ProvisionError, Provisioner, ProvisionerSpec, Resource,
@@ -42,6 +42,7 @@ pub static SPEC: ProvisionerSpec = ProvisionerSpec {
         PropertySpec::optional("remoteDir", PropertyKind::Text).author_only(),
         RETRY_BUDGET,
         TEMPLATE,
+        TEMPLATE_CONFIG,
         HEAL,
         HEAL_ATTEMPTS,
         HEAL_WINDOW,

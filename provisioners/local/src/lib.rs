@@ -9,7 +9,7 @@ pub mod sandbox;
 use std::path::PathBuf;
 
 use ebb_spi::resource::{
-    HEAL, HEAL_ATTEMPTS, HEAL_WINDOW, RETRY_BUDGET, TEMPLATE, node_count, node_names,
+    HEAL, HEAL_ATTEMPTS, HEAL_WINDOW, RETRY_BUDGET, TEMPLATE, TEMPLATE_CONFIG, node_count, node_names,
 };
 use ebb_spi::{
     Call, Context, Properties, PropertyKind, PropertySpec, ProvisionError, Provisioner,
@@ -38,6 +38,7 @@ pub static SPEC: ProvisionerSpec = ProvisionerSpec {
         PropertySpec::optional("workDir", PropertyKind::Text).host_path(),
         RETRY_BUDGET,
         TEMPLATE,
+        TEMPLATE_CONFIG,
         HEAL,
         HEAL_ATTEMPTS,
         HEAL_WINDOW,

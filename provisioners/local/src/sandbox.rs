@@ -3,7 +3,11 @@
 //! A sandbox lives at `<root>/<run>/<node>` with a `node.json` describing it; its id is
 //! `<run>/<node>`, so the identity is deterministic and a repeated create finds the first one.
 //! Addresses are taken from 127.0.1.1 upwards, skipping those held by live sandboxes, under an
-//! exclusive lock on the root. Processes started in a sandbox carry `EBB_WORK_DIR=<dir>` in
+//! exclusive lock on the root, and claimed host-wide: a claim is a file named after the
+//! address in the user's claims directory (`$EBB_LOOPBACK_DIR`, else
+//! `<tmp>/ebb-loopback-<uid>`) holding the sandbox's directory, so two servers on one host
+//! (or two test servers at once) never give two live nodes one address, and the engines on
+//! them can bind the same ports side by side. A claim whose sandbox is gone is taken over. Processes started in a sandbox carry `EBB_WORK_DIR=<dir>` in
 //! their environment; deleting the sandbox stops every such process before removing the
 //! directory. Blocking IO throughout.
 //!
@@ -60,11 +64,104 @@ fn io(what: &str, path: &Path, e: std::io::Error) -> ProvisionError {
 #[derive(Debug, Clone)]
 pub struct Sandboxes {
     root: PathBuf,
+    /// Where addresses are claimed host-wide.
+    claims: PathBuf,
+}
+
+/// The environment variable that moves the claims directory.
+pub const CLAIMS_ENV: &str = "EBB_LOOPBACK_DIR";
+
+/// The user's claims directory.
+fn default_claims() -> PathBuf {
+    std::env::var_os(CLAIMS_ENV).map_or_else(
+        || {
+            let uid = rustix::process::geteuid().as_raw();
+            std::env::temp_dir().join(format!("ebb-loopback-{uid}"))
+        },
+        PathBuf::from,
+    )
 }
 
 impl Sandboxes {
     pub fn new(root: PathBuf) -> Self {
-        Self { root }
+        Self::with_claims(root, default_claims())
+    }
+
+    /// Sandboxes under `root` whose addresses are claimed in `claims`.
+    pub fn with_claims(root: PathBuf, claims: PathBuf) -> Self {
+        Self { root, claims }
+    }
+
+    /// Locks the claims directory (made owner-only if missing; one that is a link or not the
+    /// user's own is refused).
+    fn lock_claims(&self) -> Result<File, ProvisionError> {
+        use std::os::unix::fs::DirBuilderExt as _;
+        match fs::DirBuilder::new().mode(0o700).create(&self.claims) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io("cannot create", &self.claims, e)),
+        }
+        if !own_dir(&self.claims) {
+            return Err(ProvisionError::fatal(format!(
+                "{} (where local nodes claim their loopback addresses) is not a directory of the server's user: remove it, or set {CLAIMS_ENV} to another",
+                self.claims.display()
+            )));
+        }
+        let path = self.claims.join(".lock");
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| io("cannot open", &path, e))?;
+        file.lock().map_err(|e| io("cannot lock", &path, e))?;
+        Ok(file)
+    }
+
+    /// The addresses claimed by live sandboxes anywhere on this host (under any root).
+    fn claimed(&self) -> Result<BTreeSet<Ipv4Addr>, ProvisionError> {
+        let entries = fs::read_dir(&self.claims).map_err(|e| io("cannot list", &self.claims, e))?;
+        let mut out = BTreeSet::new();
+        for entry in entries.flatten() {
+            let Some(address) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<Ipv4Addr>().ok())
+            else {
+                continue;
+            };
+            let Ok(holder) = fs::read_to_string(entry.path()) else {
+                continue;
+            };
+            let record = Path::new(holder.trim()).join("node.json");
+            let live = fs::read(&record)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<Node>(&b).ok())
+                .is_some_and(|n| n.address == address);
+            if live {
+                out.insert(address);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Claims `address` for the sandbox in `dir`.
+    fn claim(&self, address: Ipv4Addr, dir: &Path) -> Result<(), ProvisionError> {
+        let path = self.claims.join(address.to_string());
+        let tmp = self.claims.join(format!(".{address}.tmp"));
+        fs::write(&tmp, dir.display().to_string()).map_err(|e| io("cannot write", &tmp, e))?;
+        fs::rename(&tmp, &path).map_err(|e| io("cannot write", &path, e))
+    }
+
+    /// Gives up the claim on `address` if the sandbox in `dir` holds it.
+    fn release(&self, address: Ipv4Addr, dir: &Path) {
+        let path = self.claims.join(address.to_string());
+        let Ok(_lock) = self.lock_claims() else {
+            return;
+        };
+        if fs::read_to_string(&path).is_ok_and(|h| Path::new(h.trim()) == dir) {
+            let _ = fs::remove_file(&path);
+        }
     }
 
     /// The directory of sandbox `id` (`<run>/<node>`), refusing ids that could escape the root.
@@ -158,7 +255,9 @@ impl Sandboxes {
         if let Some(node) = self.read(&dir)? {
             return Ok(node.resource());
         }
-        let taken: BTreeSet<Ipv4Addr> = self.list()?.into_iter().map(|n| n.address).collect();
+        let _claims = self.lock_claims()?;
+        let mut taken: BTreeSet<Ipv4Addr> = self.list()?.into_iter().map(|n| n.address).collect();
+        taken.extend(self.claimed()?);
         let address = (1u32..)
             .map(|i| Ipv4Addr::from(u32::from(Ipv4Addr::new(127, 0, 1, 0)) + i))
             .find(|a| !taken.contains(a))
@@ -170,6 +269,10 @@ impl Sandboxes {
                 dir.display()
             )));
         }
+        // Claimed before the record is written: a crash between the two leaves a claim whose
+        // sandbox is not live, which the next create takes over.
+        let dir = std::path::absolute(&dir).unwrap_or(dir);
+        self.claim(address, &dir)?;
         let node = Node {
             id,
             tags,
@@ -214,6 +317,7 @@ impl Sandboxes {
             )));
         }
         stop_processes_in(&dir);
+        let address = self.read(&dir)?.map(|n| n.address);
         // node.json goes first, so a crash half-way leaves nothing that looks live.
         match fs::remove_file(dir.join("node.json")) {
             Ok(()) => {}
@@ -224,6 +328,9 @@ impl Sandboxes {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(io("cannot remove", &dir, e)),
+        }
+        if let Some(address) = address {
+            self.release(address, &std::path::absolute(&dir).unwrap_or(dir.clone()));
         }
         if let Some(run_dir) = dir.parent() {
             let _ = fs::remove_dir(run_dir); // only succeeds once the run's last node is gone
@@ -297,7 +404,7 @@ mod tests {
     #[test]
     fn creates_once_with_distinct_addresses_and_deletes() {
         let root = tempfile::tempdir().expect("tempdir");
-        let sandboxes = Sandboxes::new(root.path().to_path_buf());
+        let sandboxes = Sandboxes::with_claims(root.path().to_path_buf(), root.path().join("claims"));
         let a = sandboxes
             .create(&key("master"), key("master").tags())
             .expect("create");
@@ -336,6 +443,29 @@ mod tests {
         assert!(sandboxes.dir("../x").is_err());
     }
 
+    #[test]
+    fn two_roots_on_one_host_never_share_an_address() {
+        let claims = tempfile::tempdir().expect("tempdir");
+        let (one, two) = (
+            tempfile::tempdir().expect("tempdir"),
+            tempfile::tempdir().expect("tempdir"),
+        );
+        let first = Sandboxes::with_claims(one.path().to_path_buf(), claims.path().to_path_buf());
+        let second = Sandboxes::with_claims(two.path().to_path_buf(), claims.path().to_path_buf());
+        let a = first.create(&key("master"), key("master").tags()).expect("create");
+        let b = second.create(&key("master"), key("master").tags()).expect("create");
+        assert_eq!(a.address.as_deref(), Some("127.0.1.1"));
+        assert_eq!(b.address.as_deref(), Some("127.0.1.2"));
+        // A deleted sandbox gives its address back.
+        first.delete(&a.id).expect("delete");
+        let c = second.create(&key("worker-1"), key("worker-1").tags()).expect("create");
+        assert_eq!(c.address.as_deref(), Some("127.0.1.1"));
+        // A claim whose sandbox went without a delete (its root removed) is taken over.
+        drop(two);
+        let d = first.create(&key("worker-2"), key("worker-2").tags()).expect("create");
+        assert_eq!(d.address.as_deref(), Some("127.0.1.1"));
+    }
+
     /// Writes a `node.json` in `dir` that claims sandbox `id`, as someone planting one would.
     fn plant(dir: &Path, id: &str) {
         fs::create_dir_all(dir).expect("mkdir");
@@ -358,7 +488,7 @@ mod tests {
     fn only_what_ebb_made_is_listed_or_deleted() {
         let root = tempfile::tempdir().expect("tempdir");
         let victim = tempfile::tempdir().expect("tempdir");
-        let sandboxes = Sandboxes::new(root.path().to_path_buf());
+        let sandboxes = Sandboxes::with_claims(root.path().to_path_buf(), root.path().join("claims"));
         // A run directory that is a link to someone else's directory.
         plant(&victim.path().join("n1"), "evil/n1");
         std::os::unix::fs::symlink(victim.path(), root.path().join("evil")).expect("symlink");

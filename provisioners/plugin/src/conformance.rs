@@ -194,6 +194,7 @@ impl<'a> Kit<'a> {
                 PropertyKind::Boolean => "perhaps",
                 PropertyKind::Duration { .. } => "a while",
                 PropertyKind::OneOf(_) => "none-of-these-\u{2603}",
+                PropertyKind::JsonObject { .. } => "[1]",
                 PropertyKind::Text => continue,
             };
             let mut props: Properties = self.ctx.properties.clone();

@@ -179,6 +179,8 @@ pub enum PropertyKind {
     Duration { min: Duration, max: Duration },
     /// One of a fixed set of words.
     OneOf(&'static [&'static str]),
+    /// A JSON object, at most `max_bytes` long.
+    JsonObject { max_bytes: usize },
 }
 
 /// A property that failed validation: which one, and why.
@@ -369,6 +371,19 @@ pub fn check_value(kind: &PropertyKind, value: &str) -> Result<(), String> {
                     humantime::format_duration(*max),
                     humantime::format_duration(d)
                 ));
+            }
+        }
+        PropertyKind::JsonObject { max_bytes } => {
+            if value.len() > *max_bytes {
+                return Err(format!(
+                    "must be at most {max_bytes} bytes, got {}",
+                    value.len()
+                ));
+            }
+            match serde_json::from_str::<serde_json::Value>(value) {
+                Ok(serde_json::Value::Object(_)) => {}
+                Ok(_) => return Err("must be a JSON object ({\"name\": value, ...})".into()),
+                Err(e) => return Err(format!("must be a JSON object: {e}")),
             }
         }
         PropertyKind::OneOf(words) => {

@@ -36,6 +36,13 @@ pub const RETRY_BUDGET: PropertySpec = PropertySpec::optional(
 pub const TEMPLATE: PropertySpec =
     PropertySpec::optional("template", PropertyKind::Text).author_only();
 
+/// Values over the template's default `config` for the profile's clusters (a JSON object
+/// whose top-level entries replace the template's: `{"javaHome": "/opt/java"}`).
+pub const TEMPLATE_CONFIG: PropertySpec = PropertySpec::optional(
+    "templateConfig",
+    PropertyKind::JsonObject { max_bytes: 16 * 1024 },
+);
+
 /// How a live cluster's checked services are healed, for every service of the template
 /// (`none`, `restart` or `replace-node`); when left out, each service's own `heal` in the
 /// template holds.

@@ -1,0 +1,107 @@
+//! Real engines on ebb's clusters: each shipped engine template forms its cluster from real
+//! daemons on `local` nodes, a job whose answer is known is checked, and a daemon killed is
+//! healed. These test engines, not the store: they run once, on redb.
+
+mod zookeeper;
+
+use std::io::{Read as _, Write as _};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::profiles::profile_body;
+use crate::support::server::Server;
+
+/// Installs the engines (Java, ZooKeeper) when they are missing; fails loudly when it cannot.
+pub fn setup() {
+    crate::support::process::ensure_installed(
+        Path::new(env!("CARGO_MANIFEST_DIR")),
+        "tests/support/engines/setup.sh",
+        "Java 17 and Debian's ZooKeeper (tests/support/engines/setup.sh installs them)",
+    );
+}
+
+/// Deploys the example app `examples/<file>` under the name `app`.
+pub fn deploy_example(server: &Server, app: &str, file: &str) {
+    let path = format!("{}/examples/{file}", env!("CARGO_MANIFEST_DIR"));
+    let body: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("the example")).expect("json");
+    let (code, reply) = server.put(&format!("/v3/namespaces/default/apps/{app}"), body);
+    assert_eq!(code, 200, "{reply}");
+}
+
+/// Makes USER profile `name`: `local` nodes with template `template` and `more` properties.
+pub fn local_profile(server: &Server, name: &str, nodes: u32, template: &str, more: &[(&str, &str)]) {
+    let nodes = nodes.to_string();
+    let mut props = vec![("nodes", nodes.as_str(), true), ("template", template, true)];
+    props.extend(more.iter().map(|(k, v)| (*k, *v, true)));
+    let (code, body) = server.put(
+        &format!("/v3/namespaces/default/profiles/{name}"),
+        profile_body("local", &props),
+    );
+    assert_eq!(code, 200, "{body}");
+}
+
+/// The sandbox directory of `node` of run `run` (its path) under data dir `dir`.
+pub fn sandbox(dir: &Path, run: &str, node: &str) -> PathBuf {
+    let id = run.rsplit('/').next().expect("id");
+    crate::support::server::work_dir(dir)
+        .join("local")
+        .join(id)
+        .join(node)
+}
+
+/// Sends a four-letter word to the ZooKeeper member at `address` and returns its answer
+/// (empty when it does not answer).
+pub fn four_letters(address: &str, word: &str) -> String {
+    let Ok(addr) = address.parse() else {
+        return String::new();
+    };
+    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_secs(2)) else {
+        return String::new();
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    if s.write_all(word.as_bytes()).is_err() {
+        return String::new();
+    }
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+/// The run's program output (stdout and stderr).
+pub fn output(server: &Server, run: &str) -> (String, String) {
+    let (code, logs) = server.get(&format!("{run}/logs"));
+    assert_eq!(code, 200, "{logs}");
+    (
+        logs["stdout"].as_str().unwrap_or_default().to_string(),
+        logs["stderr"].as_str().unwrap_or_default().to_string(),
+    )
+}
+
+/// The run's events' messages, each after its node.
+pub fn events(server: &Server, run: &str) -> String {
+    let (_, events) = server.get(&format!("{run}/events"));
+    events
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|e| {
+                    format!(
+                        "{}: {}",
+                        e["node"].as_str().unwrap_or("-"),
+                        e["message"].as_str().unwrap_or_default()
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+/// `json!` for a start's runtime arguments picking profile `profile`.
+pub fn on(profile: &str) -> Value {
+    json!({"system.profile.name": profile})
+}

@@ -1,0 +1,217 @@
+//! The shipped `zookeeper` template: a real Apache ZooKeeper ensemble (Debian's package) on
+//! three `local` nodes elects a leader, publishes its connect string to programs, serves the
+//! shipped client example, heals a killed member while the quorum holds, and says what is
+//! missing when ZooKeeper is not installed.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::*;
+use crate::support::runs::{deploy, start, wait_until, while_the_test_runs};
+use crate::support::server::{Server, assert_error, signal};
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// The modes of the ensemble's members (by address), as `srvr` says them.
+fn modes(addresses: &[String]) -> Vec<String> {
+    addresses
+        .iter()
+        .map(|a| {
+            four_letters(a, "srvr")
+                .lines()
+                .find_map(|l| l.strip_prefix("Mode: "))
+                .unwrap_or("none")
+                .to_string()
+        })
+        .collect()
+}
+
+/// Waits until the members at `addresses` are one leader and followers.
+#[track_caller]
+fn wait_for_a_leader(addresses: &[String], limit: Duration) -> Vec<String> {
+    let started = Instant::now();
+    loop {
+        let now = modes(addresses);
+        let leaders = now.iter().filter(|m| *m == "leader").count();
+        let followers = now.iter().filter(|m| *m == "follower").count();
+        if leaders == 1 && leaders + followers == addresses.len() {
+            return now;
+        }
+        assert!(
+            started.elapsed() < limit,
+            "no ensemble with one leader at {addresses:?}: {now:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A run that holds a 3-member ensemble while the test runs: its path and the members'
+/// client addresses, from the endpoint the cluster published.
+fn held(server: &Server) -> (String, Vec<String>) {
+    local_profile(server, "zk", 3, "zookeeper", &[]);
+    deploy(server, "hold", &while_the_test_runs(), serde_json::json!({}));
+    let run = start(server, "hold", on("zk"));
+    let view = wait_until(server, &run, LIMIT, |r| r["status"] == "RUNNING");
+    let connect = view["cluster"]["endpoints"]["zookeeper"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no zookeeper endpoint: {view}"))
+        .to_string();
+    let addresses: Vec<String> = connect.split(',').map(str::to_string).collect();
+    // One member per node, each on its node's own address, master first.
+    let nodes: Vec<String> = view["cluster"]["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .map(|n| format!("{}:2181", n["ipAddress"].as_str().expect("address")))
+        .collect();
+    assert_eq!(addresses, nodes, "{view}");
+    (run, addresses)
+}
+
+#[test]
+fn an_ensemble_elects_a_leader_and_the_client_example_sees_its_watch_fire() {
+    setup();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    let (_, addresses) = held(&server);
+    let found = wait_for_a_leader(&addresses, Duration::from_secs(10));
+    assert_eq!(found.len(), 3, "{found:?}");
+
+    // The shipped example, on its own cluster, checks its own answer; the test checks it too.
+    local_profile(&server, "zookeeper", 3, "zookeeper", &[]);
+    deploy_example(&server, "zookeeper", "zookeeper.json");
+    let (code, started) = server.post_json(
+        "/v3/namespaces/default/apps/zookeeper/workflows/znodes/start",
+        serde_json::json!({}),
+    );
+    assert_eq!(code, 200, "{started}");
+    let id = started["runId"].as_str().expect("runId").to_string();
+    let run = format!("/v3/namespaces/default/apps/zookeeper/workflows/znodes/runs/{id}");
+    let done = wait_until(&server, &run, LIMIT, |r| {
+        r["status"] != "STARTING" && r["status"] != "PENDING" && r["status"] != "RUNNING"
+    });
+    let (stdout, stderr) = output(&server, &run);
+    assert_eq!(
+        done["status"],
+        "COMPLETED",
+        "{stdout}\n{stderr}\n{}",
+        events(&server, &run)
+    );
+    let znode = format!("/ebb-{id}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            format!("Created {znode}").as_str(),
+            "hello",
+            format!("WatchedEvent state:SyncConnected type:NodeDataChanged path:{znode}").as_str(),
+            "changed",
+        ],
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_killed_member_is_healed_while_the_quorum_holds() {
+    setup();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    let (run, addresses) = held(&server);
+    let found = wait_for_a_leader(&addresses, Duration::from_secs(10));
+    let heals = |server: &Server| {
+        crate::support::runs::operations(server, &run)
+            .into_iter()
+            .filter(|o| o["request"]["trigger"].is_object())
+            .count()
+    };
+    assert_eq!(heals(&server), 0, "{}", events(&server, &run));
+    // Kill the leader's JVM outright.
+    let leader = found.iter().position(|m| m == "leader").expect("a leader");
+    let nodes = ["master", "worker-1", "worker-2"];
+    let pid: u32 = std::fs::read_to_string(
+        sandbox(dir.path(), &run, nodes[leader]).join("zookeeper/pid"),
+    )
+    .expect("the member's pid")
+    .trim()
+    .parse()
+    .expect("a pid");
+    signal(pid, "KILL");
+    // The member at the leader's address is gone (the pid was the leader's own JVM).
+    let started = Instant::now();
+    while !four_letters(&addresses[leader], "ruok").is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "killing {pid} left {} answering",
+            addresses[leader]
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The two left elect a leader among them: the quorum holds.
+    let others: Vec<String> = addresses
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != leader)
+        .map(|(_, a)| a.clone())
+        .collect();
+    wait_for_a_leader(&others, Duration::from_secs(30));
+    // Its check finds it down, the heal restarts it, and it joins again.
+    let started = Instant::now();
+    loop {
+        let (_, view) = server.get(&run);
+        let heals = heals(&server);
+        let all_up = view["cluster"]["nodes"]
+            .as_array()
+            .expect("nodes")
+            .iter()
+            .all(|n| n["services"]["zookeeper"] == "up");
+        if heals >= 1 && all_up && modes(&addresses).iter().all(|m| m != "none") {
+            break;
+        }
+        assert!(
+            started.elapsed() < LIMIT,
+            "the member was not healed: {view}\n{}",
+            events(&server, &run)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    wait_for_a_leader(&addresses, Duration::from_secs(30));
+    let text = events(&server, &run);
+    assert!(
+        text.contains(&format!("{}: zookeeper is down", nodes[leader])),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_node_without_zookeeper_fails_the_create_saying_what_is_missing() {
+    setup();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    // A config that is no JSON object is refused with the profile.
+    let (code, body) = server.put(
+        "/v3/namespaces/default/profiles/bad",
+        crate::support::profiles::profile_body(
+            "local",
+            &[("template", "zookeeper", true), ("templateConfig", "[1]", true)],
+        ),
+    );
+    assert_error((code, body), 400, "templateConfig");
+    local_profile(
+        &server,
+        "missing",
+        1,
+        "zookeeper",
+        &[("templateConfig", r#"{"zookeeperJar": "/nowhere/zookeeper.jar"}"#)],
+    );
+    deploy(&server, "a", "true", serde_json::json!({}));
+    let run = start(&server, "a", on("missing"));
+    let done: Value = wait_until(&server, &run, LIMIT, |r| r["status"] == "FAILED");
+    let failure = done["failure"].to_string();
+    let text = events(&server, &run);
+    assert!(
+        text.contains("ZooKeeper is not installed on node master: /nowhere/zookeeper.jar is missing")
+            && text.contains("apt-get install zookeeper"),
+        "{failure}\n{text}"
+    );
+}
