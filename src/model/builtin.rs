@@ -20,6 +20,10 @@ pub const TEMPLATE_FILES: &[(&str, &str)] = &[
         include_str!("../../profiles/templates/zookeeper-cluster.json"),
     ),
     (
+        "dask.json",
+        include_str!("../../profiles/templates/dask.json"),
+    ),
+    (
         "zookeeper.json",
         include_str!("../../profiles/templates/zookeeper.json"),
     ),

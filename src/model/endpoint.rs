@@ -103,8 +103,16 @@ mod tests {
                     ("endpoint.empty", ""),
                 ],
             ),
-            node("worker-2", Created, &[("endpoint.zookeeper", "127.0.1.3:2181")]),
-            node("worker-1", RequestingDelete, &[("endpoint.zookeeper", "127.0.1.2:2181")]),
+            node(
+                "worker-2",
+                Created,
+                &[("endpoint.zookeeper", "127.0.1.3:2181")],
+            ),
+            node(
+                "worker-1",
+                RequestingDelete,
+                &[("endpoint.zookeeper", "127.0.1.2:2181")],
+            ),
         ];
         let found = endpoints(&nodes);
         assert_eq!(

@@ -259,7 +259,8 @@ async fn run_local(
 /// The `EBB_*` environment of `service`'s `action` script on `on`'s node (one of `nodes`),
 /// with its result and cluster files `(result, cluster)`: the run, the node, the cluster's
 /// nodes, those with the service (`EBB_SERVICE_NODES`) and their addresses
-/// (`EBB_SERVICE_ADDRESSES`, `node=address` joined by commas), and each top-level value of the cluster's config that is a
+/// (`EBB_SERVICE_ADDRESSES`, `node=address` joined by commas), the endpoints the cluster's
+/// services published so far (`EBB_ENDPOINT_<NAME>`), and each top-level value of the cluster's config that is a
 /// string, a number or a boolean as `EBB_CONFIG_<NAME>` (`sparkHome` as
 /// `EBB_CONFIG_SPARK_HOME`).
 fn script_env(
@@ -303,6 +304,10 @@ fn script_env(
         })
         .collect();
     set("EBB_SERVICE_ADDRESSES", addresses.join(","));
+    // What the cluster's services published so far (a worker's start finds its master's).
+    for (name, value) in crate::model::endpoint::endpoints(nodes.iter()) {
+        set(&crate::model::endpoint::env_name(&name), value);
+    }
     let me = nodes.iter().find(|n| n.node == on.node);
     set("EBB_CLUSTER_FILE", cluster_file.display().to_string());
     if let Some(address) = me.and_then(|n| n.address.clone()) {

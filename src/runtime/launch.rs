@@ -55,9 +55,8 @@ pub(super) async fn launch_file(deps: &Deps, run: &RunRecord) -> std::io::Result
     let dir = deps.run_dir(&run.key.run);
     std::fs::create_dir_all(&dir)?;
     let cluster_file = dir.join("cluster.json");
-    let endpoints = crate::model::endpoint::endpoints(crate::model::view::in_cluster_order(
-        run, &nodes,
-    ));
+    let endpoints =
+        crate::model::endpoint::endpoints(crate::model::view::in_cluster_order(run, &nodes));
     let cluster = serde_json::json!({
         "run": run.key.run,
         "profile": run.profile,

@@ -63,7 +63,10 @@ pub enum ServiceError {
     #[error("namespace '{namespace}' holds {max} schedules, the most it may; delete some first")]
     TooManySchedules { namespace: String, max: usize },
     #[error("token '{token}' signed in too often; try again in {retry_after_secs} s")]
-    TooManySignIns { token: String, retry_after_secs: u64 },
+    TooManySignIns {
+        token: String,
+        retry_after_secs: u64,
+    },
     #[error("run '{run}' has no operation {id}")]
     OperationNotFound { run: String, id: String },
     #[error("{profile} is used by active runs ({}); wait until they are deprovisioned", runs.join(", "))]

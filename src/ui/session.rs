@@ -184,9 +184,11 @@ pub async fn login(state: State, form: web::Form<LoginForm>) -> Result<HttpRespo
     )
     .await
     {
-        Err(e @ ServiceError::TooManySignIns {
-            retry_after_secs, ..
-        }) => {
+        Err(
+            e @ ServiceError::TooManySignIns {
+                retry_after_secs, ..
+            },
+        ) => {
             return Ok(HttpResponse::TooManyRequests()
                 .content_type("text/html; charset=utf-8")
                 .insert_header(("Retry-After", retry_after_secs.to_string()))

@@ -112,7 +112,9 @@ pub fn end_started_under(dir: &Path) {
             return;
         }
         for pid in found {
-            let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }

@@ -10,7 +10,9 @@
 
 use std::collections::BTreeMap;
 
-use ebb_spi::resource::{HEAL, HEAL_ATTEMPTS, HEAL_WINDOW, RETRY_BUDGET, TEMPLATE, TEMPLATE_CONFIG, node_names};
+use ebb_spi::resource::{
+    HEAL, HEAL_ATTEMPTS, HEAL_WINDOW, RETRY_BUDGET, TEMPLATE, TEMPLATE_CONFIG, node_names,
+};
 use ebb_spi::{
     Call, Context, FACT_REMOTE_DIR, FACT_SSH, FACT_SSH_HOST_KEY, Properties, PropertyError,
     PropertyKind, PropertySpec, ProvisionError, Provisioner, ProvisionerSpec, Resource,

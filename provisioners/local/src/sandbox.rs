@@ -404,7 +404,8 @@ mod tests {
     #[test]
     fn creates_once_with_distinct_addresses_and_deletes() {
         let root = tempfile::tempdir().expect("tempdir");
-        let sandboxes = Sandboxes::with_claims(root.path().to_path_buf(), root.path().join("claims"));
+        let sandboxes =
+            Sandboxes::with_claims(root.path().to_path_buf(), root.path().join("claims"));
         let a = sandboxes
             .create(&key("master"), key("master").tags())
             .expect("create");
@@ -452,17 +453,25 @@ mod tests {
         );
         let first = Sandboxes::with_claims(one.path().to_path_buf(), claims.path().to_path_buf());
         let second = Sandboxes::with_claims(two.path().to_path_buf(), claims.path().to_path_buf());
-        let a = first.create(&key("master"), key("master").tags()).expect("create");
-        let b = second.create(&key("master"), key("master").tags()).expect("create");
+        let a = first
+            .create(&key("master"), key("master").tags())
+            .expect("create");
+        let b = second
+            .create(&key("master"), key("master").tags())
+            .expect("create");
         assert_eq!(a.address.as_deref(), Some("127.0.1.1"));
         assert_eq!(b.address.as_deref(), Some("127.0.1.2"));
         // A deleted sandbox gives its address back.
         first.delete(&a.id).expect("delete");
-        let c = second.create(&key("worker-1"), key("worker-1").tags()).expect("create");
+        let c = second
+            .create(&key("worker-1"), key("worker-1").tags())
+            .expect("create");
         assert_eq!(c.address.as_deref(), Some("127.0.1.1"));
         // A claim whose sandbox went without a delete (its root removed) is taken over.
         drop(two);
-        let d = first.create(&key("worker-2"), key("worker-2").tags()).expect("create");
+        let d = first
+            .create(&key("worker-2"), key("worker-2").tags())
+            .expect("create");
         assert_eq!(d.address.as_deref(), Some("127.0.1.1"));
     }
 
@@ -488,7 +497,8 @@ mod tests {
     fn only_what_ebb_made_is_listed_or_deleted() {
         let root = tempfile::tempdir().expect("tempdir");
         let victim = tempfile::tempdir().expect("tempdir");
-        let sandboxes = Sandboxes::with_claims(root.path().to_path_buf(), root.path().join("claims"));
+        let sandboxes =
+            Sandboxes::with_claims(root.path().to_path_buf(), root.path().join("claims"));
         // A run directory that is a link to someone else's directory.
         plant(&victim.path().join("n1"), "evil/n1");
         std::os::unix::fs::symlink(victim.path(), root.path().join("evil")).expect("symlink");

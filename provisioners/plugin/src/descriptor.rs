@@ -8,7 +8,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ebb_spi::resource::{HEAL, HEAL_ATTEMPTS, HEAL_WINDOW, RETRY_BUDGET, TEMPLATE, TEMPLATE_CONFIG};
+use ebb_spi::resource::{
+    HEAL, HEAL_ATTEMPTS, HEAL_WINDOW, RETRY_BUDGET, TEMPLATE, TEMPLATE_CONFIG,
+};
 use ebb_spi::{PropertyKind, PropertySpec, ProvisionerSpec};
 use serde::Deserialize;
 use serde_json::Value;
@@ -30,8 +32,14 @@ pub const DEFAULT_CONCURRENCY: u32 = 4;
 
 /// The properties every provisioner that makes resources takes, which the framework (not the
 /// plugin) acts on: a plugin gets them without declaring them, and may not redeclare them.
-pub const FRAMEWORK_PROPERTIES: [PropertySpec; 6] =
-    [RETRY_BUDGET, TEMPLATE, TEMPLATE_CONFIG, HEAL, HEAL_ATTEMPTS, HEAL_WINDOW];
+pub const FRAMEWORK_PROPERTIES: [PropertySpec; 6] = [
+    RETRY_BUDGET,
+    TEMPLATE,
+    TEMPLATE_CONFIG,
+    HEAL,
+    HEAL_ATTEMPTS,
+    HEAL_WINDOW,
+];
 
 /// What a plugin does for ebb.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

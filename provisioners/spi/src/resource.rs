@@ -40,7 +40,9 @@ pub const TEMPLATE: PropertySpec =
 /// whose top-level entries replace the template's: `{"javaHome": "/opt/java"}`).
 pub const TEMPLATE_CONFIG: PropertySpec = PropertySpec::optional(
     "templateConfig",
-    PropertyKind::JsonObject { max_bytes: 16 * 1024 },
+    PropertyKind::JsonObject {
+        max_bytes: 16 * 1024,
+    },
 );
 
 /// How a live cluster's checked services are healed, for every service of the template

@@ -344,8 +344,8 @@ fn resolve_at(
             let (mut t, author) = catalog::resolve_template(r, &ns, name, chosen.id.scope)?;
             // The profile's (or the run's) values over the template's default config.
             if let Some(given) = map.get(ebb_spi::resource::TEMPLATE_CONFIG.name) {
-                let given: serde_json::Map<String, serde_json::Value> =
-                    serde_json::from_str(given).map_err(|e| RunError::BadProperty {
+                let given: serde_json::Map<String, serde_json::Value> = serde_json::from_str(given)
+                    .map_err(|e| RunError::BadProperty {
                         property: ebb_spi::resource::TEMPLATE_CONFIG.name.into(),
                         message: format!("must be a JSON object: {e}"),
                     })?;

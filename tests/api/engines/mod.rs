@@ -2,6 +2,7 @@
 //! daemons on `local` nodes, a job whose answer is known is checked, and a daemon killed is
 //! healed. These test engines, not the store: they run once, on redb.
 
+mod dask;
 mod zookeeper;
 
 use std::io::{Read as _, Write as _};
@@ -14,13 +15,28 @@ use serde_json::{Value, json};
 use crate::support::profiles::profile_body;
 use crate::support::server::Server;
 
-/// Installs the engines (Java, ZooKeeper) when they are missing; fails loudly when it cannot.
+/// Installs the engines (Java, ZooKeeper, and a virtualenv with Dask and PySpark) when they
+/// are missing; fails loudly when it cannot.
 pub fn setup() {
-    crate::support::process::ensure_installed(
-        Path::new(env!("CARGO_MANIFEST_DIR")),
-        "tests/support/engines/setup.sh",
-        "Java 17 and Debian's ZooKeeper (tests/support/engines/setup.sh installs them)",
+    setup_python();
+}
+
+/// [`setup`]; the virtualenv with the engines' Python packages.
+pub fn setup_python() -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = std::process::Command::new("sh")
+        .arg(root.join("tests/support/engines/setup.sh"))
+        .output()
+        .expect("sh runs");
+    assert!(
+        out.status.success(),
+        "these tests need Java 17, Debian's ZooKeeper, distributed and pyspark (tests/support/engines/setup.sh installs them): {}",
+        String::from_utf8_lossy(&out.stderr)
     );
+    String::from_utf8(out.stdout)
+        .expect("utf-8")
+        .trim()
+        .to_string()
 }
 
 /// Deploys the example app `examples/<file>` under the name `app`.
@@ -33,9 +49,18 @@ pub fn deploy_example(server: &Server, app: &str, file: &str) {
 }
 
 /// Makes USER profile `name`: `local` nodes with template `template` and `more` properties.
-pub fn local_profile(server: &Server, name: &str, nodes: u32, template: &str, more: &[(&str, &str)]) {
+pub fn local_profile(
+    server: &Server,
+    name: &str,
+    nodes: u32,
+    template: &str,
+    more: &[(&str, &str)],
+) {
     let nodes = nodes.to_string();
-    let mut props = vec![("nodes", nodes.as_str(), true), ("template", template, true)];
+    let mut props = vec![
+        ("nodes", nodes.as_str(), true),
+        ("template", template, true),
+    ];
     props.extend(more.iter().map(|(k, v)| (*k, *v, true)));
     let (code, body) = server.put(
         &format!("/v3/namespaces/default/profiles/{name}"),

@@ -50,7 +50,12 @@ fn wait_for_a_leader(addresses: &[String], limit: Duration) -> Vec<String> {
 /// client addresses, from the endpoint the cluster published.
 fn held(server: &Server) -> (String, Vec<String>) {
     local_profile(server, "zk", 3, "zookeeper", &[]);
-    deploy(server, "hold", &while_the_test_runs(), serde_json::json!({}));
+    deploy(
+        server,
+        "hold",
+        &while_the_test_runs(),
+        serde_json::json!({}),
+    );
     let run = start(server, "hold", on("zk"));
     let view = wait_until(server, &run, LIMIT, |r| r["status"] == "RUNNING");
     let connect = view["cluster"]["endpoints"]["zookeeper"]
@@ -129,13 +134,12 @@ fn a_killed_member_is_healed_while_the_quorum_holds() {
     // Kill the leader's JVM outright.
     let leader = found.iter().position(|m| m == "leader").expect("a leader");
     let nodes = ["master", "worker-1", "worker-2"];
-    let pid: u32 = std::fs::read_to_string(
-        sandbox(dir.path(), &run, nodes[leader]).join("zookeeper/pid"),
-    )
-    .expect("the member's pid")
-    .trim()
-    .parse()
-    .expect("a pid");
+    let pid: u32 =
+        std::fs::read_to_string(sandbox(dir.path(), &run, nodes[leader]).join("zookeeper/pid"))
+            .expect("the member's pid")
+            .trim()
+            .parse()
+            .expect("a pid");
     signal(pid, "KILL");
     // The member at the leader's address is gone (the pid was the leader's own JVM).
     let started = Instant::now();
@@ -193,7 +197,10 @@ fn a_node_without_zookeeper_fails_the_create_saying_what_is_missing() {
         "/v3/namespaces/default/profiles/bad",
         crate::support::profiles::profile_body(
             "local",
-            &[("template", "zookeeper", true), ("templateConfig", "[1]", true)],
+            &[
+                ("template", "zookeeper", true),
+                ("templateConfig", "[1]", true),
+            ],
         ),
     );
     assert_error((code, body), 400, "templateConfig");
@@ -202,7 +209,10 @@ fn a_node_without_zookeeper_fails_the_create_saying_what_is_missing() {
         "missing",
         1,
         "zookeeper",
-        &[("templateConfig", r#"{"zookeeperJar": "/nowhere/zookeeper.jar"}"#)],
+        &[(
+            "templateConfig",
+            r#"{"zookeeperJar": "/nowhere/zookeeper.jar"}"#,
+        )],
     );
     deploy(&server, "a", "true", serde_json::json!({}));
     let run = start(&server, "a", on("missing"));
@@ -210,8 +220,9 @@ fn a_node_without_zookeeper_fails_the_create_saying_what_is_missing() {
     let failure = done["failure"].to_string();
     let text = events(&server, &run);
     assert!(
-        text.contains("ZooKeeper is not installed on node master: /nowhere/zookeeper.jar is missing")
-            && text.contains("apt-get install zookeeper"),
+        text.contains(
+            "ZooKeeper is not installed on node master: /nowhere/zookeeper.jar is missing"
+        ) && text.contains("apt-get install zookeeper"),
         "{failure}\n{text}"
     );
 }

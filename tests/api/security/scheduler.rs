@@ -402,7 +402,10 @@ fn an_and_keeps_a_bounded_number_of_parts_waiting() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    assert!(runs(&server, "default", "b").is_empty(), "b fired on one part");
+    assert!(
+        runs(&server, "default", "b").is_empty(),
+        "b fired on one part"
+    );
     server.terminate();
     let location = crate::support::server::store_location(dir.path());
     let store = ebb::store::Store::open_at(&location).expect("open the store");
@@ -491,5 +494,8 @@ fn a_change_in_one_namespace_reads_only_its_schedules_again() {
         });
     }
     let read = value("ebb_schedules_read_total") - before;
-    assert_eq!(read, 3.0, "three changes of one schedule read {read} schedules");
+    assert_eq!(
+        read, 3.0,
+        "three changes of one schedule read {read} schedules"
+    );
 }

@@ -159,7 +159,11 @@ fn a_token_record_written_into_the_store_by_someone_else_is_no_token() {
 fn a_token_signs_in_at_a_bounded_rate() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(&dir);
-    let secret = make_token(&server, "looper", json!({"namespaces": {"default": "viewer"}}));
+    let secret = make_token(
+        &server,
+        "looper",
+        json!({"namespaces": {"default": "viewer"}}),
+    );
     let burst = ebb::service::tokens::sessions::SIGN_IN_BURST;
     for _ in 0..burst {
         let cookie = cookie_of(&sign_in(&server, &secret));
@@ -186,6 +190,10 @@ fn a_token_signs_in_at_a_bounded_rate() {
     let page = reply.text().expect("page");
     assert!(page.contains("signed in too often"), "{page}");
     // Another token signs in as before.
-    let other = make_token(&server, "other", json!({"namespaces": {"default": "viewer"}}));
+    let other = make_token(
+        &server,
+        "other",
+        json!({"namespaces": {"default": "viewer"}}),
+    );
     sign_in(&server, &other);
 }

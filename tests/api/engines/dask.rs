@@ -1,0 +1,169 @@
+//! The shipped `dask` template: a real Dask cluster (`distributed` from PyPI) on three `local`
+//! nodes, a scheduler with two registered workers, runs the shipped example's computation
+//! with its checked answer, and heals a killed worker, which registers again.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::*;
+use crate::support::runs::{deploy, start, wait_until, while_the_test_runs};
+use crate::support::server::{Server, signal};
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// The profile `name` of `nodes` `local` nodes on the `dask` template, with the tests' Python.
+fn profile(server: &Server, name: &str, nodes: u32) {
+    let config = serde_json::json!({"pythonEnv": setup_python()}).to_string();
+    local_profile(
+        server,
+        name,
+        nodes,
+        "dask",
+        &[("templateConfig", config.as_str())],
+    );
+}
+
+/// The workers the scheduler whose dashboard is `dashboard` lists: (name, host).
+fn workers(dashboard: &str) -> Vec<(String, String)> {
+    let url = format!(
+        "{}/json/identity.json",
+        dashboard.trim_end_matches("/status")
+    );
+    let Ok(reply) = reqwest::blocking::get(&url) else {
+        return Vec::new();
+    };
+    let Ok(identity) = reply.json::<Value>() else {
+        return Vec::new();
+    };
+    let mut out: Vec<(String, String)> = identity["workers"]
+        .as_object()
+        .map(|w| {
+            w.values()
+                .map(|w| {
+                    (
+                        w["name"].as_str().unwrap_or_default().to_string(),
+                        w["host"].as_str().unwrap_or_default().to_string(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+#[test]
+fn a_scheduler_with_two_workers_runs_the_example_with_its_checked_answer() {
+    setup();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    profile(&server, "held", 3);
+    deploy(
+        &server,
+        "hold",
+        &while_the_test_runs(),
+        serde_json::json!({}),
+    );
+    let run = start(&server, "hold", on("held"));
+    let view = wait_until(&server, &run, LIMIT, |r| r["status"] == "RUNNING");
+    let endpoints = &view["cluster"]["endpoints"];
+    let master = view["cluster"]["nodes"][0]["ipAddress"]
+        .as_str()
+        .expect("address");
+    assert_eq!(
+        endpoints["dask-scheduler"],
+        format!("tcp://{master}:8786"),
+        "{view}"
+    );
+    let dashboard = endpoints["dask-dashboard"].as_str().expect("dashboard");
+    let hosts: Vec<(String, String)> = view["cluster"]["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .filter(|n| n["name"] != "master")
+        .map(|n| {
+            (
+                n["name"].as_str().expect("name").to_string(),
+                n["ipAddress"].as_str().expect("address").to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(workers(dashboard), hosts, "two registered workers");
+
+    profile(&server, "dask", 3);
+    deploy_example(&server, "dask", "dask.json");
+    let (code, started) = server.post_json(
+        "/v3/namespaces/default/apps/dask/workflows/squares/start",
+        serde_json::json!({}),
+    );
+    assert_eq!(code, 200, "{started}");
+    let id = started["runId"].as_str().expect("runId");
+    let run = format!("/v3/namespaces/default/apps/dask/workflows/squares/runs/{id}");
+    let done = wait_until(&server, &run, LIMIT, |r| {
+        !matches!(
+            r["status"].as_str(),
+            Some("PENDING" | "STARTING" | "RUNNING")
+        )
+    });
+    let (stdout, stderr) = output(&server, &run);
+    assert_eq!(
+        done["status"],
+        "COMPLETED",
+        "{stdout}\n{stderr}\n{}",
+        events(&server, &run)
+    );
+    assert_eq!(
+        stdout.lines().next(),
+        Some("sum of squares of 0..999: 332833500 (expected 332833500)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("1000 tasks on"), "{stdout}");
+}
+
+#[test]
+fn a_killed_worker_is_healed_and_registers_again() {
+    setup();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    profile(&server, "held", 3);
+    deploy(
+        &server,
+        "hold",
+        &while_the_test_runs(),
+        serde_json::json!({}),
+    );
+    let run = start(&server, "hold", on("held"));
+    let view = wait_until(&server, &run, LIMIT, |r| r["status"] == "RUNNING");
+    let dashboard = view["cluster"]["endpoints"]["dask-dashboard"]
+        .as_str()
+        .expect("dashboard")
+        .to_string();
+    assert_eq!(workers(&dashboard).len(), 2);
+    let pid: u32 =
+        std::fs::read_to_string(sandbox(dir.path(), &run, "worker-1").join("dask/worker.pid"))
+            .expect("the worker's pid")
+            .trim()
+            .parse()
+            .expect("a pid");
+    signal(pid, "KILL");
+    let started = Instant::now();
+    loop {
+        let heals = crate::support::runs::operations(&server, &run)
+            .into_iter()
+            .filter(|o| o["request"]["trigger"].is_object() && o["status"] != "RUNNING")
+            .count();
+        if heals >= 1 && workers(&dashboard).len() == 2 {
+            break;
+        }
+        assert!(
+            started.elapsed() < LIMIT,
+            "the worker was not healed: {:?}\n{}",
+            workers(&dashboard),
+            events(&server, &run)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let text = events(&server, &run);
+    assert!(text.contains("worker-1: dask-worker is down"), "{text}");
+}
