@@ -24,6 +24,10 @@ pub const TEMPLATE_FILES: &[(&str, &str)] = &[
         include_str!("../../profiles/templates/dask.json"),
     ),
     (
+        "spark.json",
+        include_str!("../../profiles/templates/spark.json"),
+    ),
+    (
         "zookeeper.json",
         include_str!("../../profiles/templates/zookeeper.json"),
     ),

@@ -3,6 +3,7 @@
 //! healed. These test engines, not the store: they run once, on redb.
 
 mod dask;
+mod spark;
 mod zookeeper;
 
 use std::io::{Read as _, Write as _};

@@ -1,0 +1,191 @@
+//! The shipped `spark` template: a real Apache Spark standalone cluster (Spark from PyPI's
+//! pyspark, on Java 17) on three `local` nodes, a master with two ALIVE workers, runs the
+//! shipped word count (its counts checked against the same count made here), and heals a
+//! worker whose JVM was killed: it registers with the master again.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::*;
+use crate::support::runs::{deploy, start, wait_until, while_the_test_runs};
+use crate::support::server::{Server, signal};
+
+const LIMIT: Duration = Duration::from_secs(180);
+
+/// The profile `name` of `nodes` `local` nodes on the `spark` template, with the tests' Python.
+fn profile(server: &Server, name: &str, nodes: u32) {
+    let config = serde_json::json!({"pythonEnv": setup_python()}).to_string();
+    local_profile(
+        server,
+        name,
+        nodes,
+        "spark",
+        &[("templateConfig", config.as_str())],
+    );
+}
+
+/// The workers the master whose web UI is `ui` lists: (host, state), sorted.
+fn workers(ui: &str) -> Vec<(String, String)> {
+    let Ok(reply) = reqwest::blocking::get(format!("{ui}/json/")) else {
+        return Vec::new();
+    };
+    let Ok(state) = reply.json::<Value>() else {
+        return Vec::new();
+    };
+    let mut out: Vec<(String, String)> = state["workers"]
+        .as_array()
+        .map(|w| {
+            w.iter()
+                .map(|w| {
+                    (
+                        w["host"].as_str().unwrap_or_default().to_string(),
+                        w["state"].as_str().unwrap_or_default().to_string(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+/// A held 3-node Spark cluster: the run's path, its view, and the master's web UI.
+fn held(server: &Server) -> (String, Value, String) {
+    profile(server, "held", 3);
+    deploy(
+        server,
+        "hold",
+        &while_the_test_runs(),
+        serde_json::json!({}),
+    );
+    let run = start(server, "hold", on("held"));
+    let view = wait_until(server, &run, LIMIT, |r| r["status"] == "RUNNING");
+    let ui = view["cluster"]["endpoints"]["spark-ui"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no spark-ui endpoint: {view}"))
+        .to_string();
+    (run, view, ui)
+}
+
+/// The addresses of the cluster's worker nodes, sorted, each with `ALIVE`.
+fn alive(view: &Value) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = view["cluster"]["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .filter(|n| n["name"] != "master")
+        .map(|n| {
+            (
+                n["ipAddress"].as_str().expect("address").to_string(),
+                "ALIVE".to_string(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn a_master_with_two_alive_workers_counts_the_examples_words() {
+    setup();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    let (_, view, ui) = held(&server);
+    let master = view["cluster"]["nodes"][0]["ipAddress"]
+        .as_str()
+        .expect("address");
+    assert_eq!(
+        view["cluster"]["endpoints"]["spark-master"],
+        format!("spark://{master}:7077"),
+        "{view}"
+    );
+    assert_eq!(workers(&ui), alive(&view), "two ALIVE workers");
+
+    profile(&server, "spark", 3);
+    deploy_example(&server, "spark", "spark.json");
+    let example: Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/spark.json"))
+            .expect("the example"),
+    )
+    .expect("json");
+    let (code, started) = server.post_json(
+        "/v3/namespaces/default/apps/spark/workflows/wordcount/start",
+        serde_json::json!({}),
+    );
+    assert_eq!(code, 200, "{started}");
+    let id = started["runId"].as_str().expect("runId");
+    let run = format!("/v3/namespaces/default/apps/spark/workflows/wordcount/runs/{id}");
+    let done = wait_until(&server, &run, LIMIT, |r| {
+        !matches!(
+            r["status"].as_str(),
+            Some("PENDING" | "STARTING" | "RUNNING")
+        )
+    });
+    let (stdout, stderr) = output(&server, &run);
+    assert_eq!(
+        done["status"],
+        "COMPLETED",
+        "{stdout}\n{stderr}\n{}",
+        events(&server, &run)
+    );
+    // The same count, made here.
+    let text = example["programs"][0]["env"]["TEXT"]
+        .as_str()
+        .expect("TEXT");
+    let mut expected: BTreeMap<String, u64> = BTreeMap::new();
+    for word in text.to_lowercase().split_whitespace() {
+        let word = word.trim_matches(|c: char| ".,;:!?'\"".contains(c));
+        if !word.is_empty() {
+            *expected.entry(word.to_string()).or_default() += 1;
+        }
+    }
+    let counted: BTreeMap<String, u64> = stdout
+        .lines()
+        .filter_map(|l| {
+            let (n, word) = l.split_once(' ')?;
+            Some((word.to_string(), n.parse().ok()?))
+        })
+        .collect();
+    assert_eq!(counted, expected, "{stdout}");
+    assert!(stdout.contains("application app-"), "{stdout}");
+}
+
+#[test]
+fn a_killed_worker_is_healed_and_registers_with_the_master_again() {
+    setup();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    let (run, view, ui) = held(&server);
+    assert_eq!(workers(&ui), alive(&view));
+    let pid: u32 =
+        std::fs::read_to_string(sandbox(dir.path(), &run, "worker-1").join("spark/worker.pid"))
+            .expect("the worker's pid")
+            .trim()
+            .parse()
+            .expect("a pid");
+    signal(pid, "KILL");
+    let started = Instant::now();
+    loop {
+        let heals = crate::support::runs::operations(&server, &run)
+            .into_iter()
+            .filter(|o| o["request"]["trigger"].is_object() && o["status"] != "RUNNING")
+            .count();
+        // The master keeps a dead worker listed (DEAD) beside its new registration.
+        let now = workers(&ui);
+        let alive_now: Vec<(String, String)> =
+            now.iter().filter(|(_, s)| s == "ALIVE").cloned().collect();
+        if heals >= 1 && alive_now == alive(&view) {
+            break;
+        }
+        assert!(
+            started.elapsed() < LIMIT,
+            "the worker was not healed: {now:?}\n{}",
+            events(&server, &run)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let text = events(&server, &run);
+    assert!(text.contains("worker-1: spark-worker is down"), "{text}");
+}
