@@ -6,12 +6,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 tests/support/etcd/setup.sh
 echo "== tests on redb"
+began=$SECONDS
 cargo nextest run --workspace --features ebb/paused-clock "$@"
+echo "-- tests on redb: $((SECONDS - began)) s"
 echo "== the integration suite on etcd"
+began=$SECONDS
 # --workspace with a filter, not -p ebb: the same features as above, so nothing is rebuilt.
 # The etcd store's own tests, the several-server tests and the tests of what a writer of etcd's
 # keys can do run on etcd in the first pass already;
-# the conformance kit (provisioners and plugins driven directly, no server) and the Ansible
-# automator's runs over SSH, which test nothing of the store, run once.
+# the conformance kit (provisioners and plugins driven directly, no server), the Ansible
+# automator's runs over SSH and the real engines (Spark, Dask, ZooKeeper), which test nothing
+# of the store, run once.
 EBB_TEST_STORE=etcd cargo nextest run --workspace --features ebb/paused-clock \
-  -E 'binary_id(ebb::api) and not test(/^(etcd|servers|conformance|security::etcd_writers)::/) and not test(/conformance_kit|ansible_configures_three/)' "$@"
+  -E 'binary_id(ebb::api) and not test(/^(etcd|servers|conformance|engines|security::etcd_writers)::/) and not test(/conformance_kit|ansible_configures_three/)' "$@"
+echo "-- the integration suite on etcd: $((SECONDS - began)) s"
