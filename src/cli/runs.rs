@@ -704,6 +704,21 @@ fn show_run(json: bool, answer: Value) -> Result<(), CliError> {
             &nodes,
         );
     }
+    let endpoints: Vec<Vec<String>> = c
+        .endpoints
+        .iter()
+        .map(|(name, value)| {
+            vec![
+                name.clone(),
+                crate::model::endpoint::env_name(name),
+                value.clone(),
+            ]
+        })
+        .collect();
+    if !endpoints.is_empty() {
+        out!();
+        table(&["ENDPOINT", "PROGRAMS READ", "VALUE"], &endpoints);
+    }
     let props: Vec<Vec<String>> = r
         .profile_properties
         .iter()

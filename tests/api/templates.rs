@@ -10,10 +10,21 @@ fn built_in_and_user_templates() {
     let server = Server::start(&dir);
     let (code, system) = server.get("/v3/templates");
     assert_eq!(code, 200);
-    assert_eq!(system[0]["name"], "zookeeper-cluster", "{system}");
-    assert_eq!(system[0]["scope"], "SYSTEM");
-    assert_eq!(system[0]["builtin"], true);
-    assert!(system[0]["services"]["zookeeper"]["actions"]["start"]["script"].is_string());
+    let names: Vec<&str> = system
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|t| t["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(
+        names,
+        ["dask", "spark", "zookeeper", "zookeeper-cluster"],
+        "{system}"
+    );
+    let zookeeper = &system[2];
+    assert_eq!(zookeeper["scope"], "SYSTEM");
+    assert_eq!(zookeeper["builtin"], true);
+    assert!(zookeeper["services"]["zookeeper"]["actions"]["start"]["script"].is_string());
     assert_error(
         server.put("/v3/templates/zookeeper-cluster", json!({})),
         405,
@@ -44,7 +55,10 @@ fn built_in_and_user_templates() {
         .iter()
         .filter_map(|t| t["name"].as_str())
         .collect();
-    assert_eq!(names, ["small", "zookeeper-cluster"]);
+    assert_eq!(
+        names,
+        ["small", "dask", "spark", "zookeeper", "zookeeper-cluster"]
+    );
     assert_error(
         server.put(
             "/v3/namespaces/default/templates/loop",

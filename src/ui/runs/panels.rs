@@ -227,6 +227,33 @@ pub(super) fn status_panel(ctx: &Ctx, run: &RunView) -> Markup {
                 }
             }
         }
+        @if !run.cluster.endpoints.is_empty() {
+            h2 { "Endpoints" }
+            p.muted { "What the cluster's services published for programs, which read each as the variable shown." }
+            div.scroll {
+                table.wide {
+                    thead { tr {
+                        th scope="col" { "Endpoint" } th scope="col" { "Value" } th scope="col" { "Programs read" }
+                    } }
+                    tbody {
+                        @for (name, value) in &run.cluster.endpoints {
+                            tr {
+                                td data-label="Endpoint" { (name) }
+                                td data-label="Value" {
+                                    // Only web addresses become links.
+                                    @if value.starts_with("http://") || value.starts_with("https://") {
+                                        a href=(value) rel="noopener noreferrer" target="_blank" { code { (value) } }
+                                    } @else {
+                                        code { (value) }
+                                    }
+                                }
+                                td data-label="Programs read" { code { (crate::model::endpoint::env_name(name)) } }
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 }
 

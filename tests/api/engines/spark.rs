@@ -92,7 +92,7 @@ fn a_master_with_two_alive_workers_counts_the_examples_words() {
     setup();
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(&dir);
-    let (_, view, ui) = held(&server);
+    let (held_run, view, ui) = held(&server);
     let master = view["cluster"]["nodes"][0]["ipAddress"]
         .as_str()
         .expect("address");
@@ -102,6 +102,26 @@ fn a_master_with_two_alive_workers_counts_the_examples_words() {
         "{view}"
     );
     assert_eq!(workers(&ui), alive(&view), "two ALIVE workers");
+    // The run's page links the master's web UI; `ebb run get` lists the endpoints.
+    let page = crate::ui::run_page(&server, &held_run);
+    assert!(page.contains(&format!("href=\"{ui}\"")), "{page}");
+    assert!(page.contains("EBB_ENDPOINT_SPARK_MASTER"), "{page}");
+    let token = server.token().expect("token");
+    let path = held_run.trim_start_matches("/v3/namespaces/");
+    let parts: Vec<&str> = path.split('/').collect();
+    let id = format!("{}/{}/{}/{}", parts[0], parts[2], parts[4], parts[6]);
+    let (code, out, err) = crate::support::server::run_ebb(
+        &["run", "get", &id, "--server", &server.url],
+        &[("EBB_TOKEN", token.as_str())],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.lines().any(|l| l.starts_with("spark-master")
+            && l.contains("EBB_ENDPOINT_SPARK_MASTER")
+            && l.contains(&format!("spark://{master}:7077"))),
+        "{out}"
+    );
 
     profile(&server, "spark", 3);
     deploy_example(&server, "spark", "spark.json");

@@ -44,6 +44,7 @@ fn a_good_descriptor_gives_a_spec_with_the_framework_properties() {
             "root",
             "retryBudget",
             "template",
+            "templateConfig",
             "heal",
             "healAttempts",
             "healWindow"
