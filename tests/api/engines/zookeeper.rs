@@ -226,3 +226,65 @@ fn a_node_without_zookeeper_fails_the_create_saying_what_is_missing() {
         "{failure}\n{text}"
     );
 }
+
+/// Ends every process a test's SSH nodes still run (their daemons) when dropped.
+struct RemoteDaemons(std::path::PathBuf);
+
+impl Drop for RemoteDaemons {
+    fn drop(&mut self) {
+        crate::support::process::end_started_under(&self.0);
+    }
+}
+
+#[test]
+fn over_ssh_an_ensemble_on_three_machines_serves_the_client_example() {
+    setup();
+    // Addresses no `local` node of a test running beside this one claims.
+    let sshd = crate::support::sshd::Sshd::start(&["127.0.2.11", "127.0.2.12", "127.0.2.13"]);
+    let _daemons = RemoteDaemons(sshd.remote_dir());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    crate::hosts::put_key(&server, &sshd);
+    crate::hosts::hosts_profile(
+        &server,
+        &sshd,
+        "zookeeper",
+        &[("template", "zookeeper"), ("sshHostKeyChecking", "no")],
+    );
+    deploy_example(&server, "zookeeper", "zookeeper.json");
+    let (code, started) = server.post_json(
+        "/v3/namespaces/default/apps/zookeeper/workflows/znodes/start",
+        serde_json::json!({}),
+    );
+    assert_eq!(code, 200, "{started}");
+    let id = started["runId"].as_str().expect("runId").to_string();
+    let run = format!("/v3/namespaces/default/apps/zookeeper/workflows/znodes/runs/{id}");
+    let done = crate::support::runs::wait_deprovisioned(&server, &run);
+    let (stdout, stderr) = output(&server, &run);
+    assert_eq!(
+        done["status"],
+        "COMPLETED",
+        "{stdout}\n{stderr}\n{}",
+        events(&server, &run)
+    );
+    assert_eq!(
+        done["cluster"]["nodes"]
+            .as_array()
+            .expect("nodes")
+            .iter()
+            .map(|n| n["ipAddress"].as_str().unwrap_or_default())
+            .collect::<Vec<_>>(),
+        ["127.0.2.11", "127.0.2.12", "127.0.2.13"]
+    );
+    let znode = format!("/ebb-{id}");
+    assert!(
+        stdout.contains(&format!(
+            "WatchedEvent state:SyncConnected type:NodeDataChanged path:{znode}"
+        )) && stdout.contains("changed"),
+        "{stdout}"
+    );
+    // The ensemble was stopped with the cluster: nothing answers on its addresses.
+    for address in ["127.0.2.11:2181", "127.0.2.12:2181", "127.0.2.13:2181"] {
+        assert_eq!(four_letters(address, "ruok"), "", "{address} still answers");
+    }
+}
