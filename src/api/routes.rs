@@ -68,6 +68,13 @@ pub fn table() -> Vec<Route> {
         Route::api(M::GET, program!("/runs/{run}/logs"), VIEW, run_logs),
         Route::api(
             M::GET,
+            program!("/runs/{run}/services/{service}/logs"),
+            VIEW,
+            service_logs,
+        )
+        .owned(),
+        Route::api(
+            M::GET,
             program!("/runs/{run}/operations"),
             VIEW,
             run_operations,

@@ -256,6 +256,42 @@ pub async fn run_logs(
     ok(history::logs(&state.runtime, key, query.0.attempt).await?)
 }
 
+/// The path of `GET .../runs/{run}/services/{service}/logs`.
+#[derive(Debug, Deserialize)]
+pub struct ServiceLogsPath {
+    pub ns: String,
+    pub app: String,
+    pub program: String,
+    pub run: String,
+    pub service: String,
+}
+
+/// The query of `GET .../services/{service}/logs`.
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+pub struct ServiceLogsQuery {
+    /// The node whose logs of the service to read (`worker-1`).
+    #[schemars(length(min = 1, max = 63))]
+    node: String,
+}
+
+/// The end of each log a service's template names, read from the node it runs on (the run's
+/// owner answers: a `local` node's files are on its host).
+pub async fn service_logs(
+    state: State,
+    path: web::Path<ServiceLogsPath>,
+    query: Query<ServiceLogsQuery>,
+) -> Reply<crate::model::view::ServiceLogs> {
+    let p = path.into_inner();
+    let key: RunKey = RunPath {
+        ns: p.ns,
+        app: p.app,
+        program: p.program,
+        run: p.run,
+    }
+    .into();
+    ok(history::service_logs(&state.runtime, key, query.0.node, p.service).await?)
+}
+
 /// The query of `GET .../events`.
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 pub struct EventsQuery {

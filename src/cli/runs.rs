@@ -173,7 +173,42 @@ pub fn run(client: &Client, json: bool, cmd: RunCmd) -> Result<u8, CliError> {
             let path = format!("{}/extend", run_path(&run)?);
             show_run(json, client.call(Method::POST, &path, Some(&body))?).map(|()| 0)
         }
-        RunCmd::Logs { run } => {
+        RunCmd::Logs {
+            run,
+            service: Some(service),
+            node,
+        } => {
+            let path = run_path(&run)?;
+            let view: RunView = client.get_as(&path)?;
+            let nodes: Vec<String> = view
+                .cluster
+                .nodes
+                .iter()
+                .filter(|n| n.services.contains_key(&service))
+                .filter(|n| node.as_ref().is_none_or(|want| &n.name == want))
+                .map(|n| n.name.clone())
+                .collect();
+            if nodes.is_empty() {
+                return Err(CliError::Usage(format!(
+                    "no node of the run's cluster runs service '{service}'{}",
+                    node.map(|n| format!(" on node '{n}'")).unwrap_or_default()
+                )));
+            }
+            let mut all = Vec::new();
+            for n in nodes {
+                let v = client.get(&format!("{path}/services/{service}/logs?node={n}"))?;
+                all.push(v);
+            }
+            if json {
+                output::json(&serde_json::Value::Array(all));
+            } else {
+                for v in all {
+                    print_service_logs(&read_answer(v)?);
+                }
+            }
+            Ok(0)
+        }
+        RunCmd::Logs { run, .. } => {
             let v = client.get(&format!("{}/logs", run_path(&run)?))?;
             if json {
                 output::json(&v);
@@ -444,6 +479,30 @@ fn ops(client: &Client, json: bool, run: &str, op: Option<u32>) -> Result<(), Cl
         print_operation(op);
     }
     Ok(())
+}
+
+fn print_service_logs(logs: &crate::model::view::ServiceLogs) {
+    for log in &logs.logs {
+        let shown = log.text.as_ref().map_or(0, |t| t.len() as u64);
+        let part = if log.size > shown {
+            format!(", its last {shown} of {} bytes", log.size)
+        } else {
+            String::new()
+        };
+        out!(
+            "---- node {}: {} {}{part} ----",
+            logs.node,
+            logs.service,
+            log.file
+        );
+        match (&log.text, &log.error) {
+            (Some(text), _) => {
+                out!("{}", text.trim_end());
+            }
+            (None, Some(e)) => out!("(cannot read it: {e})"),
+            (None, None) => {}
+        }
+    }
 }
 
 fn print_logs(logs: &Logs) {

@@ -246,6 +246,61 @@ pub fn in_cluster_order<'a>(run: &RunRecord, nodes: &'a [NodeRecord]) -> Vec<&'a
     sorted
 }
 
+/// The end of one of a service's logs on a node, as `GET .../services/{service}/logs`
+/// returns it.
+#[derive(
+    Debug,
+    Clone,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceLog {
+    /// The path the template names, under the node's directory.
+    pub file: String,
+    /// Its last bytes (at most 64 KiB), when it could be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// Its size in bytes: more than `text` holds when only its end is shown.
+    #[serde(default)]
+    pub size: u64,
+    /// Why it could not be read (not there yet, the node out of reach).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl ServiceLog {
+    pub fn found(file: &str, text: String, size: u64) -> ServiceLog {
+        ServiceLog {
+            file: file.to_string(),
+            text: Some(text),
+            size,
+            error: None,
+        }
+    }
+
+    pub fn unread(file: &str, error: String) -> ServiceLog {
+        ServiceLog {
+            file: file.to_string(),
+            text: None,
+            size: 0,
+            error: Some(error),
+        }
+    }
+}
+
+/// A service's logs on one node.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceLogs {
+    pub node: String,
+    pub service: String,
+    pub logs: Vec<ServiceLog>,
+}
+
 /// The program's output so far.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Logs {

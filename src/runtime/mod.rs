@@ -50,6 +50,7 @@ pub mod remote;
 pub mod resource_task;
 pub mod retention;
 pub mod reuse;
+pub mod service_logs;
 pub mod shares;
 pub mod spot;
 pub mod supervisor;

@@ -365,3 +365,53 @@ mod tests {
         });
     }
 }
+
+/// The end of each log of `service` on `node` of run `key`'s cluster: the files the service's
+/// template names (`logs`), read from the node (at most 64 KiB of each).
+pub async fn service_logs(
+    runtime: &Runtime,
+    key: RunKey,
+    node: String,
+    service: String,
+) -> Result<crate::model::view::ServiceLogs, ServiceError> {
+    key.check()?;
+    crate::model::names::check("node", &node)?;
+    crate::model::names::check("service", &service)?;
+    let (n, s) = (node.clone(), service.clone());
+    let (run, record) = runtime
+        .store()
+        .read(move |r| {
+            let run = catalog::require_run(r, &key)?;
+            let record = r.get::<crate::model::plan::NodeRecord>(
+                Table::Resources,
+                &keys::node(run.cluster_id(), &n),
+            )?;
+            Ok::<_, ServiceError>((run, record))
+        })
+        .await?;
+    let runs_it = run.layout.get(&node).is_some_and(|s| s.contains(&service));
+    let Some(record) = record.filter(|_| runs_it) else {
+        return Err(ServiceError::invalid(
+            "node",
+            format!("the run's cluster has no node '{node}' with service '{s}'"),
+        ));
+    };
+    if record.status != crate::model::plan::ResourceStatus::Created {
+        return Err(ServiceError::invalid(
+            "node",
+            format!("node '{node}' is {}: its logs went with it", record.status),
+        ));
+    }
+    let files = run
+        .template
+        .as_ref()
+        .and_then(|t| t.services.get(&service))
+        .map(|s| s.logs.clone())
+        .unwrap_or_default();
+    let logs = crate::runtime::service_logs::read(runtime.deps(), &run, &record, &files).await?;
+    Ok(crate::model::view::ServiceLogs {
+        node,
+        service,
+        logs,
+    })
+}

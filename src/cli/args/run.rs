@@ -94,8 +94,17 @@ pub enum RunCmd {
         #[arg(long, value_name = "EPOCH_SECONDS")]
         until: Option<u64>,
     },
-    /// Print the program's stdout and stderr.
-    Logs { run: String },
+    /// Print the program's stdout and stderr, or with --service a service's daemon logs.
+    Logs {
+        run: String,
+        /// A service's logs (the files its template names) instead of the program's output:
+        /// on every node that runs it, or on --node.
+        #[arg(long)]
+        service: Option<String>,
+        /// With --service: only on this node.
+        #[arg(long, requires = "service")]
+        node: Option<String>,
+    },
     /// Show the operations on the run's cluster as a timeline: each task with its attempts.
     Ops {
         run: String,

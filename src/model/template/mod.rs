@@ -319,6 +319,30 @@ pub struct Service {
         skip_serializing_if = "Option::is_none"
     )]
     pub heal_window: Option<String>,
+    /// The service's daemon logs, as paths under its node's directory (`spark/worker.log`):
+    /// what `GET .../runs/{run}/services/{service}/logs` and `ebb run logs --service` read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 8))]
+    pub logs: Vec<String>,
+}
+
+/// Most log files a service names.
+pub const MAX_LOGS: usize = 8;
+
+/// Whether `path` may name a service's log: relative, at most 256 bytes of `A-Za-z0-9._-`
+/// in `/`-separated parts, none of them `.` or `..` (so it stays under the node's directory
+/// and needs no quoting in a shell).
+pub fn valid_log_path(path: &str) -> bool {
+    !path.is_empty()
+        && path.len() <= 256
+        && path.split('/').all(|part| {
+            !part.is_empty()
+                && part != "."
+                && part != ".."
+                && part
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        })
 }
 
 /// How a service found down or failed is healed.

@@ -73,6 +73,26 @@ fn bad_templates_are_refused_naming_the_field() {
             "at most 7days",
         ),
         (
+            json!({"services": {"a": {"logs": ["../etc/passwd"]}}}),
+            "services.a.logs[0]",
+            "under the node's directory",
+        ),
+        (
+            json!({"services": {"a": {"logs": ["ok.log", "/var/log/syslog"]}}}),
+            "services.a.logs[1]",
+            "under the node's directory",
+        ),
+        (
+            json!({"services": {"a": {"logs": ["a b.log"]}}}),
+            "services.a.logs[0]",
+            "under the node's directory",
+        ),
+        (
+            json!({"services": {"a": {"logs": ["1", "2", "3", "4", "5", "6", "7", "8", "9"]}}}),
+            "services.a.logs",
+            "at most 8",
+        ),
+        (
             json!({"services": {"a": {"checkInterval": "30s"}}}),
             "services.a.checkInterval",
             "needs a check action",

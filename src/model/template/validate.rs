@@ -49,6 +49,20 @@ impl Template {
                     ));
                 }
             }
+            if service.logs.len() > super::MAX_LOGS {
+                return Err(invalid(
+                    at("logs"),
+                    format!("names at most {} files", super::MAX_LOGS),
+                ));
+            }
+            for (i, path) in service.logs.iter().enumerate() {
+                if !super::valid_log_path(path) {
+                    return Err(invalid(
+                        at(&format!("logs[{i}]")),
+                        "must be a path under the node's directory: parts of A-Za-z0-9._- separated by /, no '..', at most 256 bytes",
+                    ));
+                }
+            }
             if let Some(text) = &service.check_interval {
                 let field = at("checkInterval");
                 if !service.actions.contains_key(&ActionKind::Check) {

@@ -79,9 +79,48 @@ fn an_ensemble_elects_a_leader_and_the_client_example_sees_its_watch_fire() {
     setup();
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(&dir);
-    let (_, addresses) = held(&server);
+    let (held_run, addresses) = held(&server);
     let found = wait_for_a_leader(&addresses, Duration::from_secs(10));
     assert_eq!(found.len(), 3, "{found:?}");
+    // Each member's own log, read from its node.
+    let (code, logs) = server.get(&format!("{held_run}/services/zookeeper/logs?node=worker-1"));
+    assert_eq!(code, 200, "{logs}");
+    assert_eq!(logs["logs"][0]["file"], "zookeeper/zookeeper.log", "{logs}");
+    let text = logs["logs"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.contains("QuorumPeer"), "{logs}");
+    assert_error(
+        server.get(&format!("{held_run}/services/nope/logs?node=worker-1")),
+        400,
+        "node",
+    );
+    assert_error(
+        server.get(&format!("{held_run}/services/zookeeper/logs")),
+        400,
+        "node",
+    );
+    let id = held_run.rsplit('/').next().expect("id");
+    let (code, out, err) = crate::support::server::run_ebb(
+        &[
+            "run",
+            "logs",
+            &format!("default/hold/p/{id}"),
+            "--service",
+            "zookeeper",
+            "--server",
+            &server.url,
+        ],
+        &[("EBB_TOKEN", server.token().expect("token").as_str())],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    for node in ["master", "worker-1", "worker-2"] {
+        assert!(
+            out.contains(&format!(
+                "---- node {node}: zookeeper zookeeper/zookeeper.log"
+            )),
+            "{out}"
+        );
+    }
 
     // The shipped example, on its own cluster, checks its own answer; the test checks it too.
     local_profile(&server, "zookeeper", 3, "zookeeper", &[]);
