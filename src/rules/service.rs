@@ -34,8 +34,8 @@ pub fn next(state: Option<ServiceState>, happened: Happened) -> Option<ServiceSt
             | ActionKind::Configure
             | ActionKind::Initialize
             | ActionKind::Start => Failed,
-            // No operation plans a check; one that could not run knows nothing.
-            ActionKind::Check => Unknown,
+            // No operation plans a check or a reset; one that could not run knows nothing.
+            ActionKind::Check | ActionKind::Reset => Unknown,
         }),
         Happened::Action {
             action,
@@ -58,6 +58,8 @@ pub fn next(state: Option<ServiceState>, happened: Happened) -> Option<ServiceSt
             ActionKind::Remove => None,
             // A check that passed, as a check.
             ActionKind::Check => next(state, Happened::Checked(CheckOutcome::Up)),
+            // A reset leaves the service as it was (the check after it says how it is).
+            ActionKind::Reset => state,
         },
         // A check says whether it runs, not with which configuration: a running service
         // that is outdated stays so until it restarts.

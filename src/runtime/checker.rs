@@ -9,7 +9,9 @@
 //! that began before an operation started is set aside: an operation's actions say more than a
 //! check that looked before them.
 //!
-//! The schedule is the supervisor's, in memory: after a restart every check is due at once,
+//! The schedule is the supervisor's, in memory: a cluster the supervisor just made is first
+//! checked an interval after it is live (its services' starts just said they run); after a
+//! restart every check is due at once,
 //! so a restarted server looks at the whole cluster again before anything else.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -60,6 +62,10 @@ pub struct Checks {
     pub exhausted: BTreeMap<Placed, u64>,
     /// Set while the context is being resolved.
     pub resolving: bool,
+    /// Set when this supervisor made the cluster: its services just started, so each check
+    /// is first due an interval after the cluster is live rather than at once (a restart of
+    /// the server, a failover or a reused cluster checks at once).
+    pub just_made: bool,
 }
 
 /// A check to run.
@@ -87,6 +93,7 @@ impl Checks {
     /// Forgets the schedule: the cluster is no longer live.
     pub fn clear(&mut self) {
         self.due.clear();
+        self.just_made = false;
     }
 
     /// The checks due at `now_ms` on the cluster of `layout` (nodes in `nodes`), marked as
@@ -114,7 +121,11 @@ impl Checks {
                 };
                 let at = (node.clone(), service.clone());
                 present.insert(at.clone());
-                let due = *self.due.entry(at.clone()).or_insert(now_ms);
+                let first = match self.just_made {
+                    true => now_ms.saturating_add(u64::try_from(interval.as_millis()).unwrap_or(0)),
+                    false => now_ms,
+                };
+                let due = *self.due.entry(at.clone()).or_insert(first);
                 if due > now_ms || self.running.contains(&at) {
                     continue;
                 }

@@ -119,6 +119,11 @@ impl Health {
         self.checks.epoch += 1;
     }
 
+    /// The run makes its cluster: its checks first come an interval after it is live.
+    pub fn making_cluster(&mut self) {
+        self.checks.just_made = true;
+    }
+
     /// The checks of `run` due at `now_ms`; `provisioner` is the run's, which a check of a
     /// service that heals by replacing its node uses to look for the node's resource.
     pub fn due(

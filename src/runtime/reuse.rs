@@ -1,6 +1,7 @@
 //! Cluster reuse for a run's supervisor: taking over an IDLE cluster that matches the run
 //! ([`claim`]), and making it ready for the run ([`prepare`]): what the last run's program
-//! left on each node is removed, and every service with a check is checked once.
+//! left on each node is removed, every service with a reset is reset (its last
+//! applications and their files gone) and every service with a check is checked once.
 //!
 //! What a program left: before the first program runs on a cluster that runs reuse, the
 //! entries of each node's directory are recorded ([`record_entries`]: what the services made);
@@ -216,7 +217,57 @@ pub async fn prepare(
             .await
             .map_err(|_| format!("cleaning node {name} took longer than {CLEAN_TIMEOUT:?}"))??;
     }
+    reset_services(deps, run, &context).await?;
     check_services(deps, run, &context).await
+}
+
+/// Runs every service's reset (if it has one) on every node, each under its time limit: the
+/// last run's applications and files gone, before the services are checked.
+async fn reset_services(
+    deps: &Deps,
+    run: &RunRecord,
+    context: &Arc<ebb_spi::Context>,
+) -> Result<(), String> {
+    let Some(template) = &run.template else {
+        return Ok(());
+    };
+    let config = run.config();
+    for node in &run.cluster.nodes {
+        for service in run.layout.get(node).into_iter().flatten() {
+            let Some((script, timeout)) = template.services.get(service).and_then(|s| s.reset())
+            else {
+                continue;
+            };
+            let on = On {
+                run: &run.key.run,
+                cluster: run.cluster_id(),
+                node,
+                context,
+                config: &config,
+                layout: &run.layout,
+                check: true,
+            };
+            let ended =
+                tokio::time::timeout(timeout, super::automator::reset(deps, &on, service, script))
+                    .await;
+            match ended {
+                Err(_) => return Err(format!("the reset of {service} on {node} did not end")),
+                Ok(Err(why)) => {
+                    return Err(format!(
+                        "the reset of {service} on {node} could not run: {why}"
+                    ));
+                }
+                Ok(Ok(ended)) if ended.code != Some(0) => {
+                    return Err(format!(
+                        "the reset of {service} on {node} {}: {}",
+                        ended.status, ended.tail
+                    ));
+                }
+                Ok(Ok(_)) => {}
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The shell command that prints the entries of directory `dir`, each ended by a NUL.

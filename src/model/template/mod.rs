@@ -31,6 +31,11 @@ pub enum ActionKind {
     /// Whether the service runs, asked every `checkInterval` while the cluster is live: exit
     /// 0 is up, 3 is down, anything else (or its timeout) unknown. No operation plans it.
     Check,
+    /// Makes the service clean for the next run when another run takes its cluster over
+    /// (reuse): no application of the last run left running, none of its files. Run on every
+    /// node before the services are checked; one that fails discards the cluster for the
+    /// run. No operation plans it.
+    Reset,
 }
 
 /// Most services a template may define: every layout and plan grows with it.
@@ -383,7 +388,23 @@ const CHECK_INTERVALS: std::ops::RangeInclusive<std::time::Duration> =
 /// How long one check may run unless its action says.
 pub const DEFAULT_CHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// How long a reset may run unless its action says.
+pub const DEFAULT_RESET_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 impl Service {
+    /// Its reset, if it has one: the script and how long it may take.
+    pub fn reset(&self) -> Option<(&str, std::time::Duration)> {
+        let action = self.actions.get(&ActionKind::Reset)?;
+        // A reset is a shell script (validation refuses any other).
+        let script = action.script()?;
+        let timeout = action
+            .limits()
+            .0
+            .and_then(|t| ebb_spi::parse_duration(t).ok())
+            .unwrap_or(DEFAULT_RESET_TIMEOUT);
+        Some((script, timeout))
+    }
+
     /// Its check, if it has one: the script, how often it runs and how long it may take.
     pub fn check(&self) -> Option<(&str, std::time::Duration, std::time::Duration)> {
         let action = self.actions.get(&ActionKind::Check)?;

@@ -109,7 +109,7 @@ impl Template {
             }
             for (kind, action) in &service.actions {
                 let (timeout, attempts) = action.limits();
-                let is_check = *kind == ActionKind::Check;
+                let is_check = matches!(*kind, ActionKind::Check | ActionKind::Reset);
                 let kind = serde_json::to_value(kind).unwrap_or_default();
                 let field = |f: &str| {
                     at(&format!(
@@ -129,7 +129,7 @@ impl Template {
                         if is_check {
                             return Err(invalid(
                                 field("type"),
-                                "a check is a shell script (exit 0: up, 3: down)",
+                                "a check or a reset is a shell script (a check: exit 0 up, 3 down)",
                             ));
                         }
                         if automator.is_empty()

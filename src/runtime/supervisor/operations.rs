@@ -28,6 +28,9 @@ impl RunSupervisor {
             match effect {
                 admission::Effect::Start(operation) if operation.is_lifecycle() => {
                     self.health.operation_started();
+                    if operation == ClusterOperation::Create {
+                        self.health.making_cluster();
+                    }
                     self.start_lifecycle_op(operation, ctx);
                 }
                 admission::Effect::Start(_) => {

@@ -209,3 +209,96 @@ fn a_killed_worker_is_healed_and_registers_with_the_master_again() {
     let text = events(&server, &run);
     assert!(text.contains("worker-1: spark-worker is down"), "{text}");
 }
+
+/// The application directories under each worker's `spark/work`.
+fn app_dirs(dir: &std::path::Path, cluster_run: &str, node: &str) -> Vec<String> {
+    let mut out: Vec<String> =
+        std::fs::read_dir(sandbox(dir, cluster_run, node).join("spark/work"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("app-"))
+            .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn a_reused_cluster_runs_the_next_job_on_the_same_master_with_the_last_ones_files_gone() {
+    setup();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    let config = serde_json::json!({"pythonEnv": setup_python()}).to_string();
+    let mut body = crate::support::profiles::profile_body(
+        "local",
+        &[
+            ("nodes", "3", true),
+            ("template", "spark", true),
+            ("templateConfig", config.as_str(), true),
+        ],
+    );
+    body["clusterReuse"] = serde_json::json!(true);
+    body["reuseIdle"] = serde_json::json!("10m");
+    crate::support::profiles::put_profile_body(&server, "spark", body);
+    deploy_example(&server, "spark", "spark.json");
+    let program = "/v3/namespaces/default/apps/spark/workflows/wordcount";
+    let run_one = |expect: &str| -> (String, Value) {
+        let (code, started) = server.post_json(&format!("{program}/start"), serde_json::json!({}));
+        assert_eq!(code, 200, "{started}");
+        let run = format!(
+            "{program}/runs/{}",
+            started["runId"].as_str().expect("runId")
+        );
+        let done = wait_until(&server, &run, LIMIT, |r| {
+            r["status"] == "FAILED"
+                || (r["status"] == "COMPLETED" && r["cluster"]["status"] == "IDLE")
+        });
+        assert_eq!(
+            done["status"],
+            "COMPLETED",
+            "{done}\n{}",
+            events(&server, &run)
+        );
+        assert_eq!(done["cluster"]["origin"], expect, "{done}");
+        (run, done)
+    };
+    let (first, done) = run_one("fresh");
+    let ui = done["cluster"]["endpoints"]["spark-ui"]
+        .as_str()
+        .map(str::to_string);
+    assert_eq!(
+        app_dirs(dir.path(), &first, "worker-1").len(),
+        1,
+        "the first job's directory"
+    );
+    let (second, done) = run_one("reused");
+    // The same master and workers: no engine started for the second run.
+    assert_eq!(
+        done["cluster"]["id"],
+        first.rsplit('/').next().expect("id"),
+        "{done}"
+    );
+    let ops = crate::support::runs::operations(&server, &second);
+    assert!(
+        ops.iter().all(|o| o["operation"] != "create"),
+        "the second run made a cluster: {ops:?}"
+    );
+    let master = ui.expect("spark-ui");
+    let (_, state) = server.get(&second);
+    assert_eq!(state["cluster"]["endpoints"]["spark-ui"], master.as_str());
+    // The first job's application directory went before the second ran: one is left, the
+    // second's.
+    for node in ["worker-1", "worker-2"] {
+        let apps = app_dirs(dir.path(), &first, node);
+        assert_eq!(apps.len(), 1, "{node}: {apps:?}");
+    }
+    let completed: Vec<Value> = reqwest::blocking::get(format!("{master}/json/"))
+        .expect("the master")
+        .json::<Value>()
+        .expect("json")["completedapps"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(completed.len(), 2, "two jobs on one master: {completed:?}");
+}
