@@ -345,7 +345,9 @@ fn config_env(config: &serde_json::Value) -> BTreeMap<String, String> {
                 serde_json::Value::String(s) => s.clone(),
                 serde_json::Value::Number(n) => n.to_string(),
                 serde_json::Value::Bool(b) => b.to_string(),
-                _ => return None,
+                serde_json::Value::Null
+                | serde_json::Value::Array(_)
+                | serde_json::Value::Object(_) => return None,
             };
             let mut name = String::from("EBB_CONFIG_");
             for (i, c) in k.chars().enumerate() {
