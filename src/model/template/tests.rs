@@ -219,6 +219,15 @@ fn unknown_fields_are_refused_and_other_automators_parse_as_plugin_actions() {
         err.to_string().contains("a check is a shell script"),
         "{err}"
     );
+    let reset = json!({"services": {"a": {"actions": {"reset": {"type": "chef"}}}}});
+    let err = parse(reset)
+        .expect("parses")
+        .validate()
+        .expect_err("a plugin reset");
+    assert!(
+        err.to_string().contains("a reset is a shell script"),
+        "{err}"
+    );
     let err =
         parse(json!({"services": {"a": {"actions": {"boot": {"type": "shell", "script": "x"}}}}}))
             .expect_err("unknown action");

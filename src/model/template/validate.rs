@@ -109,7 +109,16 @@ impl Template {
             }
             for (kind, action) in &service.actions {
                 let (timeout, attempts) = action.limits();
-                let is_check = matches!(*kind, ActionKind::Check | ActionKind::Reset);
+                let shell_only = match kind {
+                    ActionKind::Check => Some("a check is a shell script (exit 0: up, 3: down)"),
+                    ActionKind::Reset => Some("a reset is a shell script"),
+                    ActionKind::Install
+                    | ActionKind::Configure
+                    | ActionKind::Initialize
+                    | ActionKind::Start
+                    | ActionKind::Stop
+                    | ActionKind::Remove => None,
+                };
                 let kind = serde_json::to_value(kind).unwrap_or_default();
                 let field = |f: &str| {
                     at(&format!(
@@ -126,11 +135,8 @@ impl Template {
                     Action::Plugin {
                         automator, fields, ..
                     } => {
-                        if is_check {
-                            return Err(invalid(
-                                field("type"),
-                                "a check or a reset is a shell script (a check: exit 0 up, 3 down)",
-                            ));
+                        if let Some(why) = shell_only {
+                            return Err(invalid(field("type"), why));
                         }
                         if automator.is_empty()
                             || automator.len() > 40
