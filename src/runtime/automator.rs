@@ -19,14 +19,6 @@ use super::on_node::{cluster_doc, cluster_nodes};
 use crate::model::plan::NodeRecord;
 use crate::model::template::Action as Script;
 
-/// Runs the reset script of `service` on `on`'s node once (a reused cluster made clean for
-/// the next run): how it ended, or why it could not run. Its time limit is the caller's.
-pub async fn reset(deps: &Deps, on: &On<'_>, service: &str, script: &str) -> Result<Ended, String> {
-    attempt_once(deps, on, service, "reset", script, &[])
-        .await
-        .map_err(|(message, _)| message)
-}
-
 /// Runs one attempt of the service task `spec` (install, configure, initialize, start, stop,
 /// remove). What the script writes to `$EBB_RESULT_FILE` as `key=value` lines becomes the
 /// node's properties, seen by every later task.
@@ -113,7 +105,20 @@ impl Drop for GroupGuard {
 /// Runs the check script of `service` on `on`'s node once, to its end: how it ended, or why
 /// it could not run. Its time limit is the caller's: dropping the future kills the script.
 pub async fn check(deps: &Deps, on: &On<'_>, service: &str, script: &str) -> Result<Ended, String> {
-    attempt_once(deps, on, service, "check", script, &[])
+    once(deps, on, service, "check", script).await
+}
+
+/// Runs `script`, the `action` of `service` that no operation plans (`check`, `reset`), on
+/// `on`'s node once, to its end: how it ended, or why it could not run. Its time limit is the
+/// caller's: dropping the future kills the script.
+pub async fn once(
+    deps: &Deps,
+    on: &On<'_>,
+    service: &str,
+    action: &str,
+    script: &str,
+) -> Result<Ended, String> {
+    attempt_once(deps, on, service, action, script, &[])
         .await
         .map_err(|(message, _)| message)
 }

@@ -217,57 +217,8 @@ pub async fn prepare(
             .await
             .map_err(|_| format!("cleaning node {name} took longer than {CLEAN_TIMEOUT:?}"))??;
     }
-    reset_services(deps, run, &context).await?;
-    check_services(deps, run, &context).await
-}
-
-/// Runs every service's reset (if it has one) on every node, each under its time limit: the
-/// last run's applications and files gone, before the services are checked.
-async fn reset_services(
-    deps: &Deps,
-    run: &RunRecord,
-    context: &Arc<ebb_spi::Context>,
-) -> Result<(), String> {
-    let Some(template) = &run.template else {
-        return Ok(());
-    };
-    let config = run.config();
-    for node in &run.cluster.nodes {
-        for service in run.layout.get(node).into_iter().flatten() {
-            let Some((script, timeout)) = template.services.get(service).and_then(|s| s.reset())
-            else {
-                continue;
-            };
-            let on = On {
-                run: &run.key.run,
-                cluster: run.cluster_id(),
-                node,
-                context,
-                config: &config,
-                layout: &run.layout,
-                check: true,
-            };
-            let ended =
-                tokio::time::timeout(timeout, super::automator::reset(deps, &on, service, script))
-                    .await;
-            match ended {
-                Err(_) => return Err(format!("the reset of {service} on {node} did not end")),
-                Ok(Err(why)) => {
-                    return Err(format!(
-                        "the reset of {service} on {node} could not run: {why}"
-                    ));
-                }
-                Ok(Ok(ended)) if ended.code != Some(0) => {
-                    return Err(format!(
-                        "the reset of {service} on {node} {}: {}",
-                        ended.status, ended.tail
-                    ));
-                }
-                Ok(Ok(_)) => {}
-            }
-        }
-    }
-    Ok(())
+    each_service(deps, run, &context, Once::Reset).await?;
+    each_service(deps, run, &context, Once::Check).await
 }
 
 /// The shell command that prints the entries of directory `dir`, each ended by a NUL.
@@ -467,20 +418,37 @@ fn remove_dir(dir: &std::path::Path) -> std::io::Result<()> {
     }
 }
 
-/// Checks every service with a check on every node once.
-async fn check_services(
+/// What [`prepare`] runs on every node for each service that has it: its reset, or its check.
+#[derive(Clone, Copy)]
+enum Once {
+    Reset,
+    Check,
+}
+
+/// Runs `once` (the script of that action, where a service has one) for every service on
+/// every node, one after another, each under its own time limit: a reset must exit 0, a
+/// check must find its service up. Why the cluster is not ready, if it is not.
+async fn each_service(
     deps: &Deps,
     run: &RunRecord,
     context: &Arc<ebb_spi::Context>,
+    once: Once,
 ) -> Result<(), String> {
     let Some(template) = &run.template else {
         return Ok(());
     };
+    let action = match once {
+        Once::Reset => "reset",
+        Once::Check => "check",
+    };
     let config = run.config();
     for node in &run.cluster.nodes {
         for service in run.layout.get(node).into_iter().flatten() {
-            let Some((script, _, timeout)) = template.services.get(service).and_then(|s| s.check())
-            else {
+            let found = template.services.get(service).and_then(|s| match once {
+                Once::Reset => s.reset(),
+                Once::Check => s.check().map(|(script, _, timeout)| (script, timeout)),
+            });
+            let Some((script, timeout)) = found else {
                 continue;
             };
             let on = On {
@@ -492,20 +460,25 @@ async fn check_services(
                 layout: &run.layout,
                 check: true,
             };
-            let checked =
-                tokio::time::timeout(timeout, super::automator::check(deps, &on, service, script))
-                    .await;
-            let outcome = match checked {
-                Err(_) => return Err(format!("the check of {service} on {node} did not end")),
+            let ran = super::automator::once(deps, &on, service, action, script);
+            let ended = match tokio::time::timeout(timeout, ran).await {
+                Err(_) => return Err(format!("the {action} of {service} on {node} did not end")),
                 Ok(Err(why)) => {
                     return Err(format!(
-                        "the check of {service} on {node} could not run: {why}"
+                        "the {action} of {service} on {node} could not run: {why}"
                     ));
                 }
-                Ok(Ok(ended)) => (CheckOutcome::of_exit(ended.code), ended.status),
+                Ok(Ok(ended)) => ended,
             };
-            if outcome.0 != CheckOutcome::Up {
-                return Err(format!("the check of {service} on {node} {}", outcome.1));
+            let passed = match once {
+                Once::Reset => ended.code == Some(0),
+                Once::Check => CheckOutcome::of_exit(ended.code) == CheckOutcome::Up,
+            };
+            if !passed {
+                return Err(format!(
+                    "the {action} of {service} on {node} {}: {}",
+                    ended.status, ended.tail
+                ));
             }
         }
     }

@@ -107,15 +107,7 @@ impl Sandboxes {
                 self.claims.display()
             )));
         }
-        let path = self.claims.join(".lock");
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| io("cannot open", &path, e))?;
-        file.lock().map_err(|e| io("cannot lock", &path, e))?;
-        Ok(file)
+        lock_in(&self.claims)
     }
 
     /// The addresses claimed by live sandboxes anywhere on this host (under any root).
@@ -182,15 +174,7 @@ impl Sandboxes {
 
     fn lock(&self) -> Result<File, ProvisionError> {
         fs::create_dir_all(&self.root).map_err(|e| io("cannot create", &self.root, e))?;
-        let path = self.root.join(".lock");
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| io("cannot open", &path, e))?;
-        file.lock().map_err(|e| io("cannot lock", &path, e))?;
-        Ok(file)
+        lock_in(&self.root)
     }
 
     /// The sandbox in `dir` (`<root>/<run>/<node>`), if ebb made one there: the directories
@@ -337,6 +321,19 @@ impl Sandboxes {
         }
         Ok(())
     }
+}
+
+/// An exclusive lock on `dir/.lock` (made if missing), held while the file is open.
+fn lock_in(dir: &Path) -> Result<File, ProvisionError> {
+    let path = dir.join(".lock");
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| io("cannot open", &path, e))?;
+    file.lock().map_err(|e| io("cannot lock", &path, e))?;
+    Ok(file)
 }
 
 /// Whether `path` is a directory of the server's user, and no symbolic link.

@@ -93,19 +93,8 @@ fn a_scheduler_with_two_workers_runs_the_example_with_its_checked_answer() {
 
     profile(&server, "dask", 3);
     deploy_example(&server, "dask", "dask.json");
-    let (code, started) = server.post_json(
-        "/v3/namespaces/default/apps/dask/workflows/squares/start",
-        serde_json::json!({}),
-    );
-    assert_eq!(code, 200, "{started}");
-    let id = started["runId"].as_str().expect("runId");
-    let run = format!("/v3/namespaces/default/apps/dask/workflows/squares/runs/{id}");
-    let done = wait_until(&server, &run, LIMIT, |r| {
-        !matches!(
-            r["status"].as_str(),
-            Some("PENDING" | "STARTING" | "RUNNING")
-        )
-    });
+    let (run, _) = start_program(&server, "dask", "squares");
+    let done = ended(&server, &run, LIMIT);
     let (stdout, stderr) = output(&server, &run);
     assert_eq!(
         done["status"],
@@ -149,10 +138,7 @@ fn a_killed_worker_is_healed_and_registers_again() {
     signal(pid, "KILL");
     let started = Instant::now();
     loop {
-        let heals = crate::support::runs::operations(&server, &run)
-            .into_iter()
-            .filter(|o| o["request"]["trigger"].is_object() && o["status"] != "RUNNING")
-            .count();
+        let heals = heals(&server, &run);
         if heals >= 1 && workers(&dashboard).len() == 2 {
             break;
         }

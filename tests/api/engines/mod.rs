@@ -127,6 +127,35 @@ pub fn events(server: &Server, run: &str) -> String {
         .unwrap_or_default()
 }
 
+/// Starts program `program` of app `app` with no arguments (the example's own profile): the
+/// run's path and its id.
+pub fn start_program(server: &Server, app: &str, program: &str) -> (String, String) {
+    let path = format!("/v3/namespaces/default/apps/{app}/workflows/{program}");
+    let (code, started) = server.post_json(&format!("{path}/start"), json!({}));
+    assert_eq!(code, 200, "{started}");
+    let id = started["runId"].as_str().expect("runId").to_string();
+    (format!("{path}/runs/{id}"), id)
+}
+
+/// Waits until the program of run `run` has ended (at most `limit`): the run.
+#[track_caller]
+pub fn ended(server: &Server, run: &str, limit: Duration) -> Value {
+    crate::support::runs::wait_until(server, run, limit, |r| {
+        !matches!(
+            r["status"].as_str(),
+            Some("PENDING" | "STARTING" | "RUNNING")
+        )
+    })
+}
+
+/// The heals of `run` (operations a check's finding started) that have ended.
+pub fn heals(server: &Server, run: &str) -> usize {
+    crate::support::runs::operations(server, run)
+        .into_iter()
+        .filter(|o| o["request"]["trigger"].is_object() && o["status"] != "RUNNING")
+        .count()
+}
+
 /// `json!` for a start's runtime arguments picking profile `profile`.
 pub fn on(profile: &str) -> Value {
     json!({"system.profile.name": profile})

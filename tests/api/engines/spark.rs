@@ -130,19 +130,8 @@ fn a_master_with_two_alive_workers_counts_the_examples_words() {
             .expect("the example"),
     )
     .expect("json");
-    let (code, started) = server.post_json(
-        "/v3/namespaces/default/apps/spark/workflows/wordcount/start",
-        serde_json::json!({}),
-    );
-    assert_eq!(code, 200, "{started}");
-    let id = started["runId"].as_str().expect("runId");
-    let run = format!("/v3/namespaces/default/apps/spark/workflows/wordcount/runs/{id}");
-    let done = wait_until(&server, &run, LIMIT, |r| {
-        !matches!(
-            r["status"].as_str(),
-            Some("PENDING" | "STARTING" | "RUNNING")
-        )
-    });
+    let (run, _) = start_program(&server, "spark", "wordcount");
+    let done = ended(&server, &run, LIMIT);
     let (stdout, stderr) = output(&server, &run);
     assert_eq!(
         done["status"],
@@ -188,10 +177,7 @@ fn a_killed_worker_is_healed_and_registers_with_the_master_again() {
     signal(pid, "KILL");
     let started = Instant::now();
     loop {
-        let heals = crate::support::runs::operations(&server, &run)
-            .into_iter()
-            .filter(|o| o["request"]["trigger"].is_object() && o["status"] != "RUNNING")
-            .count();
+        let heals = heals(&server, &run);
         // The master keeps a dead worker listed (DEAD) beside its new registration.
         let now = workers(&ui);
         let alive_now: Vec<(String, String)> =
