@@ -13,6 +13,8 @@ use crate::store::StoreError;
 
 /// The most bytes of each log file returned: its end.
 pub const MAX_BYTES: u64 = 64 * 1024;
+/// The longest a read over SSH takes, logging in included.
+const SSH_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The logs `files` (paths under the node's directory, checked by the template's
 /// validation) of the service on `record`, a node of `run`'s cluster.
@@ -23,7 +25,19 @@ pub async fn read(
     files: &[String],
 ) -> Result<Vec<ServiceLog>, StoreError> {
     if record.properties.contains_key(ebb_spi::FACT_SSH) {
-        return Ok(over_ssh(deps, run, record, files).await);
+        // A node that does not answer holds the request no longer than this.
+        let read = tokio::time::timeout(SSH_LIMIT, over_ssh(deps, run, record, files)).await;
+        return Ok(read.unwrap_or_else(|_| {
+            files
+                .iter()
+                .map(|f| {
+                    ServiceLog::unread(
+                        f,
+                        format!("node {} did not answer in {SSH_LIMIT:?}", record.node),
+                    )
+                })
+                .collect()
+        }));
     }
     let dir = record
         .properties
