@@ -33,8 +33,40 @@ pub async fn check(
         Some(scope) => admit_run(scope, req.request())?,
         None => admit(need, &caller, req.request())?,
     }
+    typed_program(req.request()).await?;
     req.extensions_mut().insert(caller);
     next.call(req).await
+}
+
+/// A path that names its program's type as CDAP's do (`.../spark/{program}`) addresses a
+/// program of that type only: another is not found there (ebb's own `workflows` addresses
+/// every program).
+async fn typed_program(req: &HttpRequest) -> Result<(), ApiError> {
+    let info = req.match_info();
+    let (Some(program_type), Some(ns), Some(app), Some(program)) = (
+        info.get("type"),
+        info.get("ns"),
+        info.get("app"),
+        info.get("program"),
+    ) else {
+        return Ok(());
+    };
+    if program_type == crate::model::app::WORKFLOWS {
+        return Ok(());
+    }
+    let state = req
+        .app_data::<web::Data<AppState>>()
+        .ok_or_else(|| ApiError::Unavailable("the server is starting".into()))?;
+    let app = crate::service::apps::get(&state.store, ns.to_string(), app.to_string()).await?;
+    match app.program(program) {
+        Some(p) if p.program_type == program_type => Ok(()),
+        Some(_) | None => Err(ServiceError::ProgramNotFound {
+            namespace: ns.to_string(),
+            app: app.name,
+            program: program.to_string(),
+        }
+        .into()),
+    }
 }
 
 /// The namespace request `req` acts in: the path's `{ns}`, else the `namespace` query

@@ -52,7 +52,10 @@ fn errors(route: &Route) -> Vec<u16> {
 /// An operation id from a route: `GET /namespaces/{ns}/profiles` → `get_namespaces_ns_profiles`.
 fn operation_id(route: &Route) -> String {
     let mut id = route.method.as_str().to_ascii_lowercase();
-    for part in route.path.split('/').filter(|p| !p.is_empty()) {
+    for part in crate::api::route::shown(route.path)
+        .split('/')
+        .filter(|p| !p.is_empty())
+    {
         id.push('_');
         id.push_str(
             &part
@@ -128,13 +131,16 @@ pub fn document(table: &[Route]) -> Value {
 
 /// The operation object of `route`, from what its handler's types describe.
 fn operation(route: &Route, parts: Parts) -> Value {
-    let mut params: Vec<Value> = route
-        .path
+    let choices = crate::api::route::choices(route.path);
+    let mut params: Vec<Value> = crate::api::route::shown(route.path)
         .split('/')
-        .filter_map(|p| p.strip_prefix('{')?.strip_suffix('}'))
+        .filter_map(|p| Some(p.strip_prefix('{')?.strip_suffix('}')?.to_string()))
         .map(|name| {
-            // Every name in a path is checked as one, but an operation's number.
-            let schema = if name == "op" {
+            // Every name in a path is checked as one, but an operation's number and a
+            // segment of a few fixed values.
+            let schema = if let Some((_, values)) = choices.iter().find(|(n, _)| *n == name) {
+                json!({"type": "string", "enum": values})
+            } else if name == "op" {
                 json!({"type": "string", "pattern": "^[0-9]{1,10}$"})
             } else {
                 json!({"type": "string", "pattern": crate::model::names::PATTERN})

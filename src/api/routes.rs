@@ -13,10 +13,15 @@ use crate::model::access::{Need, Role};
 
 pub use crate::api::route::Route;
 
-/// The path of a program; runs hang below it.
+/// The path of a program; runs hang below it. `{type}` is `workflows`, ebb's own, which
+/// addresses every program, or `spark`, CDAP's, which addresses a spark program only (the
+/// guard checks it).
 macro_rules! program {
     ($tail:literal) => {
-        concat!("/namespaces/{ns}/apps/{app}/workflows/{program}", $tail)
+        concat!(
+            "/namespaces/{ns}/apps/{app}/{type:workflows|spark}/{program}",
+            $tail
+        )
     };
 }
 
@@ -431,6 +436,7 @@ async fn method_not_allowed(req: HttpRequest) -> ApiError {
 mod openapi_tests {
     use super::*;
     use crate::api::openapi::document;
+    use serde_json::json;
 
     #[test]
     fn every_route_of_the_table_is_in_the_document_once() {
@@ -450,6 +456,10 @@ mod openapi_tests {
             let params = op["parameters"].as_array().expect("parameters");
             let in_path = params.iter().filter(|p| p["in"] == "path").count();
             assert_eq!(in_path, route.path.matches('{').count(), "{}", route.path);
+            if route.path.contains("{type:") {
+                let kinds = params.iter().find(|p| p["name"] == "type").expect("type");
+                assert_eq!(kinds["schema"]["enum"], json!(["workflows", "spark"]));
+            }
             // The answer is described by the handler's type, never left open.
             assert!(
                 route.doc.is_some(),
@@ -477,8 +487,7 @@ mod openapi_tests {
     #[test]
     fn bodies_and_query_parameters_come_from_the_handlers_types() {
         let doc = document(&table());
-        let start =
-            &doc["paths"]["/v3/namespaces/{ns}/apps/{app}/workflows/{program}/start"]["post"];
+        let start = &doc["paths"]["/v3/namespaces/{ns}/apps/{app}/{type}/{program}/start"]["post"];
         // `OrDefault<Values>`: a body that may be left out.
         assert_eq!(start["requestBody"]["required"], false);
         let put = &doc["paths"]["/v3/profiles/{name}"]["put"];

@@ -85,7 +85,7 @@ fn show_app(json: bool, answer: Value) -> Result<(), CliError> {
                 p.program_type.clone(),
                 p.name.clone(),
                 p.max_concurrent_runs.map_or("-".into(), |n| n.to_string()),
-                p.command.join(" "),
+                p.summary(),
             ]
         })
         .collect();

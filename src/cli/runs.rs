@@ -663,6 +663,14 @@ fn show_run(json: bool, answer: Value) -> Result<(), CliError> {
     if let Some(f) = &r.failure {
         out!("failure:  {}: {}", f.kind, f.message);
     }
+    if let Some(app) = &r.application {
+        let ui = app
+            .ui
+            .as_ref()
+            .map(|u| format!(" ({u})"))
+            .unwrap_or_default();
+        out!("{}:    application {}{ui}", app.engine, app.id);
+    }
     if let Some(retry) = &r.retry {
         let waits = r
             .relaunch_at
@@ -671,8 +679,13 @@ fn show_run(json: bool, answer: Value) -> Result<(), CliError> {
         out!("attempt:  {} of {}{waits}", r.attempt, retry.max_attempts);
     }
     for a in &r.attempts {
+        let app = a
+            .application
+            .as_ref()
+            .map(|app| format!(" ({} application {})", app.engine, app.id))
+            .unwrap_or_default();
         out!(
-            "  attempt {} failed {}: {}: {}",
+            "  attempt {} failed {}: {}: {}{app}",
             a.attempt,
             output::when(Some(a.ended), now),
             a.failure.kind,

@@ -185,6 +185,40 @@ impl fmt::Display for RunKey {
 pub struct Launch {
     pub command: Vec<String>,
     pub env: BTreeMap<String, String>,
+    /// The engine the program submits an application to (`spark`), whose id is looked for
+    /// in its output while it runs; none for a plain command.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
+}
+
+/// The engine application a run's program submitted (a Spark application): its id, as the
+/// engine's own pages and tools name it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Application {
+    /// `spark`.
+    pub engine: String,
+    /// `app-20261129083012-0000`.
+    pub id: String,
+}
+
+impl Application {
+    /// The Spark application id in `text` (the driver's "Connected to Spark cluster with app
+    /// ID app-…" line), if it holds one.
+    pub fn spark_in(text: &str) -> Option<Application> {
+        const SAID: &str = "Connected to Spark cluster with app ID ";
+        let at = text.find(SAID)? + SAID.len();
+        let id: String = text[at..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+            .take(64)
+            .collect();
+        id.starts_with("app-").then(|| Application {
+            engine: crate::model::app::SPARK.to_string(),
+            id,
+        })
+    }
 }
 
 /// The cluster part of a run record.
@@ -355,6 +389,10 @@ pub struct RunRecord {
     /// Set when the profile reuses clusters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reuse: Option<Reuse>,
+    /// The engine application the program's attempt now submitted (a Spark application),
+    /// once its output named it; an earlier attempt's is in its entry of `attempts`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub application: Option<Application>,
     /// A run without a program that makes a cluster ahead of demand for its profile's pool
     /// (app [`POOL_APP`], the profile's name as its program): IDLE once made.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -385,6 +423,9 @@ pub const RUN_FORMAT: u32 = 3;
 pub struct ProgramAttempt {
     /// Its number, from 1.
     pub attempt: u32,
+    /// The engine application it submitted, when its output named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub application: Option<Application>,
     /// How it ended; none when it was lost with its server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit: Option<Exit>,

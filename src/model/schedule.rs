@@ -568,11 +568,11 @@ pub fn check(s: &Schedule) -> Result<(), Invalid> {
     names::check("name", &s.name)?;
     names::check("program.programName", &s.program.program_name)?;
     let t = s.program.program_type.to_ascii_uppercase();
-    if t != WORKFLOW && t != "WORKFLOWS" {
+    if t != WORKFLOW && t != "WORKFLOWS" && t != "SPARK" {
         return Err(Invalid::new(
             "program.programType",
             format!(
-                "only a WORKFLOW can be scheduled, not '{}'",
+                "only a WORKFLOW or a SPARK program can be scheduled, not '{}'",
                 s.program.program_type
             ),
         ));
@@ -897,8 +897,13 @@ mod tests {
     #[test]
     fn bad_values_name_their_field() {
         let mut s = schedule(time());
-        s.program.program_type = "SPARK".into();
+        s.program.program_type = "MAPREDUCE".into();
         assert_eq!(check(&s).expect_err("type").field, "program.programType");
+        s.program.program_type = "SPARK".into();
+        assert!(
+            check(&s).is_ok(),
+            "a spark program is scheduled as CDAP names it"
+        );
         let mut s = schedule(time());
         s.timeout_millis = 0;
         assert_eq!(check(&s).expect_err("timeout").field, "timeoutMillis");

@@ -114,6 +114,40 @@ pub struct RunView {
     /// When the next attempt is launched (epoch seconds), while the run waits to try again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub relaunch_at: Option<u64>,
+    /// The engine application the program's attempt now submitted, once its output named it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub application: Option<ApplicationView>,
+}
+
+/// The engine application a run's program submitted, as shown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplicationView {
+    /// `spark`.
+    pub engine: String,
+    pub id: String,
+    /// Its page on the engine's web UI (the Spark master's page of the application), while
+    /// the cluster publishes the UI.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ui: Option<String>,
+}
+
+impl ApplicationView {
+    /// `app` with its page on the UI that `endpoints` publish.
+    pub fn new(app: crate::model::run::Application, endpoints: &BTreeMap<String, String>) -> Self {
+        let ui = match app.engine.as_str() {
+            crate::model::app::SPARK => endpoints
+                .get("spark-ui")
+                .map(|ui| format!("{}/app/?appId={}", ui.trim_end_matches('/'), app.id)),
+            _ => None,
+        };
+        ApplicationView {
+            engine: app.engine,
+            id: app.id,
+            ui,
+        }
+    }
 }
 
 fn first() -> u32 {
@@ -155,6 +189,10 @@ impl RunView {
             })
             .collect();
         let endpoints = crate::model::endpoint::endpoints(in_cluster_order(&run, &nodes));
+        let application = run
+            .application
+            .clone()
+            .map(|app| ApplicationView::new(app, &endpoints));
         let nodes = nodes
             .into_iter()
             .map(|n| NodeView {
@@ -216,6 +254,7 @@ impl RunView {
             attempts: run.attempts,
             retry: run.retry,
             relaunch_at: run.relaunch_at,
+            application,
         }
     }
 

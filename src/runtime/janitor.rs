@@ -462,6 +462,7 @@ mod tests {
             launch: Launch {
                 command: Vec::new(),
                 env: BTreeMap::new(),
+                engine: None,
             },
             cluster: ClusterState {
                 status,
@@ -481,6 +482,7 @@ mod tests {
             attempts: Vec::new(),
             relaunch_at: None,
             reuse: None,
+            application: None,
             pooled: false,
             settled: false,
             format: 0,

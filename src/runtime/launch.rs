@@ -223,6 +223,7 @@ pub(super) async fn launch_remote(
 /// exit. A program that ran on another server's host, which is gone, is lost.
 pub async fn watch(deps: &Deps, run: &RunRecord, context: ebb_spi::Context, news: impl Fn(Event)) {
     let dir = attempt_dir(deps, run);
+    let engine = run.launch.engine.as_deref();
     if let Err(e) = std::fs::create_dir_all(&dir) {
         return news(Event::LaunchFailed(format!(
             "cannot make the attempt's directory: {e}"
@@ -245,7 +246,9 @@ pub async fn watch(deps: &Deps, run: &RunRecord, context: ebb_spi::Context, news
             return match launch_remote(deps, run, &program).await {
                 Ok(()) => {
                     news(Event::Launched);
-                    news(Event::Exited(program.wait(deps).await));
+                    let wait = program.wait(deps);
+                    let exit = super::application::watched(engine, dir, &news, wait).await;
+                    news(Event::Exited(exit));
                 }
                 Err(e) => news(Event::LaunchFailed(e)),
             };
@@ -283,13 +286,16 @@ pub async fn watch(deps: &Deps, run: &RunRecord, context: ebb_spi::Context, news
         }
     };
     news(Event::Launched);
-    let exit = match program::wait(dir, child).await {
-        Ok(Started::Ended(exit)) => exit,
-        Ok(_) | Err(_) => Exit {
-            code: None,
-            signal: None,
-        },
+    let wait = async {
+        match program::wait(dir.clone(), child).await {
+            Ok(Started::Ended(exit)) => exit,
+            Ok(_) | Err(_) => Exit {
+                code: None,
+                signal: None,
+            },
+        }
     };
+    let exit = super::application::watched(engine, dir.clone(), &news, wait).await;
     news(Event::Exited(exit));
 }
 

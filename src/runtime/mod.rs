@@ -26,6 +26,7 @@
 //! The runtime never decides a transition itself; `rules::lifecycle` and `rules::plan` do. It never
 //! touches HTTP.
 
+pub mod application;
 pub mod attempt;
 pub mod automator;
 pub mod calls;

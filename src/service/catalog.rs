@@ -58,7 +58,9 @@ pub fn require_app(r: &impl Read, ns: &str, app: &str) -> Result<App, ServiceErr
         })
 }
 
-/// Program `program` of app `app`, or a 404-class error.
+/// Program `program` of app `app` as `program_type` addresses it, or a 404-class error:
+/// `workflows` (ebb's own paths) addresses every program; another type (`spark`, CDAP's paths)
+/// only a program of that type.
 pub fn require_program(
     r: &impl Read,
     ns: &str,
@@ -70,7 +72,9 @@ pub fn require_program(
     let p = found
         .programs
         .iter()
-        .find(|p| p.name == program && p.program_type == program_type)
+        .find(|p| {
+            p.name == program && (program_type == WORKFLOWS || p.program_type == program_type)
+        })
         .cloned()
         .ok_or_else(|| ServiceError::ProgramNotFound {
             namespace: ns.to_string(),
@@ -533,7 +537,16 @@ pub fn check_schedule_in_store(
 ) -> Result<(), ServiceError> {
     let ns = &s.namespace;
     let namespace = require_namespace(r, ns)?;
-    require_program(r, ns, &s.application, WORKFLOWS, &s.program.program_name)?;
+    let program_type = if s
+        .program
+        .program_type
+        .eq_ignore_ascii_case(crate::model::app::SPARK)
+    {
+        crate::model::app::SPARK
+    } else {
+        WORKFLOWS
+    };
+    require_program(r, ns, &s.application, program_type, &s.program.program_name)?;
     let checked = check_level(r, ns, Level::Schedule, &s.properties);
     // The keys are checked as preferences are; here they are the schedule's properties.
     if let Err(ServiceError::Invalid(i)) = &checked

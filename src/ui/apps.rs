@@ -36,7 +36,7 @@ pub async fn list(state: State, ctx: Ctx, ns: web::Path<String>) -> Answer {
                     @for p in app.programs.iter() {
                         li {
                             a href=(format!("/ui/ns/{ns}/apps/{}/{}", app.name, p.name)) { (p.name) }
-                            " " code.muted { (p.command.join(" ")) }
+                            " " code.muted { (p.summary()) }
                         }
                     }
                 }
@@ -199,7 +199,7 @@ pub async fn program(state: State, ctx: Ctx, path: web::Path<ProgramPath>) -> An
     let body = html! {
         p.muted { a href=(format!("/ui/ns/{}/apps", p.ns)) { "Apps in " (p.ns) } " / " (p.app) }
         h1 { (p.app) " / " (p.program) }
-        p { "Runs " code { (program.command.join(" ")) } }
+        p { "Runs " code { (program.summary()) } }
         @if may_start {
             h2 { "Start a run" }
             form #start method="post" action=(format!("{base}/start")) hx-post=(format!("{base}/start")) {

@@ -36,6 +36,7 @@ fn fill(route: &ebb::api::routes::Route) -> String {
     for (param, value) in [
         ("{ns}", "team"),
         ("{app}", "ghost"),
+        ("{type}", "workflows"),
         ("{program}", "ghost"),
         ("{run}", "0190b1d2-0000-7000-8000-000000000000"),
         ("{op}", "1"),

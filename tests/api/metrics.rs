@@ -168,7 +168,7 @@ fn a_run_of_the_example_app_moves_through_the_series() {
             &after,
             "ebb_http_requests_total",
             &[
-                r#"route="/v3/namespaces/{ns}/apps/{app}/workflows/{program}/start""#,
+                r#"route="/v3/namespaces/{ns}/apps/{app}/{type}/{program}/start""#,
                 r#"status="200""#
             ]
         ) >= 1.0,

@@ -24,6 +24,8 @@ pub enum Event {
     CreateStopped,
     /// The program process started.
     Launched,
+    /// The program's output named the engine application it submitted.
+    Application(crate::model::run::Application),
     /// The program could not be started.
     LaunchFailed(String),
     /// The program ended.

@@ -312,6 +312,15 @@ pub fn on(run: &RunRecord, event: Event, now: u64) -> Result<Transition, RunErro
                 .effect(Effect::Launch)
         }
         (any_state!(), Event::Relaunch) => Transition::new(next),
+        // Running --Application--> the same, with the application its program submitted
+        ((P::Running, Some(C::Provisioned)), Event::Application(app))
+            if run.application.as_ref() != Some(&app) =>
+        {
+            let note = format!("{} application {}", app.engine, app.id);
+            next.application = Some(app);
+            Transition::new(next).note(note)
+        }
+        (any_state!(), Event::Application(_)) => Transition::new(next),
         // Running --Exited--> Completed | Failed | Killed
         ((P::Starting | P::Running, Some(C::Provisioned)), Event::Exited(exit)) => {
             let (outcome, keep) = match run.stop {
@@ -641,6 +650,7 @@ fn try_again(
     next.status = P::Running;
     next.attempts.push(crate::model::run::ProgramAttempt {
         attempt,
+        application: next.application.take(),
         exit,
         failure: failure.clone(),
         ended: now,

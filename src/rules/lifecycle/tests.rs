@@ -32,6 +32,7 @@ pub(crate) fn run(status: P, cluster: Option<C>) -> RunRecord {
         launch: Launch {
             command: vec!["true".into()],
             env: Default::default(),
+            engine: None,
         },
         cluster: ClusterState {
             status: cluster,
@@ -48,6 +49,7 @@ pub(crate) fn run(status: P, cluster: Option<C>) -> RunRecord {
         attempts: Vec::new(),
         relaunch_at: None,
         reuse: None,
+        application: None,
         pooled: false,
         settled: false,
         format: 0,

@@ -31,6 +31,7 @@ fn run(id: &str, status: P, cluster: Option<C>) -> RunRecord {
         launch: Launch {
             command: vec!["true".into()],
             env: Default::default(),
+            engine: None,
         },
         cluster: ClusterState {
             status: cluster,
@@ -48,6 +49,7 @@ fn run(id: &str, status: P, cluster: Option<C>) -> RunRecord {
         attempts: Vec::new(),
         relaunch_at: None,
         reuse: Some(Reuse { idle: 600 }),
+        application: None,
         pooled: false,
         settled: false,
         format: 0,

@@ -44,6 +44,7 @@ pub(crate) fn run(status: ProgramStatus, cluster: Option<ClusterStatus>) -> RunR
         launch: Launch {
             command: vec!["true".into()],
             env: Default::default(),
+            engine: None,
         },
         cluster: ClusterState {
             status: cluster,
@@ -64,6 +65,7 @@ pub(crate) fn run(status: ProgramStatus, cluster: Option<ClusterStatus>) -> RunR
         attempts: Vec::new(),
         relaunch_at: None,
         reuse: None,
+        application: None,
         pooled: false,
         settled: false,
         format: crate::model::run::RUN_FORMAT,

@@ -437,8 +437,9 @@ fn unresolved_run(
         launch: Launch {
             command: program
                 .as_ref()
-                .map(|p| p.command.clone())
+                .map(|p| p.launch_command())
                 .unwrap_or_default(),
+            engine: program.as_ref().and_then(|p| p.engine()),
             env: program.map(|p| p.env).unwrap_or_default(),
         },
         cluster: crate::model::run::ClusterState::default(),
@@ -456,6 +457,7 @@ fn unresolved_run(
         attempts: Vec::new(),
         relaunch_at: None,
         reuse: None,
+        application: None,
         pooled: false,
         settled: false,
         format: crate::model::run::RUN_FORMAT,

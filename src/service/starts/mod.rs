@@ -568,7 +568,8 @@ fn record_start(
         keepalive,
         timeout,
         launch: Launch {
-            command: program.command.clone(),
+            command: program.launch_command(),
+            engine: program.engine(),
             env: program.env.clone(),
         },
         cluster: crate::model::run::ClusterState {
@@ -589,6 +590,7 @@ fn record_start(
         attempts: Vec::new(),
         relaunch_at: None,
         reuse,
+        application: None,
         pooled: false,
         settled: false,
         format: crate::model::run::RUN_FORMAT,

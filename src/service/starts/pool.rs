@@ -329,10 +329,7 @@ fn resolve_pool(
     let program = Program {
         program_type: WORKFLOWS.into(),
         name: id.name.clone(),
-        command: Vec::new(),
-        env: Default::default(),
-        max_concurrent_runs: None,
-        retry: None,
+        ..Default::default()
     };
     resolve_at(r, registry, (&id.namespace, &levels), chosen, program, None)
 }
@@ -426,6 +423,7 @@ fn pool_run(id: &ProfileId, resolved: Resolved, (layout, node_types): Layout) ->
         launch: Launch {
             command: Vec::new(),
             env: Default::default(),
+            engine: None,
         },
         cluster: crate::model::run::ClusterState {
             nodes: resolved.nodes,
@@ -445,6 +443,7 @@ fn pool_run(id: &ProfileId, resolved: Resolved, (layout, node_types): Layout) ->
         attempts: Vec::new(),
         relaunch_at: None,
         reuse: resolved.reuse,
+        application: None,
         pooled: true,
         settled: false,
         format: crate::model::run::RUN_FORMAT,

@@ -122,6 +122,19 @@ pub(super) fn status_panel(ctx: &Ctx, run: &RunView) -> Markup {
             }),
             ("Cluster", origin(run)),
             ("Exit", run.exit.map_or(html! { "–" }, |e| html! { (e.to_string()) })),
+            ("Application", match &run.application {
+                Some(app) => html! {
+                    (app.engine) " "
+                    @match &app.ui {
+                        // Only web addresses become links.
+                        Some(ui) if ui.starts_with("http://") || ui.starts_with("https://") => {
+                            a href=(ui) rel="noopener noreferrer" target="_blank" { code { (app.id) } }
+                        }
+                        Some(_) | None => { code { (app.id) } }
+                    }
+                },
+                None => html! { "–" },
+            }),
             ("Attempt", match &run.retry {
                 Some(retry) => html! {
                     (run.attempt) " of " (retry.max_attempts)

@@ -288,3 +288,133 @@ fn a_reused_cluster_runs_the_next_job_on_the_same_master_with_the_last_ones_file
         .unwrap_or_default();
     assert_eq!(completed.len(), 2, "two jobs on one master: {completed:?}");
 }
+
+/// A PySpark job: the sum of the squares of 0..=N (argument 1) from the workers, a property
+/// ebb passed, then the exit status in argument 2.
+const SQUARES: &str = r#"import sys
+from pyspark.sql import SparkSession
+
+spark = SparkSession.builder.getOrCreate()
+n = int(sys.argv[1])
+total = spark.sparkContext.parallelize(range(n + 1), 4).map(lambda x: x * x).sum()
+print(f"squares {total}")
+print(f"conf {spark.conf.get('spark.ebb.said')}")
+spark.stop()
+sys.exit(int(sys.argv[2]))
+"#;
+
+#[test]
+fn a_spark_program_is_submitted_for_it_and_the_run_names_its_application() {
+    setup();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    let job = dir.path().join("squares.py");
+    std::fs::write(&job, SQUARES).expect("the job");
+    let config = serde_json::json!({"pythonEnv": setup_python()}).to_string();
+    let mut body = crate::support::profiles::profile_body(
+        "local",
+        &[
+            ("nodes", "3", true),
+            ("template", "spark", true),
+            ("templateConfig", config.as_str(), true),
+        ],
+    );
+    // The second run takes the first one's cluster: one Spark master sees both applications.
+    body["clusterReuse"] = serde_json::json!(true);
+    body["reuseIdle"] = serde_json::json!("10m");
+    crate::support::profiles::put_profile_body(&server, "spark", body);
+    let job = job.display().to_string();
+    let (code, reply) = server.put(
+        "/v3/namespaces/default/apps/squares",
+        serde_json::json!({
+            "config": {"system.profile.name": "spark"},
+            "programs": [
+                {"type": "spark", "name": "squares", "mainFile": job, "args": ["100", "0"],
+                 "conf": {"spark.ebb.said": "hello world", "spark.executor.memory": "512m"}},
+                {"type": "spark", "name": "fails", "mainFile": job, "args": ["10", "3"],
+                 "conf": {"spark.ebb.said": "-"}}
+            ]
+        }),
+    );
+    assert_eq!(code, 200, "{reply}");
+    // CDAP's path for a spark program answers for spark programs only.
+    let (code, reply) = server.put(
+        "/v3/namespaces/default/apps/plain",
+        serde_json::json!({"programs": [{"type": "workflows", "name": "echo", "command": ["true"]}]}),
+    );
+    assert_eq!(code, 200, "{reply}");
+    let (code, reply) = server.post_json(
+        "/v3/namespaces/default/apps/plain/spark/echo/start",
+        serde_json::json!({}),
+    );
+    assert_eq!(code, 404, "{reply}");
+    let (code, reply) = server.get("/v3/namespaces/default/apps/squares/spark/squares");
+    assert_eq!(
+        (code, &reply["mainFile"]),
+        (200, &serde_json::json!(job)),
+        "{reply}"
+    );
+    let finished = |program: &str| {
+        // Started as CDAP's clients start a spark program; the run read on ebb's own path.
+        let path = format!("/v3/namespaces/default/apps/squares/spark/{program}");
+        let (code, started) = server.post_json(&format!("{path}/start"), serde_json::json!({}));
+        assert_eq!(code, 200, "{started}");
+        let id = started["runId"].as_str().expect("runId");
+        let (code, seen) = server.get(&format!("{path}/runs/{id}"));
+        assert_eq!(code, 200, "{seen}");
+        let run = format!("/v3/namespaces/default/apps/squares/workflows/{program}/runs/{id}");
+        // A completed run leaves its cluster IDLE for the next; a failed one does not.
+        let done = wait_until(&server, &run, LIMIT, |r| {
+            r["status"] == "FAILED"
+                || (r["status"] == "COMPLETED" && r["cluster"]["status"] == "IDLE")
+        });
+        let (stdout, stderr) = output(&server, &run);
+        (run, done, stdout, stderr)
+    };
+    let (run, done, stdout, stderr) = finished("squares");
+    let says = format!("{stdout}\n{stderr}\n{}", events(&server, &run));
+    assert_eq!(done["status"], "COMPLETED", "{says}");
+    assert!(stdout.contains("squares 338350"), "{says}");
+    assert!(stdout.contains("conf hello world"), "{says}");
+    // The run names the application the driver was given, and links its page on the master.
+    let app = done["application"]["id"].as_str().expect("application id");
+    assert!(
+        app.starts_with("app-") && app.len() == "app-20261129083012-0000".len(),
+        "{done}"
+    );
+    assert_eq!(done["application"]["engine"], "spark");
+    let ui = done["cluster"]["endpoints"]["spark-ui"]
+        .as_str()
+        .expect("spark-ui");
+    assert_eq!(
+        done["application"]["ui"],
+        format!("{ui}/app/?appId={app}"),
+        "{done}"
+    );
+    assert!(events(&server, &run).contains(&format!("spark application {app}")));
+    let page = crate::ui::run_page(&server, &run);
+    assert!(page.contains(app), "{page}");
+    let completed: Vec<String> = reqwest::blocking::get(format!("{ui}/json/"))
+        .expect("the master")
+        .json::<Value>()
+        .expect("json")["completedapps"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a["id"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(completed, [app], "the cluster's master ran it");
+
+    // The driver's exit is the run's.
+    let (run, failed, stdout, stderr) = finished("fails");
+    let says = format!("{stdout}\n{stderr}\n{}", events(&server, &run));
+    assert_eq!(failed["status"], "FAILED", "{says}");
+    assert_eq!(failed["exit"]["code"], 3, "{says}");
+    assert!(stdout.contains("squares 385"), "{says}");
+    assert_eq!(failed["cluster"]["origin"], "reused", "{failed}");
+    let second = failed["application"]["id"]
+        .as_str()
+        .expect("application id");
+    assert_ne!(second, app);
+    assert!(events(&server, &run).contains(&format!("spark application {second}")));
+}
