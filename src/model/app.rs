@@ -133,6 +133,9 @@ if [ -z "${EBB_ENDPOINT_SPARK_SUBMIT:-}" ] || [ -z "${EBB_ENDPOINT_SPARK_MASTER:
   exit 2
 fi
 mkdir -p spark-local
+# The driver's own scratch (the job's files, Python's) in the program's directory too, not /tmp.
+SPARK_SUBMIT_OPTS="${SPARK_SUBMIT_OPTS:+$SPARK_SUBMIT_OPTS }-Djava.io.tmpdir=$PWD/spark-local"
+export SPARK_SUBMIT_OPTS
 if [ -n "${EBB_ENDPOINT_SPARK_PYTHON:-}" ]; then
   set -- --conf "spark.pyspark.python=$EBB_ENDPOINT_SPARK_PYTHON" "$@"
 fi
