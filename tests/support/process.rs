@@ -91,27 +91,42 @@ pub fn start_moto(root: &Path) -> (Process, String) {
     start_listener(cmd, "listening ", Duration::from_secs(90))
 }
 
+/// The processes whose environment says they were started in a `local` sandbox under `dir`
+/// (`EBB_WORK_DIR=<dir>/...`): each pid with its command line (arguments joined by spaces).
+pub fn started_under(dir: &Path) -> Vec<(i32, String)> {
+    let mut marker = format!("EBB_WORK_DIR={}", dir.display()).into_bytes();
+    marker.push(b'/');
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    procs
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v.starts_with(&marker)))
+        })
+        .map(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let words: Vec<String> = cmdline
+                .split(|b| *b == 0)
+                .filter(|w| !w.is_empty())
+                .map(|w| String::from_utf8_lossy(w).into_owned())
+                .collect();
+            (pid, words.join(" "))
+        })
+        .collect()
+}
+
 /// SIGKILLs every process whose environment says it was started in a `local` sandbox under
 /// `dir` (`EBB_WORK_DIR=<dir>/...`), until a scan finds none.
 pub fn end_started_under(dir: &Path) {
-    let mut marker = format!("EBB_WORK_DIR={}", dir.display()).into_bytes();
-    marker.push(b'/');
     for _ in 0..20 {
-        let Ok(procs) = std::fs::read_dir("/proc") else {
-            return;
-        };
-        let found: Vec<i32> = procs
-            .flatten()
-            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-            .filter(|pid| {
-                std::fs::read(format!("/proc/{pid}/environ"))
-                    .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v.starts_with(&marker)))
-            })
-            .collect();
+        let found = started_under(dir);
         if found.is_empty() {
             return;
         }
-        for pid in found {
+        for (pid, _) in found {
             let _ = Command::new("kill")
                 .args(["-KILL", &pid.to_string()])
                 .status();

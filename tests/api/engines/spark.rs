@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::*;
+use crate::support::process::started_under;
 use crate::support::runs::{deploy, start, wait_until, while_the_test_runs};
 use crate::support::server::{Server, signal};
 
@@ -289,14 +290,17 @@ fn a_reused_cluster_runs_the_next_job_on_the_same_master_with_the_last_ones_file
     assert_eq!(completed.len(), 2, "two jobs on one master: {completed:?}");
 }
 
-/// A PySpark job: the sum of the squares of 0..=N (argument 1) from the workers, a property
-/// ebb passed, then the exit status in argument 2.
-const SQUARES: &str = r#"import sys
+/// A PySpark job: the sum of the squares of 0..=N (argument 1) from the workers (after a
+/// pause of argument 3 seconds, if given), a property ebb passed, then the exit status in
+/// argument 2.
+const SQUARES: &str = r#"import sys, time
 from pyspark.sql import SparkSession
 
 spark = SparkSession.builder.getOrCreate()
 n = int(sys.argv[1])
 total = spark.sparkContext.parallelize(range(n + 1), 4).map(lambda x: x * x).sum()
+if len(sys.argv) > 3:
+    time.sleep(float(sys.argv[3]))
 print(f"squares {total}")
 print(f"conf {spark.conf.get('spark.ebb.said')}")
 spark.stop()
@@ -417,4 +421,86 @@ fn a_spark_program_is_submitted_for_it_and_the_run_names_its_application() {
         .expect("application id");
     assert_ne!(second, app);
     assert!(events(&server, &run).contains(&format!("spark application {second}")));
+}
+
+/// Waits (at most `limit`) until an event of `run` says `fragment`.
+#[track_caller]
+fn wait_for_event(server: &Server, run: &str, fragment: &str, limit: Duration) {
+    let start = Instant::now();
+    while !events(server, run).contains(fragment) {
+        assert!(
+            start.elapsed() < limit,
+            "no event says '{fragment}' in {limit:?}:\n{}",
+            events(server, run)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_server_killed_during_the_create_and_during_the_job_leaks_and_doubles_nothing() {
+    setup();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path();
+    let work = crate::support::server::work_dir(data);
+    let server = Server::start(&dir);
+    profile(&server, "spark", 3);
+    let job = data.join("squares.py");
+    std::fs::write(&job, SQUARES).expect("the job");
+    let (code, reply) = server.put(
+        "/v3/namespaces/default/apps/squares",
+        serde_json::json!({
+            "config": {"system.profile.name": "spark"},
+            "programs": [{"type": "spark", "name": "squares", "mainFile": job,
+                          "args": ["100", "0", "6"], "conf": {"spark.ebb.said": "once"}}]
+        }),
+    );
+    assert_eq!(code, 200, "{reply}");
+    let (run, _) = start_program(&server, "squares", "squares");
+    // Killed while the create starts the engine: the master is up, its workers are starting.
+    wait_for_event(&server, &run, "start spark-master done", LIMIT);
+    server.kill();
+    let server = Server::start_at(data, Default::default());
+    // Killed again while the job runs on the cluster the restarted server finished.
+    wait_for_event(&server, &run, "spark application app-", LIMIT);
+    let engine = started_under(&work);
+    let count = |class: &str| engine.iter().filter(|(_, c)| c.contains(class)).count();
+    assert_eq!(
+        (
+            count("org.apache.spark.deploy.master.Master"),
+            count("org.apache.spark.deploy.worker.Worker"),
+            count("org.apache.spark.deploy.SparkSubmit"),
+        ),
+        (1, 2, 1),
+        "one master, two workers, one driver: {engine:#?}"
+    );
+    server.kill();
+    let server = Server::start_at(data, Default::default());
+    let done = crate::support::runs::wait_deprovisioned(&server, &run);
+    let (stdout, stderr) = output(&server, &run);
+    let said = events(&server, &run);
+    assert_eq!(done["status"], "COMPLETED", "{stdout}\n{stderr}\n{said}");
+    // The job ran once: one application, one answer.
+    assert_eq!(stdout.matches("squares 338350").count(), 1, "{stdout}");
+    assert_eq!(said.matches("spark application app-").count(), 1, "{said}");
+    // Each node's engine was started once, by one start task.
+    for (node, service) in [
+        ("master", "spark-master"),
+        ("worker-1", "spark-worker"),
+        ("worker-2", "spark-worker"),
+    ] {
+        let starts = said
+            .lines()
+            .filter(|l| l.starts_with(&format!("{node}: start {service} done")))
+            .count();
+        assert_eq!(starts, 1, "{node}: {said}");
+    }
+    // Nothing of the engine is left: no process, no node.
+    let left = started_under(&work);
+    assert!(left.is_empty(), "left running: {left:#?}");
+    let nodes = done["cluster"]["nodes"].as_array().expect("nodes");
+    assert!(
+        nodes.len() == 3 && nodes.iter().all(|n| n["status"] == "DELETED"),
+        "{done}"
+    );
 }
