@@ -143,7 +143,8 @@ exec "$EBB_ENDPOINT_SPARK_SUBMIT" --master "$EBB_ENDPOINT_SPARK_MASTER" --deploy
   --name "$EBB_PROGRAM" \
   --conf "spark.driver.host=${EBB_NODE_ADDRESS:-127.0.0.1}" \
   --conf "spark.driver.bindAddress=${EBB_NODE_ADDRESS:-127.0.0.1}" \
-  --conf "spark.local.dir=$PWD/spark-local" "$@"
+  --conf "spark.local.dir=$PWD/spark-local" \
+  --conf spark.decommission.enabled=true "$@"
 "#;
 
 impl Program {

@@ -70,13 +70,13 @@ fn held(server: &Server) -> (String, Value, String) {
     (run, view, ui)
 }
 
-/// The addresses of the cluster's worker nodes, sorted, each with `ALIVE`.
+/// The addresses of the cluster's worker nodes there now, sorted, each with `ALIVE`.
 fn alive(view: &Value) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = view["cluster"]["nodes"]
         .as_array()
         .expect("nodes")
         .iter()
-        .filter(|n| n["name"] != "master")
+        .filter(|n| n["name"] != "master" && n["status"] == "CREATED")
         .map(|n| {
             (
                 n["ipAddress"].as_str().expect("address").to_string(),
@@ -502,5 +502,132 @@ fn a_server_killed_during_the_create_and_during_the_job_leaks_and_doubles_nothin
     assert!(
         nodes.len() == 3 && nodes.iter().all(|n| n["status"] == "DELETED"),
         "{done}"
+    );
+}
+
+/// A PySpark job of 120 tasks of a quarter second each: the sum of the squares of 0..119.
+const SLOW: &str = r#"import time
+from pyspark.sql import SparkSession
+
+spark = SparkSession.builder.getOrCreate()
+def square(x):
+    time.sleep(0.25)
+    return x * x
+print(f"squares {spark.sparkContext.parallelize(range(120), 120).map(square).sum()}")
+spark.stop()
+"#;
+
+#[test]
+fn expand_adds_a_worker_that_registers_and_shrink_decommissions_one_under_a_running_job() {
+    setup();
+    let venv = setup_python();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    let (run, _, ui) = held(&server);
+    let id = crate::support::runs::cluster_op(
+        &server,
+        &run,
+        serde_json::json!({"operation": "expand", "nodes": 1}),
+    );
+    let op = crate::support::runs::wait_op_within(&server, &run, id, LIMIT);
+    assert_eq!(op["status"], "SUCCEEDED", "{op}");
+    let (_, view) = server.get(&run);
+    assert_eq!(alive(&view).len(), 3, "{view}");
+    assert_eq!(workers(&ui), alive(&view), "three ALIVE workers");
+
+    // A job from outside the cluster (the driver here), on all three workers.
+    let master = view["cluster"]["endpoints"]["spark-master"]
+        .as_str()
+        .expect("spark-master")
+        .to_string();
+    let submit = view["cluster"]["endpoints"]["spark-submit"]
+        .as_str()
+        .expect("spark-submit")
+        .to_string();
+    let job = dir.path().join("slow.py");
+    std::fs::write(&job, SLOW).expect("the job");
+    let driver = std::process::Command::new(&submit)
+        .args(["--master", &master])
+        .args(["--conf", "spark.driver.host=127.0.0.1"])
+        .args(["--conf", "spark.driver.bindAddress=127.0.0.1"])
+        .args(["--conf", "spark.ui.enabled=false"])
+        .args(["--conf", "spark.decommission.enabled=true"])
+        .args([
+            "--conf",
+            &format!("spark.local.dir={}", dir.path().display()),
+        ])
+        .arg(&job)
+        .env("PYSPARK_PYTHON", format!("{venv}/bin/python3"))
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spark-submit");
+    // Shrunk once the job has an executor on every worker.
+    let started = Instant::now();
+    loop {
+        let state: Value = reqwest::blocking::get(format!("{ui}/json/"))
+            .expect("the master")
+            .json()
+            .expect("json");
+        let busy = state["workers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|w| w["state"] == "ALIVE" && w["coresused"].as_u64() > Some(0))
+            .count();
+        if busy == 3 {
+            break;
+        }
+        assert!(
+            started.elapsed() < LIMIT,
+            "the job never ran on three workers: {state}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let leaving = view["cluster"]["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .find(|n| n["name"] == "worker-1")
+        .and_then(|n| n["ipAddress"].as_str())
+        .expect("worker-1's address")
+        .to_string();
+    let id = crate::support::runs::cluster_op(
+        &server,
+        &run,
+        serde_json::json!({"operation": "shrink", "remove": ["worker-1"]}),
+    );
+    let op = crate::support::runs::wait_op_within(&server, &run, id, LIMIT);
+    assert_eq!(op["status"], "SUCCEEDED", "{op}");
+    let out = driver.wait_with_output().expect("the driver");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    // Unharmed: the job's answer, its executor on the leaving node decommissioned (told by the
+    // master, not lost with its node).
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("squares 568820"), "{stdout}");
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.contains("is now DECOMMISSIONED (worker decommissioned)")),
+        "{stderr}"
+    );
+    let (_, view) = server.get(&run);
+    assert_eq!(alive(&view).len(), 2, "{view}");
+    assert!(!alive(&view).iter().any(|(a, _)| *a == leaving));
+    let listed = workers(&ui);
+    assert!(
+        alive(&view).iter().all(|w| listed.contains(w)),
+        "the staying workers ALIVE: {listed:?}"
+    );
+    // Decommissioned, then gone with its node: the master no longer counts it ALIVE.
+    assert!(
+        listed
+            .iter()
+            .any(|(a, s)| *a == leaving && (s == "DECOMMISSIONED" || s == "DEAD")),
+        "the leaving worker: {listed:?}"
     );
 }
