@@ -153,3 +153,56 @@ fn a_killed_worker_is_healed_and_registers_again() {
     let text = events(&server, &run);
     assert!(text.contains("worker-1: dask-worker is down"), "{text}");
 }
+
+#[test]
+fn a_warm_pool_keeps_a_dask_cluster_ready_and_a_run_computes_on_it_at_once() {
+    setup();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    let config = serde_json::json!({"pythonEnv": setup_python()}).to_string();
+    let mut body = crate::support::profiles::profile_body(
+        "local",
+        &[
+            ("nodes", "3", true),
+            ("template", "dask", true),
+            ("templateConfig", config.as_str(), true),
+        ],
+    );
+    body["pool"] = serde_json::json!({"min": 1, "max": 1, "idle": "10m"});
+    crate::support::profiles::put_profile_body(&server, "dask", body);
+    // Made ahead of any run, its engine up: a scheduler and two workers.
+    let started = Instant::now();
+    loop {
+        let (code, pool) = server.get("/v3/namespaces/default/profiles/dask/pool");
+        assert_eq!(code, 200, "{pool}");
+        if pool["ready"].as_array().is_some_and(|r| r.len() == 1) {
+            break;
+        }
+        assert!(started.elapsed() < LIMIT, "no cluster ready: {pool}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let engine =
+        crate::support::process::started_under(&crate::support::server::work_dir(dir.path()));
+    let count = |what: &str| engine.iter().filter(|(_, c)| c.contains(what)).count();
+    assert_eq!(
+        (count("dask scheduler"), count("dask worker")),
+        (1, 2),
+        "{engine:#?}"
+    );
+    deploy_example(&server, "dask", "dask.json");
+    let (run, _) = start_program(&server, "dask", "squares");
+    let done = ended(&server, &run, LIMIT);
+    let (stdout, stderr) = output(&server, &run);
+    let said = events(&server, &run);
+    assert_eq!(done["status"], "COMPLETED", "{stdout}\n{stderr}\n{said}");
+    assert_eq!(
+        stdout.lines().next(),
+        Some("sum of squares of 0..999: 332833500 (expected 332833500)"),
+        "{stdout}"
+    );
+    // The run took the pool's cluster: nothing made, no engine started for it.
+    assert_eq!(done["cluster"]["origin"], "pooled", "{done}");
+    let ops = crate::support::runs::operations(&server, &run);
+    assert!(ops.iter().all(|o| o["operation"] != "create"), "{ops:?}");
+    assert!(!said.contains("start dask-"), "{said}");
+}
