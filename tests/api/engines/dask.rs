@@ -206,3 +206,46 @@ fn a_warm_pool_keeps_a_dask_cluster_ready_and_a_run_computes_on_it_at_once() {
     assert!(ops.iter().all(|o| o["operation"] != "create"), "{ops:?}");
     assert!(!said.contains("start dask-"), "{said}");
 }
+
+#[test]
+fn over_ssh_a_scheduler_and_two_workers_on_three_machines_compute_the_examples_sum() {
+    setup();
+    let venv = setup_python();
+    // Addresses no `local` node and no other SSH test claims.
+    let sshd = crate::support::sshd::Sshd::start(&["127.0.2.31", "127.0.2.32", "127.0.2.33"]);
+    let _daemons = RemoteDaemons(sshd.remote_dir());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    crate::hosts::put_key(&server, &sshd);
+    let config = serde_json::json!({"pythonEnv": venv}).to_string();
+    crate::hosts::hosts_profile(
+        &server,
+        &sshd,
+        "dask",
+        &[
+            ("template", "dask"),
+            ("templateConfig", config.as_str()),
+            ("sshHostKeyChecking", "no"),
+        ],
+    );
+    deploy_example(&server, "dask", "dask.json");
+    let (run, _) = start_program(&server, "dask", "squares");
+    let done = crate::support::runs::wait_deprovisioned(&server, &run);
+    let (stdout, stderr) = output(&server, &run);
+    assert_eq!(
+        done["status"],
+        "COMPLETED",
+        "{stdout}\n{stderr}\n{}",
+        events(&server, &run)
+    );
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        [
+            "sum of squares of 0..999: 332833500 (expected 332833500)",
+            "1000 tasks on 2 of 2 workers"
+        ],
+        "{stdout}"
+    );
+    let left = crate::support::process::started_under(&sshd.remote_dir());
+    assert!(left.is_empty(), "left running: {left:#?}");
+}

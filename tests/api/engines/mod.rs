@@ -40,6 +40,15 @@ pub fn setup_python() -> String {
         .to_string()
 }
 
+/// Ends every process a test's SSH nodes still run (their daemons) when dropped.
+pub struct RemoteDaemons(pub PathBuf);
+
+impl Drop for RemoteDaemons {
+    fn drop(&mut self) {
+        crate::support::process::end_started_under(&self.0);
+    }
+}
+
 /// Deploys the example app `examples/<file>` under the name `app`.
 pub fn deploy_example(server: &Server, app: &str, file: &str) {
     let path = format!("{}/examples/{file}", env!("CARGO_MANIFEST_DIR"));

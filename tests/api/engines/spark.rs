@@ -631,3 +631,60 @@ fn expand_adds_a_worker_that_registers_and_shrink_decommissions_one_under_a_runn
         "the leaving worker: {listed:?}"
     );
 }
+
+#[test]
+fn over_ssh_a_spark_program_runs_on_a_master_and_two_workers_on_three_machines() {
+    setup();
+    let venv = setup_python();
+    // Addresses no `local` node and no other SSH test claims.
+    let sshd = crate::support::sshd::Sshd::start(&["127.0.2.21", "127.0.2.22", "127.0.2.23"]);
+    let _daemons = RemoteDaemons(sshd.remote_dir());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    crate::hosts::put_key(&server, &sshd);
+    let config = serde_json::json!({"pythonEnv": venv}).to_string();
+    crate::hosts::hosts_profile(
+        &server,
+        &sshd,
+        "spark",
+        &[
+            ("template", "spark"),
+            ("templateConfig", config.as_str()),
+            ("sshHostKeyChecking", "no"),
+        ],
+    );
+    let job = dir.path().join("squares.py");
+    std::fs::write(&job, SQUARES).expect("the job");
+    let (code, reply) = server.put(
+        "/v3/namespaces/default/apps/squares",
+        serde_json::json!({
+            "config": {"system.profile.name": "spark"},
+            "programs": [{"type": "spark", "name": "squares", "mainFile": job,
+                          "args": ["100", "0"], "conf": {"spark.ebb.said": "over ssh"}}]
+        }),
+    );
+    assert_eq!(code, 200, "{reply}");
+    let (run, _) = start_program(&server, "squares", "squares");
+    let done = crate::support::runs::wait_deprovisioned(&server, &run);
+    let (stdout, stderr) = output(&server, &run);
+    let said = events(&server, &run);
+    assert_eq!(done["status"], "COMPLETED", "{stdout}\n{stderr}\n{said}");
+    assert!(stdout.contains("squares 338350"), "{stdout}");
+    assert!(stdout.contains("conf over ssh"), "{stdout}");
+    assert!(
+        done["application"]["id"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("app-")),
+        "{done}"
+    );
+    let addresses: Vec<&str> = done["cluster"]["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .map(|n| n["ipAddress"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(addresses, ["127.0.2.21", "127.0.2.22", "127.0.2.23"]);
+    // The engine was stopped with the cluster: nothing of it is left on the machines.
+    let left = started_under(&sshd.remote_dir());
+    assert!(left.is_empty(), "left running: {left:#?}");
+}

@@ -257,15 +257,6 @@ fn a_node_without_zookeeper_fails_the_create_saying_what_is_missing() {
     );
 }
 
-/// Ends every process a test's SSH nodes still run (their daemons) when dropped.
-struct RemoteDaemons(std::path::PathBuf);
-
-impl Drop for RemoteDaemons {
-    fn drop(&mut self) {
-        crate::support::process::end_started_under(&self.0);
-    }
-}
-
 #[test]
 fn over_ssh_an_ensemble_on_three_machines_serves_the_client_example() {
     setup();
