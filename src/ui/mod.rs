@@ -81,6 +81,11 @@ pub fn table() -> Vec<Route> {
             web::get().to(events::events)
         }),
         row(M::GET, run!("/logs"), VIEW, || web::get().to(runs::logs)),
+        // Read where the run's nodes are: on the owner's host for local ones.
+        row(M::GET, run!("/services/{service}/logs"), VIEW, || {
+            web::get().to(runs::service_logs)
+        })
+        .owned(),
         row(M::GET, run!("/operations"), VIEW, || {
             web::get().to(runs::operations)
         }),

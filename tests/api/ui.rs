@@ -86,15 +86,22 @@ pub(crate) fn ui_path(api: &str) -> String {
 
 /// Run `api`'s page, as the server's admin token sees it once signed in.
 pub(crate) fn run_page(server: &Server, api: &str) -> String {
+    let (code, page) = ui_get(server, &ui_path(api));
+    assert_eq!(code, 200, "{page}");
+    page
+}
+
+/// The UI's page at `path` (`/ui/...`), as the server's admin token sees it once signed in:
+/// its status and its HTML.
+pub(crate) fn ui_get(server: &Server, path: &str) -> (u16, String) {
     let token = server.token().unwrap_or_default();
     let cookie = cookie_of(&sign_in(server, &token));
     let page = raw()
-        .get(format!("{}{}", server.url, ui_path(api)))
+        .get(format!("{}{path}", server.url))
         .header("cookie", cookie)
         .send()
-        .expect("the run's page");
-    assert_eq!(page.status(), 200);
-    page.text().expect("html")
+        .expect("the page");
+    (page.status().as_u16(), page.text().expect("html"))
 }
 
 const LIMIT: Duration = Duration::from_secs(60);

@@ -22,7 +22,7 @@ mod panels;
 pub use commands::{CommandForm, cancel_operation, cluster, deprovision, extend, stop};
 pub(crate) use panels::{event_item, live};
 use panels::{key_of, short, status_panel};
-pub use panels::{logs, operations, status};
+pub use panels::{logs, operations, service_logs, status};
 
 /// Runs the list shows.
 const LIST_LIMIT: usize = 50;

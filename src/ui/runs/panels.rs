@@ -227,7 +227,15 @@ pub(super) fn status_panel(ctx: &Ctx, run: &RunView) -> Markup {
                                 td data-label="Services" {
                                     @if n.services.is_empty() { "–" }
                                     @for (service, state) in &n.services {
-                                        span.service { (service) " " (service_badge(*state)) } " "
+                                        span.service {
+                                            // A node that is there shows its daemons' logs.
+                                            @if n.status == crate::model::plan::ResourceStatus::Created {
+                                                a href=(format!("{}/services/{service}/logs?node={}", run_href(&key_of(run)), n.name)) title="Its logs on this node" { (service) }
+                                            } @else {
+                                                (service)
+                                            }
+                                            " " (service_badge(*state))
+                                        } " "
                                     }
                                 }
                                 td data-label="Address" { code { (n.ip_address.as_deref().unwrap_or("–")) } }
@@ -317,6 +325,67 @@ pub async fn logs(state: State, path: web::Path<RunPath>) -> Answer {
             pre.log tabindex="0" aria-label="Standard error" { (logs.stderr) }
         }
     }))
+}
+
+/// `GET .../services/{service}/logs?node=N`: the end of each log file the service's template
+/// names, read from node `N` (over SSH for a remote one), as a page.
+pub async fn service_logs(
+    state: State,
+    ctx: Ctx,
+    path: web::Path<ServiceLogsPath>,
+    query: web::Query<NodeQuery>,
+) -> Answer {
+    let p = path.into_inner();
+    let key = RunKey {
+        namespace: p.ns,
+        app: p.app,
+        program: p.program,
+        run: p.run,
+    };
+    let href = run_href(&key);
+    let node = query.into_inner().node.unwrap_or_default();
+    let read = history::service_logs(&state.runtime, key.clone(), node, p.service).await;
+    let logs = need(read)?;
+    let body = html! {
+        p.muted { a href=(href) { "Run " code { (short(&key.run)) } } }
+        h1 { (logs.service) " on " (logs.node) }
+        @if logs.logs.is_empty() {
+            p.muted { "The service's template names no log files." }
+        }
+        @for log in &logs.logs {
+            h2 { code { (log.file) } }
+            @if let Some(error) = &log.error {
+                p.muted { (error) }
+            }
+            @if let Some(text) = &log.text {
+                @if log.size > text.len() as u64 {
+                    p.muted { "The last " (text.len()) " of " (log.size) " bytes." }
+                }
+                pre.log tabindex="0" aria-label=(format!("{} on {}", log.file, logs.node)) { (text) }
+            }
+        }
+    };
+    Ok(crate::ui::layout::frame(
+        &ctx,
+        &format!("{} logs on {}", logs.service, logs.node),
+        body,
+    ))
+}
+
+/// The path of a service's logs on a run's cluster.
+#[derive(Debug, serde::Deserialize)]
+pub struct ServiceLogsPath {
+    pub ns: String,
+    pub app: String,
+    pub program: String,
+    pub run: String,
+    pub service: String,
+}
+
+/// The node a service's logs are read from.
+#[derive(Debug, serde::Deserialize)]
+pub struct NodeQuery {
+    pub node: Option<String>,
 }
 
 /// `GET .../operations`: the cluster's operations, each a timeline per node.

@@ -98,6 +98,27 @@ fn an_ensemble_elects_a_leader_and_the_client_example_sees_its_watch_fire() {
         400,
         "node",
     );
+    // The run's page links each service on each node to its logs, which read the same.
+    let page = crate::ui::run_page(&server, &held_run);
+    let link = format!(
+        "{}/services/zookeeper/logs?node=worker-1",
+        crate::ui::ui_path(&held_run)
+    );
+    assert!(page.contains(&format!("href=\"{link}\"")), "{page}");
+    let (code, logs_page) = crate::ui::ui_get(&server, &link);
+    assert_eq!(code, 200, "{logs_page}");
+    assert!(
+        logs_page.contains("zookeeper/zookeeper.log") && logs_page.contains("QuorumPeer"),
+        "{logs_page}"
+    );
+    let (code, _) = crate::ui::ui_get(
+        &server,
+        &format!(
+            "{}/services/nope/logs?node=worker-1",
+            crate::ui::ui_path(&held_run)
+        ),
+    );
+    assert_eq!(code, 400);
     let id = held_run.rsplit('/').next().expect("id");
     let (code, out, err) = crate::support::server::run_ebb(
         &[
