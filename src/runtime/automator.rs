@@ -56,10 +56,18 @@ pub async fn run(deps: &Deps, spec: &TaskSpec) -> AttemptOutcome {
         }
     };
     let on = On::task(spec);
-    let provisioner = [(
-        "EBB_PROVISIONER".to_string(),
-        spec.provisioner.spec().name.to_string(),
-    )];
+    let provisioner = [
+        (
+            "EBB_PROVISIONER".to_string(),
+            spec.provisioner.spec().name.to_string(),
+        ),
+        // What the script is part of: a service leaving a cluster that stays (a shrink, a
+        // remove-services) is told from one that is restarted or deleted with it.
+        (
+            "EBB_OPERATION".to_string(),
+            spec.operation.name().to_string(),
+        ),
+    ];
     let ended = attempt_once(deps, &on, &service, action, &script, &provisioner)
         .await
         .and_then(Ended::succeeded);
@@ -101,6 +109,9 @@ impl Drop for GroupGuard {
         }
     }
 }
+
+/// The variable a service script finds its cluster's secret in.
+pub const CLUSTER_SECRET_ENV: &str = "EBB_CLUSTER_SECRET";
 
 /// Runs the check script of `service` on `on`'s node once, to its end: how it ended, or why
 /// it could not run. Its time limit is the caller's: dropping the future kills the script.
@@ -145,6 +156,13 @@ async fn attempt_once(
     let paths = (files.result.as_path(), files.cluster.as_path());
     let mut env = script_env(on, service, action, &nodes, paths, work_dir.as_deref());
     env.extend(extra.iter().cloned());
+    // A secret of the cluster's, the same for each of its scripts and never shown: for its
+    // services to authenticate one another (ZooKeeper's super user for a reconfiguration).
+    // Programs do not get it.
+    env.insert(
+        CLUSTER_SECRET_ENV.to_string(),
+        deps.cipher.cluster_secret(on.cluster),
+    );
     if let Some(node) = me.and_then(|me| super::remote::Node::of(on.context, on.cluster, me)) {
         let node = node.map_err(fail)?;
         let env = env

@@ -25,6 +25,7 @@ pub const RUN_TOKEN_PREFIX: &str = "ebbrun_";
 
 /// What run token signatures are made under.
 const RUN_TOKEN_SEAL: &str = "run-token";
+const CLUSTER_SECRET_SEAL: &str = "cluster-secret";
 
 /// The contents of `path`, a file that holds a secret (a key, a token, a password), at most
 /// `max` bytes: refused when anyone but its owner may read it, as the secure store's key is.
@@ -256,6 +257,12 @@ impl Cipher {
     }
 
     /// The run token of run `run` of namespace `namespace` ([`RUN_TOKEN_PREFIX`]).
+    /// The secret of cluster `cluster` its service scripts share (64 hex digits): made from
+    /// this installation's key, so every server gives the same, and kept nowhere.
+    pub fn cluster_secret(&self, cluster: &str) -> String {
+        self.sign(CLUSTER_SECRET_SEAL, cluster.as_bytes())
+    }
+
     pub fn run_token(&self, namespace: &str, run: &str) -> String {
         let signature = self.sign(RUN_TOKEN_SEAL, format!("{namespace}/{run}").as_bytes());
         format!("{RUN_TOKEN_PREFIX}{namespace}.{run}.{signature}")

@@ -324,3 +324,150 @@ fn over_ssh_an_ensemble_on_three_machines_serves_the_client_example() {
         assert_eq!(four_letters(address, "ruok"), "", "{address} still answers");
     }
 }
+
+/// Asserts, while operation `id` of `run` runs, that the members at `addresses` keep a quorum
+/// (a leader and followers among them at least `quorum`), looking every 100 ms; its end.
+#[track_caller]
+fn quorum_held_through(
+    server: &Server,
+    run: &str,
+    id: u64,
+    addresses: &[String],
+    quorum: usize,
+) -> Value {
+    let mut looks = 0;
+    loop {
+        let (_, op) = server.get(&format!("{run}/operations/{id}"));
+        if op["status"] != "RUNNING" {
+            assert!(looks > 3, "the operation was looked at {looks} times");
+            return op;
+        }
+        let now = modes(addresses);
+        let serving = now
+            .iter()
+            .filter(|m| *m == "leader" || *m == "follower")
+            .count();
+        assert!(
+            serving >= quorum,
+            "the quorum was lost: {now:?}\n{}",
+            events(server, run)
+        );
+        looks += 1;
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The members each of `addresses` lists (its `server.N` lines), sorted.
+fn membership(address: &str) -> Vec<String> {
+    let mut out: Vec<String> = four_letters(address, "conf")
+        .lines()
+        .filter(|l| l.starts_with("server."))
+        .map(str::to_string)
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn expand_and_shrink_reconfigure_the_ensemble_member_by_member_keeping_its_quorum() {
+    setup();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    let (run, addresses) = held(&server);
+    wait_for_a_leader(&addresses, Duration::from_secs(10));
+    // An even ensemble is refused, naming why, and nothing is done.
+    assert_error(
+        server.post_json(
+            &format!("{run}/cluster"),
+            serde_json::json!({"operation": "expand", "nodes": 1}),
+        ),
+        400,
+        "odd",
+    );
+    let id = crate::support::runs::cluster_op(
+        &server,
+        &run,
+        serde_json::json!({"operation": "expand", "nodes": 2}),
+    );
+    // The three keep their quorum (two of them serving at least) while two join.
+    let op = quorum_held_through(&server, &run, id, &addresses, 2);
+    assert_eq!(op["status"], "SUCCEEDED", "{op}\n{}", events(&server, &run));
+    let (_, view) = server.get(&run);
+    let all: Vec<String> = view["cluster"]["endpoints"]["zookeeper"]
+        .as_str()
+        .expect("zookeeper")
+        .split(',')
+        .map(str::to_string)
+        .collect();
+    assert_eq!(all.len(), 5, "{view}");
+    let found = wait_for_a_leader(&all, Duration::from_secs(30));
+    assert_eq!(found.iter().filter(|m| *m == "follower").count(), 4);
+    // Every member votes in the same five: the joiners were added by reconfiguration.
+    let five = membership(&all[0]);
+    assert_eq!(five.len(), 5, "{five:?}");
+    assert!(five.iter().all(|l| l.contains(":participant;")), "{five:?}");
+    for a in &all {
+        assert_eq!(membership(a), five, "{a}");
+    }
+    // None of the first three was restarted: each still has its first process.
+    let text = events(&server, &run);
+    assert_eq!(
+        text.matches("start zookeeper done").count(),
+        5,
+        "one start per member: {text}"
+    );
+
+    // Two leave: each is removed from the ensemble before it stops; three keep serving.
+    let id = crate::support::runs::cluster_op(
+        &server,
+        &run,
+        serde_json::json!({"operation": "shrink", "remove": ["worker-1", "worker-3"]}),
+    );
+    let staying: Vec<String> = [0usize, 2, 4].iter().map(|i| all[*i].clone()).collect();
+    let op = quorum_held_through(&server, &run, id, &staying, 2);
+    assert_eq!(op["status"], "SUCCEEDED", "{op}\n{}", events(&server, &run));
+    wait_for_a_leader(&staying, Duration::from_secs(30));
+    let three = membership(&staying[0]);
+    assert_eq!(three.len(), 3, "{three:?}");
+    for a in &staying {
+        assert_eq!(membership(a), three, "{a}");
+    }
+    for gone in [&all[1], &all[3]] {
+        assert_eq!(four_letters(gone, "ruok"), "", "{gone} still answers");
+        assert!(
+            !three.iter().any(|l| l.contains(gone.as_str())),
+            "{three:?}"
+        );
+    }
+    // The cluster's secret, which makes the super user the reconfigurations run as, reached
+    // no member's command line or environment.
+    for node in ["master", "worker-2", "worker-4"] {
+        let pid = std::fs::read_to_string(sandbox(dir.path(), &run, node).join("zookeeper/pid"))
+            .expect("the member's pid");
+        let pid = pid.trim();
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).expect("cmdline");
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).expect("environ");
+        let (cmdline, environ) = (
+            String::from_utf8_lossy(&cmdline),
+            String::from_utf8_lossy(&environ),
+        );
+        assert!(
+            cmdline.contains("QuorumPeerMain") && !cmdline.contains("superDigest"),
+            "{node}: {cmdline}"
+        );
+        assert!(!environ.contains("EBB_CLUSTER_SECRET"), "{node}");
+    }
+    // Without the super user, a reconfiguration is refused.
+    let refused = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "printf 'reconfig -remove 1\\nquit\\n' | java -cp /usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar org.apache.zookeeper.ZooKeeperMain -server {}",
+            staying[1]
+        ))
+        .output()
+        .expect("the client");
+    let said = String::from_utf8_lossy(&refused.stdout).to_string()
+        + &String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("Insufficient permission"), "{said}");
+    assert_eq!(membership(&staying[0]), three);
+}
