@@ -249,3 +249,60 @@ fn over_ssh_a_scheduler_and_two_workers_on_three_machines_compute_the_examples_s
     let left = crate::support::process::started_under(&sshd.remote_dir());
     assert!(left.is_empty(), "left running: {left:#?}");
 }
+
+#[test]
+fn a_reused_cluster_waits_until_the_last_runs_tasks_are_gone() {
+    setup();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    let config = serde_json::json!({"pythonEnv": setup_python()}).to_string();
+    let mut body = crate::support::profiles::profile_body(
+        "local",
+        &[
+            ("nodes", "3", true),
+            ("template", "dask", true),
+            ("templateConfig", config.as_str(), true),
+        ],
+    );
+    body["clusterReuse"] = serde_json::json!(true);
+    body["reuseIdle"] = serde_json::json!("10m");
+    crate::support::profiles::put_profile_body(&server, "dask", body);
+    // `leave` fires a 4-second task and forgets it; `look` says how many tasks the scheduler
+    // holds as it begins.
+    let leave = "import os, time\nfrom distributed import Client, fire_and_forget\nc = Client(os.environ['EBB_ENDPOINT_DASK_SCHEDULER'])\nfire_and_forget(c.submit(time.sleep, 4, pure=False))\nprint('left one')\n";
+    let look = "import json, os, urllib.request\nurl = os.environ['EBB_ENDPOINT_DASK_DASHBOARD'].rsplit('/status', 1)[0] + '/json/counts.json'\nprint('tasks', json.load(urllib.request.urlopen(url))['tasks'])\n";
+    let app = |code: &str| serde_json::json!({"type": "workflows", "name": "p", "command": ["sh", "-c", "exec \"$EBB_ENDPOINT_DASK_PYTHON\" -c \"$CODE\""], "env": {"CODE": code}});
+    for (name, code) in [("leave", leave), ("look", look)] {
+        let (code_, reply) = server.put(
+            &format!("/v3/namespaces/default/apps/{name}"),
+            serde_json::json!({"config": {"system.profile.name": "dask"}, "programs": [app(code)]}),
+        );
+        assert_eq!(code_, 200, "{reply}");
+    }
+    let finished = |app: &str| {
+        let (run, _) = start_program(&server, app, "p");
+        let done = wait_until(&server, &run, LIMIT, |r| {
+            r["status"] == "FAILED"
+                || (r["status"] == "COMPLETED" && r["cluster"]["status"] == "IDLE")
+        });
+        let (stdout, stderr) = output(&server, &run);
+        let said = events(&server, &run);
+        assert_eq!(done["status"], "COMPLETED", "{stdout}\n{stderr}\n{said}");
+        (done, stdout)
+    };
+    let (_, stdout) = finished("leave");
+    assert_eq!(stdout.trim(), "left one");
+    // The next run takes the cluster once the scheduler's reset finds the task gone.
+    let (done, stdout) = finished("look");
+    let run = format!(
+        "/v3/namespaces/default/apps/look/workflows/p/runs/{}",
+        done["runid"].as_str().expect("runid")
+    );
+    assert_eq!(
+        done["cluster"]["origin"],
+        "reused",
+        "{done}\n{}",
+        events(&server, &run)
+    );
+    assert_eq!(stdout.trim(), "tasks 0", "{done}");
+}
