@@ -134,6 +134,7 @@ fn run_status(e: &RunError) -> StatusCode {
         | RunError::ExpireTooFar { .. }
         | RunError::BadProperty { .. } => StatusCode::BAD_REQUEST,
         RunError::WrongState { .. }
+        | RunError::ExtendShortens { .. }
         | RunError::NotCancellable { .. }
         | RunError::ConcurrencyLimit { .. }
         | RunError::Quota { .. }

@@ -201,12 +201,62 @@ pub async fn deprovision_run(
     command(&state, &caller, path.into_inner(), event, action).await
 }
 
-/// The body of `POST .../extend`.
+/// The body of `POST .../extend`: `expireAt` (a time) or `by` (a duration), one of them.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(example = serde_json::json!({"by": "1h"}))]
 pub struct ExtendBody {
-    /// When the cluster may be torn down at the latest (epoch seconds).
-    expire_at: u64,
+    /// Keep the cluster until then (epoch seconds). A time before its deadline now is refused
+    /// (409) unless `shorten` is true.
+    #[serde(default)]
+    expire_at: Option<u64>,
+    /// Keep the cluster this much longer than its deadline now (`30m`, `2h`, at most ten
+    /// years).
+    #[serde(default)]
+    #[schemars(length(max = 64))]
+    by: Option<String>,
+    /// With `expireAt`: it may be earlier than the deadline now.
+    #[serde(default)]
+    shorten: bool,
+}
+
+/// The event an extend's body asks for, or why the body is refused (naming its field).
+fn extension(body: ExtendBody) -> Result<Event, ServiceError> {
+    match (body.expire_at, body.by) {
+        (Some(_), Some(_)) => Err(ServiceError::invalid(
+            "by",
+            "give expireAt (a time) or by (a duration), not both",
+        )),
+        (None, None) => Err(ServiceError::invalid(
+            "expireAt",
+            "give expireAt (epoch seconds) or by (a duration such as 1h)",
+        )),
+        (Some(expire_at), None) => Ok(Event::Extend {
+            expire_at,
+            shorten: body.shorten,
+        }),
+        (None, Some(by)) => {
+            if body.shorten {
+                return Err(ServiceError::invalid(
+                    "shorten",
+                    "goes with expireAt; by moves the deadline later",
+                ));
+            }
+            if by.len() > 64 {
+                return Err(ServiceError::invalid("by", "at most 64 characters"));
+            }
+            let d = ebb_spi::parse_duration(&by).map_err(|m| ServiceError::invalid("by", m))?;
+            if d.as_secs() > crate::model::profile::MAX_SECONDS {
+                return Err(ServiceError::invalid("by", "is more than ten years"));
+            }
+            if d.as_secs() == 0 {
+                return Err(ServiceError::invalid("by", "must be at least one second"));
+            }
+            Ok(Event::ExtendBy {
+                seconds: d.as_secs(),
+            })
+        }
+    }
 }
 
 pub async fn extend_run(
@@ -215,9 +265,7 @@ pub async fn extend_run(
     path: web::Path<RunPath>,
     body: Json<ExtendBody>,
 ) -> Reply<RunView> {
-    let event = Event::Extend {
-        expire_at: body.0.expire_at,
-    };
+    let event = extension(body.0)?;
     command(&state, &caller, path.into_inner(), event, "run.extend").await
 }
 

@@ -163,13 +163,21 @@ pub fn run(client: &Client, json: bool, cmd: RunCmd) -> Result<u8, CliError> {
             let path = format!("{}/deprovision?force={force}", run_path(&run)?);
             show_run(json, client.call(Method::POST, &path, None)?).map(|()| 0)
         }
-        RunCmd::Extend { run, by, until } => {
-            let expire_at = match (by, until) {
-                (Some(by), _) => crate::runtime::clock::now_secs() + duration("--by", &by)?,
-                (None, Some(until)) => until,
+        RunCmd::Extend {
+            run,
+            by,
+            until,
+            shorten,
+        } => {
+            let body = match (by, until) {
+                (Some(by), _) => {
+                    // Checked here so a typo is told before any request.
+                    duration("--by", &by)?;
+                    json!({ "by": by })
+                }
+                (None, Some(until)) => json!({ "expireAt": until, "shorten": shorten }),
                 (None, None) => return Err(CliError::Usage("give --by or --until".into())),
             };
-            let body = json!({ "expireAt": expire_at });
             let path = format!("{}/extend", run_path(&run)?);
             show_run(json, client.call(Method::POST, &path, Some(&body))?).map(|()| 0)
         }

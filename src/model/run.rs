@@ -555,6 +555,7 @@ impl RunError {
             | RunError::ExpireInPast { .. }
             | RunError::ExpireBeyondTimeout { .. }
             | RunError::ExpireTooFar { .. }
+            | RunError::ExtendShortens { .. }
             | RunError::BadProperty { .. }
             | RunError::NotCancellable { .. } => None,
         }
@@ -618,6 +619,10 @@ pub enum RunError {
     ExpireBeyondTimeout { deadline: u64 },
     #[error("expireAt: must be at most ten years from now ({limit}), got {given}")]
     ExpireTooFar { limit: u64, given: u64 },
+    #[error(
+        "expireAt: {given} is before the cluster's deadline {current}, which would shorten its keepalive; to shorten it, ask with \"shorten\": true (ebb run extend --until T --shorten), or move it later with \"by\""
+    )]
+    ExtendShortens { current: u64, given: u64 },
     #[error("property '{property}': {message}")]
     BadProperty { property: String, message: String },
     #[error("operation {id} of run '{run}' cannot be cancelled: {reason}")]

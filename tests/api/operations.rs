@@ -458,7 +458,10 @@ fn a_failed_rollback_needs_attention_until_a_repair_and_the_deadline_still_holds
     assert!(waiting["cluster"]["attention"].is_object(), "{waiting}");
     protect(&sim, &protected, false);
     let soon = now_secs() as u64 + 2;
-    let (code, body) = server.post_json(&format!("{run}/extend"), json!({"expireAt": soon}));
+    let (code, body) = server.post_json(
+        &format!("{run}/extend"),
+        json!({"expireAt": soon, "shorten": true}),
+    );
     assert_eq!(code, 200, "{body}");
     let done = wait_deprovisioned(&server, &run);
     assert_eq!(done["cluster"]["status"], "DEPROVISIONED", "{done}");

@@ -389,6 +389,54 @@ fn stop_with_keepalive_keeps_the_cluster_then_deprovision_and_extend() {
     );
     assert_eq!(code, 200, "{extended}");
     assert_eq!(extended["cluster"]["expiresAt"], starting + 7000);
+    // An earlier time would shorten the keepalive: refused, naming both times.
+    let refused = server.post_json(
+        &format!("{run}/extend"),
+        json!({"expireAt": starting + 6000}),
+    );
+    assert_error(
+        refused.clone(),
+        409,
+        &format!("before the cluster's deadline {}", starting + 7000),
+    );
+    assert!(
+        refused.1["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&format!("{}", starting + 6000))
+    );
+    // `by` moves the deadline later by that much, from the deadline; not both, not nonsense.
+    let (code, later) = server.post_json(&format!("{run}/extend"), json!({"by": "1m"}));
+    assert_eq!(code, 200, "{later}");
+    assert_eq!(later["cluster"]["expiresAt"], starting + 7060, "{later}");
+    assert_error(
+        server.post_json(
+            &format!("{run}/extend"),
+            json!({"by": "1m", "expireAt": starting + 7100}),
+        ),
+        400,
+        "by",
+    );
+    assert_error(
+        server.post_json(&format!("{run}/extend"), json!({"by": "soon"})),
+        400,
+        "by",
+    );
+    assert_error(
+        server.post_json(
+            &format!("{run}/extend"),
+            json!({"by": "1m", "shorten": true}),
+        ),
+        400,
+        "shorten",
+    );
+    // Asked for, it shortens.
+    let (code, shorter) = server.post_json(
+        &format!("{run}/extend"),
+        json!({"expireAt": starting + 7000, "shorten": true}),
+    );
+    assert_eq!(code, 200, "{shorter}");
+    assert_eq!(shorter["cluster"]["expiresAt"], starting + 7000);
     assert_error(
         server.post(&format!("{run}/stop")),
         409,

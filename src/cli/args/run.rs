@@ -79,10 +79,10 @@ pub enum RunCmd {
         #[arg(long)]
         dry_run: bool,
     },
-    /// Move a WAITING cluster's deadline.
+    /// Move a WAITING or IDLE cluster's deadline.
     Extend {
         run: String,
-        /// Keep it this long from now (e.g. 30m, 2h).
+        /// Keep it this much longer than its deadline now (e.g. 30m, 2h).
         #[arg(
             long,
             value_name = "DURATION",
@@ -93,6 +93,9 @@ pub enum RunCmd {
         /// Keep it until this time (epoch seconds).
         #[arg(long, value_name = "EPOCH_SECONDS")]
         until: Option<u64>,
+        /// With --until: the time may be earlier than the deadline now (shorten the keepalive).
+        #[arg(long, requires = "until")]
+        shorten: bool,
     },
     /// Print the program's stdout and stderr, or with --service a service's daemon logs.
     Logs {

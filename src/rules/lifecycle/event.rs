@@ -45,8 +45,11 @@ pub enum Event {
     /// An IDLE cluster is no longer wanted (its profile was disabled, or its pool holds more
     /// than its `max`), for this reason.
     Retire(String),
-    /// `POST .../extend`.
-    Extend { expire_at: u64 },
+    /// `POST .../extend` with `expireAt`: the cluster is kept until `expire_at`; an earlier
+    /// time than its deadline now is refused unless `shorten`.
+    Extend { expire_at: u64, shorten: bool },
+    /// `POST .../extend` with `by`: the cluster's deadline now moves `seconds` later.
+    ExtendBy { seconds: u64 },
     /// The delete operation removed every node.
     Deprovisioned,
     /// The delete operation gave up.

@@ -443,30 +443,27 @@ pub fn on(run: &RunRecord, event: Event, now: u64) -> Result<Transition, RunErro
                 ),
             ));
         }
-        // Waiting|Idle --Extend--> the same with a new expiresAt
-        ((any_status!(), Some(C::Waiting | C::Idle)), Event::Extend { expire_at }) => {
-            if expire_at <= now {
-                return Err(RunError::ExpireInPast {
-                    now,
-                    given: expire_at,
-                });
-            }
-            if let Some(deadline) = run.deadline()
-                && expire_at > deadline
-            {
-                return Err(RunError::ExpireBeyondTimeout { deadline });
-            }
-            let limit = now.saturating_add(crate::model::profile::MAX_SECONDS);
-            if expire_at > limit {
-                return Err(RunError::ExpireTooFar {
-                    limit,
-                    given: expire_at,
-                });
-            }
-            next.cluster.expires_at = Some(expire_at);
-            Transition::new(next).note(format!("keepalive extended to {expire_at}"))
+        // Waiting|Idle --ExtendBy--> the same, its expiresAt later by that much
+        ((any_status!(), Some(C::Waiting | C::Idle)), Event::ExtendBy { seconds }) => {
+            let base = run.cluster.expires_at.unwrap_or(now).max(now);
+            extended(run, next, base.saturating_add(seconds), now)?
         }
-        (any_state!(), Event::Extend { .. }) => {
+        // Waiting|Idle --Extend--> the same with a new expiresAt (an earlier one if asked)
+        ((any_status!(), Some(C::Waiting | C::Idle)), Event::Extend { expire_at, shorten }) => {
+            // (A time already past is refused as such, by `extended`.)
+            if let Some(current) = run.cluster.expires_at
+                && expire_at < current
+                && expire_at > now
+                && !shorten
+            {
+                return Err(RunError::ExtendShortens {
+                    current,
+                    given: expire_at,
+                });
+            }
+            extended(run, next, expire_at, now)?
+        }
+        (any_state!(), Event::Extend { .. } | Event::ExtendBy { .. }) => {
             return Err(wrong(
                 run,
                 "extended",
@@ -671,6 +668,44 @@ fn try_again(
             ))
             .effect(Effect::Relaunch),
     )
+}
+
+/// `next`, the WAITING or IDLE `run` kept until `expire_at`: checked against now, the
+/// profile's timeout and ten years; its note says from when to when.
+fn extended(
+    run: &RunRecord,
+    mut next: RunRecord,
+    expire_at: u64,
+    now: u64,
+) -> Result<Transition, RunError> {
+    if expire_at <= now {
+        return Err(RunError::ExpireInPast {
+            now,
+            given: expire_at,
+        });
+    }
+    if let Some(deadline) = run.deadline()
+        && expire_at > deadline
+    {
+        return Err(RunError::ExpireBeyondTimeout { deadline });
+    }
+    let limit = now.saturating_add(crate::model::profile::MAX_SECONDS);
+    if expire_at > limit {
+        return Err(RunError::ExpireTooFar {
+            limit,
+            given: expire_at,
+        });
+    }
+    let current = run.cluster.expires_at;
+    next.cluster.expires_at = Some(expire_at);
+    let note = match current {
+        Some(current) if expire_at < current => {
+            format!("keepalive shortened to {expire_at} (from {current})")
+        }
+        Some(current) => format!("keepalive extended to {expire_at} (from {current})"),
+        None => format!("keepalive extended to {expire_at}"),
+    };
+    Ok(Transition::new(next).note(note))
 }
 
 #[cfg(test)]

@@ -237,6 +237,7 @@ fn every_allowed_transition() {
             Some(C::Waiting),
             Event::Extend {
                 expire_at: NOW + 10,
+                shorten: false,
             },
             P::Failed,
             Some(C::Waiting),
@@ -318,7 +319,10 @@ fn commands_in_the_wrong_state_are_refused() {
         (
             P::Running,
             Some(C::Provisioned),
-            Event::Extend { expire_at: NOW + 5 },
+            Event::Extend {
+                expire_at: NOW + 5,
+                shorten: false,
+            },
             "only a WAITING",
         ),
         (
@@ -357,13 +361,22 @@ fn an_extend_past_ten_years_is_refused_not_wrapped() {
         u64::MAX / 1000 + 1,
         NOW + crate::model::profile::MAX_SECONDS + 1,
     ] {
-        let e = on(&waiting, Event::Extend { expire_at }, NOW).expect_err("too far");
+        let e = on(
+            &waiting,
+            Event::Extend {
+                expire_at,
+                shorten: false,
+            },
+            NOW,
+        )
+        .expect_err("too far");
         assert!(matches!(e, RunError::ExpireTooFar { .. }), "{e}");
     }
     on(
         &waiting,
         Event::Extend {
             expire_at: NOW + crate::model::profile::MAX_SECONDS,
+            shorten: false,
         },
         NOW,
     )
@@ -371,10 +384,65 @@ fn an_extend_past_ten_years_is_refused_not_wrapped() {
 }
 
 #[test]
+fn extend_by_moves_the_deadline_later_and_an_earlier_time_is_refused_unless_asked() {
+    let mut waiting = run(P::Failed, Some(C::Waiting));
+    waiting.timeout = None;
+    waiting.cluster.expires_at = Some(NOW + 3600);
+    // By: from the deadline, not from now.
+    let t = on(&waiting, Event::ExtendBy { seconds: 300 }, NOW).expect("applies");
+    assert_eq!(t.run.cluster.expires_at, Some(NOW + 3900));
+    // An earlier time would shorten it: refused, naming both times.
+    let e = on(
+        &waiting,
+        Event::Extend {
+            expire_at: NOW + 300,
+            shorten: false,
+        },
+        NOW,
+    )
+    .expect_err("shortens");
+    assert_eq!(
+        e,
+        RunError::ExtendShortens {
+            current: NOW + 3600,
+            given: NOW + 300
+        }
+    );
+    assert!(e.to_string().contains(&format!("{}", NOW + 3600)), "{e}");
+    // Asked for, it shortens, and says so.
+    let t = on(
+        &waiting,
+        Event::Extend {
+            expire_at: NOW + 300,
+            shorten: true,
+        },
+        NOW,
+    )
+    .expect("applies");
+    assert_eq!(t.run.cluster.expires_at, Some(NOW + 300));
+    assert!(
+        t.notes.iter().any(|n| n.contains("shortened")),
+        "{:?}",
+        t.notes
+    );
+    // A deadline already past: by counts from now.
+    waiting.cluster.expires_at = Some(NOW - 10);
+    let t = on(&waiting, Event::ExtendBy { seconds: 60 }, NOW).expect("applies");
+    assert_eq!(t.run.cluster.expires_at, Some(NOW + 60));
+}
+
+#[test]
 fn extend_must_be_future_and_within_the_timeout() {
     let waiting = run(P::Failed, Some(C::Waiting));
     assert_eq!(
-        on(&waiting, Event::Extend { expire_at: NOW }, NOW),
+        on(
+            &waiting,
+            Event::Extend {
+                expire_at: NOW,
+                shorten: false
+            },
+            NOW
+        ),
         Err(RunError::ExpireInPast {
             now: NOW,
             given: NOW
@@ -384,7 +452,8 @@ fn extend_must_be_future_and_within_the_timeout() {
         on(
             &waiting,
             Event::Extend {
-                expire_at: 900 + 3601
+                expire_at: 900 + 3601,
+                shorten: false,
             },
             NOW
         ),
@@ -516,7 +585,10 @@ fn every_state_and_event_is_answered_consistently() {
         Event::TimedOut,
         Event::Expired,
         Event::Deprovision,
-        Event::Extend { expire_at: NOW + 5 },
+        Event::Extend {
+            expire_at: NOW + 5,
+            shorten: false,
+        },
         Event::Deprovisioned,
         Event::DeprovisionFailed("x".into()),
         Event::ForceDeprovision,

@@ -189,6 +189,8 @@ pub async fn extend(
 ) -> Answer {
     let key: RunKey = path.into_inner().into();
     let form = form.into_inner();
+    // A time the person chose may shorten the keepalive; "+1h" only ever moves it later.
+    let by_given = form.by.as_deref().is_some_and(|b| !b.is_empty());
     let expire_at = if let Some(by) = form.by.as_deref().filter(|b| !b.is_empty()) {
         let by = ebb_spi::parse_duration(by)
             .map_err(|m| ServiceError::invalid("by", m))
@@ -221,7 +223,10 @@ pub async fn extend(
     };
     let now = crate::runtime::clock::now_secs();
     let what = Command {
-        kind: Kind::Event(Event::Extend { expire_at }),
+        kind: Kind::Event(Event::Extend {
+            expire_at,
+            shorten: !by_given,
+        }),
         action: "run.extend",
         done: format!(
             "The cluster is kept until {} from now.",

@@ -62,6 +62,7 @@ fn an_idle_cluster_expires_is_deprovisioned_or_extended_like_a_waiting_one() {
         &idle,
         Event::Extend {
             expire_at: NOW + 60,
+            shorten: false,
         },
         NOW,
     )
