@@ -128,16 +128,21 @@ mod tests {
         let err = dir.path().join(STDERR);
         let mut w = Watch::new(dir.path().to_path_buf());
         assert_eq!(w.look(), None, "no file yet");
-        std::fs::write(&err, "26/11/29 08:30:12 INFO SparkContext: Running Spark\n").unwrap();
+        std::fs::write(&err, "26/11/29 08:30:12 INFO SparkContext: Running Spark\n")
+            .expect("write");
         assert_eq!(w.look(), None);
-        let mut f = std::fs::OpenOptions::new().append(true).open(&err).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&err)
+            .expect("open");
         std::io::Write::write_all(
             &mut f,
             b"INFO StandaloneSchedulerBackend: Connected to Spark cl",
         )
-        .unwrap();
+        .expect("write");
         assert_eq!(w.look(), None, "half a line");
-        std::io::Write::write_all(&mut f, b"uster with app ID app-20261129083012-0007\n").unwrap();
+        std::io::Write::write_all(&mut f, b"uster with app ID app-20261129083012-0007\n")
+            .expect("write");
         assert_eq!(
             w.look().map(|a| a.id),
             Some("app-20261129083012-0007".to_string())
