@@ -562,11 +562,11 @@ fn service_states_follow_the_operations_on_them() {
     // And the web UI, beside each node.
     let html = crate::ui::run_page(&server, &run);
     assert!(
-        html.contains(r#"db <span class="badge wait">outdated</span>"#),
+        html.contains(r#">db</a> <span class="badge wait">outdated</span>"#),
         "{html}"
     );
     assert!(
-        html.contains(r#"web <span class="badge ok">up</span>"#),
+        html.contains(r#">web</a> <span class="badge ok">up</span>"#),
         "{html}"
     );
     let id = cluster_op(&server, &run, json!({"operation": "stop-services"}));
