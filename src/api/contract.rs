@@ -179,7 +179,7 @@ pub async fn known_query(
             return Err(ApiError::Query(format!(
                 "'{shown}' is not a parameter of {} {}; it takes {takes}",
                 req.method(),
-                crate::api::route::shown(&req.match_pattern().unwrap_or_default())
+                crate::api::pattern::shown(&req.match_pattern().unwrap_or_default())
             ))
             .into());
         }

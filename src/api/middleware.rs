@@ -59,7 +59,7 @@ pub async fn log_request(
             r.status().as_u16(),
             r.request()
                 .match_pattern()
-                .map_or_else(|| "unmatched".into(), |p| crate::api::route::shown(&p)),
+                .map_or_else(|| "unmatched".into(), |p| crate::api::pattern::shown(&p)),
         ),
         Err(e) => (
             e.as_response_error().status_code().as_u16(),

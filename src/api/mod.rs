@@ -27,6 +27,7 @@ pub mod middleware;
 pub mod namespaces;
 pub mod openapi;
 pub mod origin;
+pub mod pattern;
 pub mod preferences;
 pub mod profiles;
 pub mod route;

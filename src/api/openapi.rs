@@ -52,7 +52,7 @@ fn errors(route: &Route) -> Vec<u16> {
 /// An operation id from a route: `GET /namespaces/{ns}/profiles` → `get_namespaces_ns_profiles`.
 fn operation_id(route: &Route) -> String {
     let mut id = route.method.as_str().to_ascii_lowercase();
-    for part in crate::api::route::shown(route.path)
+    for part in crate::api::pattern::shown(route.path)
         .split('/')
         .filter(|p| !p.is_empty())
     {
@@ -131,8 +131,8 @@ pub fn document(table: &[Route]) -> Value {
 
 /// The operation object of `route`, from what its handler's types describe.
 fn operation(route: &Route, parts: Parts) -> Value {
-    let choices = crate::api::route::choices(route.path);
-    let mut params: Vec<Value> = crate::api::route::shown(route.path)
+    let choices = crate::api::pattern::choices(route.path);
+    let mut params: Vec<Value> = crate::api::pattern::shown(route.path)
         .split('/')
         .filter_map(|p| Some(p.strip_prefix('{')?.strip_suffix('}')?.to_string()))
         .map(|name| {

@@ -118,38 +118,11 @@ impl Route {
     /// `/v3`, but for the few served at the root.
     pub fn url(&self) -> String {
         if ROOT_PATHS.contains(&self.path) {
-            shown(self.path)
+            crate::api::pattern::shown(self.path)
         } else {
-            format!("/v3{}", shown(self.path))
+            format!("/v3{}", crate::api::pattern::shown(self.path))
         }
     }
-}
-
-/// Path pattern `pattern` as shown (in the document, the metrics, messages): each
-/// `{name:pattern}` as `{name}`.
-pub fn shown(pattern: &str) -> String {
-    let mut out = String::with_capacity(pattern.len());
-    let mut rest = pattern;
-    while let Some(open) = rest.find('{') {
-        out.push_str(&rest[..=open]);
-        rest = &rest[open + 1..];
-        let close = rest.find('}').unwrap_or(rest.len());
-        let name = &rest[..close];
-        out.push_str(name.split_once(':').map_or(name, |(n, _)| n));
-        rest = &rest[close..];
-    }
-    out.push_str(rest);
-    out
-}
-
-/// The values `{name:a|b}` in `pattern` may take, by name.
-pub fn choices(pattern: &str) -> Vec<(&str, Vec<&str>)> {
-    pattern
-        .split('/')
-        .filter_map(|p| p.strip_prefix('{')?.strip_suffix('}'))
-        .filter_map(|p| p.split_once(':'))
-        .map(|(name, pattern)| (name, pattern.split('|').collect()))
-        .collect()
 }
 
 /// What each method of one path needs.
