@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::api::body::{Json, OrDefault};
 use crate::api::contract::{Answer, Flag, Query, Reply, ok};
 use crate::api::error::ApiError;
-use crate::api::state::{ProgramPath, RunPath, State};
+use crate::api::state::{ProgramPath, RunPath, ServiceLogsPath, State};
 use crate::model::access::{Act, Caller, Role};
 use crate::model::event::RunEvent;
 use crate::model::property::Values;
@@ -302,16 +302,6 @@ pub async fn run_logs(
             .map(Answer::forwarded);
     }
     ok(history::logs(&state.runtime, key, query.0.attempt).await?)
-}
-
-/// The path of `GET .../runs/{run}/services/{service}/logs`.
-#[derive(Debug, Deserialize)]
-pub struct ServiceLogsPath {
-    pub ns: String,
-    pub app: String,
-    pub program: String,
-    pub run: String,
-    pub service: String,
 }
 
 /// The query of `GET .../services/{service}/logs`.

@@ -66,6 +66,16 @@ pub struct RunPath {
     pub run: String,
 }
 
+/// The path of a service's logs on a run's cluster (`.../runs/{run}/services/{service}/logs`).
+#[derive(Debug, Deserialize)]
+pub struct ServiceLogsPath {
+    pub ns: String,
+    pub app: String,
+    pub program: String,
+    pub run: String,
+    pub service: String,
+}
+
 /// The path of one operation on a run's cluster (`.../runs/{run}/operations/{op}`).
 #[derive(Debug, Deserialize)]
 pub struct OperationPath {

@@ -332,7 +332,7 @@ pub async fn logs(state: State, path: web::Path<RunPath>) -> Answer {
 pub async fn service_logs(
     state: State,
     ctx: Ctx,
-    path: web::Path<ServiceLogsPath>,
+    path: web::Path<crate::api::state::ServiceLogsPath>,
     query: web::Query<NodeQuery>,
 ) -> Answer {
     let p = path.into_inner();
@@ -370,16 +370,6 @@ pub async fn service_logs(
         &format!("{} logs on {}", logs.service, logs.node),
         body,
     ))
-}
-
-/// The path of a service's logs on a run's cluster.
-#[derive(Debug, serde::Deserialize)]
-pub struct ServiceLogsPath {
-    pub ns: String,
-    pub app: String,
-    pub program: String,
-    pub run: String,
-    pub service: String,
 }
 
 /// The node a service's logs are read from.

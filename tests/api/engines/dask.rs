@@ -210,24 +210,8 @@ fn a_warm_pool_keeps_a_dask_cluster_ready_and_a_run_computes_on_it_at_once() {
 #[test]
 fn over_ssh_a_scheduler_and_two_workers_on_three_machines_compute_the_examples_sum() {
     setup();
-    let venv = setup_python();
-    // Addresses no `local` node and no other SSH test claims.
-    let sshd = crate::support::sshd::Sshd::start(&["127.0.2.31", "127.0.2.32", "127.0.2.33"]);
-    let _daemons = RemoteDaemons(sshd.remote_dir());
-    let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(&dir);
-    crate::hosts::put_key(&server, &sshd);
-    let config = serde_json::json!({"pythonEnv": venv}).to_string();
-    crate::hosts::hosts_profile(
-        &server,
-        &sshd,
-        "dask",
-        &[
-            ("template", "dask"),
-            ("templateConfig", config.as_str()),
-            ("sshHostKeyChecking", "no"),
-        ],
-    );
+    let (sshd, _daemons, _dir, server) =
+        over_ssh(&["127.0.2.31", "127.0.2.32", "127.0.2.33"], "dask", "dask");
     deploy_example(&server, "dask", "dask.json");
     let (run, _) = start_program(&server, "dask", "squares");
     let done = crate::support::runs::wait_deprovisioned(&server, &run);
@@ -255,18 +239,7 @@ fn a_reused_cluster_waits_until_the_last_runs_tasks_are_gone() {
     setup();
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(&dir);
-    let config = serde_json::json!({"pythonEnv": setup_python()}).to_string();
-    let mut body = crate::support::profiles::profile_body(
-        "local",
-        &[
-            ("nodes", "3", true),
-            ("template", "dask", true),
-            ("templateConfig", config.as_str(), true),
-        ],
-    );
-    body["clusterReuse"] = serde_json::json!(true);
-    body["reuseIdle"] = serde_json::json!("10m");
-    crate::support::profiles::put_profile_body(&server, "dask", body);
+    reusing_profile(&server, "dask", "dask");
     // `leave` fires a 4-second task and forgets it; `look` says how many tasks the scheduler
     // holds as it begins.
     let leave = "import os, time\nfrom distributed import Client, fire_and_forget\nc = Client(os.environ['EBB_ENDPOINT_DASK_SCHEDULER'])\nfire_and_forget(c.submit(time.sleep, 4, pure=False))\nprint('left one')\n";

@@ -169,3 +169,54 @@ pub fn heals(server: &Server, run: &str) -> usize {
 pub fn on(profile: &str) -> Value {
     json!({"system.profile.name": profile})
 }
+
+/// Makes USER profile `name`: three `local` nodes on template `template` with the tests'
+/// Python, whose completed runs leave their cluster IDLE for ten minutes for the next run.
+pub fn reusing_profile(server: &Server, name: &str, template: &str) {
+    let config = json!({"pythonEnv": setup_python()}).to_string();
+    let mut body = profile_body(
+        "local",
+        &[
+            ("nodes", "3", true),
+            ("template", template, true),
+            ("templateConfig", config.as_str(), true),
+        ],
+    );
+    body["clusterReuse"] = json!(true);
+    body["reuseIdle"] = json!("10m");
+    crate::support::profiles::put_profile_body(server, name, body);
+}
+
+/// Three machines reached over SSH (the tests' sshd on `addresses`, which no `local` node and
+/// no other SSH test claims) and a server whose USER profile `name` makes clusters of them on
+/// template `template` with the tests' Python. Declared in this order, they go in reverse:
+/// the server, its directory, what the machines still run, the sshd.
+pub fn over_ssh(
+    addresses: &[&str],
+    name: &str,
+    template: &str,
+) -> (
+    crate::support::sshd::Sshd,
+    RemoteDaemons,
+    tempfile::TempDir,
+    Server,
+) {
+    let venv = setup_python();
+    let sshd = crate::support::sshd::Sshd::start(addresses);
+    let daemons = RemoteDaemons(sshd.remote_dir());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    crate::hosts::put_key(&server, &sshd);
+    let config = json!({"pythonEnv": venv}).to_string();
+    crate::hosts::hosts_profile(
+        &server,
+        &sshd,
+        name,
+        &[
+            ("template", template),
+            ("templateConfig", config.as_str()),
+            ("sshHostKeyChecking", "no"),
+        ],
+    );
+    (sshd, daemons, dir, server)
+}

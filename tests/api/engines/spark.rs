@@ -216,18 +216,7 @@ fn a_reused_cluster_runs_the_next_job_on_the_same_master_with_the_last_ones_file
     setup();
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(&dir);
-    let config = serde_json::json!({"pythonEnv": setup_python()}).to_string();
-    let mut body = crate::support::profiles::profile_body(
-        "local",
-        &[
-            ("nodes", "3", true),
-            ("template", "spark", true),
-            ("templateConfig", config.as_str(), true),
-        ],
-    );
-    body["clusterReuse"] = serde_json::json!(true);
-    body["reuseIdle"] = serde_json::json!("10m");
-    crate::support::profiles::put_profile_body(&server, "spark", body);
+    reusing_profile(&server, "spark", "spark");
     deploy_example(&server, "spark", "spark.json");
     let program = "/v3/namespaces/default/apps/spark/workflows/wordcount";
     let run_one = |expect: &str| -> (String, Value) {
@@ -314,19 +303,8 @@ fn a_spark_program_is_submitted_for_it_and_the_run_names_its_application() {
     let server = Server::start(&dir);
     let job = dir.path().join("squares.py");
     std::fs::write(&job, SQUARES).expect("the job");
-    let config = serde_json::json!({"pythonEnv": setup_python()}).to_string();
-    let mut body = crate::support::profiles::profile_body(
-        "local",
-        &[
-            ("nodes", "3", true),
-            ("template", "spark", true),
-            ("templateConfig", config.as_str(), true),
-        ],
-    );
     // The second run takes the first one's cluster: one Spark master sees both applications.
-    body["clusterReuse"] = serde_json::json!(true);
-    body["reuseIdle"] = serde_json::json!("10m");
-    crate::support::profiles::put_profile_body(&server, "spark", body);
+    reusing_profile(&server, "spark", "spark");
     let job = job.display().to_string();
     let (code, reply) = server.put(
         "/v3/namespaces/default/apps/squares",
@@ -635,23 +613,10 @@ fn expand_adds_a_worker_that_registers_and_shrink_decommissions_one_under_a_runn
 #[test]
 fn over_ssh_a_spark_program_runs_on_a_master_and_two_workers_on_three_machines() {
     setup();
-    let venv = setup_python();
-    // Addresses no `local` node and no other SSH test claims.
-    let sshd = crate::support::sshd::Sshd::start(&["127.0.2.21", "127.0.2.22", "127.0.2.23"]);
-    let _daemons = RemoteDaemons(sshd.remote_dir());
-    let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(&dir);
-    crate::hosts::put_key(&server, &sshd);
-    let config = serde_json::json!({"pythonEnv": venv}).to_string();
-    crate::hosts::hosts_profile(
-        &server,
-        &sshd,
+    let (sshd, _daemons, dir, server) = over_ssh(
+        &["127.0.2.21", "127.0.2.22", "127.0.2.23"],
         "spark",
-        &[
-            ("template", "spark"),
-            ("templateConfig", config.as_str()),
-            ("sshHostKeyChecking", "no"),
-        ],
+        "spark",
     );
     let job = dir.path().join("squares.py");
     std::fs::write(&job, SQUARES).expect("the job");
