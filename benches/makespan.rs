@@ -1,5 +1,6 @@
 //! Dependency-driven scheduling against stage barriers: the makespan of a 20-node create of
-//! the built-in `zookeeper-cluster` template, with jittered task latencies, simulated over the
+//! the tests' `echo-services` template (a fixture: four services in a coordinated cluster's
+//! shape), with jittered task latencies, simulated over the
 //! real plan (`plan::cluster::plan`) in virtual time.
 //!
 //! Dependency-driven (what ebb's planner does): a task starts as soon as its predecessors are
@@ -68,11 +69,7 @@ fn stage_barriers(tasks: &[ClusterTask], lat: &[f64]) -> f64 {
 }
 
 fn main() {
-    let (_, template) = builtin::templates()
-        .expect("built-in templates")
-        .into_iter()
-        .find(|(id, _)| id.name == "zookeeper-cluster")
-        .expect("zookeeper-cluster");
+    let (_, template) = builtin::fixture_template().expect("the echo fixture");
     let layout = solve(
         &template,
         &Request {
@@ -100,7 +97,7 @@ fn main() {
     }
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64 / 1000.0;
     println!(
-        "makespan: 20-node create of zookeeper-cluster, {} tasks in {} stages, jittered latencies, 200 draws: dependency-driven {:.1} s, stage barriers {:.1} s (mean), {:.0}% shorter",
+        "makespan: 20-node create of echo-services, {} tasks in {} stages, jittered latencies, 200 draws: dependency-driven {:.1} s, stage barriers {:.1} s (mean), {:.0}% shorter",
         tasks.len(),
         stages(&tasks).len(),
         mean(&dep),

@@ -16,10 +16,6 @@ pub const PROFILE_FILES: &[(&str, &str)] = &[
 /// The built-in templates: file name and content.
 pub const TEMPLATE_FILES: &[(&str, &str)] = &[
     (
-        "zookeeper-cluster.json",
-        include_str!("../../profiles/templates/zookeeper-cluster.json"),
-    ),
-    (
         "dask.json",
         include_str!("../../profiles/templates/dask.json"),
     ),
@@ -92,22 +88,39 @@ pub fn profiles(registry: &impl Provisioners) -> Result<Vec<(ProfileId, ValidSpe
 pub fn templates() -> Result<Vec<(TemplateId, Template)>, Invalid> {
     TEMPLATE_FILES
         .iter()
-        .map(|(file, json)| {
-            let context = |e: String| Invalid::new(format!("profiles/templates/{file}"), e);
-            let template: Template = parse_file("profiles/templates", file, json)?;
-            let name = template
-                .name
-                .clone()
-                .ok_or_else(|| context("has no \"name\"".into()))?;
-            let id = TemplateId {
-                namespace: None,
-                name,
-            };
-            id.check().map_err(|e| context(e.to_string()))?;
-            template.validate().map_err(|e| context(e.to_string()))?;
-            Ok((id, template))
-        })
+        .map(|(file, json)| template_file("profiles/templates", file, json))
         .collect()
+}
+
+/// The test fixture `echo-services` (`tests/fixtures/templates/`): not shipped, the shape of a
+/// coordinated cluster whose actions only echo, for the unit tests and benchmarks that plan
+/// and time a template without an engine.
+pub const FIXTURE_TEMPLATE: (&str, &str) = (
+    "echo-services.json",
+    include_str!("../../tests/fixtures/templates/echo-services.json"),
+);
+
+/// Parses and validates [`FIXTURE_TEMPLATE`].
+pub fn fixture_template() -> Result<(TemplateId, Template), Invalid> {
+    let (file, json) = FIXTURE_TEMPLATE;
+    template_file("tests/fixtures/templates", file, json)
+}
+
+/// Parses and validates template file `dir/file`, named by its `name`.
+fn template_file(dir: &str, file: &str, json: &str) -> Result<(TemplateId, Template), Invalid> {
+    let context = |e: String| Invalid::new(format!("{dir}/{file}"), e);
+    let template: Template = parse_file(dir, file, json)?;
+    let name = template
+        .name
+        .clone()
+        .ok_or_else(|| context("has no \"name\"".into()))?;
+    let id = TemplateId {
+        namespace: None,
+        name,
+    };
+    id.check().map_err(|e| context(e.to_string()))?;
+    template.validate().map_err(|e| context(e.to_string()))?;
+    Ok((id, template))
 }
 
 #[cfg(test)]
@@ -118,6 +131,10 @@ mod tests {
     fn every_file_in_profiles_templates_is_built_in_and_valid() {
         assert_all_built_in("profiles/templates", TEMPLATE_FILES);
         let parsed = templates().expect("built-in templates are valid");
-        assert_eq!(parsed[0].0.name, "zookeeper-cluster");
+        let names: Vec<&str> = parsed.iter().map(|(id, _)| id.name.as_str()).collect();
+        assert_eq!(names, ["dask", "spark", "zookeeper"]);
+        // The echo fixture is valid, and not shipped.
+        let (fixture, _) = fixture_template().expect("the fixture is valid");
+        assert!(!names.contains(&fixture.name.as_str()));
     }
 }

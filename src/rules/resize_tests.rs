@@ -2,11 +2,8 @@ use super::*;
 use serde_json::json;
 
 fn run() -> RunRecord {
-    let template = crate::model::builtin::templates()
-        .expect("built-ins")
-        .into_iter()
-        .find(|(id, _)| id.name == "zookeeper-cluster")
-        .expect("zookeeper-cluster")
+    let template = crate::model::builtin::fixture_template()
+        .expect("the echo fixture")
         .1;
     let solved = solve(
         &template,

@@ -154,7 +154,7 @@ pub enum TemplateRef {
 /// The body of `POST /v3/namespaces/{ns}/plan`.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[schemars(example = serde_json::json!({"template": "zookeeper-cluster", "provisioner": "sim", "nodes": 4}))]
+#[schemars(example = serde_json::json!({"template": "spark", "provisioner": "sim", "nodes": 4}))]
 pub struct PlanRequest {
     pub template: TemplateRef,
     pub provisioner: String,

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::support::moto::*;
+use crate::support::profiles::echo_services;
 use crate::support::runs::*;
 use crate::support::server::{Options, Server};
 
@@ -394,11 +395,12 @@ fn a_templates_hardware_types_choose_the_instance_types() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start_at(&sub(&dir, "data"), Options::default());
     put_secret(&server);
+    let template = echo_services(&server);
     aws_profile(
         &server,
         &moto,
         "zk",
-        &[("nodes", "4"), ("template", "zookeeper-cluster")],
+        &[("nodes", "4"), ("template", template)],
         None,
     );
     deploy(&server, "a", "true", json!({}));
@@ -419,7 +421,7 @@ fn a_templates_hardware_types_choose_the_instance_types() {
     }
 
     // A type mapping to a property aws-ec2 does not have is refused when the run starts.
-    let (_, mut template) = server.get("/v3/templates/zookeeper-cluster");
+    let (_, mut template) = server.get(&format!("/v3/templates/{template}"));
     template["hardwareTypes"]["small"]["aws-ec2"] = json!({"flavor": "big"});
     for field in [
         "scope",

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
-use crate::support::profiles::{profile_body, sim_profile};
+use crate::support::profiles::{echo_services, profile_body, sim_profile};
 use crate::support::runs::*;
 use crate::support::server::{Server, assert_error};
 
@@ -57,14 +57,12 @@ fn statuses(task: &Value) -> Vec<&str> {
 fn a_template_run_starts_services_in_order_and_stops_them_in_reverse() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(&dir);
+    let template = echo_services(&server);
     let (code, _) = server.put(
         "/v3/namespaces/default/profiles/zk",
         profile_body(
             "local",
-            &[
-                ("nodes", "4", true),
-                ("template", "zookeeper-cluster", true),
-            ],
+            &[("nodes", "4", true), ("template", template, true)],
         ),
     );
     assert_eq!(code, 200);
@@ -130,7 +128,7 @@ fn a_template_run_starts_services_in_order_and_stops_them_in_reverse() {
     // The dry run showed the very plan the run executed.
     let (code, dry) = server.post_json(
         "/v3/namespaces/default/plan",
-        json!({"template": "zookeeper-cluster", "provisioner": "local", "nodes": 4}),
+        json!({"template": template, "provisioner": "local", "nodes": 4}),
     );
     assert_eq!(code, 200, "{dry}");
     let shape = |tasks: &Value| -> Vec<Value> {

@@ -2,6 +2,7 @@
 
 use serde_json::json;
 
+use crate::support::profiles::echo_services;
 use crate::support::server::{Server, assert_error, run_ebb};
 
 #[test]
@@ -16,25 +17,17 @@ fn built_in_and_user_templates() {
         .iter()
         .map(|t| t["name"].as_str().expect("name"))
         .collect();
-    assert_eq!(
-        names,
-        ["dask", "spark", "zookeeper", "zookeeper-cluster"],
-        "{system}"
-    );
+    assert_eq!(names, ["dask", "spark", "zookeeper"], "{system}");
     let zookeeper = &system[2];
     assert_eq!(zookeeper["scope"], "SYSTEM");
     assert_eq!(zookeeper["builtin"], true);
     assert!(zookeeper["services"]["zookeeper"]["actions"]["start"]["script"].is_string());
     assert_error(
-        server.put("/v3/templates/zookeeper-cluster", json!({})),
+        server.put("/v3/templates/zookeeper", json!({})),
         405,
         "built in",
     );
-    assert_error(
-        server.delete("/v3/templates/zookeeper-cluster"),
-        405,
-        "built in",
-    );
+    assert_error(server.delete("/v3/templates/zookeeper"), 405, "built in");
 
     let body = json!({
         "description": "two services",
@@ -55,10 +48,7 @@ fn built_in_and_user_templates() {
         .iter()
         .filter_map(|t| t["name"].as_str())
         .collect();
-    assert_eq!(
-        names,
-        ["small", "dask", "spark", "zookeeper", "zookeeper-cluster"]
-    );
+    assert_eq!(names, ["small", "dask", "spark", "zookeeper"]);
     assert_error(
         server.put(
             "/v3/namespaces/default/templates/loop",
@@ -105,7 +95,7 @@ fn built_in_and_user_templates() {
     let (code, out, err) = run_ebb(&["template", "list", "--system"], &env, None);
     assert_eq!(code, 0, "{err}");
     assert!(
-        out.contains("SYSTEM:zookeeper-cluster") && out.contains("base, master, worker, zookeeper"),
+        out.contains("SYSTEM:spark") && out.contains("spark-master, spark-worker"),
         "{out}"
     );
 }
@@ -114,9 +104,10 @@ fn built_in_and_user_templates() {
 fn a_dry_run_shows_the_layout_and_the_plan() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(&dir);
+    let template = echo_services(&server);
     let (code, plan) = server.post_json(
         "/v3/namespaces/default/plan",
-        json!({"template": "zookeeper-cluster", "provisioner": "local", "nodes": 4}),
+        json!({"template": template, "provisioner": "local", "nodes": 4}),
     );
     assert_eq!(code, 200, "{plan}");
     let layout = plan["layout"].as_array().expect("layout");
@@ -152,7 +143,7 @@ fn a_dry_run_shows_the_layout_and_the_plan() {
     assert_error(
         server.post_json(
             "/v3/namespaces/default/plan",
-            json!({"template": "zookeeper-cluster", "provisioner": "sim", "nodes": 5000}),
+            json!({"template": template, "provisioner": "sim", "nodes": 5000}),
         ),
         400,
         "constraints.size",
@@ -160,7 +151,7 @@ fn a_dry_run_shows_the_layout_and_the_plan() {
     assert_error(
         server.post_json(
             "/v3/namespaces/default/plan",
-            json!({"template": "zookeeper-cluster", "provisioner": "local", "nodes": 3, "hardwareType": "small"}),
+            json!({"template": template, "provisioner": "local", "nodes": 3, "hardwareType": "small"}),
         ),
         400,
         "no layout of 3 node(s)",

@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::support::process::python_from;
-use crate::support::profiles::sim_profile;
+use crate::support::profiles::{echo_services, sim_profile};
 use crate::support::runs::{deploy, kept_failed_run, start, sub, wait_until};
 use crate::support::server::{Options, Server, make_token as token};
 
@@ -267,13 +267,14 @@ fn the_usage_page_charts_cost_and_its_range_picker_redraws_it() {
 fn a_template_clusters_operations_are_a_timeline_per_node() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(&dir);
+    let template = echo_services(&server);
     sim_profile(
         &server,
         "zk",
         &sub(&dir, "sim"),
         &[
             ("nodes", "3"),
-            ("template", "zookeeper-cluster"),
+            ("template", template),
             ("bootFailures", "1"),
         ],
         0,

@@ -71,3 +71,17 @@ pub fn sim_profile(
     }
     put_profile_body(server, name, body);
 }
+
+/// Makes the tests' echo template (`tests/fixtures/templates/echo-services.json`: four
+/// services in a coordinated cluster's shape whose actions only leave traces) an instance
+/// template of `server`, and gives its name. Not shipped: ebb's own templates run real
+/// engines, too slow for the tests of ordering, retries and timelines.
+#[track_caller]
+pub fn echo_services(server: &Server) -> &'static str {
+    let body: Value =
+        serde_json::from_str(include_str!("../fixtures/templates/echo-services.json"))
+            .expect("the fixture is JSON");
+    let (code, reply) = server.put("/v3/templates/echo-services", body);
+    assert_eq!(code, 200, "{reply}");
+    "echo-services"
+}

@@ -260,7 +260,7 @@ def flow_timeline(page):
     create.get_by_text("as a table").click()
     expect(create.locator("table")).to_contain_text("install")
     shot(page, "timeline")
-    page.goto(URL + "/ui/system/templates/zookeeper-cluster")
+    page.goto(URL + "/ui/system/templates/echo-services")
     page.get_by_label("Nodes", exact=True).fill("3")
     page.get_by_role("button", name="Plan").click()
     dag = page.locator("svg.dag")

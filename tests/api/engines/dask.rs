@@ -214,7 +214,7 @@ fn over_ssh_a_scheduler_and_two_workers_on_three_machines_compute_the_examples_s
         over_ssh(&["127.0.2.31", "127.0.2.32", "127.0.2.33"], "dask", "dask");
     deploy_example(&server, "dask", "dask.json");
     let (run, _) = start_program(&server, "dask", "squares");
-    let done = crate::support::runs::wait_deprovisioned(&server, &run);
+    let done = deprovisioned(&server, &run, LIMIT);
     let (stdout, stderr) = output(&server, &run);
     assert_eq!(
         done["status"],

@@ -220,3 +220,12 @@ pub fn over_ssh(
     );
     (sshd, daemons, dir, server)
 }
+
+/// Waits (at most `limit`: a JVM engine's create, job and delete take their time on two busy
+/// cores) until the run's cluster is DEPROVISIONED.
+#[track_caller]
+pub fn deprovisioned(server: &Server, run: &str, limit: Duration) -> Value {
+    crate::support::runs::wait_until(server, run, limit, |r| {
+        r["cluster"]["status"] == "DEPROVISIONED"
+    })
+}

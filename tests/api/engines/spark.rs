@@ -90,12 +90,59 @@ fn alive(view: &Value) -> Vec<(String, String)> {
     out
 }
 
+/// A PySpark job whose tasks wait: each writes a mark (named by its element, holding its
+/// working directory, which is its executor's on its worker) into directory argument 2, then
+/// waits until file argument 3 is there; the job prints the sum of the squares of 0..=N
+/// (argument 1).
+const WAITING: &str = r#"import os, sys, time
+from pyspark.sql import SparkSession
+
+n, marks, go = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+
+def square(x):
+    with open(os.path.join(marks, f"{x}-{os.getpid()}"), "w") as f:
+        f.write(os.getcwd())
+    while not os.path.exists(go):
+        time.sleep(0.1)
+    return x * x
+
+spark = SparkSession.builder.getOrCreate()
+total = spark.sparkContext.parallelize(range(n + 1), n + 1).map(square).sum()
+print(f"squares {total}")
+spark.stop()
+"#;
+
 #[test]
-fn a_master_with_two_alive_workers_counts_the_examples_words_and_a_killed_worker_registers_again() {
+fn a_master_with_two_alive_workers_heals_a_worker_killed_during_a_job_and_counts_the_examples_words()
+ {
     setup();
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(&dir);
-    let (held_run, view, ui) = held(&server);
+    // A job on a 3-node cluster whose tasks wait until the test lets them finish.
+    profile(&server, "held", 3);
+    let job = dir.path().join("waiting.py");
+    std::fs::write(&job, WAITING).expect("the job");
+    let marks = dir.path().join("marks");
+    std::fs::create_dir(&marks).expect("marks");
+    let go = dir.path().join("go");
+    let (code, reply) = server.put(
+        "/v3/namespaces/default/apps/waiting",
+        serde_json::json!({
+            "config": {"system.profile.name": "held"},
+            "programs": [{"type": "spark", "name": "squares", "mainFile": job.display().to_string(),
+                          "args": ["9", marks.display().to_string(), go.display().to_string()]}]
+        }),
+    );
+    assert_eq!(code, 200, "{reply}");
+    let (held_run, _) = start_program(&server, "waiting", "squares");
+    let view = wait_until(&server, &held_run, LIMIT, |r| {
+        r["status"] == "RUNNING" || r["status"] == "FAILED"
+    });
+    assert_eq!(view["status"], "RUNNING", "{}", events(&server, &held_run));
+    let ui = view["cluster"]["endpoints"]["spark-ui"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no spark-ui endpoint: {view}"))
+        .to_string();
     let master = view["cluster"]["nodes"][0]["ipAddress"]
         .as_str()
         .expect("address");
@@ -126,19 +173,35 @@ fn a_master_with_two_alive_workers_counts_the_examples_words_and_a_killed_worker
         "{out}"
     );
 
-    // The example's run makes its own cluster while a worker of the held one is killed.
+    // The example's run makes its own cluster meanwhile.
     profile(&server, "spark", 3);
     deploy_example(&server, "spark", "spark.json");
     let (run, _) = start_program(&server, "spark", "wordcount");
 
-    // A worker whose JVM was killed is healed and registers with the master again.
-    let pid: u32 = std::fs::read_to_string(
-        sandbox(dir.path(), &held_run, "worker-1").join("spark/worker.pid"),
-    )
-    .expect("the worker's pid")
-    .trim()
-    .parse()
-    .expect("a pid");
+    // Once a task waits on worker-1, its worker's JVM is killed: the check sees it, the heal
+    // restarts it, and it registers with the master again.
+    let worker_1 = sandbox(dir.path(), &held_run, "worker-1");
+    let started = Instant::now();
+    while !std::fs::read_dir(&marks)
+        .expect("marks")
+        .flatten()
+        .any(|m| {
+            std::fs::read_to_string(m.path())
+                .is_ok_and(|cwd| cwd.starts_with(&*worker_1.to_string_lossy()))
+        })
+    {
+        assert!(
+            started.elapsed() < LIMIT,
+            "no task began on worker-1\n{}",
+            events(&server, &held_run)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let pid: u32 = std::fs::read_to_string(worker_1.join("spark/worker.pid"))
+        .expect("the worker's pid")
+        .trim()
+        .parse()
+        .expect("a pid");
     signal(pid, "KILL");
     let started = Instant::now();
     loop {
@@ -159,6 +222,17 @@ fn a_master_with_two_alive_workers_counts_the_examples_words_and_a_killed_worker
     }
     let text = events(&server, &held_run);
     assert!(text.contains("worker-1: spark-worker is down"), "{text}");
+    // The job, let go, still completes with the right answer: the lost tasks ran again.
+    std::fs::write(&go, "").expect("go");
+    let done = ended(&server, &held_run, LIMIT);
+    let (stdout, stderr) = output(&server, &held_run);
+    let says = format!("{stdout}\n{stderr}\n{}", events(&server, &held_run));
+    assert_eq!(done["status"], "COMPLETED", "{says}");
+    assert!(stdout.contains("squares 285"), "{says}");
+    assert!(
+        stderr.contains("Lost executor") || stderr.contains("lost"),
+        "{says}"
+    );
 
     let example: Value = serde_json::from_str(
         &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/spark.json"))
@@ -415,7 +489,7 @@ fn a_server_killed_during_the_create_and_during_the_job_leaks_and_doubles_nothin
     );
     server.kill();
     let server = Server::start_at(data, Default::default());
-    let done = crate::support::runs::wait_deprovisioned(&server, &run);
+    let done = deprovisioned(&server, &run, LIMIT);
     let (stdout, stderr) = output(&server, &run);
     let said = events(&server, &run);
     assert_eq!(done["status"], "COMPLETED", "{stdout}\n{stderr}\n{said}");
@@ -591,7 +665,7 @@ fn over_ssh_a_spark_program_runs_on_a_master_and_two_workers_on_three_machines()
     );
     assert_eq!(code, 200, "{reply}");
     let (run, _) = start_program(&server, "squares", "squares");
-    let done = crate::support::runs::wait_deprovisioned(&server, &run);
+    let done = deprovisioned(&server, &run, LIMIT);
     let (stdout, stderr) = output(&server, &run);
     let said = events(&server, &run);
     assert_eq!(done["status"], "COMPLETED", "{stdout}\n{stderr}\n{said}");

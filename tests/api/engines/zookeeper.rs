@@ -292,7 +292,7 @@ fn over_ssh_an_ensemble_on_three_machines_serves_the_client_example() {
     );
     deploy_example(&server, "zookeeper", "zookeeper.json");
     let (run, id) = start_program(&server, "zookeeper", "znodes");
-    let done = crate::support::runs::wait_deprovisioned(&server, &run);
+    let done = deprovisioned(&server, &run, LIMIT);
     let (stdout, stderr) = output(&server, &run);
     assert_eq!(
         done["status"],

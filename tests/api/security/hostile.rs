@@ -194,12 +194,12 @@ fn oversized_templates(h: &mut Hostile) {
         (
             "POST",
             "/v3/namespaces/default/plan".into(),
-            json!({"template": "zookeeper-cluster", "provisioner": "local", "nodes": 18446744073709551615u64}),
+            json!({"template": "spark", "provisioner": "local", "nodes": 18446744073709551615u64}),
         ),
         (
             "POST",
             "/v3/namespaces/default/plan".into(),
-            json!({"template": "zookeeper-cluster", "provisioner": "sim", "nodes": 10000}),
+            json!({"template": "spark", "provisioner": "sim", "nodes": 10000}),
         ),
         (
             "POST",

@@ -114,7 +114,7 @@ fn node_counts_are_bounded(server: &Server, plan: &str) {
     assert_error(
         server.post_json(
             plan,
-            json!({"template": "zookeeper-cluster", "provisioner": "local", "nodes": 4294967295u64}),
+            json!({"template": "spark", "provisioner": "local", "nodes": 4294967295u64}),
         ),
         400,
         "allows at most 64 nodes",
@@ -122,7 +122,7 @@ fn node_counts_are_bounded(server: &Server, plan: &str) {
     assert_error(
         server.post_json(
             plan,
-            json!({"template": "zookeeper-cluster", "provisioner": "sim", "nodes": 4294967295u64}),
+            json!({"template": "spark", "provisioner": "sim", "nodes": 4294967295u64}),
         ),
         400,
         "nodes",
@@ -130,7 +130,7 @@ fn node_counts_are_bounded(server: &Server, plan: &str) {
     assert_error(
         server.post_json(
             plan,
-            json!({"template": "zookeeper-cluster", "provisioner": "local", "nodes": -1}),
+            json!({"template": "spark", "provisioner": "local", "nodes": -1}),
         ),
         400,
         "nodes",

@@ -103,7 +103,7 @@ fn an_operator_cannot_lift_a_templates_heal_limits() {
             "local",
             vec![
                 prop("nodes", "1", Some(true)),
-                prop("template", "SYSTEM:zookeeper-cluster", None),
+                prop("template", "SYSTEM:zookeeper", None),
                 prop("healAttempts", "3", None),
             ],
         ),
@@ -141,7 +141,7 @@ fn an_operator_cannot_move_what_only_the_profiles_author_sets() {
             vec![
                 prop("nodes", "1", Some(true)),
                 prop("workDir", work, Some(true)),
-                prop("template", "SYSTEM:zookeeper-cluster", Some(true)),
+                prop("template", "SYSTEM:zookeeper", Some(true)),
             ],
         ),
     );

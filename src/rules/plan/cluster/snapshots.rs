@@ -1,4 +1,4 @@
-//! Snapshots of the plans for every built-in template: the layout the solver picks and every
+//! Snapshots of the plans for every built-in template (and the tests' echo fixture): the layout the solver picks and every
 //! operation's tasks, as text under `tests/snapshots/plans/`. A change to the solver or the
 //! planner that alters a shipped plan fails here until the snapshot is reviewed and rewritten
 //! (`EBB_UPDATE_SNAPSHOTS=1 cargo nextest run snapshots`).
@@ -35,7 +35,9 @@ fn shipped_template_plans_match_their_snapshots() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/plans");
     let update = std::env::var_os("EBB_UPDATE_SNAPSHOTS").is_some();
     let mut stale = Vec::new();
-    for (id, template) in crate::model::builtin::templates().expect("built-ins") {
+    let mut templates = crate::model::builtin::templates().expect("built-ins");
+    templates.push(crate::model::builtin::fixture_template().expect("the echo fixture"));
+    for (id, template) in templates {
         // Four nodes, or three for a template that takes only an odd number (an ensemble).
         let (count, solved) = [4, 3]
             .into_iter()
