@@ -15,8 +15,9 @@ began=$SECONDS
 # The etcd store's own tests, the several-server tests and the tests of what a writer of etcd's
 # keys can do run on etcd in the first pass already;
 # the conformance kit (provisioners and plugins driven directly, no server), the Ansible
-# automator's runs over SSH and the real engines (Spark, Dask, ZooKeeper), which test nothing
-# of the store, run once.
+# automator's playbooks, the real engines (Spark, Dask, ZooKeeper), the web UI in a browser,
+# the CLI's words, the OpenAPI document and the HTTP listener's TLS, which test nothing of the
+# store, run once.
 EBB_TEST_STORE=etcd cargo nextest run --workspace --features ebb/paused-clock \
-  -E 'binary_id(ebb::api) and not test(/^(etcd|servers|conformance|engines|security::etcd_writers)::/) and not test(/conformance_kit|ansible_configures_three/)' "$@"
+  -E 'binary_id(ebb::api) and not test(/^(etcd|servers|conformance|engines|security::etcd_writers|automators|ui|cli|openapi|tls)::/) and not test(/conformance_kit/)' "$@"
 echo "-- the integration suite on etcd: $((SECONDS - began)) s"

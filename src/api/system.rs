@@ -171,14 +171,14 @@ pub async fn metrics(state: State) -> Result<Prometheus, ApiError> {
         &LIVE_CLUSTERS,
         live.clusters
             .iter()
-            .map(|((p, f), c)| (vec![p.as_str(), f.as_str()], c.clusters))
+            .map(|((p, f, s), c)| (vec![p.as_str(), f.as_str(), s.as_str()], c.clusters))
             .collect(),
     );
     gauge(
         &LIVE_NODES,
         live.clusters
             .iter()
-            .map(|((p, f), c)| (vec![p.as_str(), f.as_str()], c.nodes))
+            .map(|((p, f, s), c)| (vec![p.as_str(), f.as_str(), s.as_str()], c.nodes))
             .collect(),
     );
     gauge(&CLUSTERS_NEEDING_ATTENTION, vec![(vec![], live.attention)]);

@@ -114,8 +114,8 @@ pub const LIVE_RUNS: Metric = m(
 pub const LIVE_CLUSTERS: Metric = m(
     "ebb_live_clusters",
     Kind::Gauge,
-    &["provisioner", "profile"],
-    "Clusters of the installation that hold or may hold resources, by provisioner and profile.",
+    &["provisioner", "profile", "state"],
+    "Clusters of the installation that hold or may hold resources, by provisioner, profile and state (the cluster's status in lower case: provisioning, provisioned, waiting, idle, deprovisioning, orphaned; or pool, a warm pool's).",
 );
 pub const CLUSTERS_NEEDING_ATTENTION: Metric = m(
     "ebb_clusters_needing_attention",
@@ -126,8 +126,8 @@ pub const CLUSTERS_NEEDING_ATTENTION: Metric = m(
 pub const LIVE_NODES: Metric = m(
     "ebb_live_nodes",
     Kind::Gauge,
-    &["provisioner", "profile"],
-    "Nodes that exist now, by provisioner and profile.",
+    &["provisioner", "profile", "state"],
+    "Nodes that exist now, by provisioner, profile and their cluster's state (as for ebb_live_clusters).",
 );
 pub const RUN_PHASE: Metric = m(
     "ebb_run_phase_seconds",

@@ -1,5 +1,5 @@
 //! What an installation is doing, for the namespaces a caller sees: live runs by status,
-//! clusters and nodes now per provisioner and profile, node-hours of the last days, and the
+//! clusters and nodes now per provisioner, profile and state, node-hours of the last days, and the
 //! newest failures with their kind.
 //!
 //! Bounded: it reads at most [`MAX_NAMESPACES`] namespaces, and of each at most
@@ -46,8 +46,9 @@ pub struct Failed {
 pub struct Overview {
     /// Live runs (a cluster not yet deprovisioned) by program status.
     pub live: BTreeMap<String, usize>,
-    /// Clusters that hold or may hold resources, by (provisioner, profile).
-    pub clusters: BTreeMap<(String, String), Clusters>,
+    /// Clusters that hold or may hold resources (IDLE and warm-pool ones too), by
+    /// (provisioner, profile, state).
+    pub clusters: BTreeMap<ClusterKey, Clusters>,
     /// Node-hours within the last `days` days.
     pub node_hours: f64,
     pub days: u64,
@@ -155,20 +156,36 @@ fn holds(run: &RunRecord) -> bool {
             ClusterStatus::Provisioning
                 | ClusterStatus::Provisioned
                 | ClusterStatus::Waiting
+                | ClusterStatus::Idle
                 | ClusterStatus::Deprovisioning
                 | ClusterStatus::Orphaned
         )
     )
 }
 
+/// Where a live cluster is counted: its provisioner, its profile, and its state (the
+/// cluster's status in lower case, or `pool` for a warm pool's).
+pub type ClusterKey = (String, String, String);
+
+/// A held cluster's state as the overview and the gauges show it.
+fn state(run: &RunRecord) -> String {
+    if run.pooled {
+        return "pool".into();
+    }
+    run.cluster
+        .status
+        .map(|s| s.to_string().to_lowercase())
+        .unwrap_or_default()
+}
+
 /// Counts `run`'s cluster, and its `nodes` that exist now, under its provisioner and profile.
 fn count_cluster(
-    clusters: &mut BTreeMap<(String, String), Clusters>,
+    clusters: &mut BTreeMap<ClusterKey, Clusters>,
     run: &RunRecord,
     nodes: &[crate::model::plan::NodeRecord],
 ) {
     let entry = clusters
-        .entry((run.provisioner.clone(), run.profile.clone()))
+        .entry((run.provisioner.clone(), run.profile.clone(), state(run)))
         .or_default();
     entry.clusters += 1;
     entry.nodes += nodes
@@ -232,8 +249,8 @@ pub const MAX_LIVE: usize = 10_000;
 pub struct Live {
     /// Live runs by (program status, cluster status).
     pub runs: BTreeMap<(String, String), usize>,
-    /// Clusters and nodes by (provisioner, profile).
-    pub clusters: BTreeMap<(String, String), Clusters>,
+    /// Clusters and nodes by (provisioner, profile, state).
+    pub clusters: BTreeMap<ClusterKey, Clusters>,
     /// Whether there were more than [`MAX_LIVE`] live runs (the rest are not counted).
     pub truncated: bool,
     /// Live clusters that need attention (an operation and its rollback failed).

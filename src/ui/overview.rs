@@ -1,4 +1,4 @@
-//! The overview: live runs by status, clusters and nodes now per provisioner and profile,
+//! The overview: live runs by status, clusters and nodes now per provisioner, profile and state,
 //! node-hours of the last seven days, and the newest failures with their kind.
 
 use maud::html;
@@ -49,10 +49,16 @@ pub async fn page(state: State, ctx: Ctx) -> Answer {
                     p.muted { "No clusters." }
                 } @else {
                     table {
-                        thead { tr { th scope="col" { "Provisioner" } th scope="col" { "Profile" } th scope="col" { "Clusters" } th scope="col" { "Nodes" } } }
+                        thead { tr { th scope="col" { "Provisioner" } th scope="col" { "Profile" } th scope="col" { "State" } th scope="col" { "Clusters" } th scope="col" { "Nodes" } } }
                         tbody {
-                            @for ((provisioner, profile), c) in &o.clusters {
-                                tr { td { (provisioner) } td { (profile) } td { (c.clusters) } td { (c.nodes) } }
+                            @for ((provisioner, profile, state), c) in &o.clusters {
+                                tr {
+                                    td data-label="Provisioner" { (provisioner) }
+                                    td data-label="Profile" { (profile) }
+                                    td data-label="State" { (state) }
+                                    td data-label="Clusters" { (c.clusters) }
+                                    td data-label="Nodes" { (c.nodes) }
+                                }
                             }
                         }
                     }

@@ -39,7 +39,7 @@ fn sample(text: &str, series: &str) -> Option<f64> {
 }
 
 /// The sum of the samples of metric `name` whose labels contain every one of `labels`.
-fn total(text: &str, name: &str, labels: &[&str]) -> f64 {
+pub fn total(text: &str, name: &str, labels: &[&str]) -> f64 {
     text.lines()
         .filter(|l| !l.starts_with('#'))
         .filter(|l| {
@@ -84,7 +84,7 @@ fn a_run_of_the_example_app_moves_through_the_series() {
     assert_eq!(
         sample(
             &during,
-            r#"ebb_live_nodes{provisioner="local",profile="SYSTEM:local"}"#
+            r#"ebb_live_nodes{provisioner="local",profile="SYSTEM:local",state="provisioned"}"#
         ),
         Some(3.0),
         "{during}"
@@ -206,7 +206,7 @@ fn a_kept_cluster_is_a_live_gauge_until_it_goes() {
     assert_eq!(
         sample(
             &kept,
-            r#"ebb_live_clusters{provisioner="sim",profile="USER:kept"}"#
+            r#"ebb_live_clusters{provisioner="sim",profile="USER:kept",state="waiting"}"#
         ),
         Some(1.0),
         "{kept}"
@@ -214,7 +214,7 @@ fn a_kept_cluster_is_a_live_gauge_until_it_goes() {
     assert_eq!(
         sample(
             &kept,
-            r#"ebb_live_nodes{provisioner="sim",profile="USER:kept"}"#
+            r#"ebb_live_nodes{provisioner="sim",profile="USER:kept",state="waiting"}"#
         ),
         Some(2.0),
         "{kept}"

@@ -106,6 +106,24 @@ fn a_pool_keeps_its_clusters_ready_and_refills_after_a_run_takes_one() {
     assert_eq!(count(&full, "creating"), 0, "{full}");
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(instances(&sim).len(), 3);
+    // Ready clusters hold their nodes: the gauges count them, the pool's as `pool`, the one
+    // the run left as `idle`.
+    let text = crate::metrics::scrape(&server);
+    let warm = ["profile=\"USER:warm\""];
+    assert_eq!(
+        crate::metrics::total(&text, "ebb_live_clusters", &warm),
+        3.0,
+        "{text}"
+    );
+    assert_eq!(
+        crate::metrics::total(&text, "ebb_live_nodes", &warm),
+        3.0,
+        "{text}"
+    );
+    assert!(
+        crate::metrics::total(&text, "ebb_live_clusters", &["state=\"pool\""]) >= 2.0,
+        "{text}"
+    );
 
     // A pool's runs are runs: listed, with their history.
     let (code, runs) = server.get("/v3/namespaces/default/runs?limit=100");

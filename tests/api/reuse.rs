@@ -93,6 +93,27 @@ fn a_chain_of_runs_makes_one_cluster() {
         previous = next;
     }
     assert_eq!(creates(&sim), 2, "one cluster for the whole chain");
+    // The IDLE cluster holds its nodes: the gauges and the overview count it, as idle.
+    let text = crate::metrics::scrape(&server);
+    let idle = ["profile=\"USER:warm\"", "state=\"idle\""];
+    assert_eq!(
+        crate::metrics::total(&text, "ebb_live_clusters", &idle),
+        1.0,
+        "{text}"
+    );
+    assert_eq!(
+        crate::metrics::total(&text, "ebb_live_nodes", &idle),
+        2.0,
+        "{text}"
+    );
+    let (code, page) = crate::ui::ui_get(&server, "/ui");
+    assert_eq!(code, 200, "{page}");
+    assert!(
+        page.contains("<div class=\"n\">1</div><div>clusters now</div>")
+            && page.contains("<div class=\"n\">2</div><div>nodes now</div>")
+            && page.contains("<td data-label=\"State\">idle</td>"),
+        "{page}"
+    );
 
     // Torn down by hand, the cluster is deleted once.
     let (code, body) = server.post(&format!("{previous}/deprovision"));

@@ -91,11 +91,16 @@ pub fn start_moto(root: &Path) -> (Process, String) {
     start_listener(cmd, "listening ", Duration::from_secs(90))
 }
 
-/// The processes whose environment says they were started in a `local` sandbox under `dir`
-/// (`EBB_WORK_DIR=<dir>/...`): each pid with its command line (arguments joined by spaces).
+/// The processes whose environment says they were started in a sandbox under `dir`
+/// (`EBB_WORK_DIR=<dir>/...`, or a program's `EBB_PROGRAM_MARK=<dir>/...`): each pid with its
+/// command line (arguments joined by spaces).
 pub fn started_under(dir: &Path) -> Vec<(i32, String)> {
-    let mut marker = format!("EBB_WORK_DIR={}", dir.display()).into_bytes();
-    marker.push(b'/');
+    // A daemon's or a script's environment names its sandbox; a program's (its own and what it
+    // started, a Spark driver say) names its mark file there.
+    let markers: Vec<Vec<u8>> = ["EBB_WORK_DIR", "EBB_PROGRAM_MARK"]
+        .iter()
+        .map(|var| format!("{var}={}/", dir.display()).into_bytes())
+        .collect();
     let Ok(procs) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -103,8 +108,10 @@ pub fn started_under(dir: &Path) -> Vec<(i32, String)> {
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
         .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ"))
-                .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v.starts_with(&marker)))
+            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
+                env.split(|b| *b == 0)
+                    .any(|v| markers.iter().any(|m| v.starts_with(m)))
+            })
         })
         .map(|pid| {
             let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
