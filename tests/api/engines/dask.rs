@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::*;
 use crate::support::runs::{deploy, start, wait_until, while_the_test_runs};
-use crate::support::server::{Server, signal};
+use crate::support::server::Server;
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -95,13 +95,7 @@ fn a_scheduler_with_two_workers_runs_the_example_with_its_checked_answer() {
     deploy_example(&server, "dask", "dask.json");
     let (run, _) = start_program(&server, "dask", "squares");
     let done = ended(&server, &run, LIMIT);
-    let (stdout, stderr) = output(&server, &run);
-    assert_eq!(
-        done["status"],
-        "COMPLETED",
-        "{stdout}\n{stderr}\n{}",
-        events(&server, &run)
-    );
+    let stdout = completed_output(&server, &run, &done);
     assert_eq!(
         stdout.lines().next(),
         Some("sum of squares of 0..999: 332833500 (expected 332833500)"),
@@ -129,13 +123,7 @@ fn a_killed_worker_is_healed_and_registers_again() {
         .expect("dashboard")
         .to_string();
     assert_eq!(workers(&dashboard).len(), 2);
-    let pid: u32 =
-        std::fs::read_to_string(sandbox(dir.path(), &run, "worker-1").join("dask/worker.pid"))
-            .expect("the worker's pid")
-            .trim()
-            .parse()
-            .expect("a pid");
-    signal(pid, "KILL");
+    kill_by_pid_file(&sandbox(dir.path(), &run, "worker-1").join("dask/worker.pid"));
     let started = Instant::now();
     loop {
         let heals = heals(&server, &run);
@@ -215,13 +203,7 @@ fn over_ssh_a_scheduler_and_two_workers_on_three_machines_compute_the_examples_s
     deploy_example(&server, "dask", "dask.json");
     let (run, _) = start_program(&server, "dask", "squares");
     let done = deprovisioned(&server, &run, LIMIT);
-    let (stdout, stderr) = output(&server, &run);
-    assert_eq!(
-        done["status"],
-        "COMPLETED",
-        "{stdout}\n{stderr}\n{}",
-        events(&server, &run)
-    );
+    let stdout = completed_output(&server, &run, &done);
     assert_eq!(
         stdout.lines().collect::<Vec<_>>(),
         [

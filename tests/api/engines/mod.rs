@@ -229,3 +229,29 @@ pub fn deprovisioned(server: &Server, run: &str, limit: Duration) -> Value {
         r["cluster"]["status"] == "DEPROVISIONED"
     })
 }
+
+/// The standard output of `run`, whose view `done` says it ended, asserted COMPLETED (else the
+/// failure shows its output and events).
+#[track_caller]
+pub fn completed_output(server: &Server, run: &str, done: &Value) -> String {
+    let (stdout, stderr) = output(server, run);
+    assert_eq!(
+        done["status"],
+        "COMPLETED",
+        "{stdout}\n{stderr}\n{}",
+        events(server, run)
+    );
+    stdout
+}
+
+/// SIGKILLs the process whose pid file (a daemon's, in its node's sandbox) is `path`; its pid.
+#[track_caller]
+pub fn kill_by_pid_file(path: &Path) -> u32 {
+    let pid: u32 = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .trim()
+        .parse()
+        .expect("a pid");
+    crate::support::server::signal(pid, "KILL");
+    pid
+}

@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::*;
 use crate::support::process::started_under;
 use crate::support::runs::{deploy, start, wait_until, while_the_test_runs};
-use crate::support::server::{Server, signal};
+use crate::support::server::Server;
 
 const LIMIT: Duration = Duration::from_secs(180);
 
@@ -197,12 +197,7 @@ fn a_master_with_two_alive_workers_heals_a_worker_killed_during_a_job_and_counts
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    let pid: u32 = std::fs::read_to_string(worker_1.join("spark/worker.pid"))
-        .expect("the worker's pid")
-        .trim()
-        .parse()
-        .expect("a pid");
-    signal(pid, "KILL");
+    kill_by_pid_file(&worker_1.join("spark/worker.pid"));
     let started = Instant::now();
     loop {
         let heals = heals(&server, &held_run);
@@ -240,13 +235,7 @@ fn a_master_with_two_alive_workers_heals_a_worker_killed_during_a_job_and_counts
     )
     .expect("json");
     let done = ended(&server, &run, LIMIT);
-    let (stdout, stderr) = output(&server, &run);
-    assert_eq!(
-        done["status"],
-        "COMPLETED",
-        "{stdout}\n{stderr}\n{}",
-        events(&server, &run)
-    );
+    let stdout = completed_output(&server, &run, &done);
     // The same count, made here.
     let text = example["programs"][0]["env"]["TEXT"]
         .as_str()
@@ -267,6 +256,19 @@ fn a_master_with_two_alive_workers_heals_a_worker_killed_during_a_job_and_counts
         .collect();
     assert_eq!(counted, expected, "{stdout}");
     assert!(stdout.contains("application app-"), "{stdout}");
+}
+
+/// The ids of the applications the master whose web UI is `ui` lists as completed.
+fn completed_apps(ui: &str) -> Vec<String> {
+    reqwest::blocking::get(format!("{ui}/json/"))
+        .expect("the master")
+        .json::<Value>()
+        .expect("json")["completedapps"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a["id"].as_str().map(str::to_string))
+        .collect()
 }
 
 /// The application directories under each worker's `spark/work`.
@@ -381,15 +383,7 @@ fn a_spark_program_is_submitted_the_run_names_its_application_and_the_next_reuse
     assert!(events(&server, &run).contains(&format!("spark application {app}")));
     let page = crate::ui::run_page(&server, &run);
     assert!(page.contains(app), "{page}");
-    let completed: Vec<String> = reqwest::blocking::get(format!("{ui}/json/"))
-        .expect("the master")
-        .json::<Value>()
-        .expect("json")["completedapps"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|a| a["id"].as_str().map(str::to_string))
-        .collect();
+    let completed = completed_apps(ui);
     assert_eq!(completed, [app], "the cluster's master ran it");
     let first_apps = app_dirs(dir.path(), &run, "worker-1");
     assert_eq!(first_apps.len(), 1, "the first job's directory");
@@ -424,15 +418,7 @@ fn a_spark_program_is_submitted_the_run_names_its_application_and_the_next_reuse
         assert_eq!(apps.len(), 1, "{node}: {apps:?}");
         assert!(!first_apps.contains(&apps[0]), "{node}: {apps:?}");
     }
-    let completed: Vec<String> = reqwest::blocking::get(format!("{ui}/json/"))
-        .expect("the master")
-        .json::<Value>()
-        .expect("json")["completedapps"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|a| a["id"].as_str().map(str::to_string))
-        .collect();
+    let completed = completed_apps(ui);
     assert_eq!(completed.len(), 2, "two jobs on one master: {completed:?}");
 }
 

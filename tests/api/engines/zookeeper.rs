@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::*;
 use crate::support::runs::{deploy, start, wait_until, while_the_test_runs};
-use crate::support::server::{Server, assert_error, signal};
+use crate::support::server::{Server, assert_error};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -160,14 +160,8 @@ fn an_ensemble_elects_a_leader_heals_a_killed_member_and_the_client_example_sees
     let found = wait_for_a_leader(&addresses, Duration::from_secs(10));
     let leader = found.iter().position(|m| m == "leader").expect("a leader");
     let nodes = ["master", "worker-1", "worker-2"];
-    let pid: u32 = std::fs::read_to_string(
-        sandbox(dir.path(), &held_run, nodes[leader]).join("zookeeper/pid"),
-    )
-    .expect("the member's pid")
-    .trim()
-    .parse()
-    .expect("a pid");
-    signal(pid, "KILL");
+    let pid =
+        kill_by_pid_file(&sandbox(dir.path(), &held_run, nodes[leader]).join("zookeeper/pid"));
     // The member at the leader's address is gone (the pid was the leader's own JVM).
     let started = Instant::now();
     while !four_letters(&addresses[leader], "ruok").is_empty() {
@@ -214,13 +208,7 @@ fn an_ensemble_elects_a_leader_heals_a_killed_member_and_the_client_example_sees
     );
 
     let done = ended(&server, &run, LIMIT);
-    let (stdout, stderr) = output(&server, &run);
-    assert_eq!(
-        done["status"],
-        "COMPLETED",
-        "{stdout}\n{stderr}\n{}",
-        events(&server, &run)
-    );
+    let stdout = completed_output(&server, &run, &done);
     let znode = format!("/ebb-{id}");
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(
@@ -293,13 +281,7 @@ fn over_ssh_an_ensemble_on_three_machines_serves_the_client_example() {
     deploy_example(&server, "zookeeper", "zookeeper.json");
     let (run, id) = start_program(&server, "zookeeper", "znodes");
     let done = deprovisioned(&server, &run, LIMIT);
-    let (stdout, stderr) = output(&server, &run);
-    assert_eq!(
-        done["status"],
-        "COMPLETED",
-        "{stdout}\n{stderr}\n{}",
-        events(&server, &run)
-    );
+    let stdout = completed_output(&server, &run, &done);
     assert_eq!(
         done["cluster"]["nodes"]
             .as_array()
