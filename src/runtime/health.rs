@@ -19,11 +19,20 @@ use crate::model::template::{Heal, HealPolicy};
 use crate::rules::resize::{self, Change};
 use crate::rules::service::{self as rule, Found, HealDecision};
 
+/// How long a heal asked for holds other findings back if it never starts (it was refused):
+/// an ask is answered in milliseconds.
+const HEAL_ASK_HOLDS_MS: u64 = 5_000;
+
 /// The checks of one run's cluster and their ticker.
 #[derive(Debug, Default)]
 pub struct Health {
     checks: Checks,
     ticker: Option<SpawnHandle>,
+    /// When (epoch ms) a heal operation was asked for that has not started yet: findings
+    /// decided meanwhile wait for it, as they wait for any operation (checks ending in one
+    /// tick, a scheduler's and those of the workers that lost it, would each ask, and all but
+    /// one be refused). A refused ask stops holding them after [`HEAL_ASK_HOLDS_MS`].
+    heal_asked: Option<u64>,
 }
 
 /// What the checks need before any starts.
@@ -117,6 +126,15 @@ impl Health {
     /// An operation starts: a check that looked before it says nothing after it.
     pub fn operation_started(&mut self) {
         self.checks.epoch += 1;
+        self.heal_asked = None;
+    }
+
+    /// Whether a finding decided at `now_ms` waits: an operation runs (`busy`), or a heal was
+    /// asked for and has not started yet. The checks after it say what is still wrong.
+    pub fn waits(&self, busy: bool, now_ms: u64) -> bool {
+        busy || self
+            .heal_asked
+            .is_some_and(|at| now_ms < at.saturating_add(HEAL_ASK_HOLDS_MS))
     }
 
     /// The run makes its cluster: its checks first come an interval after it is live.
@@ -228,6 +246,7 @@ impl Health {
             }
             HealDecision::Heal { n, replace } => {
                 self.checks.exhausted.remove(&at);
+                self.heal_asked = Some(now_ms);
                 let trigger = rule::heal_trigger(&policy, &found, n, replace);
                 let kind = if replace { "replace-node" } else { "restart" };
                 metrics::counter!(crate::model::metrics::HEALS.name, "heal" => kind).increment(1);

@@ -404,6 +404,55 @@ fn a_killed_daemon_is_seen_down_and_restarted_with_its_dependents_in_order() {
 }
 
 #[test]
+fn dependents_found_down_with_what_they_need_wait_for_its_heal_and_none_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir);
+    // A follower whose check fails too while its leader is down, as Dask's workers do when
+    // their scheduler is gone: both checks find their service down in the same tick.
+    let heal = json!({"heal": "restart", "healAttempts": 3, "healWindow": "1h"});
+    let mut follower = daemon("follower", &["leader"], "0", heal.clone());
+    follower["actions"]["check"]["script"] = json!(
+        "[ -f follower.pid ] && kill -0 $(cat follower.pid) 2>/dev/null && [ -f leader.pid ] && kill -0 $(cat leader.pid) 2>/dev/null && exit 0; exit 3"
+    );
+    setup(
+        &server,
+        "pair",
+        json!({"leader": daemon("leader", &[], "0", heal), "follower": follower}),
+        "1",
+    );
+    let run = running(&server, "pair");
+    kill_daemon(dir.path(), &run, "master", "leader");
+    let started = Instant::now();
+    loop {
+        let events = event_texts(&server, &run);
+        let found = |service: &str| {
+            events
+                .iter()
+                .any(|e| e.contains(&format!("{service} is down")))
+        };
+        let up = states(&server, &run, "leader")
+            .iter()
+            .all(|(_, s)| s == "up")
+            && states(&server, &run, "follower")
+                .iter()
+                .all(|(_, s)| s == "up");
+        if found("leader") && found("follower") && up && !heals(&server, &run).is_empty() {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "{events:#?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // A few more ticks: the heal that restarted the leader restarted its follower too, and
+    // the follower's own finding waited for it instead of asking and being refused.
+    std::thread::sleep(Duration::from_secs(3));
+    let events = event_texts(&server, &run);
+    assert!(
+        events.iter().all(|e| !e.contains("cannot heal")),
+        "{events:#?}"
+    );
+}
+
+#[test]
 fn healing_stops_at_its_limit_with_an_event() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(&dir);

@@ -528,7 +528,12 @@ impl RunSupervisor {
                         return tracing::warn!(run.id = %act.run.key.run, error = %e, "cannot read earlier heals");
                     }
                 };
+                // An operation began meanwhile (a heal another finding asked for, say): it
+                // restarts what it must, and the checks after it say what is still down.
                 let now = clock::now_millis();
+                if act.health.waits(act.slot.running.is_some(), now) {
+                    return;
+                }
                 let healing = act
                     .health
                     .heal(&act.run, &job, &finding, &recorded, policy, &past, now);
