@@ -69,7 +69,12 @@ fn stage_barriers(tasks: &[ClusterTask], lat: &[f64]) -> f64 {
 }
 
 fn main() {
-    let (_, template) = builtin::fixture_template().expect("the echo fixture");
+    let (_, template) = builtin::template_file(
+        "tests/fixtures/templates",
+        "echo-services.json",
+        include_str!("../tests/fixtures/templates/echo-services.json"),
+    )
+    .expect("the echo fixture");
     let layout = solve(
         &template,
         &Request {

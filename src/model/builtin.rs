@@ -92,22 +92,21 @@ pub fn templates() -> Result<Vec<(TemplateId, Template)>, Invalid> {
         .collect()
 }
 
-/// The test fixture `echo-services` (`tests/fixtures/templates/`): not shipped, the shape of a
-/// coordinated cluster whose actions only echo, for the unit tests and benchmarks that plan
-/// and time a template without an engine.
-pub const FIXTURE_TEMPLATE: (&str, &str) = (
-    "echo-services.json",
-    include_str!("../../tests/fixtures/templates/echo-services.json"),
-);
-
-/// Parses and validates [`FIXTURE_TEMPLATE`].
+/// The tests' echo fixture (`tests/fixtures/templates/echo-services.json`), parsed: the shape
+/// of a coordinated cluster whose actions only echo, for the unit tests that plan a template
+/// without an engine. Not compiled into the server (the makespan benchmark reads the file
+/// itself).
+#[cfg(test)]
 pub fn fixture_template() -> Result<(TemplateId, Template), Invalid> {
-    let (file, json) = FIXTURE_TEMPLATE;
-    template_file("tests/fixtures/templates", file, json)
+    template_file(
+        "tests/fixtures/templates",
+        "echo-services.json",
+        include_str!("../../tests/fixtures/templates/echo-services.json"),
+    )
 }
 
-/// Parses and validates template file `dir/file`, named by its `name`.
-fn template_file(dir: &str, file: &str, json: &str) -> Result<(TemplateId, Template), Invalid> {
+/// Parses and validates template file `dir/file` (its content `json`), named by its `name`.
+pub fn template_file(dir: &str, file: &str, json: &str) -> Result<(TemplateId, Template), Invalid> {
     let context = |e: String| Invalid::new(format!("{dir}/{file}"), e);
     let template: Template = parse_file(dir, file, json)?;
     let name = template
