@@ -175,6 +175,34 @@ pub fn decide_heal(
     }
 }
 
+/// The service `service` needs at run time, directly or through others, that is unsettled
+/// (`unsettled`: found down, or its check is under way), if any: a finding of `service` waits
+/// for it, since that one's heal restarts `service` with its dependent chain. Heal the root,
+/// not the leaves: a Dask worker restarted while its scheduler is down waits for a scheduler
+/// nobody starts.
+pub fn unsettled_requirement<'a>(
+    template: &'a crate::model::template::Template,
+    service: &str,
+    unsettled: &std::collections::BTreeSet<&str>,
+) -> Option<&'a str> {
+    let providers = template.providers();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut todo: Vec<&str> = template
+        .predecessors_in(&providers, service, "runtime")
+        .into_iter()
+        .collect();
+    while let Some(s) = todo.pop() {
+        if !seen.insert(s) {
+            continue;
+        }
+        if unsettled.contains(s) {
+            return Some(s);
+        }
+        todo.extend(template.predecessors_in(&providers, s, "runtime"));
+    }
+    None
+}
+
 /// What the heal operation records as its trigger: what was found, and which heal it is.
 pub fn heal_trigger(
     policy: &crate::model::template::HealPolicy,
@@ -448,4 +476,26 @@ mod tests {
                 "state": "down", "found": "exit 1", "attempt": 1, "of": 2, "window": "1m"})
         );
     }
+
+    /// A leaf waits for an unsettled service it needs, directly or through another; a root,
+    /// or a service whose needs are settled, does not.
+    #[test]
+    fn a_finding_waits_for_the_unsettled_service_it_needs() {
+        let template: crate::model::template::Template = serde_json::from_value(serde_json::json!({
+            "services": {
+                "zk": {},
+                "master": {"dependencies": {"runtime": {"requires": ["zk"]}}},
+                "worker": {"dependencies": {"runtime": {"uses": ["master"]}}},
+                "side": {}
+            }
+        }))
+        .expect("template");
+        let set = |s: &[&'static str]| s.iter().copied().collect::<std::collections::BTreeSet<_>>();
+        assert_eq!(unsettled_requirement(&template, "worker", &set(&["zk"])), Some("zk"));
+        assert_eq!(unsettled_requirement(&template, "worker", &set(&["master"])), Some("master"));
+        assert_eq!(unsettled_requirement(&template, "master", &set(&["worker", "side"])), None);
+        assert_eq!(unsettled_requirement(&template, "zk", &set(&["zk", "master"])), None);
+        assert_eq!(unsettled_requirement(&template, "side", &set(&["zk"])), None);
+    }
+
 }

@@ -178,6 +178,11 @@ impl Checks {
     pub fn ended(&mut self, at: &Placed) {
         self.running.remove(at);
     }
+
+    /// The checks under way.
+    pub fn running(&self) -> impl Iterator<Item = &Placed> {
+        self.running.iter()
+    }
 }
 
 /// What one check found, and how it ended in words.

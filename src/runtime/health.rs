@@ -8,13 +8,15 @@
 //! said) and decides with `rules::service`. It writes nothing itself: `checker` records what a
 //! check found.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use actix::prelude::*;
 
-use super::checker::{self, Checks, Finding, Job, Recorded};
+use super::checker::{self, Checks, Finding, Job, Placed, Recorded};
 use crate::model::access::Act;
 use crate::model::run::{ClusterStatus, RunRecord};
+use crate::model::service::CheckOutcome;
 use crate::model::template::{Heal, HealPolicy};
 use crate::rules::resize::{self, Change};
 use crate::rules::service::{self as rule, Found, HealDecision};
@@ -33,7 +35,15 @@ pub struct Health {
     /// tick, a scheduler's and those of the workers that lost it, would each ask, and all but
     /// one be refused). A refused ask stops holding them after [`HEAL_ASK_HOLDS_MS`].
     heal_asked: Option<u64>,
+    /// The services the last counted check of found down: a finding of a service that needs
+    /// one of them waits for that one's heal.
+    found_down: BTreeSet<Placed>,
+    /// Findings that want a heal, held until the check of a service they need has ended.
+    held: Vec<Held>,
 }
+
+/// A finding that wants a heal, as recorded, with the check that found it.
+pub type Held = (Job, Finding, Recorded);
 
 /// What the checks need before any starts.
 #[derive(Debug)]
@@ -127,6 +137,8 @@ impl Health {
     pub fn operation_started(&mut self) {
         self.checks.epoch += 1;
         self.heal_asked = None;
+        self.found_down.clear();
+        self.held.clear();
     }
 
     /// Whether a finding decided at `now_ms` waits: an operation runs (`busy`), or a heal was
@@ -194,13 +206,56 @@ impl Health {
     /// A check ended: whether its finding still counts for `run` (no operation started since
     /// it began, none runs now (`busy`), the checks still tick, and the service is still on
     /// its node).
-    pub fn ended(&mut self, job: &Job, run: &RunRecord, busy: bool) -> bool {
-        self.checks.ended(&(job.node.clone(), job.service.clone()));
+    pub fn ended(&mut self, job: &Job, finding: &Finding, run: &RunRecord, busy: bool) -> bool {
+        let at = (job.node.clone(), job.service.clone());
+        self.checks.ended(&at);
         let still_there = run
             .layout
             .get(&job.node)
             .is_some_and(|s| s.contains(&job.service));
-        job.epoch == self.checks.epoch && !busy && self.ticker.is_some() && still_there
+        let counts =
+            job.epoch == self.checks.epoch && !busy && self.ticker.is_some() && still_there;
+        if counts && finding.outcome == CheckOutcome::Down {
+            self.found_down.insert(at);
+        } else {
+            self.found_down.remove(&at);
+        }
+        counts
+    }
+
+    /// Whether a finding of `job`'s service that wants a heal waits for a service it needs at
+    /// run time (directly or through others): one found down, whose heal restarts `job`'s
+    /// service too (the finding is dropped; the checks after that heal say what is still
+    /// wrong), or one whose check is under way (the finding is held, and decided again by
+    /// [`Health::released`] when that check has ended).
+    pub fn hold(&mut self, run: &RunRecord, held: Held) -> Option<Held> {
+        let Some(template) = run.template.as_ref() else {
+            return Some(held);
+        };
+        let job = &held.0;
+        let down = others(self.found_down.iter(), job);
+        if let Some(root) = rule::unsettled_requirement(template, &job.service, &down) {
+            tracing::debug!(run.id = %job.run, service = %job.service, waits_for = %root, "a heal waits for the heal of what it needs");
+            return None;
+        }
+        let checking = others(self.checks.running(), job);
+        if let Some(root) = rule::unsettled_requirement(template, &job.service, &checking) {
+            tracing::debug!(run.id = %job.run, service = %job.service, waits_for = %root, "a heal waits for the check of what it needs");
+            self.held.push(held);
+            return None;
+        }
+        Some(held)
+    }
+
+    /// The findings held while a check ran, to decide again now that a check has ended
+    /// (one held for a check still under way is held again); those from before an operation
+    /// started are dropped.
+    pub fn released(&mut self) -> Vec<Held> {
+        let epoch = self.checks.epoch;
+        std::mem::take(&mut self.held)
+            .into_iter()
+            .filter(|(job, ..)| job.epoch == epoch)
+            .collect()
     }
 
     /// The heal policy of the service a recorded finding wants healed, if it heals at all.
@@ -276,4 +331,11 @@ impl Health {
             }
         }
     }
+}
+
+/// The services of `set` but `job`'s own.
+fn others<'a>(set: impl Iterator<Item = &'a Placed>, job: &Job) -> BTreeSet<&'a str> {
+    set.filter(|(node, service)| *node != job.node || *service != job.service)
+        .map(|(_, service)| service.as_str())
+        .collect()
 }

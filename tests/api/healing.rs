@@ -414,10 +414,15 @@ fn dependents_found_down_with_what_they_need_wait_for_its_heal_and_none_is_refus
     follower["actions"]["check"]["script"] = json!(
         "[ -f follower.pid ] && kill -0 $(cat follower.pid) 2>/dev/null && [ -f leader.pid ] && kill -0 $(cat leader.pid) 2>/dev/null && exit 0; exit 3"
     );
+    // The leader's check is the slower one, so the follower's finding comes first: it waits
+    // for the leader's, and the one heal is the leader's (restarting its follower with it).
+    let mut leader = daemon("leader", &[], "0", heal);
+    leader["actions"]["check"]["script"] =
+        json!("sleep 0.5; [ -f leader.pid ] && kill -0 $(cat leader.pid) 2>/dev/null && exit 0; exit 3");
     setup(
         &server,
         "pair",
-        json!({"leader": daemon("leader", &[], "0", heal), "follower": follower}),
+        json!({"leader": leader, "follower": follower}),
         "1",
     );
     let run = running(&server, "pair");
@@ -450,6 +455,11 @@ fn dependents_found_down_with_what_they_need_wait_for_its_heal_and_none_is_refus
         events.iter().all(|e| !e.contains("cannot heal")),
         "{events:#?}"
     );
+    let healed: Vec<Value> = heals(&server, &run)
+        .iter()
+        .map(|o| o["request"]["trigger"]["service"].clone())
+        .collect();
+    assert_eq!(healed, vec![json!("leader")], "{events:#?}");
 }
 
 #[test]

@@ -475,7 +475,7 @@ impl RunSupervisor {
     fn checked(&mut self, job: checker::Job, finding: checker::Finding, ctx: &mut Context<Self>) {
         if !self
             .health
-            .ended(&job, &self.run, self.slot.running.is_some())
+            .ended(&job, &finding, &self.run, self.slot.running.is_some())
         {
             return;
         }
@@ -493,11 +493,17 @@ impl RunSupervisor {
                 (job, finding, recorded)
             }
             .into_actor(self)
-            .map(|(job, finding, recorded), act, ctx| match recorded {
-                Ok(r) if r.wants_heal => act.consider_heal(job, finding, r, ctx),
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::warn!(run.id = %act.run.key.run, error = %e, "cannot record a check")
+            .map(|(job, finding, recorded), act, ctx| {
+                match recorded {
+                    Ok(r) if r.wants_heal => act.consider_heal(job, finding, r, ctx),
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(run.id = %act.run.key.run, error = %e, "cannot record a check")
+                    }
+                }
+                // A check ended: what waited for it is decided now.
+                for (job, finding, recorded) in act.health.released() {
+                    act.consider_heal(job, finding, recorded, ctx);
                 }
             }),
         );
@@ -534,6 +540,13 @@ impl RunSupervisor {
                 if act.health.waits(act.slot.running.is_some(), now) {
                     return;
                 }
+                // Heal the root: what this service needs is down too (or its check is under
+                // way), and that one's heal restarts this one with it.
+                let Some((job, finding, recorded)) =
+                    act.health.hold(&act.run, (job, finding, recorded))
+                else {
+                    return;
+                };
                 let healing = act
                     .health
                     .heal(&act.run, &job, &finding, &recorded, policy, &past, now);
