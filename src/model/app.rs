@@ -139,6 +139,11 @@ export SPARK_SUBMIT_OPTS
 if [ -n "${EBB_ENDPOINT_SPARK_PYTHON:-}" ]; then
   set -- --conf "spark.pyspark.python=$EBB_ENDPOINT_SPARK_PYTHON" "$@"
 fi
+# A cluster with a history server: the application logs its events where it reads them (the
+# program's own conf, after these, may say otherwise).
+if [ -n "${EBB_ENDPOINT_SPARK_EVENT_LOG:-}" ]; then
+  set -- --conf spark.eventLog.enabled=true --conf "spark.eventLog.dir=$EBB_ENDPOINT_SPARK_EVENT_LOG" "$@"
+fi
 exec "$EBB_ENDPOINT_SPARK_SUBMIT" --master "$EBB_ENDPOINT_SPARK_MASTER" --deploy-mode client \
   --name "$EBB_PROGRAM" \
   --conf "spark.driver.host=${EBB_NODE_ADDRESS:-127.0.0.1}" \

@@ -131,6 +131,10 @@ pub struct ApplicationView {
     /// the cluster publishes the UI.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ui: Option<String>,
+    /// Its page on the engine's history server (Spark's, when the cluster runs one), which
+    /// shows it after it ended too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<String>,
 }
 
 impl ApplicationView {
@@ -142,10 +146,17 @@ impl ApplicationView {
                 .map(|ui| format!("{}/app/?appId={}", ui.trim_end_matches('/'), app.id)),
             _ => None,
         };
+        let history = match app.engine.as_str() {
+            crate::model::app::SPARK => endpoints
+                .get("spark-history")
+                .map(|h| format!("{}/history/{}/", h.trim_end_matches('/'), app.id)),
+            _ => None,
+        };
         ApplicationView {
             engine: app.engine,
             id: app.id,
             ui,
+            history,
         }
     }
 }

@@ -481,21 +481,36 @@ mod tests {
     /// or a service whose needs are settled, does not.
     #[test]
     fn a_finding_waits_for_the_unsettled_service_it_needs() {
-        let template: crate::model::template::Template = serde_json::from_value(serde_json::json!({
-            "services": {
-                "zk": {},
-                "master": {"dependencies": {"runtime": {"requires": ["zk"]}}},
-                "worker": {"dependencies": {"runtime": {"uses": ["master"]}}},
-                "side": {}
-            }
-        }))
-        .expect("template");
+        let template: crate::model::template::Template =
+            serde_json::from_value(serde_json::json!({
+                "services": {
+                    "zk": {},
+                    "master": {"dependencies": {"runtime": {"requires": ["zk"]}}},
+                    "worker": {"dependencies": {"runtime": {"uses": ["master"]}}},
+                    "side": {}
+                }
+            }))
+            .expect("template");
         let set = |s: &[&'static str]| s.iter().copied().collect::<std::collections::BTreeSet<_>>();
-        assert_eq!(unsettled_requirement(&template, "worker", &set(&["zk"])), Some("zk"));
-        assert_eq!(unsettled_requirement(&template, "worker", &set(&["master"])), Some("master"));
-        assert_eq!(unsettled_requirement(&template, "master", &set(&["worker", "side"])), None);
-        assert_eq!(unsettled_requirement(&template, "zk", &set(&["zk", "master"])), None);
-        assert_eq!(unsettled_requirement(&template, "side", &set(&["zk"])), None);
+        assert_eq!(
+            unsettled_requirement(&template, "worker", &set(&["zk"])),
+            Some("zk")
+        );
+        assert_eq!(
+            unsettled_requirement(&template, "worker", &set(&["master"])),
+            Some("master")
+        );
+        assert_eq!(
+            unsettled_requirement(&template, "master", &set(&["worker", "side"])),
+            None
+        );
+        assert_eq!(
+            unsettled_requirement(&template, "zk", &set(&["zk", "master"])),
+            None
+        );
+        assert_eq!(
+            unsettled_requirement(&template, "side", &set(&["zk"])),
+            None
+        );
     }
-
 }

@@ -417,8 +417,9 @@ fn dependents_found_down_with_what_they_need_wait_for_its_heal_and_none_is_refus
     // The leader's check is the slower one, so the follower's finding comes first: it waits
     // for the leader's, and the one heal is the leader's (restarting its follower with it).
     let mut leader = daemon("leader", &[], "0", heal);
-    leader["actions"]["check"]["script"] =
-        json!("sleep 0.5; [ -f leader.pid ] && kill -0 $(cat leader.pid) 2>/dev/null && exit 0; exit 3");
+    leader["actions"]["check"]["script"] = json!(
+        "sleep 0.5; [ -f leader.pid ] && kill -0 $(cat leader.pid) 2>/dev/null && exit 0; exit 3"
+    );
     setup(
         &server,
         "pair",

@@ -554,6 +554,42 @@ fn refusals_name_their_reason() {
         404,
         "ghost",
     );
+    // The template's services a run asks for: each must be the template's, with what it needs.
+    let (code, _) = server.put(
+        "/v3/namespaces/default/profiles/sparks",
+        profile_body(
+            "local",
+            &[
+                ("nodes", "2", false),
+                ("template", "spark", false),
+                ("templateServices", "spark-master,spark-worker", true),
+            ],
+        ),
+    );
+    assert_eq!(code, 200);
+    for (services, says) in [
+        (
+            "spark-master,flink",
+            "property 'templateServices': service 'flink' is not in the template",
+        ),
+        (
+            "spark-worker",
+            "property 'templateServices': service 'spark-worker' requires 'spark-master'",
+        ),
+        (
+            " , ",
+            "property 'templateServices': the cluster has no services",
+        ),
+    ] {
+        assert_error(
+            server.post_json(
+                &start_path,
+                json!({"system.profile.name": "sparks", "system.profile.properties.templateServices": services}),
+            ),
+            400,
+            says,
+        );
+    }
     assert_error(server.post_json(&start_path, json!({"n": 1})), 400, "n");
     assert_error(
         server.post("/v3/namespaces/default/apps/a/workflows/zz/start"),

@@ -30,8 +30,8 @@ use ebb_spi::capacity::{
     MARKET_TYPE, MAX_NODES, MAX_SPOT_PRICE, MIN_NODES, SPOT_RETRIES, SPOT_WORKERS_ONLY, ZONES,
 };
 use ebb_spi::resource::{
-    HEAL, HEAL_ATTEMPTS, HEAL_WINDOW, RETRY_BUDGET, TEMPLATE, TEMPLATE_CONFIG, node_count,
-    node_names,
+    HEAL, HEAL_ATTEMPTS, HEAL_WINDOW, RETRY_BUDGET, TEMPLATE, TEMPLATE_CONFIG, TEMPLATE_SERVICES,
+    node_count, node_names,
 };
 use ebb_spi::{
     Call, Context, Properties, PropertyError, PropertyKind, PropertySpec, ProvisionError,
@@ -76,6 +76,7 @@ pub static SPEC: ProvisionerSpec = ProvisionerSpec {
         RETRY_BUDGET,
         TEMPLATE,
         TEMPLATE_CONFIG,
+        TEMPLATE_SERVICES,
         HEAL,
         HEAL_ATTEMPTS,
         HEAL_WINDOW,

@@ -32,8 +32,8 @@ use ebb_spi::capacity::{
     SPOT_WORKERS_ONLY, ZONES,
 };
 use ebb_spi::resource::{
-    HEAL, HEAL_ATTEMPTS, HEAL_WINDOW, RETRY_BUDGET, TEMPLATE, TEMPLATE_CONFIG, node_count,
-    node_names,
+    HEAL, HEAL_ATTEMPTS, HEAL_WINDOW, RETRY_BUDGET, TEMPLATE, TEMPLATE_CONFIG, TEMPLATE_SERVICES,
+    node_count, node_names,
 };
 use ebb_spi::{
     Call, Context, Properties, PropertyError, PropertyKind, PropertySpec, ProvisionError,
@@ -97,6 +97,7 @@ pub static SPEC: ProvisionerSpec = ProvisionerSpec {
         RETRY_BUDGET,
         TEMPLATE,
         TEMPLATE_CONFIG,
+        TEMPLATE_SERVICES,
         HEAL,
         HEAL_ATTEMPTS,
         HEAL_WINDOW,

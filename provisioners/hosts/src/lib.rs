@@ -11,7 +11,8 @@
 use std::collections::BTreeMap;
 
 use ebb_spi::resource::{
-    HEAL, HEAL_ATTEMPTS, HEAL_WINDOW, RETRY_BUDGET, TEMPLATE, TEMPLATE_CONFIG, node_names,
+    HEAL, HEAL_ATTEMPTS, HEAL_WINDOW, RETRY_BUDGET, TEMPLATE, TEMPLATE_CONFIG, TEMPLATE_SERVICES,
+    node_names,
 };
 use ebb_spi::{
     Call, Context, FACT_REMOTE_DIR, FACT_SSH, FACT_SSH_HOST_KEY, Properties, PropertyError,
@@ -45,6 +46,7 @@ pub static SPEC: ProvisionerSpec = ProvisionerSpec {
         RETRY_BUDGET,
         TEMPLATE,
         TEMPLATE_CONFIG,
+        TEMPLATE_SERVICES,
         HEAL,
         HEAL_ATTEMPTS,
         HEAL_WINDOW,

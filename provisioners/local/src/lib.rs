@@ -9,8 +9,8 @@ pub mod sandbox;
 use std::path::PathBuf;
 
 use ebb_spi::resource::{
-    HEAL, HEAL_ATTEMPTS, HEAL_WINDOW, RETRY_BUDGET, TEMPLATE, TEMPLATE_CONFIG, node_count,
-    node_names,
+    HEAL, HEAL_ATTEMPTS, HEAL_WINDOW, RETRY_BUDGET, TEMPLATE, TEMPLATE_CONFIG, TEMPLATE_SERVICES,
+    node_count, node_names,
 };
 use ebb_spi::{
     Call, Context, Properties, PropertyKind, PropertySpec, ProvisionError, Provisioner,
@@ -40,6 +40,7 @@ pub static SPEC: ProvisionerSpec = ProvisionerSpec {
         RETRY_BUDGET,
         TEMPLATE,
         TEMPLATE_CONFIG,
+        TEMPLATE_SERVICES,
         HEAL,
         HEAL_ATTEMPTS,
         HEAL_WINDOW,

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ebb_spi::resource::{
-    HEAL, HEAL_ATTEMPTS, HEAL_WINDOW, RETRY_BUDGET, TEMPLATE, TEMPLATE_CONFIG,
+    HEAL, HEAL_ATTEMPTS, HEAL_WINDOW, RETRY_BUDGET, TEMPLATE, TEMPLATE_CONFIG, TEMPLATE_SERVICES,
 };
 use ebb_spi::{PropertyKind, PropertySpec, ProvisionerSpec};
 use serde::Deserialize;
@@ -32,10 +32,11 @@ pub const DEFAULT_CONCURRENCY: u32 = 4;
 
 /// The properties every provisioner that makes resources takes, which the framework (not the
 /// plugin) acts on: a plugin gets them without declaring them, and may not redeclare them.
-pub const FRAMEWORK_PROPERTIES: [PropertySpec; 6] = [
+pub const FRAMEWORK_PROPERTIES: [PropertySpec; 7] = [
     RETRY_BUDGET,
     TEMPLATE,
     TEMPLATE_CONFIG,
+    TEMPLATE_SERVICES,
     HEAL,
     HEAL_ATTEMPTS,
     HEAL_WINDOW,

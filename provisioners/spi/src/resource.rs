@@ -45,6 +45,11 @@ pub const TEMPLATE_CONFIG: PropertySpec = PropertySpec::optional(
     },
 );
 
+/// The services a profile's clusters run, comma-separated (`spark-master,spark-worker,
+/// spark-history`): any the template allows, in place of its default services.
+pub const TEMPLATE_SERVICES: PropertySpec =
+    PropertySpec::optional("templateServices", PropertyKind::Text);
+
 /// How a live cluster's checked services are healed, for every service of the template
 /// (`none`, `restart` or `replace-node`); when left out, each service's own `heal` in the
 /// template holds.

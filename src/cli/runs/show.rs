@@ -50,6 +50,9 @@ pub(super) fn show_run(json: bool, answer: Value) -> Result<(), CliError> {
             .map(|u| format!(" ({u})"))
             .unwrap_or_default();
         out!("{}:    application {}{ui}", app.engine, app.id);
+        if let Some(history) = &app.history {
+            out!("history:  {history}");
+        }
     }
     if let Some(retry) = &r.retry {
         let waits = r

@@ -351,6 +351,10 @@ fn resolve_at(
                     })?;
                 t.defaults.config.extend(given);
             }
+            // The profile's (or the run's) choice of the template's services over its defaults.
+            if let Some(given) = map.get(ebb_spi::resource::TEMPLATE_SERVICES.name) {
+                t.defaults.services = template_services(&t, given)?;
+            }
             (Some(t), Some((name.clone(), author)))
         }
     };
@@ -383,6 +387,35 @@ fn resolve_at(
         retry,
         reuse: stored.profile.reuse(),
     })
+}
+
+/// The most services `templateServices` may name.
+const MAX_TEMPLATE_SERVICES: usize = 64;
+
+/// The services property `templateServices` names (comma-separated), each one the template
+/// allows, with what they require; a 400 naming the property otherwise.
+fn template_services(
+    template: &crate::model::template::Template,
+    given: &str,
+) -> Result<Vec<String>, RunError> {
+    let bad = |message: String| RunError::BadProperty {
+        property: ebb_spi::resource::TEMPLATE_SERVICES.name.into(),
+        message,
+    };
+    let names: std::collections::BTreeSet<String> = given
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect();
+    if names.len() > MAX_TEMPLATE_SERVICES {
+        return Err(bad(format!(
+            "names {} services, more than the limit of {MAX_TEMPLATE_SERVICES}",
+            names.len()
+        )));
+    }
+    crate::rules::solver::check_services(template, &names).map_err(|e| bad(e.to_string()))?;
+    Ok(names.into_iter().collect())
 }
 
 /// Solves the layout of what a start resolved to, on the blocking pool (never inside a

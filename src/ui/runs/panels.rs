@@ -132,6 +132,9 @@ pub(super) fn status_panel(ctx: &Ctx, run: &RunView) -> Markup {
                         }
                         Some(_) | None => { code { (app.id) } }
                     }
+                    @if let Some(history) = app.history.as_ref().filter(|h| h.starts_with("http://") || h.starts_with("https://")) {
+                        " · " a href=(history) rel="noopener noreferrer" target="_blank" { "history" }
+                    }
                 },
                 None => html! { "–" },
             }),

@@ -221,7 +221,7 @@ fn a_reused_cluster_waits_until_the_last_runs_tasks_are_gone() {
     setup();
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(&dir);
-    reusing_profile(&server, "dask", "dask");
+    reusing_profile(&server, "dask", "dask", &[]);
     // `leave` fires a 4-second task and forgets it; `look` says how many tasks the scheduler
     // holds as it begins.
     let leave = "import os, time\nfrom distributed import Client, fire_and_forget\nc = Client(os.environ['EBB_ENDPOINT_DASK_SCHEDULER'])\nfire_and_forget(c.submit(time.sleep, 4, pure=False))\nprint('left one')\n";

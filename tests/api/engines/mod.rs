@@ -171,17 +171,17 @@ pub fn on(profile: &str) -> Value {
 }
 
 /// Makes USER profile `name`: three `local` nodes on template `template` with the tests'
-/// Python, whose completed runs leave their cluster IDLE for ten minutes for the next run.
-pub fn reusing_profile(server: &Server, name: &str, template: &str) {
+/// Python and `more` properties, whose completed runs leave their cluster IDLE for ten
+/// minutes for the next run.
+pub fn reusing_profile(server: &Server, name: &str, template: &str, more: &[(&str, &str)]) {
     let config = json!({"pythonEnv": setup_python()}).to_string();
-    let mut body = profile_body(
-        "local",
-        &[
-            ("nodes", "3", true),
-            ("template", template, true),
-            ("templateConfig", config.as_str(), true),
-        ],
-    );
+    let mut properties = vec![
+        ("nodes", "3", true),
+        ("template", template, true),
+        ("templateConfig", config.as_str(), true),
+    ];
+    properties.extend(more.iter().map(|(n, v)| (*n, *v, true)));
+    let mut body = profile_body("local", &properties);
     body["clusterReuse"] = json!(true);
     body["reuseIdle"] = json!("10m");
     crate::support::profiles::put_profile_body(server, name, body);

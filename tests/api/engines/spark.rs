@@ -288,14 +288,19 @@ fn app_dirs(dir: &std::path::Path, cluster_run: &str, node: &str) -> Vec<String>
 /// A PySpark job: the sum of the squares of 0..=N (argument 1) from the workers (after a
 /// pause of argument 3 seconds, if given), a property ebb passed, then the exit status in
 /// argument 2.
-const SQUARES: &str = r#"import sys, time
+const SQUARES: &str = r#"import os, sys, time
 from pyspark.sql import SparkSession
 
 spark = SparkSession.builder.getOrCreate()
 n = int(sys.argv[1])
 total = spark.sparkContext.parallelize(range(n + 1), 4).map(lambda x: x * x).sum()
+# A third argument holds the driver back: so many seconds, or until that file exists.
 if len(sys.argv) > 3:
-    time.sleep(float(sys.argv[3]))
+    if sys.argv[3].replace(".", "", 1).isdigit():
+        time.sleep(float(sys.argv[3]))
+    else:
+        while not os.path.exists(sys.argv[3]):
+            time.sleep(0.1)
 print(f"squares {total}")
 print(f"conf {spark.conf.get('spark.ebb.said')}")
 spark.stop()
@@ -311,7 +316,9 @@ fn a_spark_program_is_submitted_the_run_names_its_application_and_the_next_reuse
     let job = dir.path().join("squares.py");
     std::fs::write(&job, SQUARES).expect("the job");
     // The second run takes the first one's cluster: one Spark master sees both applications.
-    reusing_profile(&server, "spark", "spark");
+    // The profile adds the template's optional history server, which shows them both.
+    let services = "spark-master, spark-worker, spark-history";
+    reusing_profile(&server, "spark", "spark", &[("templateServices", services)]);
     let job = job.display().to_string();
     let (code, reply) = server.put(
         "/v3/namespaces/default/apps/squares",
@@ -385,6 +392,44 @@ fn a_spark_program_is_submitted_the_run_names_its_application_and_the_next_reuse
     assert!(page.contains(app), "{page}");
     let completed = completed_apps(ui);
     assert_eq!(completed, [app], "the cluster's master ran it");
+    // The history server runs on the master (the template places it there) and has the
+    // application's page once it has read its event log (it looks every 2 s).
+    let placed: Vec<(String, String)> = crate::support::runs::service_states(&server, &run)
+        .into_iter()
+        .filter(|(_, s, _)| s == "spark-history")
+        .map(|(node, _, state)| (node, state))
+        .collect();
+    assert_eq!(placed, [("master".to_string(), "up".to_string())]);
+    let history = done["cluster"]["endpoints"]["spark-history"]
+        .as_str()
+        .expect("spark-history")
+        .to_string();
+    assert_eq!(
+        done["application"]["history"],
+        format!("{history}/history/{app}/"),
+        "{done}"
+    );
+    assert!(
+        page.contains(&format!("{history}/history/{app}/")),
+        "{page}"
+    );
+    let master_dir = sandbox(dir.path(), &run, "master");
+    let in_history = |apps: &[&str]| {
+        let start = Instant::now();
+        loop {
+            let listed = reqwest::blocking::get(format!("{history}/api/v1/applications"))
+                .and_then(|r| r.text())
+                .unwrap_or_else(|e| e.to_string());
+            if apps.iter().all(|app| listed.contains(app)) {
+                break;
+            }
+            let log =
+                std::fs::read_to_string(master_dir.join("spark/history.log")).unwrap_or_default();
+            assert!(start.elapsed() < Duration::from_secs(30), "{listed}\n{log}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    in_history(&[app]);
     let first_apps = app_dirs(dir.path(), &run, "worker-1");
     assert_eq!(first_apps.len(), 1, "the first job's directory");
     let first = run;
@@ -420,6 +465,13 @@ fn a_spark_program_is_submitted_the_run_names_its_application_and_the_next_reuse
     }
     let completed = completed_apps(ui);
     assert_eq!(completed.len(), 2, "two jobs on one master: {completed:?}");
+    // The reused cluster's history server links the second application too (the failed
+    // run's cluster is being deleted now, the server with it).
+    assert_eq!(
+        failed["application"]["history"],
+        format!("{history}/history/{second}/"),
+        "{failed}"
+    );
 }
 
 /// Waits (at most `limit`) until an event of `run` says `fragment`.
@@ -641,16 +693,28 @@ fn over_ssh_a_spark_program_runs_on_a_master_and_two_workers_on_three_machines()
     );
     let job = dir.path().join("squares.py");
     std::fs::write(&job, SQUARES).expect("the job");
+    let go = dir.path().join("go").display().to_string();
     let (code, reply) = server.put(
         "/v3/namespaces/default/apps/squares",
         serde_json::json!({
             "config": {"system.profile.name": "spark"},
             "programs": [{"type": "spark", "name": "squares", "mainFile": job,
-                          "args": ["100", "0"], "conf": {"spark.ebb.said": "over ssh"}}]
+                          "args": ["100", "0", go], "conf": {"spark.ebb.said": "over ssh"}}]
         }),
     );
     assert_eq!(code, 200, "{reply}");
     let (run, _) = start_program(&server, "squares", "squares");
+    // While the job runs: a worker's daemon log, read from its machine over SSH.
+    wait_until(&server, &run, LIMIT, |r| r["status"] == "RUNNING");
+    let (code, logs) = server.get(&format!("{run}/services/spark-worker/logs?node=worker-1"));
+    assert_eq!(code, 200, "{logs}");
+    assert_eq!(logs["logs"][0]["file"], "spark/worker.log", "{logs}");
+    let text = logs["logs"][0]["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("Successfully registered with master spark://127.0.2.21:"),
+        "{logs}"
+    );
+    std::fs::write(&go, "").expect("go");
     let done = deprovisioned(&server, &run, LIMIT);
     let (stdout, stderr) = output(&server, &run);
     let said = events(&server, &run);

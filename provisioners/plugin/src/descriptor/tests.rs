@@ -45,6 +45,7 @@ fn a_good_descriptor_gives_a_spec_with_the_framework_properties() {
             "retryBudget",
             "template",
             "templateConfig",
+            "templateServices",
             "heal",
             "healAttempts",
             "healWindow"
