@@ -91,7 +91,12 @@ fn a_scheduler_with_two_workers_runs_the_example_with_its_checked_answer() {
         .collect();
     assert_eq!(workers(dashboard), hosts, "two registered workers");
 
-    profile(&server, "dask", 3);
+    // The example on a cluster that installs Dask itself, as a node ebb made in a cloud does
+    // (`install: always`; a virtualenv and distributed, pinned, from PyPI), into a directory
+    // of the test's: the three nodes share this machine, and install it once between them.
+    let installed = dir.path().join("opt/dask");
+    let config = serde_json::json!({"install": "always", "installDir": installed}).to_string();
+    local_profile(&server, "dask", 3, "dask", &[("templateConfig", config.as_str())]);
     deploy_example(&server, "dask", "dask.json");
     let (run, _) = start_program(&server, "dask", "squares");
     let done = ended(&server, &run, LIMIT);
@@ -102,6 +107,13 @@ fn a_scheduler_with_two_workers_runs_the_example_with_its_checked_answer() {
         "{stdout}"
     );
     assert!(stdout.contains("1000 tasks on"), "{stdout}");
+    let python = format!("{}/bin/python3", installed.display());
+    assert_eq!(done["cluster"]["endpoints"]["dask-python"], python, "{done}");
+    let version = std::process::Command::new(&python)
+        .args(["-c", "import distributed; print(distributed.__version__)"])
+        .output()
+        .expect("the installed Python");
+    assert_eq!(String::from_utf8_lossy(&version.stdout).trim(), "2026.8.0");
 }
 
 #[test]
