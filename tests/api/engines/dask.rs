@@ -96,7 +96,13 @@ fn a_scheduler_with_two_workers_runs_the_example_with_its_checked_answer() {
     // of the test's: the three nodes share this machine, and install it once between them.
     let installed = dir.path().join("opt/dask");
     let config = serde_json::json!({"install": "always", "installDir": installed}).to_string();
-    local_profile(&server, "dask", 3, "dask", &[("templateConfig", config.as_str())]);
+    local_profile(
+        &server,
+        "dask",
+        3,
+        "dask",
+        &[("templateConfig", config.as_str())],
+    );
     deploy_example(&server, "dask", "dask.json");
     let (run, _) = start_program(&server, "dask", "squares");
     let done = ended(&server, &run, LIMIT);
@@ -108,7 +114,10 @@ fn a_scheduler_with_two_workers_runs_the_example_with_its_checked_answer() {
     );
     assert!(stdout.contains("1000 tasks on"), "{stdout}");
     let python = format!("{}/bin/python3", installed.display());
-    assert_eq!(done["cluster"]["endpoints"]["dask-python"], python, "{done}");
+    assert_eq!(
+        done["cluster"]["endpoints"]["dask-python"], python,
+        "{done}"
+    );
     let version = std::process::Command::new(&python)
         .args(["-c", "import distributed; print(distributed.__version__)"])
         .output()
