@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::program::{STDERR, STDOUT};
-use crate::model::run::{Application, Exit};
+use crate::model::run::Application;
 use crate::rules::lifecycle::Event;
 
 /// How often the output is looked at.
@@ -71,12 +71,12 @@ impl Watch {
 
 /// Waits for `wait` (the program's end); meanwhile, for a program that submits to `engine`,
 /// tells `news` of the application its output in `dir` names.
-pub async fn watched(
+pub async fn watched<T>(
     engine: Option<&str>,
     dir: PathBuf,
     news: &impl Fn(Event),
-    wait: impl Future<Output = Exit>,
-) -> Exit {
+    wait: impl Future<Output = T>,
+) -> T {
     if engine != Some(crate::model::app::SPARK) {
         return wait.await;
     }

@@ -72,6 +72,8 @@ pub struct Member {
     pub name: Arc<str>,
     lease: Arc<AtomicI64>,
     draining: Arc<AtomicBool>,
+    /// The programs on this host whose fences this server keeps moving.
+    pub fences: super::fence::Fences,
 }
 
 impl Member {
@@ -80,6 +82,7 @@ impl Member {
             name: Arc::from(name),
             lease: Arc::default(),
             draining: Arc::default(),
+            fences: super::fence::Fences::default(),
         }
     }
 

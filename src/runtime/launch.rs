@@ -220,8 +220,16 @@ pub(super) async fn launch_remote(
 
 /// Launches `run`'s program, on its cluster's master over SSH or on this host, or re-attaches
 /// to it after a restart, and tells `news` what becomes of it: launched (or not), then its
-/// exit. A program that ran on another server's host, which is gone, is lost.
-pub async fn watch(deps: &Deps, run: &RunRecord, context: ebb_spi::Context, news: impl Fn(Event)) {
+/// exit. A program that ran on another server's host, which is gone, is lost: counted dead
+/// once its launcher has stopped it (see [`super::fence`]). On a store of several servers a
+/// program on this host lives while `owned` (its supervisor) does and the lease holds.
+pub async fn watch(
+    deps: &Deps,
+    run: &RunRecord,
+    context: ebb_spi::Context,
+    owned: std::sync::Weak<()>,
+    news: impl Fn(Event),
+) {
     let dir = attempt_dir(deps, run);
     let engine = run.launch.engine.as_deref();
     if let Err(e) = std::fs::create_dir_all(&dir) {
@@ -236,8 +244,12 @@ pub async fn watch(deps: &Deps, run: &RunRecord, context: ebb_spi::Context, news
     match remote_program(deps, run, context).await {
         None => {
             if let Some(other) = run.launcher.as_deref().filter(|l| **l != *deps.member.name) {
+                // This server claimed the run once etcd had ended the other's lease, by when
+                // the program's launcher stops it; a margin for its look and the kill, and the
+                // program is counted dead (a retry never runs beside it).
+                tokio::time::sleep(super::fence::MARGIN).await;
                 return news(Event::ProgramLost(format!(
-                    "the program ran on the host of server {other}, which is gone; no other server can reach it"
+                    "the program ran on the host of server {other}, which is gone; no other server can reach it, and its launcher stopped it when {other}'s lease ran out"
                 )));
             }
         }
@@ -254,13 +266,32 @@ pub async fn watch(deps: &Deps, run: &RunRecord, context: ebb_spi::Context, news
             };
         }
     }
+    // On a store of several servers the program lives while this server surely owns its
+    // run: its fence is there before its launcher starts, and moves on from then.
+    let fence = match deps.store.shared() {
+        false => None,
+        true => match super::fence::confirmed(deps).await {
+            Some(until) => Some(until),
+            None => {
+                return news(Event::LaunchFailed(
+                    "this server holds no lease now: the program is not launched".into(),
+                ));
+            }
+        },
+    };
     let started = match launch_file(deps, run).await {
         Ok(launch) => {
             let (exe, dir) = (deps.exe.clone(), dir.clone());
             let token = deps.cipher.run_token(&run.key.namespace, &run.key.run);
-            tokio::task::spawn_blocking(move || program::start(&exe, &dir, &launch, &token))
-                .await
-                .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+            tokio::task::spawn_blocking(move || {
+                if let Some(until) = fence {
+                    std::fs::create_dir_all(&dir)?;
+                    super::fence::write(&dir, until)?;
+                }
+                program::start(&exe, &dir, &launch, &token)
+            })
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e)))
         }
         Err(e) => Err(e),
     };
@@ -280,24 +311,42 @@ pub async fn watch(deps: &Deps, run: &RunRecord, context: ebb_spi::Context, news
             }));
             return;
         }
+        Ok(Started::Fenced) => {
+            news(Event::Launched);
+            news(Event::ProgramLost(FENCED.into()));
+            return;
+        }
         Err(e) => {
             news(Event::LaunchFailed(e.to_string()));
             return;
         }
     };
+    if fence.is_some() {
+        deps.member.fences.hold(&dir, owned);
+    }
     news(Event::Launched);
     let wait = async {
         match program::wait(dir.clone(), child).await {
-            Ok(Started::Ended(exit)) => exit,
-            Ok(_) | Err(_) => Exit {
+            Ok(Started::Ended(exit)) => Ok(exit),
+            Ok(Started::Fenced) => Err(()),
+            Ok(_) | Err(_) => Ok(Exit {
                 code: None,
                 signal: None,
-            },
+            }),
         }
     };
-    let exit = super::application::watched(engine, dir.clone(), &news, wait).await;
-    news(Event::Exited(exit));
+    let ended = super::application::watched(engine, dir.clone(), &news, wait).await;
+    deps.member.fences.release(&dir);
+    match ended {
+        Ok(exit) => news(Event::Exited(exit)),
+        // Stopped for want of a confirmed owner: lost as on a lost server (tried again under
+        // a retry), not a failure of the program's own.
+        Err(()) => news(Event::ProgramLost(FENCED.into())),
+    }
 }
+
+/// What a program its launcher stopped (fenced) is recorded lost with.
+const FENCED: &str = "its launcher stopped it: this server's hold on the run could not be confirmed in time (it was paused, or cut off from etcd)";
 
 /// Signals `run`'s program to stop (SIGTERM, then SIGKILL after [`KILL_GRACE`]), wherever it
 /// runs.

@@ -94,6 +94,8 @@ pub async fn run(runtime: Runtime, settings: Settings) {
     let Some(mut lease) = deps.store.lease() else {
         return;
     };
+    // The programs this server runs on its host live while it surely owns their runs.
+    tokio::spawn(super::fence::keep(deps.clone()));
     // A server's record goes with its lease, and its owner records with it: look at once.
     let Some(mut gone) = deps.store.watch_deletes(Table::Servers) else {
         return;

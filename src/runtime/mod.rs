@@ -35,6 +35,7 @@ pub mod clock;
 pub mod confine;
 pub mod deps;
 pub mod error;
+pub mod fence;
 pub mod handle;
 pub mod health;
 pub mod janitor;

@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::fence;
 use crate::model::run::Exit;
 
 /// What to run; also the lock the shim holds for its whole life.
@@ -63,6 +64,9 @@ struct ProgramFile {
     pid: Option<i32>,
     start_ticks: u64,
     exit: Option<Exit>,
+    /// Its launcher stopped it: its owner's lease could no longer be confirmed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    fenced: bool,
 }
 
 /// What [`start`] found or did.
@@ -76,6 +80,9 @@ pub enum Started {
     Ended(Exit),
     /// Launched earlier, but the shim died without recording how the program ended.
     Lost,
+    /// Launched earlier and stopped by its launcher: its owner's hold on the run could not be
+    /// confirmed in time (see [`super::fence`]).
+    Fenced,
 }
 
 /// The JSON in `path`; `None` when it is missing or torn (a writer died mid-write).
@@ -143,6 +150,11 @@ fn shim_alive(run_dir: &Path) -> io::Result<bool> {
 /// How the program of `run_dir` ended, once the shim is gone.
 fn ended(run_dir: &Path) -> io::Result<Started> {
     Ok(match read_json::<ProgramFile>(&run_dir.join(PROGRAM))? {
+        Some(ProgramFile {
+            exit: Some(_),
+            fenced: true,
+            ..
+        }) => Started::Fenced,
         Some(ProgramFile {
             exit: Some(exit), ..
         }) => Started::Ended(exit),
@@ -285,6 +297,7 @@ fn signal(run_dir: &Path, signal: rustix::process::Signal) -> io::Result<bool> {
         pid: Some(pid),
         start_ticks: ticks,
         exit: None,
+        ..
     }) = read_json::<ProgramFile>(&run_dir.join(PROGRAM))?
     else {
         return Ok(false);
@@ -333,6 +346,7 @@ pub fn shim(run_dir: &Path) -> i32 {
                     code: Some(127),
                     signal: None,
                 }),
+                fenced: false,
             };
             let _ = write_json(&run_dir.join(PROGRAM), &failed, Durable::Yes);
             1
@@ -353,6 +367,7 @@ fn shim_inner(run_dir: &Path) -> io::Result<()> {
         pid: None,
         start_ticks: 0,
         exit: None,
+        fenced: false,
     };
     write_json(&run_dir.join(PROGRAM), &program, Durable::Yes)?;
     // What the program leaves running (a process it detached with setsid, a daemon) becomes
@@ -376,7 +391,16 @@ fn shim_inner(run_dir: &Path) -> io::Result<()> {
     program.pid = Some(pid);
     program.start_ticks = start_ticks(pid).unwrap_or(0);
     write_json(&run_dir.join(PROGRAM), &program, Durable::No)?;
+    // Fenced (a store of several servers): the program lives while its owner's fence lies
+    // ahead of the host's clock.
+    let ended = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let fencing = fence::read(run_dir).map(|until| {
+        let (run_dir, ended) = (run_dir.to_path_buf(), std::sync::Arc::clone(&ended));
+        std::thread::spawn(move || guard(&run_dir, until, pid, &ended))
+    });
     let status = child.wait()?;
+    ended.store(true, std::sync::atomic::Ordering::SeqCst);
+    program.fenced = fencing.and_then(|t| t.join().ok()).unwrap_or(false);
     program.exit = Some(Exit {
         code: status.code(),
         signal: status.signal(),
@@ -384,6 +408,31 @@ fn shim_inner(run_dir: &Path) -> io::Result<()> {
     write_json(&run_dir.join(PROGRAM), &program, Durable::Yes)?;
     end_leftovers(pid);
     Ok(())
+}
+
+/// Watches the fence of `run_dir` (first `until`) until `ended`: once the host's clock has
+/// passed it, kills process group `group` and says so. Returns whether it did.
+fn guard(
+    run_dir: &Path,
+    mut until: u64,
+    group: i32,
+    ended: &std::sync::atomic::AtomicBool,
+) -> bool {
+    while !ended.load(std::sync::atomic::Ordering::SeqCst) {
+        // A fence that cannot be read keeps the last instant read.
+        until = fence::read(run_dir).unwrap_or(until);
+        if fence::now_ns() >= until {
+            if let Some(group) = rustix::process::Pid::from_raw(group) {
+                let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+            }
+            eprintln!(
+                "ebb shim: the program is stopped: its server's ownership of the run could not be confirmed in time (the server was stopped, paused or cut off from etcd), and another server may take the run over"
+            );
+            return true;
+        }
+        std::thread::sleep(fence::POLL);
+    }
+    false
 }
 
 /// How long the shim keeps stopping what the program left (each round kills every child it
@@ -463,7 +512,9 @@ mod tests {
         assert_eq!(seen.exit, None);
         match ended(&run_dir).expect("ended") {
             Started::Ended(exit) => assert_eq!(exit.code, Some(0)),
-            other @ (Started::Child(_) | Started::Running | Started::Lost) => panic!("{other:?}"),
+            other @ (Started::Child(_) | Started::Running | Started::Lost | Started::Fenced) => {
+                panic!("{other:?}")
+            }
         }
     }
 
@@ -515,6 +566,7 @@ mod tests {
             pid: None,
             start_ticks: 0,
             exit: None,
+            fenced: false,
         };
         write_json(&run_dir.join(PROGRAM), &launching, Durable::Yes).expect("record");
         let launch = LaunchFile {

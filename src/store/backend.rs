@@ -57,6 +57,14 @@ pub(super) trait Backend: Send + Sync + std::fmt::Debug {
     /// backend without leases.
     fn lease(&self) -> Option<watch::Receiver<i64>>;
 
+    /// The earliest instant etcd may end lease `lease` by this host's clock (its last renewal
+    /// was sent its time to live before), while it is the one held; `None` otherwise, and on
+    /// a backend without leases. What this server started stops by then (fencing).
+    fn lease_expiry(&self, lease: i64) -> Option<std::time::Instant> {
+        let _ = lease;
+        None
+    }
+
     /// A count that grows whenever keys of `table` are deleted (by anyone), for as long as the
     /// receiver is held; `None` on a backend of one server.
     fn watch_deletes(&self, table: super::Table) -> Option<watch::Receiver<u64>>;

@@ -238,6 +238,12 @@ impl Store {
         self.backend.lease()
     }
 
+    /// The earliest instant etcd may end this server's lease `lease`, by this host's
+    /// monotonic clock, while it is held; `None` on a store of one server.
+    pub fn lease_expiry(&self, lease: i64) -> Option<std::time::Instant> {
+        self.backend.lease_expiry(lease)
+    }
+
     /// A count that grows whenever keys of `table` are deleted, by any server; `None` on a
     /// store of one server.
     pub fn watch_deletes(&self, table: Table) -> Option<tokio::sync::watch::Receiver<u64>> {

@@ -1106,3 +1106,133 @@ fn a_run_end_while_no_server_fires_schedules_fires_its_trigger_once_after() {
     assert_eq!(fired.len(), 1);
     assert_eq!(again.len(), 1, "the end fired b twice: {again:?}");
 }
+
+/// The beats a program wrote (`<pid> <epoch ns>` lines), by pid in order of first beat: each
+/// pid's first and last beat.
+fn beats(path: &std::path::Path) -> Vec<(String, u128, u128)> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let mut out: Vec<(String, u128, u128)> = Vec::new();
+    for line in text.lines() {
+        let mut words = line.split_whitespace();
+        let (Some(pid), Some(at)) = (words.next(), words.next().and_then(|t| t.parse().ok()))
+        else {
+            continue;
+        };
+        match out.iter_mut().find(|(p, ..)| p == pid) {
+            Some(seen) => seen.2 = at,
+            None => out.push((pid.to_string(), at, at)),
+        }
+    }
+    out
+}
+
+/// Waits until the program has beaten `n` times as its `copy`-th pid; returns the beats.
+#[track_caller]
+fn wait_for_beats(
+    path: &std::path::Path,
+    copy: usize,
+    limit: Duration,
+) -> Vec<(String, u128, u128)> {
+    let start = Instant::now();
+    loop {
+        let seen = beats(path);
+        if seen.len() > copy && seen[copy].2 >= seen[copy].1 + 400_000_000 {
+            return seen;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "copy {copy} did not beat: {seen:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn epoch_ns() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("time")
+        .as_nanos()
+}
+
+/// A program on its owner's host lives only while the owner surely holds the run: the owner
+/// SIGKILLed, its program stops within the lease's time to live (its launcher stops it), and
+/// the retry the next owner launches starts only after; that owner paused (SIGSTOP) for twice
+/// the lease, its program stops the same way while it sleeps, and once it is woken nothing of
+/// it runs on. Two copies of one program never beat at once.
+#[test]
+fn a_program_lives_only_while_its_owner_holds_the_run_and_a_retry_never_runs_beside_it() {
+    let cluster = Cluster::start(1);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sim = sub(&dir, "sim");
+    let file = dir.path().join("beats");
+    let install = Installation::new(&cluster, dir.path(), TTL, "/ebb-test/fenced-programs");
+    let mut servers: Vec<Option<Server>> = ["s0", "s1", "s2"]
+        .iter()
+        .map(|n| Some(install.server(n)))
+        .collect();
+    let any = |servers: &[Option<Server>]| -> usize {
+        servers.iter().position(Option::is_some).expect("a server")
+    };
+    let s0 = servers[0].as_ref().expect("s0");
+    sim_profile(s0, "p", &sim, &[("nodes", "1")], 0, None);
+    let script = format!(
+        "while :; do echo \"$$ $(date +%s%N)\" >> {}; sleep 0.1; done",
+        file.display()
+    );
+    deploy(
+        s0,
+        "beat",
+        &script,
+        json!({"retry": {"maxAttempts": 3, "backoff": "1s"}}),
+    );
+    let run = start(s0, "beat", json!({"system.profile.name": "p"}));
+    wait_for_beats(&file, 0, Duration::from_secs(30));
+
+    // The owner killed: its program stops within the lease, and the retry starts after it.
+    let killed = epoch_ns();
+    servers[0].take().expect("s0").kill();
+    let seen = wait_for_beats(&file, 1, TTL + Duration::from_secs(20));
+    let (first, second) = (&seen[0], &seen[1]);
+    assert!(first.2 < second.1, "two copies at once: {seen:?}");
+    let lived = Duration::from_nanos(u64::try_from(first.2.saturating_sub(killed)).unwrap_or(0));
+    assert!(
+        lived < TTL + Duration::from_millis(1500),
+        "the first copy beat {lived:?} after its owner was killed"
+    );
+    let viewer = servers[any(&servers)].as_ref().expect("a server");
+    let (_, view) = viewer.get(&run);
+    assert_eq!(view["attempt"], 2, "{view}");
+    let attempts = view["attempts"].to_string();
+    assert!(attempts.contains("server-lost"), "{view}");
+
+    // Its new owner paused past its lease: its program stops while it sleeps; the third
+    // attempt starts after; woken, the paused server runs nothing of the run.
+    let owner = view["owner"].as_str().expect("owner").to_string();
+    let index = if owner == "s1" { 1 } else { 2 };
+    let paused = servers[index].as_ref().expect("the owner").pid();
+    let stopped = epoch_ns();
+    signal(paused, "STOP");
+    let seen = wait_for_beats(&file, 2, TTL + Duration::from_secs(20));
+    let (second, third) = (&seen[1], &seen[2]);
+    assert!(second.2 < third.1, "two copies at once: {seen:?}");
+    let lived = Duration::from_nanos(u64::try_from(second.2.saturating_sub(stopped)).unwrap_or(0));
+    assert!(
+        lived < TTL + Duration::from_millis(1500),
+        "the second copy beat {lived:?} after its owner was paused"
+    );
+    std::thread::sleep(TTL);
+    signal(paused, "CONT");
+    std::thread::sleep(Duration::from_secs(2));
+    let now = beats(&file);
+    assert_eq!(now.len(), 3, "{now:?}");
+    assert_eq!(
+        now[1].2, second.2,
+        "the paused owner's copy beat again: {now:?}"
+    );
+    let other = servers[3 - index].as_ref().expect("the third owner");
+    let (code, _) = other.post(&format!("{run}/stop"));
+    assert_eq!(code, 200);
+    let done = wait_deprovisioned(other, &run);
+    assert_eq!(done["status"], "KILLED", "{done}");
+    assert_eq!(beats(&file).len(), 3, "each attempt ran once");
+}

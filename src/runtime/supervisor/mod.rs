@@ -144,6 +144,9 @@ pub struct RunSupervisor {
     idle_watch: Option<SpawnHandle>,
     /// The watch of the cluster's spot nodes.
     reclaims: crate::runtime::spot::Reclaims,
+    /// Lives as long as this supervisor: the fence of the run's program on this host moves on
+    /// only while it does.
+    owned: std::sync::Arc<()>,
 }
 
 /// How often an IDLE cluster's supervisor looks whether it is still wanted.
@@ -174,6 +177,7 @@ impl RunSupervisor {
             health: Health::default(),
             idle_watch: None,
             reclaims: crate::runtime::spot::Reclaims::default(),
+            owned: std::sync::Arc::new(()),
         }
     }
 
@@ -369,8 +373,9 @@ impl RunSupervisor {
             ctx.address(),
         );
         let attempt = Some(run.attempt());
+        let owned = std::sync::Arc::downgrade(&self.owned);
         actix::spawn(async move {
-            launch::watch(&deps, &run, context, |e| {
+            launch::watch(&deps, &run, context, owned, |e| {
                 me.do_send(ProgramNews(e, attempt))
             })
             .await;

@@ -60,6 +60,16 @@ impl Shared {
             .lease_deadline
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = Some(until);
+        *self.lease_expiry.lock().unwrap_or_else(|e| e.into_inner()) = Some(sent + ttl);
+    }
+
+    /// The earliest instant etcd may end `lease` (its last renewal's sending plus its time
+    /// to live), while it is the one held.
+    pub(super) fn lease_expiry(&self, lease: i64) -> Option<Instant> {
+        if *self.lease.borrow() != lease || lease == 0 {
+            return None;
+        }
+        *self.lease_expiry.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// How `lease` stands: the one held and renewed within its time to live by this host's

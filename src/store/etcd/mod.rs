@@ -170,6 +170,7 @@ pub(super) fn open(endpoints: &Endpoints) -> Result<Etcd, StoreError> {
         current: AtomicUsize::new(0),
         lease: tokio::sync::watch::Sender::new(0),
         lease_deadline: std::sync::Mutex::new(None),
+        lease_expiry: std::sync::Mutex::new(None),
         handle,
         keys: Keys {
             root: endpoints.prefix.clone(),
@@ -761,6 +762,10 @@ impl Backend for Etcd {
 
     fn lease_state(&self, lease: i64) -> LeaseState {
         self.shared.lease_state(lease)
+    }
+
+    fn lease_expiry(&self, lease: i64) -> Option<std::time::Instant> {
+        self.shared.lease_expiry(lease)
     }
 
     fn run_news(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {

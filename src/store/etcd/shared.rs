@@ -24,6 +24,9 @@ pub(super) struct Shared {
     /// Until when the lease is surely live by this host's clock: its last renewal's sending
     /// time plus its time to live, less a margin.
     pub(super) lease_deadline: std::sync::Mutex<Option<std::time::Instant>>,
+    /// When etcd may end the lease at the earliest: its last renewal's sending plus its time
+    /// to live.
+    pub(super) lease_expiry: std::sync::Mutex<Option<std::time::Instant>>,
     pub(super) handle: Handle,
     pub(super) keys: Keys,
     pub(super) describe: String,
