@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use super::deps::Deps;
+use crate::store::Store;
 
 /// The fence file, in a program's run directory.
 pub const FILE: &str = "fence";
@@ -101,26 +101,25 @@ pub fn read(dir: &Path) -> Option<u64> {
         .ok()
 }
 
-/// Until when (host monotonic nanoseconds) a program of this server may run now: the end of
-/// its lease at the earliest; `None` on a store of one server (nothing to fence), or while it
+/// Until when (host monotonic nanoseconds) a program of this server, holding `lease`, may run
+/// now: the end of its lease at the earliest; `None` on a store of one server (nothing to fence), or while it
 /// holds no lease.
-pub fn until(deps: &Deps) -> Option<u64> {
-    let lease = deps.member.lease();
+pub fn until(store: &Store, lease: i64) -> Option<u64> {
     if lease == 0 {
         return None;
     }
-    deps.store.lease_expiry(lease).map(ns_of)
+    store.lease_expiry(lease).map(ns_of)
 }
 
 /// How far ahead a fence must lie for a program to be launched under it.
 const AHEAD: Duration = Duration::from_secs(1);
 
-/// [`until`], once it lies at least [`AHEAD`] ahead: waits while the lease is not renewed
+/// [`until`] for the lease held now (`lease`), once it lies at least [`AHEAD`] ahead: waits while the lease is not renewed
 /// (etcd out of reach, this process just woken), so no program starts under a fence already
 /// passed. `None` once this server holds no lease.
-pub async fn confirmed(deps: &Deps) -> Option<u64> {
+pub async fn confirmed(store: &Store, lease: impl Fn() -> i64) -> Option<u64> {
     loop {
-        let until = until(deps)?;
+        let until = until(store, lease())?;
         if until > now_ns().saturating_add(u64::try_from(AHEAD.as_nanos()).unwrap_or(u64::MAX)) {
             return Some(until);
         }
@@ -128,18 +127,19 @@ pub async fn confirmed(deps: &Deps) -> Option<u64> {
     }
 }
 
-/// Moves the fences of this server's programs on, every [`REFRESH`], while the server runs.
+/// Moves the fences of this server's programs (`fences`) on, every [`REFRESH`], while the
+/// server runs and holds `lease`.
 /// A fence whose run this server no longer supervises, or whose lease is no longer renewed,
 /// stays where it is, and its program stops there.
-pub async fn keep(deps: Deps) {
+pub async fn keep(store: Store, fences: Fences, lease: impl Fn() -> i64) {
     let mut tick = tokio::time::interval(REFRESH);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let Some(until) = until(&deps) else {
+        let Some(until) = until(&store, lease()) else {
             continue;
         };
-        let dirs = deps.member.fences.held();
+        let dirs = fences.held();
         if dirs.is_empty() {
             continue;
         }

@@ -270,7 +270,7 @@ pub async fn watch(
     // run: its fence is there before its launcher starts, and moves on from then.
     let fence = match deps.store.shared() {
         false => None,
-        true => match super::fence::confirmed(deps).await {
+        true => match super::fence::confirmed(&deps.store, || deps.member.lease()).await {
             Some(until) => Some(until),
             None => {
                 return news(Event::LaunchFailed(

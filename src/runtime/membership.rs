@@ -95,7 +95,12 @@ pub async fn run(runtime: Runtime, settings: Settings) {
         return;
     };
     // The programs this server runs on its host live while it surely owns their runs.
-    tokio::spawn(super::fence::keep(deps.clone()));
+    let member = deps.member.clone();
+    tokio::spawn(super::fence::keep(
+        deps.store.clone(),
+        deps.member.fences.clone(),
+        move || member.lease(),
+    ));
     // A server's record goes with its lease, and its owner records with it: look at once.
     let Some(mut gone) = deps.store.watch_deletes(Table::Servers) else {
         return;
