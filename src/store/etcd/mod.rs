@@ -16,12 +16,14 @@
 mod access;
 mod cache;
 mod commit;
+mod endpoints;
 mod follow;
 mod group;
 mod intent;
 mod lease;
 mod orphans;
 mod probe;
+mod read;
 mod shared;
 mod view;
 mod watch;
@@ -43,6 +45,7 @@ use shared::{
 use view::View;
 
 pub use access::Access;
+pub use endpoints::Endpoints;
 
 /// The key prefix of an installation when none is given.
 pub const DEFAULT_PREFIX: &str = "/ebb";
@@ -54,76 +57,6 @@ pub const TXN_OPS: [usize; 2] = [1024, 128];
 
 /// Longest pause between two tries while etcd cannot be reached.
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
-
-/// Where an installation's store is: etcd's client URLs, this installation's key prefix, and
-/// how to reach etcd securely.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Endpoints {
-    pub urls: Vec<String>,
-    pub prefix: String,
-    pub access: Access,
-}
-
-impl Endpoints {
-    /// Parses a comma-separated list of `http://host:port` or `https://host:port` client URLs
-    /// and a key prefix, and checks `access` goes with them (TLS files with `https://`; plain
-    /// `http://` only to this machine unless `access.insecure`).
-    pub fn parse(urls: &str, prefix: &str, access: Access) -> Result<Endpoints, String> {
-        let urls: Vec<String> = urls
-            .split(',')
-            .map(str::trim)
-            .filter(|u| !u.is_empty())
-            .map(str::to_string)
-            .collect();
-        if urls.is_empty() {
-            return Err("no etcd endpoint given: pass --etcd-endpoints https://HOST:PORT".into());
-        }
-        if urls.len() > 16 {
-            return Err(format!("{} etcd endpoints given; at most 16", urls.len()));
-        }
-        let mut hosts = Vec::with_capacity(urls.len());
-        let https = urls[0].starts_with("https://");
-        for url in &urls {
-            let rest = url
-                .strip_prefix(if https { "https://" } else { "http://" })
-                .ok_or_else(|| {
-                    if url.starts_with("http://") || url.starts_with("https://") {
-                        format!("etcd endpoint '{url}': every endpoint must use the same scheme, http:// or https://")
-                    } else {
-                        format!("etcd endpoint '{url}' must start with https:// (or http://)")
-                    }
-                })?;
-            let (host, port) = rest.rsplit_once(':').ok_or_else(|| {
-                format!("etcd endpoint '{url}' has no port: write https://HOST:PORT")
-            })?;
-            if host.is_empty() || port.parse::<u16>().is_err() || url.len() > 256 {
-                return Err(format!("etcd endpoint '{url}' is not https://HOST:PORT"));
-            }
-            hosts.push(host);
-        }
-        access.check(https, &hosts)?;
-        let prefix = prefix.trim_end_matches('/');
-        if !prefix.starts_with('/')
-            || prefix.len() > 128
-            || !prefix
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "/-_.".contains(c))
-        {
-            return Err(format!(
-                "etcd prefix '{prefix}' must start with '/' and hold only letters, digits, '/', '-', '_' and '.' (at most 128)"
-            ));
-        }
-        Ok(Endpoints {
-            urls,
-            prefix: prefix.to_string(),
-            access,
-        })
-    }
-
-    fn describe(&self) -> String {
-        format!("etcd at {} (prefix {})", self.urls.join(","), self.prefix)
-    }
-}
 
 /// The open etcd store.
 #[derive(Debug)]
@@ -528,156 +461,6 @@ impl Shared {
         std::thread::sleep(pause.min(MAX_BACKOFF));
         true
     }
-
-    fn exists(&self, key: &[u8]) -> Result<bool, StoreError> {
-        let options = etcd_client::GetOptions::new().with_count_only();
-        self.get_now(key.to_vec(), Some(options), Trip::Read)
-            .map(|r| r.count() > 0)
-    }
-
-    fn read(&self, mut job: Box<dyn ReadJob>, how: ReadAs) {
-        let started = Instant::now();
-        let mut waits = 0u32;
-        let patient = how.patient;
-        loop {
-            let view = match self.read_view(how.seen, how.since) {
-                Ok(view) => view,
-                Err(e) => {
-                    if self.wait(&e, patient, started, &mut waits) {
-                        continue;
-                    }
-                    return job.finish(Some(e));
-                }
-            };
-            job.run(&view);
-            match view.failure() {
-                None => return job.finish(None),
-                Some(e) => {
-                    if self.wait(&e, patient, started, &mut waits) {
-                        continue;
-                    }
-                    return job.finish(Some(e));
-                }
-            }
-        }
-    }
-
-    /// The view a read runs over. A read of what this server has seen (a run's owner, a long
-    /// poll's look for news) reads the copy in memory as it is: it holds every write this
-    /// server made (a write is answered once the copy has it), and the owner is the only
-    /// writer of its run's records. Anyone else first needs etcd's
-    /// revision from an answer given after it (or its request, `since`) began: the answer to
-    /// one of this server's commits, or a revision request shared with the reads waiting at
-    /// the time (see [`probe`]); then it reads the copy once it has
-    /// caught up with it, so the read sees every write acknowledged before it (or its request)
-    /// began, by any server; if the copy lags (etcd also serves others, whose writes it does
-    /// not follow), the read goes to etcd at that revision.
-    fn read_view(&self, seen: bool, since: Option<Instant>) -> Result<View<'_>, StoreError> {
-        let Some(copy) = self.cache.snapshot() else {
-            return Ok(View::new(self));
-        };
-        let pending = self.keys.pending();
-        let written = self.written.load(Ordering::SeqCst);
-        if seen && copy.get(&pending).is_none() {
-            if copy.revision >= written {
-                return Ok(View::cached(self, copy, Trip::Read));
-            }
-            if self
-                .handle
-                .block_on(self.cache.caught_up(written, COPY_LAG))
-                && let Some(copy) = self.cache.snapshot()
-                && copy.get(&pending).is_none()
-            {
-                return Ok(View::cached(self, copy, Trip::Read));
-            }
-        }
-        let (revision, pending_now) = self.handle.block_on(self.revision_since(since))?;
-        if pending_now {
-            let finished = self.finish_pending()?;
-            self.catch_up(finished);
-            return self.read_view(false, None);
-        }
-        if copy.revision >= revision {
-            return Ok(View::cached(self, copy, Trip::Read));
-        }
-        if self
-            .handle
-            .block_on(self.cache.caught_up(revision, COPY_LAG))
-            && let Some(copy) = self.cache.snapshot()
-            && copy.revision >= revision
-            && copy.get(&self.keys.pending()).is_none()
-        {
-            return Ok(View::cached(self, copy, Trip::Read));
-        }
-        Ok(View::at(self, revision))
-    }
-}
-
-/// How long a read waits for the copy in memory to catch up before it reads etcd itself.
-const COPY_LAG: Duration = Duration::from_millis(20);
-
-impl Shared {
-    /// etcd's revision after `since` (or now), and whether a write larger than a transaction
-    /// was pending then: from a request on its way, or asked (see [`probe`]).
-    async fn revision_since(&self, since: Option<Instant>) -> Result<probe::Answer, StoreError> {
-        self.probe
-            .revision(since, || async {
-                let options = etcd_client::GetOptions::new().with_keys_only();
-                let now = self
-                    .get_from_runtime(self.keys.pending(), Some(options), Trip::Probe)
-                    .await?;
-                Ok((
-                    now.header().map_or(0, |h| h.revision()),
-                    !now.kvs().is_empty(),
-                ))
-            })
-            .await
-    }
-
-    /// A view of the copy for a read, once the copy has caught up with what the read must see
-    /// (see [`Shared::read_view`]): waited for as a task on the client's runtime, so that the
-    /// read needs no thread of its own. `None`: the read goes the long way (no copy, a write
-    /// larger than a transaction pending, etcd unanswering, the copy lagging).
-    async fn view_from_runtime(&self, how: &ReadAs) -> Option<View<'_>> {
-        let pending = self.keys.pending();
-        if self.cache.snapshot()?.get(&pending).is_some() {
-            return None;
-        }
-        let needed = if how.seen {
-            self.written.load(Ordering::SeqCst)
-        } else {
-            match self.revision_since(how.since).await.ok()? {
-                (_, true) => return None,
-                (revision, false) => revision,
-            }
-        };
-        if !self.cache.caught_up(needed, COPY_LAG).await {
-            return None;
-        }
-        let copy = self.cache.snapshot()?;
-        (copy.revision >= needed && copy.get(&pending).is_none()).then(|| View::inline(self, copy))
-    }
-
-    /// A view for a read that the copy answers as it stands, without waiting on etcd: the
-    /// copy has caught up with what the read must see (for a read of what this server has seen, its own
-    /// writes; for anyone else, the revision etcd gave after its request began, already asked
-    /// by an earlier read of the request) and shows no write larger than a transaction
-    /// pending. `None`: the read goes the long way ([`Shared::read_view`]).
-    fn view_now(&self, how: &ReadAs) -> Option<View<'_>> {
-        let copy = self.cache.snapshot()?;
-        if copy.get(&self.keys.pending()).is_some() {
-            return None;
-        }
-        let needed = if how.seen {
-            self.written.load(Ordering::SeqCst)
-        } else {
-            match self.probe.known(how.since?)? {
-                (_, true) => return None,
-                (revision, false) => revision,
-            }
-        };
-        (copy.revision >= needed).then(|| View::inline(self, copy))
-    }
 }
 
 impl Backend for Etcd {
@@ -800,76 +583,5 @@ impl Backend for Etcd {
 
     fn file(&self) -> Option<&std::path::Path> {
         None
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn endpoints_are_urls_with_ports_one_scheme_and_a_clean_prefix() {
-        let e = Endpoints::parse(
-            "http://127.0.0.1:2379, http://localhost:2379",
-            "/ebb/",
-            Access::default(),
-        )
-        .expect("ok");
-        assert_eq!(e.urls.len(), 2);
-        assert_eq!(e.prefix, "/ebb");
-        let tls = Access {
-            ca_cert: Some("ca.pem".into()),
-            ..Access::default()
-        };
-        Endpoints::parse(
-            "https://etcd-1:2379,https://etcd-2:2379",
-            "/ebb",
-            tls.clone(),
-        )
-        .expect("https with a CA");
-        for (urls, prefix, access, needle) in [
-            ("", "/ebb", Access::default(), "no etcd endpoint"),
-            (
-                "127.0.0.1:2379",
-                "/ebb",
-                Access::default(),
-                "must start with https://",
-            ),
-            (
-                "https://h:2379",
-                "/ebb",
-                Access::default(),
-                "--etcd-ca-cert",
-            ),
-            (
-                "https://h:2379,http://h:2379",
-                "/ebb",
-                tls.clone(),
-                "same scheme",
-            ),
-            (
-                "http://10.0.0.2:2379",
-                "/ebb",
-                Access::default(),
-                "--etcd-insecure",
-            ),
-            ("http://h", "/ebb", Access::default(), "no port"),
-            ("http://h:99999", "/ebb", Access::default(), "HOST:PORT"),
-            (
-                "http://127.0.0.1:2379",
-                "ebb",
-                Access::default(),
-                "must start with '/'",
-            ),
-            (
-                "http://127.0.0.1:2379",
-                "/e b",
-                Access::default(),
-                "must start with '/'",
-            ),
-        ] {
-            let e = Endpoints::parse(urls, prefix, access).expect_err(urls);
-            assert!(e.contains(needle), "{urls} {prefix}: {e}");
-        }
     }
 }
