@@ -590,6 +590,15 @@ fn refusals_name_their_reason() {
             says,
         );
     }
+    let many: Vec<String> = (0..100).map(|i| format!("s{i}")).collect();
+    assert_error(
+        server.post_json(
+            &start_path,
+            json!({"system.profile.name": "sparks", "system.profile.properties.templateServices": many.join(",")}),
+        ),
+        400,
+        "property 'templateServices': names more than the limit of 64 services",
+    );
     assert_error(server.post_json(&start_path, json!({"n": 1})), 400, "n");
     assert_error(
         server.post("/v3/namespaces/default/apps/a/workflows/zz/start"),

@@ -402,17 +402,15 @@ fn template_services(
         property: ebb_spi::resource::TEMPLATE_SERVICES.name.into(),
         message,
     };
-    let names: std::collections::BTreeSet<String> = given
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_string)
-        .collect();
-    if names.len() > MAX_TEMPLATE_SERVICES {
-        return Err(bad(format!(
-            "names {} services, more than the limit of {MAX_TEMPLATE_SERVICES}",
-            names.len()
-        )));
+    let mut names = std::collections::BTreeSet::new();
+    for name in given.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        // Refused at the first name past the limit, before a long value is all read.
+        if names.len() == MAX_TEMPLATE_SERVICES && !names.contains(name) {
+            return Err(bad(format!(
+                "names more than the limit of {MAX_TEMPLATE_SERVICES} services"
+            )));
+        }
+        names.insert(name.to_string());
     }
     crate::rules::solver::check_services(template, &names).map_err(|e| bad(e.to_string()))?;
     Ok(names.into_iter().collect())
