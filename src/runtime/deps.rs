@@ -2,7 +2,8 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
 
 use crate::runtime::registry::Registry;
 use crate::store::Store;
@@ -71,6 +72,8 @@ impl QueueNews {
 pub struct Member {
     pub name: Arc<str>,
     lease: Arc<AtomicI64>,
+    /// Its lease's time to live, in milliseconds (0 on the embedded store).
+    ttl: Arc<AtomicU64>,
     draining: Arc<AtomicBool>,
     /// The programs on this host whose fences this server keeps moving.
     pub fences: super::fence::Fences,
@@ -81,6 +84,7 @@ impl Member {
         Member {
             name: Arc::from(name),
             lease: Arc::default(),
+            ttl: Arc::default(),
             draining: Arc::default(),
             fences: super::fence::Fences::default(),
         }
@@ -93,6 +97,18 @@ impl Member {
 
     pub fn set_lease(&self, lease: i64) {
         self.lease.store(lease, Ordering::SeqCst);
+    }
+
+    /// The time to live of the leases this server takes: zero on the embedded store.
+    pub fn ttl(&self) -> Duration {
+        Duration::from_millis(self.ttl.load(Ordering::SeqCst))
+    }
+
+    pub fn set_ttl(&self, ttl: Duration) {
+        self.ttl.store(
+            u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX),
+            Ordering::SeqCst,
+        );
     }
 
     /// Whether the server is handing its runs to the others before it stops: it takes no new

@@ -182,11 +182,12 @@ pub(super) async fn remote_program(
 }
 
 /// Launches the run's program on its remote master (unless it was launched before), trying
-/// a few times when the master cannot be reached.
+/// a few times when the master cannot be reached; fenced `fence` ahead, when given.
 pub(super) async fn launch_remote(
     deps: &Deps,
     run: &RunRecord,
     program: &super::remote::Program,
+    fence: Option<Duration>,
 ) -> Result<(), String> {
     let launch = launch_file(deps, run).await.map_err(|e| e.to_string())?;
     let cluster_json = std::fs::read_to_string(deps.run_dir(&run.key.run).join("cluster.json"))
@@ -202,7 +203,7 @@ pub(super) async fn launch_remote(
     loop {
         tries += 1;
         match program
-            .launch(deps, &launch.command, &env, &cluster_json)
+            .launch(deps, &launch.command, &env, &cluster_json, fence)
             .await
         {
             Ok(launched) => {
@@ -255,12 +256,32 @@ pub async fn watch(
         }
         Some(Err(e)) => return news(Event::LaunchFailed(e)),
         Some(Ok(program)) => {
-            return match launch_remote(deps, run, &program).await {
+            // On a store of several servers the program on the node is fenced from the start
+            // (a program launched before keeps its own fence; the looks move it on).
+            let fence = match deps.store.shared() {
+                false => None,
+                true => match super::fence::confirmed(&deps.store, || deps.member.lease()).await {
+                    Some(until) => Some(
+                        Duration::from_nanos(until.saturating_sub(super::fence::now_ns()))
+                            + super::remote::grace(deps.member.ttl()),
+                    ),
+                    None => {
+                        return news(Event::LaunchFailed(
+                            "this server holds no lease now: the program is not launched".into(),
+                        ));
+                    }
+                },
+            };
+            return match launch_remote(deps, run, &program, fence).await {
                 Ok(()) => {
                     news(Event::Launched);
                     let wait = program.wait(deps);
-                    let exit = super::application::watched(engine, dir, &news, wait).await;
-                    news(Event::Exited(exit));
+                    match super::application::watched(engine, dir, &news, wait).await {
+                        Ok(exit) => news(Event::Exited(exit)),
+                        Err(super::remote::Fenced) => {
+                            news(Event::ProgramLost(FENCED_ON_NODE.into()))
+                        }
+                    }
                 }
                 Err(e) => news(Event::LaunchFailed(e)),
             };
@@ -344,6 +365,9 @@ pub async fn watch(
         Err(()) => news(Event::ProgramLost(FENCED.into())),
     }
 }
+
+/// What a program on a node its guard stopped (fenced) is recorded lost with.
+const FENCED_ON_NODE: &str = "its guard on the node stopped it: no server that held the run confirmed it in time (they were stopped, paused, or cut off from etcd or from the node)";
 
 /// What a program its launcher stopped (fenced) is recorded lost with.
 const FENCED: &str = "its launcher stopped it: this server's hold on the run could not be confirmed in time (it was paused, or cut off from etcd)";

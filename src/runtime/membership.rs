@@ -48,6 +48,7 @@ pub async fn join(deps: &Deps, settings: &Settings) -> Result<(), StoreError> {
         tracing::debug!(lease = earlier.lease, error = %e, "the earlier lease was not ended");
     }
     let lease = store.take_lease(settings.ttl).await?;
+    deps.member.set_ttl(settings.ttl);
     deps.member.set_lease(lease);
     // The janitor of any server takes this one's resources for the installation's.
     let tag = deps.server_name.clone();

@@ -11,6 +11,15 @@
 //! and re-attaches instead of launching it again. Its output is copied into the run's
 //! `stdout.log`/`stderr.log` as it comes, from where the local copy ends, so a restart
 //! neither loses nor repeats any of it.
+//!
+//! On a store of several servers the program is fenced, as one on a server's own host is
+//! ([`super::fence`]), with one difference: any server can reach the node, so the run's next
+//! owner finds the program and watches it on rather than counting it lost. Its guard on the
+//! node stops it once no owner has moved its fence on for the owner's lease and
+//! [`grace`] more (time for another server to claim the run and log in); each look at the
+//! program moves the fence on, while the server looking holds its lease. A server counts a
+//! program it cannot reach lost only after [`unreachable_grace`], by when its guard has
+//! stopped it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -28,8 +37,45 @@ use crate::model::run::Exit;
 const POLL: Duration = Duration::from_secs(1);
 /// How long a program may stay "starting" (launched, wrapper not recorded) before it is lost.
 const STARTING_GRACE: Duration = Duration::from_secs(30);
-/// How long the master may stay unreachable before its program is taken as lost.
+/// How long the master may stay unreachable before its program is taken as lost (at least;
+/// see [`unreachable_grace`]).
 const UNREACHABLE_GRACE: Duration = Duration::from_secs(300);
+
+/// How long past the end of its owner's lease a fenced program on a node may run: three times
+/// the lease's time to live, in which another server claims the run (after the lease's end,
+/// first the server the run hashes to, after a time to live any) and moves the fence on.
+pub fn grace(ttl: Duration) -> Duration {
+    ttl * 3
+}
+
+/// How long the master may stay unreachable before its program is taken as lost: long enough
+/// that a fenced program's guard has stopped it by then (its fence lies at most a lease and
+/// [`grace`] ahead of the last look, and the guard looks every
+/// [`remote::GUARD_POLL_CS`]), with [`super::fence::MARGIN`] for the two clocks.
+pub fn unreachable_grace(ttl: Duration) -> Duration {
+    UNREACHABLE_GRACE.max(ttl + grace(ttl) + super::fence::MARGIN * 2)
+}
+
+/// How far ahead, in hundredths of a second on the node's clock, this server may set the
+/// fence of a program now: to the end of its lease and [`grace`] more. `None` on a store of
+/// one server (nothing is fenced) and once its lease has passed (another server may hold the
+/// run: the fence is left where it is).
+fn fence_ahead(deps: &Deps) -> Option<u64> {
+    if !deps.store.shared() {
+        return None;
+    }
+    let until = super::fence::until(&deps.store, deps.member.lease())?;
+    let left = Duration::from_nanos(until.checked_sub(super::fence::now_ns())?);
+    centis(left + grace(deps.member.ttl()))
+}
+
+fn centis(d: Duration) -> Option<u64> {
+    u64::try_from(d.as_millis() / 10).ok()
+}
+
+/// A program its guard on the node stopped: no owner moved its fence on in time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fenced;
 
 /// A remote node: where it is, how to log in, and its directory for the run.
 #[derive(Debug, Clone)]
@@ -206,16 +252,19 @@ pub enum Launched {
 }
 
 impl Program {
-    /// Launches the program unless it was launched before.
+    /// Launches the program unless it was launched before; fenced `fence` ahead (see
+    /// [`remote::launch`]), when given.
     pub async fn launch(
         &self,
         deps: &Deps,
         command: &[String],
         env: &BTreeMap<String, String>,
         cluster_json: &str,
+        fence: Option<Duration>,
     ) -> Result<Launched, String> {
         let session = self.node.connect(deps).await?;
-        let text = remote::launch(&self.node.dir, command, env, None, cluster_json);
+        let fence = fence.and_then(centis);
+        let text = remote::launch(&self.node.dir, command, env, None, cluster_json, fence);
         let said = session
             .exec(remote::SH, text.as_bytes())
             .await
@@ -270,8 +319,9 @@ impl Program {
         Ok(())
     }
 
-    /// Waits until the program ends, copying its output as it comes.
-    pub async fn wait(&self, deps: &Deps) -> Exit {
+    /// Waits until the program ends, copying its output as it comes, and moving its fence on
+    /// at each look while this server holds its lease; [`Fenced`] when its guard stopped it.
+    pub async fn wait(&self, deps: &Deps) -> Result<Exit, Fenced> {
         let lost = Exit {
             code: None,
             signal: None,
@@ -290,8 +340,8 @@ impl Program {
                         let since =
                             *unreachable_since.get_or_insert_with(tokio::time::Instant::now);
                         tracing::warn!(run.id = %self.node.run, error = %e, "cannot reach the program's node");
-                        if since.elapsed() > UNREACHABLE_GRACE {
-                            return lost;
+                        if since.elapsed() > unreachable_grace(deps.member.ttl()) {
+                            return Ok(lost);
                         }
                         tokio::time::sleep(POLL * 5).await;
                         continue;
@@ -299,11 +349,12 @@ impl Program {
                 }
             }
             let Some(s) = session.as_ref() else { continue };
+            let mut look = remote::status(&self.node.dir);
+            if let Some(ahead) = fence_ahead(deps) {
+                look = format!("{}{look}", remote::renew(&self.node.dir, ahead));
+            }
             let looked = async {
-                let out = s
-                    .exec(&remote::status(&self.node.dir), b"")
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let out = s.exec(&look, b"").await.map_err(|e| e.to_string())?;
                 self.copy_output(s, CHUNKS_PER_LOOK).await?;
                 Ok::<_, String>(remote::parse_status(&out.stdout_text()))
             }
@@ -322,13 +373,20 @@ impl Program {
                     if let Some(s) = session.take() {
                         s.close().await;
                     }
-                    return exit_of(status);
+                    return Ok(exit_of(status));
                 }
-                Ok(Some(ProgramState::Lost | ProgramState::None)) => return lost,
+                Ok(Some(ProgramState::Fenced)) => {
+                    let _ = self.copy_output(s, CHUNKS_AT_END).await;
+                    if let Some(s) = session.take() {
+                        s.close().await;
+                    }
+                    return Err(Fenced);
+                }
+                Ok(Some(ProgramState::Lost | ProgramState::None)) => return Ok(lost),
                 Ok(Some(ProgramState::Starting)) => {
                     let since = *starting_since.get_or_insert_with(tokio::time::Instant::now);
                     if since.elapsed() > STARTING_GRACE {
-                        return lost;
+                        return Ok(lost);
                     }
                 }
                 Ok(Some(ProgramState::Running)) | Ok(None) => {}
@@ -354,7 +412,12 @@ impl Program {
                 match remote::parse_status(&out.stdout_text()) {
                     Some(ProgramState::Running | ProgramState::Starting) => {}
                     None
-                    | Some(ProgramState::None | ProgramState::Exited(_) | ProgramState::Lost) => {
+                    | Some(
+                        ProgramState::None
+                        | ProgramState::Exited(_)
+                        | ProgramState::Lost
+                        | ProgramState::Fenced,
+                    ) => {
                         return Ok(());
                     }
                 }

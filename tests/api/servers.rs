@@ -609,6 +609,79 @@ fn a_remote_program_keeps_running_and_is_reattached_by_the_new_owner() {
     );
 }
 
+/// A program on a node whose run no server holds any more is stopped by its guard there: its
+/// only server SIGKILLed (no other can take the run over and move its fence on), the program
+/// outlives the lease by the grace a takeover would have had (three times its time to live)
+/// and then stops; the server started again finds it stopped by its guard, counts it lost,
+/// and its retry starts on the node after it, never beside it.
+#[test]
+fn a_remote_program_no_server_holds_is_stopped_by_its_guard_and_its_retry_runs_after() {
+    let sshd = crate::support::sshd::Sshd::start(&["127.0.1.84"]);
+    let cluster = Cluster::start(1);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let install = Installation::new(&cluster, dir.path(), TTL, "/ebb-test/remote-fence");
+    let s0 = install.server("s0");
+    crate::hosts::put_key(&s0, &sshd);
+    crate::hosts::hosts_profile(&s0, &sshd, "machines", &[]);
+    let file = dir.path().join("beats");
+    deploy(
+        &s0,
+        "beat",
+        &format!(
+            "while :; do echo \"$$ $(date +%s%N)\" >> '{}'; sleep 0.1; done",
+            file.display()
+        ),
+        json!({"retry": {"maxAttempts": 2, "backoff": "1s"}}),
+    );
+    let run = start(&s0, "beat", json!({"system.profile.name": "machines"}));
+    wait_for_beats(&file, 0, Duration::from_secs(60));
+
+    let killed = epoch_ns();
+    s0.kill();
+    // Until it has not beaten for a second.
+    let began = Instant::now();
+    let last = loop {
+        let seen = beats(&file);
+        let last = seen[0].2;
+        if epoch_ns().saturating_sub(last) > 1_000_000_000 {
+            break last;
+        }
+        assert!(
+            began.elapsed() < TTL * 4 + Duration::from_secs(10),
+            "the program beats on with no server: {seen:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let lived = Duration::from_nanos(u64::try_from(last.saturating_sub(killed)).unwrap_or(0));
+    assert!(
+        lived > TTL * 3 && lived < TTL * 4 + Duration::from_millis(1500),
+        "the program beat {lived:?} after its only server was killed (lease {TTL:?}, grace three leases)"
+    );
+
+    let s0 = install.server("s0");
+    let seen = wait_for_beats(&file, 1, Duration::from_secs(60));
+    let (first, second) = (&seen[0], &seen[1]);
+    assert!(first.2 < second.1, "two copies at once: {seen:?}");
+    let (_, view) = s0.get(&run);
+    assert_eq!(view["attempt"], 2, "{view}");
+    assert!(
+        events(&s0, &run).iter().any(|e| e["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("its guard on the node stopped it"))),
+        "{:?}",
+        events(&s0, &run)
+    );
+    let (code, _) = s0.post(&format!("{run}/stop"));
+    assert_eq!(code, 200);
+    let done = wait_deprovisioned(&s0, &run);
+    assert_eq!(done["status"], "KILLED", "{done}");
+    assert_eq!(beats(&file).len(), 2, "each attempt ran once");
+    assert_eq!(
+        crate::hosts::node_dirs(&sshd.remote_dir()),
+        Vec::<String>::new()
+    );
+}
+
 /// During a rolling upgrade a server never takes over a run whose record a newer build wrote:
 /// the run waits for a server of that build (here: until its record is set back).
 #[test]

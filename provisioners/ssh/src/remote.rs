@@ -9,7 +9,9 @@
 //!   task or another service's check without touching their files;
 //! - `program/` for the program: `launch.sh` (what to run), `launched/` (made exactly once,
 //!   just before the program starts), `wrapper.pid`, `pid` (the program's process group),
-//!   `stdout.log`, `stderr.log` and `exit` (its status, written by the wrapper when it ends).
+//!   `stdout.log`, `stderr.log` and `exit` (its status, written by the wrapper when it ends);
+//!   a fenced program also `fence` (until when it may run, on the node's own clock),
+//!   `guard.sh` (what stops it then) and, once stopped so, `fenced`.
 
 use std::collections::BTreeMap;
 
@@ -143,6 +145,50 @@ pub fn program_dir(dir: &str) -> String {
 /// it starts inherits it, whatever session or group it moves to.
 pub const PROGRAM_MARK: &str = "EBB_PROGRAM_MARK";
 
+/// The node's clock for fences, in hundredths of a second: `/proc/uptime`, the time since
+/// boot (`CLOCK_BOOTTIME`), which a step of the wall clock does not move.
+const NOW_CS: &str = "now_cs() { read up rest < /proc/uptime; echo \"${up%.*}${up#*.}\"; }\n";
+
+/// How often a fenced program's guard looks at its fence.
+pub const GUARD_POLL_CS: u64 = 20;
+
+/// Stops a fenced program once the node's clock passes its fence: marks it `fenced` first
+/// (so its status says why), then ends its group and what it left ([`end_script`]). A fence
+/// that cannot be read keeps the last instant read. Ends when the program has.
+fn guard_script() -> String {
+    format!(
+        "{NOW_CS}until=$(cat fence)\n\
+         while [ ! -e exit ]; do\n\
+         \x20 u=$(cat fence 2>/dev/null) && until=$u\n\
+         \x20 if [ \"$(now_cs)\" -gt \"$until\" ]; then\n\
+         \x20   : > fenced\n\
+         \x20   kill -s KILL -- -\"$(cat pid)\" 2>/dev/null\n\
+         \x20   sh end.sh\n\
+         \x20   exit 0\n\
+         \x20 fi\n\
+         \x20 sleep {}.{:02}\n\
+         done\n",
+        GUARD_POLL_CS / 100,
+        GUARD_POLL_CS % 100
+    )
+}
+
+/// Shell that sets the fence of the program in the program directory it runs in: it may run
+/// for `ahead_cs` hundredths of a second more, on the node's clock.
+fn fence_line(ahead_cs: u64) -> String {
+    format!("{NOW_CS}echo $(( $(now_cs) + {ahead_cs} )) > fence.tmp && mv -f fence.tmp fence\n")
+}
+
+/// Moves the fence of the program in `dir` on: it may run `ahead_cs` hundredths of a second
+/// more. Only a fenced program that has neither ended nor been stopped by its guard.
+pub fn renew(dir: &str, ahead_cs: u64) -> String {
+    format!(
+        "( cd {} 2>/dev/null && [ -e fence ] && [ ! -e fenced ] && [ ! -e exit ] && {{\n{}}} ); true\n",
+        quote(&program_dir(dir)),
+        fence_line(ahead_cs)
+    )
+}
+
 /// Launches the program once: writes `launch.sh`, `end.sh` and `cluster.json`, then (unless
 /// `launched/` exists: it was launched before) starts a detached wrapper that runs the program
 /// in its own session, records its pid, waits, writes its exit status to `exit`, and then runs
@@ -150,12 +196,17 @@ pub const PROGRAM_MARK: &str = "EBB_PROGRAM_MARK";
 /// SSH user that carries the program's mark ([`PROGRAM_MARK`]: what it detached with setsid,
 /// say). Only a process that dropped its whole environment (`env -i`) escapes. Prints
 /// `launched` or `already`.
+///
+/// With `fence_cs`, the program is fenced: it may run that many hundredths of a second on the
+/// node's clock unless [`renew`] moves its fence on, and a guard beside it stops it when the
+/// fence passes (its status is then [`ProgramState::Fenced`]).
 pub fn launch(
     dir: &str,
     command: &[String],
     env: &BTreeMap<String, String>,
     cwd: Option<&str>,
     cluster_json: &str,
+    fence_cs: Option<u64>,
 ) -> String {
     let p = program_dir(dir);
     // The launch script holds the run's token: only the node's SSH user may read what it
@@ -180,11 +231,17 @@ pub fn launch(
     launch.push('\n');
     write_file(&mut s, "launch.sh", &launch);
     write_file(&mut s, "end.sh", &end_script(&p));
+    if let Some(ahead) = fence_cs {
+        write_file(&mut s, "guard.sh", &guard_script());
+        s.push_str(&fence_line(ahead));
+    }
     // Made last: a launch cut short before this line is simply done again.
     s.push_str("mkdir launched 2>/dev/null || { echo already; exit 0; }\n");
     s.push_str(
         "nohup setsid sh -c 'setsid sh launch.sh > stdout.log 2> stderr.log < /dev/null & \
-         echo $! > pid.tmp && mv pid.tmp pid; wait $!; echo $? > exit.tmp && mv exit.tmp exit; \
+         p=$!; echo $p > pid.tmp && mv pid.tmp pid; \
+         if [ -e guard.sh ]; then sh guard.sh > /dev/null 2>&1 < /dev/null & fi; \
+         wait $p; echo $? > exit.tmp && mv exit.tmp exit; \
          sh end.sh' > /dev/null 2>&1 < /dev/null &\n",
     );
     s.push_str("echo $! > wrapper.pid\n");
@@ -223,17 +280,20 @@ pub enum ProgramState {
     Exited(i32),
     /// Launched, but the wrapper is gone without recording an exit (the machine restarted).
     Lost,
+    /// Stopped by its guard: its fence passed before anyone moved it on.
+    Fenced,
 }
 
 /// Prints the program's [`ProgramState`] as one word (and the status).
 pub fn status(dir: &str) -> String {
     format!(
         "cd {} 2>/dev/null || {{ echo none; exit 0; }}\n\
-         if [ -e exit ]; then echo \"exited $(cat exit)\"\n\
+         ended() {{ if [ -e fenced ]; then echo fenced; else echo \"exited $(cat exit)\"; fi; }}\n\
+         if [ -e exit ]; then ended\n\
          elif [ ! -d launched ]; then echo none\n\
          elif [ ! -s wrapper.pid ]; then echo starting\n\
          elif kill -0 \"$(cat wrapper.pid)\" 2>/dev/null; then echo running\n\
-         elif [ -e exit ]; then echo \"exited $(cat exit)\"\n\
+         elif [ -e exit ]; then ended\n\
          else echo lost; fi\n",
         quote(&program_dir(dir))
     )
@@ -247,6 +307,7 @@ pub fn parse_status(text: &str) -> Option<ProgramState> {
         "starting" => ProgramState::Starting,
         "running" => ProgramState::Running,
         "lost" => ProgramState::Lost,
+        "fenced" => ProgramState::Fenced,
         "exited" => ProgramState::Exited(words.next()?.parse().ok()?),
         _ => return None,
     })
@@ -443,9 +504,9 @@ mod tests {
         let home = temp();
         let cmd = ["sh", "-c", "echo out; echo err >&2; exit 7"].map(String::from);
         let env = BTreeMap::from([("A".to_string(), "1".to_string())]);
-        let first = sh(&launch("r/master", &cmd, &env, None, "{}"), &home);
+        let first = sh(&launch("r/master", &cmd, &env, None, "{}", None), &home);
         assert_eq!(String::from_utf8_lossy(&first.stdout).trim(), "launched");
-        let again = sh(&launch("r/master", &cmd, &env, None, "{}"), &home);
+        let again = sh(&launch("r/master", &cmd, &env, None, "{}", None), &home);
         assert_eq!(String::from_utf8_lossy(&again.stdout).trim(), "already");
         let mut state = None;
         for _ in 0..100 {
@@ -521,11 +582,106 @@ mod tests {
         let _ = std::fs::remove_dir_all(home);
     }
 
+    /// The state of the program in `dir` once it has ended (within 10 s).
+    fn ended(home: &std::path::Path, dir: &str) -> Option<ProgramState> {
+        let mut state = None;
+        for _ in 0..200 {
+            let out = sh(&status(dir), home);
+            state = parse_status(&String::from_utf8_lossy(&out.stdout));
+            if matches!(state, Some(ProgramState::Exited(_) | ProgramState::Fenced)) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        state
+    }
+
+    /// A fenced program runs while its fence is moved on, and its guard stops it, with what it
+    /// left, once the fence passes; a fence moved on after that changes nothing.
+    #[test]
+    fn a_fenced_program_lives_while_its_fence_is_moved_on() {
+        let home = temp();
+        // The program leaves a process of its own behind, in a session of its own.
+        let cmd = [
+            "sh",
+            "-c",
+            "setsid sleep 600 & echo $! > left; exec sleep 600",
+        ]
+        .map(String::from);
+        let out = sh(
+            &launch("r/fenced", &cmd, &BTreeMap::new(), None, "{}", Some(60)),
+            &home,
+        );
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "launched");
+        let began = std::time::Instant::now();
+        while began.elapsed() < std::time::Duration::from_secs(2) {
+            sh(&renew("r/fenced", 60), &home);
+            let out = sh(&status("r/fenced"), &home);
+            assert_eq!(
+                parse_status(&String::from_utf8_lossy(&out.stdout)),
+                Some(ProgramState::Running),
+                "a program whose fence is moved on runs"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        let stopped = std::time::Instant::now();
+        assert_eq!(ended(&home, "r/fenced"), Some(ProgramState::Fenced));
+        let took = stopped.elapsed();
+        assert!(
+            took >= std::time::Duration::from_millis(300)
+                && took < std::time::Duration::from_secs(3),
+            "stopped {took:?} after its fence was last moved (0.6 s ahead)"
+        );
+        // What it left (in a session of its own) is stopped too: gone, or a zombie.
+        let left = std::fs::read_to_string(home.join("r/fenced/program/work/left")).expect("left");
+        let alive = || {
+            std::fs::read_to_string(format!("/proc/{}/stat", left.trim())).is_ok_and(|stat| {
+                stat.rsplit(')')
+                    .next()
+                    .and_then(|r| r.split_whitespace().next())
+                    != Some("Z")
+            })
+        };
+        let looked = std::time::Instant::now();
+        while alive() && looked.elapsed() < std::time::Duration::from_secs(5) {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        assert!(!alive(), "what the program left is stopped with it");
+        sh(&renew("r/fenced", 6000), &home);
+        assert!(!home.join("r/fenced/program/fence.tmp").exists());
+        let out = sh(&status("r/fenced"), &home);
+        assert_eq!(
+            parse_status(&String::from_utf8_lossy(&out.stdout)),
+            Some(ProgramState::Fenced)
+        );
+        let _ = std::fs::remove_dir_all(home);
+    }
+
+    /// An unfenced program (one server, nothing to fence) has no guard, and `renew` gives it
+    /// no fence.
+    #[test]
+    fn an_unfenced_program_has_no_guard() {
+        let home = temp();
+        let cmd = ["sh", "-c", "sleep 1; exit 3"].map(String::from);
+        sh(
+            &launch("r/unfenced", &cmd, &BTreeMap::new(), None, "{}", None),
+            &home,
+        );
+        sh(&renew("r/unfenced", 1), &home);
+        assert!(!home.join("r/unfenced/program/fence").exists());
+        assert!(!home.join("r/unfenced/program/guard.sh").exists());
+        assert_eq!(ended(&home, "r/unfenced"), Some(ProgramState::Exited(3)));
+        let _ = std::fs::remove_dir_all(home);
+    }
+
     #[test]
     fn a_signalled_program_reports_128_plus_the_signal() {
         let home = temp();
         let cmd = ["sleep", "30"].map(String::from);
-        sh(&launch("r/m", &cmd, &BTreeMap::new(), None, "{}"), &home);
+        sh(
+            &launch("r/m", &cmd, &BTreeMap::new(), None, "{}", None),
+            &home,
+        );
         sh(&signal("r/m", "TERM"), &home);
         let mut state = None;
         for _ in 0..100 {
