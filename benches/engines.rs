@@ -5,12 +5,17 @@
 //!   addresses (the same commands and flags the template runs, each started as soon as the
 //!   one it needs answers) and the job run against them, and (b) with `ebb run start` of the
 //!   shipped example on a 3-node `local` cluster of the shipped template (from just before
-//!   the start request to the job's first line in the run's output, polled every 20 ms);
+//!   the start request to the job's first line in the run's log file, looked at every 20 ms);
 //! - warm: the Spark word count on a profile with `clusterReuse`, each run started when the
 //!   one before completed, so it takes the cluster the one before left IDLE: start →
-//!   RUNNING and start → the job's first line.
+//!   RUNNING and start → the job's first line; in turns with the same job submitted by hand
+//!   to a cluster started by hand beside it.
 //!
-//! `cargo bench --bench engines`; `EBB_BENCH_ROUNDS` (default 3) cold rounds per engine,
+//! On two cores a JVM engine's own time varies by seconds from one start to the next, and
+//! drifts over minutes; so (a) and (b) run in turns, each first every other round, and what
+//! ebb adds is the median of the differences round by round (each printed).
+//!
+//! `cargo bench --bench engines`; `EBB_BENCH_ROUNDS` (default 5) cold rounds per engine,
 //! `EBB_BENCH_CHAIN` (default 5) warm runs. Needs what `tests/support/engines/setup.sh`
 //! installs (it is run first).
 
@@ -80,9 +85,42 @@ fn by_hand(dir: &std::path::Path, script: &str, env: &[(String, String)]) -> Dur
     took
 }
 
+/// Waits until the run `run` (its id `id`) has a first line of output in its log,
+/// `<data>/runs/<id>/stdout.log` (what `GET .../logs` serves), looking at the file every 20 ms:
+/// how long after `began`. The file, not the API: asking the server 50 times a second for
+/// the logs and the run took CPU from the job it timed (on this 2-core machine a by-hand
+/// `spark-submit` took about 0.75 s longer while a client polled the API every 20 ms). Whether
+/// the run failed is asked once a second.
+fn first_line(
+    server: &Server,
+    data: &std::path::Path,
+    run: &str,
+    id: &str,
+    began: Instant,
+) -> Duration {
+    let log = data.join("runs").join(id).join("stdout.log");
+    let mut asked = Instant::now();
+    loop {
+        if std::fs::read(&log).is_ok_and(|b| b.contains(&b'\n')) {
+            return began.elapsed();
+        }
+        if asked.elapsed() >= Duration::from_secs(1) {
+            let (_, view) = server.get(run);
+            assert!(view["status"] != "FAILED", "{view}");
+            asked = Instant::now();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Starts program `program` of app `app` on its example's profile; waits for the first line
 /// of its output: (start → RUNNING, start → first line, the run's path).
-fn through_ebb(server: &Server, app: &str, program: &str) -> (Duration, Duration, String) {
+fn through_ebb(
+    server: &Server,
+    data: &std::path::Path,
+    app: &str,
+    program: &str,
+) -> (Duration, Duration, String) {
     let path = format!("/v3/namespaces/default/apps/{app}/workflows/{program}");
     let began = Instant::now();
     let asked = std::time::SystemTime::now()
@@ -91,16 +129,9 @@ fn through_ebb(server: &Server, app: &str, program: &str) -> (Duration, Duration
         .as_secs_f64();
     let (code, body) = server.post_json(&format!("{path}/start"), json!({}));
     assert_eq!(code, 200, "{body}");
-    let run = format!("{path}/runs/{}", body["runId"].as_str().expect("runId"));
-    let first = loop {
-        let (_, logs) = server.get(&format!("{run}/logs"));
-        if logs["stdout"].as_str().is_some_and(|s| s.contains('\n')) {
-            break began.elapsed();
-        }
-        let (_, view) = server.get(&run);
-        assert!(view["status"] != "FAILED", "{view}");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let id = body["runId"].as_str().expect("runId");
+    let run = format!("{path}/runs/{id}");
+    let first = first_line(server, data, &run, id, began);
     let (_, events) = server.get(&format!("{run}/events"));
     let running = events
         .as_array()
@@ -134,12 +165,32 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
+/// Differences in ms, signed, in the order they were measured.
+fn signed(diffs: &[f64]) -> String {
+    diffs
+        .iter()
+        .map(|d| format!("{d:+.0}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The median of `values` (sorted in place).
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    match values.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => values[n / 2],
+        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
 fn main() {
     let venv = venv();
-    let rounds = env_usize("EBB_BENCH_ROUNDS", 3);
+    let rounds = env_usize("EBB_BENCH_ROUNDS", 5);
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let data = dir.path().join("data");
     let server = Server::start_at(
-        &dir.path().join("data"),
+        &data,
         Options {
             unchecked: true,
             binary: support::bench::other_build(),
@@ -271,56 +322,109 @@ $SPARK_HOME/bin/spark-submit --master spark://{a0}:7077 --conf spark.driver.host
             &spark,
         ),
     ] {
-        let (mut hands, mut ebbs, mut runnings) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut hands, mut ebbs, mut runnings, mut added) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for round in 0..rounds {
             let work = hand.path().join(format!("{app}-{round}"));
             std::fs::create_dir_all(&work).expect("mkdir");
-            hands.push(by_hand(&work, script, &env));
-            let (running, first, run) = through_ebb(&server, app, program);
-            settle(&server, &run);
+            // By hand first in even rounds, ebb first in odd ones: neither always runs on
+            // what the other left (a warm page cache, a busier machine).
+            let ebb = || {
+                let (running, first, run) = through_ebb(&server, &data, app, program);
+                settle(&server, &run);
+                (running, first)
+            };
+            let (by_hand, (running, first)) = if round % 2 == 0 {
+                let h = by_hand(&work, script, &env);
+                (h, ebb())
+            } else {
+                let e = ebb();
+                (by_hand(&work, script, &env), e)
+            };
+            hands.push(by_hand);
             ebbs.push(first);
             runnings.push(running);
+            added.push(ms(first) - ms(by_hand));
         }
         hands.sort();
         ebbs.sort();
         runnings.sort();
-        let (h, e) = (percentile(&hands, 0.5), percentile(&ebbs, 0.5));
         println!(
-            "cold {engine}: by hand p50 {:.0} ms (min {:.0}, max {:.0}); ebb run start → first line p50 {:.0} ms (min {:.0}, max {:.0}), start → RUNNING p50 {:.0} ms; ebb adds {:+.0} ms",
-            ms(h),
+            "cold {engine}: by hand p50 {:.0} ms (min {:.0}, max {:.0}); ebb run start → first line p50 {:.0} ms (min {:.0}, max {:.0}), start → RUNNING p50 {:.0} ms; ebb adds, round by round, {} ms: median {:+.0} ms",
+            ms(percentile(&hands, 0.5)),
             ms(hands[0]),
             ms(*hands.last().expect("rounds")),
-            ms(e),
+            ms(percentile(&ebbs, 0.5)),
             ms(ebbs[0]),
             ms(*ebbs.last().expect("rounds")),
             ms(percentile(&runnings, 0.5)),
-            ms(e) - ms(h),
+            signed(&added),
+            median(&mut added),
         );
     }
 
-    // Warm: each run takes over the cluster the one before left IDLE.
+    // Warm: each run takes over the cluster the one before left IDLE; beside it a cluster
+    // started by hand once takes the same job, submitted by hand, in turns with ebb's runs (so
+    // both see the same machine: its two idle clusters, the same hour).
     let chain = env_usize("EBB_BENCH_CHAIN", 5);
     let path = "/v3/namespaces/default/apps/spark/workflows/wordcount";
-    let (mut runnings, mut firsts) = (Vec::new(), Vec::new());
+    let work = hand.path().join("spark-warm");
+    std::fs::create_dir_all(&work).expect("mkdir");
+    let (cluster, job) = spark
+        .split_once("printf '%s\\n' \"$WORDCOUNT\" > wordcount.py\n")
+        .expect("the job's line");
+    let warm_script = format!(
+        "{cluster}printf '%s\\n' \"$WORDCOUNT\" > wordcount.py\necho ready\nwhile read -r _; do s=$(date +%s%N); {} | {{ IFS= read -r l; e=$(date +%s%N); cat > /dev/null; echo \"$s $e\"; }}; done\n",
+        job.trim_end()
+    );
+    let mut by_hand_cluster = Command::new("setsid")
+        .args(["sh", "-c", &warm_script])
+        .current_dir(&work)
+        .envs(env.iter().cloned())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("sh");
+    let mut asks = by_hand_cluster.stdin.take().expect("stdin");
+    let mut answers = BufReader::new(by_hand_cluster.stdout.take().expect("stdout")).lines();
+    assert_eq!(
+        answers.next().and_then(Result::ok).as_deref(),
+        Some("ready"),
+        "the Spark cluster by hand did not come up"
+    );
+    let mut submit_by_hand = || -> Duration {
+        use std::io::Write;
+        writeln!(asks, "go").expect("ask");
+        let line = answers.next().and_then(Result::ok).expect("a job's times");
+        let (s, e) = line.split_once(' ').expect("two times");
+        let (s, e): (u64, u64) = (s.parse().expect("ns"), e.parse().expect("ns"));
+        Duration::from_nanos(e.saturating_sub(s))
+    };
+    let (mut runnings, mut firsts, mut hand_firsts, mut added) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut last = None;
     for i in 0..=chain {
+        // The first run makes the cluster; the others reuse it.
+        let hand_first = (i > 0 && i % 2 == 1).then(&mut submit_by_hand);
         let began = Instant::now();
         let (code, body) = server.post_json(
             &format!("{path}/start"),
             json!({"system.profile.name": "spark-warm"}),
         );
         assert_eq!(code, 200, "{body}");
-        let run = format!("{path}/runs/{}", body["runId"].as_str().expect("runId"));
-        let (first, running) = loop {
+        let id = body["runId"].as_str().expect("runId");
+        let run = format!("{path}/runs/{id}");
+        let first = first_line(&server, &data, &run, id, began);
+        let (_, running) = server.get(&run);
+        loop {
             let (_, view) = server.get(&run);
-            assert!(view["status"] != "FAILED", "{view}");
-            let (_, logs) = server.get(&format!("{run}/logs"));
-            if logs["stdout"].as_str().is_some_and(|s| s.contains('\n')) {
-                break (began.elapsed(), view);
+            if view["status"] == "COMPLETED" && view["cluster"]["status"] == "IDLE" {
+                break;
             }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        // The first run makes the cluster; the others reuse it.
+            assert!(view["status"] != "FAILED", "{view}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
         if i > 0 {
             assert_eq!(running["cluster"]["origin"], "reused", "{running}");
             let (_, events) = server.get(&format!("{run}/events"));
@@ -335,62 +439,32 @@ $SPARK_HOME/bin/spark-submit --master spark://{a0}:7077 --conf spark.driver.host
             if let (Some(p), Some(r)) = (at("run PENDING"), at("run RUNNING")) {
                 runnings.push(Duration::from_secs_f64((r - p).max(0.0)));
             }
+            let hand_first = hand_first.unwrap_or_else(&mut submit_by_hand);
             firsts.push(first);
-        }
-        loop {
-            let (_, view) = server.get(&run);
-            if view["status"] == "COMPLETED" && view["cluster"]["status"] == "IDLE" {
-                break;
-            }
-            assert!(view["status"] != "FAILED", "{view}");
-            std::thread::sleep(Duration::from_millis(20));
+            hand_firsts.push(hand_first);
+            added.push(ms(first) - ms(hand_first));
         }
         last = Some(run);
     }
+    drop(asks);
+    let _ = Command::new("pkill")
+        .args(["-KILL", "-s", &by_hand_cluster.id().to_string()])
+        .status();
+    let _ = by_hand_cluster.wait();
     runnings.sort();
     firsts.sort();
-    // The same job submitted by hand, again and again, to a cluster started by hand once.
-    let work = hand.path().join("spark-warm");
-    std::fs::create_dir_all(&work).expect("mkdir");
-    let (cluster, job) = spark
-        .split_once("printf '%s\\n' \"$WORDCOUNT\" > wordcount.py\n")
-        .expect("the job's line");
-    let warm_script = format!(
-        "{cluster}printf '%s\\n' \"$WORDCOUNT\" > wordcount.py\necho ready\nfor i in $(seq {chain}); do s=$(date +%s%N); {} | {{ IFS= read -r l; e=$(date +%s%N); cat > /dev/null; echo \"$s $e\"; }}; done\n",
-        job.trim_end()
-    );
-    let mut child = Command::new("setsid")
-        .args(["sh", "-c", &warm_script])
-        .current_dir(&work)
-        .envs(env.iter().cloned())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("sh");
-    let mut hand_firsts: Vec<Duration> = BufReader::new(child.stdout.take().expect("stdout"))
-        .lines()
-        .map_while(Result::ok)
-        .filter_map(|l| {
-            let (s, e) = l.split_once(' ')?;
-            let (s, e): (u64, u64) = (s.parse().ok()?, e.parse().ok()?);
-            Some(Duration::from_nanos(e.saturating_sub(s)))
-        })
-        .collect();
-    let _ = Command::new("pkill")
-        .args(["-KILL", "-s", &child.id().to_string()])
-        .status();
-    let _ = child.wait();
     hand_firsts.sort();
     println!(
-        "warm Spark word count on a reused cluster: {} runs, PENDING → RUNNING (cluster reset and checked, program launched) p50 {:.0} ms (max {:.0}); start → first line p50 {:.0} ms (max {:.0}); by hand on a running cluster, spark-submit → first line p50 {:.0} ms ({} jobs); ebb adds {:+.0} ms",
+        "warm Spark word count on a reused cluster: {} runs, PENDING → RUNNING (cluster reset and checked, program launched) p50 {:.0} ms (max {:.0}); start → first line p50 {:.0} ms (max {:.0}); by hand on a running cluster, in turns with them, spark-submit → first line p50 {:.0} ms (max {:.0}); ebb adds, turn by turn, {} ms: median {:+.0} ms",
         firsts.len(),
         ms(percentile(&runnings, 0.5)),
         ms(runnings.last().copied().unwrap_or_default()),
         ms(percentile(&firsts, 0.5)),
         ms(firsts.last().copied().unwrap_or_default()),
         ms(percentile(&hand_firsts, 0.5)),
-        hand_firsts.len(),
-        ms(percentile(&firsts, 0.5)) - ms(percentile(&hand_firsts, 0.5)),
+        ms(hand_firsts.last().copied().unwrap_or_default()),
+        signed(&added),
+        median(&mut added),
     );
     if let Some(run) = last {
         let _ = server.post(&format!("{run}/deprovision"));

@@ -10,6 +10,11 @@
 //! 2. Failover: a server owning one run mid-provisioning is SIGKILLed; the failover time is
 //!    from the kill to the new owner's first step (its "took the run over" event), over
 //!    `EBB_BENCH_KILLS` kills (default 50), with a lease of 2 s (`--lease-ttl`).
+//! 3. Fencing: a program on its owner's host beating every 50 ms (a line with its pid and the
+//!    time) under a `retry` with no backoff; the owner SIGKILLed: from the kill to the
+//!    program's last beat (its launcher stopped it when the lease could end) and to the
+//!    retry's first beat (launched by the new owner), over `EBB_BENCH_FENCE_KILLS` kills
+//!    (default 20), the same lease.
 //!
 //! `cargo bench --bench servers` (`EBB_BENCH_RUNS`, default 300 per configuration;
 //! `EBB_BENCH_CLIENTS`, default 10; `EBB_BENCH_BIN`, another build's `ebb`).
@@ -45,6 +50,7 @@ fn main() {
         throughput(&cluster, n, runs, clients);
     }
     failover(&cluster, kills);
+    fencing(&cluster, env_usize("EBB_BENCH_FENCE_KILLS", 20));
 }
 
 fn throughput(cluster: &Cluster, servers: usize, runs: usize, clients: usize) {
@@ -151,6 +157,101 @@ fn failover(cluster: &Cluster, kills: usize) {
         percentile(&times, 0.99).as_secs_f64(),
         times.last().copied().unwrap_or_default().as_secs_f64(),
     );
+}
+
+fn fencing(cluster: &Cluster, kills: usize) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sim = dir.path().join("sim");
+    let install = Installation::new(cluster, dir.path(), TTL, "/ebb-test/bench-fencing");
+    let keeper = install.server("keeper");
+    sim_profile(&keeper, "p", &sim, &[("nodes", "1")], 0, None);
+    let (mut deaths, mut retries) = (Vec::with_capacity(kills), Vec::with_capacity(kills));
+    for k in 0..kills {
+        let beats = dir.path().join(format!("beats-{k}"));
+        deploy(
+            &keeper,
+            &format!("beat{k}"),
+            &format!(
+                "while :; do echo \"$$ $(date +%s%N)\" >> '{}'; sleep 0.05; done",
+                beats.display()
+            ),
+            json!({"retry": {"maxAttempts": 2, "backoff": "0s"}}),
+        );
+        let victim = install.server(&format!("victim{k}"));
+        let run = start(
+            &victim,
+            &format!("beat{k}"),
+            json!({"system.profile.name": "p"}),
+        );
+        let copies = |n: usize| {
+            let limit = Instant::now() + Duration::from_secs(60);
+            loop {
+                let seen = pids_by_beat(&beats);
+                if seen.len() >= n {
+                    return seen;
+                }
+                assert!(Instant::now() < limit, "copy {n} of {run} did not beat");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        };
+        copies(1);
+        let killed = epoch_ns();
+        victim.kill();
+        let seen = copies(2);
+        // The first copy's last beat: a second after the second began, it has surely stopped.
+        std::thread::sleep(Duration::from_secs(1));
+        let seen = {
+            let now = pids_by_beat(&beats);
+            assert_eq!(now.len(), 2, "a third copy: {now:?}");
+            assert!(now[0].2 < seen[1].1, "two copies at once: {now:?}");
+            now
+        };
+        let ms =
+            |at: u128| Duration::from_nanos(u64::try_from(at.saturating_sub(killed)).unwrap_or(0));
+        deaths.push(ms(seen[0].2));
+        retries.push(ms(seen[1].1));
+        let _ = keeper.post(&format!("{run}/stop"));
+    }
+    deaths.sort();
+    retries.sort();
+    println!(
+        "fencing: {} kills of the owner of a running program, lease {} s: kill → the program's last beat p50 {:.2} s, p99 {:.2} s, max {:.2} s; kill → the retry's first beat p50 {:.2} s, p99 {:.2} s, max {:.2} s",
+        deaths.len(),
+        TTL.as_secs(),
+        percentile(&deaths, 0.50).as_secs_f64(),
+        percentile(&deaths, 0.99).as_secs_f64(),
+        deaths.last().copied().unwrap_or_default().as_secs_f64(),
+        percentile(&retries, 0.50).as_secs_f64(),
+        percentile(&retries, 0.99).as_secs_f64(),
+        retries.last().copied().unwrap_or_default().as_secs_f64(),
+    );
+}
+
+/// Nanoseconds since the Unix epoch.
+fn epoch_ns() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("time")
+        .as_nanos()
+}
+
+/// The copies a beating program left in `path` (`<pid> <epoch ns>` lines): each pid with its
+/// first and last beat, in order of first beat.
+fn pids_by_beat(path: &std::path::Path) -> Vec<(String, u128, u128)> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let mut out: Vec<(String, u128, u128)> = Vec::new();
+    for line in text.lines() {
+        let mut words = line.split_whitespace();
+        let (Some(pid), Some(at)) = (words.next(), words.next().and_then(|t| t.parse().ok()))
+        else {
+            continue;
+        };
+        match out.iter_mut().find(|(p, ..)| p == pid) {
+            Some(seen) => seen.2 = at,
+            None => out.push((pid.to_string(), at, at)),
+        }
+    }
+    out
 }
 
 /// When (epoch seconds) run `path`'s events say a server took it over.

@@ -738,14 +738,15 @@ fn a_run_recorded_by_a_newer_build_is_never_taken_over_by_an_older_server() {
     assert_eq!(done["status"], "FAILED", "{done}");
 }
 
-/// Chaos: 100 runs through a flaky sim while random servers of three are SIGKILLed and
-/// started again. In the end no run is stuck, no instance is left or made twice, and no
+/// Chaos: 100 runs through a flaky sim on three servers and three etcd members, while random
+/// servers are, in turns, SIGKILLed and started again, or paused (SIGSTOP) for twice their
+/// lease and woken. In the end no run is stuck, no instance is left or made twice, and no
 /// program ran twice.
 #[test]
-fn chaos_of_killed_and_restarted_servers_leaks_nothing_and_runs_nothing_twice() {
-    use std::sync::atomic::{AtomicBool, Ordering};
+fn chaos_of_killed_paused_and_restarted_servers_leaks_nothing_and_runs_nothing_twice() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::sync::{Arc, Mutex};
-    let cluster = Cluster::start(1);
+    let cluster = Cluster::start(3);
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sub(&dir, "sim");
     let marker = dir.path().join("programs");
@@ -779,17 +780,38 @@ fn chaos_of_killed_and_restarted_servers_leaks_nothing_and_runs_nothing_twice() 
         deploy(s0, "a", &script, json!({}));
     }
     let stop = Arc::new(AtomicBool::new(false));
+    // The server paused now (none: usize::MAX): starts go to the others meanwhile.
+    let paused = Arc::new(AtomicUsize::new(usize::MAX));
+    // Kills and pauses made so far.
+    let faults = Arc::new(AtomicUsize::new(0));
     let chaos = {
-        let (servers, install, stop) = (
+        let (servers, install, stop, paused, faults) = (
             Arc::clone(&servers),
             Arc::clone(&install),
             Arc::clone(&stop),
+            Arc::clone(&paused),
+            Arc::clone(&faults),
         );
         std::thread::spawn(move || {
-            let mut kills = 0;
+            let (mut kills, mut pauses) = (0, 0);
             while !stop.load(Ordering::SeqCst) {
+                faults.store(kills + pauses, Ordering::SeqCst);
                 std::thread::sleep(Duration::from_millis(1500));
                 let i = fastrand::usize(..names.len());
+                if (kills + pauses) % 2 == 1 {
+                    let pid = servers.lock().expect("servers")[i]
+                        .as_ref()
+                        .map(Server::pid);
+                    if let Some(pid) = pid {
+                        paused.store(i, Ordering::SeqCst);
+                        signal(pid, "STOP");
+                        std::thread::sleep(TTL * 2);
+                        signal(pid, "CONT");
+                        paused.store(usize::MAX, Ordering::SeqCst);
+                        pauses += 1;
+                    }
+                    continue;
+                }
                 let victim = servers.lock().expect("servers")[i].take();
                 if let Some(victim) = victim {
                     victim.kill();
@@ -799,7 +821,7 @@ fn chaos_of_killed_and_restarted_servers_leaks_nothing_and_runs_nothing_twice() 
                 let restarted = install.server(names[i]);
                 servers.lock().expect("servers")[i] = Some(restarted);
             }
-            kills
+            (kills, pauses)
         })
     };
     let start_path = "/v3/namespaces/default/apps/a/workflows/p/start";
@@ -813,7 +835,13 @@ fn chaos_of_killed_and_restarted_servers_leaks_nothing_and_runs_nothing_twice() 
         );
         let answer = {
             let up = servers.lock().expect("servers");
-            let live: Vec<&Server> = up.iter().flatten().collect();
+            let asleep = paused.load(Ordering::SeqCst);
+            let live: Vec<&Server> = up
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != asleep)
+                .filter_map(|(_, s)| s.as_ref())
+                .collect();
             let server = live[fastrand::usize(..live.len())];
             server.try_post_json(start_path, json!({"system.profile.name": "p"}))
         };
@@ -828,9 +856,16 @@ fn chaos_of_killed_and_restarted_servers_leaks_nothing_and_runs_nothing_twice() 
         }
         std::thread::sleep(Duration::from_millis(30));
     }
+    // The runs go on while the chaos does: at least two kills and two pauses.
+    while faults.load(Ordering::SeqCst) < 4 {
+        std::thread::sleep(Duration::from_millis(100));
+    }
     stop.store(true, Ordering::SeqCst);
-    let kills = chaos.join().expect("chaos");
-    assert!(kills >= 2, "only {kills} kills");
+    let (kills, pauses) = chaos.join().expect("chaos");
+    assert!(
+        kills >= 2 && pauses >= 2,
+        "only {kills} kills and {pauses} pauses"
+    );
     let up = servers.lock().expect("servers");
     let s = up[0].as_ref().expect("s0 is up");
     // Every run ends, whoever owns it.
