@@ -36,7 +36,7 @@ use support::bench::{
 use support::etcd::Cluster;
 use support::installation::Installation;
 use support::profiles::sim_profile;
-use support::runs::{deploy, now_secs, start, wait_for_calls};
+use support::runs::{beats, deploy, epoch_ns, now_secs, start, wait_for_calls};
 use support::server::Server;
 
 const TTL: Duration = Duration::from_secs(2);
@@ -167,13 +167,13 @@ fn fencing(cluster: &Cluster, kills: usize) {
     sim_profile(&keeper, "p", &sim, &[("nodes", "1")], 0, None);
     let (mut deaths, mut retries) = (Vec::with_capacity(kills), Vec::with_capacity(kills));
     for k in 0..kills {
-        let beats = dir.path().join(format!("beats-{k}"));
+        let file = dir.path().join(format!("beats-{k}"));
         deploy(
             &keeper,
             &format!("beat{k}"),
             &format!(
                 "while :; do echo \"$$ $(date +%s%N)\" >> '{}'; sleep 0.05; done",
-                beats.display()
+                file.display()
             ),
             json!({"retry": {"maxAttempts": 2, "backoff": "0s"}}),
         );
@@ -186,7 +186,7 @@ fn fencing(cluster: &Cluster, kills: usize) {
         let copies = |n: usize| {
             let limit = Instant::now() + Duration::from_secs(60);
             loop {
-                let seen = pids_by_beat(&beats);
+                let seen = beats(&file);
                 if seen.len() >= n {
                     return seen;
                 }
@@ -201,7 +201,7 @@ fn fencing(cluster: &Cluster, kills: usize) {
         // The first copy's last beat: a second after the second began, it has surely stopped.
         std::thread::sleep(Duration::from_secs(1));
         let seen = {
-            let now = pids_by_beat(&beats);
+            let now = beats(&file);
             assert_eq!(now.len(), 2, "a third copy: {now:?}");
             assert!(now[0].2 < seen[1].1, "two copies at once: {now:?}");
             now
@@ -225,33 +225,6 @@ fn fencing(cluster: &Cluster, kills: usize) {
         percentile(&retries, 0.99).as_secs_f64(),
         retries.last().copied().unwrap_or_default().as_secs_f64(),
     );
-}
-
-/// Nanoseconds since the Unix epoch.
-fn epoch_ns() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("time")
-        .as_nanos()
-}
-
-/// The copies a beating program left in `path` (`<pid> <epoch ns>` lines): each pid with its
-/// first and last beat, in order of first beat.
-fn pids_by_beat(path: &std::path::Path) -> Vec<(String, u128, u128)> {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let mut out: Vec<(String, u128, u128)> = Vec::new();
-    for line in text.lines() {
-        let mut words = line.split_whitespace();
-        let (Some(pid), Some(at)) = (words.next(), words.next().and_then(|t| t.parse().ok()))
-        else {
-            continue;
-        };
-        match out.iter_mut().find(|(p, ..)| p == pid) {
-            Some(seen) => seen.2 = at,
-            None => out.push((pid.to_string(), at, at)),
-        }
-    }
-    out
 }
 
 /// When (epoch seconds) run `path`'s events say a server took it over.

@@ -256,21 +256,11 @@ pub async fn watch(
         }
         Some(Err(e)) => return news(Event::LaunchFailed(e)),
         Some(Ok(program)) => {
-            // On a store of several servers the program on the node is fenced from the start
-            // (a program launched before keeps its own fence; the looks move it on).
-            let fence = match deps.store.shared() {
-                false => None,
-                true => match super::fence::confirmed(&deps.store, || deps.member.lease()).await {
-                    Some(until) => Some(
-                        Duration::from_nanos(until.saturating_sub(super::fence::now_ns()))
-                            + super::remote::grace(deps.member.ttl()),
-                    ),
-                    None => {
-                        return news(Event::LaunchFailed(
-                            "this server holds no lease now: the program is not launched".into(),
-                        ));
-                    }
-                },
+            // The program on the node is fenced from the start (a program launched before keeps
+            // its own fence; the looks move it on).
+            let fence = match launch_fence(deps).await {
+                Ok(fence) => fence.map(|until| super::remote::ahead(until, deps.member.ttl())),
+                Err(e) => return news(Event::LaunchFailed(e)),
             };
             return match launch_remote(deps, run, &program, fence).await {
                 Ok(()) => {
@@ -287,18 +277,11 @@ pub async fn watch(
             };
         }
     }
-    // On a store of several servers the program lives while this server surely owns its
-    // run: its fence is there before its launcher starts, and moves on from then.
-    let fence = match deps.store.shared() {
-        false => None,
-        true => match super::fence::confirmed(&deps.store, || deps.member.lease()).await {
-            Some(until) => Some(until),
-            None => {
-                return news(Event::LaunchFailed(
-                    "this server holds no lease now: the program is not launched".into(),
-                ));
-            }
-        },
+    // The program lives while this server surely owns its run: its fence is there before its
+    // launcher starts, and moves on from then.
+    let fence = match launch_fence(deps).await {
+        Ok(fence) => fence,
+        Err(e) => return news(Event::LaunchFailed(e)),
     };
     let started = match launch_file(deps, run).await {
         Ok(launch) => {
@@ -364,6 +347,19 @@ pub async fn watch(
         // a retry), not a failure of the program's own.
         Err(()) => news(Event::ProgramLost(FENCED.into())),
     }
+}
+
+/// The fence a program launched now starts under: on a store of several servers, the end of
+/// this server's lease once it lies far enough ahead ([`super::fence::confirmed`]); `None`
+/// on a store of one server (nothing to fence); an error when this server holds no lease.
+async fn launch_fence(deps: &Deps) -> Result<Option<u64>, String> {
+    if !deps.store.shared() {
+        return Ok(None);
+    }
+    super::fence::confirmed(&deps.store, || deps.member.lease())
+        .await
+        .map(Some)
+        .ok_or_else(|| "this server holds no lease now: the program is not launched".into())
 }
 
 /// What a program on a node its guard stopped (fenced) is recorded lost with.

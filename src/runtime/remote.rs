@@ -44,7 +44,7 @@ const UNREACHABLE_GRACE: Duration = Duration::from_secs(300);
 /// How long past the end of its owner's lease a fenced program on a node may run: three times
 /// the lease's time to live, in which another server claims the run (after the lease's end,
 /// first the server the run hashes to, after a time to live any) and moves the fence on.
-pub fn grace(ttl: Duration) -> Duration {
+fn grace(ttl: Duration) -> Duration {
     ttl * 3
 }
 
@@ -52,7 +52,7 @@ pub fn grace(ttl: Duration) -> Duration {
 /// that a fenced program's guard has stopped it by then (its fence lies at most a lease and
 /// [`grace`] ahead of the last look, and the guard looks every
 /// [`remote::GUARD_POLL_CS`]), with [`super::fence::MARGIN`] for the two clocks.
-pub fn unreachable_grace(ttl: Duration) -> Duration {
+fn unreachable_grace(ttl: Duration) -> Duration {
     UNREACHABLE_GRACE.max(ttl + grace(ttl) + super::fence::MARGIN * 2)
 }
 
@@ -65,8 +65,16 @@ fn fence_ahead(deps: &Deps) -> Option<u64> {
         return None;
     }
     let until = super::fence::until(&deps.store, deps.member.lease())?;
-    let left = Duration::from_nanos(until.checked_sub(super::fence::now_ns())?);
-    centis(left + grace(deps.member.ttl()))
+    if until <= super::fence::now_ns() {
+        return None;
+    }
+    centis(ahead(until, deps.member.ttl()))
+}
+
+/// How long from now a program on a node may run under a fence of this server's that lies at
+/// `until` (the host's monotonic nanoseconds): to it, and [`grace`] more.
+pub fn ahead(until: u64, ttl: Duration) -> Duration {
+    Duration::from_nanos(until.saturating_sub(super::fence::now_ns())) + grace(ttl)
 }
 
 fn centis(d: Duration) -> Option<u64> {
@@ -368,19 +376,10 @@ impl Program {
                     continue;
                 }
                 Ok(Some(ProgramState::Exited(status))) => {
-                    // Whatever it wrote last.
-                    let _ = self.copy_output(s, CHUNKS_AT_END).await;
-                    if let Some(s) = session.take() {
-                        s.close().await;
-                    }
-                    return Ok(exit_of(status));
+                    return self.ended(&mut session, Ok(exit_of(status))).await;
                 }
                 Ok(Some(ProgramState::Fenced)) => {
-                    let _ = self.copy_output(s, CHUNKS_AT_END).await;
-                    if let Some(s) = session.take() {
-                        s.close().await;
-                    }
-                    return Err(Fenced);
+                    return self.ended(&mut session, Err(Fenced)).await;
                 }
                 Ok(Some(ProgramState::Lost | ProgramState::None)) => return Ok(lost),
                 Ok(Some(ProgramState::Starting)) => {
@@ -393,6 +392,16 @@ impl Program {
             }
             tokio::time::sleep(POLL).await;
         }
+    }
+
+    /// How the program ended (`how`), once whatever it wrote last is copied and `session` is
+    /// closed.
+    async fn ended<T>(&self, session: &mut Option<Session>, how: T) -> T {
+        if let Some(s) = session.take() {
+            let _ = self.copy_output(&s, CHUNKS_AT_END).await;
+            s.close().await;
+        }
+        how
     }
 
     /// Stops the program: SIGTERM to its process group, SIGKILL after `grace`.

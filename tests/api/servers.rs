@@ -11,8 +11,8 @@ use crate::support::etcd::Cluster;
 use crate::support::installation::Installation;
 use crate::support::profiles::sim_profile;
 use crate::support::runs::{
-    assert_all_completed, assert_clean, calls, deploy, now_secs, start, sub, wait_deprovisioned,
-    wait_for_call, wait_for_calls, wait_until,
+    assert_all_completed, assert_clean, beats, calls, deploy, epoch_ns, now_secs, start, sub,
+    wait_deprovisioned, wait_for_call, wait_for_calls, wait_until,
 };
 use crate::support::server::{Server, make_token, signal};
 
@@ -1215,25 +1215,6 @@ fn a_run_end_while_no_server_fires_schedules_fires_its_trigger_once_after() {
     assert_eq!(again.len(), 1, "the end fired b twice: {again:?}");
 }
 
-/// The beats a program wrote (`<pid> <epoch ns>` lines), by pid in order of first beat: each
-/// pid's first and last beat.
-fn beats(path: &std::path::Path) -> Vec<(String, u128, u128)> {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let mut out: Vec<(String, u128, u128)> = Vec::new();
-    for line in text.lines() {
-        let mut words = line.split_whitespace();
-        let (Some(pid), Some(at)) = (words.next(), words.next().and_then(|t| t.parse().ok()))
-        else {
-            continue;
-        };
-        match out.iter_mut().find(|(p, ..)| p == pid) {
-            Some(seen) => seen.2 = at,
-            None => out.push((pid.to_string(), at, at)),
-        }
-    }
-    out
-}
-
 /// Waits until the program has beaten `n` times as its `copy`-th pid; returns the beats.
 #[track_caller]
 fn wait_for_beats(
@@ -1253,13 +1234,6 @@ fn wait_for_beats(
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-}
-
-fn epoch_ns() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("time")
-        .as_nanos()
 }
 
 /// A program on its owner's host lives only while the owner surely holds the run: the owner

@@ -153,6 +153,33 @@ pub fn now_secs() -> f64 {
         .unwrap_or(0.0)
 }
 
+/// The time now, in nanoseconds since the epoch (as a beating program's `date +%s%N`).
+pub fn epoch_ns() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("time")
+        .as_nanos()
+}
+
+/// The copies of a beating program in `path` (`<pid> <epoch ns>` lines): each pid with its
+/// first and last beat, in order of first beat.
+pub fn beats(path: &Path) -> Vec<(String, u128, u128)> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let mut out: Vec<(String, u128, u128)> = Vec::new();
+    for line in text.lines() {
+        let mut words = line.split_whitespace();
+        let (Some(pid), Some(at)) = (words.next(), words.next().and_then(|t| t.parse().ok()))
+        else {
+            continue;
+        };
+        match out.iter_mut().find(|(p, ..)| p == pid) {
+            Some(seen) => seen.2 = at,
+            None => out.push((pid.to_string(), at, at)),
+        }
+    }
+    out
+}
+
 /// One line of the sim's call log.
 pub fn calls(state_dir: &Path) -> Vec<Value> {
     std::fs::read_to_string(state_dir.join("calls.jsonl"))
