@@ -217,7 +217,7 @@ pub async fn schedule_next(
     let s = schedules::get(&state.store, path.into_inner().into()).await?;
     ok(schedules::next_times(
         &s,
-        crate::runtime::clock::now_millis(),
+        crate::store::clock::now_millis(),
         count,
     ))
 }

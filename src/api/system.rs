@@ -142,6 +142,8 @@ pub async fn metrics(state: State) -> Result<Prometheus, ApiError> {
             "this process records no metrics (its recorder could not be installed)".into(),
         ));
     };
+    metrics::gauge!(crate::model::metrics::CLOCK_OFFSET.name)
+        .set(crate::store::clock::offset_secs());
     handle.run_upkeep();
     let mut text = handle.render();
     let live = crate::service::overview::live(&state.runtime).await?;

@@ -114,7 +114,7 @@ pub fn audit(client: &Client, json: bool, args: AuditArgs) -> Result<(), CliErro
     if let Some(since) = &args.since {
         let back =
             ebb_spi::parse_duration(since).map_err(|e| CliError::Usage(format!("--since: {e}")))?;
-        let from = crate::runtime::clock::now_secs().saturating_sub(back.as_secs());
+        let from = crate::store::clock::now_secs().saturating_sub(back.as_secs());
         query.push_str(&format!("&since={from}"));
     }
     let v = client.get(&format!("/v3/audit?{query}"))?;

@@ -343,6 +343,13 @@ pub const PROGRAM_RETRIES: Metric = m(
     "Failed program attempts tried again under a retry policy, by why the attempt failed (program, server-lost).",
 );
 
+pub const CLOCK_OFFSET: Metric = m(
+    "ebb_clock_offset_seconds",
+    Kind::Gauge,
+    &[],
+    "How far the system's wall clock is ahead of this server's clock (negative: behind): after a step of the wall clock, ebb's clock closes the gap at 1 % of the time that passes rather than jumping.",
+);
+
 pub const ALL: &[Metric] = &[
     RUNS_STARTED,
     RUN_STATUS,
@@ -373,6 +380,7 @@ pub const ALL: &[Metric] = &[
     PLUGIN_CALLS,
     PLUGIN_STARTS,
     RETRIES,
+    CLOCK_OFFSET,
     STORE_COMMIT_SECONDS,
     STORE_COMMIT_BATCH,
     STORE_INTENT_SECONDS,

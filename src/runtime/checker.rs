@@ -27,7 +27,7 @@ use crate::model::plan::{NodeRecord, ResourceStatus};
 use crate::model::service::{CheckOutcome, ServiceRecord, ServiceState};
 use crate::model::template::{HealPolicy, Template};
 use crate::rules::service::{Happened, next};
-use crate::runtime::clock::now_millis;
+use crate::store::clock::now_millis;
 use crate::store::{Read, StoreError, Table, audit, events, keys};
 use ebb_spi::resource::{HEAL, HEAL_ATTEMPTS, HEAL_WINDOW};
 

@@ -20,7 +20,7 @@ use crate::model::event::EventKind;
 use crate::model::run::{RUN_FORMAT, RunRecord};
 use crate::model::server::{Owner, ServerRecord};
 use crate::rules::claim::{self, Census, Chooser, Claim};
-use crate::runtime::clock::{now_millis, now_secs};
+use crate::store::clock::{now_millis, now_secs};
 use crate::store::{Read, Store, StoreError, Table};
 use crate::store::{events, keys};
 

@@ -31,7 +31,6 @@ pub mod attempt;
 pub mod automator;
 pub mod calls;
 pub mod checker;
-pub mod clock;
 pub mod confine;
 pub mod deps;
 pub mod error;

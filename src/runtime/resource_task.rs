@@ -23,7 +23,7 @@ use crate::model::plan::{NodePlacement, NodeRecord, ResourceStatus, TaskKind};
 use crate::rules::capacity;
 use crate::rules::plan::answer::{self, Answer, Progress};
 use crate::rules::plan::resource::{Backoff, Step, generation, moved, next_step};
-use crate::runtime::clock::now_millis;
+use crate::store::clock::now_millis;
 use crate::store::events;
 use crate::store::keys;
 use crate::store::{Read, StoreError, Table};

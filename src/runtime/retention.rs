@@ -18,7 +18,7 @@ use crate::model::plan::NodeRecord;
 use crate::model::profile::ProfileId;
 use crate::model::run::{ClusterStatus, RunRecord};
 use crate::model::view::KeptUsage;
-use crate::runtime::clock::now_secs;
+use crate::store::clock::now_secs;
 use crate::store::{Read, Reader, Store, StoreError, Table, keys};
 
 /// The `Meta` prefix of the markers of runs whose history is being dropped.

@@ -25,7 +25,7 @@ use crate::model::run::RunRecord;
 use crate::model::service::CheckOutcome;
 use crate::rules::lifecycle::Transition;
 use crate::rules::reuse::{self, Refusal};
-use crate::runtime::clock;
+use crate::store::clock;
 use crate::store::{Read, StoreError, Table};
 
 /// The most IDLE clusters one start tries to take over before it makes its own.

@@ -34,7 +34,7 @@ use crate::model::plan::{Action, TaskKind};
 use crate::model::service::ServiceRecord;
 use crate::rules::plan::resource::generation;
 use crate::rules::service::Happened;
-use crate::runtime::clock::{now_f64, now_millis};
+use crate::store::clock::{now_f64, now_millis};
 use crate::store::events;
 use crate::store::keys;
 use crate::store::{Read, StoreError, Table};

@@ -15,7 +15,7 @@ use crate::model::event::EventKind;
 use crate::model::plan::NodeRecord;
 use crate::model::run::{ClusterStatus, ProgramStatus, RunError, RunRecord};
 use crate::rules::lifecycle::{self, Effect, Event, Transition};
-use crate::runtime::clock;
+use crate::store::clock;
 use crate::store::events;
 use crate::store::keys;
 use crate::store::{Read, StoreError, Table, Txn};
@@ -106,7 +106,7 @@ pub fn write(
         // The run's use of a cluster is over: its usage is fixed, once.
         match tx.get::<RunRecord>(Table::Runs, &key)? {
             Some(stored) if stored.settled => run.settled = true,
-            _ => crate::store::usage::settle(tx, &mut run, crate::runtime::clock::now_secs())?,
+            _ => crate::store::usage::settle(tx, &mut run, crate::store::clock::now_secs())?,
         }
     }
     tx.put(Table::Runs, &key, &run)?;

@@ -12,9 +12,9 @@ use crate::model::names;
 use crate::model::namespace;
 use crate::model::property::Level;
 use crate::model::schedule::{Schedule, ScheduleBody, merge};
-use crate::runtime::clock;
 use crate::service::catalog;
 use crate::service::error::ServiceError;
+use crate::store::clock;
 use crate::store::keys;
 use crate::store::{Read, Store, Table, changes};
 

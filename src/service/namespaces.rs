@@ -6,9 +6,9 @@
 use crate::model::access::{Act, Grants};
 use crate::model::namespace::{self, DEFAULT, Namespace, NamespaceSpec, NamespaceView};
 use crate::model::profile::SYSTEM_NAMESPACE;
-use crate::runtime::clock::now_secs;
 use crate::service::catalog;
 use crate::service::error::ServiceError;
+use crate::store::clock::now_secs;
 use crate::store::keys;
 use crate::store::{Read, Store, Table, changes};
 

@@ -10,10 +10,10 @@ use std::collections::BTreeMap;
 
 use crate::model::plan::ResourceStatus;
 use crate::model::run::{ClusterStatus, Failure, RunKey, RunRecord};
-use crate::runtime::clock;
 use crate::runtime::handle::Runtime;
 use crate::service::catalog;
 use crate::service::error::ServiceError;
+use crate::store::clock;
 use crate::store::{Read, Table, keys};
 
 /// Most namespaces one overview reads.

@@ -12,11 +12,11 @@ use crate::model::profile::{
 };
 use crate::model::run::RunRecord;
 use crate::model::view::{KeptUsage, Usage};
-use crate::runtime::clock::{self, now_secs};
 use crate::runtime::handle::Runtime;
 use crate::runtime::registry::Registry;
 use crate::service::catalog;
 use crate::service::error::ServiceError;
+use crate::store::clock::{self, now_secs};
 use crate::store::{Read, Store, StoreError, Table, Txn, changes};
 
 fn require(r: &impl Read, id: &ProfileId) -> Result<StoredProfile, ServiceError> {

@@ -12,9 +12,9 @@ use crate::model::names;
 use crate::model::namespace;
 use crate::model::schedule::{self, Fire, Schedule, ScheduleBody, ScheduleStatus};
 use crate::rules::schedule::{self as rule, Cron};
-use crate::runtime::clock;
 use crate::service::catalog;
 use crate::service::error::ServiceError;
+use crate::store::clock;
 use crate::store::{Read, Store, Table, changes, keys};
 
 /// Which schedule a request names.

@@ -13,9 +13,9 @@ use crate::model::plan::Selection;
 use crate::model::profile::Scope;
 use crate::model::template::{StoredTemplate, Template, TemplateId};
 use crate::model::view::{DryRun, PlannedNode};
-use crate::runtime::clock::now_secs;
 use crate::service::catalog;
 use crate::service::error::ServiceError;
+use crate::store::clock::now_secs;
 use crate::store::{Read, Store, Table, changes};
 
 fn require(r: &impl Read, id: &TemplateId) -> Result<StoredTemplate, ServiceError> {

@@ -14,9 +14,9 @@ use crate::model::run::RunRecord;
 use crate::model::usage::{Figures, UsageParams, UsageQuery, UsageReport};
 use crate::rules::usage::Grouping;
 use crate::runtime::Runtime;
-use crate::runtime::clock;
 use crate::runtime::membership::{Duty, leads_now};
 use crate::service::error::ServiceError;
+use crate::store::clock;
 use crate::store::{Read, Store, StoreError, Table, changes, usage};
 
 /// How often the ledger is folded.

@@ -33,9 +33,7 @@ pub fn record(tx: &mut Txn, run: &RunRecord) -> Result<(), StoreError> {
         },
         // When the end is recorded, to the millisecond (the record keeps seconds): the run a
         // trigger starts is named after it, and sorts after the run that ended.
-        time: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        time: crate::store::clock::now_millis(),
         args: run.args.clone(),
         depth: run.started_by.as_ref().map_or(0, |by| by.depth),
     };

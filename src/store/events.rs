@@ -7,7 +7,6 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use tokio::sync::Notify;
 
@@ -18,10 +17,7 @@ use crate::store::{Read, StoreError, Table, Txn};
 static LAST_SEQ: AtomicU64 = AtomicU64::new(0);
 
 fn now_micros() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_micros() as u64)
-        .unwrap_or(0)
+    crate::store::clock::now_micros()
 }
 
 /// A sequence number larger than every earlier one, also across restarts (it follows the

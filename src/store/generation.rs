@@ -35,9 +35,7 @@ pub fn advance(tx: &mut Txn) -> Result<u64, StoreError> {
     }
     // An expired session is dropped rather than sealed again: a sign-out's write grows with
     // the live sessions only.
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let now = crate::store::clock::now_secs();
     for (key, mut record) in tx.scan::<SessionRecord>(Table::Sessions, "")? {
         if record.expires <= now {
             tx.delete(Table::Sessions, &key);

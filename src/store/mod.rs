@@ -18,6 +18,7 @@ pub mod audit;
 mod backend;
 pub mod changes;
 pub mod cipher;
+pub mod clock;
 pub mod copy;
 pub mod ends;
 pub mod etcd;

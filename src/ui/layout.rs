@@ -391,7 +391,7 @@ pub fn time(secs: u64) -> Markup {
 /// A deadline (epoch seconds): "in 2h 14m", kept current by the page's script, with the time
 /// itself as a tooltip.
 pub fn deadline(secs: u64) -> Markup {
-    let now = crate::runtime::clock::now_secs();
+    let now = crate::store::clock::now_secs();
     let text = if secs > now {
         format!("in {}", span(secs - now))
     } else {

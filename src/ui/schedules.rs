@@ -13,9 +13,9 @@ use crate::model::property::Values;
 use crate::model::schedule::{
     CatchUp, Schedule, ScheduleBody, ScheduleProgram, ScheduleStatus, StartedBy, Trigger,
 };
-use crate::runtime::clock;
 use crate::service::error::ServiceError;
 use crate::service::schedules::{self, Filter, ScheduleId};
+use crate::store::clock;
 
 /// How many next times a schedule shows on its program's page.
 const SHOWN: usize = 3;

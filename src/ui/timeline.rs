@@ -26,7 +26,7 @@ fn task_name(t: &TaskView) -> String {
 /// The operations, newest first; with `cancel` (the run's page, for an operator), an admin's
 /// operation that runs has a button that cancels it.
 pub fn operations(ops: &[OperationView], cancel: Option<&str>) -> Markup {
-    let now = crate::runtime::clock::now_f64();
+    let now = crate::store::clock::now_f64();
     html! {
         @if ops.is_empty() {
             p.muted { "No cluster operations (yet)." }

@@ -48,7 +48,7 @@ struct Picked {
 }
 
 fn picked(ctx: &Ctx, form: UsageForm) -> Result<Picked, ServiceError> {
-    let today = crate::rules::usage::date_of(crate::runtime::clock::now_secs());
+    let today = crate::rules::usage::date_of(crate::store::clock::now_secs());
     let days = |n: i64| {
         today
             .checked_add(jiff::Span::new().days(n))

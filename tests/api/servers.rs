@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::support::bench::{server_figures, wait_for_event};
+use crate::support::clock::SteppedClock;
 use crate::support::etcd::Cluster;
 use crate::support::installation::Installation;
 use crate::support::profiles::sim_profile;
@@ -14,7 +15,7 @@ use crate::support::runs::{
     assert_all_completed, assert_clean, beats, calls, deploy, epoch_ns, now_secs, start, sub,
     wait_deprovisioned, wait_for_call, wait_for_calls, wait_until,
 };
-use crate::support::server::{Server, make_token, signal};
+use crate::support::server::{Options, Server, make_token, signal};
 
 /// The lease time to live the servers of these tests keep.
 const TTL: Duration = Duration::from_secs(3);
@@ -1317,4 +1318,87 @@ fn a_program_lives_only_while_its_owner_holds_the_run_and_a_retry_never_runs_bes
     let done = wait_deprovisioned(other, &run);
     assert_eq!(done["status"], "KILLED", "{done}");
     assert_eq!(beats(&file).len(), 3, "each attempt ran once");
+}
+
+/// Waits until run `run`'s cluster is no longer WAITING on `server` and answers how long after
+/// `since` that was seen (up to a minute).
+fn kept_for(server: &Server, run: &str, since: Instant) -> Duration {
+    wait_until(server, run, Duration::from_secs(60), |r| {
+        r["cluster"]["status"] != "WAITING"
+    });
+    since.elapsed()
+}
+
+/// A wall-clock step of ten minutes on one server breaks no deadline: the owner's clock
+/// stepped back while a failed run's cluster waits out its keepalive, the cluster still goes
+/// when the keepalive ends (not ten minutes late); another server's clock stepped forward, it
+/// takes a waiting cluster over from a killed owner and keeps it until the keepalive ends
+/// (not at once). libfaketime moves each server's wall clock alone, as `date -s` would.
+#[test]
+fn a_wall_clock_step_either_way_fires_no_deadline_early_or_late() {
+    const KEEP: Duration = Duration::from_secs(12);
+    let cluster = Cluster::start(1);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sim = sub(&dir, "sim");
+    let install = Installation::new(&cluster, dir.path(), TTL, "/ebb-test/clock-steps");
+    let clocks: Vec<SteppedClock> = ["s0", "s1"]
+        .iter()
+        .map(|n| SteppedClock::new(dir.path(), n))
+        .collect();
+    let on_clock = |name: &str, clock: &SteppedClock| {
+        install.server_with_options(
+            name,
+            &[],
+            Options {
+                env: clock.env(),
+                ..Options::default()
+            },
+        )
+    };
+    let s0 = on_clock("s0", &clocks[0]);
+    let s1 = on_clock("s1", &clocks[1]);
+    sim_profile(&s0, "w", &sim, &[("nodes", "1")], KEEP.as_secs(), None);
+    deploy(&s0, "fail", "exit 3", json!({}));
+    let waiting = |server: &Server| {
+        let run = start(server, "fail", json!({"system.profile.name": "w"}));
+        wait_until(server, &run, Duration::from_secs(30), |r| {
+            r["cluster"]["status"] == "WAITING"
+        });
+        (run, Instant::now())
+    };
+
+    // Backwards on the owner, while its timer runs.
+    let (first, since) = waiting(&s0);
+    clocks[0].step("-10m");
+    let kept = kept_for(&s1, &first, since);
+    assert!(
+        kept > KEEP - Duration::from_secs(2) && kept < KEEP + Duration::from_secs(3),
+        "kept {kept:?} for a keepalive of {KEEP:?} after the owner's clock stepped back"
+    );
+
+    // Forwards on the server that takes the run over from its killed owner.
+    clocks[1].step("+10m");
+    // Let the stepped server read its clock a while (the step seen, the gap logged).
+    std::thread::sleep(Duration::from_secs(2));
+    let (second, since) = waiting(&s0);
+    s0.kill();
+    wait_until(&s1, &second, TTL + Duration::from_secs(10), |r| {
+        r["owner"] == "s1"
+    });
+    let kept = kept_for(&s1, &second, since);
+    assert!(
+        kept > KEEP - Duration::from_secs(2) && kept < KEEP + Duration::from_secs(3),
+        "kept {kept:?} for a keepalive of {KEEP:?} by a server whose clock stepped forward"
+    );
+    for run in [&first, &second] {
+        let done = wait_deprovisioned(&s1, run);
+        assert_eq!(done["status"], "FAILED", "{done}");
+    }
+    assert_clean(&sim, &[first.as_str(), second.as_str()], 1);
+    assert!(
+        s1.logs()
+            .iter()
+            .any(|l| l.contains("the system's wall clock stepped")),
+        "the step was not logged"
+    );
 }

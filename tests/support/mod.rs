@@ -5,7 +5,7 @@
 //! - `process`: child processes, and stand-ins that print their port;
 //! - `etcd`: real etcd servers (over TLS, with etcd's users), and the etcd store of every test server with
 //!   `EBB_TEST_STORE=etcd`; `installation`: several servers on one etcd; `pki`: certificates
-//!   made at test time;
+//!   made at test time; `clock`: a server's wall clock stepped (libfaketime);
 //! - the stand-ins for clouds and machines: moto for EC2 (`moto`), the Google Cloud stand-in
 //!   (`gcp`) and OpenSSH (`sshd`).
 //!
@@ -15,6 +15,7 @@
 // Only the benchmarks use it.
 #[allow(dead_code)]
 pub mod bench;
+pub mod clock;
 pub mod contract;
 pub mod etcd;
 #[cfg(feature = "gcp")]

@@ -215,7 +215,7 @@ fn list_runs(
         return Ok(());
     }
     let runs: Vec<RunView> = client.get_as(&path)?;
-    let now = crate::runtime::clock::now_secs();
+    let now = crate::store::clock::now_secs();
     let rows: Vec<Vec<String>> = runs
         .iter()
         .map(|r| {

@@ -33,7 +33,7 @@ pub(super) fn show_run(json: bool, answer: Value) -> Result<(), CliError> {
     for (k, v) in &r.properties {
         out!("argument: {k}={v}");
     }
-    let now = crate::runtime::clock::now_secs();
+    let now = crate::store::clock::now_secs();
     out!("starting: {}", output::when(Some(r.starting), now));
     out!("running:  {}", output::when(r.start, now));
     out!("ended:    {}", output::when(r.end, now));

@@ -28,7 +28,7 @@ use crate::model::operation::{DroppedNode, OpOutcome, OpStatus, OperationRecord,
 use crate::model::plan::{Action, ClusterOperation, NodeRecord, Progress};
 use crate::rules::outcome::{self, Phase};
 use crate::rules::plan::cluster;
-use crate::runtime::clock::now_f64;
+use crate::store::clock::now_f64;
 use crate::store::keys;
 use crate::store::{Read as _, StoreError, Table};
 
@@ -79,7 +79,7 @@ fn count_operation(operation: ClusterOperation, outcome: &OpOutcome, created: Op
     metrics::counter!(OPERATIONS.name, "operation" => kind.clone(), "status" => status)
         .increment(1);
     if let Some(created) = created {
-        let took = (crate::runtime::clock::now_f64() - created).max(0.0);
+        let took = (crate::store::clock::now_f64() - created).max(0.0);
         metrics::histogram!(OPERATION_SECONDS.name, "operation" => kind).record(took);
         if operation == ClusterOperation::Delete && matches!(outcome, OpOutcome::Done) {
             metrics::histogram!(RUN_PHASE.name, "phase" => "deprovisioning").record(took);

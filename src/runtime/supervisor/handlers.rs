@@ -11,10 +11,10 @@ use crate::model::plan::ClusterOperation;
 use crate::model::run::{ProgramStatus, RunError, RunRecord};
 use crate::rules::admission;
 use crate::rules::lifecycle::{self, Event};
-use crate::runtime::clock;
 use crate::runtime::error::RuntimeError;
 use crate::runtime::planner::{self, CancelBy, OpDone, OpSpec, Planner};
 use crate::runtime::transition;
+use crate::store::clock;
 
 impl Handler<TakenOver> for RunSupervisor {
     type Result = ();

@@ -29,9 +29,9 @@ use crate::model::run::{ProgramStatus, RunError, RunRecord};
 use crate::rules::admission::{self, Slot};
 use crate::rules::lifecycle::{self, Effect, Event, Transition};
 use crate::rules::resize::Change;
-use crate::runtime::clock;
 use crate::runtime::error::RuntimeError;
 use crate::store::StoreError;
+use crate::store::clock;
 
 /// The longest a deadline timer sleeps before it checks again.
 const MAX_TIMER: Duration = Duration::from_secs(24 * 3600);

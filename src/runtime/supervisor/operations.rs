@@ -12,10 +12,10 @@ use crate::model::run::RunRecord;
 use crate::rules::admission;
 use crate::rules::lifecycle::Effect;
 use crate::rules::resize::{self, Change};
-use crate::runtime::clock;
 use crate::runtime::planner::{self as planner, Cancel, OpSpec, Planner};
 use crate::runtime::transition::Next;
 use crate::store::audit;
+use crate::store::clock;
 
 impl RunSupervisor {
     /// Feeds `event` to the admission rules and carries out what they say, except starting

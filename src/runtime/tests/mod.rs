@@ -242,7 +242,7 @@ where
             .expect("a runtime")
     });
     system.block_on(async {
-        super::clock::follow_tokio();
+        crate::store::clock::follow_tokio();
         test().await;
     });
 }

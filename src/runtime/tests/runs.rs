@@ -14,9 +14,9 @@ use crate::model::run::{
     ClusterState, ClusterStatus, Launch, ProgramStatus, RunKey, RunRecord, StopReason,
 };
 use crate::rules::lifecycle::Event;
-use crate::runtime::clock::now_secs;
 use crate::runtime::deps::Deps;
 use crate::runtime::supervisor::{Command, RunSupervisor, Supervisors};
+use crate::store::clock::now_secs;
 use crate::store::{Read, StoreError, Table, keys};
 
 /// A run of the scripted provisioner with one node, `master`.

@@ -13,9 +13,9 @@ use crate::model::schedule::{
 };
 use crate::model::server::Owner;
 use crate::rules::schedule::Verdict;
-use crate::runtime::clock;
 use crate::runtime::handle::Runtime;
 use crate::service::error::ServiceError;
+use crate::store::clock;
 use crate::store::keys;
 use crate::store::{Read, StoreError, Table, Txn};
 

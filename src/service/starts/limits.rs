@@ -154,7 +154,7 @@ pub(super) fn limit_hold(
     }
     if let Some(budget) = &namespace.budget {
         // Read in this same write: a run whose usage ends meanwhile makes it try again.
-        let month = crate::rules::usage::month_of(crate::runtime::clock::now_secs());
+        let month = crate::rules::usage::month_of(crate::store::clock::now_secs());
         let used = crate::store::usage::month_total(tx, &key.namespace, &month)?;
         let currency = crate::store::usage::prices(tx)?.currency;
         if let Some(reason) = budget.refuse(&used, &currency) {

@@ -30,10 +30,10 @@ use crate::model::server::Owner;
 use crate::rules::lifecycle::{self, Event};
 use crate::rules::queue::{self as admission, Decision};
 use crate::rules::resolve;
-use crate::runtime::clock;
 use crate::runtime::handle::Runtime;
 use crate::service::catalog;
 use crate::service::error::ServiceError;
+use crate::store::clock;
 use crate::store::events;
 use crate::store::keys;
 use crate::store::{Read, StoreError, Table, Txn, changes};
@@ -82,7 +82,7 @@ pub async fn start(
     let owner = Owner {
         server: member.name.to_string(),
         lease: member.lease(),
-        since: crate::runtime::clock::now_secs(),
+        since: crate::store::clock::now_secs(),
     };
     let act = Act {
         namespace: Some(key.namespace.clone()),
@@ -95,7 +95,7 @@ pub async fn start(
         let (act, once) = (act.clone(), once.clone());
         let outcome = store
             .write(move |tx| {
-                let now = crate::runtime::clock::now_secs();
+                let now = crate::store::clock::now_secs();
                 if let Some(once) = &once
                     && let Some(first) = idempotent::earlier(tx, &k, once, &a, now)?
                 {

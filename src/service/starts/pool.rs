@@ -29,10 +29,10 @@ use crate::model::server::Owner;
 use crate::rules::pool as rules;
 use crate::rules::{host, resolve};
 use crate::runtime::Runtime;
-use crate::runtime::clock;
 use crate::runtime::membership::{Duty, leads_now};
 use crate::service::catalog;
 use crate::service::error::ServiceError;
+use crate::store::clock;
 use crate::store::{Read, StoreError, Table, Txn, events, keys};
 
 /// How often the pools are tended.

@@ -24,9 +24,10 @@ use crate::rules::lifecycle::{self, Event};
 use crate::rules::queue::{Hold, Pass};
 use crate::runtime::Runtime;
 use crate::runtime::membership::{Duty, leads, resign};
-use crate::runtime::{clock, transition};
+use crate::runtime::transition;
 use crate::service::catalog;
 use crate::service::error::ServiceError;
+use crate::store::clock;
 use crate::store::queue::{self, Entry};
 use crate::store::{Read, StoreError, Table, Txn};
 

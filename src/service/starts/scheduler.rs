@@ -36,10 +36,10 @@ use crate::model::schedule::{
 };
 use crate::rules::schedule::{self as rule, Cron};
 use crate::runtime::Runtime;
-use crate::runtime::clock;
 use crate::runtime::membership::{Duty, leads};
 use crate::service::catalog::{self, SCHEDULES_CHANGED};
 use crate::service::error::ServiceError;
+use crate::store::clock;
 use crate::store::{Read, Reader, StoreError, Table, keys};
 
 /// How the scheduler behaves.

@@ -14,8 +14,8 @@ pub mod run_tokens;
 pub mod sessions;
 
 use crate::model::access::{Act, Caller, Grants, TokenRecord, TokenSpec, TokenView};
-use crate::runtime::clock::now_secs;
 use crate::service::error::ServiceError;
+use crate::store::clock::now_secs;
 use crate::store::secure::Cipher;
 use crate::store::{Read, Store, StoreError, Table, changes, generation};
 

@@ -20,8 +20,8 @@ use std::sync::Arc;
 
 use super::{self as tokens, FixedToken, Found, hash};
 use crate::model::access::{Caller, SessionRecord};
-use crate::runtime::clock::now_secs;
 use crate::service::error::ServiceError;
+use crate::store::clock::now_secs;
 use crate::store::generation;
 use crate::store::secure::Cipher;
 use crate::store::{Read, Store, StoreError, Table, Txn};

@@ -277,10 +277,7 @@ impl Drop for InFlight {
 pub(super) const MARKER_LIFE: Duration = Duration::from_secs(600);
 
 pub(super) fn now_micros() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_micros() as u64)
-        .unwrap_or(0)
+    crate::store::clock::now_micros()
 }
 
 impl std::fmt::Debug for Shared {

@@ -206,7 +206,7 @@ pub async fn extend(
             Err(e) => return refused(&req, e),
         };
         let run = need(runs::get(&state.runtime, key.clone()).await)?;
-        let now = crate::runtime::clock::now_secs();
+        let now = crate::store::clock::now_secs();
         run.cluster
             .expires_at
             .unwrap_or(now)
@@ -221,7 +221,7 @@ pub async fn extend(
             Err(m) => return refused(&req, ServiceError::invalid("at", m)),
         }
     };
-    let now = crate::runtime::clock::now_secs();
+    let now = crate::store::clock::now_secs();
     let what = Command {
         kind: Kind::Event(Event::Extend {
             expire_at,
