@@ -19,5 +19,5 @@ began=$SECONDS
 # the CLI's words, the OpenAPI document and the HTTP listener's TLS, which test nothing of the
 # store, run once.
 EBB_TEST_STORE=etcd cargo nextest run --workspace --features ebb/paused-clock \
-  -E 'binary_id(ebb::api) and not test(/^(etcd|servers|conformance|engines|security::etcd_writers|automators|ui|cli|openapi|tls)::/) and not test(/conformance_kit/)' "$@"
+  -E 'binary_id(ebb::api) and not test(/^(etcd|servers|partitions|conformance|engines|security::etcd_writers|automators|ui|cli|openapi|tls)::/) and not test(/conformance_kit/)' "$@"
 echo "-- the integration suite on etcd: $((SECONDS - began)) s"

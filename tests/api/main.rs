@@ -29,6 +29,8 @@ mod metrics;
 mod namespaces;
 mod openapi;
 mod operations;
+#[cfg(target_os = "linux")]
+mod partitions;
 mod plugins;
 mod pools;
 mod preferences;

@@ -13,7 +13,7 @@ use crate::support::installation::Installation;
 use crate::support::profiles::sim_profile;
 use crate::support::runs::{
     assert_all_completed, assert_clean, beats, calls, deploy, epoch_ns, now_secs, start, sub,
-    wait_deprovisioned, wait_for_call, wait_for_calls, wait_until,
+    wait_deprovisioned, wait_for_beats, wait_for_call, wait_for_calls, wait_until,
 };
 use crate::support::server::{Options, Server, make_token, signal};
 
@@ -1214,27 +1214,6 @@ fn a_run_end_while_no_server_fires_schedules_fires_its_trigger_once_after() {
         .collect();
     assert_eq!(fired.len(), 1);
     assert_eq!(again.len(), 1, "the end fired b twice: {again:?}");
-}
-
-/// Waits until the program has beaten `n` times as its `copy`-th pid; returns the beats.
-#[track_caller]
-fn wait_for_beats(
-    path: &std::path::Path,
-    copy: usize,
-    limit: Duration,
-) -> Vec<(String, u128, u128)> {
-    let start = Instant::now();
-    loop {
-        let seen = beats(path);
-        if seen.len() > copy && seen[copy].2 >= seen[copy].1 + 400_000_000 {
-            return seen;
-        }
-        assert!(
-            start.elapsed() < limit,
-            "copy {copy} did not beat: {seen:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 /// A program on its owner's host lives only while the owner surely holds the run: the owner

@@ -132,6 +132,9 @@ pub struct Cluster {
     client: (PathBuf, PathBuf),
     /// Whether etcd's auth is on yet (the cluster is set up).
     secured: bool,
+    /// Another address of the host's the members listen on besides 127.0.0.1 (a test's
+    /// bridge, for servers in network namespaces).
+    also_on: Option<String>,
 }
 
 impl Cluster {
@@ -144,6 +147,15 @@ impl Cluster {
     /// Starts `size` members over TLS, ebb authenticating as `auth` says, and waits until the
     /// cluster answers.
     pub fn start_with(size: usize, auth: Auth) -> Cluster {
+        Cluster::start_on(size, auth, None)
+    }
+
+    /// [`Cluster::start`], the members listening on `also` (an address of the host's) too.
+    pub fn start_also_on(size: usize, also: &str) -> Cluster {
+        Cluster::start_on(size, Auth::chosen(), Some(also.to_string()))
+    }
+
+    fn start_on(size: usize, auth: Auth, also_on: Option<String>) -> Cluster {
         ensure_installed();
         // A port found free may be taken by another process before etcd binds it: etcd then
         // exits, and the cluster starts again on other ports.
@@ -157,7 +169,7 @@ impl Cluster {
                     child: None,
                 })
                 .collect();
-            let pki = Pki::new(dir.path());
+            let pki = Pki::for_addresses(dir.path(), also_on.as_slice());
             let client = pki.client("ebb");
             let password_file = dir.path().join("ebb.password");
             private(&password_file, "ebb-test-password\n");
@@ -169,6 +181,7 @@ impl Cluster {
                 password_file,
                 client,
                 secured: false,
+                also_on: also_on.clone(),
             };
             for i in 0..size {
                 cluster.start_member(i);
@@ -376,6 +389,10 @@ impl Cluster {
         let scheme = self.scheme();
         let m = &mut self.members[i];
         let client = format!("{scheme}://127.0.0.1:{}", m.client_port);
+        let listen = match &self.also_on {
+            Some(also) => format!("{client},{scheme}://{also}:{}", m.client_port),
+            None => client.clone(),
+        };
         let peer = format!("http://127.0.0.1:{}", m.peer_port);
         // A watchdog shell runs etcd and kills it when this test process ends (a process-wide
         // etcd is never dropped) or when told to (SIGTERM).
@@ -389,7 +406,7 @@ impl Cluster {
             .arg(&data)
             .args([
                 "--listen-client-urls",
-                &client,
+                &listen,
                 "--advertise-client-urls",
                 &client,
             ])
@@ -462,11 +479,22 @@ impl Cluster {
         }
     }
 
+    /// The other address the members listen on, if any.
+    pub fn also_on(&self) -> Option<&str> {
+        self.also_on.as_deref()
+    }
+
     /// Every member's client URL, comma-separated.
     pub fn endpoints(&self) -> String {
+        self.endpoints_at("127.0.0.1")
+    }
+
+    /// Every member's client URL on `address` (127.0.0.1, or the address it was also started
+    /// on), comma-separated.
+    pub fn endpoints_at(&self, address: &str) -> String {
         self.members
             .iter()
-            .map(|m| format!("{}://127.0.0.1:{}", self.scheme(), m.client_port))
+            .map(|m| format!("{}://{address}:{}", self.scheme(), m.client_port))
             .collect::<Vec<_>>()
             .join(",")
     }

@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::etcd::Cluster;
+#[cfg(target_os = "linux")]
+use super::netns::Space;
 use super::server::{Options, Server};
 
 /// Servers of one installation on `cluster`, each on its own data dir under `dir`, sharing
@@ -13,6 +15,9 @@ pub struct Installation {
     /// How a server reaches the cluster: `ebb serve`'s etcd arguments and the library's
     /// location.
     access_args: Vec<String>,
+    /// The same, for a server in a network namespace: the members on the other address they
+    /// listen on.
+    access_args_away: Option<Vec<String>>,
     pub location: ebb::store::Location,
     pub prefix: String,
     dir: PathBuf,
@@ -30,6 +35,12 @@ impl Installation {
                 .into_iter()
                 .chain(cluster.access_args())
                 .collect(),
+            access_args_away: cluster.also_on().map(|also| {
+                ["--etcd-endpoints".to_string(), cluster.endpoints_at(also)]
+                    .into_iter()
+                    .chain(cluster.access_args())
+                    .collect()
+            }),
             location: cluster.location(prefix),
             prefix: prefix.to_string(),
             dir: dir.to_path_buf(),
@@ -51,6 +62,13 @@ impl Installation {
     /// A server with more `ebb serve` arguments and harness `options` (its store, name and
     /// key are the installation's).
     pub fn server_with_options(&self, name: &str, more: &[&str], options: Options) -> Server {
+        let access = match &options.netns {
+            Some(_) => self
+                .access_args_away
+                .as_ref()
+                .expect("a server in a namespace needs a cluster started also on its bridge"),
+            None => &self.access_args,
+        };
         let data = sub_dir(&self.dir, name);
         let key = self.dir.join("secure.key");
         let server = Server::start_at(
@@ -58,7 +76,7 @@ impl Installation {
             Options {
                 args: ["--store".to_string(), "etcd".into()]
                     .into_iter()
-                    .chain(self.access_args.iter().cloned())
+                    .chain(access.iter().cloned())
                     .chain([
                         "--etcd-prefix".into(),
                         self.prefix.clone(),
@@ -95,6 +113,30 @@ impl Installation {
             std::thread::sleep(Duration::from_millis(10));
         }
         server
+    }
+}
+
+impl Installation {
+    /// Starts server `name` in network namespace `space` (of a test's [`Network`]), bound to
+    /// its address there and reaching etcd through the bridge.
+    #[cfg(target_os = "linux")]
+    pub fn server_in(&self, name: &str, space: &Space) -> Server {
+        let bind = format!("{}:0", space.address);
+        self.server_with_options(
+            name,
+            &["--bind", &bind, "--insecure-http"],
+            Options {
+                netns: Some(space.name.clone()),
+                ..Options::default()
+            },
+        )
+    }
+
+    /// Starts server `name` in the host's namespace, bound to `address` (the host's on a
+    /// test's bridge) so that servers in namespaces reach it too.
+    pub fn server_on(&self, name: &str, address: &str) -> Server {
+        let bind = format!("{address}:0");
+        self.server_with(name, &["--bind", &bind, "--insecure-http"])
     }
 }
 

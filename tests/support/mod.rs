@@ -5,7 +5,8 @@
 //! - `process`: child processes, and stand-ins that print their port;
 //! - `etcd`: real etcd servers (over TLS, with etcd's users), and the etcd store of every test server with
 //!   `EBB_TEST_STORE=etcd`; `installation`: several servers on one etcd; `pki`: certificates
-//!   made at test time; `clock`: a server's wall clock stepped (libfaketime);
+//!   made at test time; `clock`: a server's wall clock stepped (libfaketime); `netns`: network
+//!   namespaces on a bridge, to cut a server or a machine off;
 //! - the stand-ins for clouds and machines: moto for EC2 (`moto`), the Google Cloud stand-in
 //!   (`gcp`) and OpenSSH (`sshd`).
 //!
@@ -23,6 +24,8 @@ pub mod gcp;
 pub mod installation;
 #[cfg(feature = "aws")]
 pub mod moto;
+#[cfg(target_os = "linux")]
+pub mod netns;
 pub mod pki;
 pub mod process;
 pub mod profiles;

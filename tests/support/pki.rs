@@ -21,6 +21,11 @@ impl Pki {
     /// A new CA in `dir` (`ca.pem`) and a server certificate for 127.0.0.1 and `localhost`
     /// (`cert.pem`, `key.pem`, the key readable by its owner only).
     pub fn new(dir: &Path) -> Pki {
+        Pki::for_addresses(dir, &[])
+    }
+
+    /// [`Pki::new`], the server certificate also for `more` addresses.
+    pub fn for_addresses(dir: &Path, more: &[String]) -> Pki {
         let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
         ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         ca_params
@@ -29,9 +34,11 @@ impl Pki {
         let issuer = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().expect("ca key"))
             .expect("ca");
         let key = KeyPair::generate().expect("key");
-        let mut params =
-            CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
-                .expect("params");
+        let names = ["localhost".to_string(), "127.0.0.1".to_string()]
+            .into_iter()
+            .chain(more.iter().cloned())
+            .collect::<Vec<_>>();
+        let mut params = CertificateParams::new(names).expect("params");
         params.extended_key_usages = vec![
             ExtendedKeyUsagePurpose::ServerAuth,
             ExtendedKeyUsagePurpose::ClientAuth,

@@ -180,6 +180,24 @@ pub fn beats(path: &Path) -> Vec<(String, u128, u128)> {
     out
 }
 
+/// Waits until the `copy`-th copy (pid) of a beating program has beaten for 0.4 s; answers
+/// the beats.
+#[track_caller]
+pub fn wait_for_beats(path: &Path, copy: usize, limit: Duration) -> Vec<(String, u128, u128)> {
+    let start = std::time::Instant::now();
+    loop {
+        let seen = beats(path);
+        if seen.len() > copy && seen[copy].2 >= seen[copy].1 + 400_000_000 {
+            return seen;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "copy {copy} did not beat: {seen:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// One line of the sim's call log.
 pub fn calls(state_dir: &Path) -> Vec<Value> {
     std::fs::read_to_string(state_dir.join("calls.jsonl"))

@@ -55,6 +55,9 @@ pub struct Options {
     pub unchecked: bool,
     /// Start the server with at most this many open files (util-linux's `prlimit`).
     pub files: Option<u64>,
+    /// Start the server in this network namespace (`ip netns exec`); give it a `--bind` on
+    /// the namespace's address.
+    pub netns: Option<String>,
 }
 
 /// The work directory the harness gives a server on `data_dir` (inside it, so a test's
@@ -71,14 +74,26 @@ impl Server {
 
     pub fn start_at(data_dir: &Path, options: Options) -> Server {
         let binary = options.binary.clone().unwrap_or_else(|| EBB.into());
-        let mut cmd = match options.files {
-            Some(n) => {
-                let mut c = Command::new("prlimit");
-                c.arg(format!("--nofile={n}:{n}")).arg("--").arg(&binary);
+        // `ip netns exec` and `prlimit` each exec what follows: the child's pid is the server's.
+        let mut cmd = match &options.netns {
+            Some(space) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", space]);
                 c
             }
-            None => Command::new(&binary),
+            None => match options.files {
+                Some(_) => Command::new("prlimit"),
+                None => Command::new(&binary),
+            },
         };
+        if let Some(n) = options.files {
+            if options.netns.is_some() {
+                cmd.arg("prlimit");
+            }
+            cmd.arg(format!("--nofile={n}:{n}")).arg("--").arg(&binary);
+        } else if options.netns.is_some() {
+            cmd.arg(&binary);
+        }
         cmd.args(["serve", "--log-format", "json", "--workers", "2"])
             .args(if options.args.iter().any(|a| a == "--bind") {
                 &[][..]

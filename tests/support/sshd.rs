@@ -55,6 +55,12 @@ fn free_port(address: &str) -> u16 {
 impl Sshd {
     /// Starts sshd listening on `addresses` (e.g. 127.0.1.11): one port on each.
     pub fn start(addresses: &[&str]) -> Sshd {
+        Sshd::start_in(None, addresses)
+    }
+
+    /// Starts sshd in network namespace `space` (`ip netns exec`) when given one, listening
+    /// on `addresses` there (which the host reaches).
+    pub fn start_in(space: Option<&str>, addresses: &[&str]) -> Sshd {
         ensure_installed();
         let dir = tempfile::tempdir().expect("tempdir");
         let host_key = dir.path().join("host_key");
@@ -68,7 +74,12 @@ impl Sshd {
             std::fs::create_dir_all("/run/sshd").expect("/run/sshd");
         }
         for _ in 0..5 {
-            let port = free_port(addresses[0]);
+            // A namespace of a test's own has every port free.
+            let port = free_port(if space.is_some() {
+                "127.0.0.1"
+            } else {
+                addresses[0]
+            });
             let config = dir.path().join("sshd_config");
             let mut text = format!(
                 "Port {port}\nHostKey {}\nAuthorizedKeysFile {}\nPidFile {}\n\
@@ -84,8 +95,16 @@ impl Sshd {
             }
             std::fs::write(&config, text).expect("sshd_config");
             let log = std::fs::File::create(dir.path().join("sshd.log")).expect("log");
+            let mut command = match space {
+                Some(space) => {
+                    let mut c = Command::new("ip");
+                    c.args(["netns", "exec", space, "/usr/sbin/sshd"]);
+                    c
+                }
+                None => Command::new("/usr/sbin/sshd"),
+            };
             let mut child = Process(
-                Command::new("/usr/sbin/sshd")
+                command
                     .args(["-D", "-e", "-f"])
                     .arg(&config)
                     .stdin(Stdio::null())
