@@ -179,13 +179,15 @@ async fn attempt_once(
     run_local(script, &cwd, env, cluster, files).await
 }
 
-/// A node's files on the server: the cluster document and result file a script is given, and
-/// the log its output is appended to.
+/// A node's files on the server: the cluster document and result file a script is given, the
+/// log its output is appended to, and the lock one attempt at a time holds.
 struct NodeFiles {
     dir: PathBuf,
     cluster: PathBuf,
+    /// This attempt's own: an earlier attempt still running writes to its own.
     result: PathBuf,
     log: PathBuf,
+    lock: PathBuf,
 }
 
 impl NodeFiles {
@@ -199,36 +201,65 @@ impl NodeFiles {
         } else {
             node.to_string()
         };
+        let nonce = format!("{:016x}", fastrand::u64(..));
         NodeFiles {
             cluster: dir.join(format!("{own}.cluster.json")),
-            result: dir.join(format!("{own}.result")),
+            result: dir.join(format!("{own}.{nonce}.result")),
             log: dir.join(format!("{node}.log")),
+            lock: dir.join(format!("{own}.lock")),
             dir,
         }
     }
 
-    /// Makes the node's directories, removes an old result file, writes `cluster` and opens
-    /// the log for appending.
+    /// Makes the node's directories, writes `cluster` (aside, then renamed in: an earlier
+    /// attempt still running reads a whole one) and opens the log for appending.
     fn prepare(&self, cwd: &Path, cluster: &serde_json::Value) -> std::io::Result<std::fs::File> {
         std::fs::create_dir_all(&self.dir)?;
         std::fs::create_dir_all(cwd)?;
-        match std::fs::remove_file(&self.result) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-            _ => {}
-        }
+        let aside = self.result.with_extension("cluster.json");
         std::fs::write(
-            &self.cluster,
+            &aside,
             serde_json::to_vec_pretty(cluster).map_err(std::io::Error::other)?,
         )?;
+        std::fs::rename(&aside, &self.cluster)?;
         std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&self.log)
     }
+
+    /// Whether an earlier attempt holds the lock now (it began under a server that was lost,
+    /// and runs on).
+    fn held(&self) -> bool {
+        let Ok(file) = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&self.lock)
+        else {
+            return false;
+        };
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err()
+    }
+}
+
+/// Whether this host has `flock` (util-linux), looked up once.
+fn has_flock() -> bool {
+    static FOUND: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *FOUND.get_or_init(|| {
+        std::env::var_os("PATH")
+            .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join("flock").is_file()))
+    })
 }
 
 /// Runs `script` under `sh -c` on this machine in `cwd`, in its own process group, its output
 /// appended to the node's log; how it ended.
+///
+/// One attempt of a node's tasks (or of a check) at a time: the script runs under `flock` on
+/// the node's lock file, held by `flock` itself (so a daemon the script starts does not hold
+/// it). An attempt begun by a server that was killed goes on after it; the same server
+/// restarted waits for it to end before it runs the task again, rather than starting a second
+/// daemon beside it, and says so in the node's log.
 async fn run_local(
     script: &str,
     cwd: &Path,
@@ -244,10 +275,25 @@ async fn run_local(
     })
     .await
     .map_err(|e| fail(e.to_string()))?;
-    let log = log.map_err(|e| fail(format!("cannot prepare the node directory: {e}")))?;
+    let mut log = log.map_err(|e| fail(format!("cannot prepare the node directory: {e}")))?;
     let start_len = log.metadata().map(|m| m.len()).unwrap_or(0);
+    let locked = has_flock();
+    if locked && files.held() {
+        use std::io::Write as _;
+        let _ = writeln!(
+            log,
+            "ebb: an earlier attempt on this node still runs (its server may have been lost): waiting for it to end"
+        );
+    }
     let err = log.try_clone().map_err(|e| fail(e.to_string()))?;
-    let mut child = tokio::process::Command::new("sh")
+    let mut command = if locked {
+        let mut c = tokio::process::Command::new("flock");
+        c.arg("-o").arg(&files.lock).arg("sh");
+        c
+    } else {
+        tokio::process::Command::new("sh")
+    };
+    let mut child = command
         .arg("-c")
         .arg(script)
         .current_dir(cwd)
@@ -274,6 +320,7 @@ async fn run_local(
         let facts = read_head(&files.result, super::attempt::RESULT_MAX)
             .map(|text| parse_facts(&text))
             .unwrap_or_default();
+        let _ = std::fs::remove_file(&files.result);
         (tail, facts)
     })
     .await

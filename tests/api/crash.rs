@@ -328,3 +328,114 @@ fn killed_mid_expand_resumes_the_operation() {
     wait_deprovisioned(&server, &run);
     assert_clean(&s.sim, &[&run], 4);
 }
+
+/// A template whose service `svc` starts a beating daemon (`<pid> <epoch ns>` lines in
+/// `beats`) unless one runs already, slowly: after it checks and before it starts, it sleeps
+/// six seconds, so two start attempts at once would start two daemons. `trace` gets a line
+/// each time a start goes past its check. The daemon stops by itself once `halt` exists or
+/// its directory is gone.
+pub(crate) fn put_slow_start_template(
+    server: &Server,
+    provisioner: &str,
+    trace: &std::path::Path,
+    beats: &std::path::Path,
+    halt: &std::path::Path,
+) {
+    let daemon = format!(
+        "while [ ! -e '{halt}' ] && [ -d '{dir}' ]; do echo \"$$ $(date +%s%N)\" >> '{beats}'; sleep 0.1; done",
+        halt = halt.display(),
+        beats = beats.display(),
+        dir = halt.parent().expect("a directory").display(),
+    );
+    let start = format!(
+        "if [ -s svc.pid ] && kill -0 \"$(cat svc.pid)\" 2>/dev/null; then echo 'svc runs already'; exit 0; fi\n\
+         echo begun >> '{trace}'\n\
+         sleep 6\n\
+         nohup sh -c '{daemon}' > /dev/null 2>&1 &\n\
+         echo $! > svc.pid\n",
+        trace = trace.display(),
+        daemon = daemon.replace('\'', "'\\''"),
+    );
+    let template = json!({
+        "services": {
+            "svc": {"actions": {
+                "start": {"type": "shell", "script": start},
+                "stop": {"type": "shell", "script": "kill \"$(cat svc.pid)\" 2>/dev/null; rm -f svc.pid"}
+            }}
+        },
+        "hardwareTypes": {"any": {provisioner: {}}}, "imageTypes": {"any": {provisioner: {}}},
+        "defaults": {"services": ["svc"]}
+    });
+    let (code, body) = server.put("/v3/namespaces/default/templates/slow-start", template);
+    assert_eq!(code, 200, "{body}");
+}
+
+/// Stops the test's daemons however the test ends (its `halt` file).
+pub(crate) struct Halt(pub std::path::PathBuf);
+
+impl Drop for Halt {
+    fn drop(&mut self) {
+        let _ = std::fs::write(&self.0, "");
+    }
+}
+
+/// Waits until `trace` has `n` lines.
+#[track_caller]
+pub(crate) fn wait_for_lines(trace: &std::path::Path, n: usize) {
+    let began = Instant::now();
+    while std::fs::read_to_string(trace)
+        .unwrap_or_default()
+        .lines()
+        .count()
+        < n
+    {
+        assert!(
+            began.elapsed() < Duration::from_secs(60),
+            "{} never had {n} line(s)",
+            trace.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// SIGKILLed while a service's start runs on a `local` node: the start goes on without its
+/// server; the server started again runs the task again only once that start has ended (it
+/// waits, and says so), finds the daemon it started and starts no second one.
+#[test]
+fn killed_mid_start_waits_for_the_start_it_began_and_starts_no_second_daemon() {
+    let s = Scenario::new();
+    let (trace, beats_file) = (s.data.join("../trace"), s.data.join("../beats"));
+    let _halt = Halt(s.data.join("../halt"));
+    let server = s.server();
+    put_slow_start_template(&server, "local", &trace, &beats_file, &_halt.0);
+    let profile = crate::support::profiles::profile_body(
+        "local",
+        &[("nodes", "1", true), ("template", "slow-start", true)],
+    );
+    let (code, body) = server.put("/v3/namespaces/default/profiles/slow", profile);
+    assert_eq!(code, 200, "{body}");
+    deploy(&server, "a", "true", json!({}));
+    let run = start(&server, "a", json!({"system.profile.name": "slow"}));
+    wait_for_lines(&trace, 1);
+    server.kill();
+
+    let server = s.server();
+    let done = wait_deprovisioned(&server, &run);
+    assert_eq!(done["status"], "COMPLETED", "{done}");
+    let seen = beats(&beats_file);
+    assert_eq!(seen.len(), 1, "two daemons: {seen:?}");
+    assert!(
+        said_in(&s.data, "waiting for it to end"),
+        "the restarted server did not say it waited"
+    );
+}
+
+/// Whether a file under `dir` holds `text` (a node's log on the server).
+pub(crate) fn said_in(dir: &std::path::Path, text: &str) -> bool {
+    std::process::Command::new("grep")
+        .args(["-rqF", text])
+        .arg(dir)
+        .status()
+        .expect("grep")
+        .success()
+}

@@ -739,15 +739,20 @@ fn a_run_recorded_by_a_newer_build_is_never_taken_over_by_an_older_server() {
     assert_eq!(done["status"], "FAILED", "{done}");
 }
 
-/// Chaos: 100 runs through a flaky sim on three servers and three etcd members, while random
-/// servers are, in turns, SIGKILLed and started again, or paused (SIGSTOP) for twice their
-/// lease and woken. In the end no run is stuck, no instance is left or made twice, and no
-/// program ran twice.
+/// Chaos: 100 runs through a flaky sim on three servers and three etcd members, each server in
+/// a network namespace of its own, while random servers are, in turns, SIGKILLed and started
+/// again, paused (SIGSTOP) for twice their lease and woken, or cut off (their link down) for
+/// twice their lease and joined again. In the end no run is stuck, no instance is left or
+/// made twice, and no program ran twice.
 #[test]
-fn chaos_of_killed_paused_and_restarted_servers_leaks_nothing_and_runs_nothing_twice() {
+fn chaos_of_killed_paused_cut_and_restarted_servers_leaks_nothing_and_runs_nothing_twice() {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::sync::{Arc, Mutex};
-    let cluster = Cluster::start(3);
+    let mut network = crate::support::netns::Network::new();
+    let spaces: Vec<_> = (0..3).map(|_| network.space()).collect();
+    let network = Arc::new(network);
+    let spaces = Arc::new(spaces);
+    let cluster = Cluster::start_also_on(3, &network.host());
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = sub(&dir, "sim");
     let marker = dir.path().join("programs");
@@ -759,7 +764,11 @@ fn chaos_of_killed_paused_and_restarted_servers_leaks_nothing_and_runs_nothing_t
     ));
     let names = ["s0", "s1", "s2"];
     let servers: Arc<Mutex<Vec<Option<Server>>>> = Arc::new(Mutex::new(
-        names.iter().map(|n| Some(install.server(n))).collect(),
+        names
+            .iter()
+            .zip(spaces.iter())
+            .map(|(n, space)| Some(install.server_in(n, space)))
+            .collect(),
     ));
     {
         let up = servers.lock().expect("servers");
@@ -781,48 +790,61 @@ fn chaos_of_killed_paused_and_restarted_servers_leaks_nothing_and_runs_nothing_t
         deploy(s0, "a", &script, json!({}));
     }
     let stop = Arc::new(AtomicBool::new(false));
-    // The server paused now (none: usize::MAX): starts go to the others meanwhile.
-    let paused = Arc::new(AtomicUsize::new(usize::MAX));
-    // Kills and pauses made so far.
+    // The server paused or cut off now (none: usize::MAX): starts go to the others meanwhile.
+    let away = Arc::new(AtomicUsize::new(usize::MAX));
+    // Kills, pauses and cuts made so far.
     let faults = Arc::new(AtomicUsize::new(0));
     let chaos = {
-        let (servers, install, stop, paused, faults) = (
+        let (servers, install, stop, away, faults, network, spaces) = (
             Arc::clone(&servers),
             Arc::clone(&install),
             Arc::clone(&stop),
-            Arc::clone(&paused),
+            Arc::clone(&away),
             Arc::clone(&faults),
+            Arc::clone(&network),
+            Arc::clone(&spaces),
         );
         std::thread::spawn(move || {
-            let (mut kills, mut pauses) = (0, 0);
+            let (mut kills, mut pauses, mut cuts) = (0, 0, 0);
             while !stop.load(Ordering::SeqCst) {
-                faults.store(kills + pauses, Ordering::SeqCst);
+                faults.store(kills + pauses + cuts, Ordering::SeqCst);
                 std::thread::sleep(Duration::from_millis(1500));
                 let i = fastrand::usize(..names.len());
-                if (kills + pauses) % 2 == 1 {
-                    let pid = servers.lock().expect("servers")[i]
-                        .as_ref()
-                        .map(Server::pid);
-                    if let Some(pid) = pid {
-                        paused.store(i, Ordering::SeqCst);
-                        signal(pid, "STOP");
-                        std::thread::sleep(TTL * 2);
-                        signal(pid, "CONT");
-                        paused.store(usize::MAX, Ordering::SeqCst);
-                        pauses += 1;
+                match (kills + pauses + cuts) % 3 {
+                    1 => {
+                        let pid = servers.lock().expect("servers")[i]
+                            .as_ref()
+                            .map(Server::pid);
+                        if let Some(pid) = pid {
+                            away.store(i, Ordering::SeqCst);
+                            signal(pid, "STOP");
+                            std::thread::sleep(TTL * 2);
+                            signal(pid, "CONT");
+                            away.store(usize::MAX, Ordering::SeqCst);
+                            pauses += 1;
+                        }
                     }
-                    continue;
+                    2 => {
+                        away.store(i, Ordering::SeqCst);
+                        network.cut(&spaces[i]);
+                        std::thread::sleep(TTL * 2);
+                        network.heal(&spaces[i]);
+                        away.store(usize::MAX, Ordering::SeqCst);
+                        cuts += 1;
+                    }
+                    _ => {
+                        let victim = servers.lock().expect("servers")[i].take();
+                        if let Some(victim) = victim {
+                            victim.kill();
+                            kills += 1;
+                        }
+                        std::thread::sleep(Duration::from_millis(700));
+                        let restarted = install.server_in(names[i], &spaces[i]);
+                        servers.lock().expect("servers")[i] = Some(restarted);
+                    }
                 }
-                let victim = servers.lock().expect("servers")[i].take();
-                if let Some(victim) = victim {
-                    victim.kill();
-                    kills += 1;
-                }
-                std::thread::sleep(Duration::from_millis(700));
-                let restarted = install.server(names[i]);
-                servers.lock().expect("servers")[i] = Some(restarted);
             }
-            (kills, pauses)
+            (kills, pauses, cuts)
         })
     };
     let start_path = "/v3/namespaces/default/apps/a/workflows/p/start";
@@ -836,7 +858,7 @@ fn chaos_of_killed_paused_and_restarted_servers_leaks_nothing_and_runs_nothing_t
         );
         let answer = {
             let up = servers.lock().expect("servers");
-            let asleep = paused.load(Ordering::SeqCst);
+            let asleep = away.load(Ordering::SeqCst);
             let live: Vec<&Server> = up
                 .iter()
                 .enumerate()
@@ -857,15 +879,15 @@ fn chaos_of_killed_paused_and_restarted_servers_leaks_nothing_and_runs_nothing_t
         }
         std::thread::sleep(Duration::from_millis(30));
     }
-    // The runs go on while the chaos does: at least two kills and two pauses.
-    while faults.load(Ordering::SeqCst) < 4 {
+    // The runs go on while the chaos does: at least two kills, two pauses and two cuts.
+    while faults.load(Ordering::SeqCst) < 6 {
         std::thread::sleep(Duration::from_millis(100));
     }
     stop.store(true, Ordering::SeqCst);
-    let (kills, pauses) = chaos.join().expect("chaos");
+    let (kills, pauses, cuts) = chaos.join().expect("chaos");
     assert!(
-        kills >= 2 && pauses >= 2,
-        "only {kills} kills and {pauses} pauses"
+        kills >= 2 && pauses >= 2 && cuts >= 2,
+        "only {kills} kills, {pauses} pauses and {cuts} cuts"
     );
     let up = servers.lock().expect("servers");
     let s = up[0].as_ref().expect("s0 is up");
@@ -1379,5 +1401,41 @@ fn a_wall_clock_step_either_way_fires_no_deadline_early_or_late() {
             .iter()
             .any(|l| l.contains("the system's wall clock stepped")),
         "the step was not logged"
+    );
+}
+
+/// The owner SIGKILLed while a service's start runs over SSH on a machine: the start goes on
+/// without its server; the next owner runs the task again only once that start has ended (it
+/// waits, and says so), finds the daemon and starts no second one.
+#[test]
+fn a_start_a_killed_owner_began_on_a_machine_ends_before_the_next_owner_runs_it_again() {
+    use crate::crash::{Halt, put_slow_start_template, said_in, wait_for_lines};
+    let sshd = crate::support::sshd::Sshd::start(&["127.0.1.85"]);
+    let cluster = Cluster::start(1);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let install = Installation::new(&cluster, dir.path(), TTL, "/ebb-test/slow-start");
+    let s0 = install.server("s0");
+    let s1 = install.server("s1");
+    let (trace, beats_file) = (dir.path().join("trace"), dir.path().join("beats"));
+    let halt = Halt(dir.path().join("halt"));
+    put_slow_start_template(&s0, "hosts", &trace, &beats_file, &halt.0);
+    crate::hosts::put_key(&s0, &sshd);
+    crate::hosts::hosts_profile(&s0, &sshd, "slow", &[("template", "slow-start")]);
+    deploy(&s0, "a", "true", json!({}));
+    let run = start(&s0, "a", json!({"system.profile.name": "slow"}));
+    wait_for_lines(&trace, 1);
+    s0.kill();
+
+    let done = wait_deprovisioned(&s1, &run);
+    assert_eq!(done["status"], "COMPLETED", "{done}");
+    let seen = beats(&beats_file);
+    assert_eq!(seen.len(), 1, "two daemons: {seen:?}");
+    assert!(
+        said_in(dir.path(), "waiting for it to end"),
+        "the next owner did not say it waited"
+    );
+    assert_eq!(
+        crate::hosts::node_dirs(&sshd.remote_dir()),
+        Vec::<String>::new()
     );
 }

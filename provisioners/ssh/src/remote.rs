@@ -52,7 +52,14 @@ pub fn result_marker(nonce: &str) -> String {
 /// session (so a timed-out attempt's processes can be killed as a group, by its pid file)
 /// with output to a log file (so a daemon it starts cannot hold the connection open), then
 /// prints the log, [`result_marker`] and the result file, and exits with the script's status.
-/// Its pid and result files are its `name`'s own.
+/// Its pid file is its `name`'s own, its result file its own.
+///
+/// One attempt of a `name` runs at a time on a node: the script runs under `flock` on the
+/// name's lock file (held by `flock` itself, so a daemon the script starts does not hold it).
+/// An attempt a lost server began goes on after its server is gone; the next owner's attempt
+/// of the same action waits for it to end, then runs (and finds what it started), rather than
+/// starting a second daemon beside it. It says so in its output when it waits. A node without
+/// `flock` (util-linux) runs the script at once, and says that too.
 pub fn attempt(
     dir: &str,
     name: &str,
@@ -66,13 +73,20 @@ pub fn attempt(
         "mkdir -p {d} && cd {d}\nmkdir -p scripts logs attempts\n",
         d = quote(dir)
     ));
+    // Renamed into place: an earlier attempt still running reads the script it began with.
     let script = format!("scripts/{name}.sh");
-    write_file(&mut s, &script, body);
+    let staged_script = format!("{script}.{nonce}");
+    write_file(&mut s, &staged_script, body);
+    s.push_str(&format!(
+        "mv -f {} {}\n",
+        quote(&staged_script),
+        quote(&script)
+    ));
     let staged = format!("cluster.json.{nonce}");
     write_file(&mut s, &staged, cluster_json);
     s.push_str(&format!("mv -f {} cluster.json\n", quote(&staged)));
-    let (pid, result) = attempt_files(name);
-    s.push_str(&format!("rm -f {}\n", quote(&result)));
+    let (pid, lock) = attempt_files(name);
+    let result = format!("attempts/{name}.{nonce}.result");
     exports(&mut s, env);
     s.push_str(&format!(
         "export EBB_WORK_DIR=\"$PWD\" EBB_RESULT_FILE=\"$PWD\"/{} \
@@ -82,9 +96,11 @@ pub fn attempt(
     let log = format!("logs/{name}.{nonce}.log");
     s.push_str("set +e\n");
     s.push_str(&format!(
-        "( exec setsid sh -c 'echo $$ > \"$1\"; exec sh \"$0\"' {script} {pid} > {log} 2>&1 < /dev/null )\n",
+        "( exec setsid sh -c {run} {script} {pid} {lock} > {log} 2>&1 < /dev/null )\n",
+        run = quote(RUN),
         script = quote(&script),
         pid = quote(&pid),
+        lock = quote(&lock),
         log = quote(&log),
     ));
     s.push_str("status=$?\n");
@@ -96,23 +112,34 @@ pub fn attempt(
         quote(&result_marker(nonce))
     ));
     s.push_str(&format!(
-        "head -c {RESULT_BYTES} {} 2>/dev/null\nexit $status\n",
-        quote(&result)
+        "head -c {RESULT_BYTES} {r} 2>/dev/null\nrm -f {r}\nexit $status\n",
+        r = quote(&result)
     ));
     s
 }
+
+/// What runs in an attempt's own session: `sh -c RUN script pid-file lock-file`. It writes
+/// its pid (the group's), then runs the script under the lock, saying so when an earlier
+/// attempt holds it.
+const RUN: &str = "echo $$ > \"$1\"; \
+    if command -v flock > /dev/null 2>&1; then \
+      flock -n \"$2\" true || echo \"ebb: an earlier attempt of this action still runs on this node (its server may have been lost): waiting for it to end\"; \
+      exec flock -o \"$2\" sh \"$0\"; \
+    fi; \
+    echo \"ebb: flock is missing on this node: an earlier attempt of this action is not waited for\"; \
+    exec sh \"$0\"";
 
 /// Bytes of the end of an attempt's output a node sends back.
 pub const ATTEMPT_OUTPUT: usize = 1 << 20;
 /// Bytes of the start of an attempt's result file a node sends back.
 pub const RESULT_BYTES: usize = 64 * 1024;
 
-/// The pid file and the result file of attempts named `name`, relative to the node's
+/// The pid file and the lock file of attempts named `name`, relative to the node's
 /// directory.
 fn attempt_files(name: &str) -> (String, String) {
     (
         format!("attempts/{name}.pid"),
-        format!("attempts/{name}.result"),
+        format!("attempts/{name}.lock"),
     )
 }
 
@@ -472,8 +499,12 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
         // Both results written before either is killed.
-        while !(home.join("r1/n1/attempts/zk.check.result").exists()
-            && home.join("r1/n1/attempts/db.check.result").exists())
+        while !(home
+            .join("r1/n1/attempts/zk.check.zk.check.result")
+            .exists()
+            && home
+                .join("r1/n1/attempts/db.check.db.check.result")
+                .exists())
         {
             assert!(waited.elapsed().as_secs() < 20, "no results");
             std::thread::sleep(std::time::Duration::from_millis(20));
@@ -494,6 +525,56 @@ mod tests {
         let db = db.wait_with_output().expect("db ends");
         let db_out = String::from_utf8_lossy(&db.stdout).to_string();
         assert_eq!(split_attempt_output(&db_out, "db.check").1.trim(), "db");
+        let _ = std::fs::remove_dir_all(home);
+    }
+
+    /// An attempt of an action begun while an earlier one of the same action still runs on
+    /// the node (a lost server's) waits for it to end, says so, and then runs; a daemon the
+    /// earlier one started does not hold it up.
+    #[test]
+    fn an_attempt_waits_for_an_earlier_one_of_its_action_but_not_for_its_daemon() {
+        let home = temp();
+        let start = |nonce: &str, body: &str| {
+            spawn_sh(
+                &attempt("r1/n1", "svc.start", body, "{}", &BTreeMap::new(), nonce),
+                &home,
+            )
+        };
+        let first = start(
+            "a",
+            "echo begun > first\nsleep 60 > /dev/null 2>&1 &\necho $! > daemon\nsleep 1.5\necho done >> first\n",
+        );
+        let waited = std::time::Instant::now();
+        while !home.join("r1/n1/first").exists() {
+            assert!(
+                waited.elapsed().as_secs() < 20,
+                "the first attempt never began"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let second = start("b", "cat first\necho ran > second\n");
+        let second = second.wait_with_output().expect("the second ends");
+        let out = String::from_utf8_lossy(&second.stdout).to_string();
+        let (log, _) = split_attempt_output(&out, "b");
+        assert!(log.contains("waiting for it to end"), "{log}");
+        assert!(
+            log.ends_with("begun\ndone"),
+            "it ran before the first ended: {log}"
+        );
+        assert!(second.status.success(), "{log}");
+        let first = first.wait_with_output().expect("the first ends");
+        assert!(first.status.success());
+        // The first one's daemon runs on, holding nothing: a third attempt runs at once.
+        let third = sh(
+            &attempt("r1/n1", "svc.start", "true\n", "{}", &BTreeMap::new(), "c"),
+            &home,
+        );
+        let out = String::from_utf8_lossy(&third.stdout).to_string();
+        assert!(!out.contains("waiting"), "{out}");
+        let daemon = std::fs::read_to_string(home.join("r1/n1/daemon")).expect("daemon");
+        let _ = std::process::Command::new("kill")
+            .arg(daemon.trim())
+            .status();
         let _ = std::fs::remove_dir_all(home);
     }
 
