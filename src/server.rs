@@ -289,6 +289,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     };
     let janitor = Janitor::new(deps.clone(), config.janitor);
     arbiter.spawn(janitor.clone().run_on_schedule());
+    arbiter.spawn(janitor.clone().run_local_sweeps());
     // Long polls on this server hear of events any server appends.
     if let Some(news) = deps.store.run_news() {
         let notifier = deps.notifier.clone();

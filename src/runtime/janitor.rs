@@ -31,6 +31,12 @@ use crate::store::events;
 use crate::store::keys;
 use crate::store::{Read, Reader, StoreError, Table};
 
+/// How often each server sweeps the `local` sandboxes on its own host.
+pub const LOCAL_EVERY: Duration = Duration::from_secs(60);
+
+/// The provisioner whose nodes are sandboxes on a server's own host.
+const LOCAL_PROVISIONER: &str = "local";
+
 /// Where the last sweep is kept in the `Meta` table.
 const LAST: &str = "janitor/last";
 
@@ -84,6 +90,56 @@ impl Janitor {
                 Err(e) => tracing::error!(error = %e, "janitor sweep failed"),
             }
         }
+    }
+
+    /// Sweeps the `local` sandboxes on this server's host at its start and every
+    /// [`LOCAL_EVERY`] after, on every server (each host's own), deleting those the store no
+    /// longer accounts for whatever `--janitor-delete` says: they are this host's processes
+    /// and directories, which no cloud bills and no other server can reach. A run taken over
+    /// by another server while this one was gone had its sandboxes counted as deleted; this
+    /// is where they are.
+    pub async fn run_local_sweeps(self) {
+        loop {
+            match self.sweep_local().await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(
+                    deleted = n,
+                    "local sandboxes no run accounts for were deleted"
+                ),
+                Err(e) => tracing::warn!(error = %e, "local sandboxes not swept this time"),
+            }
+            tokio::time::sleep(LOCAL_EVERY).await;
+        }
+    }
+
+    /// Deletes the `local` sandboxes on this host that no run accounts for; how many.
+    async fn sweep_local(&self) -> Result<usize, RuntimeError> {
+        let _one = self.running.lock().await;
+        let targets: Vec<Target> = self
+            .targets()
+            .await?
+            .into_iter()
+            .filter(|t| t.provisioner.spec().name == LOCAL_PROVISIONER)
+            .collect();
+        if targets.is_empty() {
+            return Ok(0);
+        }
+        let ours = self.server_names().await?;
+        let (_, seen) = self.list(&targets, &ours).await;
+        let runs: BTreeSet<String> = seen
+            .iter()
+            .filter_map(|(_, r)| r.tags.get(TAG_RUN).cloned())
+            .collect();
+        let known = self.deps.store.read(move |r| known_runs(r, &runs)).await?;
+        let now = now_secs();
+        let mut orphans = Vec::new();
+        for (i, resource) in seen {
+            if let Some(reason) = judge(&resource, &known, now) {
+                orphans.push(take(&targets[i], resource, reason, false).await);
+            }
+        }
+        self.tell_runs(&orphans, &known).await?;
+        Ok(orphans.iter().filter(|o| o.action == "deleted").count())
     }
 
     /// The last sweep, if there was one; fails soon when the store cannot be reached.

@@ -977,19 +977,43 @@ fn chaos_of_killed_paused_cut_and_restarted_servers_leaks_nothing_and_runs_nothi
 
 /// A `local` run whose owner dies: its sandboxes are on that server's host, out of reach of
 /// the new owner, and the run's events say so; the program is recorded lost and the run
-/// still ends.
+/// still ends. The daemon its service started runs on there until that server is started
+/// again on its data dir, which deletes the sandboxes no run accounts for any more.
 #[test]
-fn a_local_runs_sandboxes_on_a_dead_server_are_reported_out_of_reach() {
+fn a_local_runs_sandboxes_on_a_dead_server_are_reported_out_of_reach_and_swept_at_its_restart() {
     let cluster = Cluster::start(1);
     let dir = tempfile::tempdir().expect("tempdir");
     let install = Installation::new(&cluster, dir.path(), TTL, "/ebb-test/local-sandboxes");
     let s0 = install.server("s0");
     let s1 = install.server("s1");
+    let beats_file = dir.path().join("beats");
+    let daemon = format!(
+        "while [ -d '{}' ]; do echo \"$$ $(date +%s%N)\" >> '{}'; sleep 0.1; done",
+        dir.path().display(),
+        beats_file.display()
+    );
+    let template = json!({
+        "services": {"svc": {"actions": {
+            "start": {"type": "shell", "script": format!(
+                "nohup sh -c '{}' > /dev/null 2>&1 &", daemon.replace('\'', "'\\''"))}
+        }}},
+        "hardwareTypes": {"any": {"local": {}}}, "imageTypes": {"any": {"local": {}}},
+        "defaults": {"services": ["svc"]}
+    });
+    let (code, body) = s0.put("/v3/namespaces/default/templates/daemon", template);
+    assert_eq!(code, 200, "{body}");
+    let profile = crate::support::profiles::profile_body(
+        "local",
+        &[("nodes", "1", true), ("template", "daemon", true)],
+    );
+    let (code, body) = s0.put("/v3/namespaces/default/profiles/daemon", profile);
+    assert_eq!(code, 200, "{body}");
     deploy(&s0, "a", "sleep 30", json!({}));
-    let run = start(&s0, "a", json!({"system.profile.name": "SYSTEM:local"}));
+    let run = start(&s0, "a", json!({"system.profile.name": "daemon"}));
     wait_until(&s1, &run, Duration::from_secs(30), |r| {
         r["status"] == "RUNNING"
     });
+    wait_for_beats(&beats_file, 0, Duration::from_secs(10));
     s0.kill();
     let done = wait_deprovisioned(&s1, &run);
     assert_eq!(done["failure"]["kind"], "server-lost", "{done}");
@@ -999,6 +1023,36 @@ fn a_local_runs_sandboxes_on_a_dead_server_are_reported_out_of_reach() {
             .is_some_and(|m| m.contains("out of this server's reach"))
     });
     assert!(said, "{:?}", events(&s1, &run));
+    // The daemon runs on, out of reach.
+    std::thread::sleep(Duration::from_secs(1));
+    let last = beats(&beats_file)[0].2;
+    assert!(
+        epoch_ns().saturating_sub(last) < 500_000_000,
+        "the daemon stopped by itself"
+    );
+
+    let restarted = epoch_ns();
+    let s0 = install.server("s0");
+    let began = Instant::now();
+    loop {
+        let seen = beats(&beats_file);
+        if epoch_ns().saturating_sub(seen[0].2) > 1_000_000_000 {
+            assert!(seen[0].2 < restarted + 10_000_000_000, "{seen:?}");
+            break;
+        }
+        assert!(
+            began.elapsed() < Duration::from_secs(20),
+            "the daemon in the dead server's sandbox beats on after its restart"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        s0.logs()
+            .iter()
+            .any(|l| l.contains("local sandboxes no run accounts for were deleted")),
+        "{:#?}",
+        s0.logs()
+    );
 }
 
 /// The owner dies mid-deprovisioning: another server takes the runs over and finishes the
