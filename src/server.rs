@@ -288,19 +288,11 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         calls: Default::default(),
     };
     let janitor = Janitor::new(deps.clone(), config.janitor);
-    arbiter.spawn(janitor.clone().run_on_schedule());
     arbiter.spawn(janitor.clone().run_local_sweeps());
     // Long polls on this server hear of events any server appends.
     if let Some(news) = deps.store.run_news() {
         let notifier = deps.notifier.clone();
         arbiter.spawn(async move { notifier.follow(news).await });
-    }
-    if let Some(retention) = config.history_retention {
-        arbiter.spawn(crate::runtime::retention::run_on_schedule(
-            store.patient(),
-            deps.member.clone(),
-            retention,
-        ));
     }
     let runtime = Runtime::new(deps, arbiter.handle());
     if !shared {
@@ -308,14 +300,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         let resumed = runtime.resume().await?;
         tracing::info!(runs = resumed, "live runs resumed");
     }
-    arbiter.spawn(crate::service::starts::scheduler::run(
-        runtime.clone(),
-        config.scheduler,
-    ));
-    // Its own thread: a slot that frees is taken at once, however busy the supervisors'.
-    Arbiter::new().spawn(crate::service::starts::queue::run(runtime.clone()));
-    arbiter.spawn(crate::service::starts::pool::run(runtime.clone()));
-    arbiter.spawn(crate::service::usage::run(runtime.clone()));
+    spawn_duties(&arbiter, &runtime, &janitor, &config, &store);
 
     let state = AppState {
         store: store.clone(),
@@ -592,6 +577,43 @@ fn auth_token(config: &Config) -> Result<Option<String>, ServerError> {
         return Err(fail("is empty".into()));
     }
     Ok(Some(token))
+}
+
+/// Spawns every installation-wide duty, each run by the one duty runner
+/// ([`crate::runtime::duty`]): leadership, draining, panics.
+fn spawn_duties(
+    arbiter: &Arbiter,
+    runtime: &Runtime,
+    janitor: &Janitor,
+    config: &Config,
+    store: &Store,
+) {
+    use crate::runtime::duty::run;
+    let (store_of, member) = (runtime.deps().store.clone(), runtime.deps().member.clone());
+    if let Some(every) = janitor.settings.interval.filter(|s| *s > 0) {
+        let sweeps = crate::runtime::janitor::Sweeps {
+            janitor: janitor.clone(),
+            every: Duration::from_secs(every),
+        };
+        arbiter.spawn(run(store_of.clone(), member.clone(), sweeps));
+    }
+    if let Some(retention) = config.history_retention {
+        let compaction = crate::runtime::retention::Compaction {
+            store: store.patient(),
+            retention,
+        };
+        arbiter.spawn(run(store_of.clone(), member.clone(), compaction));
+    }
+    let scheduler =
+        crate::service::starts::scheduler::Scheduler::new(runtime.clone(), config.scheduler);
+    arbiter.spawn(run(store_of.clone(), member.clone(), scheduler));
+    // Its own thread: a slot that frees is taken at once, however busy the supervisors'.
+    let dispatcher = crate::service::starts::queue::Dispatcher::new(runtime.clone());
+    Arbiter::new().spawn(run(store_of.clone(), member.clone(), dispatcher));
+    let pools = crate::service::starts::pool::Pools::new(runtime.clone());
+    arbiter.spawn(run(store_of.clone(), member.clone(), pools));
+    let ledger = crate::service::usage::Ledger(runtime.clone());
+    arbiter.spawn(run(store_of, member, ledger));
 }
 
 /// Key of the generated server name in the store's `Meta` table.

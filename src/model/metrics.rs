@@ -343,6 +343,12 @@ pub const PROGRAM_RETRIES: Metric = m(
     "Failed program attempts tried again under a retry policy, by why the attempt failed (program, server-lost).",
 );
 
+pub const DUTY_PANICS: Metric = m(
+    "ebb_duty_panics_total",
+    Kind::Counter,
+    &["duty"],
+    "Ticks of an installation-wide duty (janitor, retention, scheduler, queue, pools, usage) that panicked on this server; the duty was resigned for another server to take over.",
+);
 pub const CLOCK_OFFSET: Metric = m(
     "ebb_clock_offset_seconds",
     Kind::Gauge,
@@ -381,6 +387,7 @@ pub const ALL: &[Metric] = &[
     PLUGIN_STARTS,
     RETRIES,
     CLOCK_OFFSET,
+    DUTY_PANICS,
     STORE_COMMIT_SECONDS,
     STORE_COMMIT_BATCH,
     STORE_INTENT_SECONDS,

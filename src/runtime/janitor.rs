@@ -16,7 +16,8 @@ use std::time::Duration;
 
 use ebb_spi::{Context, Provisioner, Resource, ResourceState, TAG_NODE, TAG_RUN, TAG_SERVER};
 
-use super::membership::{Duty, leads_now};
+use super::duty::Work;
+use super::membership::Duty;
 use super::retention::namespaces_with_runs;
 use crate::model::access::Trust;
 use crate::model::event::EventKind;
@@ -67,28 +68,6 @@ impl Janitor {
             deps,
             settings,
             running: Arc::default(),
-        }
-    }
-
-    /// Sweeps every `interval` until the server stops.
-    pub async fn run_on_schedule(self) {
-        let Some(every) = self.settings.interval.filter(|s| *s > 0) else {
-            return;
-        };
-        loop {
-            tokio::time::sleep(Duration::from_secs(every)).await;
-            // One server of an installation sweeps on schedule.
-            if !leads_now(&self.deps.store, &self.deps.member, Duty::Janitor).await {
-                continue;
-            }
-            match self.sweep(!self.settings.delete, "schedule").await {
-                Ok(s) => tracing::info!(
-                    orphans = s.orphans.len(),
-                    accounts = s.accounts.len(),
-                    "janitor sweep done"
-                ),
-                Err(e) => tracing::error!(error = %e, "janitor sweep failed"),
-            }
         }
     }
 
@@ -342,6 +321,41 @@ impl Janitor {
                 Ok::<_, RuntimeError>(targets)
             })
             .await
+    }
+}
+
+/// The janitor's scheduled sweeps, as a duty ([`super::duty`] runs it): every `every`,
+/// deleting orphans when its settings say so.
+#[derive(Debug)]
+pub struct Sweeps {
+    pub janitor: Janitor,
+    pub every: Duration,
+}
+
+impl Work for Sweeps {
+    fn duty(&self) -> Duty {
+        Duty::Janitor
+    }
+
+    fn first(&self) -> Duration {
+        self.every
+    }
+
+    fn idle(&self) -> Duration {
+        self.every
+    }
+
+    async fn tick(&mut self) -> Duration {
+        let dry_run = !self.janitor.settings.delete;
+        match self.janitor.sweep(dry_run, "schedule").await {
+            Ok(s) => tracing::info!(
+                orphans = s.orphans.len(),
+                accounts = s.accounts.len(),
+                "janitor sweep done"
+            ),
+            Err(e) => tracing::error!(error = %e, "janitor sweep failed"),
+        }
+        self.every
     }
 }
 

@@ -241,7 +241,8 @@ pub enum Duty {
 }
 
 impl Duty {
-    fn name(self) -> &'static str {
+    /// Its key in the duties' table, and its name in logs and metrics.
+    pub fn name(self) -> &'static str {
         match self {
             Duty::Janitor => "janitor",
             Duty::Retention => "retention",
@@ -249,18 +250,6 @@ impl Duty {
             Duty::Queue => "queue",
             Duty::Pools => "pools",
             Duty::Usage => "usage",
-        }
-    }
-}
-
-/// Whether this server performs `duty` now ([`leads`]); when the store cannot tell, the
-/// reason is logged and the answer is no (the caller asks again on its next round).
-pub async fn leads_now(store: &Store, member: &Member, duty: Duty) -> bool {
-    match leads(store, member, duty).await {
-        Ok(leads) => leads,
-        Err(e) => {
-            tracing::warn!(error = %e, duty = duty.name(), "cannot tell which server performs the duty; retried");
-            false
         }
     }
 }

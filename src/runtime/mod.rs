@@ -33,6 +33,7 @@ pub mod calls;
 pub mod checker;
 pub mod confine;
 pub mod deps;
+pub mod duty;
 pub mod error;
 pub mod fence;
 pub mod handle;

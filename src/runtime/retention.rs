@@ -12,8 +12,8 @@
 
 use std::time::Duration;
 
-use super::deps::Member;
-use super::membership::{Duty, leads_now};
+use super::duty::Work;
+use super::membership::Duty;
 use crate::model::plan::NodeRecord;
 use crate::model::profile::ProfileId;
 use crate::model::run::{ClusterStatus, RunRecord};
@@ -45,19 +45,33 @@ pub fn interval(retention: Duration) -> Duration {
     (retention / 4).clamp(Duration::from_secs(1), Duration::from_secs(3600))
 }
 
-/// Sweeps for ever, every [`interval`].
-pub async fn run_on_schedule(store: Store, member: Member, retention: Duration) {
-    loop {
-        tokio::time::sleep(interval(retention)).await;
-        // One server of an installation compacts.
-        if !leads_now(&store, &member, Duty::Retention).await {
-            continue;
-        }
-        match sweep(&store, retention).await {
+/// History compaction, as a duty ([`super::duty`] runs it): a sweep every [`interval`].
+#[derive(Debug)]
+pub struct Compaction {
+    pub store: Store,
+    pub retention: Duration,
+}
+
+impl Work for Compaction {
+    fn duty(&self) -> Duty {
+        Duty::Retention
+    }
+
+    fn first(&self) -> Duration {
+        interval(self.retention)
+    }
+
+    fn idle(&self) -> Duration {
+        interval(self.retention)
+    }
+
+    async fn tick(&mut self) -> Duration {
+        match sweep(&self.store, self.retention).await {
             Ok(0) => {}
             Ok(runs) => tracing::info!(runs, "compacted the history of ended runs"),
             Err(e) => tracing::warn!(error = %e, "history compaction failed; it is retried"),
         }
+        interval(self.retention)
     }
 }
 

@@ -14,7 +14,8 @@ use crate::model::run::RunRecord;
 use crate::model::usage::{Figures, UsageParams, UsageQuery, UsageReport};
 use crate::rules::usage::Grouping;
 use crate::runtime::Runtime;
-use crate::runtime::membership::{Duty, leads_now};
+use crate::runtime::duty::Work;
+use crate::runtime::membership::Duty;
 use crate::service::error::ServiceError;
 use crate::store::clock;
 use crate::store::{Read, Store, StoreError, Table, changes, usage};
@@ -118,21 +119,36 @@ pub async fn set_prices(
         .await
 }
 
-/// Keeps the ledger folded until the server stops, while this server holds the duty; and on
-/// every server, stops its own runs of a namespace whose budget with `hardStop` is used up.
-pub async fn run(runtime: Runtime) {
-    loop {
-        tokio::time::sleep(TICK).await;
-        if let Err(e) = hard_stop(&runtime).await {
+/// The usage ledger, as a duty (`runtime::duty` runs it): folded while this server holds the
+/// duty; and on every server, its own runs of a namespace whose budget with `hardStop` is used
+/// up stopped.
+#[derive(Debug)]
+pub struct Ledger(pub Runtime);
+
+impl Work for Ledger {
+    fn duty(&self) -> Duty {
+        Duty::Usage
+    }
+
+    fn first(&self) -> Duration {
+        TICK
+    }
+
+    fn idle(&self) -> Duration {
+        TICK
+    }
+
+    async fn everywhere(&mut self) {
+        if let Err(e) = hard_stop(&self.0).await {
             tracing::warn!(error = %e, "cannot check the budgets with hardStop; retried");
         }
-        let store = runtime.deps().store.clone();
-        if !leads_now(&store, &runtime.deps().member, Duty::Usage).await {
-            continue;
-        }
-        if let Err(e) = tend(&store).await {
+    }
+
+    async fn tick(&mut self) -> Duration {
+        if let Err(e) = tend(&self.0.deps().store).await {
             tracing::warn!(error = %e, "folding the usage ledger failed; retried");
         }
+        TICK
     }
 }
 

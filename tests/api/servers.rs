@@ -2,6 +2,7 @@
 //! registers under a lease, the server that accepts a start owns the run, and when an owner
 //! dies the others take its runs over and finish them with nothing made or deleted twice.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -1492,4 +1493,106 @@ fn a_start_a_killed_owner_began_on_a_machine_ends_before_the_next_owner_runs_it_
         crate::hosts::node_dirs(&sshd.remote_dir()),
         Vec::<String>::new()
     );
+}
+
+/// The installation's duties and the server holding each, read from the store.
+fn duty_holders(install: &Installation, dir: &std::path::Path) -> BTreeMap<String, String> {
+    use ebb::store::{Read, Store, Table};
+    let key = ebb::store::secure::Cipher::load_or_create(&dir.join("secure.key"))
+        .expect("the installation's key");
+    let store = Store::open_at(&install.location)
+        .expect("store")
+        .sealed(std::sync::Arc::new(key));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(store.read(|r| r.scan::<Value>(Table::Duties, "")))
+        .expect("read")
+        .into_iter()
+        .map(|(duty, holder)| {
+            (
+                duty,
+                holder["server"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// A duty whose tick panics is not lost with its task: its server resigns it and another takes
+/// it over within the lease's time to live. A draining server that still runs a program (so
+/// it keeps its lease) resigns every duty it holds at once, and another takes each.
+#[test]
+fn a_panicked_duty_is_taken_over_and_a_draining_server_resigns_every_duty() {
+    let cluster = Cluster::start(1);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sim = sub(&dir, "sim");
+    let install = Installation::new(&cluster, dir.path(), TTL, "/ebb-test/duties");
+    let s0 = install.server_with_options(
+        "s0",
+        &[],
+        Options {
+            env: vec![("EBB_TEST_PANIC_DUTY".into(), "scheduler".into())],
+            ..Options::default()
+        },
+    );
+    // s0 alone takes every duty; its scheduler panics at its first tick.
+    let began = Instant::now();
+    while !s0.logs().iter().any(|l| l.contains("a duty panicked")) {
+        assert!(
+            began.elapsed() < Duration::from_secs(20),
+            "{:#?}",
+            s0.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let s1 = install.server("s1");
+    let joined = Instant::now();
+    loop {
+        let holders = duty_holders(&install, dir.path());
+        if holders.get("scheduler").map(String::as_str) == Some("s1") {
+            break;
+        }
+        assert!(
+            joined.elapsed() < TTL,
+            "the panicked duty was not taken over: {holders:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let holders = duty_holders(&install, dir.path());
+    for duty in ["queue", "pools", "usage"] {
+        assert_eq!(
+            holders.get(duty).map(String::as_str),
+            Some("s0"),
+            "{holders:?}"
+        );
+    }
+
+    // Draining with a program still running on its host: it keeps its lease, and resigns.
+    sim_profile(&s0, "p", &sim, &[("nodes", "1")], 0, None);
+    deploy(&s0, "a", "sleep 30", json!({}));
+    let run = start(&s0, "a", json!({"system.profile.name": "p"}));
+    wait_until(&s0, &run, Duration::from_secs(30), |r| {
+        r["status"] == "RUNNING"
+    });
+    let (code, body) = s0.post("/v3/servers/s0/drain");
+    assert!(code == 200 || code == 202, "{code} {body}");
+    let asked = Instant::now();
+    loop {
+        let holders = duty_holders(&install, dir.path());
+        if !holders.is_empty() && holders.values().all(|h| h == "s1") {
+            break;
+        }
+        assert!(
+            asked.elapsed() < Duration::from_secs(5),
+            "the draining server kept a duty: {holders:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        servers(&s1).contains(&"s0".to_string()),
+        "s0 let its lease go: the test shows nothing of resigning"
+    );
+    let (code, _) = s1.post(&format!("{run}/stop"));
+    assert_eq!(code, 200);
 }

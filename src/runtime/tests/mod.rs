@@ -23,6 +23,7 @@ use crate::store::Store;
 use crate::store::events::Notifier;
 use crate::store::secure::Cipher;
 
+mod duties;
 mod operations;
 pub(crate) mod runs;
 

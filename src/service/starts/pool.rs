@@ -29,7 +29,8 @@ use crate::model::server::Owner;
 use crate::rules::pool as rules;
 use crate::rules::{host, resolve};
 use crate::runtime::Runtime;
-use crate::runtime::membership::{Duty, leads_now};
+use crate::runtime::duty::Work;
+use crate::runtime::membership::Duty;
 use crate::service::catalog;
 use crate::service::error::ServiceError;
 use crate::store::clock;
@@ -38,18 +39,41 @@ use crate::store::{Read, StoreError, Table, Txn, events, keys};
 /// How often the pools are tended.
 pub const TICK: Duration = Duration::from_secs(2);
 
-/// Tends every pool until the server stops, while this server holds the duty.
-pub async fn run(runtime: Runtime) {
-    let mut stopped = std::collections::BTreeSet::new();
-    loop {
-        tokio::time::sleep(TICK).await;
-        let deps = runtime.deps();
-        if !leads_now(&deps.store, &deps.member, Duty::Pools).await {
-            continue;
+/// The pools' tending, as a duty (`runtime::duty` runs it).
+#[derive(Debug)]
+pub struct Pools {
+    runtime: Runtime,
+    /// The pools found stopped so far, so each stop is told once.
+    stopped: std::collections::BTreeSet<String>,
+}
+
+impl Pools {
+    pub fn new(runtime: Runtime) -> Pools {
+        Pools {
+            runtime,
+            stopped: Default::default(),
         }
-        if let Err(e) = tend(&runtime, &mut stopped).await {
+    }
+}
+
+impl Work for Pools {
+    fn duty(&self) -> Duty {
+        Duty::Pools
+    }
+
+    fn first(&self) -> Duration {
+        TICK
+    }
+
+    fn idle(&self) -> Duration {
+        TICK
+    }
+
+    async fn tick(&mut self) -> Duration {
+        if let Err(e) = tend(&self.runtime, &mut self.stopped).await {
             tracing::warn!(error = %e, "tending the pools failed; retried");
         }
+        TICK
     }
 }
 

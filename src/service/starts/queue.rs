@@ -23,7 +23,8 @@ use crate::model::server::Owner;
 use crate::rules::lifecycle::{self, Event};
 use crate::rules::queue::{Hold, Pass};
 use crate::runtime::Runtime;
-use crate::runtime::membership::{Duty, leads, resign};
+use crate::runtime::duty::Work;
+use crate::runtime::membership::Duty;
 use crate::runtime::transition;
 use crate::service::catalog;
 use crate::service::error::ServiceError;
@@ -39,8 +40,6 @@ const TICK: Duration = Duration::from_secs(1);
 struct State {
     /// The namespace it started a run of last: the next round begins with the one after.
     after: Option<String>,
-    /// Whether it held the duty when it last asked, and when that was.
-    leads: Option<(bool, std::time::Instant)>,
     /// The queue as last read, less what left it since: each namespace's runs oldest first,
     /// with their program.
     queues: BTreeMap<String, Vec<(String, Entry)>>,
@@ -57,30 +56,61 @@ impl State {
     }
 }
 
-/// Starts queued runs until the server stops.
-pub async fn run(runtime: Runtime) {
-    let deps = runtime.deps().clone();
-    // On etcd: any server's run that lets go of its cluster frees a slot.
-    let mut freed = deps.store.watch_deletes(Table::Active);
-    let mut state = State::default();
-    loop {
-        let woken = tokio::select! {
-            () = deps.queue_news.wake.notified() => true,
-            () = changed(&mut freed) => true,
-            () = tokio::time::sleep(TICK) => false,
-        };
-        let heard = std::time::Instant::now();
-        match leading(&runtime, &mut state).await {
-            Ok(true) => {}
-            Ok(false) => continue,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot tell which server starts queued runs; retried");
-                continue;
-            }
+/// The dispatcher, as a duty (`runtime::duty` runs it).
+#[derive(Debug)]
+pub struct Dispatcher {
+    runtime: Runtime,
+    /// On etcd: any server's run that lets go of its cluster frees a slot.
+    freed: Option<tokio::sync::watch::Receiver<u64>>,
+    state: State,
+    /// When the last wait was woken by news (rather than by the tick), if it was.
+    heard: Option<std::time::Instant>,
+}
+
+impl Dispatcher {
+    pub fn new(runtime: Runtime) -> Dispatcher {
+        let freed = runtime.deps().store.watch_deletes(Table::Active);
+        Dispatcher {
+            runtime,
+            freed,
+            state: State::default(),
+            heard: None,
         }
-        if let Err(e) = round(&runtime, &mut state, woken.then_some(heard)).await {
+    }
+}
+
+impl Work for Dispatcher {
+    fn duty(&self) -> Duty {
+        Duty::Queue
+    }
+
+    fn first(&self) -> Duration {
+        TICK
+    }
+
+    fn idle(&self) -> Duration {
+        TICK
+    }
+
+    async fn wait(&mut self, wait: Duration) {
+        let news = self.runtime.deps().queue_news.clone();
+        let woken = tokio::select! {
+            () = news.wake.notified() => true,
+            () = changed(&mut self.freed) => true,
+            () = tokio::time::sleep(wait) => false,
+        };
+        self.heard = woken.then(std::time::Instant::now);
+    }
+
+    async fn tick(&mut self) -> Duration {
+        if let Err(e) = round(&self.runtime, &mut self.state, self.heard.take()).await {
             tracing::warn!(error = %e, "starting queued runs failed; retried");
         }
+        TICK
+    }
+
+    fn lost(&mut self) {
+        self.state = State::default();
     }
 }
 
@@ -94,37 +124,6 @@ async fn changed(watch: &mut Option<tokio::sync::watch::Receiver<u64>>) {
         *watch = None;
         std::future::pending::<()>().await;
     }
-}
-
-/// Whether this server starts queued runs: asked of the store at most once a tick (a
-/// stale answer is safe: every start checks its limits in its own write).
-async fn leading(runtime: &Runtime, state: &mut State) -> Result<bool, StoreError> {
-    // A draining server takes no run: it leaves the queue to the others.
-    let deps = runtime.deps();
-    if deps.member.draining() {
-        if state.leads.is_some_and(|(leads, _)| leads) {
-            resign(&deps.store, &deps.member, Duty::Queue).await?;
-        }
-        *state = State {
-            leads: Some((false, std::time::Instant::now())),
-            ..State::default()
-        };
-        return Ok(false);
-    }
-    if let Some((leads, asked)) = state.leads
-        && asked.elapsed() < TICK
-    {
-        return Ok(leads);
-    }
-    let now_leads = leads(&deps.store, &deps.member, Duty::Queue).await?;
-    state.leads = Some((now_leads, std::time::Instant::now()));
-    if !now_leads {
-        *state = State {
-            leads: state.leads,
-            ..State::default()
-        };
-    }
-    Ok(now_leads)
 }
 
 /// What one offer of a queued run came to.

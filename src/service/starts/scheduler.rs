@@ -36,7 +36,8 @@ use crate::model::schedule::{
 };
 use crate::rules::schedule::{self as rule, Cron};
 use crate::runtime::Runtime;
-use crate::runtime::membership::{Duty, leads};
+use crate::runtime::duty::Work;
+use crate::runtime::membership::Duty;
 use crate::service::catalog::{self, SCHEDULES_CHANGED};
 use crate::service::error::ServiceError;
 use crate::store::clock;
@@ -171,46 +172,71 @@ struct State {
     kept: BTreeMap<String, BTreeSet<String>>,
 }
 
-/// Fires schedules until the server stops.
-pub async fn run(runtime: Runtime, settings: Settings) {
-    let mut state = State::default();
-    let mut rates = Rates::new(settings);
-    // At once at start, then at the next fire time (at least every second).
-    let mut wait = Duration::ZERO;
-    loop {
-        tokio::time::sleep(wait).await;
-        wait = TICK;
-        let deps = runtime.deps();
-        match leads(&deps.store, &deps.member, Duty::Scheduler).await {
-            Ok(true) => {}
-            Ok(false) => {
-                state = State::default();
-                continue;
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot tell which server fires schedules; retried");
-                continue;
-            }
+/// The scheduler, as a duty (`runtime::duty` runs it).
+pub struct Scheduler {
+    runtime: Runtime,
+    settings: Settings,
+    state: State,
+    rates: Rates,
+}
+
+impl std::fmt::Debug for Scheduler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scheduler")
+            .field("schedules", &self.state.entries.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Scheduler {
+    pub fn new(runtime: Runtime, settings: Settings) -> Scheduler {
+        Scheduler {
+            runtime,
+            settings,
+            state: State::default(),
+            rates: Rates::new(settings),
         }
-        rates.tidy();
-        match tick(&runtime, &mut state, &rates, settings).await {
-            Ok(()) => {
-                if let Some(next) = state
-                    .entries
-                    .values()
-                    .filter_map(|e| e.next.map(|next| next.max(e.held)))
-                    .min()
-                {
+    }
+}
+
+impl Work for Scheduler {
+    fn duty(&self) -> Duty {
+        Duty::Scheduler
+    }
+
+    /// At once at start, then at the next fire time (at least every second).
+    fn first(&self) -> Duration {
+        Duration::ZERO
+    }
+
+    fn idle(&self) -> Duration {
+        TICK
+    }
+
+    async fn tick(&mut self) -> Duration {
+        let state = &mut self.state;
+        self.rates.tidy();
+        match tick(&self.runtime, state, &self.rates, self.settings).await {
+            Ok(()) => state
+                .entries
+                .values()
+                .filter_map(|e| e.next.map(|next| next.max(e.held)))
+                .min()
+                .map_or(TICK, |next| {
                     let until = next.saturating_sub(clock::now_millis());
-                    wait = Duration::from_millis(until).clamp(Duration::from_millis(10), TICK);
-                }
-            }
+                    Duration::from_millis(until).clamp(Duration::from_millis(10), TICK)
+                }),
             Err(e) => {
                 tracing::warn!(error = %e, "firing schedules failed; retried");
                 // Read everything again: what failed may have half happened.
-                state = State::default();
+                *state = State::default();
+                TICK
             }
         }
+    }
+
+    fn lost(&mut self) {
+        self.state = State::default();
     }
 }
 
