@@ -103,21 +103,7 @@ impl Janitor {
         if targets.is_empty() {
             return Ok(0);
         }
-        let ours = self.server_names().await?;
-        let (_, seen) = self.list(&targets, &ours).await;
-        let runs: BTreeSet<String> = seen
-            .iter()
-            .filter_map(|(_, r)| r.tags.get(TAG_RUN).cloned())
-            .collect();
-        let known = self.deps.store.read(move |r| known_runs(r, &runs)).await?;
-        let now = now_secs();
-        let mut orphans = Vec::new();
-        for (i, resource) in seen {
-            if let Some(reason) = judge(&resource, &known, now) {
-                orphans.push(take(&targets[i], resource, reason, false).await);
-            }
-        }
-        self.tell_runs(&orphans, &known).await?;
+        let (_, orphans) = self.sweep_targets(&targets, false).await?;
         Ok(orphans.iter().filter(|o| o.action == "deleted").count())
     }
 
@@ -144,23 +130,7 @@ impl Janitor {
         let _one = self.running.lock().await;
         let started = now_secs();
         let targets = self.targets().await?;
-        let ours = self.server_names().await?;
-        let (accounts, seen) = self.list(&targets, &ours).await;
-        let runs: BTreeSet<String> = seen
-            .iter()
-            .filter_map(|(_, r)| r.tags.get(TAG_RUN).cloned())
-            .collect();
-        let known = self.deps.store.read(move |r| known_runs(r, &runs)).await?;
-        let now = now_secs();
-        let mut orphans = Vec::new();
-        for (i, resource) in seen {
-            let t = &targets[i];
-            let Some(reason) = judge(&resource, &known, now) else {
-                continue;
-            };
-            orphans.push(take(t, resource, reason, dry_run).await);
-        }
-        self.tell_runs(&orphans, &known).await?;
+        let (accounts, orphans) = self.sweep_targets(&targets, dry_run).await?;
         let sweep = Sweep {
             started,
             finished: now_secs(),
@@ -175,6 +145,32 @@ impl Janitor {
             .write(move |tx| tx.put(Table::Meta, LAST, &kept))
             .await?;
         Ok(sweep)
+    }
+
+    /// Lists `targets`, judges what they hold that a server of this installation made, and
+    /// deletes the orphans unless `dry_run` (their runs hear of it): each account's summary
+    /// and the orphans.
+    async fn sweep_targets(
+        &self,
+        targets: &[Target],
+        dry_run: bool,
+    ) -> Result<(Vec<AccountSweep>, Vec<Orphan>), RuntimeError> {
+        let ours = self.server_names().await?;
+        let (accounts, seen) = self.list(targets, &ours).await;
+        let runs: BTreeSet<String> = seen
+            .iter()
+            .filter_map(|(_, r)| r.tags.get(TAG_RUN).cloned())
+            .collect();
+        let known = self.deps.store.read(move |r| known_runs(r, &runs)).await?;
+        let now = now_secs();
+        let mut orphans = Vec::new();
+        for (i, resource) in seen {
+            if let Some(reason) = judge(&resource, &known, now) {
+                orphans.push(take(&targets[i], resource, reason, dry_run).await);
+            }
+        }
+        self.tell_runs(&orphans, &known).await?;
+        Ok((accounts, orphans))
     }
 
     /// Lists every target's account: what each holds that this server made, and a summary per
