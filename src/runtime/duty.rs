@@ -42,8 +42,10 @@ pub trait Work: Send {
         tokio::time::sleep(wait)
     }
 
-    /// How long before the first tick.
-    fn first(&self) -> Duration;
+    /// How long before the first tick: [`Work::idle`] unless the work says otherwise.
+    fn first(&self) -> Duration {
+        self.idle()
+    }
 
     /// Done on every server at every tick, before leadership is asked (what each server does
     /// for its own runs).

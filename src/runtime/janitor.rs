@@ -94,12 +94,7 @@ impl Janitor {
     /// Deletes the `local` sandboxes on this host that no run accounts for; how many.
     async fn sweep_local(&self) -> Result<usize, RuntimeError> {
         let _one = self.running.lock().await;
-        let targets: Vec<Target> = self
-            .targets()
-            .await?
-            .into_iter()
-            .filter(|t| t.provisioner.spec().name == LOCAL_PROVISIONER)
-            .collect();
+        let targets = self.targets(Some(LOCAL_PROVISIONER)).await?;
         if targets.is_empty() {
             return Ok(0);
         }
@@ -129,7 +124,7 @@ impl Janitor {
     async fn sweep(&self, dry_run: bool, trigger: &str) -> Result<Sweep, RuntimeError> {
         let _one = self.running.lock().await;
         let started = now_secs();
-        let targets = self.targets().await?;
+        let targets = self.targets(None).await?;
         let (accounts, orphans) = self.sweep_targets(&targets, dry_run).await?;
         let sweep = Sweep {
             started,
@@ -260,8 +255,9 @@ impl Janitor {
             .await?)
     }
 
-    /// Every account the profiles and live runs point at, once each.
-    async fn targets(&self) -> Result<Vec<Target>, RuntimeError> {
+    /// Every account the profiles and live runs point at, once each; only those of
+    /// provisioner `only` when given (their secrets alone are resolved).
+    async fn targets(&self, only: Option<&'static str>) -> Result<Vec<Target>, RuntimeError> {
         let registry = Arc::clone(&self.deps.registry);
         let cipher = Arc::clone(&self.deps.cipher);
         let work_dir = self.deps.work_dir.clone();
@@ -269,7 +265,11 @@ impl Janitor {
             .store
             .read(move |r| {
                 let mut sources: Vec<(String, String, String, ebb_spi::Properties)> = Vec::new();
+                let wanted = |name: &str| only.is_none_or(|o| o == name);
                 for (key, p) in r.scan::<StoredProfile>(Table::Profiles, "")? {
+                    if !wanted(&p.profile.provisioner.name) {
+                        continue;
+                    }
                     let ns = key.split('/').next().unwrap_or_default().to_string();
                     let props: ebb_spi::Properties = p.profile.properties();
                     // A directory on this host that no instance admin chose is nobody's to
@@ -284,7 +284,10 @@ impl Janitor {
                     sources.push((p.profile.provisioner.name.clone(), ns, label, props));
                 }
                 for (key, _) in r.scan::<serde_json::Value>(Table::Active, "")? {
-                    if let Some(run) = r.get::<RunRecord>(Table::Runs, &key)? {
+                    if let Some(run) = r
+                        .get::<RunRecord>(Table::Runs, &key)?
+                        .filter(|run| wanted(&run.provisioner))
+                    {
                         let label = format!("run {}", run.key.run);
                         let ns = run.key.namespace.clone();
                         sources.push((run.provisioner.clone(), ns, label, run.properties()));
@@ -331,10 +334,6 @@ pub struct Sweeps {
 impl Work for Sweeps {
     fn duty(&self) -> Duty {
         Duty::Janitor
-    }
-
-    fn first(&self) -> Duration {
-        self.every
     }
 
     fn idle(&self) -> Duration {

@@ -57,10 +57,6 @@ impl Work for Compaction {
         Duty::Retention
     }
 
-    fn first(&self) -> Duration {
-        interval(self.retention)
-    }
-
     fn idle(&self) -> Duration {
         interval(self.retention)
     }

@@ -130,10 +130,6 @@ impl Work for Ledger {
         Duty::Usage
     }
 
-    fn first(&self) -> Duration {
-        TICK
-    }
-
     fn idle(&self) -> Duration {
         TICK
     }

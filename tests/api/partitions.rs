@@ -12,7 +12,7 @@ use crate::support::netns::Network;
 use crate::support::profiles::sim_profile;
 use crate::support::runs::{
     assert_clean, beats, calls, deploy, epoch_ns, start, sub, wait_deprovisioned, wait_for_beats,
-    wait_for_calls, wait_until,
+    wait_for_calls, wait_for_silence, wait_until,
 };
 use crate::support::sshd::Sshd;
 
@@ -25,22 +25,6 @@ fn beating(file: &std::path::Path) -> String {
         "while :; do echo \"$$ $(date +%s%N)\" >> '{}'; sleep 0.1; done",
         file.display()
     )
-}
-
-/// Waits until the program's copies have all stopped beating for a second (up to `limit`);
-/// answers the beats.
-#[track_caller]
-fn wait_for_silence(file: &std::path::Path, limit: Duration) -> Vec<(String, u128, u128)> {
-    let began = Instant::now();
-    loop {
-        let seen = beats(file);
-        let last = seen.iter().map(|b| b.2).max().unwrap_or(0);
-        if epoch_ns().saturating_sub(last) > 1_000_000_000 {
-            return seen;
-        }
-        assert!(began.elapsed() < limit, "the program beats on: {seen:?}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 fn nanos(d: u128) -> Duration {

@@ -14,7 +14,8 @@ use crate::support::installation::Installation;
 use crate::support::profiles::sim_profile;
 use crate::support::runs::{
     assert_all_completed, assert_clean, beats, calls, deploy, epoch_ns, now_secs, start, sub,
-    wait_deprovisioned, wait_for_beats, wait_for_call, wait_for_calls, wait_until,
+    wait_deprovisioned, wait_for_beats, wait_for_call, wait_for_calls, wait_for_silence,
+    wait_until,
 };
 use crate::support::server::{Options, Server, make_token, signal};
 
@@ -640,20 +641,8 @@ fn a_remote_program_no_server_holds_is_stopped_by_its_guard_and_its_retry_runs_a
 
     let killed = epoch_ns();
     s0.kill();
-    // Until it has not beaten for a second.
-    let began = Instant::now();
-    let last = loop {
-        let seen = beats(&file);
-        let last = seen[0].2;
-        if epoch_ns().saturating_sub(last) > 1_000_000_000 {
-            break last;
-        }
-        assert!(
-            began.elapsed() < TTL * 4 + Duration::from_secs(10),
-            "the program beats on with no server: {seen:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    // Until it has not beaten for a second (the program beats on with no server otherwise).
+    let last = wait_for_silence(&file, TTL * 4 + Duration::from_secs(10))[0].2;
     let lived = Duration::from_nanos(u64::try_from(last.saturating_sub(killed)).unwrap_or(0));
     assert!(
         lived > TTL * 3 && lived < TTL * 4 + Duration::from_millis(1500),
@@ -1034,19 +1023,9 @@ fn a_local_runs_sandboxes_on_a_dead_server_are_reported_out_of_reach_and_swept_a
 
     let restarted = epoch_ns();
     let s0 = install.server("s0");
-    let began = Instant::now();
-    loop {
-        let seen = beats(&beats_file);
-        if epoch_ns().saturating_sub(seen[0].2) > 1_000_000_000 {
-            assert!(seen[0].2 < restarted + 10_000_000_000, "{seen:?}");
-            break;
-        }
-        assert!(
-            began.elapsed() < Duration::from_secs(20),
-            "the daemon in the dead server's sandbox beats on after its restart"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    // The daemon in the dead server's sandbox stops soon after its restart.
+    let seen = wait_for_silence(&beats_file, Duration::from_secs(20));
+    assert!(seen[0].2 < restarted + 10_000_000_000, "{seen:?}");
     assert!(
         s0.logs()
             .iter()

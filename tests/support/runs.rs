@@ -198,6 +198,22 @@ pub fn wait_for_beats(path: &Path, copy: usize, limit: Duration) -> Vec<(String,
     }
 }
 
+/// Waits until the program's copies have all stopped beating for a second (up to `limit`);
+/// answers the beats.
+#[track_caller]
+pub fn wait_for_silence(file: &Path, limit: Duration) -> Vec<(String, u128, u128)> {
+    let began = std::time::Instant::now();
+    loop {
+        let seen = beats(file);
+        let last = seen.iter().map(|b| b.2).max().unwrap_or(0);
+        if epoch_ns().saturating_sub(last) > 1_000_000_000 {
+            return seen;
+        }
+        assert!(began.elapsed() < limit, "the program beats on: {seen:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// One line of the sim's call log.
 pub fn calls(state_dir: &Path) -> Vec<Value> {
     std::fs::read_to_string(state_dir.join("calls.jsonl"))

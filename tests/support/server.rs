@@ -75,25 +75,20 @@ impl Server {
     pub fn start_at(data_dir: &Path, options: Options) -> Server {
         let binary = options.binary.clone().unwrap_or_else(|| EBB.into());
         // `ip netns exec` and `prlimit` each exec what follows: the child's pid is the server's.
-        let mut cmd = match &options.netns {
-            Some(space) => {
-                let mut c = Command::new("ip");
-                c.args(["netns", "exec", space]);
-                c
-            }
-            None => match options.files {
-                Some(_) => Command::new("prlimit"),
-                None => Command::new(&binary),
-            },
-        };
-        if let Some(n) = options.files {
-            if options.netns.is_some() {
-                cmd.arg("prlimit");
-            }
-            cmd.arg(format!("--nofile={n}:{n}")).arg("--").arg(&binary);
-        } else if options.netns.is_some() {
-            cmd.arg(&binary);
+        let mut argv: Vec<std::ffi::OsString> = Vec::new();
+        if let Some(space) = &options.netns {
+            argv.extend(["ip", "netns", "exec", space.as_str()].map(Into::into));
         }
+        if let Some(n) = options.files {
+            argv.extend([
+                "prlimit".into(),
+                format!("--nofile={n}:{n}").into(),
+                "--".into(),
+            ]);
+        }
+        argv.push(binary.into_os_string());
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..]);
         cmd.args(["serve", "--log-format", "json", "--workers", "2"])
             .args(if options.args.iter().any(|a| a == "--bind") {
                 &[][..]

@@ -61,10 +61,6 @@ impl Work for Pools {
         Duty::Pools
     }
 
-    fn first(&self) -> Duration {
-        TICK
-    }
-
     fn idle(&self) -> Duration {
         TICK
     }

@@ -84,10 +84,6 @@ impl Work for Dispatcher {
         Duty::Queue
     }
 
-    fn first(&self) -> Duration {
-        TICK
-    }
-
     fn idle(&self) -> Duration {
         TICK
     }
